@@ -1,0 +1,48 @@
+/* eng_config: what a Hugging Face / sentence-transformers model directory
+ * says about the model, without touching the weights.
+ *
+ * Reads config.json (architecture and sizes), and the sentence-transformers
+ * files: modules.json (is there a Pooling and a Normalize module, and where),
+ * <pooling dir>/config.json (mean / cls / last-token), sentence_bert_config.json
+ * (max_seq_length), config_sentence_transformers.json (prompts and
+ * default_prompt_name).  The gateway uses this alone (it never maps weights);
+ * the engine adds the weights.  Missing optional files fall back to what
+ * sentence-transformers would do (mean pooling, no normalize, the model's
+ * max_position_embeddings).
+ */
+#ifndef ENG_CONFIG_H
+#define ENG_CONFIG_H
+
+#include "posy_engine.h"
+#include "posy_err.h"
+
+typedef enum { ENG_ACT_GELU = 0, ENG_ACT_GELU_TANH = 1, ENG_ACT_RELU = 2, ENG_ACT_SILU = 3 } eng_activation;
+
+#define ENG_MAX_PROMPTS 16
+
+typedef struct eng_prompt {
+    char name[64];
+    char *text;                  /* owned */
+} eng_prompt;
+
+typedef struct eng_config {
+    posy_model_info info;        /* filled except device/dtype */
+    char model_type[32];         /* config.json model_type as written */
+    eng_activation act;
+    double ln_eps;               /* layer_norm_eps / rms_norm_eps */
+    int position_offset;         /* RoBERTa/XLM-R: pad_token_id + 1; BERT: 0 */
+    int pad_token_id;
+    int head_dim;
+    double rope_theta;           /* decoders */
+    int tie_word_embeddings;
+    eng_prompt prompts[ENG_MAX_PROMPTS];
+    int n_prompts;
+    char default_prompt_name[64];
+} eng_config;
+
+int eng_config_load(eng_config *c, const char *model_dir, posy_err *err);
+void eng_config_free(eng_config *c);
+/* Prompt text by name, or NULL. */
+const char *eng_config_prompt(const eng_config *c, const char *name);
+
+#endif

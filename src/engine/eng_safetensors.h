@@ -1,0 +1,61 @@
+/* eng_safetensors: a validating reader for the safetensors format.
+ *
+ * Layout: 8-byte little-endian header length N, N bytes of JSON mapping
+ * tensor names to {dtype, shape, data_offsets:[begin,end]} (offsets relative
+ * to the byte after the header), then the data.  The file is memory-mapped
+ * and never copied here; tensors point into the mapping.
+ *
+ * Everything in the header is hostile until checked: N within the file,
+ * valid JSON object, known dtype strings, shapes of non-negative integers
+ * whose element count times dtype size equals end-begin without overflow,
+ * offsets inside the data area, no two tensors overlapping.  Tensors of
+ * dtypes posy does not compute with (I64 position_ids buffers, etc.) are
+ * parsed and kept with dtype ENG_DT_OTHER so that a model carrying them
+ * still loads; asking for such a tensor as weights is an error.
+ */
+#ifndef ENG_SAFETENSORS_H
+#define ENG_SAFETENSORS_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "posy_err.h"
+#include "posy_file.h"
+
+typedef enum { ENG_DT_F32 = 0, ENG_DT_F16 = 1, ENG_DT_BF16 = 2, ENG_DT_OTHER = 3 } eng_dtype;
+
+#define ENG_ST_MAX_DIMS 8
+
+typedef struct eng_st_tensor {
+    char *name;
+    eng_dtype dtype;
+    char dtype_name[8];          /* as written in the header, e.g. "I64" */
+    int ndim;
+    int64_t shape[ENG_ST_MAX_DIMS];
+    int64_t numel;
+    const void *data;            /* points into the mapping */
+    size_t nbytes;
+} eng_st_tensor;
+
+typedef struct eng_st_file {
+    char path[1024];
+    posy_map map;                /* unmapped by eng_st_close when owned */
+    int owns_map;
+    eng_st_tensor *tensors;      /* sorted by name */
+    int n_tensors;
+} eng_st_file;
+
+/* Map and parse a file.  On error nothing stays open. */
+int eng_st_open(eng_st_file *f, const char *path, posy_err *err);
+/* Parse an in-memory buffer (used by tests and the fuzzer); `label` names it
+ * in messages.  The buffer must outlive f. */
+int eng_st_parse(eng_st_file *f, const void *buf, size_t size, const char *label, posy_err *err);
+void eng_st_close(eng_st_file *f);
+
+const eng_st_tensor *eng_st_find(const eng_st_file *f, const char *name);
+
+/* Copy a tensor into fp32 (converting F16/BF16), checking that its shape is
+ * exactly dims[0..ndim).  Error messages name the file and tensor. */
+int eng_st_read_f32(const eng_st_file *f, const char *name, int ndim, const int64_t *dims,
+                    float *dst, posy_err *err);
+
+#endif

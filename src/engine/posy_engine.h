@@ -1,0 +1,96 @@
+/* posy_engine: the engine's public C API (ARCHITECTURE.md, "Engine contract").
+ *
+ * An engine owns one loaded model on one device.  Work arrives as packed
+ * batches: token ids of all sequences back to back with cu_seqlens, no
+ * padding.  posy_engine_step() submits one batch (or none) and hands back
+ * batches that have finished; it never waits for the device unless the
+ * caller asks with posy_engine_wait().  The CPU backend finishes a batch
+ * inside the step that submits it; the CUDA backend overlaps packing of the
+ * next batch with the device running the previous one.
+ *
+ * One thread drives an engine (the scheduler's step loop, or the CLI): the
+ * engine is not safe for concurrent calls.  Internally it uses many threads
+ * (OpenBLAS, OpenMP) on the CPU.
+ */
+#ifndef POSY_ENGINE_H
+#define POSY_ENGINE_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "posy_err.h"
+
+typedef struct posy_engine posy_engine;
+
+typedef enum { POSY_DEVICE_CPU = 0, POSY_DEVICE_CUDA = 1, POSY_DEVICE_AUTO = 2 } posy_device_kind;
+typedef enum { POSY_POOL_MEAN = 0, POSY_POOL_CLS = 1, POSY_POOL_LAST = 2 } posy_pooling;
+
+typedef struct posy_engine_opts {
+    posy_device_kind device;   /* AUTO: CUDA when a usable GPU is present, else CPU */
+    int device_index;          /* CUDA ordinal */
+    int n_threads;             /* CPU threads; 0 = all cores */
+    int max_batch_tokens;      /* largest batch the engine must accept (sizes arenas); 0 = default 16384 */
+    int max_batch_seqs;        /* largest number of sequences in one batch; 0 = default 1024 */
+} posy_engine_opts;
+
+/* What the model is, as read from its directory. */
+typedef struct posy_model_info {
+    char model_dir[1024];
+    char name[256];            /* directory base name, used as the OpenAI "model" */
+    char arch[32];             /* "bert", "roberta", "xlm-roberta", "qwen3" */
+    int hidden;                /* hidden size = embedding dimension before truncation */
+    int layers;
+    int heads;
+    int kv_heads;
+    int intermediate;
+    int vocab;
+    int type_vocab;            /* 0 when the model has no token type embeddings */
+    int max_positions;         /* max_position_embeddings (after any offset) */
+    int max_seq_len;           /* from sentence_bert_config.json, else max_positions */
+    posy_pooling pooling;
+    int normalize;             /* a Normalize module follows pooling */
+    int causal;                /* decoder-style attention */
+    posy_device_kind device;   /* the device actually used */
+    char dtype[8];             /* "fp32" or "bf16" */
+} posy_model_info;
+
+/* A packed batch.  All pointers must stay valid until the batch is handed
+ * back by step()/wait().  `out` receives n_seqs * hidden floats, pooled and
+ * (if the model says so) L2-normalised, in sequence order. */
+typedef struct posy_batch {
+    uint64_t tag;              /* caller's id, returned in posy_result */
+    int n_seqs;
+    int n_tokens;              /* == cu_seqlens[n_seqs] */
+    const int32_t *ids;        /* n_tokens */
+    const int32_t *type_ids;   /* n_tokens, or NULL for all zeros */
+    const int32_t *cu_seqlens; /* n_seqs + 1, cu_seqlens[0] == 0, non-decreasing, no empty sequence */
+    float *out;
+} posy_batch;
+
+typedef struct posy_result {
+    uint64_t tag;
+    int status;                /* 0 = ok, else a posy_status (e.g. device failure) */
+} posy_result;
+
+posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opts, posy_err *err);
+void posy_engine_close(posy_engine *e);
+const posy_model_info *posy_engine_info(const posy_engine *e);
+
+/* Check a batch against the model (ids in vocabulary, lengths within
+ * max_positions, sizes within the engine's limits).  0 if acceptable. */
+int posy_engine_validate(const posy_engine *e, const posy_batch *b, posy_err *err);
+
+/* Submit `next` (NULL: nothing new) and collect finished batches into
+ * done[0..max_done).  Returns how many results were written, or -1 if
+ * `next` was rejected (err says why; nothing was submitted). */
+int posy_engine_step(posy_engine *e, const posy_batch *next, posy_result *done, int max_done,
+                     posy_err *err);
+
+/* Block until at least one in-flight batch finishes and collect it (and any
+ * others already done).  Returns how many were written; 0 if nothing is in
+ * flight. */
+int posy_engine_wait(posy_engine *e, posy_result *done, int max_done);
+
+/* Number of batches submitted and not yet handed back. */
+int posy_engine_inflight(const posy_engine *e);
+
+#endif

@@ -1,0 +1,66 @@
+/* tok: the public tokenizer API.  Reads a Hugging Face tokenizer.json and
+ * reproduces the Python `tokenizers` library to the id.
+ *
+ * A tok_tokenizer is immutable after tok_load_*: any number of threads may
+ * call tok_encode on the same one at once; all per-call state lives in the
+ * caller's tok_encoding (and stack/scratch owned by it).
+ *
+ * The pipeline mirrors tokenizers': added/special tokens are split out
+ * first, then normalizer -> pre-tokenizer -> model (WordPiece today; BPE
+ * and Unigram slot in as further models) -> post-processor (special tokens,
+ * type ids) -> truncation.  Offsets are byte spans into the caller's
+ * original text, so every stage keeps an alignment to the input.
+ */
+#ifndef TOK_H
+#define TOK_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include "posy_err.h"
+
+typedef struct tok_tokenizer tok_tokenizer;
+
+typedef struct tok_encoding {
+    int32_t *ids;
+    int32_t *type_ids;
+    uint8_t *special_mask;   /* 1 for tokens added by the post-processor or special added tokens */
+    int32_t *offsets;        /* 2 per token: [start, end) byte offsets into the input text */
+    int n;                   /* number of tokens */
+    int cap;                 /* allocated capacity (tokens) */
+    void *scratch;           /* reusable per-encoding work buffers, owned */
+} tok_encoding;
+
+typedef enum { TOK_TRUNC_RIGHT = 0, TOK_TRUNC_LEFT = 1 } tok_trunc_dir;
+
+typedef struct tok_opts {
+    int add_special;         /* apply the post-processor ([CLS] ... [SEP]) */
+    int max_len;             /* truncate to this many tokens incl. specials; 0 = no limit */
+    tok_trunc_dir trunc_dir;
+} tok_opts;
+
+/* Load from a file or from JSON text.  NULL on error, with `err` naming the
+ * file and the field at fault. */
+tok_tokenizer *tok_load_file(const char *path, posy_err *err);
+tok_tokenizer *tok_load_json(const char *json, size_t len, posy_err *err);
+void tok_free(tok_tokenizer *t);
+
+/* Encode `len` bytes of UTF-8.  Invalid UTF-8 is an error (POSY_E_INVALID),
+ * never a crash.  Returns 0 or a posy_status.  `out` may be reused across
+ * calls (initialise with {0}); free with tok_encoding_free. */
+int tok_encode(const tok_tokenizer *t, const char *text, size_t len, const tok_opts *opts,
+               tok_encoding *out, posy_err *err);
+void tok_encoding_free(tok_encoding *e);
+
+/* Vocabulary. */
+int tok_vocab_size(const tok_tokenizer *t);
+/* Token string for an id (NULL if out of range).  Valid while t lives. */
+const char *tok_id_to_token(const tok_tokenizer *t, int32_t id);
+/* Id for a token string, or -1. */
+int32_t tok_token_to_id(const tok_tokenizer *t, const char *token);
+/* Number of special tokens the post-processor adds to a single sequence
+ * (2 for BERT: [CLS] and [SEP]). */
+int tok_num_special_single(const tok_tokenizer *t);
+/* The model type as named in tokenizer.json: "WordPiece", "BPE", "Unigram". */
+const char *tok_model_type(const tok_tokenizer *t);
+
+#endif
