@@ -1,0 +1,75 @@
+/* eng_internal: what the engine's front (posy_engine.c) shares with its
+ * backends (cpu/, cuda/).  Not part of the public API.
+ *
+ * The front loads config and weights once (host, fp32 view of every tensor
+ * the architecture needs, pointing into the safetensors mapping when the
+ * file is already fp32), validates batches, and forwards step()/wait() to
+ * the backend through eng_backend_ops.  A backend owns its device copies
+ * of the weights, its arenas and its in-flight bookkeeping.
+ */
+#ifndef ENG_INTERNAL_H
+#define ENG_INTERNAL_H
+
+#include "eng_config.h"
+#include "eng_safetensors.h"
+#include "posy_engine.h"
+
+/* One encoder layer of a BERT-family model, fp32, row-major, PyTorch
+ * nn.Linear layout: weight [out, in], y = x W^T + b.  qkv_w is Q, K and V
+ * stacked into one [3*hidden, hidden] matrix (and qkv_b [3*hidden]) so one
+ * GEMM computes all three. */
+typedef struct eng_bert_layer {
+    const float *qkv_w, *qkv_b;     /* [3H, H], [3H] */
+    const float *ao_w, *ao_b;       /* attention output [H, H], [H] */
+    const float *ln1_g, *ln1_b;     /* attention LayerNorm [H] */
+    const float *up_w, *up_b;       /* intermediate [I, H], [I] */
+    const float *down_w, *down_b;   /* output [H, I], [H] */
+    const float *ln2_g, *ln2_b;     /* output LayerNorm [H] */
+} eng_bert_layer;
+
+typedef struct eng_bert_weights {
+    const float *word_emb;          /* [vocab, H] */
+    const float *pos_emb;           /* [max_positions, H] */
+    const float *type_emb;          /* [type_vocab, H] or NULL */
+    const float *emb_ln_g, *emb_ln_b;
+    eng_bert_layer *layers;         /* [n_layers] */
+    int n_layers;
+    float *owned;                   /* one allocation for converted/stacked tensors */
+    size_t owned_floats;
+} eng_bert_weights;
+
+/* Load the BERT-family weights named by `cfg` from `st` (accepting the
+ * usual prefixes: "", "bert.", "roberta.", "model.").  Errors name the file
+ * and the tensor. */
+int eng_bert_weights_load(eng_bert_weights *w, const eng_config *cfg, const eng_st_file *st,
+                          posy_err *err);
+void eng_bert_weights_free(eng_bert_weights *w);
+
+typedef struct eng_backend_ops {
+    const char *name;                                   /* "cpu", "cuda" */
+    int (*open)(posy_engine *e, posy_err *err);         /* device weights, arenas */
+    void (*close)(posy_engine *e);
+    /* Enqueue a validated batch; may finish it before returning (CPU). */
+    int (*submit)(posy_engine *e, const posy_batch *b, posy_err *err);
+    /* Collect finished batches; block=1 waits for at least one if any is in flight. */
+    int (*poll)(posy_engine *e, posy_result *done, int max_done, int block);
+    int (*inflight)(const posy_engine *e);
+} eng_backend_ops;
+
+struct posy_engine {
+    eng_config cfg;
+    eng_st_file st;
+    eng_bert_weights bert;
+    posy_engine_opts opts;
+    const eng_backend_ops *ops;
+    void *backend;                                      /* backend-private state */
+};
+
+extern const eng_backend_ops eng_cpu_backend;
+#ifdef POSY_HAVE_CUDA
+extern const eng_backend_ops eng_cuda_backend;
+/* 1 if a usable CUDA device is present (without initialising more than needed). */
+int eng_cuda_available(int device_index, posy_err *err);
+#endif
+
+#endif
