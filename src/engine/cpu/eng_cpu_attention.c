@@ -10,9 +10,12 @@
  * stride 3H), so nothing is copied.
  *
  * Sequences of ATT_BLAS_MIN tokens or more use one sgemm for Q K^T and one
- * for P V per tile; shorter ones use plain loops, where sgemm's call overhead
- * would dominate.  While the parallel region runs, OpenBLAS is held to one
- * thread so the per-thread sgemms do not each fan out over all cores.
+ * for P V per tile (already at 64 tokens the loops took 20% of a MiniLM
+ * forward against 5% with sgemm); the shortest use plain loops, where the
+ * call overhead would dominate.  While the parallel region runs, OpenBLAS is
+ * held to one thread so the per-thread sgemms do not each fan out over all
+ * cores (the OpenMP build of OpenBLAS does this by itself; the pthread build
+ * needs it).
  */
 #include <math.h>
 #include <omp.h>
@@ -20,7 +23,7 @@
 #include "eng_cpu_kernels.h"
 
 #define ATT_TQ 64
-#define ATT_BLAS_MIN 128
+#define ATT_BLAS_MIN 16
 
 size_t eng_cpu_attention_scratch_floats(int max_len, int n_threads) {
     return (size_t)ATT_TQ * (size_t)(max_len > 0 ? max_len : 1) * (size_t)(n_threads > 0 ? n_threads : 1);
