@@ -8,7 +8,8 @@
  * Tolerances, |fast - ref| <= atol + rtol*|ref|:
  *   embedding / LayerNorm      1e-5 + 1e-5   (float vs double statistics)
  *   linear (K inputs)          2e-6*sqrt(K)*8 + 1e-5 (sgemm float sums of K terms)
- *   GELU (erf, tanh)           1e-6 + 1e-5
+ *   GELU (erf, tanh)           1e-6 + 1e-5 (fast erf: rational, |err| <= 3.9e-7,
+ *                              tests/gen/fit_erf.py)
  *   attention                  1e-5 + 1e-5
  *   pooling, L2 normalise      1e-6 + 1e-5
  */
