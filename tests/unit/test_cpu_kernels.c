@@ -10,6 +10,7 @@
  *   linear (K inputs)          2e-6*sqrt(K)*8 + 1e-5 (sgemm float sums of K terms)
  *   GELU (erf, tanh)           1e-6 + 1e-5 (fast erf: rational, |err| <= 3.9e-7,
  *                              tests/gen/fit_erf.py)
+ *   softmax                    2e-6 relative; 5e-7 for 101 terms (fast exp: 1.24 ulp)
  *   attention                  1e-5 + 1e-5
  *   pooling, L2 normalise      1e-6 + 1e-5
  */
@@ -19,6 +20,14 @@
 #include <string.h>
 #include "cpu/eng_cpu_kernels.h"
 #include "posy_test.h"
+
+/* 1 if some element differs by more than tol (negative checks: quiet,
+ * unlike posy_test_close which reports its worst mismatch). */
+static int differs(const float *a, const float *b, size_t n, float tol) {
+    for (size_t i = 0; i < n; i++)
+        if (fabsf(a[i] - b[i]) > tol) return 1;
+    return 0;
+}
 
 static uint64_t rng_state = 0x9e3779b97f4a7c15ull;
 static float frand(float lo, float hi) {
@@ -69,7 +78,7 @@ static void test_embed(void) {
     m2.position_offset = 2;
     eng_cpu_embed(&m0, ids, NULL, cu, 1, a);
     eng_cpu_embed(&m2, ids, NULL, cu, 1, r);
-    CHECK(!posy_test_close(a, r, 16, 1e-5f, 1e-5f));
+    CHECK(differs(a, r, 16, 1e-5f));
     free(word); free(pos); free(g); free(b);
 }
 
@@ -128,6 +137,30 @@ static void test_add_layernorm(void) {
                 CHECK_MSG(posy_test_close(x, r, n, 1e-5f, 1e-5f), "R=%d H=%d res=%d", R, H, with_res);
                 free(x); free(res); free(g); free(b); free(r);
             }
+}
+
+static void test_softmax(void) {
+    static const int ns[] = {1, 2, 7, 64, 1000, 4097};
+    for (int i = 0; i < 6; i++) {
+        int n = ns[i];
+        /* Scores spread over [-90, 10]: exp() is exercised over its whole
+         * non-positive range after the max is subtracted. */
+        float *x = rand_vec((size_t)n, -90, 10), *r = copy_vec(x, (size_t)n);
+        eng_cpu_softmax(x, n);
+        eng_cpu_softmax_ref(r, n);
+        /* 2e-6: a float sum of n terms (the normaliser) is not exact. */
+        CHECK_MSG(posy_test_close(x, r, (size_t)n, 1e-30f, 2e-6f), "n=%d", n);
+        free(x); free(r);
+    }
+    /* Small differences: relative accuracy where every term matters. */
+    float x[101], r[101];
+    for (int i = 0; i < 101; i++) x[i] = r[i] = -0.87f * (float)i;
+    eng_cpu_softmax(x, 101);
+    eng_cpu_softmax_ref(r, 101);
+    CHECK(posy_test_close(x, r, 101, 1e-38f, 5e-7f));
+    float big[3] = {1e4f, 1e4f, -1e4f};
+    eng_cpu_softmax(big, 3);
+    CHECK(big[0] == 0.5f && big[1] == 0.5f && big[2] < 1e-37f);
 }
 
 /* Independent oracle: pad every sequence to the longest, mask, softmax in
@@ -207,7 +240,7 @@ static void test_attention(void) {
     float *qkv = rand_vec(5 * 3 * 8, -2, 2), a[40], b[40];
     eng_cpu_attention_ref(a, qkv, cu, 1, 1, 8, 0);
     eng_cpu_attention_ref(b, qkv, cu, 1, 1, 8, 1);
-    CHECK(!posy_test_close(a, b, 32, 1e-5f, 1e-5f));
+    CHECK(differs(a, b, 32, 1e-5f));
     CHECK(posy_test_close(a + 32, b + 32, 8, 1e-5f, 1e-5f));
     /* Scratch too small for one thread's tile: refused, not overrun. */
     float tiny[4];
@@ -242,4 +275,4 @@ static void test_pool_and_normalize(void) {
 }
 
 TEST_MAIN(TEST(test_embed), TEST(test_linear), TEST(test_gelu), TEST(test_add_layernorm),
-          TEST(test_attention), TEST(test_pool_and_normalize))
+          TEST(test_softmax), TEST(test_attention), TEST(test_pool_and_normalize))

@@ -111,7 +111,7 @@ static inline float erf_rational(float z) {
     return copysignf(r, z); /* not a ?: on z's sign, which keeps GCC from vectorising */
 }
 
-static void gelu_span(float *x, size_t n) {
+ENG_CPU_CLONES static void gelu_span(float *x, size_t n) {
     const float rs2 = 0.70710678118654752440f;
 #pragma omp simd
     for (size_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erf_rational(x[i] * rs2));

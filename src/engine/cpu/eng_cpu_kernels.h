@@ -24,6 +24,15 @@
 #include <stdint.h>
 #include "posy_engine.h"
 
+/* The build targets baseline x86-64 (SSE2) so the binary runs anywhere;
+ * the few elementwise loops that matter get AVX2 and AVX-512 clones chosen
+ * at load time (GCC/Clang function multiversioning). */
+#if defined(__x86_64__) && defined(__GNUC__)
+#define ENG_CPU_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
+#else
+#define ENG_CPU_CLONES
+#endif
+
 /* Embedding tables and their LayerNorm. */
 typedef struct eng_cpu_emb {
     const float *word;          /* [vocab, H] */
@@ -61,6 +70,11 @@ void eng_cpu_add_layernorm_ref(float *x, const float *res, const float *g, const
                                float eps, int n_rows, int H);
 void eng_cpu_add_layernorm(float *x, const float *res, const float *g, const float *b, float eps,
                            int n_rows, int H);
+
+/* Numerically stable softmax of x[0..n) in place (max subtracted); the
+ * fast one is the row softmax the attention kernel uses. */
+void eng_cpu_softmax_ref(float *x, int n);
+void eng_cpu_softmax(float *x, int n);
 
 /* Multi-head attention over packed sequences.  out[t, h*d..] = softmax(q k^T
  * / sqrt(d)) v within t's own sequence only (causal: keys up to t).  qkv as

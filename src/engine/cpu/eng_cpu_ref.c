@@ -79,6 +79,13 @@ void eng_cpu_add_layernorm_ref(float *x, const float *res, const float *g, const
     free(v);
 }
 
+void eng_cpu_softmax_ref(float *x, int n) {
+    double mx = -INFINITY, sum = 0;
+    for (int i = 0; i < n; i++) mx = x[i] > mx ? x[i] : mx;
+    for (int i = 0; i < n; i++) sum += exp((double)x[i] - mx);
+    for (int i = 0; i < n; i++) x[i] = (float)(exp((double)x[i] - mx) / sum);
+}
+
 /* One query row of one head: scores in double, max-subtracted softmax,
  * weighted sum of values. */
 static void ref_attend_row(float *o, const float *qkv, int first, int n_keys, int q, int h, int H,
