@@ -160,12 +160,26 @@ static void cfg_set_name(posy_model_info *in, const char *dir) {
     free(rp);
 }
 
+/* Configs written before transformers 3 have no model_type; their
+ * "architectures" class name says it ("BertModel" -> "bert"). */
+static const char *cfg_type_from_arch(json_t *root) {
+    static const struct { const char *cls, *type; } map[] = {
+        {"XLMRoberta", "xlm-roberta"}, {"Roberta", "roberta"}, {"Camembert", "camembert"},
+        {"DistilBert", "distilbert"}, {"Bert", "bert"}, {"Qwen3", "qwen3"},
+    };
+    const char *a = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
+    for (size_t i = 0; a && i < sizeof map / sizeof map[0]; i++)
+        if (!strncmp(a, map[i].cls, strlen(map[i].cls))) return map[i].type;
+    return NULL;
+}
+
 static int cfg_load_main(eng_config *c, const char *dir, posy_err *err) {
     char path[1024], mt[32];
     json_t *root;
     int rc = eng_cfgjson_load(dir, "config.json", 1, 1, &root, path, err);
     if (rc) return rc;
-    rc = eng_cfgjson_str(root, "model_type", path, 1, NULL, mt, sizeof mt, err);
+    const char *guess = json_object_get(root, "model_type") ? NULL : cfg_type_from_arch(root);
+    rc = eng_cfgjson_str(root, "model_type", path, !guess, guess, mt, sizeof mt, err);
     int k = -1;
     for (size_t i = 0; !rc && k < 0 && i < sizeof cfg_types / sizeof cfg_types[0]; i++)
         if (!strcmp(mt, cfg_types[i].model_type)) k = (int)i;

@@ -6,7 +6,8 @@
  * skipped, because skipping one would return vectors that silently differ
  * from the reference.  Absent files mean what sentence-transformers itself
  * does for a plain Hugging Face model: mean pooling, no normalization,
- * max_seq_len = the model's positions, no prompts.
+ * max_seq_len = the tokenizer's model_max_length capped by the model's
+ * positions, no prompts.
  */
 #include "eng_config.h"
 
@@ -103,13 +104,30 @@ static int st_modules(eng_config *c, const char *dir, posy_err *err) {
     return rc;
 }
 
+/* Without a max_seq_length, sentence-transformers truncates at the
+ * tokenizer's model_max_length capped by the positions.  That field is
+ * often 1e30-ish (written as a huge integer), hence INT_AS_REAL; the file
+ * belongs to the tokenizer, so a broken one is left for it to report. */
+static int st_tokenizer_max_len(const char *dir, int max_positions) {
+    char path[1024];
+    if (posy_path_join(path, sizeof path, dir, "tokenizer_config.json") || !posy_file_exists(path))
+        return max_positions;
+    char *text = posy_file_read(path, 16u << 20, NULL, NULL);
+    json_t *r = text ? json_loads(text, JSON_DECODE_INT_AS_REAL, NULL) : NULL;
+    json_t *v = json_object_get(r, "model_max_length");
+    double m = json_is_number(v) ? json_number_value(v) : 0;
+    json_decref(r);
+    free(text);
+    return m >= 1 && m < max_positions ? (int)m : max_positions;
+}
+
 static int st_bert_config(eng_config *c, const char *dir, posy_err *err) {
     char path[1024];
     json_t *r;
-    c->info.max_seq_len = c->info.max_positions;
+    int msl = st_tokenizer_max_len(dir, c->info.max_positions);
+    c->info.max_seq_len = msl;
     int rc = eng_cfgjson_load(dir, "sentence_bert_config.json", 0, 1, &r, path, err);
     if (rc || !r) return rc;
-    int msl = c->info.max_positions;
     rc = eng_cfgjson_int(r, "max_seq_length", path, 0, msl, 1, 1 << 22, &msl, err);
     if (!rc) rc = eng_cfgjson_bool(r, "do_lower_case", path, 0, &c->do_lower_case, err);
     json_decref(r);

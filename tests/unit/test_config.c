@@ -112,6 +112,14 @@ static void test_defaults(void) {
     CHECK_EQ_INT(c.act, ENG_ACT_GELU);
     CHECK(!strcmp(c.info.name, g_dir + 5));
     eng_config_free(&c);
+    /* the tokenizer's model_max_length caps it (a huge integer means "none") */
+    put("tokenizer_config.json", "{\"model_max_length\":128}");
+    if (load_ok(&c)) { CHECK_EQ_INT(c.info.max_seq_len, 128); eng_config_free(&c); }
+    put("tokenizer_config.json", "{\"model_max_length\":1000000000000000019884624838656}");
+    if (load_ok(&c)) { CHECK_EQ_INT(c.info.max_seq_len, 512); eng_config_free(&c); }
+    put("sentence_bert_config.json", "{\"max_seq_length\":300}");
+    put("tokenizer_config.json", "{\"model_max_length\":128}");
+    if (load_ok(&c)) { CHECK_EQ_INT(c.info.max_seq_len, 300); eng_config_free(&c); }
 }
 
 static void test_pooling_modes(void) {
@@ -181,6 +189,18 @@ static void test_config_errors(void) {
     expect_fail("config.json: expected a JSON object", NULL);
     put("config.json", "{\"hidden_size\":64}");
     expect_fail("config.json: required field model_type", NULL);
+    put("config.json", "{\"architectures\":[\"MPNetModel\"],\"hidden_size\":64}");
+    expect_fail("config.json: required field model_type", NULL);
+    /* pre-transformers-3 config: the class name stands in for model_type */
+    put("config.json", "{\"architectures\":[\"RobertaModel\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
+                       "\"num_attention_heads\":4,\"intermediate_size\":128,\"vocab_size\":100,"
+                       "\"max_position_embeddings\":66}");
+    eng_config c;
+    if (load_ok(&c)) {
+        CHECK(!strcmp(c.model_type, "roberta"));
+        CHECK_EQ_INT(c.info.max_positions, 64);
+        eng_config_free(&c);
+    }
     put("config.json", "{\"model_type\":\"mpnet\",\"hidden_size\":64}");
     expect_fail("config.json: model_type 'mpnet' is not supported", NULL);
     put("config.json", "{\"model_type\":\"bert\",\"hidden_size\":\"384\",\"num_hidden_layers\":2,"
