@@ -204,9 +204,7 @@ int eng_bert_weights_load(eng_bert_weights *w, const eng_config *cfg, const eng_
         eng_bert_weights_free(w);
         return rc;
     }
-    /* Row p of a sequence reads table row p + offset (RoBERTa); advancing
-     * the pointer once makes pos_emb the [max_positions, H] table. */
-    w->pos_emb += (size_t)cfg->position_offset * (size_t)cfg->info.hidden;
+    /* pos_emb stays the whole stored table: backends add position_offset. */
     return 0;
 }
 
