@@ -151,7 +151,10 @@ static int bw_layer(bw_ctx *c, const bw_names *n, const eng_config *cfg, int i, 
 /* Every tensor of the model, in one fixed order (both passes). */
 static int bw_walk(bw_ctx *c, const bw_names *n, const eng_config *cfg, eng_bert_weights *w) {
     int64_t H = cfg->info.hidden;
-    int64_t dv[2] = {cfg->info.vocab, H}, dp[2] = {cfg->max_position_embeddings, H};
+    /* a hand-built config (tests, harnesses) may leave the stored size unset */
+    int64_t rows = cfg->max_position_embeddings ? cfg->max_position_embeddings
+                                                : (int64_t)cfg->info.max_positions + cfg->position_offset;
+    int64_t dv[2] = {cfg->info.vocab, H}, dp[2] = {rows, H};
     int64_t dt[2] = {cfg->info.type_vocab, H};
     int rc;
     if ((rc = bw_take(c, "embeddings.word_embeddings.weight", NULL, 2, dv, &w->word_emb)) ||

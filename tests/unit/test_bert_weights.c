@@ -171,6 +171,8 @@ static unsigned char *tiny_model(const tiny_opts *o, size_t *size) {
     return stb_finish(&b, size);
 }
 
+static int g_unset_rows; /* leave max_position_embeddings 0, as a hand-built config would */
+
 static eng_config tiny_cfg(const char *arch, int offset, int distil) {
     eng_config c;
     memset(&c, 0, sizeof c);
@@ -183,7 +185,7 @@ static eng_config tiny_cfg(const char *arch, int offset, int distil) {
     c.info.vocab = V;
     c.info.type_vocab = distil ? 0 : T;
     c.position_offset = offset;
-    c.max_position_embeddings = 10 + offset;
+    c.max_position_embeddings = g_unset_rows ? 0 : 10 + offset;
     c.info.max_positions = 10;
     return c;
 }
@@ -286,6 +288,10 @@ static void test_tiny_dtypes(void) {
 static void test_tiny_variants(void) {
     tiny_opts o = {.dtype = "F32", .prefix = "roberta."};
     run_tiny(&o, "roberta", 2);                        /* 12-row table, 10 positions */
+    o = (tiny_opts){.dtype = "F16", .prefix = "roberta."};
+    g_unset_rows = 1;                                  /* rows = max_positions + offset */
+    run_tiny(&o, "roberta", 2);
+    g_unset_rows = 0;
     o = (tiny_opts){.dtype = "F32", .prefix = "", .misalign = 1};
     run_tiny(&o, "bert", 0);                           /* unaligned F32 copied */
     o = (tiny_opts){.dtype = "BF16", .prefix = "distilbert.", .distil = 1};
