@@ -53,7 +53,7 @@ static void embed_usage(FILE *f) {
           "  --prompt-name NAME      prepend the model's prompt NAME (config_sentence_transformers.json)\n"
           "  --normalize             L2-normalise the vectors even if the model does not\n"
           "  -h, --help              show this help\n"
-          "  --                      everything after is a TEXT, even if it starts with '-'\n"
+          "  --                      every later word is a TEXT, even if it starts with '-'\n"
           "\n"
           "Inputs longer than the model's max_seq_length are truncated, as in\n"
           "sentence-transformers.  A progress bar is drawn on stderr when it is a terminal.\n",
@@ -116,38 +116,50 @@ static int set_flag(embed_flags *f, const char *name, const char *v) {
     return 0;
 }
 
-/* Returns -1 to continue, else the exit code (0 for --help). */
-static int parse_flags(embed_flags *f, int argc, char **argv) {
+/* One flag at argv[*i] (advancing *i past its value).  Returns -1 to go
+ * on, else an exit code (0 after --help). */
+static int parse_one(embed_flags *f, int argc, char **argv, int *i) {
     static const char *const valued[] = {"--model", "--input", "--output", "--prompt", "--prompt-name",
                                          "--input-format", "--output-format", "--device", "--threads",
                                          "--max-batch-tokens"};
-    int i = 1, dashdash = 0;
-    for (; i < argc; i++) {
+    const char *a = argv[*i];
+    if (!strcmp(a, "-h") || !strcmp(a, "--help")) { embed_usage(stdout); return 0; }
+    if (!strcmp(a, "--normalize")) { f->normalize = 1; return -1; }
+    char name[64];
+    const char *eq = strchr(a, '=');
+    size_t nl = eq ? (size_t)(eq - a) : strlen(a);
+    if (nl >= sizeof name) return bad_usage("unknown flag '%s'", a);
+    memcpy(name, a, nl);
+    name[nl] = '\0';
+    int known = 0;
+    for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(name, valued[k]);
+    if (!known) return bad_usage("unknown flag '%s'", name);
+    const char *v = flag_value(argc, argv, i, eq);
+    if (!v) return bad_usage("%s needs a value", name);
+    int rc = set_flag(f, name, v);
+    return rc ? rc : -1;
+}
+
+/* Flags and texts may be interleaved; "--" makes every later word a text,
+ * and a lone "-" is a text.  Texts are gathered at the front of argv (as
+ * GNU getopt permutes it).  Returns -1 to continue, else the exit code. */
+static int parse_flags(embed_flags *f, int argc, char **argv) {
+    int nt = 0, dashdash = 0;
+    for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--")) { i++; dashdash = 1; break; }
-        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { embed_usage(stdout); return 0; }
-        if (!strcmp(a, "--normalize")) { f->normalize = 1; continue; }
-        if (a[0] != '-' || a[1] == '\0') break;   /* first TEXT ("-" alone is a text too) */
-        char name[64];
-        const char *eq = strchr(a, '=');
-        size_t nl = eq ? (size_t)(eq - a) : strlen(a);
-        if (nl >= sizeof name) return bad_usage("unknown flag '%s'", a);
-        memcpy(name, a, nl);
-        name[nl] = '\0';
-        int known = 0;
-        for (size_t k = 0; k < sizeof valued / sizeof valued[0]; k++) known |= !strcmp(name, valued[k]);
-        if (!known) return bad_usage("unknown flag '%s'", name);
-        const char *v = flag_value(argc, argv, &i, eq);
-        if (!v) return bad_usage("%s needs a value", name);
-        int rc = set_flag(f, name, v);
-        if (rc) return rc;
+        if (dashdash || a[0] != '-' || a[1] == '\0') {
+            argv[nt++] = argv[i];
+            continue;
+        }
+        if (!strcmp(a, "--")) {
+            dashdash = 1;
+            continue;
+        }
+        int rc = parse_one(f, argc, argv, &i);
+        if (rc >= 0) return rc;
     }
-    /* Flags may not follow texts: a later "--x" is most likely a mistyped flag. */
-    for (int k = i; k < argc && !dashdash; k++)
-        if (argv[k][0] == '-' && argv[k][1] == '-' && argv[k][2])
-            return bad_usage("flag '%s' after the texts: put flags first, or '--' before texts", argv[k]);
-    f->texts = argv + i;
-    f->n_texts = argc - i;
+    f->texts = argv;
+    f->n_texts = nt;
     if (!f->model) return bad_usage("%s", "--model DIR is required");
     if (f->n_texts > 0 && f->input) return bad_usage("%s", "give TEXT arguments or --input, not both");
     return -1;
