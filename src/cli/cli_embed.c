@@ -11,6 +11,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "cli_embed.h"
@@ -200,6 +201,8 @@ static int check_model_dir(const char *dir, posy_err *err) {
 }
 
 static int load_texts(const embed_flags *f, cli_texts *texts, posy_err *err) {
+    if (f->n_texts == 0 && (!f->input || !strcmp(f->input, "-")) && isatty(STDIN_FILENO))
+        fputs("posy embed: reading texts from stdin, one per line (end with Ctrl-D)\n", stderr);
     if (f->n_texts == 0) return cli_texts_read(texts, f->input, f->in_fmt, err);
     for (int i = 0; i < f->n_texts; i++)
         if (cli_texts_add(texts, f->texts[i], strlen(f->texts[i]), err) != 0) return -1;
@@ -264,8 +267,11 @@ int cli_cmd_embed(int argc, char **argv) {
     memset(&r, 0, sizeof r);
     rc = embed_main(&f, &r);
     if (r.out.f) {
+        /* A failed run leaves no half-written output file behind. */
+        const char *path = r.out.own ? f.output : NULL;
         posy_err ignored;
         cli_vecout_close(&r.out, &ignored);
+        if (path) unlink(path);
     }
     cli_texts_free(&r.texts);
     if (r.engine) posy_engine_close(r.engine);
