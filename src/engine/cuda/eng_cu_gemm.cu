@@ -41,7 +41,7 @@ eng_cu_gemm_ctx *eng_cu_gemm_create(size_t workspace_bytes, char *err, size_t er
     if (!g) { snprintf(err, errlen, "out of host memory"); return NULL; }
     cublasStatus_t st = cublasLtCreate(&g->lt);
     if (st != CUBLAS_STATUS_SUCCESS) {
-        snprintf(err, errlen, "cublasLtCreate: %s", cublasGetStatusString(st));
+        snprintf(err, errlen, "cublasLtCreate: %s", cublasLtGetStatusString(st));
         free(g);
         return NULL;
     }
@@ -75,7 +75,7 @@ void eng_cu_gemm_destroy(eng_cu_gemm_ctx *g) {
     do {                                                                                  \
         cublasStatus_t st_ = (call);                                                      \
         if (st_ != CUBLAS_STATUS_SUCCESS) {                                               \
-            snprintf(err, errlen, "%s: %s", #call, cublasGetStatusString(st_));           \
+            snprintf(err, errlen, "%s: %s", #call, cublasLtGetStatusString(st_));           \
             return NULL;                                                                  \
         }                                                                                 \
     } while (0)
@@ -113,7 +113,7 @@ static gemm_entry *entry_make(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, 
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || e->n_cand == 0) {
         snprintf(err, errlen, "cuBLASLt has no algorithm for %dx%dx%d (epilogue %d): %s", M, N,
-                 K, epi, cublasGetStatusString(st));
+                 K, epi, cublasLtGetStatusString(st));
         return NULL;
     }
     g->n++;
@@ -147,7 +147,7 @@ int eng_cu_gemm(eng_cu_gemm_ctx *g, cudaStream_t s, const bf16 *X, const bf16 *W
     if (!e) return -1;
     cublasStatus_t st = run(g, e, 0, s, X, W, bias, Y);
     if (st != CUBLAS_STATUS_SUCCESS) {
-        snprintf(err, errlen, "cublasLtMatmul %dx%dx%d: %s", M, N, K, cublasGetStatusString(st));
+        snprintf(err, errlen, "cublasLtMatmul %dx%dx%d: %s", M, N, K, cublasLtGetStatusString(st));
         return -1;
     }
     return 0;
