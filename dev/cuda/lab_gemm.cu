@@ -88,6 +88,7 @@ int main(void) {
             check(g, M, 768, 3072, epi);
         }
     check(g, 200, 1536, 384, ENG_CU_EPI_BIAS_GELU);
+    if (getenv("LAB_QUICK")) { eng_cu_gemm_destroy(g); return lab_finish("lab_gemm"); }
     bench(g, "minilm-qkv", 1152, 384, ENG_CU_EPI_BIAS);
     bench(g, "minilm-up", 1536, 384, ENG_CU_EPI_BIAS_GELU);
     bench(g, "minilm-down", 384, 1536, ENG_CU_EPI_BIAS);

@@ -26,5 +26,13 @@ grep -E "FAIL|bench" "$OUT/labs.log" | head -80
 PYTHONUNBUFFERED=1 python3 tests/cuda/e2e_vs_transformers.py "$BUILD" "$WORK" 2>&1 \
   | grep -v "Writing model shards" | tee "$OUT/e2e.log"
 [ ${PIPESTATUS[0]} -ne 0 ] && status=1
+if [ -n "$SANITIZE" ] && command -v compute-sanitizer >/dev/null; then
+  for lab in lab_norm lab_pool lab_attn; do
+    LAB_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 3 "./$BUILD/$lab" > "$OUT/sanitize_$lab.log" 2>&1
+    rc=$?
+    echo "compute-sanitizer memcheck $lab: rc=$rc $(grep -c 'Invalid' "$OUT/sanitize_$lab.log") invalid accesses" | tee -a "$OUT/labs.log"
+    [ $rc -ne 0 ] && status=1
+  done
+fi
 echo "run_gpu_tests: $([ $status -eq 0 ] && echo PASS || echo FAIL)"
 exit $status
