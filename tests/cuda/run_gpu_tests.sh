@@ -10,7 +10,7 @@ OUT=${OUT:-out}
 BUILD=${BUILD:-build-gpu}
 WORK=${WORK:-/tmp/posy-e2e}
 mkdir -p "$OUT"
-nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv | tee "$OUT/gpu.txt"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv | tee "$OUT/labs.log"
 cmake -S . -B "$BUILD" -DPOSY_ENGINE_ONLY=ON -DPOSY_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
   > "$OUT/build.log" 2>&1 && cmake --build "$BUILD" -j"$(nproc)" >> "$OUT/build.log" 2>&1
 if [ $? -ne 0 ]; then grep -E "error|Error" "$OUT/build.log" | head -40; echo "BUILD FAILED"; exit 1; fi
@@ -28,9 +28,9 @@ PYTHONUNBUFFERED=1 python3 tests/cuda/e2e_vs_transformers.py "$BUILD" "$WORK" 2>
 [ ${PIPESTATUS[0]} -ne 0 ] && status=1
 if [ -n "$SANITIZE" ] && command -v compute-sanitizer >/dev/null; then
   for lab in lab_norm lab_pool lab_attn; do
-    LAB_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 3 "./$BUILD/$lab" > "$OUT/sanitize_$lab.log" 2>&1
+    LAB_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 3 "./$BUILD/$lab" > /tmp/sanitize_$lab.log 2>&1
     rc=$?
-    echo "compute-sanitizer memcheck $lab: rc=$rc $(grep -c 'Invalid' "$OUT/sanitize_$lab.log") invalid accesses" | tee -a "$OUT/labs.log"
+    echo "compute-sanitizer memcheck $lab: rc=$rc $(grep -c Invalid /tmp/sanitize_$lab.log) invalid accesses; $(tail -1 /tmp/sanitize_$lab.log)" | tee -a "$OUT/labs.log"
     [ $rc -ne 0 ] && status=1
   done
 fi
