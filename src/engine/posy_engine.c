@@ -56,7 +56,7 @@ static int backend_open(posy_engine *e, posy_err *err) {
             if (err) *err = cerr;
             return posy_err_wrap(err, "--device cuda:%d", e->opts.device_index);
         }
-        POSY_WARN("engine: no usable GPU (%s); using the CPU", cerr.msg[0] ? cerr.msg : "none found");
+        POSY_INFO("engine: no usable GPU (%s); using the CPU", cerr.msg[0] ? cerr.msg : "none found");
     }
 #else
     if (e->opts.device == POSY_DEVICE_CUDA)
@@ -82,13 +82,8 @@ posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opt
     if (!e) { posy_err_set(err, POSY_E_NOMEM, "engine: out of memory"); return NULL; }
     if (opts_resolve(&e->opts, opts, err) != 0) { free(e); return NULL; }
     if (eng_config_load(&e->cfg, model_dir, err) != 0) { free(e); return NULL; }
-    char path[1200];
-    if (posy_path_join(path, sizeof path, model_dir, "model.safetensors") != 0) {
-        posy_err_set(err, POSY_E_INVALID, "--model %s: path too long", model_dir);
-        engine_free(e, STAGE_CONFIG);
-        return NULL;
-    }
-    if (eng_st_open(&e->st, path, err) != 0) { engine_free(e, STAGE_CONFIG); return NULL; }
+    /* model.safetensors, or the shards of model.safetensors.index.json */
+    if (eng_st_open_dir(&e->st, model_dir, err) != 0) { engine_free(e, STAGE_CONFIG); return NULL; }
     if (eng_bert_weights_load(&e->bert, &e->cfg, &e->st, err) != 0) {
         engine_free(e, STAGE_ST);
         return NULL;

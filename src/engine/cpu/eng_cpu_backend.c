@@ -101,7 +101,7 @@ static int cpu_forward(posy_engine *e, cpu_backend *c, const posy_batch *b, posy
     const eng_bert_weights *w = &e->bert;
     omp_set_num_threads(c->n_threads);
     eng_cpu_emb m = {w->word_emb, w->pos_emb, w->type_emb, w->emb_ln_g, w->emb_ln_b, mi->hidden,
-                     0 /* the loader starts pos_emb at position_offset */, (float)e->cfg.ln_eps};
+                     e->cfg.position_offset /* pos_emb is the whole stored table */, (float)e->cfg.ln_eps};
     eng_cpu_embed(&m, b->ids, b->type_ids, b->cu_seqlens, b->n_seqs, c->x);
     for (int l = 0; l < w->n_layers; l++)
         if (cpu_layer(e, c, &w->layers[l], b) != 0)
