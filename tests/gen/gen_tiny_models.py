@@ -8,7 +8,7 @@ BERT), the pooled (and for RoBERTa L2-normalised) embeddings computed with
 Hugging Face transformers in fp32, each sequence run alone (no padding).
 
 What the fixtures exercise that all-MiniLM-L6-v2 does not: RoBERTa's
-position offset (positions start at pad_token_id + 1), the tanh GELU
+position offset (positions start at pad_token_id + 1, pad ids inside a sequence), the tanh GELU
 (gelu_new), token type ids, CLS pooling, odd sizes (intermediate 37,
 head_dim 8), and a sequence of exactly the maximum length.  Weights are
 random with a large spread (std 0.2, LayerNorm gains 1 +- 0.2, non-zero
@@ -78,8 +78,10 @@ def main():
     randomise(roberta, 2)
 
     seqs = [[2, 50, 51, 3], [7], [(5 + 13 * i) % 99 for i in range(40)], [4, 98, 0, 12, 33, 61, 77]]
-    # RoBERTa: no pad id (1) inside a sequence, where HF would restart positions.
-    rseqs = [[x if x != 1 else 2 for x in s] for s in seqs]
+    # RoBERTa: the BERT sequences without the pad id (1), plus one with pads
+    # inside, which Hugging Face places at position pad_id without counting
+    # them (create_position_ids_from_input_ids); posy must do the same.
+    rseqs = [[x if x != 1 else 2 for x in s] for s in seqs] + [[0, 5, 1, 9, 1, 33, 2]]
     types = [[0, 0, 1, 1], [1], [i % 2 for i in range(40)], [0, 0, 0, 1, 1, 1, 1]]
 
     expected = {}

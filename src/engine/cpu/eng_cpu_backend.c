@@ -100,8 +100,13 @@ static int cpu_forward(posy_engine *e, cpu_backend *c, const posy_batch *b, posy
     const posy_model_info *mi = &e->cfg.info;
     const eng_bert_weights *w = &e->bert;
     omp_set_num_threads(c->n_threads);
-    eng_cpu_emb m = {w->word_emb, w->pos_emb, w->type_emb, w->emb_ln_g, w->emb_ln_b, mi->hidden,
-                     e->cfg.position_offset /* pos_emb is the whole stored table */, (float)e->cfg.ln_eps};
+    /* pos_emb is the whole stored table; RoBERTa-style models (a position
+     * offset) place pad tokens by Hugging Face's rule. */
+    eng_cpu_emb m = {.word = w->word_emb, .pos = w->pos_emb, .type = w->type_emb,
+                     .ln_g = w->emb_ln_g, .ln_b = w->emb_ln_b, .hidden = mi->hidden,
+                     .position_offset = e->cfg.position_offset,
+                     .pad_id = e->cfg.position_offset > 0 ? e->cfg.pad_token_id : -1,
+                     .eps = (float)e->cfg.ln_eps};
     eng_cpu_embed(&m, b->ids, b->type_ids, b->cu_seqlens, b->n_seqs, c->x);
     for (int l = 0; l < w->n_layers; l++)
         if (cpu_layer(e, c, &w->layers[l], b) != 0)
