@@ -31,9 +31,10 @@ static int opts_resolve(posy_engine_opts *o, const posy_engine_opts *in, posy_er
     if (o->max_batch_tokens < 1 || o->max_batch_tokens > ENG_LIMIT_MAX_TOKENS)
         return posy_err_set(err, POSY_E_INVALID, "--max-batch-tokens %d: must be 1..%d",
                             o->max_batch_tokens, ENG_LIMIT_MAX_TOKENS);
-    if (o->max_batch_seqs < 1 || o->max_batch_seqs > o->max_batch_tokens)
-        return posy_err_set(err, POSY_E_INVALID, "--max-batch-seqs %d: must be 1..max-batch-tokens (%d)",
-                            o->max_batch_seqs, o->max_batch_tokens);
+    if (o->max_batch_seqs < 1)
+        return posy_err_set(err, POSY_E_INVALID, "--max-batch-seqs %d: must be at least 1", o->max_batch_seqs);
+    /* Every sequence has a token, so more sequences than tokens never fit. */
+    if (o->max_batch_seqs > o->max_batch_tokens) o->max_batch_seqs = o->max_batch_tokens;
     if (o->n_threads < 0 || o->n_threads > 4096)
         return posy_err_set(err, POSY_E_INVALID, "--threads %d: must be 0 (all cores) .. 4096",
                             o->n_threads);
