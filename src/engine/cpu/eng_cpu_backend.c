@@ -25,6 +25,7 @@
 #include <cblas.h>
 #include "eng_cpu_kernels.h"
 #include "eng_internal.h"
+#include "posy_log.h"
 
 #define CPU_DONE_CAP 64
 
@@ -65,6 +66,8 @@ static int cpu_open(posy_engine *e, posy_err *err) {
     c->inter = c->ctx + T * H;
     c->scratch = c->inter + T * F;
     openblas_set_num_threads(c->n_threads);
+    POSY_DEBUG("engine cpu: %d threads, activation arena %zu MiB", c->n_threads,
+               floats * sizeof(float) >> 20);
     e->backend = c;
     return 0;
 }
