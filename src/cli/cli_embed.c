@@ -234,9 +234,10 @@ static int embed_main(const embed_flags *f, embed_res *r) {
         return bad_usage("model path too long: '%s'", f->model);
     if (!(r->tok = tok_load_file(tok_path, &err))) return fail(&err);
 
+    int max_seqs = f->max_batch_tokens < EMBED_MAX_BATCH_SEQS ? (int)f->max_batch_tokens
+                                                              : EMBED_MAX_BATCH_SEQS;
     posy_engine_opts eo = {.device = f->device, .n_threads = (int)f->threads,
-                           .max_batch_tokens = (int)f->max_batch_tokens,
-                           .max_batch_seqs = EMBED_MAX_BATCH_SEQS};
+                           .max_batch_tokens = (int)f->max_batch_tokens, .max_batch_seqs = max_seqs};
     if (!(r->engine = posy_engine_open(f->model, &eo, &err))) return fail(&err);
     const posy_model_info *info = posy_engine_info(r->engine);
     if (f->max_batch_tokens < info->max_seq_len) {
@@ -251,7 +252,7 @@ static int embed_main(const embed_flags *f, embed_res *r) {
     cli_progress progress;
     cli_embed_job job = {.engine = r->engine, .tok = r->tok, .texts = &r->texts, .prompt = prompt,
                          .max_seq_len = info->max_seq_len, .max_batch_tokens = (int)f->max_batch_tokens,
-                         .max_batch_seqs = EMBED_MAX_BATCH_SEQS,
+                         .max_batch_seqs = max_seqs,
                          .force_normalize = f->normalize && !info->normalize, .out = &r->out,
                          .progress = &progress};
     if (cli_embed_run(&job, &err) != 0) return fail(&err);
