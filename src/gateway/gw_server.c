@@ -96,6 +96,10 @@ static void call_free(gw_call *c) {
     free(c->cu);
     free(c->out);
     gw_buf_free(&c->resp);
+    /* A worker may still be inside submit() holding mu while the job has
+     * already completed and been answered: wait for it to let go. */
+    pthread_mutex_lock(&c->mu);
+    pthread_mutex_unlock(&c->mu);
     pthread_mutex_destroy(&c->mu);
     atomic_fetch_sub(&c->srv->active, 1);
     free(c);
