@@ -51,6 +51,11 @@ run_case() {  # run_case ENGINE_LABEL BODY_LABEL PID PORT BODY CONNS
   printf "| %-6s | %-12s | %5s | %10s | %9s | %9s | %16s |\n" "$label" "$blabel" "$conns" "$rps" "$p50" "$p99" "$us_per_req"
 }
 
+stop_server() {  # the server is not a child of this shell (started in $(...)): poll
+  kill "$1" 2>/dev/null || true
+  for _ in $(seq 1 100); do kill -0 "$1" 2>/dev/null || return 0; sleep 0.1; done
+}
+
 start_server() {  # start_server PORT ARGS... ; echoes the pid
   local port=$1; shift
   $PIN_SRV "$BIN" serve --model "$MODEL" --host 127.0.0.1 --port "$port" --http-threads 1 \
@@ -71,11 +76,11 @@ echo "|--------|--------------|-------|------------|-----------|-----------|----
 P1=$(free_port); PID1=$(start_server "$P1" --engine noop)
 run_case noop 1-sentence "$PID1" "$P1" "$ONE" 32
 run_case noop 32-sentence "$PID1" "$P1" "$THIRTY_TWO" 32
-kill "$PID1"; wait "$PID1"
-P2=$(free_port); PID2=$(start_server "$P2" --device cpu)
+stop_server "$PID1"
+P2=$(free_port); PID2=$(start_server "$P2" --device cpu $([ -n "$PIN_SRV" ] && echo --threads 1))
 run_case model 1-sentence "$PID2" "$P2" "$ONE" 8
 run_case model 32-sentence "$PID2" "$P2" "$THIRTY_TWO" 8
-kill "$PID2"; wait "$PID2"
+stop_server "$PID2"
 echo
 echo "JSON serialisation of one 1024-float embedding (bench/bench_serve_json.c):"
 cc -O2 -Isrc/gateway bench/bench_serve_json.c src/gateway/gw_float.c src/gateway/gw_buf.c -lm -o /tmp/bench_serve_json
