@@ -12,6 +12,7 @@
 # scheduler overhead per request.  The server is pinned to core 0 and wrk to
 # core 1 when there are two cores or more.  Then the JSON micro-benchmark:
 # one 1024-float vector through posy's serializer beside printf("%.9g").
+# POSY_BENCH_ENGINES=noop skips the real-engine runs (a machine without weights).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 DUR=${1:-5}
@@ -77,10 +78,12 @@ P1=$(free_port); PID1=$(start_server "$P1" --engine noop)
 run_case noop 1-sentence "$PID1" "$P1" "$ONE" 32
 run_case noop 32-sentence "$PID1" "$P1" "$THIRTY_TWO" 32
 stop_server "$PID1"
+if [ "${POSY_BENCH_ENGINES:-noop,model}" != noop ]; then
 P2=$(free_port); PID2=$(start_server "$P2" --device cpu $([ -n "$PIN_SRV" ] && echo --threads 1))
 run_case model 1-sentence "$PID2" "$P2" "$ONE" 8
 run_case model 32-sentence "$PID2" "$P2" "$THIRTY_TWO" 8
 stop_server "$PID2"
+fi
 echo
 echo "JSON serialisation of one 1024-float embedding (bench/bench_serve_json.c):"
 cc -O2 -Isrc/gateway bench/bench_serve_json.c src/gateway/gw_float.c src/gateway/gw_buf.c -lm -o /tmp/bench_serve_json
