@@ -150,6 +150,9 @@ static void submit(gw_call *c) {
     c->job.user = c;
     posy_err err;
     posy_err_clear(&err);
+    /* The job may complete, be answered and be freed before submit()
+     * returns; call_free waits for mu, so nothing here touches `c` after
+     * the unlock of an accepted job. */
     pthread_mutex_lock(&c->mu);
     int rc = c->gone ? -1 : c->srv->backend.submit(c->srv->backend.ctx, &c->job, &err);
     if (rc == 0) c->submitted = 1;
