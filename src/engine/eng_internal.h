@@ -29,7 +29,8 @@ typedef struct eng_bert_layer {
 
 typedef struct eng_bert_weights {
     const float *word_emb;          /* [vocab, H] */
-    const float *pos_emb;           /* [max_positions, H] */
+    const float *pos_emb;           /* the stored table [cfg.max_position_embeddings, H], row 0 first:
+                                       position i of a sequence reads row i + cfg.position_offset */
     const float *type_emb;          /* [type_vocab, H] or NULL */
     const float *emb_ln_g, *emb_ln_b;
     eng_bert_layer *layers;         /* [n_layers] */

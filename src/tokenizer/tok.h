@@ -27,6 +27,7 @@ typedef struct tok_encoding {
     int32_t *offsets;        /* 2 per token: [start, end) byte offsets into the input text */
     int n;                   /* number of tokens */
     int cap;                 /* allocated capacity (tokens) */
+    int b_start;             /* pairs: index of the first token of sequence B (n if none) */
     void *scratch;           /* reusable per-encoding work buffers, owned */
 } tok_encoding;
 
@@ -50,6 +51,19 @@ void tok_free(tok_tokenizer *t);
 int tok_encode(const tok_tokenizer *t, const char *text, size_t len, const tok_opts *opts,
                tok_encoding *out, posy_err *err);
 void tok_encoding_free(tok_encoding *e);
+
+/* Encode a pair (e.g. query, passage for a reranker): both sequences go
+ * through the pipeline, then the post-processor's pair template and
+ * LongestFirst truncation.  b == NULL encodes a single sequence. */
+int tok_encode_pair(const tok_tokenizer *t, const char *a, size_t alen, const char *b, size_t blen,
+                    const tok_opts *opts, tok_encoding *out, posy_err *err);
+
+/* Convert the byte offsets of `e` into character (code point) offsets into
+ * `text`, exactly as the Python tokenizers package reports them.  `text`
+ * must be the string that was encoded (valid UTF-8).  For pairs, call with
+ * the matching text for each token range ([from, to) tokens).  Returns 0
+ * or POSY_E_NOMEM. */
+int tok_offsets_to_chars(const char *text, size_t len, tok_encoding *e, int from, int to);
 
 /* Vocabulary. */
 int tok_vocab_size(const tok_tokenizer *t);

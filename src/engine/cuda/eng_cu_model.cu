@@ -64,7 +64,7 @@ static void *put(wplan *p, const float *src, size_t n, int f32) {
 static void plan_weights(eng_cu_model *m, wplan *p, const eng_bert_weights *w) {
     const size_t H = m->H, I = m->I;
     m->word = (bf16 *)put(p, w->word_emb, (size_t)m->vocab * H, 0);
-    m->pos = (bf16 *)put(p, w->pos_emb, (size_t)(m->max_pos + m->pos_off) * H, 0);
+    m->pos = (bf16 *)put(p, w->pos_emb, (size_t)m->pos_rows * H, 0);
     m->type = m->type_vocab && w->type_emb ? (bf16 *)put(p, w->type_emb, (size_t)m->type_vocab * H, 0)
                                            : NULL;
     m->emb_g = (float *)put(p, w->emb_ln_g, H, 1);
@@ -96,6 +96,9 @@ static int check_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err) {
     m->H = in->hidden; m->I = in->intermediate; m->L = in->layers; m->heads = in->heads;
     m->vocab = in->vocab; m->type_vocab = in->type_vocab; m->max_pos = in->max_positions;
     m->pos_off = cfg->position_offset;
+    /* the stored table: position i of a sequence reads row i + offset */
+    m->pos_rows = cfg->max_position_embeddings ? cfg->max_position_embeddings
+                                               : m->max_pos + m->pos_off;
     m->eps = (float)cfg->ln_eps;
     m->normalize = in->normalize;
     m->pool_mode = in->pooling == POSY_POOL_CLS ? ENG_CU_POOL_CLS

@@ -1,0 +1,194 @@
+/* cli_tokenize: `posy tokenize`, the tokenizer from the shell.
+ *
+ * One JSON object per input text with ids, tokens, type ids, special-token
+ * mask and offsets in characters, the same numbers the Python tokenizers
+ * package reports, so the two can be diffed line by line.  Texts come from
+ * the arguments, else from stdin lines; with --json-input each stdin line
+ * is a JSON string (so a text can hold newlines and control characters).
+ * A bad line prints {"error": ...} and the run continues (exit status 1).
+ */
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+
+#include "cli.h"
+#include "posy_file.h"
+#include "tok.h"
+
+static void usage(FILE *f) {
+    fprintf(f,
+            "usage: posy tokenize --model DIR|tokenizer.json [--no-special] [--max-len N]\n"
+            "                     [--truncate-left] [--json-input] [--pair] [TEXT ...]\n\n"
+            "Prints one JSON object per text: ids, tokens, type_ids, special_tokens_mask,\n"
+            "offsets (character spans, as Hugging Face tokenizers reports them).\n\n"
+            "  --model PATH      model directory holding tokenizer.json, or the file itself\n"
+            "  --no-special      do not add the post-processor's special tokens\n"
+            "  --max-len N       truncate to N tokens including special tokens\n"
+            "  --truncate-left   truncate from the left instead of the right\n"
+            "  --json-input      each stdin line is a JSON string (or with --pair, an array of two)\n"
+            "  --pair            encode pairs: stdin lines as [a, b] JSON arrays, or TEXT args two by two\n"
+            "  -h, --help        this help\n");
+}
+
+static void put_json_str(FILE *f, const char *s, size_t n) {
+    fputc('"', f);
+    for (size_t i = 0; i < n; i++) {
+        unsigned char c = (unsigned char)s[i];
+        if (c == '"' || c == '\\') { fputc('\\', f); fputc(c, f); }
+        else if (c < 0x20) fprintf(f, "\\u%04x", c);
+        else fputc(c, f);
+    }
+    fputc('"', f);
+}
+
+typedef struct {
+    const tok_tokenizer *t;
+    tok_opts opts;
+    tok_encoding enc;
+    int pair;
+} tk_ctx;
+
+static void print_enc(tk_ctx *c) {
+    tok_encoding *e = &c->enc;
+    FILE *f = stdout;
+    fputs("{\"ids\":[", f);
+    for (int i = 0; i < e->n; i++) fprintf(f, i ? ",%d" : "%d", e->ids[i]);
+    fputs("],\"tokens\":[", f);
+    for (int i = 0; i < e->n; i++) {
+        const char *s = tok_id_to_token(c->t, e->ids[i]);
+        if (i) fputc(',', f);
+        put_json_str(f, s ? s : "", s ? strlen(s) : 0);
+    }
+    fputs("],\"type_ids\":[", f);
+    for (int i = 0; i < e->n; i++) fprintf(f, i ? ",%d" : "%d", e->type_ids[i]);
+    fputs("],\"special_tokens_mask\":[", f);
+    for (int i = 0; i < e->n; i++) fprintf(f, i ? ",%d" : "%d", e->special_mask[i]);
+    fputs("],\"offsets\":[", f);
+    for (int i = 0; i < e->n; i++) fprintf(f, i ? ",[%d,%d]" : "[%d,%d]", e->offsets[2 * i], e->offsets[2 * i + 1]);
+    fputs("]}\n", f);
+}
+
+static void print_error(const char *msg) {
+    fputs("{\"error\":", stdout);
+    put_json_str(stdout, msg, strlen(msg));
+    fputs("}\n", stdout);
+}
+
+/* Encode one text (or pair) and print it; returns 0 or 1. */
+static int do_one(tk_ctx *c, const char *a, size_t al, const char *b, size_t bl) {
+    posy_err err = {0};
+    if (tok_encode_pair(c->t, a, al, b, b ? bl : 0, &c->opts, &c->enc, &err)) {
+        print_error(err.msg);
+        return 1;
+    }
+    /* convert each sequence's token range with its own text */
+    int n = c->enc.n, split = b ? c->enc.b_start : n;
+    if (tok_offsets_to_chars(a, al, &c->enc, 0, split) ||
+        (b && tok_offsets_to_chars(b, bl, &c->enc, split, n))) {
+        print_error("out of memory");
+        return 1;
+    }
+    print_enc(c);
+    return 0;
+}
+
+static int do_json_line(tk_ctx *c, const char *line, size_t len) {
+    json_error_t je;
+    json_t *v = json_loadb(line, len, JSON_DECODE_ANY | JSON_ALLOW_NUL, &je);
+    int rc = 1;
+    if (!v) {
+        char msg[300];
+        snprintf(msg, sizeof msg, "line is not valid JSON: %s", je.text);
+        print_error(msg);
+    } else if (!c->pair && json_is_string(v)) {
+        rc = do_one(c, json_string_value(v), json_string_length(v), NULL, 0);
+    } else if (c->pair && json_is_array(v) && json_array_size(v) == 2 && json_is_string(json_array_get(v, 0)) &&
+               json_is_string(json_array_get(v, 1))) {
+        json_t *x = json_array_get(v, 0), *y = json_array_get(v, 1);
+        rc = do_one(c, json_string_value(x), json_string_length(x), json_string_value(y), json_string_length(y));
+    } else {
+        print_error(c->pair ? "expected a JSON array of two strings" : "expected a JSON string");
+    }
+    json_decref(v);
+    return rc;
+}
+
+static tok_tokenizer *open_model(const char *path) {
+    struct stat st;
+    char file[4096];
+    if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
+        if (posy_path_join(file, sizeof file, path, "tokenizer.json")) {
+            fprintf(stderr, "posy tokenize: --model path too long\n");
+            return NULL;
+        }
+        path = file;
+    }
+    posy_err err = {0};
+    tok_tokenizer *t = tok_load_file(path, &err);
+    if (!t) fprintf(stderr, "posy tokenize: %s\n", err.msg);
+    return t;
+}
+
+int cli_cmd_tokenize(int argc, char **argv) {
+    const char *model = NULL;
+    tk_ctx c = {0};
+    c.opts.add_special = 1;
+    int json_input = 0, first_text = argc;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
+        if (!strcmp(a, "--model")) {
+            if (++i >= argc) { fprintf(stderr, "posy tokenize: --model needs a path\n"); return 2; }
+            model = argv[i];
+        } else if (!strcmp(a, "--max-len")) {
+            long v;
+            if (++i >= argc) { fprintf(stderr, "posy tokenize: --max-len needs a number\n"); return 2; }
+            if (cli_parse_int("--max-len", argv[i], 1, 1 << 24, &v)) return 2;
+            c.opts.max_len = (int)v;
+        } else if (!strcmp(a, "--no-special")) c.opts.add_special = 0;
+        else if (!strcmp(a, "--truncate-left")) c.opts.trunc_dir = TOK_TRUNC_LEFT;
+        else if (!strcmp(a, "--json-input")) json_input = 1;
+        else if (!strcmp(a, "--pair")) c.pair = 1;
+        else if (!strcmp(a, "--")) { first_text = i + 1; break; }
+        else if (a[0] == '-' && a[1]) {
+            fprintf(stderr, "posy tokenize: unknown flag '%s' (see posy tokenize --help)\n", a);
+            return 2;
+        } else { first_text = i; break; }
+    }
+    if (!model) { fprintf(stderr, "posy tokenize: --model is required (see --help)\n"); return 2; }
+    tok_tokenizer *t = open_model(model);
+    if (!t) return 1;
+    c.t = t;
+    int bad = 0;
+    if (first_text < argc) {
+        int step = c.pair ? 2 : 1;
+        if (c.pair && (argc - first_text) % 2) {
+            fprintf(stderr, "posy tokenize: --pair needs an even number of texts\n");
+            tok_free(t);
+            return 2;
+        }
+        for (int i = first_text; i < argc; i += step)
+            bad |= do_one(&c, argv[i], strlen(argv[i]), c.pair ? argv[i + 1] : NULL, c.pair ? strlen(argv[i + 1]) : 0);
+    } else {
+        char *line = NULL;
+        size_t cap = 0;
+        ssize_t n;
+        while ((n = getline(&line, &cap, stdin)) >= 0) {
+            if (n > 0 && line[n - 1] == '\n') n--;
+            if (n > 0 && line[n - 1] == '\r' && json_input) n--;
+            if (json_input) bad |= do_json_line(&c, line, (size_t)n);
+            else if (c.pair) {
+                char *tab = memchr(line, '\t', (size_t)n);
+                if (!tab) { print_error("--pair without --json-input expects TAB-separated lines"); bad = 1; }
+                else bad |= do_one(&c, line, (size_t)(tab - line), tab + 1, (size_t)(n - (tab - line) - 1));
+            } else bad |= do_one(&c, line, (size_t)n, NULL, 0);
+        }
+        free(line);
+    }
+    fflush(stdout);
+    tok_encoding_free(&c.enc);
+    tok_free(t);
+    return bad ? 1 : 0;
+}

@@ -1,0 +1,62 @@
+/* tok_buf: the growable arrays of tok_internal.h.  Growth doubles, so a
+ * reused tok_encoding stops allocating after its first few calls. */
+#include <stdlib.h>
+
+#include "tok_internal.h"
+
+static size_t grow_to(size_t cap, size_t need) {
+    size_t c = cap ? cap : 64;
+    while (c < need) c *= 2;
+    return c;
+}
+
+int tok_buf_reserve(tok_buf *b, size_t n) {
+    if (b->len + n <= b->cap) return 0;
+    size_t nc = grow_to(b->cap, b->len + n);
+    char *nb = realloc(b->b, nc);
+    if (!nb) return -1;
+    b->b = nb;
+    tok_span *na = realloc(b->al, nc * sizeof *na);
+    if (!na) return -1;
+    b->al = na;
+    b->cap = nc;
+    return 0;
+}
+
+void tok_buf_free(tok_buf *b) {
+    free(b->b);
+    free(b->al);
+    b->b = NULL; b->al = NULL; b->len = b->cap = 0;
+}
+
+int tok_pieces_push(tok_pieces *p, uint32_t off, uint32_t len) {
+    if (p->n == p->cap) {
+        size_t nc = grow_to(p->cap, p->n + 1);
+        tok_piece *np = realloc(p->p, nc * sizeof *np);
+        if (!np) return -1;
+        p->p = np; p->cap = nc;
+    }
+    p->p[p->n].off = off;
+    p->p[p->n++].len = len;
+    return 0;
+}
+
+int tok_toks_push(tok_toks *t, int32_t id, uint32_t s, uint32_t e) {
+    if (t->n == t->cap) {
+        size_t nc = grow_to(t->cap, t->n + 1);
+        tok_tok *nt = realloc(t->t, nc * sizeof *nt);
+        if (!nt) return -1;
+        t->t = nt; t->cap = nc;
+    }
+    t->t[t->n].id = id; t->t[t->n].s = s; t->t[t->n++].e = e;
+    return 0;
+}
+
+void *tok_mem_get(tok_mem *m, size_t bytes) {
+    if (bytes <= m->cap) return m->p;
+    size_t nc = grow_to(m->cap, bytes);
+    void *np = realloc(m->p, nc);
+    if (!np) return NULL;
+    m->p = np; m->cap = nc;
+    return np;
+}

@@ -1,0 +1,88 @@
+/* tok_unorm: NFD, NFKD, NFC, NFKC on an aligned buffer.
+ *
+ * Done by hand on top of utf8proc's per-char data (decomposition, combining
+ * class, pairwise composition) rather than with utf8proc_map, because every
+ * output char must know which input char it came from: decomposed chars
+ * inherit their source char's span, a composed char keeps its starter's
+ * span and the absorbed marks disappear (HF's alignment semantics).
+ * Pure-ASCII input is returned untouched: it is invariant under all four.
+ */
+#include <string.h>
+#include <utf8proc.h>
+
+#include "tok_internal.h"
+#include "tok_norm_impl.h"
+
+typedef struct { uint32_t cp; tok_span sp; uint8_t ccc; } uch;
+
+static uint8_t ccc_of(uint32_t cp) {
+    if (cp < 0x300) return 0;
+    return (uint8_t)utf8proc_get_property((utf8proc_int32_t)cp)->combining_class;
+}
+
+/* Primary composite of a+b, or 0. */
+static uint32_t compose_pair(uint32_t a, uint32_t b) {
+    if (b < 0x300) return 0;
+    utf8proc_int32_t buf[2] = {(utf8proc_int32_t)a, (utf8proc_int32_t)b};
+    utf8proc_ssize_t n = utf8proc_normalize_utf32(buf, 2, UTF8PROC_COMPOSE);
+    return n == 1 ? (uint32_t)buf[0] : 0;
+}
+
+static size_t compose(uch *u, size_t n) {
+    size_t out = 0;
+    long starter = -1;      /* index in output of the last starter */
+    int last_ccc = -1;      /* ccc of the last char written after the starter */
+    for (size_t i = 0; i < n; i++) {
+        uch c = u[i];
+        if (starter >= 0 && (last_ccc < 0 || (last_ccc != 0 && last_ccc < c.ccc))) {
+            uint32_t comp = compose_pair(u[starter].cp, c.cp);
+            if (comp) {
+                u[starter].cp = comp;
+                continue;
+            }
+        }
+        if (c.ccc == 0) { starter = (long)out; last_ccc = -1; }
+        else last_ccc = c.ccc;
+        u[out++] = c;
+    }
+    return out;
+}
+
+/* Stable sort of each run of non-starters by combining class. */
+static void reorder(uch *u, size_t n) {
+    for (size_t i = 1; i < n; i++) {
+        if (u[i].ccc == 0) continue;
+        size_t j = i;
+        uch c = u[i];
+        while (j > 0 && u[j - 1].ccc > c.ccc) { u[j] = u[j - 1]; j--; }
+        u[j] = c;
+    }
+}
+
+int tok_unorm_apply(tok_norm_type form, tok_buf *b, tok_norm_scratch *s) {
+    size_t i = 0;
+    while (i < b->len && (uint8_t)b->b[i] < 0x80) i++;
+    if (i == b->len) return 0;
+    int compat = form == TOK_N_NFKD || form == TOK_N_NFKC;
+    int comp = form == TOK_N_NFC || form == TOK_N_NFKC;
+    uch *u = tok_mem_get(&s->cps, (b->len * TOK_MAX_DECOMP + 1) * sizeof *u);
+    if (!u) return POSY_E_NOMEM;
+    size_t n = 0;
+    for (i = 0; i < b->len;) {
+        uint32_t cp, d[TOK_MAX_DECOMP];
+        tok_span sp = b->al[i];
+        i += (size_t)tok_utf8_next(b->b + i, &cp);
+        int nd = tok_decompose(cp, compat, d, TOK_MAX_DECOMP);
+        for (int k = 0; k < nd; k++) { u[n].cp = d[k]; u[n].sp = sp; u[n].ccc = ccc_of(d[k]); n++; }
+    }
+    reorder(u, n);
+    if (comp) n = compose(u, n);
+    tok_buf *o = &s->tmp;
+    o->len = 0;
+    if (tok_buf_reserve(o, n * 4)) return POSY_E_NOMEM;
+    for (size_t k = 0; k < n; k++) tok_buf_put(o, u[k].cp, u[k].sp);
+    tok_buf t = *b;
+    *b = *o;
+    *o = t;
+    return 0;
+}
