@@ -26,12 +26,11 @@ typedef struct pool_worker {
     int calls;                   /* calls in flight (chunks + probes) */
     int64_t outstanding;         /* tokens sent and not answered */
     uint64_t chunks_ok, chunks_failed;
-    int max_chunk_tokens;
     struct pool_worker *next;
 } pool_worker;
 
 struct rpc_pool {
-    rpc_pool_opts o;
+    rpc_pool_opts o;             /* chunk_tokens/chunk_seqs may shrink to the workers' limits (under mu) */
     char fingerprint[64];
     char dns[256];
     rpc_loop loop;

@@ -72,7 +72,13 @@ static void pool_on_probe(void *arg, int code, const char *details, const uint8_
         } else {
             if (w->state != PW_OK) POSY_INFO("gateway: worker %s ready (%s on %s)", w->addr, info.model, info.device);
             w->state = PW_OK;
-            w->max_chunk_tokens = info.max_chunk_tokens;
+            /* Never send a chunk bigger than a worker accepts. */
+            if (info.max_chunk_tokens > 0 && info.max_chunk_tokens < p->o.chunk_tokens) {
+                POSY_WARN("gateway: worker %s accepts chunks of <= %d tokens; lowering --chunk-tokens", w->addr,
+                          info.max_chunk_tokens);
+                p->o.chunk_tokens = info.max_chunk_tokens;
+            }
+            if (info.max_chunk_seqs > 0 && info.max_chunk_seqs < p->o.chunk_seqs) p->o.chunk_seqs = info.max_chunk_seqs;
         }
     }
     w->probing = 0;
