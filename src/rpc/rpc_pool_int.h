@@ -23,6 +23,7 @@ typedef struct pool_worker {
     int from_dns;
     int seen;                    /* present in the latest DNS answer */
     int probing;                 /* a health or Info call in flight */
+    int slow_probes;             /* health checks in a row that timed out */
     int calls;                   /* calls in flight (chunks + probes) */
     int64_t outstanding;         /* tokens sent and not answered */
     uint64_t chunks_ok, chunks_failed;
