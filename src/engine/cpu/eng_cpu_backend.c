@@ -24,6 +24,7 @@
 #include <string.h>
 #include <cblas.h>
 #include "eng_cpu_kernels.h"
+#include "eng_cpu_qwen3.h"
 #include "eng_internal.h"
 #include "posy_log.h"
 
@@ -34,12 +35,24 @@ typedef struct cpu_backend {
     float *x, *qkv, *ctx, *inter, *scratch;
     size_t scratch_floats;
     int n_threads;
+    eng_cpu_qwen3 *qwen3;             /* arch qwen3: its forward and arena (eng_cpu_qwen3.c) */
     posy_result done[CPU_DONE_CAP];   /* ring of finished, not yet collected */
     int done_head, n_done;
 } cpu_backend;
 
+static int cpu_open_qwen3(posy_engine *e, posy_err *err) {
+    cpu_backend *c = calloc(1, sizeof *c);
+    if (!c) return posy_err_set(err, POSY_E_NOMEM, "CPU backend: out of memory");
+    c->n_threads = e->opts.n_threads > 0 ? e->opts.n_threads : omp_get_num_procs();
+    if (!(c->qwen3 = eng_cpu_qwen3_open(e, c->n_threads, err))) { free(c); return -1; }
+    openblas_set_num_threads(c->n_threads);
+    e->backend = c;
+    return 0;
+}
+
 static int cpu_open(posy_engine *e, posy_err *err) {
     const posy_model_info *mi = &e->cfg.info;
+    if (!strcmp(mi->arch, "qwen3")) return cpu_open_qwen3(e, err);
     if (e->cfg.act != ENG_ACT_GELU && e->cfg.act != ENG_ACT_GELU_TANH)
         return posy_err_set(err, POSY_E_UNSUPPORTED,
                             "%s/config.json: hidden_act of model_type '%s' is not supported by the "
@@ -75,6 +88,7 @@ static int cpu_open(posy_engine *e, posy_err *err) {
 static void cpu_close(posy_engine *e) {
     cpu_backend *c = e->backend;
     if (!c) return;
+    eng_cpu_qwen3_close(c->qwen3);
     free(c->arena);
     free(c);
     e->backend = NULL;
@@ -102,6 +116,7 @@ static int cpu_layer(posy_engine *e, cpu_backend *c, const eng_bert_layer *L, co
 static int cpu_forward(posy_engine *e, cpu_backend *c, const posy_batch *b, posy_err *err) {
     const posy_model_info *mi = &e->cfg.info;
     const eng_bert_weights *w = &e->bert;
+    if (c->qwen3) return eng_cpu_qwen3_forward(c->qwen3, e, b, err);
     omp_set_num_threads(c->n_threads);
     /* pos_emb is the whole stored table; RoBERTa-style models (a position
      * offset) place pad tokens by Hugging Face's rule. */
