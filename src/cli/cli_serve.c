@@ -241,7 +241,7 @@ int cli_cmd_serve(int argc, char **argv) {
     POSY_INFO("posy serve: %s received, draining (finishing accepted requests, up to %ld s)",
               sig == SIGTERM ? "SIGTERM" : "SIGINT", fl.drain_timeout);
     int left = gw_server_drain(srv, (double)fl.drain_timeout);
-    gw_server_stop(srv);
+    gw_server_stop(srv, 0);
     unload_model(&st);
     if (left) {
         POSY_WARN("posy serve: %d requests were still in flight after %ld s", left, fl.drain_timeout);
