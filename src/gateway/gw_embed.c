@@ -162,6 +162,7 @@ static void submit(gw_call *c) {
     if (rc == 0) return;   /* on_job_done continues */
     if (rc == POSY_E_BUSY) gw_call_fail(c, 429, GW_F_OVERLOADED, "overloaded", "%s", err.msg);
     else if (rc == POSY_E_UNSUPPORTED) gw_call_fail(c, 503, GW_F_SHUTTING_DOWN, "shutting_down", "%s", err.msg);
+    else if (rc == POSY_E_IO) gw_call_fail(c, 503, GW_F_BACKEND, "backend_unavailable", "%s", err.msg);
     else if (rc > 0) gw_call_fail(c, 422, GW_F_VALIDATION, "invalid_input", "%s", err.msg);
     gw_call_finish(c);
 }
@@ -272,7 +273,10 @@ void gw_stage_serialize(gw_task *t) {
         return;
     }
     if (j->status != 0) {
-        gw_call_fail(c, 500, GW_F_BACKEND, "backend_error", "the engine failed: %s", j->msg);
+        /* Remote backends (posy gateway): workers unreachable -> 503, all refusing -> 429. */
+        if (j->status == POSY_E_IO) gw_call_fail(c, 503, GW_F_BACKEND, "backend_unavailable", "%s", j->msg);
+        else if (j->status == POSY_E_BUSY) gw_call_fail(c, 429, GW_F_OVERLOADED, "overloaded", "%s", j->msg);
+        else gw_call_fail(c, 500, GW_F_BACKEND, "backend_error", "the engine failed: %s", j->msg);
         gw_call_finish(c);
         return;
     }
