@@ -153,7 +153,8 @@ static int load_model(serve_state *st, const serve_flags *fl, gw_server *srv, po
     st->tok = tok_load_file(path, err);
     if (!st->tok) return -1;
     if (st->noop) {
-        if (sched_engine_noop(&st->se, st->cfg.info.hidden, (int)fl->noop_delay_us, err)) return -1;
+        if (sched_engine_noop(&st->se, st->cfg.info.hidden, err)) return -1;
+        sched_engine_noop_delay(&st->se, (int)fl->noop_delay_us);
         snprintf(st->device, sizeof st->device, "noop");
     } else {
         posy_engine_opts eo = {.n_threads = (int)fl->threads, .max_batch_tokens = (int)fl->max_batch_tokens,
@@ -241,7 +242,7 @@ int cli_cmd_serve(int argc, char **argv) {
     POSY_INFO("posy serve: %s received, draining (finishing accepted requests, up to %ld s)",
               sig == SIGTERM ? "SIGTERM" : "SIGINT", fl.drain_timeout);
     int left = gw_server_drain(srv, (double)fl.drain_timeout);
-    gw_server_stop(srv, 0);
+    gw_server_stop(srv);
     unload_model(&st);
     if (left) {
         POSY_WARN("posy serve: %d requests were still in flight after %ld s", left, fl.drain_timeout);

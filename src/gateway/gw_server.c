@@ -427,11 +427,14 @@ int gw_server_drain(gw_server *s, double timeout_s) {
     return atomic_load(&s->active);
 }
 
-void gw_server_stop(gw_server *s, int free_loops) {
+void gw_server_stop(gw_server *s) {
     atomic_store(&s->stop, 1);
     for (int i = 0; i < s->n_loops; i++) pthread_join(s->loops[i].thread, NULL);
     gw_pool_close(s->pool);
-    if (!free_loops) return;   /* leave h2o's state to process exit */
+    s->pool = NULL;
+}
+
+void gw_server_free(gw_server *s) {
     for (int i = 0; i < s->n_loops; i++) {
         gw_loop *l = &s->loops[i];
         if (l->listener) h2o_socket_close(l->listener);

@@ -59,10 +59,11 @@ int gw_server_port(const gw_server *s);
 /* Stop accepting and wait (up to timeout_s) until no request is in flight.
  * Returns the number still in flight (0 = clean). */
 int gw_server_drain(gw_server *s, double timeout_s);
-/* Stop the loops and the workers (after drain).  With free_loops, also tear
- * down h2o's contexts and free the server; h2o 2.2 cannot dispose a context
- * that still has open connections, so only do that once every client has
- * closed (tests).  A process that exits next passes 0. */
-void gw_server_stop(gw_server *s, int free_loops);
+/* Stop the loops and the workers (after drain).  h2o's state is left for
+ * process exit: h2o 2.2 cannot dispose a context with open connections. */
+void gw_server_stop(gw_server *s);
+/* After gw_server_stop, once every client has closed (tests): tear down
+ * h2o's contexts and free the server. */
+void gw_server_free(gw_server *s);
 
 #endif

@@ -97,7 +97,8 @@ static void test_lifecycle(void) {
     close(fd);
     CHECK(connect_to(port) < 0);   /* listeners are closed */
     usleep(200000);                /* let the loops see the client's close */
-    gw_server_stop(s, 1);
+    gw_server_stop(s);
+    gw_server_free(s);
 }
 
 TEST_MAIN(TEST(test_lifecycle))
