@@ -288,3 +288,31 @@ def test_env_configures_the_server(posy_bin, posy_model):
         assert "all-MiniLM-L6-v2" in log and "384 dims" in log and "max_client_batch 3" in log
     finally:
         assert s.stop() == 0
+
+
+def test_mutated_bodies_never_break_the_server(server):
+    """300 random mutations (byte flips, cuts, splices) of valid bodies: every
+    answer is a status from the table with a JSON body, and the server lives."""
+    import random
+    rng = random.Random(11)
+    seeds = [json.dumps({"input": ["hello world", "second input"], "dimensions": 16}).encode(),
+             json.dumps({"input": [[101, 7592, 102]], "encoding_format": "base64"}).encode(),
+             json.dumps({"inputs": "a text", "truncate": True, "normalize": False}).encode()]
+    for i in range(300):
+        b = bytearray(rng.choice(seeds))
+        for _ in range(rng.randint(1, 4)):
+            op = rng.randrange(3)
+            p = rng.randrange(len(b))
+            if op == 0:
+                b[p] = rng.randrange(256)
+            elif op == 1:
+                del b[p:p + rng.randint(1, 8)]
+            else:
+                b[p:p] = rng.choice([b"[", b"]", b"{", b"\"", b"\\u", b"\xff", b"1e999", b"-", b",", b"null"])
+        path = "/v1/embeddings" if i % 2 else "/embed"
+        r = post_raw(server, path, bytes(b))
+        assert r.status_code in (200, 400, 413, 422), (bytes(b), r.status_code, r.text)
+        j = r.json()
+        if r.status_code != 200:
+            assert "error" in j
+    still_serving(server)
