@@ -59,7 +59,7 @@ static void check_model(const char *name, posy_pooling pooling, int normalize) {
 
     char dir[256];
     snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
-    posy_engine_opts o = {POSY_DEVICE_CPU, 0, 0, 128, 8};
+    posy_engine_opts o = {.device = POSY_DEVICE_CPU, .max_batch_tokens = 128, .max_batch_seqs = 8};
     posy_err err;
     posy_engine *e = posy_engine_open(dir, &o, &err);
     CHECK_MSG(e != NULL, "open %s: %s", dir, err.msg);
