@@ -154,8 +154,7 @@ static int load_model(serve_state *st, const serve_flags *fl, gw_server *srv, po
     st->tok = tok_load_file(path, err);
     if (!st->tok) return -1;
     if (st->noop) {
-        if (sched_engine_noop(&st->se, st->cfg.info.hidden, err)) return -1;
-        sched_engine_noop_delay(&st->se, (int)fl->noop_delay_us);
+        if (sched_engine_noop(&st->se, st->cfg.info.hidden, (int)fl->noop_delay_us, err)) return -1;
         snprintf(st->device, sizeof st->device, "noop");
     } else {
         posy_engine_opts eo = {.n_threads = (int)fl->threads, .max_batch_tokens = (int)fl->max_batch_tokens,

@@ -45,10 +45,9 @@ typedef struct sched_engine {
 
 /* Adapters: the real engine, and the no-op engine of `posy serve --engine
  * noop` (copies a fixed unit vector per sequence, skipping the model math;
- * with a delay set, each batch sleeps that long first). */
+ * each batch sleeps delay_us first, 0 for none). */
 void sched_engine_posy(sched_engine *se, posy_engine *e);
-int sched_engine_noop(sched_engine *se, int dim, posy_err *err);
-void sched_engine_noop_delay(sched_engine *se, int delay_us);
+int sched_engine_noop(sched_engine *se, int dim, int delay_us, posy_err *err);
 void sched_engine_noop_free(sched_engine *se);
 
 typedef struct sched_stats_hook {

@@ -51,7 +51,7 @@ static int noop_step(void *ctx, const posy_batch *next, posy_result *done, int m
 
 static int noop_wait(void *ctx, posy_result *done, int max_done) { return 0; }
 
-int sched_engine_noop(sched_engine *se, int dim, posy_err *err) {
+int sched_engine_noop(sched_engine *se, int dim, int delay_us, posy_err *err) {
     noop_engine *n = calloc(1, sizeof *n);
     float *v = n ? malloc((size_t)dim * sizeof(float)) : NULL;
     if (!v) {
@@ -68,6 +68,7 @@ int sched_engine_noop(sched_engine *se, int dim, posy_err *err) {
     }
     for (int i = 0; i < dim; i++) v[i] = (float)(v[i] / sqrt(ss));
     n->dim = dim;
+    n->delay_us = delay_us;
     n->vec = v;
     se->ctx = n;
     se->dim = dim;
@@ -75,8 +76,6 @@ int sched_engine_noop(sched_engine *se, int dim, posy_err *err) {
     se->wait = noop_wait;
     return 0;
 }
-
-void sched_engine_noop_delay(sched_engine *se, int delay_us) { ((noop_engine *)se->ctx)->delay_us = delay_us; }
 
 void sched_engine_noop_free(sched_engine *se) {
     noop_engine *n = se->ctx;
