@@ -12,17 +12,19 @@
  */
 #include "lab.h"
 
-static void check(eng_cu_gemm_ctx *g, int M, int N, int K, int epi) {
-    std::vector<float> xf, wf, bfv;
-    std::vector<uint16_t> xb, wb, bb;
+static void check(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, int with_r = 0) {
+    std::vector<float> xf, wf, bfv, rf;
+    std::vector<uint16_t> xb, wb, bb, rb;
     lab_rand_bf16(xf, xb, (size_t)M * K, 1.f);
     lab_rand_bf16(wf, wb, (size_t)N * K, 1.f);
     lab_rand_bf16(bfv, bb, (size_t)N, 1.f);
+    lab_rand_bf16(rf, rb, (size_t)M * N, 4.f);
     bf16 *dx = (bf16 *)lab_upload(xb), *dw = (bf16 *)lab_upload(wb), *db = (bf16 *)lab_upload(bb), *dy;
+    bf16 *dr = (bf16 *)lab_upload(rb);
     CUCHECK(cudaMalloc(&dy, (size_t)M * N * 2));
     lab_poison(dy, (size_t)M * N * 2);
     char err[256];
-    if (eng_cu_gemm(g, 0, dx, dw, epi ? db : NULL, dy, M, N, K, epi, err, sizeof err)) {
+    if (eng_cu_gemm(g, 0, dx, dw, epi ? db : NULL, with_r ? dr : NULL, dy, M, N, K, epi, err, sizeof err)) {
         printf("  FAIL gemm %dx%dx%d: %s\n", M, N, K, err);
         lab_failures++;
         return;
@@ -35,12 +37,13 @@ static void check(eng_cu_gemm_ctx *g, int M, int N, int K, int epi) {
             for (int k = 0; k < K; k++) s += (double)xf[(size_t)m * K + k] * wf[(size_t)n * K + k];
             if (epi) s += bfv[n];
             if (epi == ENG_CU_EPI_BIAS_GELU) s = 0.5 * s * (1.0 + erf(s / sqrt(2.0)));
+            if (with_r) s += rf[(size_t)m * N + n];
             ref[(size_t)m * N + n] = (float)s;
         }
     char name[96];
-    snprintf(name, sizeof name, "gemm M=%d N=%d K=%d epi=%d", M, N, K, epi);
+    snprintf(name, sizeof name, "gemm M=%d N=%d K=%d epi=%d%s", M, N, K, epi, with_r ? " +residual" : "");
     lab_check(name, got.data(), ref.data(), got.size(), 3e-2f, 1e-2f);
-    cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy);
+    cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy); cudaFree(dr);
 }
 
 static void bench(eng_cu_gemm_ctx *g, const char *what, int N, int K, int epi) {
@@ -61,7 +64,7 @@ static void bench(eng_cu_gemm_ctx *g, const char *what, int N, int K, int epi) {
     for (int M : Ms) {
         char err[256];
         const float ms = lab_time_ms([&] {
-            if (eng_cu_gemm(g, 0, x, w, b, y, M, N, K, epi, err, sizeof err)) { printf("%s\n", err); exit(2); }
+            if (eng_cu_gemm(g, 0, x, w, b, NULL, y, M, N, K, epi, err, sizeof err)) { printf("%s\n", err); exit(2); }
         }, 20);
         float best = ms;
         int best_i = 0;
@@ -88,6 +91,17 @@ int main(void) {
             check(g, M, 768, 3072, epi);
         }
     check(g, 200, 1536, 384, ENG_CU_EPI_BIAS_GELU);
+    check(g, 17, 768, 3072, ENG_CU_EPI_BIAS, 1);
+    check(g, 1, 384, 1536, ENG_CU_EPI_BIAS, 1);
+    /* with tuning: the chosen (fastest) candidate must compute the same */
+    eng_cu_gemm_ctx *gt = eng_cu_gemm_create((size_t)32 << 20, err, sizeof err);
+    eng_cu_gemm_set_tuning(gt, 1);
+    for (int M : {1, 16, 300, 1024}) {
+        check(gt, M, 1152, 384, ENG_CU_EPI_BIAS);
+        check(gt, M, 1536, 384, ENG_CU_EPI_BIAS_GELU);
+        check(gt, M, 384, 1536, ENG_CU_EPI_BIAS, 1);
+    }
+    eng_cu_gemm_destroy(gt);
     if (getenv("LAB_QUICK")) { eng_cu_gemm_destroy(g); return lab_finish("lab_gemm"); }
     bench(g, "minilm-qkv", 1152, 384, ENG_CU_EPI_BIAS);
     bench(g, "minilm-up", 1536, 384, ENG_CU_EPI_BIAS_GELU);

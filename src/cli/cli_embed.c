@@ -225,6 +225,9 @@ static int embed_main(const embed_flags *f, embed_res *r) {
     if (check_model_dir(f->model, &err) != 0) return fail(&err);
     if (eng_config_load(&r->cfg, f->model, &err) != 0) return fail(&err);
     r->have_cfg = 1;
+    if (r->cfg.do_lower_case)
+        fprintf(stderr, "posy embed: warning: %s/sentence_bert_config.json sets do_lower_case, which posy "
+                        "does not apply yet; only the tokenizer's own normalizer runs\n", f->model);
     const char *prompt = NULL;
     int rc = pick_prompt(f, &r->cfg, &prompt);
     if (rc) return rc;
@@ -234,9 +237,10 @@ static int embed_main(const embed_flags *f, embed_res *r) {
         return bad_usage("model path too long: '%s'", f->model);
     if (!(r->tok = tok_load_file(tok_path, &err))) return fail(&err);
 
+    int max_seqs = f->max_batch_tokens < EMBED_MAX_BATCH_SEQS ? (int)f->max_batch_tokens
+                                                              : EMBED_MAX_BATCH_SEQS;
     posy_engine_opts eo = {.device = f->device, .n_threads = (int)f->threads,
-                           .max_batch_tokens = (int)f->max_batch_tokens,
-                           .max_batch_seqs = EMBED_MAX_BATCH_SEQS};
+                           .max_batch_tokens = (int)f->max_batch_tokens, .max_batch_seqs = max_seqs};
     if (!(r->engine = posy_engine_open(f->model, &eo, &err))) return fail(&err);
     const posy_model_info *info = posy_engine_info(r->engine);
     if (f->max_batch_tokens < info->max_seq_len) {
@@ -251,7 +255,7 @@ static int embed_main(const embed_flags *f, embed_res *r) {
     cli_progress progress;
     cli_embed_job job = {.engine = r->engine, .tok = r->tok, .texts = &r->texts, .prompt = prompt,
                          .max_seq_len = info->max_seq_len, .max_batch_tokens = (int)f->max_batch_tokens,
-                         .max_batch_seqs = EMBED_MAX_BATCH_SEQS,
+                         .max_batch_seqs = max_seqs,
                          .force_normalize = f->normalize && !info->normalize, .out = &r->out,
                          .progress = &progress};
     if (cli_embed_run(&job, &err) != 0) return fail(&err);

@@ -27,7 +27,7 @@
 typedef struct serve_flags {
     const char *model, *host, *device, *engine;
     long port, threads, http_threads, workers, max_batch_tokens, max_batch_seqs, max_concurrent, max_client_batch,
-        max_body_bytes, request_timeout, drain_timeout, auto_truncate;
+        max_body_bytes, request_timeout, drain_timeout, auto_truncate, noop_delay_us;
 } serve_flags;
 
 typedef struct flag_def {
@@ -54,6 +54,7 @@ static const flag_def flag_defs[] = {
     {"--max-body-bytes", "POSY_MAX_BODY_BYTES", "request body limit (default 4194304)", 1, 1, 1L << 32, FS(max_body_bytes)},
     {"--request-timeout", "POSY_REQUEST_TIMEOUT", "seconds a client has to send a request (default 10)", 1, 1, 3600, FS(request_timeout)},
     {"--drain-timeout", "POSY_DRAIN_TIMEOUT", "seconds to finish in-flight requests on SIGTERM (default 30)", 1, 0, 3600, FS(drain_timeout)},
+    {"--noop-delay-us", "POSY_NOOP_DELAY_US", "with --engine noop: microseconds each batch pretends to take (tests)", 1, 0, 60000000, FS(noop_delay_us)},
     {"--auto-truncate", "POSY_AUTO_TRUNCATE", "0 | 1: truncate over-long inputs by default (default 0: answer 422)", 1, 0, 1, FS(auto_truncate)},
 };
 #define N_FLAGS (sizeof flag_defs / sizeof flag_defs[0])
@@ -152,7 +153,7 @@ static int load_model(serve_state *st, const serve_flags *fl, gw_server *srv, po
     st->tok = tok_load_file(path, err);
     if (!st->tok) return -1;
     if (st->noop) {
-        if (sched_engine_noop(&st->se, st->cfg.info.hidden, err)) return -1;
+        if (sched_engine_noop(&st->se, st->cfg.info.hidden, (int)fl->noop_delay_us, err)) return -1;
         snprintf(st->device, sizeof st->device, "noop");
     } else {
         posy_engine_opts eo = {.n_threads = (int)fl->threads, .max_batch_tokens = (int)fl->max_batch_tokens,

@@ -31,9 +31,10 @@ static int opts_resolve(posy_engine_opts *o, const posy_engine_opts *in, posy_er
     if (o->max_batch_tokens < 1 || o->max_batch_tokens > ENG_LIMIT_MAX_TOKENS)
         return posy_err_set(err, POSY_E_INVALID, "--max-batch-tokens %d: must be 1..%d",
                             o->max_batch_tokens, ENG_LIMIT_MAX_TOKENS);
-    if (o->max_batch_seqs < 1 || o->max_batch_seqs > o->max_batch_tokens)
-        return posy_err_set(err, POSY_E_INVALID, "--max-batch-seqs %d: must be 1..max-batch-tokens (%d)",
-                            o->max_batch_seqs, o->max_batch_tokens);
+    if (o->max_batch_seqs < 1)
+        return posy_err_set(err, POSY_E_INVALID, "--max-batch-seqs %d: must be at least 1", o->max_batch_seqs);
+    /* Every sequence has a token, so more sequences than tokens never fit. */
+    if (o->max_batch_seqs > o->max_batch_tokens) o->max_batch_seqs = o->max_batch_tokens;
     if (o->n_threads < 0 || o->n_threads > 4096)
         return posy_err_set(err, POSY_E_INVALID, "--threads %d: must be 0 (all cores) .. 4096",
                             o->n_threads);
@@ -58,7 +59,7 @@ static int backend_open(posy_engine *e, posy_err *err) {
             if (err) *err = cerr;
             return posy_err_wrap(err, "--device cuda:%d", e->opts.device_index);
         }
-        POSY_WARN("engine: no usable GPU (%s); using the CPU", cerr.msg[0] ? cerr.msg : "none found");
+        POSY_INFO("engine: no usable GPU (%s); using the CPU", cerr.msg[0] ? cerr.msg : "none found");
     }
 #else
     if (e->opts.device == POSY_DEVICE_CUDA)
@@ -84,6 +85,7 @@ posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opt
     if (!e) { posy_err_set(err, POSY_E_NOMEM, "engine: out of memory"); return NULL; }
     if (opts_resolve(&e->opts, opts, err) != 0) { free(e); return NULL; }
     if (eng_config_load(&e->cfg, model_dir, err) != 0) { free(e); return NULL; }
+    /* model.safetensors, or the shards of model.safetensors.index.json */
     if (e->opts.attention != POSY_ATTN_MODEL) e->cfg.info.causal = e->opts.attention == POSY_ATTN_CAUSAL;
     if (eng_st_open_dir(&e->st, model_dir, err) != 0) { engine_free(e, STAGE_CONFIG); return NULL; }
     int is_qwen3 = !strcmp(e->cfg.info.arch, "qwen3");

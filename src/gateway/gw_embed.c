@@ -151,6 +151,9 @@ static void submit(gw_call *c) {
     c->job.user = c;
     posy_err err;
     posy_err_clear(&err);
+    /* The job may complete, be answered and be freed before submit()
+     * returns; call_free waits for mu, so nothing here touches `c` after
+     * the unlock of an accepted job. */
     pthread_mutex_lock(&c->mu);
     int rc = c->gone ? -1 : c->srv->backend.submit(c->srv->backend.ctx, &c->job, &err);
     if (rc == 0) c->submitted = 1;
@@ -158,6 +161,7 @@ static void submit(gw_call *c) {
     if (rc == 0) return;   /* on_job_done continues */
     if (rc == POSY_E_BUSY) gw_call_fail(c, 429, GW_F_OVERLOADED, "overloaded", "%s", err.msg);
     else if (rc == POSY_E_UNSUPPORTED) gw_call_fail(c, 503, GW_F_SHUTTING_DOWN, "shutting_down", "%s", err.msg);
+    else if (rc == POSY_E_IO) gw_call_fail(c, 503, GW_F_BACKEND, "backend_unavailable", "%s", err.msg);
     else if (rc > 0) gw_call_fail(c, 422, GW_F_VALIDATION, "invalid_input", "%s", err.msg);
     gw_call_finish(c);
 }
@@ -266,7 +270,10 @@ void gw_stage_serialize(gw_task *t) {
         return;
     }
     if (j->status != 0) {
-        gw_call_fail(c, 500, GW_F_BACKEND, "backend_error", "the engine failed: %s", j->msg);
+        /* Remote backends (posy gateway): workers unreachable -> 503, all refusing -> 429. */
+        if (j->status == POSY_E_IO) gw_call_fail(c, 503, GW_F_BACKEND, "backend_unavailable", "%s", j->msg);
+        else if (j->status == POSY_E_BUSY) gw_call_fail(c, 429, GW_F_OVERLOADED, "overloaded", "%s", j->msg);
+        else gw_call_fail(c, 500, GW_F_BACKEND, "backend_error", "the engine failed: %s", j->msg);
         gw_call_finish(c);
         return;
     }

@@ -97,7 +97,7 @@ static inline int fmt_core(float f, char *out) {
         p += m;
         return (int)(p - out);
     }
-    char d[9];
+    char d[24];   /* 9 digits; the slack lets the fixed-size copies below stay in bounds */
     d[0] = d0;
     memcpy(d + 1, &lo8, 8);
     if (0) {

@@ -30,6 +30,8 @@ typedef struct gw_loop {
     int listen_fd;
     h2o_multithread_queue_t *queue;
     h2o_multithread_receiver_t receiver;
+    struct gw_call *pending;          /* calls waiting for their response (disconnect watch) */
+    uint64_t last_watch_ns;
 } gw_loop;
 
 struct gw_server {
@@ -52,7 +54,9 @@ typedef struct gw_call {
     gw_task task;                     /* the pool stage to run next */
     struct gw_server *srv;
     gw_loop *loop;
-    h2o_req_t *req;                   /* loop thread only; NULL once the client is gone */
+    h2o_req_t *req;                   /* loop thread only; NULL once h2o disposed it */
+    struct gw_call *pnext, *pprev;    /* loop's pending list (loop thread only) */
+    int watched;                      /* on the pending list */
     pthread_mutex_t mu;
     int gone, submitted, sent;
     gw_route route;

@@ -124,7 +124,7 @@ int gw_parse_body(const char *body, size_t len, int openai, int route_tokenize, 
     r->add_special = 1;
     r->truncate = default_truncate;
     json_error_t je;
-    json_t *o = json_loadb(body, len, 0, &je);
+    json_t *o = json_loadb(body, len, JSON_DECODE_ANY, &je);
     *doc = o;
     if (!o) return perr(pe, 400, "invalid_json", "the body is not valid JSON: %s (line %d, column %d)", je.text,
                         je.line, je.column);

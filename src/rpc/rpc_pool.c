@@ -178,12 +178,14 @@ int rpc_pool_embed(rpc_pool *p, const rpc_chunk *req, float *out, rpc_pool_cb cb
     j->out = out;
     j->cb = cb;
     j->arg = arg;
+    pthread_mutex_lock(&p->mu);
+    const int max_tok = p->o.chunk_tokens, max_seq = p->o.chunk_seqs;
+    pthread_mutex_unlock(&p->mu);
     /* Count the chunks first so that no early completion sees remaining 0. */
     int n_chunks = 0;
     for (int s = 0; s < req->n_seqs;) {
         int toks = 0, n = 0;
-        while (s + n < req->n_seqs && n < p->o.chunk_seqs &&
-               (n == 0 || toks + req->lengths[s + n] <= p->o.chunk_tokens))
+        while (s + n < req->n_seqs && n < max_seq && (n == 0 || toks + req->lengths[s + n] <= max_tok))
             toks += req->lengths[s + n++];
         s += n;
         n_chunks++;
@@ -206,8 +208,7 @@ int rpc_pool_embed(rpc_pool *p, const rpc_chunk *req, float *out, rpc_pool_cb cb
         c->job = j;
         c->seq0 = s;
         c->tok0 = t;
-        while (s < req->n_seqs && c->n_seqs < p->o.chunk_seqs &&
-               (c->n_seqs == 0 || c->n_tokens + req->lengths[s] <= p->o.chunk_tokens)) {
+        while (s < req->n_seqs && c->n_seqs < max_seq && (c->n_seqs == 0 || c->n_tokens + req->lengths[s] <= max_tok)) {
             c->n_tokens += req->lengths[s++];
             c->n_seqs++;
         }

@@ -228,7 +228,18 @@ static void test_open_errors(void) {
     CHECK(posy_engine_open(model_dir(), &o, &err) == NULL);
     CHECK_STR_CONTAINS(err.msg, "--max-batch-tokens");
     posy_err_clear(&err);
+    o.max_batch_tokens = 100;
+    o.max_batch_seqs = -1;
+    CHECK(posy_engine_open(model_dir(), &o, &err) == NULL);
+    CHECK_STR_CONTAINS(err.msg, "--max-batch-seqs");
+    /* More sequences than tokens is clamped, not refused. */
+    o.max_batch_seqs = 1024;
+    posy_engine *e = posy_engine_open(model_dir(), &o, &err);
+    CHECK_MSG(e != NULL, "%s", err.msg);
+    posy_engine_close(e);
+    posy_err_clear(&err);
     o.max_batch_tokens = 0;
+    o.max_batch_seqs = 0;
     CHECK(posy_engine_open("/nonexistent/posy-model", &o, &err) == NULL);
     CHECK_STR_CONTAINS(err.msg, "/nonexistent/posy-model");
 #ifndef POSY_HAVE_CUDA

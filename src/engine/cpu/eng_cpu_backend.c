@@ -26,6 +26,7 @@
 #include "eng_cpu_kernels.h"
 #include "eng_cpu_qwen3.h"
 #include "eng_internal.h"
+#include "posy_log.h"
 
 #define CPU_DONE_CAP 64
 
@@ -78,6 +79,8 @@ static int cpu_open(posy_engine *e, posy_err *err) {
     c->inter = c->ctx + T * H;
     c->scratch = c->inter + T * F;
     openblas_set_num_threads(c->n_threads);
+    POSY_DEBUG("engine cpu: %d threads, activation arena %zu MiB", c->n_threads,
+               floats * sizeof(float) >> 20);
     e->backend = c;
     return 0;
 }
@@ -115,8 +118,13 @@ static int cpu_forward(posy_engine *e, cpu_backend *c, const posy_batch *b, posy
     const eng_bert_weights *w = &e->bert;
     if (c->qwen3) return eng_cpu_qwen3_forward(c->qwen3, e, b, err);
     omp_set_num_threads(c->n_threads);
-    eng_cpu_emb m = {w->word_emb, w->pos_emb, w->type_emb, w->emb_ln_g, w->emb_ln_b, mi->hidden,
-                     0 /* the loader starts pos_emb at position_offset */, (float)e->cfg.ln_eps};
+    /* pos_emb is the whole stored table; RoBERTa-style models (a position
+     * offset) place pad tokens by Hugging Face's rule. */
+    eng_cpu_emb m = {.word = w->word_emb, .pos = w->pos_emb, .type = w->type_emb,
+                     .ln_g = w->emb_ln_g, .ln_b = w->emb_ln_b, .hidden = mi->hidden,
+                     .position_offset = e->cfg.position_offset,
+                     .pad_id = e->cfg.position_offset > 0 ? e->cfg.pad_token_id : -1,
+                     .eps = (float)e->cfg.ln_eps};
     eng_cpu_embed(&m, b->ids, b->type_ids, b->cu_seqlens, b->n_seqs, c->x);
     for (int l = 0; l < w->n_layers; l++)
         if (cpu_layer(e, c, &w->layers[l], b) != 0)
