@@ -93,7 +93,7 @@ static void test_engine_single_window(void) {
     int32_t ids[12] = {5, 9, 11, 300, 42, 7, 8, 1, 2, 3, 4, 443}, win[64], cu[9];
     int k = posy_chunk_split(ids, 12, 0, 1, 32, win, 64, cu, 9);
     CHECK_EQ_INT(k, 1);
-    float plain[64], wins[64], comb[64];
+    float plain[64], wins[8 * 64], comb[64];   /* up to 8 windows (cu holds 9 bounds) */
     int32_t cu0[2] = {0, 12};
     posy_batch b1 = {1, 1, 12, ids, NULL, cu0, plain}, b2 = {2, k, cu[k], win, NULL, cu, wins};
     posy_result r[2];
