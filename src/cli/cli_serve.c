@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_attention.h"
 #include "eng_config.h"
 #include "gw_server.h"
 #include "posy_log.h"
@@ -25,7 +26,7 @@
 #include "tok.h"
 
 typedef struct serve_flags {
-    const char *model, *host, *device, *engine;
+    const char *model, *host, *device, *engine, *attention;
     long port, threads, http_threads, workers, max_batch_tokens, max_batch_seqs, max_concurrent, max_client_batch,
         max_body_bytes, request_timeout, drain_timeout, auto_truncate, noop_delay_us;
 } serve_flags;
@@ -43,6 +44,7 @@ static const flag_def flag_defs[] = {
     {"--host", "POSY_HOST", "address to listen on (default 0.0.0.0)", 0, 0, 0, FS(host)},
     {"--port", "POSY_PORT", "port (default 8080; 0 picks a free one)", 1, 0, 65535, FS(port)},
     {"--device", "POSY_DEVICE", "auto | cpu | cuda | cuda:N (default auto: CUDA when a GPU is present)", 0, 0, 0, FS(device)},
+    {"--attention", "POSY_ATTENTION", "model | causal | bidirectional: decoder attention (default model: as config.json says)", 0, 0, 0, FS(attention)},
     {"--engine", "POSY_ENGINE", "model | noop (noop: benchmarking only, skips the model math, returns a fixed vector)", 0, 0, 0, FS(engine)},
     {"--threads", "POSY_THREADS", "CPU engine threads (default 0 = all cores)", 1, 0, 4096, FS(threads)},
     {"--http-threads", "POSY_HTTP_THREADS", "event-loop threads (default 2)", 1, 1, 256, FS(http_threads)},
@@ -78,7 +80,7 @@ static int set_flag(serve_flags *fl, const flag_def *d, const char *v, const cha
 
 /* Environment first, then the command line over it.  Returns 0, 1 (--help) or -1. */
 static int parse_flags(int argc, char **argv, serve_flags *fl) {
-    *fl = (serve_flags){.model = "models/all-MiniLM-L6-v2", .host = "0.0.0.0", .device = "auto", .engine = "model",
+    *fl = (serve_flags){.model = "models/all-MiniLM-L6-v2", .host = "0.0.0.0", .device = "auto", .engine = "model", .attention = "model",
                         .port = 8080, .http_threads = 2, .workers = sysconf(_SC_NPROCESSORS_ONLN),
                         .max_batch_tokens = 16384, .max_batch_seqs = 512, .max_concurrent = 512,
                         .max_client_batch = 2048, .max_body_bytes = 4194304, .request_timeout = 10,
@@ -160,6 +162,7 @@ static int load_model(serve_state *st, const serve_flags *fl, gw_server *srv, po
         posy_engine_opts eo = {.n_threads = (int)fl->threads, .max_batch_tokens = (int)fl->max_batch_tokens,
                                .max_batch_seqs = (int)fl->max_batch_seqs};
         parse_device(fl->device, &eo);
+        cli_parse_attention("posy serve", fl->attention, &eo.attention);
         st->eng = posy_engine_open(fl->model, &eo, err);
         if (!st->eng) return -1;
         const posy_model_info *mi = posy_engine_info(st->eng);
@@ -190,7 +193,8 @@ int cli_cmd_serve(int argc, char **argv) {
         return rc > 0 ? 0 : 2;
     }
     posy_engine_opts dev_check = {0};
-    if (parse_device(fl.device, &dev_check)) return 2;
+    if (parse_device(fl.device, &dev_check) || cli_parse_attention("posy serve", fl.attention, &dev_check.attention))
+        return 2;
     static serve_state st;
     st.noop = !strcmp(fl.engine, "noop");
     posy_err err;

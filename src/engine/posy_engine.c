@@ -86,6 +86,12 @@ posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opt
     if (opts_resolve(&e->opts, opts, err) != 0) { free(e); return NULL; }
     if (eng_config_load(&e->cfg, model_dir, err) != 0) { free(e); return NULL; }
     /* model.safetensors, or the shards of model.safetensors.index.json */
+    if (e->opts.attention != POSY_ATTN_MODEL && strcmp(e->cfg.info.arch, "qwen3")) {
+        posy_err_set(err, POSY_E_UNSUPPORTED, "--attention applies to decoder models (qwen3); %s is a %s encoder",
+                     model_dir, e->cfg.info.arch);
+        engine_free(e, STAGE_CONFIG);
+        return NULL;
+    }
     if (e->opts.attention != POSY_ATTN_MODEL) e->cfg.info.causal = e->opts.attention == POSY_ATTN_CAUSAL;
     if (eng_st_open_dir(&e->st, model_dir, err) != 0) { engine_free(e, STAGE_CONFIG); return NULL; }
     int is_qwen3 = !strcmp(e->cfg.info.arch, "qwen3");
@@ -98,11 +104,12 @@ posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opt
     posy_model_info *mi = &e->cfg.info;
     mi->device = e->ops == &eng_cpu_backend ? POSY_DEVICE_CPU : POSY_DEVICE_CUDA;
     snprintf(mi->dtype, sizeof mi->dtype, "%s", mi->device == POSY_DEVICE_CPU ? "fp32" : "bf16");
-    POSY_INFO("engine: %s (%s, %d layers, hidden %d, %d heads, %s pooling%s) on %s %s, "
+    POSY_INFO("engine: %s (%s, %d layers, hidden %d, %d heads, %s pooling%s%s) on %s %s, "
               "max %d tokens / %d sequences per batch", mi->name, mi->arch, mi->layers, mi->hidden,
               mi->heads, mi->pooling == POSY_POOL_MEAN ? "mean" : mi->pooling == POSY_POOL_CLS ? "cls" : "last-token",
-              mi->normalize ? ", normalized" : "", e->ops->name, mi->dtype, e->opts.max_batch_tokens,
-              e->opts.max_batch_seqs);
+              mi->normalize ? ", normalized" : "",
+              strcmp(mi->arch, "qwen3") ? "" : mi->causal ? ", causal attention" : ", bidirectional attention",
+              e->ops->name, mi->dtype, e->opts.max_batch_tokens, e->opts.max_batch_seqs);
     return e;
 }
 

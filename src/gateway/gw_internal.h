@@ -18,6 +18,7 @@
 #include "gw_buf.h"
 #include "gw_pool.h"
 #include "gw_server.h"
+#include "posy_vecenc.h"
 
 typedef struct gw_loop {
     h2o_context_t ctx;                /* first: req->conn->ctx points here */
@@ -66,6 +67,7 @@ typedef struct gw_call {
     json_t *json;
     int openai;                       /* error style and response shape */
     int base64, dims, normalize;
+    posy_vecenc enc;                  /* output type (gw_vecout.c when not float) */
     /* the job */
     sched_req job;
     int32_t *ids, *cu;

@@ -128,6 +128,19 @@ static void test_qwen3_bad_attention_opt(void) {
     CHECK_STR_CONTAINS(err.msg, "--attention");
 }
 
+/* --attention is for decoders: an encoder refuses it instead of running a
+ * causal BERT nobody trained. */
+static void test_attention_opt_encoder_refused(void) {
+    posy_engine_opts o = {0};
+    o.device = POSY_DEVICE_CPU;
+    o.attention = POSY_ATTN_CAUSAL;
+    posy_err err;
+    posy_err_clear(&err);
+    CHECK(posy_engine_open("tests/fixtures/eng_models/roberta", &o, &err) == NULL);
+    CHECK_STR_CONTAINS(err.msg, "decoder");
+}
+
 static void test_qwen3_setup(void) { load_ref(); CHECK(n_seqs >= 4); }
 
-TEST_MAIN(TEST(test_qwen3_setup), TEST(test_qwen3_causal), TEST(test_qwen3_bidir), TEST(test_qwen3_bad_attention_opt))
+TEST_MAIN(TEST(test_qwen3_setup), TEST(test_qwen3_causal), TEST(test_qwen3_bidir), TEST(test_qwen3_bad_attention_opt),
+          TEST(test_attention_opt_encoder_refused))
