@@ -46,6 +46,7 @@ int tok_is_whitespace(uint32_t cp);   /* Rust char::is_whitespace */
 int tok_is_bert_control(uint32_t cp); /* removed by BertNormalizer clean_text */
 int tok_is_nonspacing_mark(uint32_t cp); /* BertNormalizer strip_accents */
 int tok_is_combining_mark(uint32_t cp);   /* the StripAccents normalizer (any mark) */
+int tok_is_new_mark(uint32_t cp);         /* a mark newer than utf8proc's Unicode */
 int tok_is_chinese(uint32_t cp);
 int tok_is_alnum(uint32_t cp);
 /* utf8proc gives a combining class but the reference treats it as 0 */

@@ -264,6 +264,10 @@ static void test_loader_errors(void) {
     expect_load_error(j, "post_processor.sep");
     snprintf(j, sizeof j, "{%s,\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"[X]\"}}],\"pair\":[],\"special_tokens\":{}}}", ok_model);
     expect_load_error(j, "[X]");
+    snprintf(j, sizeof j, "{%s,\"normalizer\":{\"type\":\"Precompiled\",\"precompiled_charsmap\":\"!!!\"}}", ok_model);
+    expect_load_error(j, "not valid base64");
+    snprintf(j, sizeof j, "{%s,\"normalizer\":{\"type\":\"Precompiled\",\"precompiled_charsmap\":\"/////wAAAAA=\"}}", ok_model);
+    expect_load_error(j, "corrupt");
     snprintf(j, sizeof j, "{%s,\"added_tokens\":[{\"id\":0}]}", ok_model);
     expect_load_error(j, "added_tokens[0].content");
     /* hostile nesting is bounded */
