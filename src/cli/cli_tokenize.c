@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "posy_clock.h"
 #include "posy_file.h"
 #include "tok.h"
 
@@ -29,6 +30,9 @@ static void usage(FILE *f) {
             "  --truncate-left   truncate from the left instead of the right\n"
             "  --json-input      each stdin line is a JSON string (or with --pair, an array of two)\n"
             "  --pair            encode pairs: stdin lines as [a, b] JSON arrays, or TEXT args two by two\n"
+            "  --bench R         read all texts, encode them R times with the batch API and print\n"
+            "                    throughput as one JSON object instead of the tokens\n"
+            "  --threads N       threads for --bench (default 1; 0 = all cores)\n"
             "  -h, --help        this help\n");
 }
 
@@ -115,6 +119,62 @@ static int do_json_line(tk_ctx *c, const char *line, size_t len) {
     return rc;
 }
 
+/* Texts read whole for --bench. */
+typedef struct { char **s; size_t *len; int n, cap; } text_list;
+
+static int text_add(text_list *l, const char *s, size_t n) {
+    if (l->n == l->cap) {
+        int nc = l->cap ? l->cap * 2 : 1024;
+        char **ns = realloc(l->s, (size_t)nc * sizeof *ns);
+        size_t *nl = realloc(l->len, (size_t)nc * sizeof *nl);
+        if (ns) l->s = ns;
+        if (nl) l->len = nl;
+        if (!ns || !nl) return -1;
+        l->cap = nc;
+    }
+    l->s[l->n] = malloc(n + 1);
+    if (!l->s[l->n]) return -1;
+    memcpy(l->s[l->n], s, n);
+    l->s[l->n][n] = '\0';
+    l->len[l->n++] = n;
+    return 0;
+}
+
+/* --bench: best of R timed passes of tok_encode_batch over all texts. */
+static int run_bench(tk_ctx *c, int json_input, int repeat, int threads) {
+    text_list l = {0};
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int rc = 0;
+    while (!rc && (n = getline(&line, &cap, stdin)) >= 0) {
+        if (n > 0 && line[n - 1] == '\n') n--;
+        if (!json_input) { rc = text_add(&l, line, (size_t)n); continue; }
+        json_t *v = json_loadb(line, (size_t)n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+        if (json_is_string(v)) rc = text_add(&l, json_string_value(v), json_string_length(v));
+        json_decref(v);
+    }
+    free(line);
+    tok_encoding *enc = calloc((size_t)l.n + 1, sizeof *enc);
+    double best = 1e30;
+    long long tokens = 0;
+    posy_err err = {0};
+    for (int r = 0; !rc && enc && r < repeat; r++) {
+        double t0 = posy_now_s();
+        int failed;
+        rc = tok_encode_batch(c->t, (const char *const *)l.s, l.len, NULL, NULL, l.n, &c->opts, enc, threads, &failed, &err);
+        double dt = posy_now_s() - t0;
+        if (dt < best) best = dt;
+    }
+    for (int i = 0; enc && i < l.n; i++) tokens += enc[i].n;
+    if (rc || !enc) fprintf(stderr, "posy tokenize --bench: %s\n", enc ? err.msg : "out of memory");
+    else printf("{\"texts\":%d,\"tokens\":%lld,\"seconds\":%.6f,\"texts_per_s\":%.1f,\"tokens_per_s\":%.1f,\"threads\":%d}\n",
+                l.n, tokens, best, l.n / best, (double)tokens / best, threads);
+    for (int i = 0; i < l.n; i++) { free(l.s[i]); if (enc) tok_encoding_free(&enc[i]); }
+    free(l.s); free(l.len); free(enc);
+    return rc || !enc ? 1 : 0;
+}
+
 static tok_tokenizer *open_model(const char *path) {
     struct stat st;
     char file[4096];
@@ -135,7 +195,7 @@ int cli_cmd_tokenize(int argc, char **argv) {
     const char *model = NULL;
     tk_ctx c = {0};
     c.opts.add_special = 1;
-    int json_input = 0, first_text = argc;
+    int json_input = 0, first_text = argc, bench = 0, threads = 1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
@@ -147,6 +207,12 @@ int cli_cmd_tokenize(int argc, char **argv) {
             if (++i >= argc) { fprintf(stderr, "posy tokenize: --max-len needs a number\n"); return 2; }
             if (cli_parse_int("--max-len", argv[i], 1, 1 << 24, &v)) return 2;
             c.opts.max_len = (int)v;
+        } else if (!strcmp(a, "--bench") || !strcmp(a, "--threads")) {
+            long v;
+            if (++i >= argc) { fprintf(stderr, "posy tokenize: %s needs a number\n", a); return 2; }
+            if (cli_parse_int(a, argv[i], a[2] == 'b' ? 1 : 0, a[2] == 'b' ? 1000000 : 256, &v)) return 2;
+            if (a[2] == 'b') bench = (int)v;
+            else threads = (int)v;
         } else if (!strcmp(a, "--no-special")) c.opts.add_special = 0;
         else if (!strcmp(a, "--truncate-left")) c.opts.trunc_dir = TOK_TRUNC_LEFT;
         else if (!strcmp(a, "--json-input")) json_input = 1;
@@ -161,6 +227,11 @@ int cli_cmd_tokenize(int argc, char **argv) {
     tok_tokenizer *t = open_model(model);
     if (!t) return 1;
     c.t = t;
+    if (bench) {
+        int brc = run_bench(&c, json_input, bench, threads);
+        tok_free(t);
+        return brc;
+    }
     int bad = 0;
     if (first_text < argc) {
         int step = c.pair ? 2 : 1;
