@@ -30,6 +30,9 @@ static void usage(FILE *f) {
             "  --truncate-left   truncate from the left instead of the right\n"
             "  --json-input      each stdin line is a JSON string (or with --pair, an array of two)\n"
             "  --pair            encode pairs: stdin lines as [a, b] JSON arrays, or TEXT args two by two\n"
+            "  --decode          the reverse: each stdin line is a JSON array of ids; prints the\n"
+            "                    decoded text as a JSON string per line\n"
+            "  --skip-special    with --decode: drop special tokens\n"
             "  --bench R         read all texts, encode them R times with the batch API and print\n"
             "                    throughput as one JSON object instead of the tokens\n"
             "  --threads N       threads for --bench (default 1; 0 = all cores)\n"
@@ -175,6 +178,40 @@ static int run_bench(tk_ctx *c, int json_input, int repeat, int threads) {
     return rc || !enc ? 1 : 0;
 }
 
+/* --decode: one JSON array of ids per stdin line -> one JSON string. */
+static int run_decode(const tok_tokenizer *t, int skip_special) {
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int bad = 0;
+    int32_t *ids = NULL;
+    while ((n = getline(&line, &cap, stdin)) >= 0) {
+        json_error_t je;
+        json_t *v = json_loadb(line, (size_t)n, JSON_DECODE_ANY, &je);
+        size_t m = json_is_array(v) ? json_array_size(v) : 0;
+        int32_t *ni = realloc(ids, (m + 1) * sizeof *ids);
+        int ok = json_is_array(v) && ni;
+        if (ni) ids = ni;
+        for (size_t i = 0; ok && i < m; i++) {
+            json_t *x = json_array_get(v, i);
+            ok = json_is_integer(x) && json_integer_value(x) >= 0 && json_integer_value(x) <= INT32_MAX;
+            if (ok) ids[i] = (int32_t)json_integer_value(x);
+        }
+        json_decref(v);
+        if (!ok) { print_error("expected a JSON array of token ids"); bad = 1; continue; }
+        char *text;
+        size_t len;
+        posy_err err = {0};
+        if (tok_decode(t, ids, (int)m, skip_special, &text, &len, &err)) { print_error(err.msg); bad = 1; continue; }
+        put_json_str(stdout, text, len);
+        fputc('\n', stdout);
+        free(text);
+    }
+    free(ids);
+    free(line);
+    return bad;
+}
+
 static tok_tokenizer *open_model(const char *path) {
     struct stat st;
     char file[4096];
@@ -195,7 +232,7 @@ int cli_cmd_tokenize(int argc, char **argv) {
     const char *model = NULL;
     tk_ctx c = {0};
     c.opts.add_special = 1;
-    int json_input = 0, first_text = argc, bench = 0, threads = 1;
+    int json_input = 0, first_text = argc, bench = 0, threads = 1, decode = 0, skip_special = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
@@ -214,6 +251,8 @@ int cli_cmd_tokenize(int argc, char **argv) {
             if (a[2] == 'b') bench = (int)v;
             else threads = (int)v;
         } else if (!strcmp(a, "--no-special")) c.opts.add_special = 0;
+        else if (!strcmp(a, "--decode")) decode = 1;
+        else if (!strcmp(a, "--skip-special")) skip_special = 1;
         else if (!strcmp(a, "--truncate-left")) c.opts.trunc_dir = TOK_TRUNC_LEFT;
         else if (!strcmp(a, "--json-input")) json_input = 1;
         else if (!strcmp(a, "--pair")) c.pair = 1;
@@ -227,6 +266,12 @@ int cli_cmd_tokenize(int argc, char **argv) {
     tok_tokenizer *t = open_model(model);
     if (!t) return 1;
     c.t = t;
+    if (decode) {
+        int drc = run_decode(t, skip_special);
+        fflush(stdout);
+        tok_free(t);
+        return drc;
+    }
     if (bench) {
         int brc = run_bench(&c, json_input, bench, threads);
         tok_free(t);

@@ -75,6 +75,13 @@ int tok_encode_batch(const tok_tokenizer *t, const char *const *texts, const siz
  * or POSY_E_NOMEM. */
 int tok_offsets_to_chars(const char *text, size_t len, tok_encoding *e, int from, int to);
 
+/* Decode ids back to text through the file's decoder (HF's
+ * Tokenizer.decode): unknown ids are dropped, special tokens too when
+ * skip_special.  *text is malloc'd and NUL-terminated (free() it); *len
+ * (if not NULL) gets its length. */
+int tok_decode(const tok_tokenizer *t, const int32_t *ids, int n, int skip_special, char **text, size_t *len,
+               posy_err *err);
+
 /* Vocabulary. */
 int tok_vocab_size(const tok_tokenizer *t);
 /* Token string for an id (NULL if out of range).  Valid while t lives. */

@@ -226,7 +226,8 @@ void tok_cache_free(tok_cache *c);
 
 /* ---- added tokens (tok_added.c) ----------------------------------------- */
 typedef struct {
-    char *content; size_t len;
+    char *content; size_t len;      /* what is matched (normalized for added_norm) */
+    char *orig; size_t orig_len;    /* as written in the file (token string, decode) */
     int32_t id;
     int special, normalized, lstrip, rstrip, single_word;
 } tok_added_token;
@@ -280,6 +281,7 @@ struct tok_tokenizer {
     tok_added_set added_norm;       /* matched on normalized text */
     tok_vocab all;                  /* id -> token incl. added tokens, for tok_id_to_token */
     void *decoder;
+    int decoder_unsupported;        /* the file's decoder is not implemented */
 };
 
 typedef struct tok_scratch {
