@@ -168,7 +168,7 @@ static void tune(eng_cu_gemm_ctx *g, gemm_entry *e, cudaStream_t s, const bf16 *
     if (cudaEventCreate(&a) != cudaSuccess) return;
     if (cudaEventCreate(&b) != cudaSuccess) { cudaEventDestroy(a); return; }
     float best = 1e30f;
-    const int first = eng_cu_gemm_small_ok(e->M, e->N, e->K) ? -1 : 0;
+    const int first = eng_cu_gemm_small_ok(e->M, e->N, e->K) && !getenv("POSY_CUDA_NO_SKINNY") ? -1 : 0;
     for (int i = first; i < e->n_cand; i++) {
         if (run(g, e, i, s, X, W, bias, R, Y) != CUBLAS_STATUS_SUCCESS) continue;
         cudaEventRecord(a, s);
@@ -180,6 +180,9 @@ static void tune(eng_cu_gemm_ctx *g, gemm_entry *e, cudaStream_t s, const bf16 *
         if (ms < best) { best = ms; e->best = i; }
     }
     e->best_us = best * 1e3f / 3.f;
+    if (getenv("POSY_CUDA_TUNE_LOG"))
+        fprintf(stderr, "gemm M=%d N=%d K=%d epi=%d: %s %d, %.2f us\n", e->M, e->N, e->K, e->epi,
+                e->best < 0 ? "skinny" : "cuBLASLt candidate", e->best, e->best_us);
     cudaEventDestroy(a);
     cudaEventDestroy(b);
     cudaGetLastError(); /* a failed candidate must not leave a sticky launch error */
