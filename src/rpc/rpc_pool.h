@@ -13,8 +13,9 @@
  * (grpc.health.v1 Check) and verifies each new or returning worker with
  * Info: it must report the gateway's model fingerprint and dimension, or it
  * is never used.  With no healthy worker a request fails at once with
- * POSY_E_BUSY-class status POSY_E_IO ("no healthy worker"), which the HTTP
- * front answers 503.
+ * POSY_E_IO ("no healthy worker"), which the HTTP front answers 503; a
+ * chunk every worker refuses (RESOURCE_EXHAUSTED) fails it with POSY_E_BUSY
+ * (429).
  */
 #ifndef RPC_POOL_H
 #define RPC_POOL_H

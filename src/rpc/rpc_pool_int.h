@@ -23,15 +23,15 @@ typedef struct pool_worker {
     int from_dns;
     int seen;                    /* present in the latest DNS answer */
     int probing;                 /* a health or Info call in flight */
+    int slow_probes;             /* health checks in a row that timed out */
     int calls;                   /* calls in flight (chunks + probes) */
     int64_t outstanding;         /* tokens sent and not answered */
     uint64_t chunks_ok, chunks_failed;
-    int max_chunk_tokens;
     struct pool_worker *next;
 } pool_worker;
 
 struct rpc_pool {
-    rpc_pool_opts o;
+    rpc_pool_opts o;             /* chunk_tokens/chunk_seqs may shrink to the workers' limits (under mu) */
     char fingerprint[64];
     char dns[256];
     rpc_loop loop;

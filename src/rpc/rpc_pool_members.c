@@ -22,6 +22,7 @@
 #include "rpc_pool_int.h"
 
 #define PROBE_TIMEOUT_MS 1000
+#define PROBE_SLOW_MAX 3
 
 typedef struct pool_probe {
     rpc_pool *p;
@@ -60,8 +61,12 @@ static void pool_on_probe(void *arg, int code, const char *details, const uint8_
     int decoded = code == GRPC_STATUS_OK && pr->info && rpc_info_decode(buf, len, &info, &err) == 0;
     pthread_mutex_lock(&p->mu);
     if (!pr->info) {
-        if (code != GRPC_STATUS_OK || rpc_health_decode(buf, len) != 1)
-            pool_worker_failed_locked(p, w, code == GRPC_STATUS_OK ? "health: NOT_SERVING" : details);
+        /* A refused connection or NOT_SERVING takes a worker out at once; a
+         * slow answer only after PROBE_SLOW_MAX in a row (a busy host may
+         * answer late yet be fine: chunks still complete). */
+        if (code == GRPC_STATUS_OK && rpc_health_decode(buf, len) == 1) w->slow_probes = 0;
+        else if (code == GRPC_STATUS_DEADLINE_EXCEEDED && ++w->slow_probes < PROBE_SLOW_MAX) {}
+        else pool_worker_failed_locked(p, w, code == GRPC_STATUS_OK ? "health: NOT_SERVING" : details);
     } else if (decoded) {
         if (strcmp(info.fingerprint, p->fingerprint) != 0 || info.dim != p->o.dim) {
             if (w->state != PW_BAD)
@@ -72,7 +77,14 @@ static void pool_on_probe(void *arg, int code, const char *details, const uint8_
         } else {
             if (w->state != PW_OK) POSY_INFO("gateway: worker %s ready (%s on %s)", w->addr, info.model, info.device);
             w->state = PW_OK;
-            w->max_chunk_tokens = info.max_chunk_tokens;
+            w->slow_probes = 0;
+            /* Never send a chunk bigger than a worker accepts. */
+            if (info.max_chunk_tokens > 0 && info.max_chunk_tokens < p->o.chunk_tokens) {
+                POSY_WARN("gateway: worker %s accepts chunks of <= %d tokens; lowering --chunk-tokens", w->addr,
+                          info.max_chunk_tokens);
+                p->o.chunk_tokens = info.max_chunk_tokens;
+            }
+            if (info.max_chunk_seqs > 0 && info.max_chunk_seqs < p->o.chunk_seqs) p->o.chunk_seqs = info.max_chunk_seqs;
         }
     }
     w->probing = 0;
