@@ -86,18 +86,22 @@ static void run_case(const acase &c, int time_it) {
     a.cu_seqlens = dcu; a.tiles = dtiles; a.n_tiles_dev = dnt; a.max_tiles = max_tiles;
     a.scale = 1.f / sqrtf((float)D);
     a.causal = c.causal;
-    CUCHECK(eng_cu_attention(0, &a));
-    CUCHECK(cudaDeviceSynchronize());
-    std::vector<float> got = lab_download_bf16(dout, (size_t)T * Hq);
-    char name[128];
-    snprintf(name, sizeof name, "attn d=%d h=%d kv=%d %s seqs=%d tokens=%d", D, c.heads,
-             c.kv_heads, c.causal ? "causal" : "bidir", S, T);
-    lab_check(name, got.data(), ref.data(), (size_t)cu[ref_seqs] * Hq, 1e-2f, 2e-2f);
-    if (time_it) {
-        double fl = 0;
-        for (int l : c.lens) fl += 4.0 * l * l * D * c.heads * (c.causal ? 0.5 : 1.0);
-        const float ms = lab_time_ms([&] { CUCHECK(eng_cu_attention(0, &a)); }, 20);
-        printf("  bench %s: %.1f us, %.1f TFLOP/s\n", name, ms * 1e3, fl / (ms * 1e-3) / 1e12);
+    for (int version : {0, 1}) { /* 0: shipped (v2), 1: first version */
+        a.version = version;
+        lab_poison(dout, (size_t)T * Hq * 2);
+        CUCHECK(eng_cu_attention(0, &a));
+        CUCHECK(cudaDeviceSynchronize());
+        std::vector<float> got = lab_download_bf16(dout, (size_t)T * Hq);
+        char name[128];
+        snprintf(name, sizeof name, "attn v%d d=%d h=%d kv=%d %s seqs=%d tokens=%d",
+                 version ? 1 : 2, D, c.heads, c.kv_heads, c.causal ? "causal" : "bidir", S, T);
+        lab_check(name, got.data(), ref.data(), (size_t)cu[ref_seqs] * Hq, 1e-2f, 2e-2f);
+        if (time_it) {
+            double fl = 0;
+            for (int l : c.lens) fl += 4.0 * l * l * D * c.heads * (c.causal ? 0.5 : 1.0);
+            const float ms = lab_time_ms([&] { CUCHECK(eng_cu_attention(0, &a)); }, 20);
+            printf("  bench %s: %.1f us, %.1f TFLOP/s\n", name, ms * 1e3, fl / (ms * 1e-3) / 1e12);
+        }
     }
     cudaFree(dqkv); cudaFree(dcu); cudaFree(dtiles); cudaFree(dnt); cudaFree(dout);
 }
@@ -115,5 +119,6 @@ int main(void) {
     run_case({64, 12, 12, 0, std::vector<int>(256, 128)}, 1);
     run_case({32, 12, 12, 0, std::vector<int>(64, 512)}, 1);
     run_case({128, 16, 8, 1, std::vector<int>(16, 1024)}, 1);
+    run_case({64, 12, 12, 0, std::vector<int>(2048, 16)}, 1);
     return lab_finish("lab_attn");
 }

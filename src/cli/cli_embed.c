@@ -14,6 +14,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_attention.h"
 #include "cli_embed.h"
 #include "eng_config.h"
 #include "posy_file.h"
@@ -26,6 +27,7 @@ typedef struct embed_flags {
     cli_in_format in_fmt;
     cli_out_format out_fmt;
     posy_device_kind device;
+    posy_attention attention;
     long threads, max_batch_tokens;
     int normalize;
     char **texts;
@@ -52,6 +54,8 @@ static void embed_usage(FILE *f) {
           "  --max-batch-tokens N    token budget of one packed batch (default 16384)\n"
           "  --prompt TEXT           prepend TEXT to every input (as sentence-transformers does)\n"
           "  --prompt-name NAME      prepend the model's prompt NAME (config_sentence_transformers.json)\n"
+          "  --attention MODE        model, causal or bidirectional: override the decoder's\n"
+          "                          attention direction (default model: as config.json says)\n"
           "  --normalize             L2-normalise the vectors even if the model does not\n"
           "  -h, --help              show this help\n"
           "  --                      every later word is a TEXT, even if it starts with '-'\n"
@@ -98,6 +102,7 @@ static int set_flag(embed_flags *f, const char *name, const char *v) {
     else if (!strcmp(name, "--output")) f->output = v;
     else if (!strcmp(name, "--prompt")) f->prompt = v;
     else if (!strcmp(name, "--prompt-name")) f->prompt_name = v;
+    else if (!strcmp(name, "--attention")) { if (cli_parse_attention("posy embed", v, &f->attention)) return 2; }
     else if (!strcmp(name, "--input-format")) {
         if (parse_enum(name, v, in_names, 2, &k)) return 2;
         f->in_fmt = k == 0 ? CLI_IN_TEXT : CLI_IN_JSONL;
@@ -122,7 +127,7 @@ static int set_flag(embed_flags *f, const char *name, const char *v) {
 static int parse_one(embed_flags *f, int argc, char **argv, int *i) {
     static const char *const valued[] = {"--model", "--input", "--output", "--prompt", "--prompt-name",
                                          "--input-format", "--output-format", "--device", "--threads",
-                                         "--max-batch-tokens"};
+                                         "--max-batch-tokens", "--attention"};
     const char *a = argv[*i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { embed_usage(stdout); return 0; }
     if (!strcmp(a, "--normalize")) { f->normalize = 1; return -1; }
@@ -225,6 +230,9 @@ static int embed_main(const embed_flags *f, embed_res *r) {
     if (check_model_dir(f->model, &err) != 0) return fail(&err);
     if (eng_config_load(&r->cfg, f->model, &err) != 0) return fail(&err);
     r->have_cfg = 1;
+    if (r->cfg.do_lower_case)
+        fprintf(stderr, "posy embed: warning: %s/sentence_bert_config.json sets do_lower_case, which posy "
+                        "does not apply yet; only the tokenizer's own normalizer runs\n", f->model);
     const char *prompt = NULL;
     int rc = pick_prompt(f, &r->cfg, &prompt);
     if (rc) return rc;
@@ -234,9 +242,11 @@ static int embed_main(const embed_flags *f, embed_res *r) {
         return bad_usage("model path too long: '%s'", f->model);
     if (!(r->tok = tok_load_file(tok_path, &err))) return fail(&err);
 
+    int max_seqs = f->max_batch_tokens < EMBED_MAX_BATCH_SEQS ? (int)f->max_batch_tokens
+                                                              : EMBED_MAX_BATCH_SEQS;
     posy_engine_opts eo = {.device = f->device, .n_threads = (int)f->threads,
-                           .max_batch_tokens = (int)f->max_batch_tokens,
-                           .max_batch_seqs = EMBED_MAX_BATCH_SEQS};
+                           .max_batch_tokens = (int)f->max_batch_tokens, .max_batch_seqs = max_seqs,
+                           .attention = f->attention};
     if (!(r->engine = posy_engine_open(f->model, &eo, &err))) return fail(&err);
     const posy_model_info *info = posy_engine_info(r->engine);
     if (f->max_batch_tokens < info->max_seq_len) {
@@ -251,7 +261,7 @@ static int embed_main(const embed_flags *f, embed_res *r) {
     cli_progress progress;
     cli_embed_job job = {.engine = r->engine, .tok = r->tok, .texts = &r->texts, .prompt = prompt,
                          .max_seq_len = info->max_seq_len, .max_batch_tokens = (int)f->max_batch_tokens,
-                         .max_batch_seqs = EMBED_MAX_BATCH_SEQS,
+                         .max_batch_seqs = max_seqs,
                          .force_normalize = f->normalize && !info->normalize, .out = &r->out,
                          .progress = &progress};
     if (cli_embed_run(&job, &err) != 0) return fail(&err);

@@ -18,6 +18,7 @@
 #include <unistd.h>
 
 #include "cli.h"
+#include "cli_attention.h"
 #include "eng_config.h"
 #include "gw_server.h"
 #include "posy_log.h"
@@ -25,9 +26,9 @@
 #include "tok.h"
 
 typedef struct serve_flags {
-    const char *model, *host, *device, *engine;
+    const char *model, *host, *device, *engine, *attention;
     long port, threads, http_threads, workers, max_batch_tokens, max_batch_seqs, max_concurrent, max_client_batch,
-        max_body_bytes, request_timeout, drain_timeout, auto_truncate;
+        max_body_bytes, request_timeout, drain_timeout, auto_truncate, noop_delay_us;
 } serve_flags;
 
 typedef struct flag_def {
@@ -43,6 +44,7 @@ static const flag_def flag_defs[] = {
     {"--host", "POSY_HOST", "address to listen on (default 0.0.0.0)", 0, 0, 0, FS(host)},
     {"--port", "POSY_PORT", "port (default 8080; 0 picks a free one)", 1, 0, 65535, FS(port)},
     {"--device", "POSY_DEVICE", "auto | cpu | cuda | cuda:N (default auto: CUDA when a GPU is present)", 0, 0, 0, FS(device)},
+    {"--attention", "POSY_ATTENTION", "model | causal | bidirectional: decoder attention (default model: as config.json says)", 0, 0, 0, FS(attention)},
     {"--engine", "POSY_ENGINE", "model | noop (noop: benchmarking only, skips the model math, returns a fixed vector)", 0, 0, 0, FS(engine)},
     {"--threads", "POSY_THREADS", "CPU engine threads (default 0 = all cores)", 1, 0, 4096, FS(threads)},
     {"--http-threads", "POSY_HTTP_THREADS", "event-loop threads (default 2)", 1, 1, 256, FS(http_threads)},
@@ -54,6 +56,7 @@ static const flag_def flag_defs[] = {
     {"--max-body-bytes", "POSY_MAX_BODY_BYTES", "request body limit (default 4194304)", 1, 1, 1L << 32, FS(max_body_bytes)},
     {"--request-timeout", "POSY_REQUEST_TIMEOUT", "seconds a client has to send a request (default 10)", 1, 1, 3600, FS(request_timeout)},
     {"--drain-timeout", "POSY_DRAIN_TIMEOUT", "seconds to finish in-flight requests on SIGTERM (default 30)", 1, 0, 3600, FS(drain_timeout)},
+    {"--noop-delay-us", "POSY_NOOP_DELAY_US", "with --engine noop: microseconds each batch pretends to take (tests)", 1, 0, 60000000, FS(noop_delay_us)},
     {"--auto-truncate", "POSY_AUTO_TRUNCATE", "0 | 1: truncate over-long inputs by default (default 0: answer 422)", 1, 0, 1, FS(auto_truncate)},
 };
 #define N_FLAGS (sizeof flag_defs / sizeof flag_defs[0])
@@ -66,24 +69,25 @@ static void usage(FILE *f) {
     fprintf(f, "  %-24s %s\n", "--help", "this text");
 }
 
-static int set_flag(serve_flags *fl, const flag_def *d, const char *v) {
+/* `from` names where the value came from (the flag or its variable) for errors. */
+static int set_flag(serve_flags *fl, const flag_def *d, const char *v, const char *from) {
     if (!d->is_int) {
         *(const char **)((char *)fl + d->off) = v;
         return 0;
     }
-    return cli_parse_int(d->name, v, d->lo, d->hi, (long *)((char *)fl + d->off));
+    return cli_parse_int(from, v, d->lo, d->hi, (long *)((char *)fl + d->off));
 }
 
 /* Environment first, then the command line over it.  Returns 0, 1 (--help) or -1. */
 static int parse_flags(int argc, char **argv, serve_flags *fl) {
-    *fl = (serve_flags){.model = "models/all-MiniLM-L6-v2", .host = "0.0.0.0", .device = "auto", .engine = "model",
+    *fl = (serve_flags){.model = "models/all-MiniLM-L6-v2", .host = "0.0.0.0", .device = "auto", .engine = "model", .attention = "model",
                         .port = 8080, .http_threads = 2, .workers = sysconf(_SC_NPROCESSORS_ONLN),
                         .max_batch_tokens = 16384, .max_batch_seqs = 512, .max_concurrent = 512,
                         .max_client_batch = 2048, .max_body_bytes = 4194304, .request_timeout = 10,
                         .drain_timeout = 30};
     for (size_t i = 0; i < N_FLAGS; i++) {
         const char *v = getenv(flag_defs[i].env);
-        if (v && *v && set_flag(fl, &flag_defs[i], v)) return -1;
+        if (v && *v && set_flag(fl, &flag_defs[i], v, flag_defs[i].env)) return -1;
     }
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) return 1;
@@ -104,7 +108,7 @@ static int parse_flags(int argc, char **argv, serve_flags *fl) {
             fprintf(stderr, "posy serve: %s needs a value\n", d->name);
             return -1;
         }
-        if (set_flag(fl, d, val)) return -1;
+        if (set_flag(fl, d, val, d->name)) return -1;
     }
     if (strcmp(fl->engine, "model") && strcmp(fl->engine, "noop")) {
         fprintf(stderr, "posy serve: --engine must be 'model' or 'noop', got '%s'\n", fl->engine);
@@ -152,12 +156,13 @@ static int load_model(serve_state *st, const serve_flags *fl, gw_server *srv, po
     st->tok = tok_load_file(path, err);
     if (!st->tok) return -1;
     if (st->noop) {
-        if (sched_engine_noop(&st->se, st->cfg.info.hidden, err)) return -1;
+        if (sched_engine_noop(&st->se, st->cfg.info.hidden, (int)fl->noop_delay_us, err)) return -1;
         snprintf(st->device, sizeof st->device, "noop");
     } else {
         posy_engine_opts eo = {.n_threads = (int)fl->threads, .max_batch_tokens = (int)fl->max_batch_tokens,
                                .max_batch_seqs = (int)fl->max_batch_seqs};
         parse_device(fl->device, &eo);
+        cli_parse_attention("posy serve", fl->attention, &eo.attention);
         st->eng = posy_engine_open(fl->model, &eo, err);
         if (!st->eng) return -1;
         const posy_model_info *mi = posy_engine_info(st->eng);
@@ -188,7 +193,8 @@ int cli_cmd_serve(int argc, char **argv) {
         return rc > 0 ? 0 : 2;
     }
     posy_engine_opts dev_check = {0};
-    if (parse_device(fl.device, &dev_check)) return 2;
+    if (parse_device(fl.device, &dev_check) || cli_parse_attention("posy serve", fl.attention, &dev_check.attention))
+        return 2;
     static serve_state st;
     st.noop = !strcmp(fl.engine, "noop");
     posy_err err;

@@ -109,7 +109,7 @@ static int wk_engine(const wk_opts *o, posy_engine **eng, sched_engine *se, rpc_
         wk_info(ri, &cfg.info, o, 0);
         snprintf(ri->dtype, sizeof ri->dtype, "noop");
         eng_config_free(&cfg);
-        return sched_engine_noop(se, ri->dim, err);
+        return sched_engine_noop(se, ri->dim, 0, err);
     }
     *eng = posy_engine_open(o->model, &eo, err);
     if (!*eng) return err->code ? err->code : POSY_E_IO;

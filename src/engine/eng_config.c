@@ -106,6 +106,34 @@ static int cfg_distilbert(eng_config *c, json_t *r, const char *p, posy_err *err
     return cfg_finish_sizes(c, p, err);
 }
 
+/* What transformers >= 5 writes differently, and the attention direction.
+ * rope_theta may live in "rope_parameters" (with rope_type "default"; any
+ * other type is refused).  Attention is causal unless the config says
+ * "is_causal": false or "use_bidirectional_attention": true (pplx-embed
+ * style); the engine option --attention can still override it. */
+static int cfg_qwen3_extra(eng_config *c, json_t *r, const char *p, posy_err *err) {
+    json_t *rp = json_object_get(r, "rope_parameters");
+    int rc, causal = 1, bidir = 0, sliding = 0;
+    if (rp && json_is_object(rp)) {
+        char type[32];
+        if ((rc = eng_cfgjson_str(rp, "rope_type", p, 0, "default", type, sizeof type, err))) return rc;
+        if (strcmp(type, "default"))
+            return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: rope_parameters.rope_type '%s' is not supported "
+                                "(default only)", p, type);
+        if (!json_object_get(r, "rope_theta") &&
+            (rc = eng_cfgjson_num(rp, "rope_theta", p, 0, 10000.0, 1, 1e12, &c->rope_theta, err)))
+            return rc;
+    }
+    if ((rc = eng_cfgjson_bool(r, "is_causal", p, 1, &causal, err)) ||
+        (rc = eng_cfgjson_bool(r, "use_bidirectional_attention", p, 0, &bidir, err)) ||
+        (rc = eng_cfgjson_bool(r, "use_sliding_window", p, 0, &sliding, err)))
+        return rc;
+    if (sliding)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: use_sliding_window true is not supported", p);
+    c->info.causal = causal && !bidir;
+    return 0;
+}
+
 static int cfg_qwen3(eng_config *c, json_t *r, const char *p, posy_err *err) {
     posy_model_info *in = &c->info;
     int rc;
@@ -126,8 +154,8 @@ static int cfg_qwen3(eng_config *c, json_t *r, const char *p, posy_err *err) {
     json_t *rs = json_object_get(r, "rope_scaling");
     if (rs && !json_is_null(rs))
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: rope_scaling is not supported", p);
+    if ((rc = cfg_qwen3_extra(c, r, p, err))) return rc;
     in->type_vocab = 0;
-    in->causal = 1;
     /* Qwen3 sets head_dim independently of hidden/heads; only the GQA
      * grouping must divide. */
     if (!c->head_dim) c->head_dim = in->hidden / in->heads;

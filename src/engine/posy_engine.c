@@ -31,12 +31,15 @@ static int opts_resolve(posy_engine_opts *o, const posy_engine_opts *in, posy_er
     if (o->max_batch_tokens < 1 || o->max_batch_tokens > ENG_LIMIT_MAX_TOKENS)
         return posy_err_set(err, POSY_E_INVALID, "--max-batch-tokens %d: must be 1..%d",
                             o->max_batch_tokens, ENG_LIMIT_MAX_TOKENS);
-    if (o->max_batch_seqs < 1 || o->max_batch_seqs > o->max_batch_tokens)
-        return posy_err_set(err, POSY_E_INVALID, "--max-batch-seqs %d: must be 1..max-batch-tokens (%d)",
-                            o->max_batch_seqs, o->max_batch_tokens);
+    if (o->max_batch_seqs < 1)
+        return posy_err_set(err, POSY_E_INVALID, "--max-batch-seqs %d: must be at least 1", o->max_batch_seqs);
+    /* Every sequence has a token, so more sequences than tokens never fit. */
+    if (o->max_batch_seqs > o->max_batch_tokens) o->max_batch_seqs = o->max_batch_tokens;
     if (o->n_threads < 0 || o->n_threads > 4096)
         return posy_err_set(err, POSY_E_INVALID, "--threads %d: must be 0 (all cores) .. 4096",
                             o->n_threads);
+    if (o->attention < POSY_ATTN_MODEL || o->attention > POSY_ATTN_BIDIRECTIONAL)
+        return posy_err_set(err, POSY_E_INVALID, "--attention: unknown mode %d", (int)o->attention);
     if (o->device != POSY_DEVICE_CPU && o->device != POSY_DEVICE_CUDA && o->device != POSY_DEVICE_AUTO)
         return posy_err_set(err, POSY_E_INVALID, "--device: unknown device kind %d", (int)o->device);
     return 0;
@@ -56,7 +59,7 @@ static int backend_open(posy_engine *e, posy_err *err) {
             if (err) *err = cerr;
             return posy_err_wrap(err, "--device cuda:%d", e->opts.device_index);
         }
-        POSY_WARN("engine: no usable GPU (%s); using the CPU", cerr.msg[0] ? cerr.msg : "none found");
+        POSY_INFO("engine: no usable GPU (%s); using the CPU", cerr.msg[0] ? cerr.msg : "none found");
     }
 #else
     if (e->opts.device == POSY_DEVICE_CUDA)
@@ -71,7 +74,7 @@ static int backend_open(posy_engine *e, posy_err *err) {
 enum { STAGE_CONFIG = 1, STAGE_ST = 2, STAGE_WEIGHTS = 3 };
 
 static void engine_free(posy_engine *e, int stage) {
-    if (stage >= STAGE_WEIGHTS) eng_bert_weights_free(&e->bert);
+    if (stage >= STAGE_WEIGHTS) { eng_bert_weights_free(&e->bert); eng_qwen3_weights_free(&e->qwen3); }
     if (stage >= STAGE_ST) eng_st_close(&e->st);
     if (stage >= STAGE_CONFIG) eng_config_free(&e->cfg);
     free(e);
@@ -82,14 +85,18 @@ posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opt
     if (!e) { posy_err_set(err, POSY_E_NOMEM, "engine: out of memory"); return NULL; }
     if (opts_resolve(&e->opts, opts, err) != 0) { free(e); return NULL; }
     if (eng_config_load(&e->cfg, model_dir, err) != 0) { free(e); return NULL; }
-    char path[1200];
-    if (posy_path_join(path, sizeof path, model_dir, "model.safetensors") != 0) {
-        posy_err_set(err, POSY_E_INVALID, "--model %s: path too long", model_dir);
+    /* model.safetensors, or the shards of model.safetensors.index.json */
+    if (e->opts.attention != POSY_ATTN_MODEL && strcmp(e->cfg.info.arch, "qwen3")) {
+        posy_err_set(err, POSY_E_UNSUPPORTED, "--attention applies to decoder models (qwen3); %s is a %s encoder",
+                     model_dir, e->cfg.info.arch);
         engine_free(e, STAGE_CONFIG);
         return NULL;
     }
-    if (eng_st_open(&e->st, path, err) != 0) { engine_free(e, STAGE_CONFIG); return NULL; }
-    if (eng_bert_weights_load(&e->bert, &e->cfg, &e->st, err) != 0) {
+    if (e->opts.attention != POSY_ATTN_MODEL) e->cfg.info.causal = e->opts.attention == POSY_ATTN_CAUSAL;
+    if (eng_st_open_dir(&e->st, model_dir, err) != 0) { engine_free(e, STAGE_CONFIG); return NULL; }
+    int is_qwen3 = !strcmp(e->cfg.info.arch, "qwen3");
+    if ((is_qwen3 ? eng_qwen3_weights_load(&e->qwen3, &e->cfg, &e->st, err)
+                  : eng_bert_weights_load(&e->bert, &e->cfg, &e->st, err)) != 0) {
         engine_free(e, STAGE_ST);
         return NULL;
     }
@@ -97,11 +104,12 @@ posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opt
     posy_model_info *mi = &e->cfg.info;
     mi->device = e->ops == &eng_cpu_backend ? POSY_DEVICE_CPU : POSY_DEVICE_CUDA;
     snprintf(mi->dtype, sizeof mi->dtype, "%s", mi->device == POSY_DEVICE_CPU ? "fp32" : "bf16");
-    POSY_INFO("engine: %s (%s, %d layers, hidden %d, %d heads, %s pooling%s) on %s %s, "
+    POSY_INFO("engine: %s (%s, %d layers, hidden %d, %d heads, %s pooling%s%s) on %s %s, "
               "max %d tokens / %d sequences per batch", mi->name, mi->arch, mi->layers, mi->hidden,
               mi->heads, mi->pooling == POSY_POOL_MEAN ? "mean" : mi->pooling == POSY_POOL_CLS ? "cls" : "last-token",
-              mi->normalize ? ", normalized" : "", e->ops->name, mi->dtype, e->opts.max_batch_tokens,
-              e->opts.max_batch_seqs);
+              mi->normalize ? ", normalized" : "",
+              strcmp(mi->arch, "qwen3") ? "" : mi->causal ? ", causal attention" : ", bidirectional attention",
+              e->ops->name, mi->dtype, e->opts.max_batch_tokens, e->opts.max_batch_seqs);
     return e;
 }
 

@@ -15,9 +15,12 @@
 #include "gw_float.h"
 #include "gw_internal.h"
 #include "gw_parse.h"
+#include "gw_vecout.h"
 #include "posy_clock.h"
 
 static __thread tok_encoding tl_enc;
+
+void gw_worker_exit(void) { tok_encoding_free(&tl_enc); }
 
 static int grow(gw_call *c, int add_tokens) {
     int need = (c->n_seqs ? c->cu[c->n_seqs] : 0) + add_tokens;
@@ -150,6 +153,9 @@ static void submit(gw_call *c) {
     c->job.user = c;
     posy_err err;
     posy_err_clear(&err);
+    /* The job may complete, be answered and be freed before submit()
+     * returns; call_free waits for mu, so nothing here touches `c` after
+     * the unlock of an accepted job. */
     pthread_mutex_lock(&c->mu);
     int rc = c->gone ? -1 : c->srv->backend.submit(c->srv->backend.ctx, &c->job, &err);
     if (rc == 0) c->submitted = 1;
@@ -187,6 +193,7 @@ void gw_stage_parse(gw_task *t) {
                      "'dimensions' is %d but the model has %d", r.dims, s->model.dim);
     } else if (tokenize_all(c, &r) == 0) {
         c->base64 = r.base64;
+        c->enc = r.enc;
         c->dims = r.dims ? r.dims : s->model.dim;
         c->normalize = c->openai ? 1 : r.normalize;
         c->tok_ns = posy_now_ns() - t0;
@@ -244,19 +251,16 @@ static void apply_dims(gw_call *c) {
         const float *src = c->out + (size_t)i * dim;
         float *dst = c->out + (size_t)i * d;
         memmove(dst, src, (size_t)d * sizeof(float));
-        if (!c->normalize || d == dim) continue;
-        double ss = 0;
-        for (int k = 0; k < d; k++) ss += (double)dst[k] * dst[k];
-        if (ss > 0) {
-            float inv = (float)(1.0 / sqrt(ss));
-            for (int k = 0; k < d; k++) dst[k] *= inv;
-        }
+        posy_vecenc_dims(dst, dim, d, c->normalize);
     }
 }
 
-static void write_vector(gw_call *c, const float *v) {
+/* Returns the int8/uint8 scale (docs/ENCODINGS.md), 0 for other types. */
+static float write_vector(gw_call *c, const float *v) {
+    if (c->enc.dtype != POSY_VEC_FLOAT32) return gw_json_vec_quant(&c->resp, v, c->dims, c->enc);
     if (c->base64) gw_json_base64_floats(&c->resp, v, (size_t)c->dims);
     else gw_json_floats(&c->resp, v, (size_t)c->dims);
+    return 0.0f;
 }
 
 void gw_stage_serialize(gw_task *t) {
@@ -289,7 +293,8 @@ void gw_stage_serialize(gw_task *t) {
         gw_buf_puts(b, "{\"object\":\"list\",\"data\":[");
         for (int i = 0; i < c->n_seqs; i++) {
             gw_buf_printf(b, "%s{\"object\":\"embedding\",\"index\":%d,\"embedding\":", i ? "," : "", i);
-            write_vector(c, c->out + (size_t)i * c->dims);
+            float scale = write_vector(c, c->out + (size_t)i * c->dims);
+            if (c->enc.dtype == POSY_VEC_INT8 || c->enc.dtype == POSY_VEC_UINT8) gw_buf_printf(b, ",\"scale\":%.9g", (double)scale);
             gw_buf_putc(b, '}');
         }
         gw_buf_puts(b, "],\"model\":");

@@ -18,6 +18,7 @@
 #include "gw_buf.h"
 #include "gw_pool.h"
 #include "gw_server.h"
+#include "posy_vecenc.h"
 
 typedef struct gw_loop {
     h2o_context_t ctx;                /* first: req->conn->ctx points here */
@@ -29,6 +30,8 @@ typedef struct gw_loop {
     int listen_fd;
     h2o_multithread_queue_t *queue;
     h2o_multithread_receiver_t receiver;
+    struct gw_call *pending;          /* calls waiting for their response (disconnect watch) */
+    uint64_t last_watch_ns;
 } gw_loop;
 
 struct gw_server {
@@ -51,7 +54,9 @@ typedef struct gw_call {
     gw_task task;                     /* the pool stage to run next */
     struct gw_server *srv;
     gw_loop *loop;
-    h2o_req_t *req;                   /* loop thread only; NULL once the client is gone */
+    h2o_req_t *req;                   /* loop thread only; NULL once h2o disposed it */
+    struct gw_call *pnext, *pprev;    /* loop's pending list (loop thread only) */
+    int watched;                      /* on the pending list */
     pthread_mutex_t mu;
     int gone, submitted, sent;
     gw_route route;
@@ -62,6 +67,7 @@ typedef struct gw_call {
     json_t *json;
     int openai;                       /* error style and response shape */
     int base64, dims, normalize;
+    posy_vecenc enc;                  /* output type (gw_vecout.c when not float) */
     /* the job */
     sched_req job;
     int32_t *ids, *cu;
@@ -78,6 +84,7 @@ typedef struct gw_call {
 /* gw_embed.c: the worker-pool stages of the POST routes. */
 void gw_stage_parse(gw_task *t);
 void gw_stage_serialize(gw_task *t);
+void gw_worker_exit(void);   /* frees the pool thread's tokenizer scratch */
 /* gw_errors.c */
 void gw_error_body(gw_buf *b, int openai, int status, const char *code, const char *msg);
 void gw_call_fail(gw_call *c, int status, gw_fail reason, const char *code, const char *fmt, ...)

@@ -93,15 +93,16 @@ static int read_string(json_t *o, const char *k, const char **out, gw_perr *pe) 
 }
 
 static int read_options(json_t *o, int openai, gw_embed_req *r, gw_perr *pe) {
-    const char *fmt = NULL, *dir = NULL, *model = NULL, *user = NULL;
-    if (read_string(o, "encoding_format", &fmt, pe) || read_string(o, "truncation_direction", &dir, pe) ||
+    const char *fmt = NULL, *odt = NULL, *dir = NULL, *model = NULL, *user = NULL;
+    char emsg[200];
+    if (read_string(o, "encoding_format", &fmt, pe) || read_string(o, "output_dtype", &odt, pe) || read_string(o, "truncation_direction", &dir, pe) ||
         read_string(o, "model", &model, pe) || read_string(o, "user", &user, pe) ||
         read_string(o, "prompt_name", &r->prompt_name, pe) || read_bool(o, "normalize", &r->normalize, pe) ||
         read_bool(o, "truncate", &r->truncate, pe) || read_bool(o, "add_special_tokens", &r->add_special, pe))
         return -1;
-    if (fmt && strcmp(fmt, "float") && strcmp(fmt, "base64"))
-        return perr(pe, 422, "invalid_encoding_format", "'encoding_format' must be \"float\" or \"base64\", not \"%.40s\"", fmt);
-    r->base64 = fmt && !strcmp(fmt, "base64");
+    if (posy_vecenc_parse(fmt, odt, &r->enc, emsg, sizeof emsg))
+        return perr(pe, 422, "invalid_encoding_format", "%s", emsg);
+    r->base64 = r->enc.base64 && r->enc.dtype == POSY_VEC_FLOAT32;
     if (dir && strcasecmp(dir, "left") && strcasecmp(dir, "right"))
         return perr(pe, 422, "invalid_truncation_direction", "'truncation_direction' must be \"left\" or \"right\"");
     r->dir = dir && !strcasecmp(dir, "left") ? TOK_TRUNC_LEFT : TOK_TRUNC_RIGHT;
@@ -123,7 +124,7 @@ int gw_parse_body(const char *body, size_t len, int openai, int route_tokenize, 
     r->add_special = 1;
     r->truncate = default_truncate;
     json_error_t je;
-    json_t *o = json_loadb(body, len, 0, &je);
+    json_t *o = json_loadb(body, len, JSON_DECODE_ANY, &je);
     *doc = o;
     if (!o) return perr(pe, 400, "invalid_json", "the body is not valid JSON: %s (line %d, column %d)", je.text,
                         je.line, je.column);

@@ -9,6 +9,7 @@
 
 #include <jansson.h>
 #include <stddef.h>
+#include "posy_vecenc.h"
 #include "tok.h"
 
 typedef struct gw_input {
@@ -20,7 +21,8 @@ typedef struct gw_input {
 typedef struct gw_embed_req {
     gw_input *inputs;     /* malloc'd */
     int n;
-    int base64;
+    int base64;           /* float32 as base64 (enc.dtype float, enc.base64) */
+    posy_vecenc enc;      /* encoding_format / output_dtype (docs/ENCODINGS.md) */
     int dims;             /* 0 = the model's */
     int normalize;
     int truncate;

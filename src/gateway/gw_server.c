@@ -39,6 +39,7 @@ static const char *reason_phrase(int status) {
     case 500: return "Internal Server Error";
     case 501: return "Not Implemented";
     case 503: return "Service Unavailable";
+    case 499: return "Client Closed Request";
     default: return "Error";
     }
 }
@@ -72,6 +73,7 @@ static void respond_now(gw_server *s, h2o_req_t *req, gw_route r, int status, co
     req->res.status = status;
     req->res.reason = reason_phrase(status);
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, ctype, strlen(ctype));
+    req->res.content_length = len;
     h2o_send_inline(req, body, len);
     gw_metrics_request(&s->metrics, r, status);
 }
@@ -95,26 +97,75 @@ static void call_free(gw_call *c) {
     free(c->cu);
     free(c->out);
     gw_buf_free(&c->resp);
+    /* A worker may still be inside submit() holding mu while the job has
+     * already completed and been answered: wait for it to let go. */
+    pthread_mutex_lock(&c->mu);
+    pthread_mutex_unlock(&c->mu);
     pthread_mutex_destroy(&c->mu);
     atomic_fetch_sub(&c->srv->active, 1);
     free(c);
 }
 
-/* h2o frees the request: the response was written, or the client left. */
+static void pending_add(gw_loop *l, gw_call *c) {
+    c->pprev = NULL;
+    c->pnext = l->pending;
+    if (l->pending) l->pending->pprev = c;
+    l->pending = c;
+    c->watched = 1;
+}
+
+static void pending_remove(gw_loop *l, gw_call *c) {
+    if (!c->watched) return;
+    if (c->pprev) c->pprev->pnext = c->pnext; else l->pending = c->pnext;
+    if (c->pnext) c->pnext->pprev = c->pprev;
+    c->pnext = c->pprev = NULL;
+    c->watched = 0;
+}
+
+/* The client is gone: stop the work.  Drops the job's queued sequences (a
+ * no-op if it already completed); the call is answered or freed when its
+ * final message arrives, as always. */
+static void call_mark_gone(gw_call *c) {
+    pthread_mutex_lock(&c->mu);
+    int already = c->gone, submitted = c->submitted;
+    c->gone = 1;
+    pthread_mutex_unlock(&c->mu);
+    if (!already && submitted) c->srv->backend.cancel(c->srv->backend.ctx, &c->job);
+}
+
+/* h2o frees the request: the response was written, or the connection died. */
 static void on_req_dispose(void *p) {
     gw_call *c = *(gw_call **)p;
     if (c->sent) {
         call_free(c);
         return;
     }
+    pending_remove(c->loop, c);
     c->req = NULL;
-    pthread_mutex_lock(&c->mu);
-    c->gone = 1;
-    int submitted = c->submitted;
-    pthread_mutex_unlock(&c->mu);
-    /* Drops its queued sequences; a no-op if the job already completed.
-     * The call itself is freed when its final message arrives. */
-    if (submitted) c->srv->backend.cancel(c->srv->backend.ctx, &c->job);
+    call_mark_gone(c);
+}
+
+/* h2o's HTTP/1 connection does not read while a request is being handled,
+ * so it notices a client that hung up only when the response is written.
+ * To drop abandoned work early, each loop peeks at the sockets of its
+ * pending calls every 20 ms: end-of-file or a reset means the client left.
+ * (A client that half-closes after sending its request is treated as gone;
+ * HTTP clients do not do that.) */
+static void watch_disconnects(gw_loop *l) {
+    uint64_t now = posy_now_ns();
+    if (now - l->last_watch_ns < 20000000ull) return;
+    l->last_watch_ns = now;
+    for (gw_call *c = l->pending, *next; c; c = next) {
+        next = c->pnext;
+        h2o_socket_t *sock = c->req->conn->callbacks->get_socket ? c->req->conn->callbacks->get_socket(c->req->conn) : NULL;
+        if (!sock) continue;
+        char b;
+        ssize_t n = recv(h2o_socket_get_fd(sock), &b, 1, MSG_PEEK | MSG_DONTWAIT);
+        if (n == 0 || (n < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) {
+            pending_remove(l, c);
+            call_mark_gone(c);
+        }
+    }
 }
 
 void gw_call_finish(gw_call *c) { h2o_multithread_send_message(&c->loop->receiver, &c->msg); }
@@ -127,6 +178,11 @@ static void send_call_response(gw_call *c) {
         c->resp.len = 0;
         c->resp.oom = 0;
         gw_call_fail(c, 500, GW_F_BACKEND, "out_of_memory", "out of memory while building the response");
+    }
+    if (c->gone) {   /* the watch saw the client leave: answer into the void so h2o closes */
+        c->status = 499;
+        c->resp.len = 0;
+        gw_metrics_fail(&s->metrics, GW_F_CLIENT_GONE);
     }
     req->res.status = c->status;
     req->res.reason = reason_phrase(c->status);
@@ -153,6 +209,7 @@ static void on_messages(h2o_multithread_receiver_t *rcv, h2o_linklist_t *message
         h2o_multithread_message_t *m = H2O_STRUCT_FROM_MEMBER(h2o_multithread_message_t, link, messages->next);
         h2o_linklist_unlink(&m->link);
         gw_call *c = H2O_STRUCT_FROM_MEMBER(gw_call, msg, m);
+        pending_remove(c->loop, c);
         if (!c->req) {   /* the client left; nobody to answer */
             gw_metrics_request(&c->srv->metrics, c->route, 499);
             gw_metrics_fail(&c->srv->metrics, GW_F_CLIENT_GONE);
@@ -187,6 +244,7 @@ static int start_call(gw_server *s, gw_loop *l, h2o_req_t *req, const route_def 
     pthread_mutex_init(&c->mu, NULL);
     gw_call **slot = h2o_mem_alloc_shared(&req->pool, sizeof *slot, on_req_dispose);
     *slot = c;
+    pending_add(l, c);
     c->task.fn = gw_stage_parse;
     gw_pool_push(s->pool, &c->task);
     return 0;
@@ -286,7 +344,8 @@ static void *loop_main(void *arg) {
     gw_loop *l = arg;
     gw_server *s = l->srv;
     while (!atomic_load(&s->stop)) {
-        h2o_evloop_run(l->ctx.loop, 50);
+        h2o_evloop_run(l->ctx.loop, 20);
+        watch_disconnects(l);
         if (atomic_load(&s->draining) && l->listener) {
             h2o_socket_read_stop(l->listener);
             h2o_socket_close(l->listener);   /* closes the fd: no new connections */
@@ -325,7 +384,7 @@ gw_server *gw_server_start(const gw_opts *opts, posy_err *err) {
     gw_handler *h = (gw_handler *)h2o_create_handler(path, sizeof *h);
     h->super.on_req = on_req;
     h->srv = s;
-    s->pool = gw_pool_open(opts->n_workers);
+    s->pool = gw_pool_open(opts->n_workers, gw_worker_exit);
     s->loops = calloc((size_t)opts->n_loops, sizeof *s->loops);
     if (!s->pool || !s->loops) {
         posy_err_set(err, POSY_E_NOMEM, "cannot start %d worker threads", opts->n_workers);
@@ -372,6 +431,20 @@ void gw_server_stop(gw_server *s) {
     atomic_store(&s->stop, 1);
     for (int i = 0; i < s->n_loops; i++) pthread_join(s->loops[i].thread, NULL);
     gw_pool_close(s->pool);
-    /* Loops, contexts and connections are left to process exit: h2o has no
-     * teardown for a loop with live connections, and the process ends next. */
+    s->pool = NULL;
+}
+
+void gw_server_free(gw_server *s) {
+    for (int i = 0; i < s->n_loops; i++) {
+        gw_loop *l = &s->loops[i];
+        if (l->listener) h2o_socket_close(l->listener);
+        h2o_evloop_run(l->ctx.loop, 0);   /* let closed sockets be reclaimed */
+        h2o_multithread_unregister_receiver(l->queue, &l->receiver);
+        h2o_multithread_destroy_queue(l->queue);
+        h2o_context_dispose(&l->ctx);
+        h2o_evloop_destroy(l->ctx.loop);
+    }
+    h2o_config_dispose(&s->config);
+    free(s->loops);
+    free(s);
 }

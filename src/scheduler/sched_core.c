@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include "posy_clock.h"
 #include "posy_log.h"
@@ -168,8 +169,26 @@ static void collect(sched *s, const posy_result *done, int n) {
 }
 
 /* The step loop: submit a batch whenever one can be formed and a slot is
- * free, otherwise wait for the engine, otherwise sleep until work arrives.
- * Exits once closing and nothing is queued or in flight. */
+ * free.  With batches in flight and nothing to submit, an asynchronous
+ * engine is polled (step(NULL)) every SCHED_POLL_US while new requests are
+ * awaited, so a request that arrives while the device is busy is packed and
+ * submitted at once rather than after the running batch; with every slot
+ * busy the loop blocks in wait().  (The CPU engine finishes each batch inside
+ * step(), so for it nothing is ever in flight here.)  Exits once closing and
+ * nothing is queued or in flight. */
+#define SCHED_POLL_US 200
+
+static void wait_for_work(sched *s) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);
+    ts.tv_nsec += SCHED_POLL_US * 1000;
+    if (ts.tv_nsec >= 1000000000) {
+        ts.tv_sec++;
+        ts.tv_nsec -= 1000000000;
+    }
+    pthread_cond_timedwait(&s->cv, &s->mu, &ts);
+}
+
 static void *sched_loop(void *arg) {
     sched *s = arg;
     posy_result done[SCHED_SLOTS];
@@ -180,13 +199,15 @@ static void *sched_loop(void *arg) {
             pthread_mutex_unlock(&s->mu);
             break;
         }
+        if (!s->head) wait_for_work(s);       /* in flight, nothing queued: a short wait */
         sched_slot *sl = s->head ? free_slot(s) : NULL;
         if (sl) form_batch(s, sl, posy_now_ns());
+        int all_busy = s->inflight == SCHED_SLOTS && !sl;
         pthread_mutex_unlock(&s->mu);
         int n;
+        posy_err err;
+        posy_err_clear(&err);
         if (sl) {
-            posy_err err;
-            posy_err_clear(&err);
             sl->batch.tag = (uint64_t)(sl - s->slots);
             n = s->eng.step(s->eng.ctx, &sl->batch, done, SCHED_SLOTS, &err);
             if (n < 0) {
@@ -195,8 +216,11 @@ static void *sched_loop(void *arg) {
                               err.msg[0] ? err.msg : "the engine rejected the batch");
                 continue;
             }
-        } else {
+        } else if (all_busy) {
             n = s->eng.wait(s->eng.ctx, done, SCHED_SLOTS);
+        } else {
+            n = s->eng.step(s->eng.ctx, NULL, done, SCHED_SLOTS, &err);
+            if (n < 0) n = 0;
         }
         collect(s, done, n);
     }

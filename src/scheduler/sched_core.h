@@ -44,9 +44,10 @@ typedef struct sched_engine {
 } sched_engine;
 
 /* Adapters: the real engine, and the no-op engine of `posy serve --engine
- * noop` (copies a fixed unit vector per sequence, skipping the model math). */
+ * noop` (copies a fixed unit vector per sequence, skipping the model math;
+ * each batch sleeps delay_us first, 0 for none). */
 void sched_engine_posy(sched_engine *se, posy_engine *e);
-int sched_engine_noop(sched_engine *se, int dim, posy_err *err);
+int sched_engine_noop(sched_engine *se, int dim, int delay_us, posy_err *err);
 void sched_engine_noop_free(sched_engine *se);
 
 typedef struct sched_stats_hook {

@@ -5,13 +5,16 @@
  * the model math but keeps everything else (tokenization, queueing,
  * batching, serialization): each sequence gets the same fixed unit vector,
  * whose values are ordinary floats so serialization costs what it would
- * with a real model.  It finishes a batch inside step(), like the CPU engine.
+ * with a real model.  It finishes a batch inside step(), like the CPU engine;
+ * `delay_us` makes each batch take that long, so tests can hold requests in
+ * the queue (admission, cancellation, draining) without a model.
  */
 #include "sched_core.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 static int posy_step(void *ctx, const posy_batch *next, posy_result *done, int max_done, posy_err *err) {
     return posy_engine_step(ctx, next, done, max_done, err);
@@ -30,12 +33,14 @@ void sched_engine_posy(sched_engine *se, posy_engine *e) {
 
 typedef struct noop_engine {
     int dim;
+    int delay_us;   /* pretend each batch takes this long (tests, benchmarks) */
     float *vec;
 } noop_engine;
 
 static int noop_step(void *ctx, const posy_batch *next, posy_result *done, int max_done, posy_err *err) {
     noop_engine *n = ctx;
     if (!next) return 0;
+    if (n->delay_us > 0) usleep((useconds_t)n->delay_us);
     for (int i = 0; i < next->n_seqs; i++)
         memcpy(next->out + (size_t)i * n->dim, n->vec, (size_t)n->dim * sizeof(float));
     if (max_done < 1) return 0;
@@ -46,7 +51,7 @@ static int noop_step(void *ctx, const posy_batch *next, posy_result *done, int m
 
 static int noop_wait(void *ctx, posy_result *done, int max_done) { return 0; }
 
-int sched_engine_noop(sched_engine *se, int dim, posy_err *err) {
+int sched_engine_noop(sched_engine *se, int dim, int delay_us, posy_err *err) {
     noop_engine *n = calloc(1, sizeof *n);
     float *v = n ? malloc((size_t)dim * sizeof(float)) : NULL;
     if (!v) {
@@ -63,6 +68,7 @@ int sched_engine_noop(sched_engine *se, int dim, posy_err *err) {
     }
     for (int i = 0; i < dim; i++) v[i] = (float)(v[i] / sqrt(ss));
     n->dim = dim;
+    n->delay_us = delay_us;
     n->vec = v;
     se->ctx = n;
     se->dim = dim;

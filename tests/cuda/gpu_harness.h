@@ -46,6 +46,7 @@ static inline void gh_load_model(posy_engine *e, const char *dir) {
     fclose(f);
     in->kv_heads = in->heads;
     in->max_seq_len = in->max_positions;
+    e->cfg.max_position_embeddings = in->max_positions;
     in->pooling = (posy_pooling)pool;
     in->normalize = norm;
     snprintf(in->arch, sizeof in->arch, "bert");

@@ -41,7 +41,7 @@ def compare(got, ref, sentences, label):
     cos = (g * r).sum(1) / (np.linalg.norm(g, axis=1) * np.linalg.norm(r, axis=1))
     diff = np.abs(g - r).max(1)
     wc, wd = int(np.argmin(cos)), int(np.argmax(diff))
-    print(f"\n{label}: min cosine {cos[wc]:.8f} (sentence {wc}: {sentences[wc][:60]!r}); "
+    print(f"\n{label}: min cosine {cos[wc]:.9f} (1 - cos = {1 - cos[wc]:.2e}) (sentence {wc}: {sentences[wc][:60]!r}); "
           f"max abs diff {diff[wd]:.3g} (sentence {wd}: {sentences[wd][:60]!r})")
     bad_cos = np.nonzero(cos < MIN_COSINE)[0]
     bad_abs = np.nonzero(diff > MAX_ABS)[0]

@@ -58,8 +58,14 @@ static void test_embed(void) {
                 float *g = rand_vec(H, 0.5f, 1.5f), *b = rand_vec(H, -0.5f, 0.5f);
                 int32_t ids[65], tids[65];
                 for (int t = 0; t < T; t++) { ids[t] = (t * 7 + 3) % V; tids[t] = t % TV; }
-                eng_cpu_emb m = {word, pos, variant == 2 ? NULL : type, g, b, H,
-                                 variant == 1 ? 2 : 0, 1e-12f};
+                if (variant == 1 && T > 4) ids[T - 3] = ids[1] = 1;
+                /* variant 0: BERT with types; 1: RoBERTa-like offset 2, pad id 1
+                 * (ids hit it, so pads inside sequences are exercised); 2: no
+                 * type table. */
+                eng_cpu_emb m = {.word = word, .pos = pos, .type = variant == 2 ? NULL : type,
+                                 .ln_g = g, .ln_b = b, .hidden = H,
+                                 .position_offset = variant == 1 ? 2 : 0,
+                                 .pad_id = variant == 1 ? 1 : -1, .eps = 1e-12f};
                 float *a = rand_vec((size_t)T * H, 0, 1), *r = rand_vec((size_t)T * H, 0, 1);
                 const int32_t *ty = variant == 0 ? tids : NULL;
                 eng_cpu_embed(&m, ids, ty, cus[c], nseq[c], a);
@@ -74,11 +80,22 @@ static void test_embed(void) {
     float *g = rand_vec(H, 1, 1), *b = rand_vec(H, 0, 0);
     int32_t ids[2] = {1, 2}, cu[2] = {0, 2};
     float a[16], r[16];
-    eng_cpu_emb m0 = {word, pos, NULL, g, b, H, 0, 1e-12f}, m2 = m0;
+    eng_cpu_emb m0 = {.word = word, .pos = pos, .ln_g = g, .ln_b = b, .hidden = H, .pad_id = -1,
+                      .eps = 1e-12f}, m2 = m0;
     m2.position_offset = 2;
     eng_cpu_embed(&m0, ids, NULL, cu, 1, a);
     eng_cpu_embed(&m2, ids, NULL, cu, 1, r);
     CHECK(differs(a, r, 16, 1e-5f));
+    /* RoBERTa pad rule: in [5, pad, 2] (pad id 1, offset 2) the pad token
+     * sits at position 1 and the last token at 3, as after [5, 2]. */
+    int32_t pids[3] = {3, 1, 2}, pcu[2] = {0, 3}, qids[2] = {3, 2}, qcu[2] = {0, 2};
+    float pa[24], qa[16];
+    m2.pad_id = 1;
+    eng_cpu_embed(&m2, pids, NULL, pcu, 1, pa);
+    eng_cpu_embed(&m2, qids, NULL, qcu, 1, qa);
+    CHECK(posy_test_close(pa + 16, qa + 8, 8, 0, 0));
+    eng_cpu_embed_ref(&m2, pids, NULL, pcu, 1, pa);
+    CHECK(posy_test_close(pa + 16, qa + 8, 8, 1e-5f, 1e-5f));
     free(word); free(pos); free(g); free(b);
 }
 

@@ -70,7 +70,7 @@ static const float ref_val[NSEQ][6] = {
 };
 
 static posy_engine *open_engine(int max_tokens, int max_seqs) {
-    posy_engine_opts o = {POSY_DEVICE_CPU, 0, 0, max_tokens, max_seqs};
+    posy_engine_opts o = {POSY_DEVICE_CPU, 0, 0, max_tokens, max_seqs, POSY_ATTN_MODEL};
     posy_err err;
     posy_err_clear(&err);
     posy_engine *e = posy_engine_open(model_dir(), &o, &err);
@@ -224,11 +224,22 @@ static void test_validate_rejects(void) {
 static void test_open_errors(void) {
     posy_err err;
     posy_err_clear(&err);
-    posy_engine_opts o = {POSY_DEVICE_CPU, 0, 0, -5, 0};
+    posy_engine_opts o = {POSY_DEVICE_CPU, 0, 0, -5, 0, POSY_ATTN_MODEL};
     CHECK(posy_engine_open(model_dir(), &o, &err) == NULL);
     CHECK_STR_CONTAINS(err.msg, "--max-batch-tokens");
     posy_err_clear(&err);
+    o.max_batch_tokens = 100;
+    o.max_batch_seqs = -1;
+    CHECK(posy_engine_open(model_dir(), &o, &err) == NULL);
+    CHECK_STR_CONTAINS(err.msg, "--max-batch-seqs");
+    /* More sequences than tokens is clamped, not refused. */
+    o.max_batch_seqs = 1024;
+    posy_engine *e = posy_engine_open(model_dir(), &o, &err);
+    CHECK_MSG(e != NULL, "%s", err.msg);
+    posy_engine_close(e);
+    posy_err_clear(&err);
     o.max_batch_tokens = 0;
+    o.max_batch_seqs = 0;
     CHECK(posy_engine_open("/nonexistent/posy-model", &o, &err) == NULL);
     CHECK_STR_CONTAINS(err.msg, "/nonexistent/posy-model");
 #ifndef POSY_HAVE_CUDA

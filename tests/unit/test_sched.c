@@ -29,6 +29,8 @@ typedef struct fake {
     int first_ids[MAXB][16];
     uint64_t pending[8];
     int npending, max_pending;
+    int polls;               /* step(NULL) calls */
+    int hold_done;           /* async: finish nothing until released */
 } fake;
 
 static void vec_for(const int32_t *ids, int len, float *out) {
@@ -36,9 +38,18 @@ static void vec_for(const int32_t *ids, int len, float *out) {
     for (int j = 0; j < len; j++) out[j % DIM] += (float)ids[j] * (float)(j + 1);
 }
 
+static int fake_wait(void *ctx, posy_result *done, int max_done);
+static int fake_take(fake *f, posy_result *done, int max_done);
+
 static int fake_step(void *ctx, const posy_batch *b, posy_result *done, int max_done, posy_err *err) {
     fake *f = ctx;
-    if (!b) return 0;
+    if (!b) {   /* a poll: hand back what finished, like the CUDA engine */
+        pthread_mutex_lock(&f->mu);
+        f->polls++;
+        int n = f->hold_done ? 0 : fake_take(f, done, max_done);
+        pthread_mutex_unlock(&f->mu);
+        return n;
+    }
     pthread_mutex_lock(&f->mu);
     if (f->fail_first_id && b->ids[0] == f->fail_first_id) {
         pthread_mutex_unlock(&f->mu);
@@ -71,9 +82,18 @@ static int fake_step(void *ctx, const posy_batch *b, posy_result *done, int max_
     return 1;
 }
 
+/* Blocking, like posy_engine_wait: returns once batches are handed back. */
 static int fake_wait(void *ctx, posy_result *done, int max_done) {
     fake *f = ctx;
     pthread_mutex_lock(&f->mu);
+    while (f->hold_done) pthread_cond_wait(&f->cv, &f->mu);
+    int n = fake_take(f, done, max_done);
+    pthread_mutex_unlock(&f->mu);
+    return n;
+}
+
+/* Hand back pending batches (mutex held). */
+static int fake_take(fake *f, posy_result *done, int max_done) {
     int n = 0;
     while (n < f->npending && n < max_done) {
         done[n].tag = f->pending[n];
@@ -82,7 +102,6 @@ static int fake_wait(void *ctx, posy_result *done, int max_done) {
     }
     memmove(f->pending, f->pending + n, (size_t)(f->npending - n) * sizeof f->pending[0]);
     f->npending -= n;
-    pthread_mutex_unlock(&f->mu);
     return n;
 }
 
@@ -291,6 +310,34 @@ static void test_async_overlap(void) {
     sched_close(s);
 }
 
+/* A request that arrives while an async engine runs a batch is packed and
+ * submitted at once, not after that batch finishes. */
+static void test_async_submits_while_running(void) {
+    fake f; sched_engine se; fake_init(&f, &se);
+    f.async = 1;
+    f.hold_done = 1;
+    sched *s = open_s(&se, 64, 8, 100);
+    static treq a, b;
+    posy_err err;
+    treq_make(&a, 1, 1, (int[]){5});
+    treq_make(&b, 2, 1, (int[]){6});
+    CHECK_EQ_INT(sched_submit(s, &a.r, &err), 0);
+    for (int i = 0; i < 5000 && f.nb < 1; i++) usleep(200);
+    CHECK_EQ_INT(sched_submit(s, &b.r, &err), 0);
+    for (int i = 0; i < 5000 && f.nb < 2; i++) usleep(200);
+    pthread_mutex_lock(&f.mu);
+    int nb = f.nb, pending = f.npending, fired = a.fired + b.fired;
+    f.hold_done = 0;
+    pthread_cond_broadcast(&f.cv);
+    pthread_mutex_unlock(&f.mu);
+    CHECK_EQ_INT(nb, 2);                      /* b went in while a was still running */
+    CHECK_EQ_INT(pending, 2);
+    CHECK_EQ_INT(fired, 0);
+    wait_fired(&a); wait_fired(&b);
+    CHECK(treq_outputs_ok(&a) && treq_outputs_ok(&b));
+    sched_close(s);
+}
+
 static void test_invalid_and_failure(void) {
     fake f; sched_engine se; fake_init(&f, &se);
     sched *s = open_s(&se, 10, 4, 100);
@@ -336,4 +383,4 @@ static void test_close_drains(void) {
 }
 
 TEST_MAIN(TEST(test_order_and_budgets), TEST(test_seq_budget_packs_across_requests), TEST(test_admission),
-          TEST(test_cancel), TEST(test_async_overlap), TEST(test_invalid_and_failure), TEST(test_close_drains))
+          TEST(test_cancel), TEST(test_async_overlap), TEST(test_async_submits_while_running), TEST(test_invalid_and_failure), TEST(test_close_drains))

@@ -24,7 +24,9 @@
 #include <string.h>
 #include <cblas.h>
 #include "eng_cpu_kernels.h"
+#include "eng_cpu_qwen3.h"
 #include "eng_internal.h"
+#include "posy_log.h"
 
 #define CPU_DONE_CAP 64
 
@@ -33,12 +35,24 @@ typedef struct cpu_backend {
     float *x, *qkv, *ctx, *inter, *scratch;
     size_t scratch_floats;
     int n_threads;
+    eng_cpu_qwen3 *qwen3;             /* arch qwen3: its forward and arena (eng_cpu_qwen3.c) */
     posy_result done[CPU_DONE_CAP];   /* ring of finished, not yet collected */
     int done_head, n_done;
 } cpu_backend;
 
+static int cpu_open_qwen3(posy_engine *e, posy_err *err) {
+    cpu_backend *c = calloc(1, sizeof *c);
+    if (!c) return posy_err_set(err, POSY_E_NOMEM, "CPU backend: out of memory");
+    c->n_threads = e->opts.n_threads > 0 ? e->opts.n_threads : omp_get_num_procs();
+    if (!(c->qwen3 = eng_cpu_qwen3_open(e, c->n_threads, err))) { free(c); return -1; }
+    openblas_set_num_threads(c->n_threads);
+    e->backend = c;
+    return 0;
+}
+
 static int cpu_open(posy_engine *e, posy_err *err) {
     const posy_model_info *mi = &e->cfg.info;
+    if (!strcmp(mi->arch, "qwen3")) return cpu_open_qwen3(e, err);
     if (e->cfg.act != ENG_ACT_GELU && e->cfg.act != ENG_ACT_GELU_TANH)
         return posy_err_set(err, POSY_E_UNSUPPORTED,
                             "%s/config.json: hidden_act of model_type '%s' is not supported by the "
@@ -65,6 +79,8 @@ static int cpu_open(posy_engine *e, posy_err *err) {
     c->inter = c->ctx + T * H;
     c->scratch = c->inter + T * F;
     openblas_set_num_threads(c->n_threads);
+    POSY_DEBUG("engine cpu: %d threads, activation arena %zu MiB", c->n_threads,
+               floats * sizeof(float) >> 20);
     e->backend = c;
     return 0;
 }
@@ -72,6 +88,7 @@ static int cpu_open(posy_engine *e, posy_err *err) {
 static void cpu_close(posy_engine *e) {
     cpu_backend *c = e->backend;
     if (!c) return;
+    eng_cpu_qwen3_close(c->qwen3);
     free(c->arena);
     free(c);
     e->backend = NULL;
@@ -99,9 +116,15 @@ static int cpu_layer(posy_engine *e, cpu_backend *c, const eng_bert_layer *L, co
 static int cpu_forward(posy_engine *e, cpu_backend *c, const posy_batch *b, posy_err *err) {
     const posy_model_info *mi = &e->cfg.info;
     const eng_bert_weights *w = &e->bert;
+    if (c->qwen3) return eng_cpu_qwen3_forward(c->qwen3, e, b, err);
     omp_set_num_threads(c->n_threads);
-    eng_cpu_emb m = {w->word_emb, w->pos_emb, w->type_emb, w->emb_ln_g, w->emb_ln_b, mi->hidden,
-                     0 /* the loader starts pos_emb at position_offset */, (float)e->cfg.ln_eps};
+    /* pos_emb is the whole stored table; RoBERTa-style models (a position
+     * offset) place pad tokens by Hugging Face's rule. */
+    eng_cpu_emb m = {.word = w->word_emb, .pos = w->pos_emb, .type = w->type_emb,
+                     .ln_g = w->emb_ln_g, .ln_b = w->emb_ln_b, .hidden = mi->hidden,
+                     .position_offset = e->cfg.position_offset,
+                     .pad_id = e->cfg.position_offset > 0 ? e->cfg.pad_token_id : -1,
+                     .eps = (float)e->cfg.ln_eps};
     eng_cpu_embed(&m, b->ids, b->type_ids, b->cu_seqlens, b->n_seqs, c->x);
     for (int l = 0; l < w->n_layers; l++)
         if (cpu_layer(e, c, &w->layers[l], b) != 0)

@@ -44,24 +44,50 @@ static inline int seq_of_token(const int32_t *cu, int n_seqs, int t) {
     return lo;
 }
 
+/* Sum of the three embeddings of token t at position p, then LayerNorm. */
+static inline void embed_token(const eng_cpu_emb *m, const int32_t *ids, const int32_t *type_ids,
+                               int t, int p, float *out) {
+    int H = m->hidden;
+    const float *w = m->word + (size_t)ids[t] * H, *pe = m->pos + (size_t)p * H;
+    float *y = out + (size_t)t * H;
+    if (m->type) {
+        const float *te = m->type + (size_t)(type_ids ? type_ids[t] : 0) * H;
+#pragma omp simd
+        for (int i = 0; i < H; i++) y[i] = w[i] + pe[i] + te[i];
+    } else {
+#pragma omp simd
+        for (int i = 0; i < H; i++) y[i] = w[i] + pe[i];
+    }
+    ln_row(y, y, m->ln_g, m->ln_b, m->eps, H);
+}
+
+/* RoBERTa's rule (see the header) when a pad id occurs inside a sequence:
+ * positions need a running count, so sequences go whole to one thread. */
+static void embed_with_pads(const eng_cpu_emb *m, const int32_t *ids, const int32_t *type_ids,
+                            const int32_t *cu_seqlens, int n_seqs, float *out) {
+#pragma omp parallel for schedule(dynamic, 1) if (n_seqs > 1)
+    for (int s = 0; s < n_seqs; s++) {
+        int non_pad = 0;
+        for (int t = cu_seqlens[s]; t < cu_seqlens[s + 1]; t++)
+            embed_token(m, ids, type_ids, t, ids[t] == m->pad_id ? m->pad_id : m->pad_id + ++non_pad, out);
+    }
+}
+
 void eng_cpu_embed(const eng_cpu_emb *m, const int32_t *ids, const int32_t *type_ids,
                    const int32_t *cu_seqlens, int n_seqs, float *out) {
-    int H = m->hidden, T = cu_seqlens[n_seqs];
+    int H = m->hidden, T = cu_seqlens[n_seqs], has_pad = 0;
+    if (m->pad_id >= 0)
+        for (int t = 0; t < T && !has_pad; t++) has_pad = ids[t] == m->pad_id;
+    if (has_pad) {
+        embed_with_pads(m, ids, type_ids, cu_seqlens, n_seqs, out);
+        return;
+    }
+    /* Without pads inside sequences the position is the index in the
+     * sequence plus the offset, so the work splits evenly by token. */
 #pragma omp parallel for schedule(static) if ((long)T * H >= ENG_CPU_PAR_MIN)
     for (int t = 0; t < T; t++) {
         int s = seq_of_token(cu_seqlens, n_seqs, t);
-        int p = t - cu_seqlens[s] + m->position_offset;
-        const float *w = m->word + (size_t)ids[t] * H, *pe = m->pos + (size_t)p * H;
-        float *y = out + (size_t)t * H;
-        if (m->type) {
-            const float *te = m->type + (size_t)(type_ids ? type_ids[t] : 0) * H;
-#pragma omp simd
-            for (int i = 0; i < H; i++) y[i] = w[i] + pe[i] + te[i];
-        } else {
-#pragma omp simd
-            for (int i = 0; i < H; i++) y[i] = w[i] + pe[i];
-        }
-        ln_row(y, y, m->ln_g, m->ln_b, m->eps, H);
+        embed_token(m, ids, type_ids, t, t - cu_seqlens[s] + m->position_offset, out);
     }
 }
 

@@ -41,11 +41,15 @@ typedef struct eng_cpu_emb {
     const float *ln_g, *ln_b;   /* [H] */
     int hidden;
     int position_offset;        /* RoBERTa/XLM-R: pad_token_id + 1; BERT: 0 */
+    int pad_id;                 /* RoBERTa/XLM-R: pad_token_id; -1: none (BERT) */
     float eps;
 } eng_cpu_emb;
 
-/* out[t] = LN(word[ids[t]] + pos[i + position_offset] + type[type_ids[t]])
- * where i is t's index inside its sequence; type_ids NULL means all 0. */
+/* out[t] = LN(word[ids[t]] + pos[p] + type[type_ids[t]]), type_ids NULL
+ * meaning all 0.  p = i + position_offset where i is t's index inside its
+ * sequence; except with pad_id >= 0 (RoBERTa), where p follows Hugging
+ * Face's create_position_ids_from_input_ids: a pad token sits at position
+ * pad_id and is not counted, so tokens after it move down by one. */
 void eng_cpu_embed_ref(const eng_cpu_emb *m, const int32_t *ids, const int32_t *type_ids,
                        const int32_t *cu_seqlens, int n_seqs, float *out);
 void eng_cpu_embed(const eng_cpu_emb *m, const int32_t *ids, const int32_t *type_ids,

@@ -28,8 +28,10 @@ void eng_cpu_embed_ref(const eng_cpu_emb *m, const int32_t *ids, const int32_t *
     double *v = malloc(sizeof(double) * (size_t)H);
     if (!v) return;
     for (int s = 0; s < n_seqs; s++) {
+        int non_pad = 0;
         for (int t = cu_seqlens[s]; t < cu_seqlens[s + 1]; t++) {
             int p = t - cu_seqlens[s] + m->position_offset;
+            if (m->pad_id >= 0) p = ids[t] == m->pad_id ? m->pad_id : m->pad_id + ++non_pad;
             int ty = type_ids ? type_ids[t] : 0;
             for (int i = 0; i < H; i++) {
                 double x = (double)m->word[(size_t)ids[t] * H + i] + (double)m->pos[(size_t)p * H + i];

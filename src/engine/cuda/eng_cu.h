@@ -61,6 +61,7 @@ typedef struct eng_cu_attn_args {
     int max_tiles;                /* grid size (bucket bound) */
     float scale;                  /* softmax scale, usually 1/sqrt(head_dim) */
     int causal;
+    int version;                  /* 0 = the shipped kernel; 1 = the first version (labs) */
 } eng_cu_attn_args;
 
 /* Host: write the tile list for cu_seqlens[0..n_seqs] into tiles (pairs);
@@ -94,11 +95,24 @@ typedef struct eng_cu_gemm_ctx eng_cu_gemm_ctx;
 eng_cu_gemm_ctx *eng_cu_gemm_create(size_t workspace_bytes, char *err, size_t errlen);
 void eng_cu_gemm_destroy(eng_cu_gemm_ctx *g);
 
-/* Y[M,N] = epi(X[M,K] W[N,K]^T + bias[N]) -- nn.Linear layout, bf16 in/out,
- * fp32 accumulate.  The GELU epilogue is cuBLASLt's (tanh form).  Returns 0,
- * or -1 with a message in err. */
+/* Y[M,N] = epi(X[M,K] W[N,K]^T + bias[N]) (+ R[M,N] if R != NULL) --
+ * nn.Linear layout, bf16 in/out, fp32 accumulate.  The GELU epilogue is
+ * cuBLASLt's (tanh form); R is added after it.  Returns 0, or -1 with a
+ * message in err. */
 int eng_cu_gemm(eng_cu_gemm_ctx *g, cudaStream_t s, const bf16 *X, const bf16 *W,
-                const bf16 *bias, bf16 *Y, int M, int N, int K, int epi, char *err, size_t errlen);
+                const bf16 *bias, const bf16 *R, bf16 *Y, int M, int N, int K, int epi, char *err,
+                size_t errlen);
+
+/* Time the heuristic candidates at a shape's first call (default off). */
+void eng_cu_gemm_set_tuning(eng_cu_gemm_ctx *g, int on);
+
+/* The same product for few rows (eng_cu_skinny.cu): M <= 64, N % 16 == 0,
+ * K/16 divisible by the kernel's warp count (eng_cu_gemm_small_ok).  With
+ * tuning on, eng_cu_gemm times it against cuBLASLt's candidates and keeps
+ * whichever is faster for the shape. */
+int eng_cu_gemm_small_ok(int M, int N, int K);
+cudaError_t eng_cu_gemm_small(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias,
+                              const bf16 *R, bf16 *Y, int M, int N, int K, int epi);
 
 /* Lab use: run the same GEMM with the i-th heuristic candidate instead of
  * the cached choice.  Returns -1 when there is no such candidate. */

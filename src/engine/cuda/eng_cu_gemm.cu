@@ -8,10 +8,14 @@
  * Descriptors and the algorithm are made once per (M,N,K,epilogue) and
  * cached: the engine's M is a token bucket, so this is "one algorithm
  * choice per bucket", taken on the bucket's first (eager) run so that graph
- * capture only records launches.  The choice is cuBLASLt's first heuristic
- * answer; dev/cuda/lab_gemm.cu times the other candidates to show whether
- * timing them would pay.  One workspace serves every call (calls are
- * serialised on the engine's stream), so graphs may bake its address in.
+ * capture only records launches.  With tuning on (the engine turns it on)
+ * the choice is the fastest of cuBLASLt's first 8 heuristic candidates,
+ * timed on the real operands at that first run (dev/cuda/lab_gemm.cu
+ * measured up to 10-40% between candidates at some shapes); otherwise the
+ * first heuristic answer.  An optional R adds a residual in the epilogue
+ * (beta = 1), which saves the LayerNorm after it one full read.  One
+ * workspace serves every call (calls are serialised on the engine's
+ * stream), so graphs may bake its address in.
  */
 #include "eng_cu.h"
 #include <stdio.h>
@@ -26,6 +30,9 @@ typedef struct gemm_entry {
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulHeuristicResult_t cand[GEMM_CANDIDATES];
     int n_cand;
+    int best;        /* index into cand used by eng_cu_gemm; -1: the skinny kernel */
+    int tuned;       /* candidates timed (or tuning impossible) */
+    float best_us;
 } gemm_entry;
 
 struct eng_cu_gemm_ctx {
@@ -34,7 +41,10 @@ struct eng_cu_gemm_ctx {
     size_t ws_bytes;
     gemm_entry *e;
     int n, cap;
+    int tune;
 };
+
+void eng_cu_gemm_set_tuning(eng_cu_gemm_ctx *g, int on) { g->tune = on; }
 
 eng_cu_gemm_ctx *eng_cu_gemm_create(size_t workspace_bytes, char *err, size_t errlen) {
     eng_cu_gemm_ctx *g = (eng_cu_gemm_ctx *)calloc(1, sizeof *g);
@@ -129,23 +139,59 @@ static gemm_entry *entry_get(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, c
 }
 
 static cublasStatus_t run(eng_cu_gemm_ctx *g, gemm_entry *e, int which, cudaStream_t s,
-                          const bf16 *X, const bf16 *W, const bf16 *bias, bf16 *Y) {
+                          const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y) {
+    if (which < 0)
+        return eng_cu_gemm_small(s, X, W, bias, R, Y, e->M, e->N, e->K, e->epi) == cudaSuccess
+                   ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
     if (e->epi != ENG_CU_EPI_NONE) {
         cublasStatus_t st = cublasLtMatmulDescSetAttribute(
             e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
         if (st != CUBLAS_STATUS_SUCCESS) return st;
     }
     const float one = 1.f, zero = 0.f;
-    return cublasLtMatmul(g->lt, e->op, &one, W, e->a, X, e->b, &zero, Y, e->c, Y, e->c,
-                          &e->cand[which].algo, g->ws, g->ws_bytes, s);
+    return cublasLtMatmul(g->lt, e->op, &one, W, e->a, X, e->b, R ? &one : &zero, R ? R : Y, e->c,
+                          Y, e->c, &e->cand[which].algo, g->ws, g->ws_bytes, s);
+}
+
+/* Time every heuristic candidate on the real operands (3 runs each after
+ * one warm-up) and keep the fastest.  Blocks the host until the stream is
+ * idle, so it runs only on a shape's first, eager, call -- never while a
+ * graph is being captured. */
+static void tune(eng_cu_gemm_ctx *g, gemm_entry *e, cudaStream_t s, const bf16 *X,
+                 const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y) {
+    e->tuned = 1;
+    cudaStreamCaptureStatus cs;
+    if (!g->tune || cudaStreamIsCapturing(s, &cs) != cudaSuccess ||
+        cs != cudaStreamCaptureStatusNone)
+        return;
+    cudaEvent_t a, b;
+    if (cudaEventCreate(&a) != cudaSuccess) return;
+    if (cudaEventCreate(&b) != cudaSuccess) { cudaEventDestroy(a); return; }
+    float best = 1e30f;
+    const int first = eng_cu_gemm_small_ok(e->M, e->N, e->K) ? -1 : 0;
+    for (int i = first; i < e->n_cand; i++) {
+        if (run(g, e, i, s, X, W, bias, R, Y) != CUBLAS_STATUS_SUCCESS) continue;
+        cudaEventRecord(a, s);
+        for (int r = 0; r < 3; r++) run(g, e, i, s, X, W, bias, R, Y);
+        cudaEventRecord(b, s);
+        float ms = 0.f;
+        if (cudaEventSynchronize(b) != cudaSuccess || cudaEventElapsedTime(&ms, a, b) != cudaSuccess)
+            continue;
+        if (ms < best) { best = ms; e->best = i; }
+    }
+    e->best_us = best * 1e3f / 3.f;
+    cudaEventDestroy(a);
+    cudaEventDestroy(b);
+    cudaGetLastError(); /* a failed candidate must not leave a sticky launch error */
 }
 
 int eng_cu_gemm(eng_cu_gemm_ctx *g, cudaStream_t s, const bf16 *X, const bf16 *W,
-                const bf16 *bias, bf16 *Y, int M, int N, int K, int epi, char *err,
+                const bf16 *bias, const bf16 *R, bf16 *Y, int M, int N, int K, int epi, char *err,
                 size_t errlen) {
     gemm_entry *e = entry_get(g, M, N, K, epi, err, errlen);
     if (!e) return -1;
-    cublasStatus_t st = run(g, e, 0, s, X, W, bias, Y);
+    if (!e->tuned) tune(g, e, s, X, W, bias, R, Y);
+    cublasStatus_t st = run(g, e, e->best, s, X, W, bias, R, Y);
     if (st != CUBLAS_STATUS_SUCCESS) {
         snprintf(err, errlen, "cublasLtMatmul %dx%dx%d: %s", M, N, K, cublasLtGetStatusString(st));
         return -1;
@@ -158,5 +204,5 @@ int eng_cu_gemm_candidate(eng_cu_gemm_ctx *g, cudaStream_t s, const bf16 *X, con
     char err[256];
     gemm_entry *e = entry_get(g, M, N, K, epi, err, sizeof err);
     if (!e || i >= e->n_cand) return -1;
-    return run(g, e, i, s, X, W, bias, Y) == CUBLAS_STATUS_SUCCESS ? 0 : -1;
+    return run(g, e, i, s, X, W, bias, NULL, Y) == CUBLAS_STATUS_SUCCESS ? 0 : -1;
 }

@@ -8,8 +8,10 @@
  * the image first, so sizing and placing cannot disagree.
  *
  * Forward, per layer: qkv = X Wqkv^T + b; ctx = attention(qkv); y = ctx
- * Wo^T + b; X = LN(y + X); inter = gelu(X Wup^T + b); y = inter Wdown^T
- * + b; X = LN(y + X).  Seven launches a layer, plus embedding and pooling.
+ * Wo^T + b + X; X = LN(y); inter = gelu(X Wup^T + b); y = inter Wdown^T
+ * + b + X; X = LN(y).  The residual adds ride in the GEMM epilogues
+ * (beta = 1), so each LayerNorm reads one tensor.  Seven launches a layer,
+ * plus embedding and pooling.
  */
 #include "eng_cu_model.h"
 #include <math.h>
@@ -64,7 +66,7 @@ static void *put(wplan *p, const float *src, size_t n, int f32) {
 static void plan_weights(eng_cu_model *m, wplan *p, const eng_bert_weights *w) {
     const size_t H = m->H, I = m->I;
     m->word = (bf16 *)put(p, w->word_emb, (size_t)m->vocab * H, 0);
-    m->pos = (bf16 *)put(p, w->pos_emb, (size_t)(m->max_pos + m->pos_off) * H, 0);
+    m->pos = (bf16 *)put(p, w->pos_emb, (size_t)m->pos_rows * H, 0);
     m->type = m->type_vocab && w->type_emb ? (bf16 *)put(p, w->type_emb, (size_t)m->type_vocab * H, 0)
                                            : NULL;
     m->emb_g = (float *)put(p, w->emb_ln_g, H, 1);
@@ -96,6 +98,9 @@ static int check_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err) {
     m->H = in->hidden; m->I = in->intermediate; m->L = in->layers; m->heads = in->heads;
     m->vocab = in->vocab; m->type_vocab = in->type_vocab; m->max_pos = in->max_positions;
     m->pos_off = cfg->position_offset;
+    /* the stored table: position i of a sequence reads row i + offset */
+    m->pos_rows = cfg->max_position_embeddings ? cfg->max_position_embeddings
+                                               : m->max_pos + m->pos_off;
     m->eps = (float)cfg->ln_eps;
     m->normalize = in->normalize;
     m->pool_mode = in->pooling == POSY_POOL_CLS ? ENG_CU_POOL_CLS
@@ -197,6 +202,7 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         eng_cu_model_close(m);
         return -1;
     }
+    eng_cu_gemm_set_tuning(m->gemm, getenv("POSY_CUDA_NO_TUNE") == NULL);
     if (upload_weights(m, w, err) || reserve_arena(m, err)) {
         eng_cu_model_close(m);
         return -1;
@@ -220,9 +226,9 @@ void eng_cu_model_close(eng_cu_model *m) {
         if (ce_ != cudaSuccess) return cuda_fail(err, what, ce_);             \
     } while (0)
 
-#define GEMM(X, W, B, Y, N, K, EPI)                                                          \
+#define GEMM(X, W, B, R, Y, N, K, EPI)                                                       \
     do {                                                                                     \
-        if (eng_cu_gemm(m->gemm, s, X, W, B, Y, T, N, K, EPI, msg, sizeof msg))              \
+        if (eng_cu_gemm(m->gemm, s, X, W, B, R, Y, T, N, K, EPI, msg, sizeof msg))           \
             return posy_err_set(err, POSY_E_INTERNAL, "cuda backend: %s", msg);             \
     } while (0)
 
@@ -249,13 +255,14 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
     a.causal = 0;
     for (int l = 0; l < m->L; l++) {
         const eng_cu_layer *w = &m->layers[l];
-        GEMM(m->x, w->qkv_w, w->qkv_b, m->qkv, 3 * H, H, ENG_CU_EPI_BIAS);
+        GEMM(m->x, w->qkv_w, w->qkv_b, NULL, m->qkv, 3 * H, H, ENG_CU_EPI_BIAS);
         CK("attention", eng_cu_attention(s, &a));
-        GEMM(m->ctx, w->ao_w, w->ao_b, m->y, H, H, ENG_CU_EPI_BIAS);
-        CK("layernorm", eng_cu_add_ln(s, m->y, m->x, w->ln1_g, w->ln1_b, m->x, T, n_tok, H, m->eps));
-        GEMM(m->x, w->up_w, w->up_b, m->inter, m->I, H, m->epi_up);
-        GEMM(m->inter, w->down_w, w->down_b, m->y, H, m->I, ENG_CU_EPI_BIAS);
-        CK("layernorm", eng_cu_add_ln(s, m->y, m->x, w->ln2_g, w->ln2_b, m->x, T, n_tok, H, m->eps));
+        /* y = ctx Wo^T + b + x (residual in the epilogue), x = LN(y) */
+        GEMM(m->ctx, w->ao_w, w->ao_b, m->x, m->y, H, H, ENG_CU_EPI_BIAS);
+        CK("layernorm", eng_cu_add_ln(s, m->y, NULL, w->ln1_g, w->ln1_b, m->x, T, n_tok, H, m->eps));
+        GEMM(m->x, w->up_w, w->up_b, NULL, m->inter, m->I, H, m->epi_up);
+        GEMM(m->inter, w->down_w, w->down_b, m->x, m->y, H, m->I, ENG_CU_EPI_BIAS);
+        CK("layernorm", eng_cu_add_ln(s, m->y, NULL, w->ln2_g, w->ln2_b, m->x, T, n_tok, H, m->eps));
     }
     CK("pooling", eng_cu_pool(s, m->x, in + lay.cu, in + lay.meta + ENG_CU_META_SEQS, S, H, H,
                               m->pool_mode, m->normalize, m->pooled));

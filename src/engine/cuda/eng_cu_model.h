@@ -32,7 +32,7 @@ enum { ENG_CU_META_TOKENS = 0, ENG_CU_META_SEQS = 1, ENG_CU_META_TILES = 2, ENG_
 
 typedef struct eng_cu_model {
     /* shape */
-    int H, I, L, heads, head_dim, vocab, type_vocab, max_pos, pos_off, pool_mode, normalize, epi_up;
+    int H, I, L, heads, head_dim, vocab, type_vocab, max_pos, pos_off, pos_rows, pool_mode, normalize, epi_up;
     float eps;
     /* weights: one device allocation */
     void *wmem;
