@@ -17,7 +17,7 @@ Prints sentences/s at batch 1, 32 and 256, single-sentence latency (p50),
 and the ratios.  This is a measurement script, not a test: it asserts
 nothing about speed.
 
-  python3 bench/bench_cpu.py [--threads 2] [--seconds 3] [--repeat 1]
+  python3 bench/bench_cpu.py [--threads 2] [--seconds 3] [--repeat 1] [--wait-policy passive]
 """
 import argparse
 import json
@@ -136,7 +136,7 @@ def export_onnx(model, path):
 
 
 class ORTRunner:
-    def __init__(self, model, onnx_path, threads, max_len):
+    def __init__(self, model, onnx_path, threads, max_len, spin):
         import onnxruntime as ort
         from tokenizers import Tokenizer
         if not os.path.exists(onnx_path):
@@ -146,6 +146,7 @@ class ORTRunner:
         so.intra_op_num_threads = threads
         so.inter_op_num_threads = 1
         so.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        so.add_session_config_entry("session.intra_op.allow_spinning", "1" if spin else "0")
         self.s = ort.InferenceSession(onnx_path, so, providers=["CPUExecutionProvider"])
         self.tok = Tokenizer.from_file(os.path.join(model, "tokenizer.json"))
         self.tok.enable_truncation(max_len)
@@ -194,7 +195,13 @@ def main():
     ap.add_argument("--tokens", type=int, default=64)
     ap.add_argument("--cache", default=os.path.expanduser("~/.cache/posy-bench"))
     ap.add_argument("--json", help="also write the raw results here")
+    ap.add_argument("--wait-policy", choices=["passive", "active"], default="passive",
+                    help="idle threads sleep (passive) or spin (active), for all three: OpenMP "
+                         "(posy, torch) via OMP_WAIT_POLICY, ONNX Runtime via allow_spinning. "
+                         "Spinning collapses on a machine shared with other work.")
     args = ap.parse_args()
+    # Read by libgomp when it loads: set before torch is imported and for posy's process.
+    os.environ["OMP_WAIT_POLICY"] = args.wait_policy.upper()
 
     os.makedirs(args.cache, exist_ok=True)
     sentences, mean_tok = make_sentences(os.path.join(args.model, "tokenizer.json"),
@@ -205,7 +212,7 @@ def main():
 
     st = STRunner(args.model, args.threads)
     ort_r = ORTRunner(args.model, os.path.join(args.cache, "minilm", "model.onnx"), args.threads,
-                      st.max_len)
+                      st.max_len, args.wait_policy == "active")
     # The exported model must compute what sentence-transformers computes.
     import numpy as np
     a, b = st(sentences[:8]), ort_r(sentences[:8])
@@ -234,7 +241,8 @@ def main():
     import sentence_transformers
     import torch
     print(f"model {os.path.basename(args.model)}, {len(sentences)} sentences of {mean_tok:.1f} tokens "
-          f"(incl. [CLS]/[SEP]), threads {args.threads}, >= {args.seconds}s per cell, best of "
+          f"(incl. [CLS]/[SEP]), threads {args.threads}, wait policy {args.wait_policy}, "
+          f">= {args.seconds}s per cell, best of "
           f"{args.repeat}; torch {torch.__version__}, sentence-transformers "
           f"{sentence_transformers.__version__}, onnxruntime {onnxruntime.__version__}; "
           f"ORT export vs ST min cosine {cos_ort:.6f}; posy tokenizer alone "

@@ -14,6 +14,8 @@
  * - mixed: 64 sequences of random lengths 16..512 in one step (the peer's
  *   mixed case);
  * - saturation: the smallest tokens per step reaching 90% of the peak.
+ * With --once TOKENS it runs one eager forward of one query and exits, for
+ * a kernel profiler (bench_gpu.sh runs it under ncu when present).
  * Token ids are random: speed does not depend on them.
  */
 #include "gpu_harness.h"
@@ -110,12 +112,24 @@ static double throughput(posy_engine *e, const char *name, const char *pattern, 
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3) { fprintf(stderr, "usage: %s MODEL_DIR NAME\n", argv[0]); return 2; }
+    if (argc != 3 && !(argc == 5 && !strcmp(argv[3], "--once"))) {
+        fprintf(stderr, "usage: %s MODEL_DIR NAME [--once TOKENS]\n", argv[0]);
+        return 2;
+    }
     posy_err err;
-    posy_engine *e = gh_open(argv[1], 65536, 2048, &err);
+    posy_engine *e = gh_open(argv[1], argc == 5 ? 4096 : 65536, 2048, &err);
     if (!e) { fprintf(stderr, "open: %s\n", err.msg); return 1; }
     const int H = e->cfg.info.hidden, V = e->cfg.info.vocab;
     const char *name = argv[2];
+    if (argc == 5) { /* one eager forward of one query, for a profiler (ncu) */
+        int L = atoi(argv[4]);
+        gh_batch g;
+        make(&g, &L, 1, V, H);
+        int rc = gh_run_sync(e, &g);
+        gh_batch_free(&g);
+        e->ops->close(e);
+        return rc ? 1 : 0;
+    }
     latency(e, name, 16, V, H);
     latency(e, name, 64, V, H);
     const int budgets[] = {256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};

@@ -18,7 +18,18 @@ fi
 for m in minilm-l6 bert-base; do
   "./$BUILD/bench_gpu" "$WORK/$m-harness" "$m" | tee -a "$OUT/bench_posy.jsonl" || exit 1
 done
+# per-kernel GPU time of one 16-token query (eager run, GEMM tuning off so
+# only the forward's own launches are profiled), where ncu can read counters
+if command -v ncu >/dev/null && [ -z "$NO_NCU" ]; then
+  for m in minilm-l6 bert-base; do
+    POSY_CUDA_NO_TUNE=1 ncu --clock-control none --csv --metrics gpu__time_duration.sum \
+      "./$BUILD/bench_gpu" "$WORK/$m-harness" "$m" --once 16 > /tmp/ncu_$m.csv 2>/tmp/ncu_$m.err
+    python3 bench/ncu_summary.py /tmp/ncu_$m.csv "$m" | tee -a "$OUT/bench_report.md.ncu"
+  done
+fi
 if [ -f "$PEER_DIR/hf_peer.py" ] && [ -z "$NO_PEER" ]; then
   PYTHONUNBUFFERED=1 PYTHONPATH="$PEER_DIR" python3 bench/peer_subset.py 2>&1 | tee "$OUT/bench_peer.jsonl"
 fi
-python3 bench/bench_gpu_report.py "$OUT/bench_posy.jsonl" "$OUT/bench_peer.jsonl" | tee "$OUT/bench_report.md"
+python3 bench/bench_gpu_report.py "$OUT/bench_posy.jsonl" "$OUT/bench_peer.jsonl" > "$OUT/bench_report.md"
+[ -f "$OUT/bench_report.md.ncu" ] && cat "$OUT/bench_report.md.ncu" >> "$OUT/bench_report.md" && rm "$OUT/bench_report.md.ncu"
+cat "$OUT/bench_report.md"

@@ -12,6 +12,8 @@
  */
 #include "lab.h"
 
+static int use_small = 0; /* check(): run eng_cu_gemm_small instead of the cuBLASLt path */
+
 static void check(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, int with_r = 0) {
     std::vector<float> xf, wf, bfv, rf;
     std::vector<uint16_t> xb, wb, bb, rb;
@@ -24,7 +26,9 @@ static void check(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, int with_r =
     CUCHECK(cudaMalloc(&dy, (size_t)M * N * 2));
     lab_poison(dy, (size_t)M * N * 2);
     char err[256];
-    if (eng_cu_gemm(g, 0, dx, dw, epi ? db : NULL, with_r ? dr : NULL, dy, M, N, K, epi, err, sizeof err)) {
+    if (use_small) {
+        CUCHECK(eng_cu_gemm_small(0, dx, dw, epi ? db : NULL, with_r ? dr : NULL, dy, M, N, K, epi));
+    } else if (eng_cu_gemm(g, 0, dx, dw, epi ? db : NULL, with_r ? dr : NULL, dy, M, N, K, epi, err, sizeof err)) {
         printf("  FAIL gemm %dx%dx%d: %s\n", M, N, K, err);
         lab_failures++;
         return;
@@ -41,7 +45,8 @@ static void check(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, int with_r =
             ref[(size_t)m * N + n] = (float)s;
         }
     char name[96];
-    snprintf(name, sizeof name, "gemm M=%d N=%d K=%d epi=%d%s", M, N, K, epi, with_r ? " +residual" : "");
+    snprintf(name, sizeof name, "gemm%s M=%d N=%d K=%d epi=%d%s", use_small ? "-skinny" : "", M, N, K,
+             epi, with_r ? " +residual" : "");
     lab_check(name, got.data(), ref.data(), got.size(), 3e-2f, 1e-2f);
     cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy); cudaFree(dr);
 }
@@ -81,6 +86,37 @@ static void bench(eng_cu_gemm_ctx *g, const char *what, int N, int K, int epi) {
     cudaFree(x); cudaFree(w); cudaFree(b); cudaFree(y);
 }
 
+/* Few rows: 20 back-to-back launches (launch cost included, as in a graph
+ * of many small nodes), skinny kernel against cuBLASLt's heuristic choice. */
+static void bench_small(eng_cu_gemm_ctx *g) {
+    const int shapes[][2] = {{1152, 384}, {384, 384}, {1536, 384}, {384, 1536},
+                             {2304, 768}, {768, 768}, {3072, 768}, {768, 3072}};
+    bf16 *x, *w, *b, *y;
+    CUCHECK(cudaMalloc(&x, (size_t)64 * 3072 * 2));
+    CUCHECK(cudaMalloc(&w, (size_t)3072 * 3072 * 2));
+    CUCHECK(cudaMalloc(&b, (size_t)3072 * 2));
+    CUCHECK(cudaMalloc(&y, (size_t)64 * 3072 * 2));
+    CUCHECK(cudaMemset(x, 0x3c, (size_t)64 * 3072 * 2));
+    CUCHECK(cudaMemset(w, 0x3b, (size_t)3072 * 3072 * 2));
+    CUCHECK(cudaMemset(b, 0x3a, (size_t)3072 * 2));
+    char err[256];
+    for (auto &sh : shapes)
+        for (int M : {16, 64}) {
+            const int N = sh[0], K = sh[1];
+            const float tl = lab_time_ms([&] {
+                for (int i = 0; i < 20; i++)
+                    if (eng_cu_gemm(g, 0, x, w, b, NULL, y, M, N, K, ENG_CU_EPI_BIAS, err, sizeof err)) exit(2);
+            }, 20) / 20;
+            const float ts = lab_time_ms([&] {
+                for (int i = 0; i < 20; i++)
+                    CUCHECK(eng_cu_gemm_small(0, x, w, b, NULL, y, M, N, K, ENG_CU_EPI_BIAS));
+            }, 20) / 20;
+            printf("  bench small-M M=%-3d N=%-5d K=%-5d cuBLASLt %6.2f us  skinny %6.2f us  (weights %.0f GB/s)\n",
+                   M, N, K, tl * 1e3, ts * 1e3, (double)N * K * 2 / (ts * 1e-3) / 1e9);
+        }
+    cudaFree(x); cudaFree(w); cudaFree(b); cudaFree(y);
+}
+
 int main(void) {
     char err[256];
     eng_cu_gemm_ctx *g = eng_cu_gemm_create((size_t)32 << 20, err, sizeof err);
@@ -102,6 +138,18 @@ int main(void) {
         check(gt, M, 384, 1536, ENG_CU_EPI_BIAS, 1);
     }
     eng_cu_gemm_destroy(gt);
+    /* the skinny kernel on its own, every M tile count and both warp counts */
+    use_small = 1;
+    for (int M : {1, 16, 17, 33, 64}) {
+        check(g, M, 1152, 384, ENG_CU_EPI_BIAS);
+        check(g, M, 1536, 384, ENG_CU_EPI_BIAS_GELU);
+        check(g, M, 384, 1536, ENG_CU_EPI_BIAS, 1);
+        check(g, M, 3072, 768, ENG_CU_EPI_BIAS_GELU);
+        check(g, M, 768, 3072, ENG_CU_EPI_BIAS, 1);
+    }
+    check(g, 48, 2304, 768, ENG_CU_EPI_NONE);
+    use_small = 0;
+    if (!getenv("LAB_QUICK")) bench_small(g);
     if (getenv("LAB_QUICK")) { eng_cu_gemm_destroy(g); return lab_finish("lab_gemm"); }
     bench(g, "minilm-qkv", 1152, 384, ENG_CU_EPI_BIAS);
     bench(g, "minilm-up", 1536, 384, ENG_CU_EPI_BIAS_GELU);

@@ -84,6 +84,16 @@ static void gwr_depth(void *ctx, sched_depth *d) {
     d->queued_tokens = atomic_load(&g->outstanding_tokens);
 }
 
+/* Per-worker gauges and counters after the front's own /metrics lines. */
+static void gwr_metrics(void *ctx, gw_buf *b) {
+    cli_gateway_backend *g = ctx;
+    size_t cap = 64 * 1024;
+    char *w = gw_buf_reserve(b, cap);
+    if (w) b->len += rpc_pool_metrics(g->pool, w, cap);
+}
+
+static int gwr_healthy(void *ctx) { return rpc_pool_healthy(((cli_gateway_backend *)ctx)->pool) > 0; }
+
 void cli_gateway_backend_init(cli_gateway_backend *g, rpc_pool *pool) {
     memset(g, 0, sizeof *g);
     g->pool = pool;
@@ -91,4 +101,6 @@ void cli_gateway_backend_init(cli_gateway_backend *g, rpc_pool *pool) {
     g->be.submit = gwr_submit;
     g->be.cancel = gwr_cancel;
     g->be.depth = gwr_depth;
+    g->be.metrics = gwr_metrics;
+    g->be.healthy = gwr_healthy;
 }

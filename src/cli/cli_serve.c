@@ -69,12 +69,13 @@ static void usage(FILE *f) {
     fprintf(f, "  %-24s %s\n", "--help", "this text");
 }
 
-static int set_flag(serve_flags *fl, const flag_def *d, const char *v) {
+/* `from` names where the value came from (the flag or its variable) for errors. */
+static int set_flag(serve_flags *fl, const flag_def *d, const char *v, const char *from) {
     if (!d->is_int) {
         *(const char **)((char *)fl + d->off) = v;
         return 0;
     }
-    return cli_parse_int(d->name, v, d->lo, d->hi, (long *)((char *)fl + d->off));
+    return cli_parse_int(from, v, d->lo, d->hi, (long *)((char *)fl + d->off));
 }
 
 /* Environment first, then the command line over it.  Returns 0, 1 (--help) or -1. */
@@ -86,7 +87,7 @@ static int parse_flags(int argc, char **argv, serve_flags *fl) {
                         .drain_timeout = 30};
     for (size_t i = 0; i < N_FLAGS; i++) {
         const char *v = getenv(flag_defs[i].env);
-        if (v && *v && set_flag(fl, &flag_defs[i], v)) return -1;
+        if (v && *v && set_flag(fl, &flag_defs[i], v, flag_defs[i].env)) return -1;
     }
     for (int a = 1; a < argc; a++) {
         if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) return 1;
@@ -107,7 +108,7 @@ static int parse_flags(int argc, char **argv, serve_flags *fl) {
             fprintf(stderr, "posy serve: %s needs a value\n", d->name);
             return -1;
         }
-        if (set_flag(fl, d, val)) return -1;
+        if (set_flag(fl, d, val, d->name)) return -1;
     }
     if (strcmp(fl->engine, "model") && strcmp(fl->engine, "noop")) {
         fprintf(stderr, "posy serve: --engine must be 'model' or 'noop', got '%s'\n", fl->engine);

@@ -10,6 +10,7 @@
 #ifndef GW_BACKEND_H
 #define GW_BACKEND_H
 
+#include "gw_buf.h"
 #include "sched_core.h"
 
 typedef struct gw_backend {
@@ -17,6 +18,11 @@ typedef struct gw_backend {
     int (*submit)(void *ctx, sched_req *job, posy_err *err);   /* 0 or a posy_status */
     void (*cancel)(void *ctx, sched_req *job);
     void (*depth)(void *ctx, sched_depth *d);                  /* for /metrics */
+    /* Optional (NULL for the local scheduler): a remote backend's own
+     * Prometheus lines for /metrics, and whether it can serve now (0 makes
+     * /health answer 503, as TEI does when its backend is unhealthy). */
+    void (*metrics)(void *ctx, gw_buf *b);
+    int (*healthy)(void *ctx);
 } gw_backend;
 
 void gw_backend_local(gw_backend *b, sched *s);

@@ -10,4 +10,6 @@ void gw_backend_local(gw_backend *b, sched *s) {
     b->submit = local_submit;
     b->cancel = local_cancel;
     b->depth = local_depth;
+    b->metrics = NULL;
+    b->healthy = NULL;
 }

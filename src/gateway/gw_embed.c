@@ -20,6 +20,8 @@
 
 static __thread tok_encoding tl_enc;
 
+void gw_worker_exit(void) { tok_encoding_free(&tl_enc); }
+
 static int grow(gw_call *c, int add_tokens) {
     int need = (c->n_seqs ? c->cu[c->n_seqs] : 0) + add_tokens;
     if (need > c->cap_ids) {

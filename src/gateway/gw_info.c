@@ -26,6 +26,7 @@ int gw_get_route(gw_server *s, gw_route r, gw_buf *b, int *status) {
                          "# HELP posy_http_active Requests being processed by the HTTP front\n"
                          "# TYPE posy_http_active gauge\nposy_http_active %d\n",
                       d.requests, d.queued_seqs, d.queued_tokens, atomic_load(&s->active));
+        if (ready && s->backend.metrics) s->backend.metrics(s->backend.ctx, b);
         return 1;
     }
     if (!ready) {
@@ -33,7 +34,10 @@ int gw_get_route(gw_server *s, gw_route r, gw_buf *b, int *status) {
         gw_error_body(b, r == GW_R_MODELS, 503, "model_loading", "the model is still loading");
         return 0;
     }
-    if (r == GW_R_HEALTH) {
+    if (r == GW_R_HEALTH && s->backend.healthy && !s->backend.healthy(s->backend.ctx)) {
+        *status = 503;
+        gw_error_body(b, 0, 503, "backend_unavailable", "no healthy worker");
+    } else if (r == GW_R_HEALTH) {
         gw_buf_puts(b, "{\"status\":\"ok\"}");
     } else if (r == GW_R_MODELS) {
         gw_buf_puts(b, "{\"object\":\"list\",\"data\":[{\"id\":");

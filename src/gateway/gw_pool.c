@@ -9,6 +9,7 @@ struct gw_pool {
     gw_task *head, *tail;
     int closing;
     int n;
+    void (*on_exit)(void);
     pthread_t threads[];
 };
 
@@ -20,6 +21,7 @@ static void *pool_main(void *arg) {
         gw_task *t = p->head;
         if (!t) {
             pthread_mutex_unlock(&p->mu);
+            if (p->on_exit) p->on_exit();
             return NULL;
         }
         p->head = t->next;
@@ -30,12 +32,13 @@ static void *pool_main(void *arg) {
     }
 }
 
-gw_pool *gw_pool_open(int n_threads) {
+gw_pool *gw_pool_open(int n_threads, void (*on_exit)(void)) {
     if (n_threads < 1) n_threads = 1;
     gw_pool *p = calloc(1, sizeof *p + (size_t)n_threads * sizeof(pthread_t));
     if (!p) return NULL;
     pthread_mutex_init(&p->mu, NULL);
     pthread_cond_init(&p->cv, NULL);
+    p->on_exit = on_exit;
     for (int i = 0; i < n_threads; i++) {
         if (pthread_create(&p->threads[i], NULL, pool_main, p) != 0) break;
         p->n++;

@@ -16,7 +16,9 @@ typedef struct gw_task {
 
 typedef struct gw_pool gw_pool;
 
-gw_pool *gw_pool_open(int n_threads);
+/* `on_exit` (may be NULL) runs on each worker thread as it ends, to free
+ * per-thread state. */
+gw_pool *gw_pool_open(int n_threads, void (*on_exit)(void));
 /* Runs every queued task, then joins the threads. */
 void gw_pool_close(gw_pool *p);
 void gw_pool_push(gw_pool *p, gw_task *t);

@@ -73,6 +73,7 @@ static void respond_now(gw_server *s, h2o_req_t *req, gw_route r, int status, co
     req->res.status = status;
     req->res.reason = reason_phrase(status);
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_CONTENT_TYPE, NULL, ctype, strlen(ctype));
+    req->res.content_length = len;
     h2o_send_inline(req, body, len);
     gw_metrics_request(&s->metrics, r, status);
 }
@@ -383,7 +384,7 @@ gw_server *gw_server_start(const gw_opts *opts, posy_err *err) {
     gw_handler *h = (gw_handler *)h2o_create_handler(path, sizeof *h);
     h->super.on_req = on_req;
     h->srv = s;
-    s->pool = gw_pool_open(opts->n_workers);
+    s->pool = gw_pool_open(opts->n_workers, gw_worker_exit);
     s->loops = calloc((size_t)opts->n_loops, sizeof *s->loops);
     if (!s->pool || !s->loops) {
         posy_err_set(err, POSY_E_NOMEM, "cannot start %d worker threads", opts->n_workers);
@@ -430,6 +431,20 @@ void gw_server_stop(gw_server *s) {
     atomic_store(&s->stop, 1);
     for (int i = 0; i < s->n_loops; i++) pthread_join(s->loops[i].thread, NULL);
     gw_pool_close(s->pool);
-    /* Loops, contexts and connections are left to process exit: h2o has no
-     * teardown for a loop with live connections, and the process ends next. */
+    s->pool = NULL;
+}
+
+void gw_server_free(gw_server *s) {
+    for (int i = 0; i < s->n_loops; i++) {
+        gw_loop *l = &s->loops[i];
+        if (l->listener) h2o_socket_close(l->listener);
+        h2o_evloop_run(l->ctx.loop, 0);   /* let closed sockets be reclaimed */
+        h2o_multithread_unregister_receiver(l->queue, &l->receiver);
+        h2o_multithread_destroy_queue(l->queue);
+        h2o_context_dispose(&l->ctx);
+        h2o_evloop_destroy(l->ctx.loop);
+    }
+    h2o_config_dispose(&s->config);
+    free(s->loops);
+    free(s);
 }

@@ -59,7 +59,11 @@ int gw_server_port(const gw_server *s);
 /* Stop accepting and wait (up to timeout_s) until no request is in flight.
  * Returns the number still in flight (0 = clean). */
 int gw_server_drain(gw_server *s, double timeout_s);
-/* Stop the loops and free the server (after drain). */
+/* Stop the loops and the workers (after drain).  h2o's state is left for
+ * process exit: h2o 2.2 cannot dispose a context with open connections. */
 void gw_server_stop(gw_server *s);
+/* After gw_server_stop, once every client has closed (tests): tear down
+ * h2o's contexts and free the server. */
+void gw_server_free(gw_server *s);
 
 #endif

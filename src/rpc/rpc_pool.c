@@ -5,9 +5,10 @@
  * (outstanding tokens, the best cheap predictor of when its queue drains);
  * its vectors land directly at their offset in the caller's buffer, so
  * reassembly is free and order is by construction.  A chunk that fails for
- * a transport reason (UNAVAILABLE, DEADLINE_EXCEEDED, CANCELLED, INTERNAL)
- * marks its worker down and is resent elsewhere; one refused by admission
- * control (RESOURCE_EXHAUSTED) is resent elsewhere without blame; one the
+ * a transport reason (UNAVAILABLE, CANCELLED, INTERNAL) marks its worker
+ * down and is resent elsewhere; one that times out (DEADLINE_EXCEEDED) or
+ * is refused by admission control (RESOURCE_EXHAUSTED) is resent elsewhere
+ * without blame (health checks judge the worker); one the
  * worker calls invalid fails the request (retrying cannot help).  The job
  * completes when every chunk has an outcome, so no worker still writes into
  * the caller's buffer when the callback runs.
@@ -101,7 +102,10 @@ static void pool_on_reply(void *arg, int code, const char *details, const uint8_
     p->calls--;
     if (code == GRPC_STATUS_OK) w->chunks_ok++;
     else w->chunks_failed++;
-    if (code != GRPC_STATUS_OK && code != GRPC_STATUS_RESOURCE_EXHAUSTED && code != GRPC_STATUS_INVALID_ARGUMENT)
+    /* A timed-out chunk is retried elsewhere but does not condemn its worker:
+     * it may just have a long queue.  Health checks decide if it is hung. */
+    if (code != GRPC_STATUS_OK && code != GRPC_STATUS_RESOURCE_EXHAUSTED && code != GRPC_STATUS_INVALID_ARGUMENT &&
+        code != GRPC_STATUS_DEADLINE_EXCEEDED)
         pool_worker_failed_locked(p, w, details);
     int retry = code != GRPC_STATUS_OK && pool_retryable(code) && c->attempts < p->o.max_attempts;
     if (retry) p->retries++;

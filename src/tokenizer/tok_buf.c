@@ -48,7 +48,35 @@ int tok_toks_push(tok_toks *t, int32_t id, uint32_t s, uint32_t e) {
         if (!nt) return -1;
         t->t = nt; t->cap = nc;
     }
-    t->t[t->n].id = id; t->t[t->n].s = s; t->t[t->n++].e = e;
+    t->t[t->n].id = id; t->t[t->n].s = s; t->t[t->n].e = e;
+    t->t[t->n].lead = t->t[t->n].trail = 0xFFFF;
+    t->n++;
+    return 0;
+}
+
+static int ws_or_g(uint32_t cp) { return cp == 0x120 || tok_is_whitespace(cp); }
+
+int tok_toks_push_added(tok_toks *t, int32_t id, uint32_t s, uint32_t e, const char *m, size_t n) {
+    if (tok_toks_push(t, id, s, e)) return -1;
+    uint32_t lead = 0, trail = 0, cp;
+    size_t i = 0, j = n;
+    while (i < n) {
+        int l = tok_utf8_next(m + i, &cp);
+        if (!ws_or_g(cp)) break;
+        lead++;
+        i += (size_t)l;
+    }
+    while (j > i) {
+        size_t p = j - 1;
+        while (p > i && ((uint8_t)m[p] & 0xC0) == 0x80) p--;
+        tok_utf8_next(m + p, &cp);
+        if (!ws_or_g(cp)) break;
+        trail++;
+        j = p;
+    }
+    if (i == n) trail = lead; /* all spaces: HF counts the same chars from both ends */
+    t->t[t->n - 1].lead = (uint16_t)(lead > 0xFFFE ? 0xFFFE : lead);
+    t->t[t->n - 1].trail = (uint16_t)(trail > 0xFFFE ? 0xFFFE : trail);
     return 0;
 }
 

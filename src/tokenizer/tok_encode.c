@@ -67,7 +67,8 @@ static int encode_segment(const tok_tokenizer *t, const char *text, tok_seg sg, 
     for (size_t i = 0; !rc && i < sc->segs2.n; i++) {
         tok_seg x = sc->segs2.s[i];
         if (x.id >= 0)
-            rc = tok_toks_push(out, x.id, sc->nbuf.al[x.s].s, sc->nbuf.al[x.e - 1].e) ? POSY_E_NOMEM : 0;
+            rc = tok_toks_push_added(out, x.id, sc->nbuf.al[x.s].s, sc->nbuf.al[x.e - 1].e, sc->nbuf.b + x.s,
+                                     x.e - x.s) ? POSY_E_NOMEM : 0;
         else
             rc = run_range(t, sc, x.s, x.e, first && x.s == 0, sg.s, out);
     }
@@ -85,7 +86,7 @@ int tok_encode_seq(const tok_tokenizer *t, const char *text, size_t len, tok_scr
     int rc = tok_added_split(&t->added, text, len, &sc->segs);
     for (size_t i = 0; !rc && i < sc->segs.n; i++) {
         tok_seg sg = sc->segs.s[i];
-        if (sg.id >= 0) rc = tok_toks_push(out, sg.id, sg.s, sg.e) ? POSY_E_NOMEM : 0;
+        if (sg.id >= 0) rc = tok_toks_push_added(out, sg.id, sg.s, sg.e, text + sg.s, sg.e - sg.s) ? POSY_E_NOMEM : 0;
         else rc = encode_segment(t, text, sg, sc, out);
     }
     if (rc == POSY_E_NOMEM) return posy_err_set(err, rc, "out of memory while tokenizing");
@@ -110,7 +111,7 @@ int tok_encode_pair(const tok_tokenizer *t, const char *a, size_t alen, const ch
     int rc = tok_encode_seq(t, a, alen, sc, &sc->seq[0], err);
     if (!rc && b) rc = tok_encode_seq(t, b, blen, sc, &sc->seq[1], err);
     if (rc) return rc;
-    return tok_post_process(t, &sc->seq[0], b ? &sc->seq[1] : NULL, opts, out, err);
+    return tok_post_process(t, &sc->seq[0], b ? &sc->seq[1] : NULL, opts, out, a, alen, b, blen, err);
 }
 
 int tok_encode(const tok_tokenizer *t, const char *text, size_t len, const tok_opts *opts,

@@ -44,9 +44,12 @@ static inline int tok_utf8_len(uint8_t lead) {
 int tok_is_bert_punct(uint32_t cp);   /* ASCII punctuation or Unicode P* (HF tables) */
 int tok_is_whitespace(uint32_t cp);   /* Rust char::is_whitespace */
 int tok_is_bert_control(uint32_t cp); /* removed by BertNormalizer clean_text */
-int tok_is_nonspacing_mark(uint32_t cp);
+int tok_is_nonspacing_mark(uint32_t cp); /* BertNormalizer strip_accents */
+int tok_is_combining_mark(uint32_t cp);   /* the StripAccents normalizer (any mark) */
 int tok_is_chinese(uint32_t cp);
-int tok_is_alnum(uint32_t cp);        /* Rust char::is_alphanumeric (approx. L* N*) */
+int tok_is_alnum(uint32_t cp);
+/* utf8proc gives a combining class but the reference treats it as 0 */
+int tok_is_ccc_zero(uint32_t cp);        /* Rust char::is_alphanumeric (approx. L* N*) */
 /* Full lowercase of cp into out (up to 3 code points); returns the count. */
 int tok_lower(uint32_t cp, uint32_t out[3]);
 /* Canonical (compat = 0) or compatibility decomposition; returns the count
@@ -62,7 +65,13 @@ typedef struct { char *b; tok_span *al; size_t len, cap; } tok_buf;
 typedef struct { uint32_t off, len; } tok_piece;
 typedef struct { tok_piece *p; size_t n, cap; } tok_pieces;
 /* A token produced by a model or an added-token match. */
-typedef struct { int32_t id; uint32_t s, e; } tok_tok;
+typedef struct {
+    int32_t id; uint32_t s, e;
+    /* added tokens only: whitespace chars at the ends of the matched text
+     * (HF's token value includes what lstrip/rstrip absorbed); trim_offsets
+     * reads these instead of the vocab string. 0xFFFF: a model token */
+    uint16_t lead, trail;
+} tok_tok;
 typedef struct { tok_tok *t; size_t n, cap; } tok_toks;
 
 int tok_buf_reserve(tok_buf *b, size_t n);
@@ -75,6 +84,8 @@ static inline void tok_buf_put(tok_buf *b, uint32_t cp, tok_span sp) {
 }
 int tok_pieces_push(tok_pieces *p, uint32_t off, uint32_t len);
 int tok_toks_push(tok_toks *t, int32_t id, uint32_t s, uint32_t e);
+/* Push an added token whose matched text is m[0..n). */
+int tok_toks_push_added(tok_toks *t, int32_t id, uint32_t s, uint32_t e, const char *m, size_t n);
 /* Generic growable scratch bytes (model work areas). */
 typedef struct { void *p; size_t cap; } tok_mem;
 void *tok_mem_get(tok_mem *m, size_t bytes);
@@ -91,6 +102,7 @@ typedef struct {
     uint32_t mask;
     uint32_t max_len;      /* longest token in bytes */
     uint32_t count;        /* entries in the map */
+    int last_wins;         /* a repeated string maps to its last id (HF Unigram) */
 } tok_vocab;
 
 int tok_vocab_init(tok_vocab *v, int32_t n_ids, size_t n_tokens);
@@ -245,7 +257,8 @@ typedef struct tok_post {
 
 int tok_post_added(const tok_post *p, int pair);
 /* ByteLevel / RobertaProcessing trim_offsets over the model tokens. */
-int tok_post_trim_offsets(const struct tok_tokenizer *t, tok_toks *a, tok_toks *b);
+int tok_post_trim_offsets(const struct tok_tokenizer *t, tok_toks *a, tok_toks *b, const char *ta, size_t la,
+                          const char *tb, size_t lb);
 void tok_post_free(tok_post *p);
 
 /* ---- the tokenizer ------------------------------------------------------ */
@@ -274,6 +287,6 @@ int tok_encode_seq(const tok_tokenizer *t, const char *text, size_t len, tok_scr
                    tok_toks *out, posy_err *err);
 /* Post-process and truncate seq a (and b when not NULL) into enc. */
 int tok_post_process(const tok_tokenizer *t, tok_toks *a, tok_toks *b, const tok_opts *o,
-                     tok_encoding *enc, posy_err *err);
+                     tok_encoding *enc, const char *ta, size_t la, const char *tb, size_t lb, posy_err *err);
 
 #endif

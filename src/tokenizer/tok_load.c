@@ -127,9 +127,29 @@ static int load_root(json_t *root, tok_tokenizer *t, posy_err *err) {
     return tok_load_decoder(json_object_get(root, "decoder"), t, err);
 }
 
+/* jansson refuses "\u0000" inside object keys, and a trained vocab can
+ * hold the NUL token.  Such files are parsed again with every \u0000
+ * escape replaced by \uFDD0 (a noncharacter), which tok_load_vocab_object
+ * maps back in vocab keys. */
+static json_t *load_with_nul_keys(const char *json, size_t len, json_error_t *je) {
+    char *copy = malloc(len + 1);
+    if (!copy) return NULL;
+    memcpy(copy, json, len);
+    copy[len] = '\0';
+    for (size_t i = 0; i + 6 <= len; i++) {
+        if (copy[i] != '\\') continue;
+        if (!memcmp(copy + i, "\\u0000", 6)) memcpy(copy + i + 2, "FDD0", 4);
+        i++; /* skip the escaped char, so "\\\\u0000" stays as it is */
+    }
+    json_t *root = json_loadb(copy, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, je);
+    free(copy);
+    return root;
+}
+
 tok_tokenizer *tok_load_json(const char *json, size_t len, posy_err *err) {
     json_error_t je;
     json_t *root = json_loadb(json, len, JSON_REJECT_DUPLICATES | JSON_ALLOW_NUL, &je);
+    if (!root && strstr(je.text, "NUL byte in object key")) root = load_with_nul_keys(json, len, &je);
     if (!root) {
         posy_err_set(err, POSY_E_INVALID, "not valid JSON at line %d column %d: %s", je.line, je.column, je.text);
         return NULL;

@@ -14,7 +14,7 @@ static int check_id(long long id, size_t count, const char *path, const char *to
 }
 
 /* {"token": id, ...} */
-static int load_vocab_object(json_t *v, tok_vocab *voc, posy_err *err) {
+int tok_load_vocab_object(json_t *v, tok_vocab *voc, posy_err *err) {
     size_t count = json_object_size(v);
     long long max_id = -1;
     const char *k;
@@ -32,6 +32,16 @@ static int load_vocab_object(json_t *v, tok_vocab *voc, posy_err *err) {
     for (; iter; iter = json_object_iter_next(v, iter)) {
         k = json_object_iter_key(iter);
         klen = json_object_iter_key_len(iter);
+        char tmp[256];
+        if (klen < sizeof tmp && memmem(k, klen, "\xEF\xB7\x90", 3)) { /* U+FDD0 stands for NUL (tok_load.c) */
+            size_t w = 0;
+            for (size_t i = 0; i < klen; i++) {
+                if (i + 3 <= klen && !memcmp(k + i, "\xEF\xB7\x90", 3)) { tmp[w++] = '\0'; i += 2; }
+                else tmp[w++] = k[i];
+            }
+            k = tmp;
+            klen = w;
+        }
         if (tok_vocab_add(voc, (int32_t)json_integer_value(json_object_iter_value(iter)), k, klen) < 0)
             return posy_err_set(err, POSY_E_NOMEM, "model.vocab: out of memory");
     }
@@ -45,7 +55,7 @@ static int load_wordpiece(json_t *j, tok_model *m, posy_err *err) {
     m->kind = TOK_M_WORDPIECE;
     json_t *v = json_object_get(j, "vocab");
     if (!json_is_object(v)) return posy_err_set(err, POSY_E_INVALID, "model.vocab: expected an object of token -> id");
-    if (load_vocab_object(v, &m->vocab, err)) return err->code;
+    if (tok_load_vocab_object(v, &m->vocab, err)) return err->code;
     if (tok_j_str(j, "unk_token", 1, &unk, NULL, "model", err)) return err->code;
     if (tok_j_str(j, "continuing_subword_prefix", 0, &pre, &pl, "model", err)) return err->code;
     if (!pre) { pre = "##"; pl = 2; }

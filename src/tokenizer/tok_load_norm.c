@@ -142,8 +142,7 @@ int tok_load_pretok(json_t *j, tok_pretok *p, const char *path, int depth, posy_
     else if (!strcmp(type, "WhitespaceSplit")) p->type = TOK_P_WHITESPACE_SPLIT;
     else if (!strcmp(type, "Whitespace")) {
         p->type = TOK_P_WHITESPACE;
-        static const char ws_pat[] = "\\w+|[^\\w\\s]+";
-        p->regex = tok_regex_compile(ws_pat, sizeof ws_pat - 1, path, err);
+        p->regex = tok_regex_compile_whitespace(path, err);
         if (!p->regex) rc = err->code;
     } else if (!strcmp(type, "Punctuation")) {
         p->type = TOK_P_PUNCTUATION;

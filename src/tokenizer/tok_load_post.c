@@ -117,6 +117,7 @@ int tok_load_post(json_t *j, const tok_tokenizer *t, tok_post *p, const char *pa
     if (!strcmp(type, "RobertaProcessing")) { p->type = TOK_POST_ROBERTA; return load_cls_sep(j, p, 1, path, err); }
     if (!strcmp(type, "ByteLevel")) {
         p->type = TOK_POST_BYTELEVEL;
+        if (tok_j_bool(j, "add_prefix_space", 1, &p->add_prefix_space, path, err)) return err->code;
         return tok_j_bool(j, "trim_offsets", 1, &p->trim_offsets, path, err);
     }
     if (!strcmp(type, "Sequence")) {

@@ -24,6 +24,8 @@ int tok_load_pretok(json_t *j, tok_pretok *p, const char *path, int depth, posy_
 int tok_load_post(json_t *j, const tok_tokenizer *t, tok_post *p, const char *path, int depth,
                   posy_err *err);
 int tok_load_model(json_t *j, tok_model *m, posy_err *err);
+/* {"token": id, ...} into a fresh vocab (errors name model.vocab). */
+int tok_load_vocab_object(json_t *v, tok_vocab *voc, posy_err *err);
 int tok_load_decoder(json_t *j, tok_tokenizer *t, posy_err *err);
 
 #endif

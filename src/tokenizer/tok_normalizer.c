@@ -82,7 +82,7 @@ static int norm_map(const tok_normalizer *n, tok_buf *b, tok_norm_scratch *s) {
             uint32_t lo[3];
             int nl = tok_lower(cp, lo);
             for (int j = 0; j < nl; j++) tok_buf_put(o, lo[j], sp);
-        } else if (!tok_is_nonspacing_mark(cp)) { /* StripAccents */
+        } else if (!tok_is_combining_mark(cp)) { /* StripAccents */
             tok_buf_put(o, cp, sp);
         }
     }

@@ -96,7 +96,7 @@ static const tok_post *template_of(const tok_post *p) {
 }
 
 int tok_post_process(const tok_tokenizer *t, tok_toks *a, tok_toks *b, const tok_opts *o,
-                     tok_encoding *enc, posy_err *err) {
+                     tok_encoding *enc, const char *ta, size_t la, const char *tb, size_t lb, posy_err *err) {
     const tok_post *tpl = o->add_special ? template_of(&t->post) : NULL;
     int n_added = tpl ? tok_post_added(tpl, b != NULL) : 0;
     if (o->max_len > 0) {
@@ -105,7 +105,7 @@ int tok_post_process(const tok_tokenizer *t, tok_toks *a, tok_toks *b, const tok
                                 o->max_len, n_added);
         truncate_pair(a, b, (size_t)(o->max_len - n_added), o->trunc_dir);
     }
-    if (tok_post_trim_offsets(t, a, b)) return posy_err_set(err, POSY_E_INTERNAL, "trim offsets");
+    if (tok_post_trim_offsets(t, a, b, ta, la, tb, lb)) return posy_err_set(err, POSY_E_INTERNAL, "trim offsets");
     size_t total = a->n + (b ? b->n : 0) + (size_t)n_added;
     if (total > INT32_MAX / 4) return posy_err_set(err, POSY_E_TOO_LONG, "input too long");
     if (enc_reserve(enc, (int)total)) return posy_err_set(err, POSY_E_NOMEM, "out of memory");

@@ -50,7 +50,7 @@ static int emit_segs(seg *v, size_t n, tok_split_behavior beh, tok_pieces *op) {
             else v[--k] = v[i];
             prev = v[i].m;
         }
-        memmove(v, v + k, (n - k) * sizeof *v);
+        if (n > k) memmove(v, v + k, (n - k) * sizeof *v);
         w = n - k;
         break;
     }

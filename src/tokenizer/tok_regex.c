@@ -1,20 +1,117 @@
 /* tok_regex: PCRE2 with JIT for the Oniguruma patterns of tokenizer.json.
  *
- * Patterns compile with PCRE2_UTF | PCRE2_UCP so \s, \d, \w and \p{..}
- * are Unicode-aware as in Oniguruma.  Subjects are validated UTF-8 before
+ * Patterns compile with PCRE2_UTF | PCRE2_UCP, after \p{L}, \p{N}, \s, \w,
+ * \d and friends are rewritten into explicit class bodies generated from
+ * the reference (tok_regex_tables.h), because Oniguruma's Unicode tables
+ * are newer than PCRE2's and its \w/\s differ.  Subjects are validated UTF-8 before
  * they get here, so matching skips PCRE2's UTF check.  Match data is
  * cached by the caller (one per encoding), keeping tok_regex_next free of
  * allocation and the compiled pattern shareable between threads.
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <stdlib.h>
+#include <string.h>
 
 #include "tok_regex.h"
+#include "tok_regex_tables.h"
+
+/* Growable output for the rewrite. */
+typedef struct { char *p; size_t n, cap; int oom; } sbuf;
+static void put(sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t nc = (b->n + n + 1) * 2;
+        char *np = realloc(b->p, nc);
+        if (!np) { b->oom = 1; return; }
+        b->p = np; b->cap = nc;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+static void puts_(sbuf *b, const char *s) { put(b, s, strlen(s)); }
+
+static const char *class_body(char name) {
+    for (size_t i = 0; i < sizeof tok_re_classes / sizeof tok_re_classes[0]; i++)
+        if (tok_re_classes[i].name == name) return tok_re_classes[i].body;
+    return NULL;
+}
+
+/* Parse the class escape at pat[i] (just after the backslash).  Returns the
+ * generated-table name ('L', 's', ...) or 0, its negation and its length. */
+static char escape_class(const char *pat, size_t len, size_t i, int *neg, size_t *elen) {
+    char c = pat[i];
+    *neg = 0;
+    *elen = 1;
+    if (c == 's' || c == 'w' || c == 'd') return c;
+    if (c == 'S' || c == 'W' || c == 'D') { *neg = 1; return (char)(c + 32); }
+    if (c != 'p' && c != 'P') return 0;
+    *neg = c == 'P';
+    if (i + 1 < len && pat[i + 1] != '{') {
+        *elen = 2;
+        return strchr("LNPSM", pat[i + 1]) ? pat[i + 1] : 0;
+    }
+    if (i + 3 < len && pat[i + 3] == '}' && strchr("LNPSM", pat[i + 2])) { *elen = 4; return pat[i + 2]; }
+    return 0;
+}
+
+/* Replace \p{L}, \s, \w, ... by the reference's class bodies (see
+ * tok_regex_tables.h).  Negated forms are rewritten outside classes only. */
+static char *rewrite(const char *pat, size_t len, size_t *out_len) {
+    sbuf b = {0};
+    int in_class = 0;
+    for (size_t i = 0; i < len; i++) {
+        char c = pat[i];
+        if (c == '\\' && i + 1 < len) {
+            int neg;
+            size_t el;
+            char name = escape_class(pat, len, i + 1, &neg, &el);
+            const char *body = name ? class_body(name) : NULL;
+            if (body && (!neg || !in_class)) {
+                if (!in_class) puts_(&b, neg ? "[^" : "[");
+                puts_(&b, body);
+                if (!in_class) puts_(&b, "]");
+                i += el;
+                continue;
+            }
+            put(&b, pat + i, 2);
+            i++;
+            continue;
+        }
+        if (!in_class && c == '[') {
+            in_class = 1;
+            put(&b, pat + i, 1);
+            if (i + 1 < len && pat[i + 1] == '^') put(&b, pat + ++i, 1);
+            if (i + 1 < len && pat[i + 1] == ']') put(&b, pat + ++i, 1);
+            continue;
+        }
+        if (in_class && c == '[' && i + 1 < len && pat[i + 1] == ':') {
+            const char *end = memmem(pat + i, len - i, ":]", 2);
+            size_t n = end ? (size_t)(end - (pat + i)) + 2 : 1;
+            put(&b, pat + i, n);
+            i += n - 1;
+            continue;
+        }
+        if (in_class && c == ']') in_class = 0;
+        put(&b, pat + i, 1);
+    }
+    if (b.oom || !b.p) { free(b.p); return NULL; }
+    *out_len = b.n;
+    return b.p;
+}
 
 void *tok_regex_compile(const char *pat, size_t len, const char *field, posy_err *err) {
     int ec;
     PCRE2_SIZE eo;
-    pcre2_code *re = pcre2_compile((PCRE2_SPTR)pat, len, PCRE2_UTF | PCRE2_UCP, &ec, &eo, NULL);
+    size_t rlen = 0;
+    char *rpat = rewrite(pat, len, &rlen);
+    if (!rpat && len) {
+        posy_err_set(err, POSY_E_NOMEM, "%s: out of memory", field);
+        return NULL;
+    }
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)(rpat ? rpat : ""), rlen, PCRE2_UTF | PCRE2_UCP, &ec, &eo, NULL);
+    free(rpat);
     if (!re) {
         PCRE2_UCHAR msg[160];
         pcre2_get_error_message(ec, msg, sizeof msg);
@@ -23,6 +120,35 @@ void *tok_regex_compile(const char *pat, size_t len, const char *field, posy_err
         return NULL;
     }
     pcre2_jit_compile(re, PCRE2_JIT_COMPLETE); /* falls back to the interpreter if unavailable */
+    return re;
+}
+
+/* The Whitespace pre-tokenizer's \\w+|[^\\w\\s]+ runs on Rust's regex crate
+ * in HF, whose \\w and \\s are the W and Z bodies of the generated table;
+ * the pattern is built from them and compiled as is (no rewrite). */
+void *tok_regex_compile_whitespace(const char *field, posy_err *err) {
+    const char *w = class_body('W'), *z = class_body('Z');
+    sbuf b = {0};
+    puts_(&b, "[");
+    puts_(&b, w);
+    puts_(&b, "]+|[^");
+    puts_(&b, w);
+    puts_(&b, z);
+    puts_(&b, "]+");
+    if (b.oom || !b.p) {
+        free(b.p);
+        posy_err_set(err, POSY_E_NOMEM, "%s: out of memory", field);
+        return NULL;
+    }
+    int ec;
+    PCRE2_SIZE eo;
+    pcre2_code *re = pcre2_compile((PCRE2_SPTR)b.p, b.n, PCRE2_UTF | PCRE2_UCP, &ec, &eo, NULL);
+    free(b.p);
+    if (!re) {
+        posy_err_set(err, POSY_E_INTERNAL, "%s: built-in Whitespace pattern failed to compile", field);
+        return NULL;
+    }
+    pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
     return re;
 }
 

@@ -9,6 +9,8 @@
  * with err naming `field`. */
 void *tok_regex_compile(const char *pat, size_t len, const char *field, posy_err *err);
 void tok_regex_free(void *re);
+/* The Whitespace pre-tokenizer's pattern with Rust regex's \w and \s. */
+void *tok_regex_compile_whitespace(const char *field, posy_err *err);
 /* Find the next match in s[0..len) at or after `from`.  Returns 1 and sets
  * [*ms, *me), 0 when none, or a negative posy_status.  *md is a per-caller
  * match-data cache (free with tok_regex_md_free). */

@@ -100,10 +100,17 @@ int tok_is_nonspacing_mark(uint32_t cp) {
     return IN(tok_tab_nonspacing_mark, cp);
 }
 
+int tok_is_combining_mark(uint32_t cp) {
+    if (cp < 0x300) return 0;
+    return IN(tok_tab_combining_mark, cp);
+}
+
 int tok_is_chinese(uint32_t cp) {
     if (cp < 0x3400) return 0;
     return IN(tok_tab_chinese, cp);
 }
+
+int tok_is_ccc_zero(uint32_t cp) { return IN(tok_tab_ccc_zero, cp); }
 
 int tok_is_alnum(uint32_t cp) {
     if (cp < 0x80) return (cp >= '0' && cp <= '9') || ((cp | 32) >= 'a' && (cp | 32) <= 'z');

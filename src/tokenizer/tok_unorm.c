@@ -13,18 +13,25 @@
 #include "tok_internal.h"
 #include "tok_norm_impl.h"
 
-typedef struct { uint32_t cp; tok_span sp; uint8_t ccc; } uch;
+/* One output char: code point, combining class and HF's "change" (0: takes
+ * the next input char's place, +1: inserted, -n: also absorbs n input
+ * chars).  Spans are assigned from the changes at the end, exactly as HF's
+ * NormalizedString::transform does with the changes its normalization
+ * crate reports; that is what makes offsets match through reordering and
+ * composition. */
+typedef struct { uint32_t cp; int32_t ch; uint8_t ccc; } uch;
 
 static uint8_t ccc_of(uint32_t cp) {
     if (cp < 0x300) return 0;
-    return (uint8_t)utf8proc_get_property((utf8proc_int32_t)cp)->combining_class;
+    uint8_t c = (uint8_t)utf8proc_get_property((utf8proc_int32_t)cp)->combining_class;
+    return c && tok_is_ccc_zero(cp) ? 0 : c;
 }
 
 /* Primary composite of a+b, or 0. */
 static uint32_t compose_pair(uint32_t a, uint32_t b) {
     if (b < 0x300) return 0;
     utf8proc_int32_t buf[2] = {(utf8proc_int32_t)a, (utf8proc_int32_t)b};
-    utf8proc_ssize_t n = utf8proc_normalize_utf32(buf, 2, UTF8PROC_COMPOSE);
+    utf8proc_ssize_t n = utf8proc_normalize_utf32(buf, 2, UTF8PROC_COMPOSE | UTF8PROC_STABLE);
     return n == 1 ? (uint32_t)buf[0] : 0;
 }
 
@@ -38,6 +45,7 @@ static size_t compose(uch *u, size_t n) {
             uint32_t comp = compose_pair(u[starter].cp, c.cp);
             if (comp) {
                 u[starter].cp = comp;
+                u[starter].ch += c.ch - 1;
                 continue;
             }
         }
@@ -48,7 +56,8 @@ static size_t compose(uch *u, size_t n) {
     return out;
 }
 
-/* Stable sort of each run of non-starters by combining class. */
+/* Stable sort of each run of non-starters by combining class; the changes
+ * move with their chars, so spans end up following positions (as in HF). */
 static void reorder(uch *u, size_t n) {
     for (size_t i = 1; i < n; i++) {
         if (u[i].ccc == 0) continue;
@@ -65,22 +74,35 @@ int tok_unorm_apply(tok_norm_type form, tok_buf *b, tok_norm_scratch *s) {
     if (i == b->len) return 0;
     int compat = form == TOK_N_NFKD || form == TOK_N_NFKC;
     int comp = form == TOK_N_NFC || form == TOK_N_NFKC;
-    uch *u = tok_mem_get(&s->cps, (b->len * TOK_MAX_DECOMP + 1) * sizeof *u);
+    /* one allocation: output chars, then the input chars' spans */
+    size_t cap_u = b->len * TOK_MAX_DECOMP + 1;
+    uch *u = tok_mem_get(&s->cps, cap_u * sizeof *u + (b->len + 1) * sizeof(tok_span));
     if (!u) return POSY_E_NOMEM;
-    size_t n = 0;
+    tok_span *in_sp = (tok_span *)(u + cap_u);
+    size_t n = 0, n_in = 0;
     for (i = 0; i < b->len;) {
         uint32_t cp, d[TOK_MAX_DECOMP];
-        tok_span sp = b->al[i];
+        in_sp[n_in++] = b->al[i];
         i += (size_t)tok_utf8_next(b->b + i, &cp);
         int nd = tok_decompose(cp, compat, d, TOK_MAX_DECOMP);
-        for (int k = 0; k < nd; k++) { u[n].cp = d[k]; u[n].sp = sp; u[n].ccc = ccc_of(d[k]); n++; }
+        for (int k = 0; k < nd; k++) { u[n].cp = d[k]; u[n].ch = k > 0; u[n].ccc = ccc_of(d[k]); n++; }
     }
     reorder(u, n);
     if (comp) n = compose(u, n);
     tok_buf *o = &s->tmp;
     o->len = 0;
     if (tok_buf_reserve(o, n * 4)) return POSY_E_NOMEM;
-    for (size_t k = 0; k < n; k++) tok_buf_put(o, u[k].cp, u[k].sp);
+    size_t idx = 0;
+    for (size_t k = 0; k < n; k++) {
+        tok_span sp;
+        if (u[k].ch > 0) {
+            sp = idx > 0 ? in_sp[idx - 1] : (tok_span){in_sp[0].s, in_sp[0].s};
+        } else {
+            sp = in_sp[idx < n_in ? idx : n_in - 1];
+            idx += 1 + (size_t)(-u[k].ch);
+        }
+        tok_buf_put(o, u[k].cp, sp);
+    }
     tok_buf t = *b;
     *b = *o;
     *o = t;

@@ -64,6 +64,7 @@ int tok_vocab_add(tok_vocab *v, int32_t id, const char *s, size_t len) {
         if (o < 0) break;
         if (v->slot_hash[i] == h && v->str_len[o] == len && !memcmp(v->pool + v->str_off[o], s, len)) {
             if (v->str_off[id] == UINT32_MAX) { v->str_off[id] = v->str_off[o]; v->str_len[id] = (uint32_t)len; }
+            if (v->last_wins) v->slots[i] = id;
             return 1;
         }
     }

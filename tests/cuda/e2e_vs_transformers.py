@@ -33,15 +33,22 @@ LENGTHS = [1, 2, 3, 5, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129
 
 
 def build(name, kw, root):
-    torch.manual_seed(1234)
     cfg = BertConfig(**kw, attn_implementation="eager")
     m = BertModel(cfg, add_pooling_layer=False).eval()
+    # numpy's generator, parameters in sorted-name order: the same weights on
+    # any machine and torch version, so outputs made on the GPU machine can
+    # be compared with the CPU engine elsewhere (tests/cuda/compare_cpu.sh)
+    rng = np.random.default_rng(1234)
     with torch.no_grad():
-        for n, p in m.named_parameters():
+        for n, p in sorted(m.named_parameters()):
+            shape = tuple(p.shape)
             if "LayerNorm.weight" in n:
-                p.copy_(1 + 0.2 * torch.randn_like(p))
+                v = 1 + 0.2 * rng.standard_normal(shape)
             elif n.endswith("bias"):
-                p.copy_(0.1 * torch.randn_like(p))
+                v = 0.1 * rng.standard_normal(shape)
+            else:
+                v = 0.02 * rng.standard_normal(shape)
+            p.copy_(torch.from_numpy(v.astype(np.float32)))
     hf = os.path.join(root, name + "-hf")
     m.save_pretrained(hf, safe_serialization=True)
     os.makedirs(os.path.join(hf, "1_Pooling"), exist_ok=True)
@@ -102,11 +109,12 @@ def write_seqs(path, seqs):
 
 
 def reference(m, seqs):
-    m = m.cuda()
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    m = m.to(dev)
     out = []
     with torch.no_grad():
         for s in seqs:
-            ids = torch.from_numpy(s.astype(np.int64))[None].cuda()
+            ids = torch.from_numpy(s.astype(np.int64))[None].to(dev)
             h = m(input_ids=ids, token_type_ids=torch.zeros_like(ids)).last_hidden_state[0]
             out.append(torch.nn.functional.normalize(h.mean(0), dim=0).cpu().numpy())
     m.cpu()

@@ -12,8 +12,8 @@ WORK=${WORK:-/tmp/posy-e2e}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv | tee "$OUT/labs.log"
 cmake -S . -B "$BUILD" -DPOSY_ENGINE_ONLY=ON -DPOSY_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
-  > "$OUT/build.log" 2>&1 && cmake --build "$BUILD" -j"$(nproc)" >> "$OUT/build.log" 2>&1
-if [ $? -ne 0 ]; then grep -E "error|Error" "$OUT/build.log" | head -40; echo "BUILD FAILED"; exit 1; fi
+  > /tmp/posy_build.log 2>&1 && cmake --build "$BUILD" -j"$(nproc)" >> /tmp/posy_build.log 2>&1
+if [ $? -ne 0 ]; then cp /tmp/posy_build.log "$OUT/build.log"; grep -E "error|Error" /tmp/posy_build.log | head -40; echo "BUILD FAILED"; exit 1; fi
 echo "build ok"
 status=0
 for lab in lab_norm lab_pool lab_gemm lab_attn; do
@@ -26,6 +26,8 @@ grep -E "FAIL|bench" "$OUT/labs.log" | head -80
 PYTHONUNBUFFERED=1 python3 tests/cuda/e2e_vs_transformers.py "$BUILD" "$WORK" 2>&1 \
   | grep -v "Writing model shards" | tee "$OUT/e2e.log"
 [ ${PIPESTATUS[0]} -ne 0 ] && status=1
+# single-sequence GPU embeddings, for tests/cuda/compare_cpu.py (CPU engine) elsewhere
+cp "$WORK"/*-gpu.single.bin "$OUT"/ 2>/dev/null
 if [ -n "$SANITIZE" ] && command -v compute-sanitizer >/dev/null; then
   for lab in lab_norm lab_pool lab_attn; do
     LAB_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 3 "./$BUILD/$lab" > /tmp/sanitize_$lab.log 2>&1

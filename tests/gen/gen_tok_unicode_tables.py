@@ -75,14 +75,42 @@ def emit_map(name, pairs):
     print(f"#define {name.upper()}_N {len(pairs)}")
 
 
+class _Prop(ctypes.Structure):
+    _fields_ = [("category", ctypes.c_int16), ("combining_class", ctypes.c_int16)]
+
+
+u.utf8proc_get_property.restype = ctypes.POINTER(_Prop)
+
+
+def ccc_zero_in_reference(nfd):
+    """Code points with a combining class in utf8proc that the reference's
+    (older) normalization tables treat as starters: it does not reorder them."""
+    out = set()
+    for c in range(0x300, 0x110000):
+        if 0xD800 <= c < 0xE000:
+            continue
+        k = u.utf8proc_get_property(c).contents.combining_class
+        x = chr(c)
+        if k == 0 or nfd.normalize_str(x) != x:
+            continue
+        if k > 1:
+            moved = nfd.normalize_str("a" + x + "\u0334") == "a\u0334" + x
+        else:
+            moved = nfd.normalize_str("a\u0301" + x) == "a" + x + "\u0301"
+        if not moved:
+            out.add(c)
+    return out
+
+
 def main():
     clean = N.BertNormalizer(clean_text=True, handle_chinese_chars=False, strip_accents=False, lowercase=False)
     strip = N.BertNormalizer(clean_text=False, handle_chinese_chars=False, strip_accents=True, lowercase=False)
     lower = N.Lowercase()
     nfd, nfkd = N.NFD(), N.NFKD()
+    strip_acc = N.StripAccents()
     chin = N.BertNormalizer(clean_text=False, handle_chinese_chars=True, strip_accents=False, lowercase=False)
     bert = P.BertPreTokenizer()
-    punct, ws, control, mn, chinese = set(), set(), set(), set(), set()
+    punct, ws, control, mn, chinese, marks = set(), set(), set(), set(), set(), set()
     lower_x, nfd_x, nfkd_x = [], [], []
     for c in range(1, 0x110000):
         if 0xD800 <= c < 0xE000:
@@ -95,6 +123,8 @@ def main():
             ws.add(c)
         if clean.normalize_str(ch) == "":
             control.add(c)
+        if strip_acc.normalize_str(ch) == "":
+            marks.add(c)
         if chin.normalize_str(ch) == " " + ch + " ":
             chinese.add(c)
         d = nfd.normalize_str(ch)
@@ -119,6 +149,8 @@ def main():
     emit_ranges("tok_tab_bert_control", control)
     emit_ranges("tok_tab_nonspacing_mark", mn)
     emit_ranges("tok_tab_chinese", chinese)
+    emit_ranges("tok_tab_combining_mark", marks)
+    emit_ranges("tok_tab_ccc_zero", ccc_zero_in_reference(nfd))
     emit_map("tok_tab_lower_x", lower_x)
     emit_map("tok_tab_nfd_x", nfd_x)
     emit_map("tok_tab_nfkd_x", nfkd_x)

@@ -19,7 +19,7 @@ import time
 import numpy as np
 import pytest
 
-from grpc_util import (POSY_BIN, POSY_MODEL, free_port, http_post, openai_vectors, start_gateway, start_serve,
+from grpc_util import (POSY_BIN, POSY_MODEL, free_port, http_get, http_post, openai_vectors, start_gateway, start_serve,
                        start_worker, wait_serving, worker_requests, Proc)
 
 
@@ -69,6 +69,12 @@ def test_2000_inputs_equal_posy_serve_and_reach_every_worker(cluster, serve_refe
     after = [worker_requests(w.addr) for w in workers]
     for w, b, a in zip(workers, before, after):
         assert a > b, f"worker {w.addr} received no chunk ({b} -> {a})"
+    st, metrics = http_get(gw.port, "/metrics")
+    assert st == 200
+    for w in workers:
+        line = f'posy_gateway_worker_chunks_total{{worker="{w.addr}",result="ok"}} '
+        assert line in metrics.decode(), metrics.decode()[-2000:]
+        assert int(metrics.decode().split(line)[1].split()[0]) > 0
 
 
 def test_tei_route_through_the_gateway(cluster, serve_reference):
@@ -159,6 +165,7 @@ def test_all_workers_gone_503_then_recovery(cluster, serve_reference):
         assert st == 503, body
     st, body = http_post(gw.port, "/embed", {"inputs": texts[:2]}, timeout=5)
     assert st == 503, body
+    assert http_get(gw.port, "/health")[0] == 503
     # One worker returns: the gateway serves again.
     workers[1] = start_worker(workers[1].port)
     deadline = time.time() + 30
@@ -170,6 +177,7 @@ def test_all_workers_gone_503_then_recovery(cluster, serve_reference):
         time.sleep(0.1)
     assert st == 200, body
     close(openai_vectors(body), ref[:8])
+    assert http_get(gw.port, "/health")[0] == 200
     workers[0] = start_worker(workers[0].port)
     workers[2] = start_worker(workers[2].port)
 

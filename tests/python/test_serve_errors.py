@@ -256,3 +256,63 @@ def test_sigterm_drains_every_accepted_request(posy_bin, posy_model):
             requests.post(s.url + "/embed", json={"inputs": "late"}, timeout=2)
     finally:
         s.stop()
+
+
+# ---- the command line ------------------------------------------------------
+
+def test_help_and_bad_flags(posy_bin, posy_model):
+    import subprocess
+    r = subprocess.run([posy_bin, "serve", "--help"], capture_output=True, timeout=10)
+    assert r.returncode == 0
+    for flag in ("--model", "--port", "--host", "--device", "--max-batch-tokens", "--max-batch-seqs",
+                 "--max-concurrent", "--max-client-batch", "--max-body-bytes", "--engine", "POSY_PORT"):
+        assert flag.encode() in r.stdout, flag
+    for args, env, needle in [(["--frobnicate"], {}, b"--frobnicate"), (["--port", "http"], {}, b"--port"),
+                              ([], {"POSY_MAX_CONCURRENT": "-3"}, b"POSY_MAX_CONCURRENT"),
+                              (["--device", "tpu"], {}, b"--device"), (["--engine", "fast"], {}, b"--engine")]:
+        import os
+        r = subprocess.run([posy_bin, "serve", "--model", posy_model, *args], capture_output=True, timeout=10,
+                           env={**os.environ, **env})
+        assert r.returncode == 2 and needle in r.stderr, (args, env, r.stderr)
+    r = subprocess.run([posy_bin, "serve", "--model", "/nonexistent-model-dir"], capture_output=True, timeout=10)
+    assert r.returncode == 1 and b"/nonexistent-model-dir" in r.stderr
+
+
+def test_env_configures_the_server(posy_bin, posy_model):
+    s = Server(posy_bin, posy_model, "--engine", "noop", env={"POSY_MAX_CLIENT_BATCH": "3", "POSY_MAX_BATCH_SEQS": "7"})
+    try:
+        info = requests.get(s.url + "/info").json()
+        assert info["max_client_batch_size"] == 3 and info["max_batch_requests"] == 7
+        assert requests.post(s.url + "/embed", json={"inputs": ["a"] * 4}).status_code == 422
+        log = s.output()
+        assert "all-MiniLM-L6-v2" in log and "384 dims" in log and "max_client_batch 3" in log
+    finally:
+        assert s.stop() == 0
+
+
+def test_mutated_bodies_never_break_the_server(server):
+    """300 random mutations (byte flips, cuts, splices) of valid bodies: every
+    answer is a status from the table with a JSON body, and the server lives."""
+    import random
+    rng = random.Random(11)
+    seeds = [json.dumps({"input": ["hello world", "second input"], "dimensions": 16}).encode(),
+             json.dumps({"input": [[101, 7592, 102]], "encoding_format": "base64"}).encode(),
+             json.dumps({"inputs": "a text", "truncate": True, "normalize": False}).encode()]
+    for i in range(300):
+        b = bytearray(rng.choice(seeds))
+        for _ in range(rng.randint(1, 4)):
+            op = rng.randrange(3)
+            p = rng.randrange(len(b))
+            if op == 0:
+                b[p] = rng.randrange(256)
+            elif op == 1:
+                del b[p:p + rng.randint(1, 8)]
+            else:
+                b[p:p] = rng.choice([b"[", b"]", b"{", b"\"", b"\\u", b"\xff", b"1e999", b"-", b",", b"null"])
+        path = "/v1/embeddings" if i % 2 else "/embed"
+        r = post_raw(server, path, bytes(b))
+        assert r.status_code in (200, 400, 413, 422), (bytes(b), r.status_code, r.text)
+        j = r.json()
+        if r.status_code != 200:
+            assert "error" in j
+    still_serving(server)

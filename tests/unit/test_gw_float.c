@@ -165,6 +165,44 @@ static void test_json_array(void) {
     gw_buf_free(&b);
 }
 
+/* gw_json_floats has an inlined fast path for 1e-4 <= |f| < 1; its text
+ * must be exactly gw_float_fmt's (which round-trips), float for float. */
+static void test_array_fast_path_matches(void) {
+    enum { N = 1000 };
+    static float v[N];
+    gw_buf b = {0}, want = {0};
+    int mismatches = 0;
+    for (int round = 0; round < 2000; round++) {
+        for (int i = 0; i < N; i++) {
+            uint32_t r = next_u32();
+            if (round % 4 == 3) {   /* any bit pattern, NaN/Inf included */
+                memcpy(&v[i], &r, 4);
+            } else {                /* embedding-like, and the fast path's edges */
+                v[i] = (float)((double)r / 4294967296.0 * 2 - 1) * (round % 4 == 1 ? 1e-3f : 1.0f);
+                if (i % 97 == 0) {
+                    static const uint32_t edges[] = {0x38d1b717u, 0x38d1b718u, 0x3a83126eu, 0x3a83126fu, 0x3c23d70au,
+                                                     0x3c23d70bu, 0x3dcccccdu, 0x3dccccccu, 0x3f7fffffu, 0x3f800000u};
+                    uint32_t e = edges[(i / 97) % 10] | (r & 0x80000000u);
+                    memcpy(&v[i], &e, 4);
+                }
+            }
+        }
+        b.len = want.len = 0;
+        gw_json_floats(&b, v, N);
+        gw_buf_putc(&want, '[');
+        for (int i = 0; i < N; i++) {
+            char t[GW_FLOAT_MAX];
+            if (i) gw_buf_putc(&want, ',');
+            gw_buf_put(&want, t, (size_t)gw_float_fmt(v[i], t));
+        }
+        gw_buf_putc(&want, ']');
+        if (b.len != want.len || memcmp(b.p, want.p, b.len)) mismatches++;
+    }
+    CHECK_EQ_INT(mismatches, 0);
+    gw_buf_free(&b);
+    gw_buf_free(&want);
+}
+
 /* Reference: one output character at a time from the bit stream. */
 static size_t b64_ref(const unsigned char *s, size_t n, char *out) {
     static const char a[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
@@ -206,5 +244,5 @@ static void test_base64(void) {
     gw_buf_free(&b);
 }
 
-TEST_MAIN(TEST(test_round_trip_random), TEST(test_round_trip_edges), TEST(test_text_form), TEST(test_json_array),
+TEST_MAIN(TEST(test_round_trip_random), TEST(test_round_trip_edges), TEST(test_text_form), TEST(test_json_array), TEST(test_array_fast_path_matches),
           TEST(test_base64))

@@ -131,6 +131,7 @@ static void test_nfc_nfd(void) {
     load_buf(&b, "a\xCC\x81\xCC\xA3");
     CHECK(tok_unorm_apply(TOK_N_NFD, &b, &s) == 0);
     CHECK(b.len == 5 && !memcmp(b.b, "a\xCC\xA3\xCC\x81", 5));
+    CHECK(b.al[1].s == 1 && b.al[3].s == 3); /* spans stay in place (HF) */
     tok_buf_free(&b);
     tok_buf_free(&s.tmp);
     free(s.cps.p);

@@ -83,7 +83,9 @@ static inline float exp_nonpos(float x) {
  * x86-64, the clones let the vector loops use AVX2 / AVX-512 where present. */
 ENG_CPU_CLONES static void softmax_row(float *row, int lim, int n_keys) {
     float mx = row[0], sum = 0.0f;
+#if !defined(__clang__) /* clang cannot vectorise a float max without fast-math, and warns */
 #pragma omp simd reduction(max : mx)
+#endif
     for (int j = 1; j < lim; j++) mx = row[j] > mx ? row[j] : mx;
 #pragma omp simd reduction(+ : sum)
     for (int j = 0; j < lim; j++) {

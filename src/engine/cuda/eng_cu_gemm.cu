@@ -30,7 +30,7 @@ typedef struct gemm_entry {
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulHeuristicResult_t cand[GEMM_CANDIDATES];
     int n_cand;
-    int best;        /* index into cand used by eng_cu_gemm */
+    int best;        /* index into cand used by eng_cu_gemm; -1: the skinny kernel */
     int tuned;       /* candidates timed (or tuning impossible) */
     float best_us;
 } gemm_entry;
@@ -140,6 +140,9 @@ static gemm_entry *entry_get(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, c
 
 static cublasStatus_t run(eng_cu_gemm_ctx *g, gemm_entry *e, int which, cudaStream_t s,
                           const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y) {
+    if (which < 0)
+        return eng_cu_gemm_small(s, X, W, bias, R, Y, e->M, e->N, e->K, e->epi) == cudaSuccess
+                   ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
     if (e->epi != ENG_CU_EPI_NONE) {
         cublasStatus_t st = cublasLtMatmulDescSetAttribute(
             e->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof bias);
@@ -158,14 +161,15 @@ static void tune(eng_cu_gemm_ctx *g, gemm_entry *e, cudaStream_t s, const bf16 *
                  const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y) {
     e->tuned = 1;
     cudaStreamCaptureStatus cs;
-    if (!g->tune || e->n_cand < 2 || cudaStreamIsCapturing(s, &cs) != cudaSuccess ||
+    if (!g->tune || cudaStreamIsCapturing(s, &cs) != cudaSuccess ||
         cs != cudaStreamCaptureStatusNone)
         return;
     cudaEvent_t a, b;
     if (cudaEventCreate(&a) != cudaSuccess) return;
     if (cudaEventCreate(&b) != cudaSuccess) { cudaEventDestroy(a); return; }
     float best = 1e30f;
-    for (int i = 0; i < e->n_cand; i++) {
+    const int first = eng_cu_gemm_small_ok(e->M, e->N, e->K) ? -1 : 0;
+    for (int i = first; i < e->n_cand; i++) {
         if (run(g, e, i, s, X, W, bias, R, Y) != CUBLAS_STATUS_SUCCESS) continue;
         cudaEventRecord(a, s);
         for (int r = 0; r < 3; r++) run(g, e, i, s, X, W, bias, R, Y);

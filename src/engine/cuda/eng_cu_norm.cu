@@ -39,7 +39,9 @@ static __device__ __forceinline__ void store8(bf16 *p, const float *v) {
     *(uint4 *)p = u;
 }
 
-/* LayerNorm of the row held in v (chunks c = lane + 32*i), written to out. */
+/* LayerNorm of the row held in v (chunks c = lane + 32*i), written to out.
+ * For rows of <= 1024 values gamma and beta are loaded first, alongside
+ * the row, so that a short batch pays one memory round trip, not two. */
 template <int MAXC>
 static __device__ __forceinline__ void ln_finish(float (*v)[8], int H, const float *gamma,
                                                  const float *beta, bf16 *out, float eps) {
@@ -67,6 +69,25 @@ static __device__ __forceinline__ void ln_finish(float (*v)[8], int H, const flo
             for (int j = 0; j < 8; j++)
                 y[j] = (v[i][j] - mean) * rstd * gamma[c * 8 + j] + beta[c * 8 + j];
             store8(out + c * 8, y);
+        }
+    }
+}
+
+/* add_ln's short-row path: parameters held in registers from the start. */
+template <int MAXC>
+static __device__ __forceinline__ void load_params(const float *gamma, const float *beta, int H,
+                                                   float (*g)[8], float (*b)[8]) {
+    const int lane = threadIdx.x & 31, nc = H >> 3;
+#pragma unroll
+    for (int i = 0; i < MAXC; i++) {
+        const int c = lane + 32 * i;
+        if (c < nc) {
+            const float4 *gp = (const float4 *)(gamma + c * 8), *bp = (const float4 *)(beta + c * 8);
+            float4 g0 = gp[0], g1 = gp[1], b0 = bp[0], b1 = bp[1];
+            g[i][0] = g0.x; g[i][1] = g0.y; g[i][2] = g0.z; g[i][3] = g0.w;
+            g[i][4] = g1.x; g[i][5] = g1.y; g[i][6] = g1.z; g[i][7] = g1.w;
+            b[i][0] = b0.x; b[i][1] = b0.y; b[i][2] = b0.z; b[i][3] = b0.w;
+            b[i][4] = b1.x; b[i][5] = b1.y; b[i][6] = b1.z; b[i][7] = b1.w;
         }
     }
 }
@@ -104,9 +125,55 @@ __global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
 add_ln_kernel(const bf16 *x, const bf16 *res, const float *gamma, const float *beta, bf16 *out,
               int rows, const int *n_rows_dev, int H, float eps) {
     const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
+    if (row >= rows) return;
+    const int lane = threadIdx.x & 31, nc = H >> 3;
+    if (MAXC <= 4) {
+        /* rows below the bucket bound are valid memory: load the row and the
+         * parameters before the real row count arrives (one round trip) */
+        float v[MAXC][8], g[MAXC][8], b[MAXC][8];
+#pragma unroll
+        for (int i = 0; i < MAXC; i++) {
+            const int c = lane + 32 * i;
+            if (c < nc) {
+                load8(x + (size_t)row * H + c * 8, v[i]);
+                if (res) {
+                    float a[8];
+                    load8(res + (size_t)row * H + c * 8, a);
+#pragma unroll
+                    for (int j = 0; j < 8; j++) v[i][j] += a[j];
+                }
+            }
+        }
+        load_params<MAXC>(gamma, beta, H, g, b);
+        if (n_rows_dev && row >= *n_rows_dev) return;
+        float s = 0.f;
+#pragma unroll
+        for (int i = 0; i < MAXC; i++)
+            if (lane + 32 * i < nc)
+#pragma unroll
+                for (int j = 0; j < 8; j++) s += v[i][j];
+        const float mean = warp_sum(s) / (float)H;
+        float q = 0.f;
+#pragma unroll
+        for (int i = 0; i < MAXC; i++)
+            if (lane + 32 * i < nc)
+#pragma unroll
+                for (int j = 0; j < 8; j++) { float d = v[i][j] - mean; q += d * d; }
+        const float rstd = rsqrtf(warp_sum(q) / (float)H + eps);
+#pragma unroll
+        for (int i = 0; i < MAXC; i++) {
+            const int c = lane + 32 * i;
+            if (c < nc) {
+                float y[8];
+#pragma unroll
+                for (int j = 0; j < 8; j++) y[j] = (v[i][j] - mean) * rstd * g[i][j] + b[i][j];
+                store8(out + (size_t)row * H + c * 8, y);
+            }
+        }
+        return;
+    }
     const int n = n_rows_dev ? min(*n_rows_dev, rows) : rows;
     if (row >= n) return;
-    const int lane = threadIdx.x & 31, nc = H >> 3;
     float v[MAXC][8];
 #pragma unroll
     for (int i = 0; i < MAXC; i++) {

