@@ -223,3 +223,39 @@ def test_missing_tokenizer_json(posy, tmp_path):
 def test_garbage_tokenizer_json(posy, tmp_path):
     d = variant(posy.model, tmp_path, "bad_tokenizer", "tokenizer.json", b'{"model": 42}')
     expect_model_error(posy, d, "tokenizer.json")
+
+
+def test_invalid_utf8_line_is_an_error_naming_the_text(posy):
+    r = posy.run("embed", "--model", posy.model, "--device", "cpu", input=b"fine\nbad \xff\xfe bytes\n")
+    assert_signal_free(r)
+    assert r.returncode == 1
+    assert b"input text 2" in r.stderr
+
+
+def test_progress_bar_only_on_a_terminal(posy):
+    import pty
+    import subprocess
+    texts = "".join(f"sentence number {i}\n" for i in range(40)).encode()
+    # stderr a pipe: no bar, no carriage returns.
+    r = posy.run("embed", "--model", posy.model, "--device", "cpu", input=texts)
+    assert r.returncode == 0 and b"\r" not in r.stderr and b"texts/s" not in r.stderr
+    # stderr a terminal: the bar is drawn and ends at 40/40.
+    master, slave = pty.openpty()
+    p = subprocess.Popen([posy.binary, "embed", "--model", posy.model, "--device", "cpu"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    out, _ = p.communicate(texts, timeout=600)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    tty_err = b"".join(chunks)
+    assert p.returncode == 0
+    assert len(out.splitlines()) == 40
+    assert b"40/40 texts" in tty_err, tty_err[-300:]
