@@ -6,7 +6,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 APT_PKGS=(build-essential cmake pkg-config git unzip python3 python3-pip
-  libjansson-dev libopenblas-dev libpcre2-dev libutf8proc-dev
+  libjansson-dev libopenblas-dev libopenblas-openmp-dev libpcre2-dev libutf8proc-dev
   libh2o-evloop-dev libgrpc-dev libprotobuf-c-dev protobuf-c-compiler
   clang libclang-rt-14-dev wrk)
 

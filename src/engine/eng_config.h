@@ -38,11 +38,19 @@ typedef struct eng_config {
     eng_prompt prompts[ENG_MAX_PROMPTS];
     int n_prompts;
     char default_prompt_name[64];
+    /* additions */
+    int max_position_embeddings; /* rows of the position table as stored (= info.max_positions + position_offset) */
+    int do_lower_case;           /* sentence_bert_config.json: lowercase text before tokenizing */
+    int pool_include_prompt;     /* Pooling include_prompt (default 1); 0 is logged, not applied */
 } eng_config;
 
 int eng_config_load(eng_config *c, const char *model_dir, posy_err *err);
 void eng_config_free(eng_config *c);
 /* Prompt text by name, or NULL. */
 const char *eng_config_prompt(const eng_config *c, const char *name);
+
+/* The sentence-transformers half of eng_config_load (eng_config_st.c):
+ * pooling, normalize, max_seq_len, prompts.  Needs info.max_positions. */
+int eng_config_load_st(eng_config *c, const char *model_dir, posy_err *err);
 
 #endif

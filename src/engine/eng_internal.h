@@ -29,7 +29,8 @@ typedef struct eng_bert_layer {
 
 typedef struct eng_bert_weights {
     const float *word_emb;          /* [vocab, H] */
-    const float *pos_emb;           /* [max_positions, H] */
+    const float *pos_emb;           /* the stored table [cfg.max_position_embeddings, H], row 0 first:
+                                       position i of a sequence reads row i + cfg.position_offset */
     const float *type_emb;          /* [type_vocab, H] or NULL */
     const float *emb_ln_g, *emb_ln_b;
     eng_bert_layer *layers;         /* [n_layers] */
@@ -44,6 +45,33 @@ typedef struct eng_bert_weights {
 int eng_bert_weights_load(eng_bert_weights *w, const eng_config *cfg, const eng_st_file *st,
                           posy_err *err);
 void eng_bert_weights_free(eng_bert_weights *w);
+
+/* One Qwen3 decoder layer, fp32, nn.Linear layout [out, in].  Q, K and V
+ * are stacked into one [(heads + 2*kv_heads) * head_dim, H] matrix, gate and
+ * up into one [2I, H], so one GEMM computes each group (eng_qwen3_weights.c). */
+typedef struct eng_qwen3_layer {
+    const float *qkv_w, *qkv_b;     /* [(nh+2nkv)d, H], bias or NULL (attention_bias) */
+    const float *o_w, *o_b;         /* [H, nh*d], bias or NULL */
+    const float *q_norm, *k_norm;   /* [head_dim] */
+    const float *ln1, *ln2;         /* input_layernorm, post_attention_layernorm [H] */
+    const float *gu_w;              /* [2I, H]: gate rows then up rows */
+    const float *down_w;            /* [H, I] */
+} eng_qwen3_layer;
+
+typedef struct eng_qwen3_weights {
+    const float *embed;             /* [vocab, H] */
+    const float *norm;              /* final RMSNorm [H] */
+    eng_qwen3_layer *layers;
+    int n_layers;
+    float *owned;
+    size_t owned_floats;
+} eng_qwen3_weights;
+
+/* Load a Qwen3 model's weights (prefix "" or "model."; an lm_head, tied or
+ * not, is ignored: embeddings need the hidden states only). */
+int eng_qwen3_weights_load(eng_qwen3_weights *w, const eng_config *cfg, const eng_st_file *st,
+                           posy_err *err);
+void eng_qwen3_weights_free(eng_qwen3_weights *w);
 
 typedef struct eng_backend_ops {
     const char *name;                                   /* "cpu", "cuda" */
@@ -60,6 +88,7 @@ struct posy_engine {
     eng_config cfg;
     eng_st_file st;
     eng_bert_weights bert;
+    eng_qwen3_weights qwen3;                            /* arch "qwen3" (bert then unused) */
     posy_engine_opts opts;
     const eng_backend_ops *ops;
     void *backend;                                      /* backend-private state */

@@ -34,6 +34,7 @@ typedef struct eng_st_tensor {
     int64_t numel;
     const void *data;            /* points into the mapping */
     size_t nbytes;
+    int shard;                   /* index into eng_st_file.shard_paths (sharded models), else 0 */
 } eng_st_tensor;
 
 typedef struct eng_st_file {
@@ -42,6 +43,11 @@ typedef struct eng_st_file {
     int owns_map;
     eng_st_tensor *tensors;      /* sorted by name */
     int n_tensors;
+    /* Sharded models (eng_st_open_dir on a model.safetensors.index.json):
+     * one mapping and one path per shard; `map` is then unused. */
+    posy_map *shard_maps;
+    char **shard_paths;
+    int n_shards;
 } eng_st_file;
 
 /* Map and parse a file.  On error nothing stays open. */
@@ -57,5 +63,33 @@ const eng_st_tensor *eng_st_find(const eng_st_file *f, const char *name);
  * exactly dims[0..ndim).  Error messages name the file and tensor. */
 int eng_st_read_f32(const eng_st_file *f, const char *name, int ndim, const int64_t *dims,
                     float *dst, posy_err *err);
+
+/* ---- additions ---------------------------------------------------------- */
+
+/* Largest header accepted (the reference implementation's own bound). */
+#define ENG_ST_MAX_HEADER 100000000ull
+
+/* Open the weights of a model directory: `model.safetensors` when present,
+ * else `model.safetensors.index.json` and every shard it names (all shards
+ * are mapped; tensors from all of them are merged into one sorted table, a
+ * name present in two shards or a weight_map entry missing from its shard
+ * is an error).  Neither file present: an error that says so. */
+int eng_st_open_dir(eng_st_file *f, const char *model_dir, posy_err *err);
+
+/* The file a tensor lives in (the shard for sharded models), for messages. */
+const char *eng_st_tensor_file(const eng_st_file *f, const eng_st_tensor *t);
+
+/* Check that `t` is F32/F16/BF16 with shape exactly dims[0..ndim); the
+ * message names the file and tensor. */
+int eng_st_check(const eng_st_file *f, const eng_st_tensor *t, int ndim, const int64_t *dims,
+                 posy_err *err);
+
+/* Convert all t->numel elements to fp32 (t must be F32/F16/BF16; returns -1
+ * otherwise).  Reads the mapping bytewise, so unaligned data is fine. */
+int eng_st_tensor_to_f32(const eng_st_tensor *t, float *dst);
+
+/* IEEE half and bfloat16 (raw bits) to float, exact. */
+float eng_f16_to_f32(uint16_t h);
+float eng_bf16_to_f32(uint16_t h);
 
 #endif

@@ -24,12 +24,17 @@ typedef struct posy_engine posy_engine;
 typedef enum { POSY_DEVICE_CPU = 0, POSY_DEVICE_CUDA = 1, POSY_DEVICE_AUTO = 2 } posy_device_kind;
 typedef enum { POSY_POOL_MEAN = 0, POSY_POOL_CLS = 1, POSY_POOL_LAST = 2 } posy_pooling;
 
+/* Attention direction: as config.json says (decoders: causal unless
+ * "is_causal": false / "use_bidirectional_attention": true), or forced. */
+typedef enum { POSY_ATTN_MODEL = 0, POSY_ATTN_CAUSAL = 1, POSY_ATTN_BIDIRECTIONAL = 2 } posy_attention;
+
 typedef struct posy_engine_opts {
     posy_device_kind device;   /* AUTO: CUDA when a usable GPU is present, else CPU */
     int device_index;          /* CUDA ordinal */
     int n_threads;             /* CPU threads; 0 = all cores */
     int max_batch_tokens;      /* largest batch the engine must accept (sizes arenas); 0 = default 16384 */
     int max_batch_seqs;        /* largest number of sequences in one batch; 0 = default 1024 */
+    posy_attention attention;  /* --attention override; 0 = as the model says */
 } posy_engine_opts;
 
 /* What the model is, as read from its directory. */

@@ -1,0 +1,175 @@
+/* bench_gpu: the CUDA engine's speed on one model, printed as JSON lines
+ * in the same shape as ../shared/bench/hf_peer.py so the two can be put
+ * side by side (bench/bench_gpu.sh runs both in one call).
+ *
+ *   bench_gpu MODEL_DIR NAME      (a tests/cuda/make_models.py folder)
+ *
+ * - latency: one query of 16 and 64 tokens; per step the GPU time of the
+ *   forward (CUDA events around the graph launch) and the wall time of
+ *   step + wait including packing and both copies;
+ * - batch: equal lengths 128 and 512 at 256 .. 65536 tokens per step, and
+ *   random lengths 16..512 filling the same budgets; steps are pipelined
+ *   (submitted without waiting, up to the engine's staging slots), tokens/s
+ *   from wall time over all steps;
+ * - mixed: 64 sequences of random lengths 16..512 in one step (the peer's
+ *   mixed case);
+ * - saturation: the smallest tokens per step reaching 90% of the peak.
+ * With --once TOKENS it runs one eager forward of one query and exits, for
+ * a kernel profiler (bench_gpu.sh runs it under ncu when present).
+ * Token ids are random: speed does not depend on them.
+ */
+#include "gpu_harness.h"
+#include "posy_clock.h"
+
+static uint64_t rng = 42;
+static int rnd(int lo, int hi) { /* [lo, hi] */
+    rng = rng * 6364136223846793005ull + 1442695040888963407ull;
+    return lo + (int)((rng >> 33) % (uint64_t)(hi - lo + 1));
+}
+
+static void make(gh_batch *g, const int *lens, int k, int vocab, int H) {
+    int T = 0;
+    for (int i = 0; i < k; i++) T += lens[i];
+    gh_seqs s;
+    s.n = k;
+    s.lens = (int32_t *)lens;
+    s.off = (int32_t *)calloc((size_t)k + 1, 4);
+    s.ids = (int32_t *)malloc((size_t)T * 4);
+    for (int i = 0; i < k; i++) s.off[i + 1] = s.off[i] + lens[i];
+    for (int t = 0; t < T; t++) s.ids[t] = rnd(1000, vocab - 1);
+    int *idx = (int *)malloc((size_t)k * sizeof(int));
+    for (int i = 0; i < k; i++) idx[i] = i;
+    gh_batch_make(g, &s, idx, k, H, 0);
+    free(idx); free(s.off); free(s.ids);
+}
+
+/* Run `steps` pipelined steps of batch g; returns wall seconds. */
+static double pipelined(posy_engine *e, gh_batch *g, int steps) {
+    posy_err err;
+    posy_result r[8];
+    int sub = 0, got = 0;
+    const double t0 = posy_now_s();
+    while (got < steps) {
+        if (sub < steps) {
+            if (e->ops->submit(e, &g->b, &err)) { fprintf(stderr, "submit: %s\n", err.msg); exit(1); }
+            sub++;
+        }
+        got += e->ops->poll(e, r, 8, sub == steps);
+    }
+    return posy_now_s() - t0;
+}
+
+static void latency(posy_engine *e, const char *name, int L, int vocab, int H) {
+    gh_batch g;
+    make(&g, &L, 1, vocab, H);
+    for (int i = 0; i < 5; i++) gh_run_sync(e, &g);
+    eng_cu_stats a, b;
+    eng_cuda_stats(e, &a);
+    const int n = 300;
+    const double t0 = posy_now_s();
+    for (int i = 0; i < n; i++) gh_run_sync(e, &g);
+    const double wall = posy_now_s() - t0;
+    eng_cuda_stats(e, &b);
+    printf("{\"kind\": \"latency\", \"model\": \"%s\", \"seq\": %d, \"batch\": 1, \"mode\": \"posy-cuda-graph\", "
+           "\"gpu_us\": %.2f, \"wall_us\": %.2f}\n", name, L, (b.gpu_ms - a.gpu_ms) / n * 1e3,
+           wall / n * 1e6);
+    fflush(stdout);
+    gh_batch_free(&g);
+}
+
+static double throughput(posy_engine *e, const char *name, const char *pattern, int L, int tokens,
+                         int vocab, int H) {
+    int lens[4096], k = 0, T = 0;
+    if (L > 0) {
+        for (k = 0; k < tokens / L && k < 4096; k++) lens[k] = L;
+        if (k == 0) lens[k++] = tokens;
+    } else {
+        while (k < 4096) {
+            int l = rnd(16, 512);
+            if (T + l > tokens) break;
+            lens[k++] = l;
+            T += l;
+        }
+        if (k == 0) lens[k++] = tokens;
+    }
+    gh_batch g;
+    make(&g, lens, k, vocab, H);
+    for (int i = 0; i < 3; i++) gh_run_sync(e, &g);
+    int steps = (int)(3e6 / g.b.n_tokens);
+    if (steps < 12) steps = 12;
+    if (steps > 2000) steps = 2000;
+    eng_cu_stats a, b;
+    eng_cuda_stats(e, &a);
+    const double s = pipelined(e, &g, steps);
+    eng_cuda_stats(e, &b);
+    const double tps = (double)g.b.n_tokens * steps / s;
+    printf("{\"kind\": \"batch\", \"model\": \"%s\", \"pattern\": \"%s\", \"seq\": %d, \"batch\": %d, "
+           "\"tokens\": %d, \"steps\": %d, \"ms\": %.4f, \"gpu_ms\": %.4f, \"tok_per_s\": %.0f}\n",
+           name, pattern, L, k, g.b.n_tokens, steps, s / steps * 1e3, (b.gpu_ms - a.gpu_ms) / steps, tps);
+    fflush(stdout);
+    gh_batch_free(&g);
+    return tps;
+}
+
+int main(int argc, char **argv) {
+    if (argc != 3 && !(argc == 5 && !strcmp(argv[3], "--once"))) {
+        fprintf(stderr, "usage: %s MODEL_DIR NAME [--once TOKENS]\n", argv[0]);
+        return 2;
+    }
+    posy_err err;
+    posy_engine *e = gh_open(argv[1], argc == 5 ? 4096 : 65536, 2048, &err);
+    if (!e) { fprintf(stderr, "open: %s\n", err.msg); return 1; }
+    const int H = e->cfg.info.hidden, V = e->cfg.info.vocab;
+    const char *name = argv[2];
+    if (argc == 5) { /* one eager forward of one query, for a profiler (ncu) */
+        int L = atoi(argv[4]);
+        gh_batch g;
+        make(&g, &L, 1, V, H);
+        int rc = gh_run_sync(e, &g);
+        gh_batch_free(&g);
+        e->ops->close(e);
+        return rc ? 1 : 0;
+    }
+    latency(e, name, 16, V, H);
+    latency(e, name, 64, V, H);
+    if (getenv("BENCH_LATENCY_ONLY")) { e->ops->close(e); return 0; }
+    const int budgets[] = {256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
+    const int nb = (int)(sizeof budgets / sizeof *budgets);
+    const char *pats[] = {"equal128", "equal512", "random16-512"};
+    const int Ls[] = {128, 512, 0};
+    for (int p = 0; p < 3; p++) {
+        double tps[16], peak = 0;
+        for (int i = 0; i < nb; i++) {
+            tps[i] = Ls[p] > budgets[i] ? 0 : throughput(e, name, pats[p], Ls[p], budgets[i], V, H);
+            if (tps[i] > peak) peak = tps[i];
+        }
+        int sat = 0;
+        for (int i = 0; i < nb && !sat; i++)
+            if (tps[i] >= 0.9 * peak) sat = budgets[i];
+        printf("{\"kind\": \"saturation\", \"model\": \"%s\", \"pattern\": \"%s\", \"peak_tok_per_s\": %.0f, "
+               "\"tokens_at_90pct\": %d}\n", name, pats[p], peak, sat);
+    }
+    /* the peer's mixed case: 64 sequences of 16..512 tokens in one step */
+    {
+        int lens[64];
+        for (int i = 0; i < 64; i++) lens[i] = rnd(16, 512);
+        gh_batch g;
+        make(&g, lens, 64, V, H);
+        for (int i = 0; i < 3; i++) gh_run_sync(e, &g);
+        eng_cu_stats a, b;
+        eng_cuda_stats(e, &a);
+        const int steps = 100;
+        const double s = pipelined(e, &g, steps);
+        eng_cuda_stats(e, &b);
+        printf("{\"kind\": \"mixed\", \"model\": \"%s\", \"seqs\": 64, \"real_tokens\": %d, \"ms\": %.4f, "
+               "\"gpu_ms\": %.4f, \"real_tok_per_s\": %.0f}\n", name, g.b.n_tokens, s / steps * 1e3,
+               (b.gpu_ms - a.gpu_ms) / steps, g.b.n_tokens * steps / s);
+        gh_batch_free(&g);
+    }
+    eng_cu_stats st;
+    eng_cuda_stats(e, &st);
+    printf("{\"kind\": \"engine\", \"model\": \"%s\", \"captures\": %llu, \"capture_ms\": %.1f, \"replays\": %llu}\n",
+           name, (unsigned long long)st.captures, st.capture_ms, (unsigned long long)st.replays);
+    e->ops->close(e);
+    return 0;
+}

@@ -1,0 +1,163 @@
+/* lab_gemm: the cuBLASLt GEMM wrapper (eng_cu_gemm.cu) -- correctness of
+ * the layout (Y = X W^T + b, nn.Linear), of the bias and bias+GELU
+ * epilogues, at M = 1, 16, 33 (odd and single rows); then a timing table
+ * over M = 16 .. 65536 for the encoder's shapes, cuBLASLt's first heuristic
+ * choice (what the engine uses) against the best of its candidates (what
+ * timing them once per bucket would buy).
+ *
+ * Reference: fp64 on the bf16-rounded inputs; GELU exact (erf), while
+ * cuBLASLt's epilogue is the tanh form -- the difference (< 1e-3) is under
+ * the bf16 output rounding, and the tolerance (atol 3e-2, rtol 1e-2 on
+ * values of magnitude ~ sqrt(K)/3) covers both.
+ */
+#include "lab.h"
+
+static int use_small = 0; /* check(): run eng_cu_gemm_small instead of the cuBLASLt path */
+
+static void check(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, int with_r = 0) {
+    std::vector<float> xf, wf, bfv, rf;
+    std::vector<uint16_t> xb, wb, bb, rb;
+    lab_rand_bf16(xf, xb, (size_t)M * K, 1.f);
+    lab_rand_bf16(wf, wb, (size_t)N * K, 1.f);
+    lab_rand_bf16(bfv, bb, (size_t)N, 1.f);
+    lab_rand_bf16(rf, rb, (size_t)M * N, 4.f);
+    bf16 *dx = (bf16 *)lab_upload(xb), *dw = (bf16 *)lab_upload(wb), *db = (bf16 *)lab_upload(bb), *dy;
+    bf16 *dr = (bf16 *)lab_upload(rb);
+    CUCHECK(cudaMalloc(&dy, (size_t)M * N * 2));
+    lab_poison(dy, (size_t)M * N * 2);
+    char err[256];
+    if (use_small) {
+        CUCHECK(eng_cu_gemm_small(0, dx, dw, epi ? db : NULL, with_r ? dr : NULL, dy, M, N, K, epi));
+    } else if (eng_cu_gemm(g, 0, dx, dw, epi ? db : NULL, with_r ? dr : NULL, dy, M, N, K, epi, err, sizeof err)) {
+        printf("  FAIL gemm %dx%dx%d: %s\n", M, N, K, err);
+        lab_failures++;
+        return;
+    }
+    CUCHECK(cudaDeviceSynchronize());
+    std::vector<float> got = lab_download_bf16(dy, (size_t)M * N), ref((size_t)M * N);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double s = 0;
+            for (int k = 0; k < K; k++) s += (double)xf[(size_t)m * K + k] * wf[(size_t)n * K + k];
+            if (epi) s += bfv[n];
+            if (epi == ENG_CU_EPI_BIAS_GELU) s = 0.5 * s * (1.0 + erf(s / sqrt(2.0)));
+            if (with_r) s += rf[(size_t)m * N + n];
+            ref[(size_t)m * N + n] = (float)s;
+        }
+    char name[96];
+    snprintf(name, sizeof name, "gemm%s M=%d N=%d K=%d epi=%d%s", use_small ? "-skinny" : "", M, N, K,
+             epi, with_r ? " +residual" : "");
+    lab_check(name, got.data(), ref.data(), got.size(), 3e-2f, 1e-2f);
+    cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy); cudaFree(dr);
+}
+
+static void bench(eng_cu_gemm_ctx *g, const char *what, int N, int K, int epi) {
+    const int Ms[] = {16, 64, 256, 1024, 4096, 16384, 65536};
+    bf16 *x, *w, *b, *y;
+    CUCHECK(cudaMalloc(&x, (size_t)65536 * K * 2));
+    CUCHECK(cudaMalloc(&w, (size_t)N * K * 2));
+    CUCHECK(cudaMalloc(&b, (size_t)N * 2));
+    CUCHECK(cudaMalloc(&y, (size_t)65536 * N * 2));
+    /* random-ish bits, not zeros (zeros run faster than real data) */
+    std::vector<float> f;
+    std::vector<uint16_t> hb;
+    lab_rand_bf16(f, hb, (size_t)N * K, 1.f);
+    CUCHECK(cudaMemcpy(w, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice));
+    for (size_t off = 0; off < (size_t)65536 * K; off += hb.size())
+        CUCHECK(cudaMemcpy(x + off, hb.data(), std::min(hb.size(), (size_t)65536 * K - off) * 2, cudaMemcpyHostToDevice));
+    CUCHECK(cudaMemcpy(b, hb.data(), (size_t)N * 2, cudaMemcpyHostToDevice));
+    for (int M : Ms) {
+        char err[256];
+        const float ms = lab_time_ms([&] {
+            if (eng_cu_gemm(g, 0, x, w, b, NULL, y, M, N, K, epi, err, sizeof err)) { printf("%s\n", err); exit(2); }
+        }, 20);
+        float best = ms;
+        int best_i = 0;
+        for (int i = 1; i < 8; i++) {
+            if (eng_cu_gemm_candidate(g, 0, x, w, b, y, M, N, K, epi, i)) break;
+            const float t = lab_time_ms([&] { eng_cu_gemm_candidate(g, 0, x, w, b, y, M, N, K, epi, i); }, 10);
+            if (t < best) { best = t; best_i = i; }
+        }
+        const double fl = 2.0 * M * N * K;
+        printf("  bench gemm %-10s M=%-6d N=%-5d K=%-5d heuristic %8.2f us %6.1f TFLOP/s | best cand %d %8.2f us %6.1f TFLOP/s\n",
+               what, M, N, K, ms * 1e3, fl / (ms * 1e-3) / 1e12, best_i, best * 1e3,
+               fl / (best * 1e-3) / 1e12);
+    }
+    cudaFree(x); cudaFree(w); cudaFree(b); cudaFree(y);
+}
+
+/* Few rows: 20 back-to-back launches (launch cost included, as in a graph
+ * of many small nodes), skinny kernel against cuBLASLt's heuristic choice. */
+static void bench_small(eng_cu_gemm_ctx *g) {
+    const int shapes[][2] = {{1152, 384}, {384, 384}, {1536, 384}, {384, 1536},
+                             {2304, 768}, {768, 768}, {3072, 768}, {768, 3072}};
+    bf16 *x, *w, *b, *y;
+    CUCHECK(cudaMalloc(&x, (size_t)64 * 3072 * 2));
+    CUCHECK(cudaMalloc(&w, (size_t)3072 * 3072 * 2));
+    CUCHECK(cudaMalloc(&b, (size_t)3072 * 2));
+    CUCHECK(cudaMalloc(&y, (size_t)64 * 3072 * 2));
+    CUCHECK(cudaMemset(x, 0x3c, (size_t)64 * 3072 * 2));
+    CUCHECK(cudaMemset(w, 0x3b, (size_t)3072 * 3072 * 2));
+    CUCHECK(cudaMemset(b, 0x3a, (size_t)3072 * 2));
+    char err[256];
+    for (auto &sh : shapes)
+        for (int M : {16, 64}) {
+            const int N = sh[0], K = sh[1];
+            const float tl = lab_time_ms([&] {
+                for (int i = 0; i < 20; i++)
+                    if (eng_cu_gemm(g, 0, x, w, b, NULL, y, M, N, K, ENG_CU_EPI_BIAS, err, sizeof err)) exit(2);
+            }, 20) / 20;
+            const float ts = lab_time_ms([&] {
+                for (int i = 0; i < 20; i++)
+                    CUCHECK(eng_cu_gemm_small(0, x, w, b, NULL, y, M, N, K, ENG_CU_EPI_BIAS));
+            }, 20) / 20;
+            printf("  bench small-M M=%-3d N=%-5d K=%-5d cuBLASLt %6.2f us  skinny %6.2f us  (weights %.0f GB/s)\n",
+                   M, N, K, tl * 1e3, ts * 1e3, (double)N * K * 2 / (ts * 1e-3) / 1e9);
+        }
+    cudaFree(x); cudaFree(w); cudaFree(b); cudaFree(y);
+}
+
+int main(void) {
+    char err[256];
+    eng_cu_gemm_ctx *g = eng_cu_gemm_create((size_t)32 << 20, err, sizeof err);
+    if (!g) { printf("FAIL: %s\n", err); return 1; }
+    for (int M : {1, 16, 33})
+        for (int epi : {ENG_CU_EPI_NONE, ENG_CU_EPI_BIAS, ENG_CU_EPI_BIAS_GELU}) {
+            check(g, M, 1152, 384, epi);
+            check(g, M, 768, 3072, epi);
+        }
+    check(g, 200, 1536, 384, ENG_CU_EPI_BIAS_GELU);
+    check(g, 17, 768, 3072, ENG_CU_EPI_BIAS, 1);
+    check(g, 1, 384, 1536, ENG_CU_EPI_BIAS, 1);
+    /* with tuning: the chosen (fastest) candidate must compute the same */
+    eng_cu_gemm_ctx *gt = eng_cu_gemm_create((size_t)32 << 20, err, sizeof err);
+    eng_cu_gemm_set_tuning(gt, 1);
+    for (int M : {1, 16, 300, 1024}) {
+        check(gt, M, 1152, 384, ENG_CU_EPI_BIAS);
+        check(gt, M, 1536, 384, ENG_CU_EPI_BIAS_GELU);
+        check(gt, M, 384, 1536, ENG_CU_EPI_BIAS, 1);
+    }
+    eng_cu_gemm_destroy(gt);
+    /* the skinny kernel on its own, every M tile count and both warp counts */
+    use_small = 1;
+    for (int M : {1, 16, 17, 33, 64}) {
+        check(g, M, 1152, 384, ENG_CU_EPI_BIAS);
+        check(g, M, 1536, 384, ENG_CU_EPI_BIAS_GELU);
+        check(g, M, 384, 1536, ENG_CU_EPI_BIAS, 1);
+        check(g, M, 3072, 768, ENG_CU_EPI_BIAS_GELU);
+        check(g, M, 768, 3072, ENG_CU_EPI_BIAS, 1);
+    }
+    check(g, 48, 2304, 768, ENG_CU_EPI_NONE);
+    use_small = 0;
+    if (!getenv("LAB_QUICK")) bench_small(g);
+    if (getenv("LAB_QUICK")) { eng_cu_gemm_destroy(g); return lab_finish("lab_gemm"); }
+    bench(g, "minilm-qkv", 1152, 384, ENG_CU_EPI_BIAS);
+    bench(g, "minilm-up", 1536, 384, ENG_CU_EPI_BIAS_GELU);
+    bench(g, "minilm-down", 384, 1536, ENG_CU_EPI_BIAS);
+    bench(g, "bert-qkv", 2304, 768, ENG_CU_EPI_BIAS);
+    bench(g, "bert-ao", 768, 768, ENG_CU_EPI_BIAS);
+    bench(g, "bert-up", 3072, 768, ENG_CU_EPI_BIAS_GELU);
+    bench(g, "bert-down", 768, 3072, ENG_CU_EPI_BIAS);
+    eng_cu_gemm_destroy(g);
+    return lab_finish("lab_gemm");
+}

@@ -1,0 +1,138 @@
+/* lab_norm: embedding gather + LayerNorm, residual add + LayerNorm, and
+ * residual add + RMSNorm (eng_cu_norm.cu) against fp64 CPU references, at
+ * rows 1, 7, 64, 1000 and hidden 384, 768, 1024, 4096; then bandwidth at
+ * 16384 rows.  The device-side real row count is set below the launch's
+ * bucket to check that padded rows are left alone.
+ *
+ * Tolerance: outputs are bf16 (relative rounding 2^-8), so atol 2e-2 on
+ * values of magnitude ~1-3 after normalisation, rtol 1e-2.
+ */
+#include "lab.h"
+
+static void ref_ln(const float *v, int H, const float *g, const float *b, float eps, float *out) {
+    double m = 0, q = 0;
+    for (int i = 0; i < H; i++) m += v[i];
+    m /= H;
+    for (int i = 0; i < H; i++) q += (v[i] - m) * (v[i] - m);
+    const double r = 1.0 / sqrt(q / H + eps);
+    for (int i = 0; i < H; i++) out[i] = (float)((v[i] - m) * r * g[i] + b[i]);
+}
+
+static std::vector<float> rand_f(size_t n, float lo, float hi) {
+    std::vector<float> v(n);
+    for (auto &x : v) x = lo + (hi - lo) * 0.5f * (lab_uniform() + 1.f);
+    return v;
+}
+
+static void check_sizes(int rows, int H) {
+    const int bucket = rows + 3; /* launch over a padded bucket */
+    const float eps = 1e-12f;
+    std::vector<float> xf, rf, wf, pf, tf;
+    std::vector<uint16_t> xb, rb, wb, pb, tb;
+    const int vocab = 97, npos = 512, ntype = 2;
+    lab_rand_bf16(xf, xb, (size_t)bucket * H, 2.f);
+    lab_rand_bf16(rf, rb, (size_t)bucket * H, 2.f);
+    lab_rand_bf16(wf, wb, (size_t)vocab * H, 1.f);
+    lab_rand_bf16(pf, pb, (size_t)npos * H, 0.5f);
+    lab_rand_bf16(tf, tb, (size_t)ntype * H, 0.5f);
+    std::vector<float> g = rand_f(H, 0.5f, 1.5f), b = rand_f(H, -0.5f, 0.5f);
+    std::vector<int32_t> ids(bucket), pos(bucket), typ(bucket);
+    for (int r = 0; r < bucket; r++) {
+        ids[r] = (int)((lab_uniform() + 1.f) * 0.5f * vocab) % vocab;
+        pos[r] = (r * 37) % npos;
+        typ[r] = r & 1;
+    }
+    int n_real = rows;
+    bf16 *dx = (bf16 *)lab_upload(xb), *dr = (bf16 *)lab_upload(rb), *dw = (bf16 *)lab_upload(wb),
+         *dp = (bf16 *)lab_upload(pb), *dt = (bf16 *)lab_upload(tb);
+    float *dg = lab_upload(g), *db = lab_upload(b);
+    int32_t *dids = lab_upload(ids), *dpos = lab_upload(pos), *dtyp = lab_upload(typ);
+    int *dn = lab_upload(std::vector<int>(1, n_real));
+    bf16 *dout;
+    CUCHECK(cudaMalloc(&dout, (size_t)bucket * H * 2));
+    char name[96];
+    std::vector<float> ref((size_t)bucket * H), v(H);
+
+    /* embedding + LN; rows past n_real must stay poisoned */
+    lab_poison(dout, (size_t)bucket * H * 2);
+    CUCHECK(eng_cu_embed_ln(0, dids, dpos, dtyp, dw, dp, dt, dg, db, dout, bucket, dn, H, eps));
+    CUCHECK(cudaDeviceSynchronize());
+    for (int r = 0; r < rows; r++) {
+        for (int i = 0; i < H; i++)
+            v[i] = wf[(size_t)ids[r] * H + i] + pf[(size_t)pos[r] * H + i] + tf[(size_t)typ[r] * H + i];
+        ref_ln(v.data(), H, g.data(), b.data(), eps, &ref[(size_t)r * H]);
+    }
+    std::vector<float> got = lab_download_bf16(dout, (size_t)bucket * H);
+    snprintf(name, sizeof name, "embed_ln rows=%d H=%d", rows, H);
+    lab_check(name, got.data(), ref.data(), (size_t)rows * H, 2e-2f, 1e-2f);
+    int untouched = 1;
+    for (size_t i = (size_t)rows * H; i < (size_t)bucket * H; i++) untouched &= !(got[i] == got[i]);
+    if (!untouched) { printf("  FAIL: embed_ln wrote padded rows\n"); lab_failures++; }
+
+    /* add + LN, in place into the residual as the engine uses it */
+    CUCHECK(eng_cu_add_ln(0, dx, dr, dg, db, dr, bucket, dn, H, eps));
+    CUCHECK(cudaDeviceSynchronize());
+    for (int r = 0; r < rows; r++) {
+        for (int i = 0; i < H; i++) v[i] = xf[(size_t)r * H + i] + rf[(size_t)r * H + i];
+        ref_ln(v.data(), H, g.data(), b.data(), eps, &ref[(size_t)r * H]);
+    }
+    got = lab_download_bf16(dr, (size_t)bucket * H);
+    snprintf(name, sizeof name, "add_ln (in place) rows=%d H=%d", rows, H);
+    lab_check(name, got.data(), ref.data(), (size_t)rows * H, 2e-2f, 1e-2f);
+
+    /* add + RMSNorm: res += x, out = rms(res) * g */
+    CUCHECK(cudaMemcpy(dr, rb.data(), rb.size() * 2, cudaMemcpyHostToDevice));
+    CUCHECK(eng_cu_add_rmsnorm(0, dx, dr, dg, dout, bucket, dn, H, 1e-6f));
+    CUCHECK(cudaDeviceSynchronize());
+    std::vector<float> refres((size_t)rows * H);
+    for (int r = 0; r < rows; r++) {
+        double q = 0;
+        for (int i = 0; i < H; i++) {
+            v[i] = bfr(xf[(size_t)r * H + i] + rf[(size_t)r * H + i]);
+            refres[(size_t)r * H + i] = v[i];
+            q += (double)v[i] * v[i];
+        }
+        const double s = 1.0 / sqrt(q / H + 1e-6);
+        for (int i = 0; i < H; i++) ref[(size_t)r * H + i] = (float)(v[i] * s * g[i]);
+    }
+    got = lab_download_bf16(dout, (size_t)rows * H);
+    snprintf(name, sizeof name, "add_rmsnorm out rows=%d H=%d", rows, H);
+    lab_check(name, got.data(), ref.data(), (size_t)rows * H, 2e-2f, 1e-2f);
+    got = lab_download_bf16(dr, (size_t)rows * H);
+    snprintf(name, sizeof name, "add_rmsnorm residual rows=%d H=%d", rows, H);
+    lab_check(name, got.data(), refres.data(), (size_t)rows * H, 0.f, 0.f);
+
+    cudaFree(dx); cudaFree(dr); cudaFree(dw); cudaFree(dp); cudaFree(dt); cudaFree(dg);
+    cudaFree(db); cudaFree(dids); cudaFree(dpos); cudaFree(dtyp); cudaFree(dn); cudaFree(dout);
+}
+
+static void bench(int rows, int H) {
+    bf16 *x, *r, *o;
+    float *g;
+    int *dn;
+    CUCHECK(cudaMalloc(&x, (size_t)rows * H * 2));
+    CUCHECK(cudaMalloc(&r, (size_t)rows * H * 2));
+    CUCHECK(cudaMalloc(&o, (size_t)rows * H * 2));
+    CUCHECK(cudaMalloc(&g, (size_t)H * 4));
+    CUCHECK(cudaMemset(x, 0x3f, (size_t)rows * H * 2));
+    CUCHECK(cudaMemset(r, 0x3e, (size_t)rows * H * 2));
+    CUCHECK(cudaMemset(g, 0, (size_t)H * 4));
+    dn = lab_upload(std::vector<int>(1, rows));
+    const float ms = lab_time_ms([&] { CUCHECK(eng_cu_add_ln(0, x, r, g, g, o, rows, dn, H, 1e-12f)); }, 50);
+    const double gb = 3.0 * rows * H * 2 / 1e9;
+    printf("  bench add_ln rows=%d H=%d: %.2f us, %.0f GB/s\n", rows, H, ms * 1e3, gb / (ms * 1e-3));
+    const float ms1 = lab_time_ms([&] { CUCHECK(eng_cu_add_ln(0, x, r, g, g, o, 16, dn, H, 1e-12f)); }, 50);
+    printf("  bench add_ln rows=16 H=%d (one launch, event-timed): %.2f us\n", H, ms1 * 1e3);
+    cudaFree(x); cudaFree(r); cudaFree(o); cudaFree(g); cudaFree(dn);
+}
+
+int main(void) {
+    const int rows[] = {1, 7, 64, 1000};
+    const int hs[] = {384, 768, 1024, 4096};
+    for (int h : hs)
+        for (int r : rows) check_sizes(r, h);
+    if (getenv("LAB_QUICK")) return lab_finish("lab_norm");
+    bench(16384, 384);
+    bench(16384, 768);
+    return lab_finish("lab_norm");
+}

@@ -1,0 +1,257 @@
+/* cli_serve: `posy serve`, the one-process server: HTTP front, scheduler and
+ * engine (ARCHITECTURE.md, "Process shapes").
+ *
+ * Start-up order: read the model's configuration (fail fast on a bad
+ * directory), bind the port and start serving (503 on model routes), load
+ * the tokenizer and the engine, start the scheduler, mark ready and log one
+ * line.  SIGTERM/SIGINT drain: stop accepting, finish every accepted
+ * request, exit 0.  Every flag has an environment variable (POSY_<FLAG>) so
+ * containers can be configured without a command line; a flag wins over its
+ * variable.
+ */
+#include <pthread.h>
+#include <signal.h>
+#include <stddef.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "cli.h"
+#include "cli_attention.h"
+#include "eng_config.h"
+#include "gw_server.h"
+#include "posy_log.h"
+#include "sched_core.h"
+#include "tok.h"
+
+typedef struct serve_flags {
+    const char *model, *host, *device, *engine, *attention;
+    long port, threads, http_threads, workers, max_batch_tokens, max_batch_seqs, max_concurrent, max_client_batch,
+        max_body_bytes, request_timeout, drain_timeout, auto_truncate, noop_delay_us;
+} serve_flags;
+
+typedef struct flag_def {
+    const char *name, *env, *help;
+    int is_int;
+    long lo, hi;
+    size_t off;
+} flag_def;
+
+#define FS(f) offsetof(serve_flags, f)
+static const flag_def flag_defs[] = {
+    {"--model", "POSY_MODEL", "model directory (default models/all-MiniLM-L6-v2)", 0, 0, 0, FS(model)},
+    {"--host", "POSY_HOST", "address to listen on (default 0.0.0.0)", 0, 0, 0, FS(host)},
+    {"--port", "POSY_PORT", "port (default 8080; 0 picks a free one)", 1, 0, 65535, FS(port)},
+    {"--device", "POSY_DEVICE", "auto | cpu | cuda | cuda:N (default auto: CUDA when a GPU is present)", 0, 0, 0, FS(device)},
+    {"--attention", "POSY_ATTENTION", "model | causal | bidirectional: decoder attention (default model: as config.json says)", 0, 0, 0, FS(attention)},
+    {"--engine", "POSY_ENGINE", "model | noop (noop: benchmarking only, skips the model math, returns a fixed vector)", 0, 0, 0, FS(engine)},
+    {"--threads", "POSY_THREADS", "CPU engine threads (default 0 = all cores)", 1, 0, 4096, FS(threads)},
+    {"--http-threads", "POSY_HTTP_THREADS", "event-loop threads (default 2)", 1, 1, 256, FS(http_threads)},
+    {"--tokenization-workers", "POSY_TOKENIZATION_WORKERS", "parse/tokenize/serialize threads (default: cores)", 1, 1, 1024, FS(workers)},
+    {"--max-batch-tokens", "POSY_MAX_BATCH_TOKENS", "tokens per engine batch (default 16384)", 1, 1, 1 << 24, FS(max_batch_tokens)},
+    {"--max-batch-seqs", "POSY_MAX_BATCH_SEQS", "sequences per engine batch (default 512)", 1, 1, 1 << 20, FS(max_batch_seqs)},
+    {"--max-concurrent", "POSY_MAX_CONCURRENT", "requests in flight before 429 (default 512)", 1, 1, 1 << 24, FS(max_concurrent)},
+    {"--max-client-batch", "POSY_MAX_CLIENT_BATCH", "inputs per request (default 2048)", 1, 1, 1 << 24, FS(max_client_batch)},
+    {"--max-body-bytes", "POSY_MAX_BODY_BYTES", "request body limit (default 4194304)", 1, 1, 1L << 32, FS(max_body_bytes)},
+    {"--request-timeout", "POSY_REQUEST_TIMEOUT", "seconds a client has to send a request (default 10)", 1, 1, 3600, FS(request_timeout)},
+    {"--drain-timeout", "POSY_DRAIN_TIMEOUT", "seconds to finish in-flight requests on SIGTERM (default 30)", 1, 0, 3600, FS(drain_timeout)},
+    {"--noop-delay-us", "POSY_NOOP_DELAY_US", "with --engine noop: microseconds each batch pretends to take (tests)", 1, 0, 60000000, FS(noop_delay_us)},
+    {"--auto-truncate", "POSY_AUTO_TRUNCATE", "0 | 1: truncate over-long inputs by default (default 0: answer 422)", 1, 0, 1, FS(auto_truncate)},
+};
+#define N_FLAGS (sizeof flag_defs / sizeof flag_defs[0])
+
+static void usage(FILE *f) {
+    fprintf(f, "usage: posy serve [flags]\n\nHTTP server: OpenAI POST /v1/embeddings, TEI POST /embed and /, "
+               "/tokenize, /decode,\nGET /health /info /v1/models /metrics.  SIGTERM/SIGINT drain and exit 0.\n\n");
+    for (size_t i = 0; i < N_FLAGS; i++)
+        fprintf(f, "  %-24s %s [env %s]\n", flag_defs[i].name, flag_defs[i].help, flag_defs[i].env);
+    fprintf(f, "  %-24s %s\n", "--help", "this text");
+}
+
+/* `from` names where the value came from (the flag or its variable) for errors. */
+static int set_flag(serve_flags *fl, const flag_def *d, const char *v, const char *from) {
+    if (!d->is_int) {
+        *(const char **)((char *)fl + d->off) = v;
+        return 0;
+    }
+    return cli_parse_int(from, v, d->lo, d->hi, (long *)((char *)fl + d->off));
+}
+
+/* Environment first, then the command line over it.  Returns 0, 1 (--help) or -1. */
+static int parse_flags(int argc, char **argv, serve_flags *fl) {
+    *fl = (serve_flags){.model = "models/all-MiniLM-L6-v2", .host = "0.0.0.0", .device = "auto", .engine = "model", .attention = "model",
+                        .port = 8080, .http_threads = 2, .workers = sysconf(_SC_NPROCESSORS_ONLN),
+                        .max_batch_tokens = 16384, .max_batch_seqs = 512, .max_concurrent = 512,
+                        .max_client_batch = 2048, .max_body_bytes = 4194304, .request_timeout = 10,
+                        .drain_timeout = 30};
+    for (size_t i = 0; i < N_FLAGS; i++) {
+        const char *v = getenv(flag_defs[i].env);
+        if (v && *v && set_flag(fl, &flag_defs[i], v, flag_defs[i].env)) return -1;
+    }
+    for (int a = 1; a < argc; a++) {
+        if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) return 1;
+        const flag_def *d = NULL;
+        const char *val = NULL, *eq = strchr(argv[a], '=');
+        for (size_t i = 0; i < N_FLAGS && !d; i++) {
+            size_t n = strlen(flag_defs[i].name);
+            if (!strncmp(argv[a], flag_defs[i].name, n) && (argv[a][n] == 0 || argv[a][n] == '=')) d = &flag_defs[i];
+        }
+        if (!d) {
+            fprintf(stderr, "posy serve: unknown flag '%s' (see posy serve --help)\n", argv[a]);
+            return -1;
+        }
+        if (eq) val = eq + 1;
+        else if (!strcmp(d->name, "--auto-truncate")) val = "1";
+        else if (a + 1 < argc) val = argv[++a];
+        else {
+            fprintf(stderr, "posy serve: %s needs a value\n", d->name);
+            return -1;
+        }
+        if (set_flag(fl, d, val, d->name)) return -1;
+    }
+    if (strcmp(fl->engine, "model") && strcmp(fl->engine, "noop")) {
+        fprintf(stderr, "posy serve: --engine must be 'model' or 'noop', got '%s'\n", fl->engine);
+        return -1;
+    }
+    return 0;
+}
+
+static int parse_device(const char *s, posy_engine_opts *o) {
+    if (!strcmp(s, "auto")) o->device = POSY_DEVICE_AUTO;
+    else if (!strcmp(s, "cpu")) o->device = POSY_DEVICE_CPU;
+    else if (!strcmp(s, "cuda")) o->device = POSY_DEVICE_CUDA;
+    else if (!strncmp(s, "cuda:", 5)) {
+        long n;
+        if (cli_parse_int("--device cuda:N", s + 5, 0, 1024, &n)) return -1;
+        o->device = POSY_DEVICE_CUDA;
+        o->device_index = (int)n;
+    } else {
+        fprintf(stderr, "posy serve: --device must be auto, cpu, cuda or cuda:N, got '%s'\n", s);
+        return -1;
+    }
+    return 0;
+}
+
+static void on_batch(void *user, int n_seqs, int n_tokens, uint64_t infer_ns) {
+    gw_metrics *m = user;
+    gw_hist_add(&m->hist[GW_H_BATCH_SEQS], (uint64_t)n_seqs);
+    gw_hist_add(&m->hist[GW_H_BATCH_TOKENS], (uint64_t)n_tokens);
+}
+
+typedef struct serve_state {
+    eng_config cfg;
+    tok_tokenizer *tok;
+    posy_engine *eng;
+    sched_engine se;
+    sched *sch;
+    int noop;
+    char device[32];
+} serve_state;
+
+/* Load the tokenizer and the engine, start the scheduler.  0 or -1 (logged). */
+static int load_model(serve_state *st, const serve_flags *fl, gw_server *srv, posy_err *err) {
+    char path[2048];
+    snprintf(path, sizeof path, "%s/tokenizer.json", fl->model);
+    st->tok = tok_load_file(path, err);
+    if (!st->tok) return -1;
+    if (st->noop) {
+        if (sched_engine_noop(&st->se, st->cfg.info.hidden, (int)fl->noop_delay_us, err)) return -1;
+        snprintf(st->device, sizeof st->device, "noop");
+    } else {
+        posy_engine_opts eo = {.n_threads = (int)fl->threads, .max_batch_tokens = (int)fl->max_batch_tokens,
+                               .max_batch_seqs = (int)fl->max_batch_seqs};
+        parse_device(fl->device, &eo);
+        cli_parse_attention("posy serve", fl->attention, &eo.attention);
+        st->eng = posy_engine_open(fl->model, &eo, err);
+        if (!st->eng) return -1;
+        const posy_model_info *mi = posy_engine_info(st->eng);
+        if (mi->device == POSY_DEVICE_CUDA) snprintf(st->device, sizeof st->device, "cuda:%d", eo.device_index);
+        else snprintf(st->device, sizeof st->device, "cpu");
+        sched_engine_posy(&st->se, st->eng);
+    }
+    sched_opts so = {.max_batch_tokens = (int)fl->max_batch_tokens, .max_batch_seqs = (int)fl->max_batch_seqs,
+                     .max_concurrent = (int)fl->max_concurrent,
+                     .hook = {.on_batch = on_batch, .user = gw_server_metrics(srv)}};
+    st->sch = sched_open(&st->se, &so, err);
+    return st->sch ? 0 : -1;
+}
+
+static void unload_model(serve_state *st) {
+    sched_close(st->sch);
+    if (st->noop) sched_engine_noop_free(&st->se);
+    posy_engine_close(st->eng);
+    tok_free(st->tok);
+    eng_config_free(&st->cfg);
+}
+
+int cli_cmd_serve(int argc, char **argv) {
+    serve_flags fl;
+    int rc = parse_flags(argc, argv, &fl);
+    if (rc) {
+        if (rc > 0) usage(stdout);
+        return rc > 0 ? 0 : 2;
+    }
+    posy_engine_opts dev_check = {0};
+    if (parse_device(fl.device, &dev_check) || cli_parse_attention("posy serve", fl.attention, &dev_check.attention))
+        return 2;
+    static serve_state st;
+    st.noop = !strcmp(fl.engine, "noop");
+    posy_err err;
+    posy_err_clear(&err);
+    if (eng_config_load(&st.cfg, fl.model, &err)) {
+        POSY_ERROR("posy serve: cannot read the model in '%s': %s (fetch it with scripts/fetch-model.sh or pass --model DIR)",
+                   fl.model, err.msg);
+        return 1;
+    }
+    /* Signals: blocked in every thread (they inherit the mask) and taken by sigwait below. */
+    sigset_t sigs;
+    sigemptyset(&sigs);
+    sigaddset(&sigs, SIGINT);
+    sigaddset(&sigs, SIGTERM);
+    pthread_sigmask(SIG_BLOCK, &sigs, NULL);
+    signal(SIGPIPE, SIG_IGN);
+    int max_in = st.cfg.info.max_seq_len > 0 ? st.cfg.info.max_seq_len : st.cfg.info.max_positions;
+    if (max_in > fl.max_batch_tokens) {
+        POSY_WARN("posy serve: inputs are limited to --max-batch-tokens %ld tokens (the model takes %d)",
+                  fl.max_batch_tokens, max_in);
+        max_in = (int)fl.max_batch_tokens;
+    }
+    gw_opts go = {.host = fl.host, .port = (int)fl.port, .n_loops = (int)fl.http_threads, .n_workers = (int)fl.workers,
+                  .max_body_bytes = (size_t)fl.max_body_bytes, .max_client_batch = (int)fl.max_client_batch,
+                  .max_concurrent = (int)fl.max_concurrent, .auto_truncate = (int)fl.auto_truncate,
+                  .max_batch_tokens = (int)fl.max_batch_tokens, .max_batch_seqs = (int)fl.max_batch_seqs,
+                  .request_timeout_ms = (int)fl.request_timeout * 1000};
+    gw_server *srv = gw_server_start(&go, &err);
+    if (!srv) {
+        POSY_ERROR("posy serve: %s", err.msg);
+        return 1;
+    }
+    if (load_model(&st, &fl, srv, &err)) {
+        POSY_ERROR("posy serve: loading the model in '%s': %s", fl.model, err.msg);
+        return 1;
+    }
+    gw_backend be;
+    gw_backend_local(&be, st.sch);
+    gw_model gm = {.tok = st.tok, .cfg = &st.cfg, .name = st.cfg.info.name, .dim = st.cfg.info.hidden,
+                   .max_input_tokens = max_in, .device = st.device, .dtype = st.eng ? posy_engine_info(st.eng)->dtype : "fp32"};
+    gw_server_set_ready(srv, &gm, &be);
+    POSY_INFO("posy serve: model %s (%s, %d dims, max %d tokens) on %s, listening on %s:%d; max_batch_tokens %ld, "
+              "max_batch_seqs %ld, max_concurrent %ld, max_client_batch %ld, max_body_bytes %ld, %ld http threads, "
+              "%ld tokenization workers",
+              gm.name, st.cfg.info.arch, gm.dim, max_in, st.device, fl.host, gw_server_port(srv), fl.max_batch_tokens,
+              fl.max_batch_seqs, fl.max_concurrent, fl.max_client_batch, fl.max_body_bytes, fl.http_threads, fl.workers);
+    int sig = 0;
+    sigwait(&sigs, &sig);
+    POSY_INFO("posy serve: %s received, draining (finishing accepted requests, up to %ld s)",
+              sig == SIGTERM ? "SIGTERM" : "SIGINT", fl.drain_timeout);
+    int left = gw_server_drain(srv, (double)fl.drain_timeout);
+    gw_server_stop(srv);
+    unload_model(&st);
+    if (left) {
+        POSY_WARN("posy serve: %d requests were still in flight after %ld s", left, fl.drain_timeout);
+        return 1;
+    }
+    POSY_INFO("posy serve: stopped cleanly");
+    return 0;
+}

@@ -1,0 +1,178 @@
+/* eng_cpu_backend: the fp32 CPU backend (eng_backend_ops "cpu").
+ *
+ * One activation arena is reserved at open for the largest batch the engine
+ * accepts (opts.max_batch_tokens), so a step never allocates:
+ *   x      [T, H]   hidden states, updated in place layer after layer
+ *   qkv    [T, 3H]  fused Q|K|V; once attention has read it, its first T*H
+ *                   floats hold the attention-output and FFN-down GEMM
+ *                   results before they are added back into x
+ *   ctx    [T, H]   attention output (heads side by side)
+ *   inter  [T, F]   FFN intermediate
+ *   scratch         attention score tiles, one slice per thread
+ * The forward pass is the BERT post-LN encoder: embeddings + LN, then per
+ * layer fused-QKV GEMM, varlen attention, output GEMM + residual + LN, up
+ * GEMM + GELU, down GEMM + residual + LN; then pooling and L2 normalisation
+ * written straight into the caller's batch->out.
+ *
+ * A batch finishes inside submit(); its result waits in a small ring until
+ * poll() hands it back, which keeps the step() contract identical to the
+ * asynchronous CUDA backend.  Threads: OpenBLAS and OpenMP both use
+ * n_threads (opts.n_threads, 0 = every core).
+ */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include <cblas.h>
+#include "eng_cpu_kernels.h"
+#include "eng_cpu_qwen3.h"
+#include "eng_internal.h"
+#include "posy_log.h"
+
+#define CPU_DONE_CAP 64
+
+typedef struct cpu_backend {
+    float *arena;
+    float *x, *qkv, *ctx, *inter, *scratch;
+    size_t scratch_floats;
+    int n_threads;
+    eng_cpu_qwen3 *qwen3;             /* arch qwen3: its forward and arena (eng_cpu_qwen3.c) */
+    posy_result done[CPU_DONE_CAP];   /* ring of finished, not yet collected */
+    int done_head, n_done;
+} cpu_backend;
+
+static int cpu_open_qwen3(posy_engine *e, posy_err *err) {
+    cpu_backend *c = calloc(1, sizeof *c);
+    if (!c) return posy_err_set(err, POSY_E_NOMEM, "CPU backend: out of memory");
+    c->n_threads = e->opts.n_threads > 0 ? e->opts.n_threads : omp_get_num_procs();
+    if (!(c->qwen3 = eng_cpu_qwen3_open(e, c->n_threads, err))) { free(c); return -1; }
+    openblas_set_num_threads(c->n_threads);
+    e->backend = c;
+    return 0;
+}
+
+static int cpu_open(posy_engine *e, posy_err *err) {
+    const posy_model_info *mi = &e->cfg.info;
+    if (!strcmp(mi->arch, "qwen3")) return cpu_open_qwen3(e, err);
+    if (e->cfg.act != ENG_ACT_GELU && e->cfg.act != ENG_ACT_GELU_TANH)
+        return posy_err_set(err, POSY_E_UNSUPPORTED,
+                            "%s/config.json: hidden_act of model_type '%s' is not supported by the "
+                            "CPU engine (gelu and gelu_tanh are)", mi->model_dir, e->cfg.model_type);
+    cpu_backend *c = calloc(1, sizeof *c);
+    if (!c) return posy_err_set(err, POSY_E_NOMEM, "CPU backend: out of memory");
+    c->n_threads = e->opts.n_threads > 0 ? e->opts.n_threads : omp_get_num_procs();
+    size_t T = (size_t)e->opts.max_batch_tokens, H = (size_t)mi->hidden, F = (size_t)mi->intermediate;
+    int longest = mi->max_positions < e->opts.max_batch_tokens ? mi->max_positions
+                                                               : e->opts.max_batch_tokens;
+    c->scratch_floats = eng_cpu_attention_scratch_floats(longest, c->n_threads);
+    size_t floats = T * (H + 3 * H + H + F) + c->scratch_floats;
+    c->arena = aligned_alloc(64, ((floats * sizeof(float)) + 63) / 64 * 64);
+    if (!c->arena) {
+        free(c);
+        return posy_err_set(err, POSY_E_NOMEM,
+                            "CPU activation arena of %zu MiB for --max-batch-tokens %d: out of memory "
+                            "(lower --max-batch-tokens)", floats * sizeof(float) >> 20,
+                            e->opts.max_batch_tokens);
+    }
+    c->x = c->arena;
+    c->qkv = c->x + T * H;
+    c->ctx = c->qkv + T * 3 * H;
+    c->inter = c->ctx + T * H;
+    c->scratch = c->inter + T * F;
+    openblas_set_num_threads(c->n_threads);
+    POSY_DEBUG("engine cpu: %d threads, activation arena %zu MiB", c->n_threads,
+               floats * sizeof(float) >> 20);
+    e->backend = c;
+    return 0;
+}
+
+static void cpu_close(posy_engine *e) {
+    cpu_backend *c = e->backend;
+    if (!c) return;
+    eng_cpu_qwen3_close(c->qwen3);
+    free(c->arena);
+    free(c);
+    e->backend = NULL;
+}
+
+/* One encoder layer over the packed batch, x updated in place. */
+static int cpu_layer(posy_engine *e, cpu_backend *c, const eng_bert_layer *L, const posy_batch *b) {
+    const posy_model_info *mi = &e->cfg.info;
+    int T = b->n_tokens, H = mi->hidden, F = mi->intermediate;
+    float eps = (float)e->cfg.ln_eps, *tmp = c->qkv;
+    eng_cpu_linear(c->qkv, c->x, L->qkv_w, L->qkv_b, T, 3 * H, H);
+    if (eng_cpu_attention(c->ctx, c->qkv, b->cu_seqlens, b->n_seqs, mi->heads, e->cfg.head_dim,
+                          mi->causal, c->scratch, c->scratch_floats) != 0)
+        return -1;
+    eng_cpu_linear(tmp, c->ctx, L->ao_w, L->ao_b, T, H, H);
+    eng_cpu_add_layernorm(c->x, tmp, L->ln1_g, L->ln1_b, eps, T, H);
+    eng_cpu_linear(c->inter, c->x, L->up_w, L->up_b, T, F, H);
+    if (e->cfg.act == ENG_ACT_GELU_TANH) eng_cpu_gelu_tanh(c->inter, (size_t)T * F);
+    else eng_cpu_gelu(c->inter, (size_t)T * F);
+    eng_cpu_linear(tmp, c->inter, L->down_w, L->down_b, T, H, F);
+    eng_cpu_add_layernorm(c->x, tmp, L->ln2_g, L->ln2_b, eps, T, H);
+    return 0;
+}
+
+static int cpu_forward(posy_engine *e, cpu_backend *c, const posy_batch *b, posy_err *err) {
+    const posy_model_info *mi = &e->cfg.info;
+    const eng_bert_weights *w = &e->bert;
+    if (c->qwen3) return eng_cpu_qwen3_forward(c->qwen3, e, b, err);
+    omp_set_num_threads(c->n_threads);
+    /* pos_emb is the whole stored table; RoBERTa-style models (a position
+     * offset) place pad tokens by Hugging Face's rule. */
+    eng_cpu_emb m = {.word = w->word_emb, .pos = w->pos_emb, .type = w->type_emb,
+                     .ln_g = w->emb_ln_g, .ln_b = w->emb_ln_b, .hidden = mi->hidden,
+                     .position_offset = e->cfg.position_offset,
+                     .pad_id = e->cfg.position_offset > 0 ? e->cfg.pad_token_id : -1,
+                     .eps = (float)e->cfg.ln_eps};
+    eng_cpu_embed(&m, b->ids, b->type_ids, b->cu_seqlens, b->n_seqs, c->x);
+    for (int l = 0; l < w->n_layers; l++)
+        if (cpu_layer(e, c, &w->layers[l], b) != 0)
+            return posy_err_set(err, POSY_E_INTERNAL,
+                                "CPU attention scratch too small for this batch (a sequence longer "
+                                "than max_positions %d passed validation?)", mi->max_positions);
+    eng_cpu_pool(b->out, c->x, b->cu_seqlens, b->n_seqs, mi->hidden, mi->pooling);
+    if (mi->normalize) eng_cpu_l2_normalize(b->out, b->n_seqs, mi->hidden);
+    return 0;
+}
+
+static int cpu_submit(posy_engine *e, const posy_batch *b, posy_err *err) {
+    cpu_backend *c = e->backend;
+    if (c->n_done == CPU_DONE_CAP)
+        return posy_err_set(err, POSY_E_BUSY, "CPU engine: %d finished batches not collected yet",
+                            CPU_DONE_CAP);
+    posy_err ferr;
+    posy_err_clear(&ferr);
+    int status = cpu_forward(e, c, b, &ferr) == 0 ? POSY_OK : (int)ferr.code;
+    if (status != POSY_OK && err) *err = ferr;
+    posy_result *r = &c->done[(c->done_head + c->n_done) % CPU_DONE_CAP];
+    r->tag = b->tag;
+    r->status = status;
+    c->n_done++;
+    return 0;
+}
+
+static int cpu_poll(posy_engine *e, posy_result *done, int max_done, int block) {
+    cpu_backend *c = e->backend;
+    int n = 0;
+    while (n < max_done && c->n_done > 0) {
+        done[n++] = c->done[c->done_head];
+        c->done_head = (c->done_head + 1) % CPU_DONE_CAP;
+        c->n_done--;
+    }
+    return n;
+}
+
+static int cpu_inflight(const posy_engine *e) {
+    const cpu_backend *c = e->backend;
+    return c ? c->n_done : 0;
+}
+
+const eng_backend_ops eng_cpu_backend = {
+    .name = "cpu",
+    .open = cpu_open,
+    .close = cpu_close,
+    .submit = cpu_submit,
+    .poll = cpu_poll,
+    .inflight = cpu_inflight,
+};

@@ -1,0 +1,107 @@
+/* eng_cpu_qwen3: the Qwen3 decoder used as an embedder, fp32 on the CPU.
+ *
+ * Pre-norm decoder layers, as transformers' Qwen3Model computes them:
+ *   h = RMSNorm(x) ; qkv = h Wqkv^T ; q,k = RMSNorm per head (q_norm,
+ *   k_norm) ; rotary on q,k ; ctx = GQA attention (causal, or bidirectional
+ *   for pplx-embed style models) ; x += ctx Wo^T ;
+ *   h = RMSNorm(x) ; x += (silu(h Wg^T) * (h Wu^T)) Wd^T
+ * then the final RMSNorm, pooling (last token or mean per the
+ * sentence-transformers files) and L2 normalisation.  Attention direction
+ * comes from info.causal (config.json, overridable by the engine option).
+ *
+ * One arena reserved at open for the largest batch, so a step never
+ * allocates:
+ *   x    [T, H]          residual stream
+ *   h    [T, H]          normed input of each block, then each block's
+ *                        output GEMM result before it is added into x
+ *   qkv  [T, (nh+2kv)d]  fused Q|K|V (normed and rotated in place)
+ *   ctx  [T, nh*d]       attention output
+ *   gu   [T, 2I]         gate|up GEMM result
+ *   act  [T, I]          silu(gate) * up
+ *   scratch              attention score tiles, one slice per thread
+ */
+#include <omp.h>
+#include <stdlib.h>
+#include <string.h>
+#include "eng_cpu_decoder.h"
+#include "eng_cpu_kernels.h"
+#include "eng_cpu_qwen3.h"
+
+struct eng_cpu_qwen3 {
+    float *arena, *x, *h, *qkv, *ctx, *gu, *act, *scratch;
+    size_t scratch_floats;
+    int n_threads;
+};
+
+eng_cpu_qwen3 *eng_cpu_qwen3_open(const posy_engine *e, int n_threads, posy_err *err) {
+    const posy_model_info *mi = &e->cfg.info;
+    eng_cpu_qwen3 *q = calloc(1, sizeof *q);
+    if (!q) { posy_err_set(err, POSY_E_NOMEM, "CPU qwen3: out of memory"); return NULL; }
+    q->n_threads = n_threads;
+    size_t T = (size_t)e->opts.max_batch_tokens, H = (size_t)mi->hidden, F = (size_t)mi->intermediate;
+    size_t d = (size_t)e->cfg.head_dim, QKV = ((size_t)mi->heads + 2 * (size_t)mi->kv_heads) * d;
+    int longest = mi->max_positions < e->opts.max_batch_tokens ? mi->max_positions : e->opts.max_batch_tokens;
+    q->scratch_floats = eng_cpu_attention_scratch_floats(longest, n_threads);
+    size_t floats = T * (2 * H + QKV + (size_t)mi->heads * d + 3 * F) + q->scratch_floats;
+    q->arena = aligned_alloc(64, (floats * sizeof(float) + 63) / 64 * 64);
+    if (!q->arena) {
+        posy_err_set(err, POSY_E_NOMEM, "CPU activation arena of %zu MiB for --max-batch-tokens %d: out of memory "
+                     "(lower --max-batch-tokens)", floats * sizeof(float) >> 20, e->opts.max_batch_tokens);
+        free(q);
+        return NULL;
+    }
+    q->x = q->arena;
+    q->h = q->x + T * H;
+    q->qkv = q->h + T * H;
+    q->ctx = q->qkv + T * QKV;
+    q->gu = q->ctx + T * (size_t)mi->heads * d;
+    q->act = q->gu + T * 2 * F;
+    q->scratch = q->act + T * F;
+    return q;
+}
+
+void eng_cpu_qwen3_close(eng_cpu_qwen3 *q) {
+    if (!q) return;
+    free(q->arena);
+    free(q);
+}
+
+static int q3_layer(eng_cpu_qwen3 *q, const posy_engine *e, const eng_qwen3_layer *L, const posy_batch *b) {
+    const posy_model_info *mi = &e->cfg.info;
+    int T = b->n_tokens, H = mi->hidden, F = mi->intermediate, d = e->cfg.head_dim;
+    int nh = mi->heads, nkv = mi->kv_heads, QKV = (nh + 2 * nkv) * d;
+    float eps = (float)e->cfg.ln_eps;
+    eng_cpu_rmsnorm(q->h, q->x, L->ln1, eps, T, H);
+    eng_cpu_linear(q->qkv, q->h, L->qkv_w, L->qkv_b, T, QKV, H);
+    eng_cpu_rmsnorm_heads(q->qkv, (size_t)QKV, 0, T, nh, d, L->q_norm, eps);
+    eng_cpu_rmsnorm_heads(q->qkv, (size_t)QKV, (size_t)nh * d, T, nkv, d, L->k_norm, eps);
+    eng_cpu_rope(q->qkv, b->cu_seqlens, b->n_seqs, nh, nkv, d, e->cfg.rope_theta);
+    if (eng_cpu_attention_gqa(q->ctx, q->qkv, b->cu_seqlens, b->n_seqs, nh, nkv, d, mi->causal, q->scratch,
+                              q->scratch_floats) != 0)
+        return -1;
+    eng_cpu_linear(q->h, q->ctx, L->o_w, L->o_b, T, H, nh * d);
+    eng_cpu_add(q->x, q->h, (size_t)T * H);
+    eng_cpu_rmsnorm(q->h, q->x, L->ln2, eps, T, H);
+    eng_cpu_linear(q->gu, q->h, L->gu_w, NULL, T, 2 * F, H);
+    eng_cpu_swiglu(q->act, q->gu, T, F);
+    eng_cpu_linear(q->h, q->act, L->down_w, NULL, T, H, F);
+    eng_cpu_add(q->x, q->h, (size_t)T * H);
+    return 0;
+}
+
+int eng_cpu_qwen3_forward(eng_cpu_qwen3 *q, const posy_engine *e, const posy_batch *b, posy_err *err) {
+    const posy_model_info *mi = &e->cfg.info;
+    const eng_qwen3_weights *w = &e->qwen3;
+    size_t H = (size_t)mi->hidden;
+    omp_set_num_threads(q->n_threads);
+    for (int t = 0; t < b->n_tokens; t++)
+        memcpy(q->x + (size_t)t * H, w->embed + (size_t)b->ids[t] * H, H * sizeof(float));
+    for (int l = 0; l < w->n_layers; l++)
+        if (q3_layer(q, e, &w->layers[l], b) != 0)
+            return posy_err_set(err, POSY_E_INTERNAL, "CPU attention scratch too small for this batch (a sequence "
+                                "longer than max_positions %d passed validation?)", mi->max_positions);
+    eng_cpu_rmsnorm(q->x, q->x, w->norm, (float)e->cfg.ln_eps, b->n_tokens, (int)H);
+    eng_cpu_pool(b->out, q->x, b->cu_seqlens, b->n_seqs, (int)H, mi->pooling);
+    if (mi->normalize) eng_cpu_l2_normalize(b->out, b->n_seqs, (int)H);
+    return 0;
+}

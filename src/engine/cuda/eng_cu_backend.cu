@@ -1,0 +1,352 @@
+/* eng_cu_backend: the CUDA backend's step machinery -- token buckets,
+ * lazily captured whole-forward CUDA graphs, and staging slots that let the
+ * CPU pack batch n+1 while the GPU runs batch n (ARCHITECTURE.md, "Overlap
+ * of CPU and GPU").
+ *
+ * Buckets are 16, 24, 32, 48, 64, 96 ... (powers of two and 1.5x between,
+ * at most 33% padding) up to max_batch_tokens.  A bucket's first batch runs
+ * eagerly (cuBLASLt picks and caches its algorithms), its second is
+ * captured into a graph of the whole forward (embedding .. pooling) and
+ * launched, later ones replay it.  All graphs share the model's one arena
+ * and one device input block; they read the real counts and cu_seqlens
+ * from that block, so one graph serves any mix of sequences.
+ *
+ * Every slot owns pinned host memory for its input block and its pooled
+ * output, and an event.  submit(): pack into a free slot, then on the one
+ * stream: copy in, run (eager / capture / replay), copy out, record the
+ * event -- no host wait.  Because everything is on one stream, one device
+ * input block and one arena suffice: the next copy-in runs after the
+ * previous forward.  poll(): hand back slots in submission order whose
+ * event has completed (cudaEventQuery; cudaEventSynchronize only when the
+ * caller asked to block).  Only when every slot is in flight does submit()
+ * wait for the oldest, and its result is queued for the next poll.
+ */
+#include "eng_cu_model.h"
+#include "eng_cu_backend.h"
+extern "C" {
+#include "posy_log.h"
+#include "posy_clock.h"
+}
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define N_SLOTS 4
+#define MAX_BUCKETS 64
+#define DONE_Q 64
+
+typedef struct cu_bucket {
+    int tokens, seqs;
+    int runs;                    /* batches run so far in this bucket */
+    cudaGraphExec_t exec;        /* after the second run */
+    double capture_ms;
+} cu_bucket;
+
+typedef struct cu_slot {
+    int busy;
+    uint64_t seqno;
+    posy_batch b;                /* the caller's batch (pointers stay valid) */
+    int32_t *h_in;               /* pinned input block */
+    float *h_out;                /* pinned pooled output */
+    cudaEvent_t done, t0, t1;    /* completion; forward start/end for timing */
+    int failed;
+} cu_slot;
+
+typedef struct cu_state {
+    int device;
+    cudaStream_t stream;
+    eng_cu_model m;
+    cu_bucket buckets[MAX_BUCKETS];
+    int n_buckets;
+    cu_slot slots[N_SLOTS];
+    uint64_t next_seqno;
+    posy_result doneq[DONE_Q];
+    int n_doneq;
+    eng_cu_stats stats;
+    int sticky_error;            /* a device fault: every later batch fails */
+} cu_state;
+
+static int cuda_err(posy_err *err, const char *what, cudaError_t ce) {
+    return posy_err_set(err, ce == cudaErrorMemoryAllocation ? POSY_E_NOMEM : POSY_E_INTERNAL,
+                        "cuda backend: %s: %s", what, cudaGetErrorString(ce));
+}
+
+extern "C" int eng_cuda_available(int device_index, posy_err *err) {
+    int n = 0;
+    cudaError_t ce = cudaGetDeviceCount(&n);
+    if (ce != cudaSuccess || n == 0) {
+        posy_err_set(err, POSY_E_UNSUPPORTED, "no CUDA GPU found (%s)",
+                     ce == cudaSuccess ? "0 devices" : cudaGetErrorString(ce));
+        return 0;
+    }
+    if (device_index < 0 || device_index >= n) {
+        posy_err_set(err, POSY_E_INVALID, "cuda:%d requested, but only %d CUDA device(s) present",
+                     device_index, n);
+        return 0;
+    }
+    cudaDeviceProp p;
+    ce = cudaGetDeviceProperties(&p, device_index);
+    if (ce != cudaSuccess) {
+        posy_err_set(err, POSY_E_INTERNAL, "cudaGetDeviceProperties(%d): %s", device_index,
+                     cudaGetErrorString(ce));
+        return 0;
+    }
+    if (p.major < 9) {
+        posy_err_set(err, POSY_E_UNSUPPORTED,
+                     "GPU %d (%s) has compute capability %d.%d; posy's CUDA kernels need 9.0 "
+                     "(Hopper) or newer -- use --device cpu",
+                     device_index, p.name, p.major, p.minor);
+        return 0;
+    }
+    return 1;
+}
+
+static void make_buckets(cu_state *st) {
+    const int maxT = st->m.max_tokens;
+    int n = 0;
+    for (int b = 16; n < MAX_BUCKETS - 1; b *= 2) {
+        int c[2] = {b, b + b / 2};
+        for (int i = 0; i < 2 && n < MAX_BUCKETS - 1; i++) {
+            if (c[i] >= maxT) goto last;
+            st->buckets[n].tokens = c[i];
+            n++;
+        }
+    }
+last:
+    st->buckets[n].tokens = maxT;
+    n++;
+    st->n_buckets = n;
+    for (int i = 0; i < n; i++) {
+        int s = st->buckets[i].tokens;
+        st->buckets[i].seqs = s < st->m.max_seqs ? s : st->m.max_seqs;
+    }
+}
+
+static void cu_close(posy_engine *e) {
+    cu_state *st = (cu_state *)e->backend;
+    if (!st) return;
+    if (st->stream) cudaStreamSynchronize(st->stream);
+    for (int i = 0; i < st->n_buckets; i++)
+        if (st->buckets[i].exec) cudaGraphExecDestroy(st->buckets[i].exec);
+    for (int i = 0; i < N_SLOTS; i++) {
+        cu_slot *sl = &st->slots[i];
+        if (sl->h_in) cudaFreeHost(sl->h_in);
+        if (sl->h_out) cudaFreeHost(sl->h_out);
+        if (sl->done) cudaEventDestroy(sl->done);
+        if (sl->t0) cudaEventDestroy(sl->t0);
+        if (sl->t1) cudaEventDestroy(sl->t1);
+    }
+    eng_cu_model_close(&st->m);
+    if (st->stream) cudaStreamDestroy(st->stream);
+    free(st);
+    e->backend = NULL;
+}
+
+static int cu_open(posy_engine *e, posy_err *err) {
+    if (!eng_cuda_available(e->opts.device_index, err)) return -1;
+    cu_state *st = (cu_state *)calloc(1, sizeof *st);
+    if (!st) return posy_err_set(err, POSY_E_NOMEM, "cuda backend: state");
+    e->backend = st;
+    st->device = e->opts.device_index;
+    cudaError_t ce = cudaSetDevice(st->device);
+    if (ce == cudaSuccess) ce = cudaStreamCreateWithFlags(&st->stream, cudaStreamNonBlocking);
+    if (ce != cudaSuccess) { cuda_err(err, "stream", ce); cu_close(e); return -1; }
+    const int maxT = e->opts.max_batch_tokens > 0 ? e->opts.max_batch_tokens : 16384;
+    const int maxS = e->opts.max_batch_seqs > 0 ? e->opts.max_batch_seqs : 1024;
+    if (eng_cu_model_open(&st->m, &e->cfg, &e->bert, maxT, maxS, err)) { cu_close(e); return -1; }
+    make_buckets(st);
+    const eng_cu_in_layout big = eng_cu_in_layout_for(st->m.max_tokens, st->m.max_seqs);
+    for (int i = 0; i < N_SLOTS && ce == cudaSuccess; i++) {
+        cu_slot *sl = &st->slots[i];
+        ce = cudaMallocHost((void **)&sl->h_in, big.total * 4);
+        if (ce == cudaSuccess)
+            ce = cudaMallocHost((void **)&sl->h_out, (size_t)st->m.max_seqs * st->m.H * 4);
+        if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&sl->done, cudaEventDisableTiming);
+        if (ce == cudaSuccess) ce = cudaEventCreate(&sl->t0);
+        if (ce == cudaSuccess) ce = cudaEventCreate(&sl->t1);
+    }
+    if (ce != cudaSuccess) { cuda_err(err, "staging slots", ce); cu_close(e); return -1; }
+    snprintf(e->cfg.info.dtype, sizeof e->cfg.info.dtype, "bf16");
+    POSY_INFO("cuda backend: device %d, weights %.1f MiB, arena %.1f MiB for %d tokens / %d "
+                  "sequences, %d buckets, %d staging slots",
+                  st->device, st->m.wbytes / 1048576.0, st->m.abytes / 1048576.0,
+                  st->m.max_tokens, st->m.max_seqs, st->n_buckets, N_SLOTS);
+    return 0;
+}
+
+static cu_bucket *bucket_for(cu_state *st, int tokens, int seqs) {
+    for (int i = 0; i < st->n_buckets; i++)
+        if (st->buckets[i].tokens >= tokens && st->buckets[i].seqs >= seqs) return &st->buckets[i];
+    return NULL;
+}
+
+/* Fill the slot's pinned input block for bucket `bk`. */
+static int pack(cu_state *st, cu_slot *sl, const cu_bucket *bk, const posy_batch *b, int pos_off,
+                posy_err *err) {
+    const eng_cu_in_layout L = eng_cu_in_layout_for(bk->tokens, bk->seqs);
+    int32_t *in = sl->h_in;
+    const eng_cu_model *m = &st->m;
+    memcpy(in + L.cu, b->cu_seqlens, ((size_t)b->n_seqs + 1) * 4);
+    const int n_tiles = eng_cu_attn_tiles(b->cu_seqlens, b->n_seqs, in + L.tiles);
+    in[L.meta + ENG_CU_META_TOKENS] = b->n_tokens;
+    in[L.meta + ENG_CU_META_SEQS] = b->n_seqs;
+    in[L.meta + ENG_CU_META_TILES] = n_tiles;
+    in[L.meta + 3] = 0;
+    for (int s = 0; s < b->n_seqs; s++) {
+        const int a = b->cu_seqlens[s], z = b->cu_seqlens[s + 1];
+        if (z - a > m->max_pos)
+            return posy_err_set(err, POSY_E_TOO_LONG, "sequence %d has %d tokens, model max %d", s,
+                                z - a, m->max_pos);
+        for (int t = a; t < z; t++) in[L.pos + t] = t - a + pos_off;
+    }
+    for (int t = 0; t < b->n_tokens; t++) {
+        const int id = b->ids[t], ty = b->type_ids ? b->type_ids[t] : 0;
+        if (id < 0 || id >= m->vocab)
+            return posy_err_set(err, POSY_E_INVALID, "token id %d out of vocabulary (%d)", id, m->vocab);
+        if (ty < 0 || (ty > 0 && ty >= m->type_vocab))
+            return posy_err_set(err, POSY_E_INVALID, "token type %d out of range", ty);
+        in[L.ids + t] = id;
+        in[L.type + t] = ty;
+    }
+    return 0;
+}
+
+static int run_bucket(cu_state *st, cu_bucket *bk, posy_err *err) {
+    cudaStream_t s = st->stream;
+    if (bk->runs == 0 || getenv("POSY_CUDA_NO_GRAPH")) {
+        if (eng_cu_model_forward(&st->m, s, bk->tokens, bk->seqs, err)) return -1;
+    } else {
+        if (!bk->exec) {
+            const double t0 = (posy_now_ns() * 1e-6);
+            cudaGraph_t g = NULL;
+            cudaError_t ce = cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
+            if (ce != cudaSuccess) return cuda_err(err, "begin capture", ce);
+            int rc = eng_cu_model_forward(&st->m, s, bk->tokens, bk->seqs, err);
+            ce = cudaStreamEndCapture(s, &g);
+            if (rc) { if (g) cudaGraphDestroy(g); return -1; }
+            if (ce != cudaSuccess) return cuda_err(err, "end capture", ce);
+            ce = cudaGraphInstantiate(&bk->exec, g, 0);
+            cudaGraphDestroy(g);
+            if (ce != cudaSuccess) { bk->exec = NULL; return cuda_err(err, "graph instantiate", ce); }
+            bk->capture_ms = (posy_now_ns() * 1e-6) - t0;
+            st->stats.captures++;
+            st->stats.capture_ms += bk->capture_ms;
+            POSY_INFO("cuda backend: captured graph for bucket %d tokens / %d seqs in %.2f ms",
+                          bk->tokens, bk->seqs, bk->capture_ms);
+        }
+        cudaError_t ce = cudaGraphLaunch(bk->exec, s);
+        if (ce != cudaSuccess) return cuda_err(err, "graph launch", ce);
+        st->stats.replays++;
+    }
+    bk->runs++;
+    return 0;
+}
+
+static void finish_slot(cu_state *st, cu_slot *sl, cudaError_t ce) {
+    posy_result r;
+    r.tag = sl->b.tag;
+    r.status = POSY_OK;
+    if (ce != cudaSuccess || sl->failed) {
+        r.status = POSY_E_INTERNAL;
+        st->sticky_error = 1;
+        POSY_ERROR("cuda backend: batch %llu failed: %s", (unsigned long long)sl->b.tag,
+                       cudaGetErrorString(ce));
+    } else {
+        memcpy(sl->b.out, sl->h_out, (size_t)sl->b.n_seqs * st->m.H * sizeof(float));
+        float ms = 0.f;
+        if (cudaEventElapsedTime(&ms, sl->t0, sl->t1) == cudaSuccess) {
+            st->stats.last_gpu_ms = ms;
+            st->stats.gpu_ms += ms;
+        }
+        st->stats.batches++;
+    }
+    sl->busy = 0;
+    if (st->n_doneq < DONE_Q) st->doneq[st->n_doneq++] = r;
+}
+
+static cu_slot *oldest_busy(cu_state *st) {
+    cu_slot *o = NULL;
+    for (int i = 0; i < N_SLOTS; i++)
+        if (st->slots[i].busy && (!o || st->slots[i].seqno < o->seqno)) o = &st->slots[i];
+    return o;
+}
+
+static int cu_submit(posy_engine *e, const posy_batch *b, posy_err *err) {
+    cu_state *st = (cu_state *)e->backend;
+    if (st->sticky_error)
+        return posy_err_set(err, POSY_E_INTERNAL, "cuda backend: an earlier device error");
+    if (b->n_tokens <= 0 || b->n_seqs <= 0)
+        return posy_err_set(err, POSY_E_INVALID, "empty batch");
+    cu_bucket *bk = bucket_for(st, b->n_tokens, b->n_seqs);
+    if (!bk)
+        return posy_err_set(err, POSY_E_TOO_LONG, "batch of %d tokens / %d sequences exceeds the "
+                            "engine's max-batch-tokens %d / max-batch-seqs %d", b->n_tokens,
+                            b->n_seqs, st->m.max_tokens, st->m.max_seqs);
+    cu_slot *sl = NULL;
+    for (int i = 0; i < N_SLOTS && !sl; i++)
+        if (!st->slots[i].busy) sl = &st->slots[i];
+    if (!sl && st->n_doneq == DONE_Q)
+        return posy_err_set(err, POSY_E_BUSY, "cuda backend: %d results wait to be polled", DONE_Q);
+    if (!sl) { /* every slot in flight: wait for the oldest, queue its result */
+        sl = oldest_busy(st);
+        finish_slot(st, sl, cudaEventSynchronize(sl->done));
+    }
+    if (pack(st, sl, bk, b, e->cfg.position_offset, err)) return -1;
+    const eng_cu_in_layout L = eng_cu_in_layout_for(bk->tokens, bk->seqs);
+    cudaStream_t s = st->stream;
+    cudaError_t ce = cudaMemcpyAsync(st->m.d_in, sl->h_in, L.total * 4, cudaMemcpyHostToDevice, s);
+    if (ce == cudaSuccess) ce = cudaEventRecord(sl->t0, s);
+    if (ce != cudaSuccess) return cuda_err(err, "copy in", ce);
+    if (run_bucket(st, bk, err)) { st->sticky_error = 1; return -1; }
+    ce = cudaEventRecord(sl->t1, s);
+    if (ce == cudaSuccess)
+        ce = cudaMemcpyAsync(sl->h_out, st->m.pooled, (size_t)b->n_seqs * st->m.H * 4,
+                             cudaMemcpyDeviceToHost, s);
+    if (ce == cudaSuccess) ce = cudaEventRecord(sl->done, s);
+    if (ce != cudaSuccess) { st->sticky_error = 1; return cuda_err(err, "copy out", ce); }
+    sl->b = *b;
+    sl->busy = 1;
+    sl->failed = 0;
+    sl->seqno = st->next_seqno++;
+    st->stats.tokens += b->n_tokens;
+    st->stats.padded_tokens += bk->tokens;
+    return 0;
+}
+
+static int cu_poll(posy_engine *e, posy_result *done, int max_done, int block) {
+    cu_state *st = (cu_state *)e->backend;
+    int n = 0;
+    while (n < max_done && st->n_doneq > 0) {
+        done[n++] = st->doneq[0];
+        memmove(st->doneq, st->doneq + 1, (size_t)(--st->n_doneq) * sizeof *st->doneq);
+    }
+    while (n < max_done) {
+        cu_slot *sl = oldest_busy(st);
+        if (!sl) break;
+        cudaError_t ce = cudaEventQuery(sl->done);
+        if (ce == cudaErrorNotReady) {
+            if (!(block && n == 0)) break;
+            ce = cudaEventSynchronize(sl->done);
+        }
+        finish_slot(st, sl, ce);
+        done[n++] = st->doneq[--st->n_doneq];
+    }
+    return n;
+}
+
+static int cu_inflight(const posy_engine *e) {
+    const cu_state *st = (const cu_state *)e->backend;
+    int n = st->n_doneq;
+    for (int i = 0; i < N_SLOTS; i++) n += st->slots[i].busy;
+    return n;
+}
+
+extern "C" int eng_cuda_stats(const posy_engine *e, eng_cu_stats *out) {
+    if (!e || !e->ops || strcmp(e->ops->name, "cuda") || !e->backend) return -1;
+    *out = ((const cu_state *)e->backend)->stats;
+    return 0;
+}
+
+extern "C" const eng_backend_ops eng_cuda_backend = {
+    "cuda", cu_open, cu_close, cu_submit, cu_poll, cu_inflight,
+};

@@ -1,0 +1,31 @@
+/* eng_cu_backend: what the CUDA backend exposes beyond eng_backend_ops --
+ * counters for logs, /metrics and the GPU benchmark.  C-callable. */
+#ifndef ENG_CU_BACKEND_H
+#define ENG_CU_BACKEND_H
+
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+struct posy_engine;
+
+typedef struct eng_cu_stats {
+    uint64_t batches;        /* finished */
+    uint64_t tokens;         /* real tokens submitted */
+    uint64_t padded_tokens;  /* bucket tokens submitted (>= tokens) */
+    uint64_t captures;       /* graphs captured (one per bucket at most) */
+    uint64_t replays;        /* graph launches */
+    double capture_ms;       /* host time spent capturing + instantiating */
+    double gpu_ms;           /* sum of forward times (events around the forward) */
+    double last_gpu_ms;      /* the last finished batch's forward time */
+} eng_cu_stats;
+
+/* 0 and *out filled if e runs on the CUDA backend, else -1. */
+int eng_cuda_stats(const struct posy_engine *e, eng_cu_stats *out);
+
+#ifdef __cplusplus
+}
+#endif
+#endif

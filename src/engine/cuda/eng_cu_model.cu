@@ -1,0 +1,270 @@
+/* eng_cu_model: weights upload, arena, and the encoder forward pass.
+ * See eng_cu_model.h for the contract.
+ *
+ * Weights: the host holds fp32 (the front's eng_bert_weights); here each
+ * matrix and bias becomes bf16 and each norm parameter stays fp32, laid out
+ * in one host image by a bump allocator and copied to one device allocation
+ * in one cudaMemcpy.  The same bump allocator, run with a NULL base, sizes
+ * the image first, so sizing and placing cannot disagree.
+ *
+ * Forward, per layer: qkv = X Wqkv^T + b; ctx = attention(qkv); y = ctx
+ * Wo^T + b + X; X = LN(y); inter = gelu(X Wup^T + b); y = inter Wdown^T
+ * + b + X; X = LN(y).  The residual adds ride in the GEMM epilogues
+ * (beta = 1), so each LayerNorm reads one tensor.  Seven launches a layer,
+ * plus embedding and pooling.
+ */
+#include "eng_cu_model.h"
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct bump { char *base; size_t off; } bump;
+
+static void *take(bump *b, size_t bytes) {
+    b->off = (b->off + 255) & ~(size_t)255;
+    void *p = b->base ? b->base + b->off : NULL;
+    b->off += bytes;
+    return p;
+}
+
+eng_cu_in_layout eng_cu_in_layout_for(int tokens, int seqs) {
+    eng_cu_in_layout l;
+    l.tokens = tokens;
+    l.seqs = seqs;
+    l.max_tiles = eng_cu_attn_max_tiles(tokens, seqs);
+    size_t o = 0;
+    l.meta = o; o += ENG_CU_META_N;
+    l.cu = o; o += (size_t)seqs + 1;
+    o = (o + 3) & ~(size_t)3;
+    l.tiles = o; o += 2 * (size_t)l.max_tiles;
+    l.ids = o; o += (size_t)tokens;
+    l.pos = o; o += (size_t)tokens;
+    l.type = o; o += (size_t)tokens;
+    l.total = o;
+    return l;
+}
+
+/* ---- weights ---------------------------------------------------------------- */
+
+typedef struct wplan {
+    bump dev, host;  /* same offsets: host image base and device base */
+} wplan;
+
+/* Place n values; on the host image write them as bf16 (or fp32 if f32). */
+static void *put(wplan *p, const float *src, size_t n, int f32) {
+    void *h = take(&p->host, n * (f32 ? 4 : 2));
+    void *d = take(&p->dev, n * (f32 ? 4 : 2));
+    if (h && src) {
+        if (f32) memcpy(h, src, n * 4);
+        else
+            for (size_t i = 0; i < n; i++) ((uint16_t *)h)[i] = eng_cu_f2bf_bits(src[i]);
+    }
+    return d;
+}
+
+static void plan_weights(eng_cu_model *m, wplan *p, const eng_bert_weights *w) {
+    const size_t H = m->H, I = m->I;
+    m->word = (bf16 *)put(p, w->word_emb, (size_t)m->vocab * H, 0);
+    m->pos = (bf16 *)put(p, w->pos_emb, (size_t)m->pos_rows * H, 0);
+    m->type = m->type_vocab && w->type_emb ? (bf16 *)put(p, w->type_emb, (size_t)m->type_vocab * H, 0)
+                                           : NULL;
+    m->emb_g = (float *)put(p, w->emb_ln_g, H, 1);
+    m->emb_b = (float *)put(p, w->emb_ln_b, H, 1);
+    for (int l = 0; l < m->L; l++) {
+        const eng_bert_layer *s = &w->layers[l];
+        eng_cu_layer *d = &m->layers[l];
+        d->qkv_w = (bf16 *)put(p, s->qkv_w, 3 * H * H, 0);
+        d->qkv_b = (bf16 *)put(p, s->qkv_b, 3 * H, 0);
+        d->ao_w = (bf16 *)put(p, s->ao_w, H * H, 0);
+        d->ao_b = (bf16 *)put(p, s->ao_b, H, 0);
+        d->ln1_g = (float *)put(p, s->ln1_g, H, 1);
+        d->ln1_b = (float *)put(p, s->ln1_b, H, 1);
+        d->up_w = (bf16 *)put(p, s->up_w, I * H, 0);
+        d->up_b = (bf16 *)put(p, s->up_b, I, 0);
+        d->down_w = (bf16 *)put(p, s->down_w, H * I, 0);
+        d->down_b = (bf16 *)put(p, s->down_b, H, 0);
+        d->ln2_g = (float *)put(p, s->ln2_g, H, 1);
+        d->ln2_b = (float *)put(p, s->ln2_b, H, 1);
+    }
+}
+
+static int check_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err) {
+    const posy_model_info *in = &cfg->info;
+    if (strcmp(in->arch, "bert") && strcmp(in->arch, "roberta") && strcmp(in->arch, "xlm-roberta"))
+        return posy_err_set(err, POSY_E_UNSUPPORTED,
+                            "cuda backend: architecture '%s' is not supported yet (BERT family only)",
+                            in->arch);
+    m->H = in->hidden; m->I = in->intermediate; m->L = in->layers; m->heads = in->heads;
+    m->vocab = in->vocab; m->type_vocab = in->type_vocab; m->max_pos = in->max_positions;
+    m->pos_off = cfg->position_offset;
+    /* the stored table: position i of a sequence reads row i + offset */
+    m->pos_rows = cfg->max_position_embeddings ? cfg->max_position_embeddings
+                                               : m->max_pos + m->pos_off;
+    m->eps = (float)cfg->ln_eps;
+    m->normalize = in->normalize;
+    m->pool_mode = in->pooling == POSY_POOL_CLS ? ENG_CU_POOL_CLS
+                   : in->pooling == POSY_POOL_LAST ? ENG_CU_POOL_LAST : ENG_CU_POOL_MEAN;
+    if (m->heads <= 0 || m->H % m->heads)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: hidden %d not divisible by %d heads",
+                            m->H, m->heads);
+    m->head_dim = m->H / m->heads;
+    if (m->head_dim != 32 && m->head_dim != 64 && m->head_dim != 128)
+        return posy_err_set(err, POSY_E_UNSUPPORTED,
+                            "cuda backend: head dim %d unsupported (32, 64 or 128)", m->head_dim);
+    if (m->H % 8 || m->I % 8 || m->H > 4096)
+        return posy_err_set(err, POSY_E_UNSUPPORTED,
+                            "cuda backend: hidden %d / intermediate %d must be multiples of 8, hidden <= 4096",
+                            m->H, m->I);
+    if (cfg->act != ENG_ACT_GELU && cfg->act != ENG_ACT_GELU_TANH)
+        return posy_err_set(err, POSY_E_UNSUPPORTED,
+                            "cuda backend: only GELU activations are supported in BERT models");
+    m->epi_up = ENG_CU_EPI_BIAS_GELU;
+    return 0;
+}
+
+static int cuda_fail(posy_err *err, const char *what, cudaError_t ce) {
+    return posy_err_set(err, ce == cudaErrorMemoryAllocation ? POSY_E_NOMEM : POSY_E_INTERNAL,
+                        "cuda backend: %s: %s", what, cudaGetErrorString(ce));
+}
+
+static int upload_weights(eng_cu_model *m, const eng_bert_weights *w, posy_err *err) {
+    wplan p = {{NULL, 0}, {NULL, 0}};
+    plan_weights(m, &p, w);
+    m->wbytes = p.dev.off;
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    cudaError_t ce = cudaMalloc(&m->wmem, m->wbytes);
+    if (ce != cudaSuccess) {
+        m->wmem = NULL;
+        return posy_err_set(err, POSY_E_NOMEM,
+                            "cuda backend: weights need %.1f MiB of GPU memory, %.1f MiB free: %s",
+                            m->wbytes / 1048576.0, free_b / 1048576.0, cudaGetErrorString(ce));
+    }
+    char *img = (char *)malloc(m->wbytes);
+    if (!img) return posy_err_set(err, POSY_E_NOMEM, "cuda backend: host image of %zu bytes", m->wbytes);
+    p.dev.base = (char *)m->wmem; p.dev.off = 0;
+    p.host.base = img; p.host.off = 0;
+    plan_weights(m, &p, w);
+    ce = cudaMemcpy(m->wmem, img, m->wbytes, cudaMemcpyHostToDevice);
+    free(img);
+    return ce == cudaSuccess ? 0 : cuda_fail(err, "weights upload", ce);
+}
+
+static void plan_arena(eng_cu_model *m, bump *b) {
+    const size_t T = m->max_tokens, H = m->H;
+    m->x = (bf16 *)take(b, T * H * 2);
+    m->qkv = (bf16 *)take(b, T * 3 * H * 2);
+    m->ctx = (bf16 *)take(b, T * H * 2);
+    m->y = (bf16 *)take(b, T * H * 2);
+    m->inter = (bf16 *)take(b, T * (size_t)m->I * 2);
+    m->pooled = (float *)take(b, (size_t)m->max_seqs * H * 4);
+    m->d_in = (int32_t *)take(b, eng_cu_in_layout_for(m->max_tokens, m->max_seqs).total * 4);
+}
+
+static int reserve_arena(eng_cu_model *m, posy_err *err) {
+    bump b = {NULL, 0};
+    plan_arena(m, &b);
+    m->abytes = b.off;
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    cudaError_t ce = cudaMalloc(&m->amem, m->abytes);
+    if (ce != cudaSuccess) {
+        m->amem = NULL;
+        return posy_err_set(err, POSY_E_NOMEM,
+                            "cuda backend: --max-batch-tokens %d needs %.1f MiB of GPU memory for "
+                            "activations, %.1f MiB free; lower --max-batch-tokens",
+                            m->max_tokens, m->abytes / 1048576.0, free_b / 1048576.0);
+    }
+    b.base = (char *)m->amem;
+    b.off = 0;
+    plan_arena(m, &b);
+    /* finite, deterministic contents in rows no batch has written yet */
+    ce = cudaMemset(m->amem, 0, m->abytes);
+    return ce == cudaSuccess ? 0 : cuda_fail(err, "arena clear", ce);
+}
+
+int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_weights *w,
+                      int max_tokens, int max_seqs, posy_err *err) {
+    memset(m, 0, sizeof *m);
+    if (check_shape(m, cfg, err)) return -1;
+    if (w->n_layers != m->L)
+        return posy_err_set(err, POSY_E_INVALID, "cuda backend: weights have %d layers, config %d",
+                            w->n_layers, m->L);
+    m->max_tokens = (max_tokens + 15) & ~15;
+    m->max_seqs = max_seqs < m->max_tokens ? max_seqs : m->max_tokens;
+    m->layers = (eng_cu_layer *)calloc((size_t)m->L, sizeof *m->layers);
+    if (!m->layers) return posy_err_set(err, POSY_E_NOMEM, "cuda backend: layer table");
+    char msg[256];
+    m->gemm = eng_cu_gemm_create((size_t)32 << 20, msg, sizeof msg);
+    if (!m->gemm) {
+        posy_err_set(err, POSY_E_INTERNAL, "cuda backend: %s", msg);
+        eng_cu_model_close(m);
+        return -1;
+    }
+    eng_cu_gemm_set_tuning(m->gemm, getenv("POSY_CUDA_NO_TUNE") == NULL);
+    if (upload_weights(m, w, err) || reserve_arena(m, err)) {
+        eng_cu_model_close(m);
+        return -1;
+    }
+    return 0;
+}
+
+void eng_cu_model_close(eng_cu_model *m) {
+    if (m->gemm) eng_cu_gemm_destroy(m->gemm);
+    if (m->wmem) cudaFree(m->wmem);
+    if (m->amem) cudaFree(m->amem);
+    free(m->layers);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- forward ------------------------------------------------------------------ */
+
+#define CK(what, call)                                                        \
+    do {                                                                      \
+        cudaError_t ce_ = (call);                                             \
+        if (ce_ != cudaSuccess) return cuda_fail(err, what, ce_);             \
+    } while (0)
+
+#define GEMM(X, W, B, R, Y, N, K, EPI)                                                       \
+    do {                                                                                     \
+        if (eng_cu_gemm(m->gemm, s, X, W, B, R, Y, T, N, K, EPI, msg, sizeof msg))           \
+            return posy_err_set(err, POSY_E_INTERNAL, "cuda backend: %s", msg);             \
+    } while (0)
+
+int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *err) {
+    const eng_cu_in_layout lay = eng_cu_in_layout_for(T, S);
+    const int32_t *in = m->d_in;
+    const int *n_tok = in + lay.meta + ENG_CU_META_TOKENS;
+    const int H = m->H;
+    char msg[256];
+    CK("embedding", eng_cu_embed_ln(s, in + lay.ids, in + lay.pos, in + lay.type, m->word, m->pos,
+                                    m->type, m->emb_g, m->emb_b, m->x, T, n_tok, H, m->eps));
+    eng_cu_attn_args a;
+    memset(&a, 0, sizeof a);
+    a.q = m->qkv; a.k = m->qkv + H; a.v = m->qkv + 2 * H;
+    a.ldq = a.ldk = a.ldv = 3 * H;
+    a.o = m->ctx; a.ldo = H;
+    a.n_heads = a.n_kv_heads = m->heads;
+    a.head_dim = m->head_dim;
+    a.cu_seqlens = in + lay.cu;
+    a.tiles = in + lay.tiles;
+    a.n_tiles_dev = in + lay.meta + ENG_CU_META_TILES;
+    a.max_tiles = lay.max_tiles;
+    a.scale = 1.f / sqrtf((float)m->head_dim);
+    a.causal = 0;
+    for (int l = 0; l < m->L; l++) {
+        const eng_cu_layer *w = &m->layers[l];
+        GEMM(m->x, w->qkv_w, w->qkv_b, NULL, m->qkv, 3 * H, H, ENG_CU_EPI_BIAS);
+        CK("attention", eng_cu_attention(s, &a));
+        /* y = ctx Wo^T + b + x (residual in the epilogue), x = LN(y) */
+        GEMM(m->ctx, w->ao_w, w->ao_b, m->x, m->y, H, H, ENG_CU_EPI_BIAS);
+        CK("layernorm", eng_cu_add_ln(s, m->y, NULL, w->ln1_g, w->ln1_b, m->x, T, n_tok, H, m->eps));
+        GEMM(m->x, w->up_w, w->up_b, NULL, m->inter, m->I, H, m->epi_up);
+        GEMM(m->inter, w->down_w, w->down_b, m->x, m->y, H, m->I, ENG_CU_EPI_BIAS);
+        CK("layernorm", eng_cu_add_ln(s, m->y, NULL, w->ln2_g, w->ln2_b, m->x, T, n_tok, H, m->eps));
+    }
+    CK("pooling", eng_cu_pool(s, m->x, in + lay.cu, in + lay.meta + ENG_CU_META_SEQS, S, H, H,
+                              m->pool_mode, m->normalize, m->pooled));
+    return 0;
+}

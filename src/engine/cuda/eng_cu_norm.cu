@@ -1,0 +1,282 @@
+/* eng_cu_norm: the row-wise kernels of the encoder -- embedding gather +
+ * LayerNorm, residual add + LayerNorm, and (for decoders) residual add +
+ * RMSNorm.
+ *
+ * One warp owns one row: H <= 4096 values live in registers as chunks of 8
+ * bf16 (16-byte loads), so a row is read once and written once, and the
+ * statistics are a register reduction plus warp shuffles -- no shared
+ * memory, no block barrier.  Mean and variance are taken in two passes over
+ * the registers (exact, no E[x^2]-E[x]^2 cancellation).  All arithmetic is
+ * fp32; only storage is bf16.  MAXC (chunks per lane) is a template
+ * parameter so the register array is indexed by constants only.
+ */
+#include "eng_cu.h"
+
+#define ROWS_PER_BLOCK 4
+
+static __device__ __forceinline__ float warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __device__ __forceinline__ void load8(const bf16 *p, float *v) {
+    uint4 u = *(const uint4 *)p;
+    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float2 f = __bfloat1622float2(h[i]);
+        v[2 * i] = f.x;
+        v[2 * i + 1] = f.y;
+    }
+}
+
+static __device__ __forceinline__ void store8(bf16 *p, const float *v) {
+    uint4 u;
+    __nv_bfloat162 *h = (__nv_bfloat162 *)&u;
+#pragma unroll
+    for (int i = 0; i < 4; i++) h[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+    *(uint4 *)p = u;
+}
+
+/* LayerNorm of the row held in v (chunks c = lane + 32*i), written to out.
+ * For rows of <= 1024 values gamma and beta are loaded first, alongside
+ * the row, so that a short batch pays one memory round trip, not two. */
+template <int MAXC>
+static __device__ __forceinline__ void ln_finish(float (*v)[8], int H, const float *gamma,
+                                                 const float *beta, bf16 *out, float eps) {
+    const int lane = threadIdx.x & 31, nc = H >> 3;
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < MAXC; i++)
+        if (lane + 32 * i < nc)
+#pragma unroll
+            for (int j = 0; j < 8; j++) s += v[i][j];
+    const float mean = warp_sum(s) / (float)H;
+    float q = 0.f;
+#pragma unroll
+    for (int i = 0; i < MAXC; i++)
+        if (lane + 32 * i < nc)
+#pragma unroll
+            for (int j = 0; j < 8; j++) { float d = v[i][j] - mean; q += d * d; }
+    const float rstd = rsqrtf(warp_sum(q) / (float)H + eps);
+#pragma unroll
+    for (int i = 0; i < MAXC; i++) {
+        const int c = lane + 32 * i;
+        if (c < nc) {
+            float y[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                y[j] = (v[i][j] - mean) * rstd * gamma[c * 8 + j] + beta[c * 8 + j];
+            store8(out + c * 8, y);
+        }
+    }
+}
+
+/* add_ln's short-row path: parameters held in registers from the start. */
+template <int MAXC>
+static __device__ __forceinline__ void load_params(const float *gamma, const float *beta, int H,
+                                                   float (*g)[8], float (*b)[8]) {
+    const int lane = threadIdx.x & 31, nc = H >> 3;
+#pragma unroll
+    for (int i = 0; i < MAXC; i++) {
+        const int c = lane + 32 * i;
+        if (c < nc) {
+            const float4 *gp = (const float4 *)(gamma + c * 8), *bp = (const float4 *)(beta + c * 8);
+            float4 g0 = gp[0], g1 = gp[1], b0 = bp[0], b1 = bp[1];
+            g[i][0] = g0.x; g[i][1] = g0.y; g[i][2] = g0.z; g[i][3] = g0.w;
+            g[i][4] = g1.x; g[i][5] = g1.y; g[i][6] = g1.z; g[i][7] = g1.w;
+            b[i][0] = b0.x; b[i][1] = b0.y; b[i][2] = b0.z; b[i][3] = b0.w;
+            b[i][4] = b1.x; b[i][5] = b1.y; b[i][6] = b1.z; b[i][7] = b1.w;
+        }
+    }
+}
+
+template <int MAXC>
+__global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
+embed_ln_kernel(const int32_t *ids, const int32_t *pos_ids, const int32_t *type_ids,
+                const bf16 *word, const bf16 *pos, const bf16 *type, const float *gamma,
+                const float *beta, bf16 *out, int rows, const int *n_rows_dev, int H, float eps) {
+    const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
+    const int n = n_rows_dev ? min(*n_rows_dev, rows) : rows;
+    if (row >= n) return;
+    const int lane = threadIdx.x & 31, nc = H >> 3;
+    const bf16 *w = word + (size_t)ids[row] * H;
+    const bf16 *p = pos + (size_t)pos_ids[row] * H;
+    const bf16 *t = type ? type + (size_t)(type_ids ? type_ids[row] : 0) * H : NULL;
+    float v[MAXC][8];
+#pragma unroll
+    for (int i = 0; i < MAXC; i++) {
+        const int c = lane + 32 * i;
+        if (c < nc) {
+            float a[8], b[8];
+            load8(w + c * 8, v[i]);
+            load8(p + c * 8, a);
+            if (t) load8(t + c * 8, b);
+#pragma unroll
+            for (int j = 0; j < 8; j++) v[i][j] += a[j] + (t ? b[j] : 0.f);
+        }
+    }
+    ln_finish<MAXC>(v, H, gamma, beta, out + (size_t)row * H, eps);
+}
+
+template <int MAXC>
+__global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
+add_ln_kernel(const bf16 *x, const bf16 *res, const float *gamma, const float *beta, bf16 *out,
+              int rows, const int *n_rows_dev, int H, float eps) {
+    const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
+    if (row >= rows) return;
+    const int lane = threadIdx.x & 31, nc = H >> 3;
+    if (MAXC <= 4) {
+        /* rows below the bucket bound are valid memory: load the row and the
+         * parameters before the real row count arrives (one round trip) */
+        float v[MAXC][8], g[MAXC][8], b[MAXC][8];
+#pragma unroll
+        for (int i = 0; i < MAXC; i++) {
+            const int c = lane + 32 * i;
+            if (c < nc) {
+                load8(x + (size_t)row * H + c * 8, v[i]);
+                if (res) {
+                    float a[8];
+                    load8(res + (size_t)row * H + c * 8, a);
+#pragma unroll
+                    for (int j = 0; j < 8; j++) v[i][j] += a[j];
+                }
+            }
+        }
+        load_params<MAXC>(gamma, beta, H, g, b);
+        if (n_rows_dev && row >= *n_rows_dev) return;
+        float s = 0.f;
+#pragma unroll
+        for (int i = 0; i < MAXC; i++)
+            if (lane + 32 * i < nc)
+#pragma unroll
+                for (int j = 0; j < 8; j++) s += v[i][j];
+        const float mean = warp_sum(s) / (float)H;
+        float q = 0.f;
+#pragma unroll
+        for (int i = 0; i < MAXC; i++)
+            if (lane + 32 * i < nc)
+#pragma unroll
+                for (int j = 0; j < 8; j++) { float d = v[i][j] - mean; q += d * d; }
+        const float rstd = rsqrtf(warp_sum(q) / (float)H + eps);
+#pragma unroll
+        for (int i = 0; i < MAXC; i++) {
+            const int c = lane + 32 * i;
+            if (c < nc) {
+                float y[8];
+#pragma unroll
+                for (int j = 0; j < 8; j++) y[j] = (v[i][j] - mean) * rstd * g[i][j] + b[i][j];
+                store8(out + (size_t)row * H + c * 8, y);
+            }
+        }
+        return;
+    }
+    const int n = n_rows_dev ? min(*n_rows_dev, rows) : rows;
+    if (row >= n) return;
+    float v[MAXC][8];
+#pragma unroll
+    for (int i = 0; i < MAXC; i++) {
+        const int c = lane + 32 * i;
+        if (c < nc) {
+            load8(x + (size_t)row * H + c * 8, v[i]);
+            if (res) {
+                float a[8];
+                load8(res + (size_t)row * H + c * 8, a);
+#pragma unroll
+                for (int j = 0; j < 8; j++) v[i][j] += a[j];
+            }
+        }
+    }
+    ln_finish<MAXC>(v, H, gamma, beta, out + (size_t)row * H, eps);
+}
+
+template <int MAXC>
+__global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
+add_rmsnorm_kernel(const bf16 *x, bf16 *res, const float *gamma, bf16 *out, int rows,
+                   const int *n_rows_dev, int H, float eps) {
+    const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
+    const int n = n_rows_dev ? min(*n_rows_dev, rows) : rows;
+    if (row >= n) return;
+    const int lane = threadIdx.x & 31, nc = H >> 3;
+    float v[MAXC][8];
+    float q = 0.f;
+#pragma unroll
+    for (int i = 0; i < MAXC; i++) {
+        const int c = lane + 32 * i;
+        if (c < nc) {
+            load8(x + (size_t)row * H + c * 8, v[i]);
+            if (res) {
+                float a[8];
+                load8(res + (size_t)row * H + c * 8, a);
+#pragma unroll
+                for (int j = 0; j < 8; j++) v[i][j] += a[j];
+                /* the residual stream is stored rounded; normalise what is stored */
+                store8(res + (size_t)row * H + c * 8, v[i]);
+                load8(res + (size_t)row * H + c * 8, v[i]);
+            }
+#pragma unroll
+            for (int j = 0; j < 8; j++) q += v[i][j] * v[i][j];
+        }
+    }
+    const float r = rsqrtf(warp_sum(q) / (float)H + eps);
+#pragma unroll
+    for (int i = 0; i < MAXC; i++) {
+        const int c = lane + 32 * i;
+        if (c < nc) {
+            float y[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++) y[j] = v[i][j] * r * gamma[c * 8 + j];
+            store8(out + (size_t)row * H + c * 8, y);
+        }
+    }
+}
+
+/* Chunks per lane for a row of H values (H % 8 == 0, H <= 4096). */
+static int maxc_for(int H) {
+    const int per_lane = (H / 8 + 31) / 32;
+    if (per_lane <= 2) return 2;
+    if (per_lane <= 4) return 4;
+    if (per_lane <= 8) return 8;
+    return per_lane <= 16 ? 16 : 0;
+}
+
+#define DISPATCH_MAXC(H, CALL)                                  \
+    switch (maxc_for(H)) {                                      \
+    case 2: { constexpr int MC = 2; CALL; } break;              \
+    case 4: { constexpr int MC = 4; CALL; } break;              \
+    case 8: { constexpr int MC = 8; CALL; } break;              \
+    case 16: { constexpr int MC = 16; CALL; } break;            \
+    default: return cudaErrorInvalidValue;                      \
+    }
+
+cudaError_t eng_cu_embed_ln(cudaStream_t s, const int32_t *ids, const int32_t *pos_ids,
+                            const int32_t *type_ids, const bf16 *word, const bf16 *pos,
+                            const bf16 *type, const float *gamma, const float *beta, bf16 *out,
+                            int rows, const int *n_rows_dev, int H, float eps) {
+    if (H % 8 || rows <= 0) return cudaErrorInvalidValue;
+    const int grid = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
+    DISPATCH_MAXC(H, (embed_ln_kernel<MC><<<grid, 32 * ROWS_PER_BLOCK, 0, s>>>(
+                         ids, pos_ids, type_ids, word, pos, type, gamma, beta, out, rows,
+                         n_rows_dev, H, eps)));
+    return cudaGetLastError();
+}
+
+cudaError_t eng_cu_add_ln(cudaStream_t s, const bf16 *x, const bf16 *res, const float *gamma,
+                          const float *beta, bf16 *out, int rows, const int *n_rows_dev, int H,
+                          float eps) {
+    if (H % 8 || rows <= 0) return cudaErrorInvalidValue;
+    const int grid = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
+    DISPATCH_MAXC(H, (add_ln_kernel<MC><<<grid, 32 * ROWS_PER_BLOCK, 0, s>>>(
+                         x, res, gamma, beta, out, rows, n_rows_dev, H, eps)));
+    return cudaGetLastError();
+}
+
+cudaError_t eng_cu_add_rmsnorm(cudaStream_t s, const bf16 *x, bf16 *res, const float *gamma,
+                               bf16 *out, int rows, const int *n_rows_dev, int H, float eps) {
+    if (H % 8 || rows <= 0) return cudaErrorInvalidValue;
+    const int grid = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
+    DISPATCH_MAXC(H, (add_rmsnorm_kernel<MC><<<grid, 32 * ROWS_PER_BLOCK, 0, s>>>(
+                         x, res, gamma, out, rows, n_rows_dev, H, eps)));
+    return cudaGetLastError();
+}

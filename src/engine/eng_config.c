@@ -1,0 +1,249 @@
+/* eng_config: config.json (architecture and sizes) and the load entry.
+ *
+ * One reader per family, because the families name the same things
+ * differently (DistilBERT's dim/n_layers vs BERT's hidden_size/...).  The
+ * result is normalised: info.max_positions is the usable sequence length,
+ * after RoBERTa's position offset (positions start at pad_token_id + 1, so
+ * a 514-row table serves 512 tokens), and max_position_embeddings keeps the
+ * stored table size for the weights loader's shape checks.  Sizes are
+ * bounded so that a hostile config cannot make later size products
+ * overflow or ask for absurd allocations.
+ */
+#include "eng_config.h"
+
+#include <limits.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "eng_cfgjson.h"
+
+typedef enum { FAM_BERT, FAM_ROBERTA, FAM_DISTILBERT, FAM_QWEN3 } cfg_family;
+
+static const struct {
+    const char *model_type, *arch;
+    cfg_family fam;
+} cfg_types[] = {
+    {"bert", "bert", FAM_BERT},          {"roberta", "roberta", FAM_ROBERTA},
+    {"xlm-roberta", "xlm-roberta", FAM_ROBERTA}, {"camembert", "roberta", FAM_ROBERTA},
+    {"distilbert", "distilbert", FAM_DISTILBERT}, {"qwen3", "qwen3", FAM_QWEN3},
+};
+
+#define CFG_SUPPORTED "bert, roberta, xlm-roberta, camembert, distilbert, qwen3"
+
+static int cfg_activation(eng_config *c, json_t *root, const char *key, const char *def, const char *path,
+                          posy_err *err) {
+    char a[32];
+    int rc = eng_cfgjson_str(root, key, path, 0, def, a, sizeof a, err);
+    if (rc) return rc;
+    if (!strcmp(a, "gelu")) c->act = ENG_ACT_GELU;
+    else if (!strcmp(a, "gelu_new") || !strcmp(a, "gelu_pytorch_tanh") || !strcmp(a, "gelu_fast"))
+        c->act = ENG_ACT_GELU_TANH;
+    else if (!strcmp(a, "relu")) c->act = ENG_ACT_RELU;
+    else if (!strcmp(a, "silu") || !strcmp(a, "swish")) c->act = ENG_ACT_SILU;
+    else
+        return posy_err_set(err, POSY_E_UNSUPPORTED,
+                            "%s: %s '%s' is not supported (gelu, gelu_new, gelu_pytorch_tanh, relu, silu)", path,
+                            key, a);
+    return 0;
+}
+
+/* Shared checks once sizes are read: heads divide hidden, positions usable. */
+static int cfg_finish_sizes(eng_config *c, const char *path, posy_err *err) {
+    posy_model_info *in = &c->info;
+    if (in->hidden % in->heads)
+        return posy_err_set(err, POSY_E_INVALID, "%s: hidden size %d is not a multiple of %d attention heads",
+                            path, in->hidden, in->heads);
+    if (!c->head_dim) c->head_dim = in->hidden / in->heads;
+    if (!in->kv_heads) in->kv_heads = in->heads;
+    if (in->heads % in->kv_heads)
+        return posy_err_set(err, POSY_E_INVALID, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
+                            path, in->heads, in->kv_heads);
+    in->max_positions = c->max_position_embeddings - c->position_offset;
+    if (in->max_positions < 1)
+        return posy_err_set(err, POSY_E_INVALID,
+                            "%s: max_position_embeddings %d leaves no positions after the offset %d", path,
+                            c->max_position_embeddings, c->position_offset);
+    return 0;
+}
+
+static int cfg_bert(eng_config *c, json_t *r, const char *p, cfg_family fam, posy_err *err) {
+    posy_model_info *in = &c->info;
+    char pet[32];
+    int rc;
+    if ((rc = eng_cfgjson_int(r, "hidden_size", p, 1, 0, 1, 65536, &in->hidden, err)) ||
+        (rc = eng_cfgjson_int(r, "num_hidden_layers", p, 1, 0, 1, 1024, &in->layers, err)) ||
+        (rc = eng_cfgjson_int(r, "num_attention_heads", p, 1, 0, 1, 1024, &in->heads, err)) ||
+        (rc = eng_cfgjson_int(r, "intermediate_size", p, 1, 0, 1, 1 << 20, &in->intermediate, err)) ||
+        (rc = eng_cfgjson_int(r, "vocab_size", p, 1, 0, 1, 1 << 24, &in->vocab, err)) ||
+        (rc = eng_cfgjson_int(r, "type_vocab_size", p, 0, 2, 0, 1024, &in->type_vocab, err)) ||
+        (rc = eng_cfgjson_int(r, "max_position_embeddings", p, 0, 512, 1, 1 << 22, &c->max_position_embeddings, err)) ||
+        (rc = eng_cfgjson_int(r, "pad_token_id", p, 0, fam == FAM_ROBERTA ? 1 : 0, 0, 1 << 24, &c->pad_token_id, err)) ||
+        (rc = eng_cfgjson_num(r, "layer_norm_eps", p, 0, 1e-12, 0, 1, &c->ln_eps, err)) ||
+        (rc = eng_cfgjson_str(r, "position_embedding_type", p, 0, "absolute", pet, sizeof pet, err)) ||
+        (rc = cfg_activation(c, r, "hidden_act", "gelu", p, err)))
+        return rc;
+    if (strcmp(pet, "absolute"))
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: position_embedding_type '%s' is not supported (absolute only)",
+                            p, pet);
+    c->position_offset = fam == FAM_ROBERTA ? c->pad_token_id + 1 : 0;
+    return cfg_finish_sizes(c, p, err);
+}
+
+static int cfg_distilbert(eng_config *c, json_t *r, const char *p, posy_err *err) {
+    posy_model_info *in = &c->info;
+    int rc;
+    if ((rc = eng_cfgjson_int(r, "dim", p, 1, 0, 1, 65536, &in->hidden, err)) ||
+        (rc = eng_cfgjson_int(r, "n_layers", p, 1, 0, 1, 1024, &in->layers, err)) ||
+        (rc = eng_cfgjson_int(r, "n_heads", p, 1, 0, 1, 1024, &in->heads, err)) ||
+        (rc = eng_cfgjson_int(r, "hidden_dim", p, 1, 0, 1, 1 << 20, &in->intermediate, err)) ||
+        (rc = eng_cfgjson_int(r, "vocab_size", p, 1, 0, 1, 1 << 24, &in->vocab, err)) ||
+        (rc = eng_cfgjson_int(r, "max_position_embeddings", p, 0, 512, 1, 1 << 22, &c->max_position_embeddings, err)) ||
+        (rc = eng_cfgjson_int(r, "pad_token_id", p, 0, 0, 0, 1 << 24, &c->pad_token_id, err)) ||
+        (rc = cfg_activation(c, r, "activation", "gelu", p, err)))
+        return rc;
+    in->type_vocab = 0;
+    c->ln_eps = 1e-12; /* fixed in DistilBERT's modeling code */
+    return cfg_finish_sizes(c, p, err);
+}
+
+/* What transformers >= 5 writes differently, and the attention direction.
+ * rope_theta may live in "rope_parameters" (with rope_type "default"; any
+ * other type is refused).  Attention is causal unless the config says
+ * "is_causal": false or "use_bidirectional_attention": true (pplx-embed
+ * style); the engine option --attention can still override it. */
+static int cfg_qwen3_extra(eng_config *c, json_t *r, const char *p, posy_err *err) {
+    json_t *rp = json_object_get(r, "rope_parameters");
+    int rc, causal = 1, bidir = 0, sliding = 0;
+    if (rp && json_is_object(rp)) {
+        char type[32];
+        if ((rc = eng_cfgjson_str(rp, "rope_type", p, 0, "default", type, sizeof type, err))) return rc;
+        if (strcmp(type, "default"))
+            return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: rope_parameters.rope_type '%s' is not supported "
+                                "(default only)", p, type);
+        if (!json_object_get(r, "rope_theta") &&
+            (rc = eng_cfgjson_num(rp, "rope_theta", p, 0, 10000.0, 1, 1e12, &c->rope_theta, err)))
+            return rc;
+    }
+    if ((rc = eng_cfgjson_bool(r, "is_causal", p, 1, &causal, err)) ||
+        (rc = eng_cfgjson_bool(r, "use_bidirectional_attention", p, 0, &bidir, err)) ||
+        (rc = eng_cfgjson_bool(r, "use_sliding_window", p, 0, &sliding, err)))
+        return rc;
+    if (sliding)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: use_sliding_window true is not supported", p);
+    c->info.causal = causal && !bidir;
+    return 0;
+}
+
+static int cfg_qwen3(eng_config *c, json_t *r, const char *p, posy_err *err) {
+    posy_model_info *in = &c->info;
+    int rc;
+    if ((rc = eng_cfgjson_int(r, "hidden_size", p, 1, 0, 1, 65536, &in->hidden, err)) ||
+        (rc = eng_cfgjson_int(r, "num_hidden_layers", p, 1, 0, 1, 1024, &in->layers, err)) ||
+        (rc = eng_cfgjson_int(r, "num_attention_heads", p, 1, 0, 1, 1024, &in->heads, err)) ||
+        (rc = eng_cfgjson_int(r, "num_key_value_heads", p, 0, 0, 0, 1024, &in->kv_heads, err)) ||
+        (rc = eng_cfgjson_int(r, "head_dim", p, 0, 0, 0, 4096, &c->head_dim, err)) ||
+        (rc = eng_cfgjson_int(r, "intermediate_size", p, 1, 0, 1, 1 << 20, &in->intermediate, err)) ||
+        (rc = eng_cfgjson_int(r, "vocab_size", p, 1, 0, 1, 1 << 24, &in->vocab, err)) ||
+        (rc = eng_cfgjson_int(r, "max_position_embeddings", p, 0, 32768, 1, 1 << 22, &c->max_position_embeddings, err)) ||
+        (rc = eng_cfgjson_int(r, "pad_token_id", p, 0, 0, 0, 1 << 24, &c->pad_token_id, err)) ||
+        (rc = eng_cfgjson_num(r, "rms_norm_eps", p, 0, 1e-6, 0, 1, &c->ln_eps, err)) ||
+        (rc = eng_cfgjson_num(r, "rope_theta", p, 0, 10000.0, 1, 1e12, &c->rope_theta, err)) ||
+        (rc = eng_cfgjson_bool(r, "tie_word_embeddings", p, 0, &c->tie_word_embeddings, err)) ||
+        (rc = cfg_activation(c, r, "hidden_act", "silu", p, err)))
+        return rc;
+    json_t *rs = json_object_get(r, "rope_scaling");
+    if (rs && !json_is_null(rs))
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: rope_scaling is not supported", p);
+    if ((rc = cfg_qwen3_extra(c, r, p, err))) return rc;
+    in->type_vocab = 0;
+    /* Qwen3 sets head_dim independently of hidden/heads; only the GQA
+     * grouping must divide. */
+    if (!c->head_dim) c->head_dim = in->hidden / in->heads;
+    if (!in->kv_heads) in->kv_heads = in->heads;
+    if (in->heads % in->kv_heads)
+        return posy_err_set(err, POSY_E_INVALID, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
+                            p, in->heads, in->kv_heads);
+    in->max_positions = c->max_position_embeddings;
+    return 0;
+}
+
+/* info.name: the directory's base name as given ("models/bge-small/" ->
+ * "bge-small"); "." and the like resolve through realpath. */
+static void cfg_set_name(posy_model_info *in, const char *dir) {
+    char buf[1024], *rp = NULL;
+    snprintf(buf, sizeof buf, "%s", dir);
+    size_t n = strlen(buf);
+    while (n > 1 && buf[n - 1] == '/') buf[--n] = '\0';
+    const char *b = strrchr(buf, '/');
+    b = b ? b + 1 : buf;
+    if (!*b || !strcmp(b, ".") || !strcmp(b, "..")) {
+        rp = realpath(dir, NULL);
+        const char *rb = rp ? strrchr(rp, '/') : NULL;
+        b = rb && rb[1] ? rb + 1 : "model";
+    }
+    size_t bl = strlen(b);
+    if (bl >= sizeof in->name) bl = sizeof in->name - 1;
+    memcpy(in->name, b, bl);
+    in->name[bl] = '\0';
+    free(rp);
+}
+
+/* Configs written before transformers 3 have no model_type; their
+ * "architectures" class name says it ("BertModel" -> "bert"). */
+static const char *cfg_type_from_arch(json_t *root) {
+    static const struct { const char *cls, *type; } map[] = {
+        {"XLMRoberta", "xlm-roberta"}, {"Roberta", "roberta"}, {"Camembert", "camembert"},
+        {"DistilBert", "distilbert"}, {"Bert", "bert"}, {"Qwen3", "qwen3"},
+    };
+    const char *a = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
+    for (size_t i = 0; a && i < sizeof map / sizeof map[0]; i++)
+        if (!strncmp(a, map[i].cls, strlen(map[i].cls))) return map[i].type;
+    return NULL;
+}
+
+static int cfg_load_main(eng_config *c, const char *dir, posy_err *err) {
+    char path[1024], mt[32];
+    json_t *root;
+    int rc = eng_cfgjson_load(dir, "config.json", 1, 1, &root, path, err);
+    if (rc) return rc;
+    const char *guess = json_object_get(root, "model_type") ? NULL : cfg_type_from_arch(root);
+    rc = eng_cfgjson_str(root, "model_type", path, !guess, guess, mt, sizeof mt, err);
+    int k = -1;
+    for (size_t i = 0; !rc && k < 0 && i < sizeof cfg_types / sizeof cfg_types[0]; i++)
+        if (!strcmp(mt, cfg_types[i].model_type)) k = (int)i;
+    if (!rc && k < 0)
+        rc = posy_err_set(err, POSY_E_UNSUPPORTED, "%s: model_type '%s' is not supported (posy runs " CFG_SUPPORTED ")",
+                          path, mt);
+    if (!rc) {
+        snprintf(c->model_type, sizeof c->model_type, "%s", mt);
+        snprintf(c->info.arch, sizeof c->info.arch, "%s", cfg_types[k].arch);
+        cfg_family fam = cfg_types[k].fam;
+        rc = fam == FAM_QWEN3 ? cfg_qwen3(c, root, path, err)
+           : fam == FAM_DISTILBERT ? cfg_distilbert(c, root, path, err)
+           : cfg_bert(c, root, path, fam, err);
+    }
+    json_decref(root);
+    return rc;
+}
+
+int eng_config_load(eng_config *c, const char *model_dir, posy_err *err) {
+    memset(c, 0, sizeof *c);
+    snprintf(c->info.model_dir, sizeof c->info.model_dir, "%s", model_dir);
+    cfg_set_name(&c->info, model_dir);
+    c->pool_include_prompt = 1;
+    int rc = cfg_load_main(c, model_dir, err);
+    if (!rc) rc = eng_config_load_st(c, model_dir, err);
+    if (rc) eng_config_free(c);
+    return rc;
+}
+
+void eng_config_free(eng_config *c) {
+    for (int i = 0; i < c->n_prompts; i++) free(c->prompts[i].text);
+    c->n_prompts = 0;
+}
+
+const char *eng_config_prompt(const eng_config *c, const char *name) {
+    for (int i = 0; name && i < c->n_prompts; i++)
+        if (!strcmp(c->prompts[i].name, name)) return c->prompts[i].text;
+    return NULL;
+}

@@ -1,0 +1,176 @@
+/* eng_config_st: the sentence-transformers files of a model directory.
+ *
+ * modules.json lists the pipeline after the transformer: Pooling (its
+ * config.json picks CLS, mean or last-token), Normalize (L2), and modules
+ * posy does not run (Dense, ...), which are refused by name rather than
+ * skipped, because skipping one would return vectors that silently differ
+ * from the reference.  Absent files mean what sentence-transformers itself
+ * does for a plain Hugging Face model: mean pooling, no normalization,
+ * max_seq_len = the tokenizer's model_max_length capped by the model's
+ * positions, no prompts.
+ */
+#include "eng_config.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "eng_cfgjson.h"
+#include "posy_file.h"
+#include "posy_log.h"
+
+/* A module path must stay inside the model directory. */
+static int st_rel_path_ok(const char *s) {
+    return s[0] != '/' && !strstr(s, "..") && strlen(s) < 256;
+}
+
+static int st_pooling(eng_config *c, const char *dir, const char *rel, posy_err *err) {
+    static const struct { const char *key; int mode; } modes[] = {
+        {"pooling_mode_cls_token", POSY_POOL_CLS}, {"pooling_mode_mean_tokens", POSY_POOL_MEAN},
+        {"pooling_mode_lasttoken", POSY_POOL_LAST}, {"pooling_mode_max_tokens", -1},
+        {"pooling_mode_mean_sqrt_len_tokens", -1}, {"pooling_mode_weightedmean_tokens", -1},
+    };
+    char sub[1024], path[1024];
+    json_t *r;
+    if (posy_path_join(sub, sizeof sub, dir, rel))
+        return posy_err_set(err, POSY_E_INVALID, "%s/%s: path too long", dir, rel);
+    int rc = eng_cfgjson_load(sub, "config.json", 1, 1, &r, path, err);
+    if (rc) return rc;
+    int n_on = 0, mode = -1, dim = 0;
+    const char *on = NULL;
+    for (size_t i = 0; !rc && i < sizeof modes / sizeof modes[0]; i++) {
+        int b = 0;
+        rc = eng_cfgjson_bool(r, modes[i].key, path, 0, &b, err);
+        if (b) { n_on++; mode = modes[i].mode; on = modes[i].key; }
+    }
+    if (!rc) rc = eng_cfgjson_bool(r, "include_prompt", path, 1, &c->pool_include_prompt, err);
+    if (!rc) rc = eng_cfgjson_int(r, "word_embedding_dimension", path, 0, c->info.hidden, 1, 1 << 20, &dim, err);
+    json_decref(r);
+    if (rc) return rc;
+    if (n_on == 0) return posy_err_set(err, POSY_E_INVALID, "%s: no pooling_mode_* is true", path);
+    if (n_on > 1)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: several pooling modes at once are not supported", path);
+    if (mode < 0)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: %s is not supported (cls, mean or lasttoken only)", path, on);
+    if (dim != c->info.hidden)
+        return posy_err_set(err, POSY_E_INVALID, "%s: word_embedding_dimension %d differs from hidden size %d", path,
+                            dim, c->info.hidden);
+    if (!c->pool_include_prompt)
+        POSY_WARN("%s: include_prompt=false is not applied: prompt tokens are pooled like the rest", path);
+    c->info.pooling = (posy_pooling)mode;
+    return 0;
+}
+
+/* One modules.json entry; *seen_pool set when it was the Pooling module. */
+static int st_module(eng_config *c, const char *dir, json_t *m, const char *path, int *seen_pool,
+                     posy_err *err) {
+    char type[128], rel[256];
+    int rc;
+    if (!json_is_object(m)) return posy_err_set(err, POSY_E_INVALID, "%s: each module must be an object", path);
+    if ((rc = eng_cfgjson_str(m, "type", path, 1, NULL, type, sizeof type, err)) ||
+        (rc = eng_cfgjson_str(m, "path", path, 0, "", rel, sizeof rel, err)))
+        return rc;
+    const char *dot = strrchr(type, '.');
+    const char *kind = dot ? dot + 1 : type;
+    if (!strcmp(kind, "Transformer")) return 0;
+    if (!strcmp(kind, "Normalize")) {
+        c->info.normalize = 1;
+        return 0;
+    }
+    if (!strcmp(kind, "Pooling")) {
+        if (*seen_pool) return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: more than one Pooling module", path);
+        if (!st_rel_path_ok(rel))
+            return posy_err_set(err, POSY_E_INVALID, "%s: Pooling path '%s' leaves the model directory", path, rel);
+        *seen_pool = 1;
+        return st_pooling(c, dir, rel, err);
+    }
+    return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: module type %s is not supported (Transformer, Pooling, Normalize)",
+                        path, type);
+}
+
+static int st_modules(eng_config *c, const char *dir, posy_err *err) {
+    char path[1024];
+    json_t *r;
+    c->info.pooling = POSY_POOL_MEAN;
+    c->info.normalize = 0;
+    int rc = eng_cfgjson_load(dir, "modules.json", 0, 0, &r, path, err);
+    if (rc || !r) return rc;
+    int seen_pool = 0;
+    if (!json_is_array(r)) rc = posy_err_set(err, POSY_E_INVALID, "%s: expected a JSON array of modules", path);
+    for (size_t i = 0; !rc && i < json_array_size(r); i++)
+        rc = st_module(c, dir, json_array_get(r, i), path, &seen_pool, err);
+    json_decref(r);
+    if (!rc && !seen_pool)
+        rc = posy_err_set(err, POSY_E_UNSUPPORTED, "%s: no Pooling module (token embeddings are not served)", path);
+    return rc;
+}
+
+/* Without a max_seq_length, sentence-transformers truncates at the
+ * tokenizer's model_max_length capped by the positions.  That field is
+ * often 1e30-ish (written as a huge integer), hence INT_AS_REAL; the file
+ * belongs to the tokenizer, so a broken one is left for it to report. */
+static int st_tokenizer_max_len(const char *dir, int max_positions) {
+    char path[1024];
+    if (posy_path_join(path, sizeof path, dir, "tokenizer_config.json") || !posy_file_exists(path))
+        return max_positions;
+    char *text = posy_file_read(path, 16u << 20, NULL, NULL);
+    json_t *r = text ? json_loads(text, JSON_DECODE_INT_AS_REAL, NULL) : NULL;
+    json_t *v = json_object_get(r, "model_max_length");
+    double m = json_is_number(v) ? json_number_value(v) : 0;
+    json_decref(r);
+    free(text);
+    return m >= 1 && m < max_positions ? (int)m : max_positions;
+}
+
+static int st_bert_config(eng_config *c, const char *dir, posy_err *err) {
+    char path[1024];
+    json_t *r;
+    int msl = st_tokenizer_max_len(dir, c->info.max_positions);
+    c->info.max_seq_len = msl;
+    int rc = eng_cfgjson_load(dir, "sentence_bert_config.json", 0, 1, &r, path, err);
+    if (rc || !r) return rc;
+    rc = eng_cfgjson_int(r, "max_seq_length", path, 0, msl, 1, 1 << 22, &msl, err);
+    if (!rc) rc = eng_cfgjson_bool(r, "do_lower_case", path, 0, &c->do_lower_case, err);
+    json_decref(r);
+    if (rc) return rc;
+    c->info.max_seq_len = msl < c->info.max_positions ? msl : c->info.max_positions;
+    return 0;
+}
+
+static int st_prompts(eng_config *c, const char *dir, posy_err *err) {
+    char path[1024];
+    json_t *r;
+    int rc = eng_cfgjson_load(dir, "config_sentence_transformers.json", 0, 1, &r, path, err);
+    if (rc || !r) return rc;
+    json_t *p = json_object_get(r, "prompts");
+    const char *key;
+    json_t *v;
+    if (p && !json_is_null(p) && !json_is_object(p))
+        rc = posy_err_set(err, POSY_E_INVALID, "%s: prompts must be an object of strings", path);
+    if (!rc && json_is_object(p)) {
+        json_object_foreach(p, key, v) {
+            if (!json_is_string(v) || strlen(key) >= sizeof c->prompts[0].name || c->n_prompts == ENG_MAX_PROMPTS) {
+                rc = posy_err_set(err, POSY_E_INVALID, "%s: prompt '%.64s' is not a string, its name is over 63 bytes, "
+                                  "or there are more than %d prompts", path, key, ENG_MAX_PROMPTS);
+                break;
+            }
+            eng_prompt *e = &c->prompts[c->n_prompts];
+            snprintf(e->name, sizeof e->name, "%s", key);
+            if (!(e->text = strdup(json_string_value(v)))) { rc = posy_err_set(err, POSY_E_NOMEM, "out of memory"); break; }
+            c->n_prompts++;
+        }
+    }
+    if (!rc) rc = eng_cfgjson_str(r, "default_prompt_name", path, 0, "", c->default_prompt_name,
+                                  sizeof c->default_prompt_name, err);
+    if (!rc && c->default_prompt_name[0] && !eng_config_prompt(c, c->default_prompt_name))
+        rc = posy_err_set(err, POSY_E_INVALID, "%s: default_prompt_name '%s' is not one of the prompts", path,
+                          c->default_prompt_name);
+    json_decref(r);
+    return rc;
+}
+
+int eng_config_load_st(eng_config *c, const char *model_dir, posy_err *err) {
+    int rc = st_modules(c, model_dir, err);
+    if (!rc) rc = st_bert_config(c, model_dir, err);
+    if (!rc) rc = st_prompts(c, model_dir, err);
+    return rc;
+}

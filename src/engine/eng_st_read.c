@@ -1,0 +1,89 @@
+/* eng_st_read: fp32 views of safetensors tensors (shape checks and the
+ * F16/BF16 -> F32 conversions).
+ *
+ * The mapping is read bytewise (memcpy / byte assembly), never through a
+ * float* cast, so a tensor whose data offset is not 4-byte aligned in a
+ * hostile or odd file is still read correctly and UBSan-clean.  The
+ * conversions are exact (every half and bfloat16 value is a float).
+ */
+#include "eng_safetensors.h"
+
+#include <stdio.h>
+#include <string.h>
+
+float eng_bf16_to_f32(uint16_t h) {
+    uint32_t u = (uint32_t)h << 16;
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+float eng_f16_to_f32(uint16_t h) {
+    uint32_t sign = (uint32_t)(h & 0x8000u) << 16;
+    uint32_t exp = (h >> 10) & 0x1fu, man = h & 0x3ffu, u;
+    if (exp == 0x1f) {
+        u = sign | 0x7f800000u | (man << 13);            /* inf / nan */
+    } else if (exp != 0) {
+        u = sign | ((exp + 112u) << 23) | (man << 13);   /* normal: rebias 15 -> 127 */
+    } else if (man == 0) {
+        u = sign;                                        /* signed zero */
+    } else {                                             /* subnormal: normalise */
+        int e = -1;
+        do { man <<= 1; e++; } while (!(man & 0x400u));
+        u = sign | ((uint32_t)(112 - e) << 23) | ((man & 0x3ffu) << 13);
+    }
+    float x;
+    memcpy(&x, &u, sizeof x);
+    return x;
+}
+
+int eng_st_tensor_to_f32(const eng_st_tensor *t, float *dst) {
+    const unsigned char *p = t->data;
+    size_t n = (size_t)t->numel;
+    switch (t->dtype) {
+    case ENG_DT_F32:
+        if (n) memcpy(dst, p, n * sizeof(float));
+        return 0;
+    case ENG_DT_F16:
+        for (size_t i = 0; i < n; i++) dst[i] = eng_f16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+        return 0;
+    case ENG_DT_BF16:
+        for (size_t i = 0; i < n; i++) dst[i] = eng_bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
+        return 0;
+    default:
+        return -1;
+    }
+}
+
+static void st_fmt_shape(char *buf, size_t cap, int ndim, const int64_t *dims) {
+    size_t n = (size_t)snprintf(buf, cap, "[");
+    for (int i = 0; i < ndim && n < cap; i++)
+        n += (size_t)snprintf(buf + n, cap - n, "%s%lld", i ? ", " : "", (long long)dims[i]);
+    if (n < cap) snprintf(buf + n, cap - n, "]");
+}
+
+int eng_st_check(const eng_st_file *f, const eng_st_tensor *t, int ndim, const int64_t *dims,
+                 posy_err *err) {
+    const char *file = eng_st_tensor_file(f, t);
+    if (t->dtype == ENG_DT_OTHER)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: tensor %s has dtype %s; posy needs F32, F16 or BF16",
+                            file, t->name, t->dtype_name);
+    int same = t->ndim == ndim;
+    for (int i = 0; same && i < ndim; i++) same = t->shape[i] == dims[i];
+    if (same) return 0;
+    char have[128], want[128];
+    st_fmt_shape(have, sizeof have, t->ndim, t->shape);
+    st_fmt_shape(want, sizeof want, ndim, dims);
+    return posy_err_set(err, POSY_E_INVALID, "%s: tensor %s has shape %s, config.json implies %s", file,
+                        t->name, have, want);
+}
+
+int eng_st_read_f32(const eng_st_file *f, const char *name, int ndim, const int64_t *dims, float *dst,
+                    posy_err *err) {
+    const eng_st_tensor *t = eng_st_find(f, name);
+    if (!t) return posy_err_set(err, POSY_E_INVALID, "%s: tensor %s not found", f->path, name);
+    int rc = eng_st_check(f, t, ndim, dims, err);
+    if (rc) return rc;
+    eng_st_tensor_to_f32(t, dst);
+    return 0;
+}

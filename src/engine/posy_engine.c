@@ -1,0 +1,186 @@
+/* posy_engine: the engine's front (posy_engine.h).
+ *
+ * Owns what every backend shares: the model directory's config, the mapped
+ * safetensors file, the host fp32 BERT weights, the choice of backend and
+ * the validation of batches.  Backends (cpu/, cuda/) see only validated
+ * batches, so the checks here are the whole defence of the request path:
+ * every field of a batch that came from outside is checked and refused with
+ * a message, never trusted into an out-of-bounds read.
+ *
+ * Backend choice: --device cpu always uses the CPU; cuda requires a build
+ * with CUDA and a usable GPU (else a clear error); auto takes the GPU when
+ * eng_cuda_available() says so and falls back to the CPU otherwise.  The
+ * CUDA symbols are only referenced under POSY_HAVE_CUDA so a CPU-only build
+ * links without them.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include "eng_internal.h"
+#include "posy_log.h"
+
+#define ENG_DEFAULT_MAX_TOKENS 16384
+#define ENG_DEFAULT_MAX_SEQS 1024
+#define ENG_LIMIT_MAX_TOKENS (1 << 22)   /* keeps T*intermediate far from size_t/int trouble */
+
+static int opts_resolve(posy_engine_opts *o, const posy_engine_opts *in, posy_err *err) {
+    if (in) *o = *in;
+    else { memset(o, 0, sizeof *o); o->device = POSY_DEVICE_AUTO; }
+    if (o->max_batch_tokens == 0) o->max_batch_tokens = ENG_DEFAULT_MAX_TOKENS;
+    if (o->max_batch_seqs == 0) o->max_batch_seqs = ENG_DEFAULT_MAX_SEQS;
+    if (o->max_batch_tokens < 1 || o->max_batch_tokens > ENG_LIMIT_MAX_TOKENS)
+        return posy_err_set(err, POSY_E_INVALID, "--max-batch-tokens %d: must be 1..%d",
+                            o->max_batch_tokens, ENG_LIMIT_MAX_TOKENS);
+    if (o->max_batch_seqs < 1)
+        return posy_err_set(err, POSY_E_INVALID, "--max-batch-seqs %d: must be at least 1", o->max_batch_seqs);
+    /* Every sequence has a token, so more sequences than tokens never fit. */
+    if (o->max_batch_seqs > o->max_batch_tokens) o->max_batch_seqs = o->max_batch_tokens;
+    if (o->n_threads < 0 || o->n_threads > 4096)
+        return posy_err_set(err, POSY_E_INVALID, "--threads %d: must be 0 (all cores) .. 4096",
+                            o->n_threads);
+    if (o->attention < POSY_ATTN_MODEL || o->attention > POSY_ATTN_BIDIRECTIONAL)
+        return posy_err_set(err, POSY_E_INVALID, "--attention: unknown mode %d", (int)o->attention);
+    if (o->device != POSY_DEVICE_CPU && o->device != POSY_DEVICE_CUDA && o->device != POSY_DEVICE_AUTO)
+        return posy_err_set(err, POSY_E_INVALID, "--device: unknown device kind %d", (int)o->device);
+    return 0;
+}
+
+/* Pick and open a backend.  AUTO falls back to the CPU if the GPU path fails. */
+static int backend_open(posy_engine *e, posy_err *err) {
+#ifdef POSY_HAVE_CUDA
+    if (e->opts.device == POSY_DEVICE_CUDA || e->opts.device == POSY_DEVICE_AUTO) {
+        posy_err cerr;
+        posy_err_clear(&cerr);
+        if (eng_cuda_available(e->opts.device_index, &cerr)) {
+            e->ops = &eng_cuda_backend;
+            if (e->ops->open(e, &cerr) == 0) return 0;
+        }
+        if (e->opts.device == POSY_DEVICE_CUDA) {
+            if (err) *err = cerr;
+            return posy_err_wrap(err, "--device cuda:%d", e->opts.device_index);
+        }
+        POSY_INFO("engine: no usable GPU (%s); using the CPU", cerr.msg[0] ? cerr.msg : "none found");
+    }
+#else
+    if (e->opts.device == POSY_DEVICE_CUDA)
+        return posy_err_set(err, POSY_E_UNSUPPORTED,
+                            "--device cuda: this posy was built without CUDA (no nvcc at build time); "
+                            "use --device cpu");
+#endif
+    e->ops = &eng_cpu_backend;
+    return e->ops->open(e, err);
+}
+
+enum { STAGE_CONFIG = 1, STAGE_ST = 2, STAGE_WEIGHTS = 3 };
+
+static void engine_free(posy_engine *e, int stage) {
+    if (stage >= STAGE_WEIGHTS) { eng_bert_weights_free(&e->bert); eng_qwen3_weights_free(&e->qwen3); }
+    if (stage >= STAGE_ST) eng_st_close(&e->st);
+    if (stage >= STAGE_CONFIG) eng_config_free(&e->cfg);
+    free(e);
+}
+
+posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opts, posy_err *err) {
+    posy_engine *e = calloc(1, sizeof *e);
+    if (!e) { posy_err_set(err, POSY_E_NOMEM, "engine: out of memory"); return NULL; }
+    if (opts_resolve(&e->opts, opts, err) != 0) { free(e); return NULL; }
+    if (eng_config_load(&e->cfg, model_dir, err) != 0) { free(e); return NULL; }
+    /* model.safetensors, or the shards of model.safetensors.index.json */
+    if (e->opts.attention != POSY_ATTN_MODEL && strcmp(e->cfg.info.arch, "qwen3")) {
+        posy_err_set(err, POSY_E_UNSUPPORTED, "--attention applies to decoder models (qwen3); %s is a %s encoder",
+                     model_dir, e->cfg.info.arch);
+        engine_free(e, STAGE_CONFIG);
+        return NULL;
+    }
+    if (e->opts.attention != POSY_ATTN_MODEL) e->cfg.info.causal = e->opts.attention == POSY_ATTN_CAUSAL;
+    if (eng_st_open_dir(&e->st, model_dir, err) != 0) { engine_free(e, STAGE_CONFIG); return NULL; }
+    int is_qwen3 = !strcmp(e->cfg.info.arch, "qwen3");
+    if ((is_qwen3 ? eng_qwen3_weights_load(&e->qwen3, &e->cfg, &e->st, err)
+                  : eng_bert_weights_load(&e->bert, &e->cfg, &e->st, err)) != 0) {
+        engine_free(e, STAGE_ST);
+        return NULL;
+    }
+    if (backend_open(e, err) != 0) { engine_free(e, STAGE_WEIGHTS); return NULL; }
+    posy_model_info *mi = &e->cfg.info;
+    mi->device = e->ops == &eng_cpu_backend ? POSY_DEVICE_CPU : POSY_DEVICE_CUDA;
+    snprintf(mi->dtype, sizeof mi->dtype, "%s", mi->device == POSY_DEVICE_CPU ? "fp32" : "bf16");
+    POSY_INFO("engine: %s (%s, %d layers, hidden %d, %d heads, %s pooling%s%s) on %s %s, "
+              "max %d tokens / %d sequences per batch", mi->name, mi->arch, mi->layers, mi->hidden,
+              mi->heads, mi->pooling == POSY_POOL_MEAN ? "mean" : mi->pooling == POSY_POOL_CLS ? "cls" : "last-token",
+              mi->normalize ? ", normalized" : "",
+              strcmp(mi->arch, "qwen3") ? "" : mi->causal ? ", causal attention" : ", bidirectional attention",
+              e->ops->name, mi->dtype, e->opts.max_batch_tokens, e->opts.max_batch_seqs);
+    return e;
+}
+
+void posy_engine_close(posy_engine *e) {
+    if (!e) return;
+    if (e->ops) e->ops->close(e);
+    engine_free(e, STAGE_WEIGHTS);
+}
+
+const posy_model_info *posy_engine_info(const posy_engine *e) { return &e->cfg.info; }
+
+/* Shape of the batch: counts, cu_seqlens and lengths.  Reads only
+ * cu_seqlens[0..n_seqs]. */
+static int validate_shape(const posy_engine *e, const posy_batch *b, posy_err *err) {
+    const posy_model_info *mi = &e->cfg.info;
+    if (b->n_seqs < 1) return posy_err_set(err, POSY_E_INVALID, "batch: n_seqs is %d, need at least 1", b->n_seqs);
+    if (b->n_seqs > e->opts.max_batch_seqs)
+        return posy_err_set(err, POSY_E_TOO_LONG, "batch: %d sequences, over --max-batch-seqs %d",
+                            b->n_seqs, e->opts.max_batch_seqs);
+    if (b->n_tokens > e->opts.max_batch_tokens)
+        return posy_err_set(err, POSY_E_TOO_LONG, "batch: %d tokens, over --max-batch-tokens %d",
+                            b->n_tokens, e->opts.max_batch_tokens);
+    if (!b->ids || !b->cu_seqlens || !b->out)
+        return posy_err_set(err, POSY_E_INVALID, "batch: %s is NULL",
+                            !b->ids ? "ids" : !b->cu_seqlens ? "cu_seqlens" : "out");
+    if (b->cu_seqlens[0] != 0)
+        return posy_err_set(err, POSY_E_INVALID, "batch: cu_seqlens[0] is %d, must be 0", b->cu_seqlens[0]);
+    for (int s = 0; s < b->n_seqs; s++) {
+        long long len = (long long)b->cu_seqlens[s + 1] - b->cu_seqlens[s];
+        if (len < 0)
+            return posy_err_set(err, POSY_E_INVALID, "batch: cu_seqlens decreases at sequence %d (%d -> %d)",
+                                s, b->cu_seqlens[s], b->cu_seqlens[s + 1]);
+        if (len == 0) return posy_err_set(err, POSY_E_INVALID, "batch: sequence %d is empty", s);
+        if (len > mi->max_positions)
+            return posy_err_set(err, POSY_E_TOO_LONG,
+                                "batch: sequence %d has %lld tokens, over the model's %d positions",
+                                s, len, mi->max_positions);
+    }
+    if (b->cu_seqlens[b->n_seqs] != b->n_tokens)
+        return posy_err_set(err, POSY_E_INVALID, "batch: cu_seqlens ends at %d but n_tokens is %d",
+                            b->cu_seqlens[b->n_seqs], b->n_tokens);
+    return 0;
+}
+
+int posy_engine_validate(const posy_engine *e, const posy_batch *b, posy_err *err) {
+    if (!b) return posy_err_set(err, POSY_E_INVALID, "batch: NULL");
+    if (validate_shape(e, b, err) != 0) return -1;
+    const posy_model_info *mi = &e->cfg.info;
+    for (int t = 0; t < b->n_tokens; t++) {
+        if (b->ids[t] < 0 || b->ids[t] >= mi->vocab)
+            return posy_err_set(err, POSY_E_INVALID, "batch: token %d has id %d, outside the vocabulary (0..%d)",
+                                t, b->ids[t], mi->vocab - 1), -1;
+        if (b->type_ids && (b->type_ids[t] < 0 || b->type_ids[t] >= (mi->type_vocab > 0 ? mi->type_vocab : 1)))
+            return posy_err_set(err, POSY_E_INVALID, "batch: token %d has type id %d, model has %d token types",
+                                t, b->type_ids[t], mi->type_vocab > 0 ? mi->type_vocab : 1), -1;
+    }
+    return 0;
+}
+
+int posy_engine_step(posy_engine *e, const posy_batch *next, posy_result *done, int max_done,
+                     posy_err *err) {
+    if (next) {
+        if (posy_engine_validate(e, next, err) != 0) return -1;
+        if (e->ops->submit(e, next, err) != 0) return -1;
+    }
+    return e->ops->poll(e, done, max_done, 0);
+}
+
+int posy_engine_wait(posy_engine *e, posy_result *done, int max_done) {
+    if (e->ops->inflight(e) == 0) return 0;
+    return e->ops->poll(e, done, max_done, 1);
+}
+
+int posy_engine_inflight(const posy_engine *e) { return e->ops->inflight(e); }

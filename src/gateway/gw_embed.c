@@ -1,0 +1,313 @@
+/* gw_embed: the worker-pool stages of the POST routes.
+ *
+ *   parse (pool):     JSON -> gw_embed_req -> validate -> tokenize -> submit
+ *   job done (step):  push the call back to the pool, nothing else
+ *   serialize (pool): dimensions / re-normalisation, JSON or base64, headers
+ * and gw_call_finish hands the call to its loop thread.  /tokenize finishes
+ * inside the parse stage; /decode answers 501 (the tokenizer has no decoder
+ * yet).  Each pool thread keeps one tok_encoding so tokenizing a request
+ * does not allocate after warm-up.
+ */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "gw_float.h"
+#include "gw_internal.h"
+#include "gw_parse.h"
+#include "gw_vecout.h"
+#include "posy_clock.h"
+
+static __thread tok_encoding tl_enc;
+
+void gw_worker_exit(void) { tok_encoding_free(&tl_enc); }
+
+static int grow(gw_call *c, int add_tokens) {
+    int need = (c->n_seqs ? c->cu[c->n_seqs] : 0) + add_tokens;
+    if (need > c->cap_ids) {
+        int cap = c->cap_ids ? c->cap_ids : 256;
+        while (cap < need) cap *= 2;
+        int32_t *p = realloc(c->ids, (size_t)cap * sizeof *p);
+        if (!p) return -1;
+        c->ids = p;
+        c->cap_ids = cap;
+    }
+    return 0;
+}
+
+static int push_seq(gw_call *c, const int32_t *ids, int n) {
+    if (grow(c, n)) return -1;
+    int at = c->cu[c->n_seqs];
+    memcpy(c->ids + at, ids, (size_t)n * sizeof *ids);
+    c->cu[++c->n_seqs] = at + n;
+    return 0;
+}
+
+/* Token-id input: range check against the vocabulary, then truncate or refuse. */
+static int add_ids(gw_call *c, const gw_embed_req *r, int idx, json_t *arr) {
+    const gw_model *m = &c->srv->model;
+    int vocab = tok_vocab_size(m->tok);
+    int n = (int)json_array_size(arr), max = m->max_input_tokens;
+    if (n > max && !r->truncate) {
+        gw_call_fail(c, 422, GW_F_VALIDATION, "input_too_long",
+                     "input %d has %d tokens, more than the model's limit of %d (set \"truncate\": true)", idx, n, max);
+        return -1;
+    }
+    int start = n > max && r->dir == TOK_TRUNC_LEFT ? n - max : 0, len = n > max ? max : n;
+    if (grow(c, len)) return -1;
+    int at = c->cu[c->n_seqs];
+    for (int i = 0; i < len; i++) {
+        json_int_t v = json_integer_value(json_array_get(arr, (size_t)(start + i)));
+        if (v < 0 || v >= vocab) {
+            gw_call_fail(c, 422, GW_F_VALIDATION, "token_out_of_vocabulary",
+                         "input %d: token id %lld is outside the vocabulary [0, %d)", idx, (long long)v, vocab);
+            return -1;
+        }
+        c->ids[at + i] = (int32_t)v;
+    }
+    c->cu[++c->n_seqs] = at + len;
+    return 0;
+}
+
+static int add_text(gw_call *c, const gw_embed_req *r, int idx, const char *text, size_t len, const char *prompt) {
+    const gw_model *m = &c->srv->model;
+    char *joined = NULL;
+    if (prompt) {   /* sentence-transformers prepends the prompt text */
+        size_t pl = strlen(prompt);
+        joined = malloc(pl + len + 1);
+        if (!joined) return -1;
+        memcpy(joined, prompt, pl);
+        memcpy(joined + pl, text, len);
+        text = joined;
+        len += pl;
+    }
+    tok_opts o = {.add_special = 1, .max_len = r->truncate ? m->max_input_tokens : 0, .trunc_dir = r->dir};
+    posy_err err;
+    posy_err_clear(&err);
+    int rc = tok_encode(m->tok, text, len, &o, &tl_enc, &err);
+    free(joined);
+    if (rc) {
+        gw_call_fail(c, 422, GW_F_VALIDATION, "tokenization_failed", "input %d: %s", idx, err.msg);
+        return -1;
+    }
+    if (tl_enc.n > m->max_input_tokens) {
+        gw_call_fail(c, 422, GW_F_VALIDATION, "input_too_long",
+                     "input %d has %d tokens, more than the model's limit of %d (set \"truncate\": true)", idx,
+                     tl_enc.n, m->max_input_tokens);
+        return -1;
+    }
+    if (tl_enc.n == 0) {
+        gw_call_fail(c, 422, GW_F_VALIDATION, "empty_input", "input %d has no tokens", idx);
+        return -1;
+    }
+    return push_seq(c, tl_enc.ids, tl_enc.n);
+}
+
+static const char *pick_prompt(gw_call *c, const gw_embed_req *r) {
+    const eng_config *cfg = c->srv->model.cfg;
+    const char *name = r->prompt_name ? r->prompt_name : (cfg && cfg->default_prompt_name[0] ? cfg->default_prompt_name : NULL);
+    if (!name) return NULL;
+    const char *p = cfg ? eng_config_prompt(cfg, name) : NULL;
+    if (!p && r->prompt_name)
+        gw_call_fail(c, 422, GW_F_VALIDATION, "unknown_prompt", "the model has no prompt named '%.60s'", r->prompt_name);
+    return p;
+}
+
+static int tokenize_all(gw_call *c, const gw_embed_req *r) {
+    const char *prompt = pick_prompt(c, r);
+    if (!prompt && r->prompt_name) return -1;
+    c->cu = malloc(((size_t)r->n + 1) * sizeof *c->cu);
+    if (!c->cu) return -1;
+    c->cu[0] = 0;
+    for (int i = 0; i < r->n; i++) {
+        const gw_input *in = &r->inputs[i];
+        int rc = in->text ? add_text(c, r, i, in->text, in->len, prompt) : add_ids(c, r, i, in->ids);
+        if (rc) {
+            if (c->status == 500) gw_call_fail(c, 500, GW_F_BACKEND, "out_of_memory", "out of memory");
+            return -1;
+        }
+    }
+    c->prompt_tokens = c->cu[c->n_seqs];
+    return 0;
+}
+
+static void on_job_done(sched_req *job, void *user) {
+    gw_call *c = user;
+    c->task.fn = gw_stage_serialize;
+    gw_pool_push(c->srv->pool, &c->task);
+}
+
+static void submit(gw_call *c) {
+    const gw_model *m = &c->srv->model;
+    c->out = malloc((size_t)c->n_seqs * (size_t)m->dim * sizeof(float));
+    if (!c->out) {
+        gw_call_fail(c, 500, GW_F_BACKEND, "out_of_memory", "out of memory");
+        gw_call_finish(c);
+        return;
+    }
+    c->job.ids = c->ids;
+    c->job.cu_seqlens = c->cu;
+    c->job.n_seqs = c->n_seqs;
+    c->job.out = c->out;
+    c->job.done = on_job_done;
+    c->job.user = c;
+    posy_err err;
+    posy_err_clear(&err);
+    /* The job may complete, be answered and be freed before submit()
+     * returns; call_free waits for mu, so nothing here touches `c` after
+     * the unlock of an accepted job. */
+    pthread_mutex_lock(&c->mu);
+    int rc = c->gone ? -1 : c->srv->backend.submit(c->srv->backend.ctx, &c->job, &err);
+    if (rc == 0) c->submitted = 1;
+    pthread_mutex_unlock(&c->mu);
+    if (rc == 0) return;   /* on_job_done continues */
+    if (rc == POSY_E_BUSY) gw_call_fail(c, 429, GW_F_OVERLOADED, "overloaded", "%s", err.msg);
+    else if (rc == POSY_E_UNSUPPORTED) gw_call_fail(c, 503, GW_F_SHUTTING_DOWN, "shutting_down", "%s", err.msg);
+    else if (rc == POSY_E_IO) gw_call_fail(c, 503, GW_F_BACKEND, "backend_unavailable", "%s", err.msg);
+    else if (rc > 0) gw_call_fail(c, 422, GW_F_VALIDATION, "invalid_input", "%s", err.msg);
+    gw_call_finish(c);
+}
+
+static void tokenize_response(gw_call *c, const gw_embed_req *r);
+
+void gw_stage_parse(gw_task *t) {
+    gw_call *c = H2O_STRUCT_FROM_MEMBER(gw_call, task, t);
+    gw_server *s = c->srv;
+    uint64_t t0 = posy_now_ns();
+    if (c->route == GW_R_DECODE) {
+        gw_call_fail(c, 501, GW_F_UNSUPPORTED, "not_implemented",
+                     "/decode is not available: posy's tokenizer has no decoder yet");
+        gw_call_finish(c);
+        return;
+    }
+    gw_embed_req r;
+    gw_perr pe;
+    int rc = gw_parse_body(c->body, c->body_len, c->openai, c->route == GW_R_TOKENIZE, s->opts.max_client_batch,
+                           s->opts.auto_truncate, &c->json, &r, &pe);
+    if (rc) {
+        gw_call_fail(c, pe.status, pe.status == 400 ? GW_F_MALFORMED : GW_F_VALIDATION, pe.code, "%s", pe.msg);
+    } else if (c->route == GW_R_TOKENIZE) {
+        tokenize_response(c, &r);
+    } else if (r.dims > s->model.dim) {
+        gw_call_fail(c, 422, GW_F_VALIDATION, "invalid_dimensions",
+                     "'dimensions' is %d but the model has %d", r.dims, s->model.dim);
+    } else if (tokenize_all(c, &r) == 0) {
+        c->base64 = r.base64;
+        c->enc = r.enc;
+        c->dims = r.dims ? r.dims : s->model.dim;
+        c->normalize = c->openai ? 1 : r.normalize;
+        c->tok_ns = posy_now_ns() - t0;
+        gw_embed_req_free(&r);
+        json_decref(c->json);   /* texts are tokenized: the document can go */
+        c->json = NULL;
+        free(c->body);
+        c->body = NULL;
+        gw_hist_add(&s->metrics.hist[GW_H_TOKENIZE], c->tok_ns);
+        submit(c);
+        return;
+    }
+    gw_embed_req_free(&r);
+    gw_call_finish(c);
+}
+
+/* [[{"id":101,"text":"[CLS]","special":true,"start":null,"stop":null},...],...] as TEI. */
+static void tokenize_response(gw_call *c, const gw_embed_req *r) {
+    const gw_model *m = &c->srv->model;
+    gw_buf *b = &c->resp;
+    gw_buf_putc(b, '[');
+    for (int i = 0; i < r->n; i++) {
+        const gw_input *in = &r->inputs[i];
+        if (!in->text) {
+            gw_call_fail(c, 422, GW_F_VALIDATION, "invalid_input", "/tokenize takes strings, input %d is not one", i);
+            return;
+        }
+        tok_opts o = {.add_special = r->add_special, .max_len = 0};
+        posy_err err;
+        posy_err_clear(&err);
+        if (tok_encode(m->tok, in->text, in->len, &o, &tl_enc, &err)) {
+            gw_call_fail(c, 422, GW_F_VALIDATION, "tokenization_failed", "input %d: %s", i, err.msg);
+            return;
+        }
+        gw_buf_puts(b, i ? ",[" : "[");
+        for (int k = 0; k < tl_enc.n; k++) {
+            const char *tokstr = tok_id_to_token(m->tok, tl_enc.ids[k]);
+            int special = tl_enc.special_mask && tl_enc.special_mask[k];
+            gw_buf_printf(b, "%s{\"id\":%d,\"text\":", k ? "," : "", tl_enc.ids[k]);
+            gw_buf_json_str(b, tokstr ? tokstr : "", tokstr ? strlen(tokstr) : 0);
+            if (special) gw_buf_puts(b, ",\"special\":true,\"start\":null,\"stop\":null}");
+            else gw_buf_printf(b, ",\"special\":false,\"start\":%d,\"stop\":%d}", tl_enc.offsets[2 * k],
+                               tl_enc.offsets[2 * k + 1]);
+        }
+        gw_buf_putc(b, ']');
+    }
+    gw_buf_putc(b, ']');
+    c->status = 200;
+}
+
+/* Keep the first `dims` floats of each vector (in place) and re-normalise. */
+static void apply_dims(gw_call *c) {
+    int dim = c->srv->model.dim, d = c->dims;
+    for (int i = 0; i < c->n_seqs; i++) {
+        const float *src = c->out + (size_t)i * dim;
+        float *dst = c->out + (size_t)i * d;
+        memmove(dst, src, (size_t)d * sizeof(float));
+        posy_vecenc_dims(dst, dim, d, c->normalize);
+    }
+}
+
+/* Returns the int8/uint8 scale (docs/ENCODINGS.md), 0 for other types. */
+static float write_vector(gw_call *c, const float *v) {
+    if (c->enc.dtype != POSY_VEC_FLOAT32) return gw_json_vec_quant(&c->resp, v, c->dims, c->enc);
+    if (c->base64) gw_json_base64_floats(&c->resp, v, (size_t)c->dims);
+    else gw_json_floats(&c->resp, v, (size_t)c->dims);
+    return 0.0f;
+}
+
+void gw_stage_serialize(gw_task *t) {
+    gw_call *c = H2O_STRUCT_FROM_MEMBER(gw_call, task, t);
+    gw_server *s = c->srv;
+    sched_req *j = &c->job;
+    if (j->status == SCHED_CANCELLED || c->gone) {   /* unlocked read is a hint; the loop decides */
+        gw_call_finish(c);
+        return;
+    }
+    if (j->status != 0) {
+        /* Remote backends (posy gateway): workers unreachable -> 503, all refusing -> 429. */
+        if (j->status == POSY_E_IO) gw_call_fail(c, 503, GW_F_BACKEND, "backend_unavailable", "%s", j->msg);
+        else if (j->status == POSY_E_BUSY) gw_call_fail(c, 429, GW_F_OVERLOADED, "overloaded", "%s", j->msg);
+        else gw_call_fail(c, 500, GW_F_BACKEND, "backend_error", "the engine failed: %s", j->msg);
+        gw_call_finish(c);
+        return;
+    }
+    gw_hist_add(&s->metrics.hist[GW_H_QUEUE], j->queue_ns);
+    gw_hist_add(&s->metrics.hist[GW_H_INFER], j->infer_ns);
+    atomic_fetch_add_explicit(&s->metrics.tokens, (unsigned long long)c->prompt_tokens, memory_order_relaxed);
+    atomic_fetch_add_explicit(&s->metrics.inputs, (unsigned long long)c->n_seqs, memory_order_relaxed);
+    snprintf(c->hdr_timing[0], sizeof c->hdr_timing[0], "%.3f", (double)c->tok_ns * 1e-6);
+    snprintf(c->hdr_timing[1], sizeof c->hdr_timing[1], "%.3f", (double)j->queue_ns * 1e-6);
+    snprintf(c->hdr_timing[2], sizeof c->hdr_timing[2], "%.3f", (double)j->infer_ns * 1e-6);
+    apply_dims(c);
+    gw_buf *b = &c->resp;
+    gw_buf_reserve(b, (size_t)c->n_seqs * ((size_t)c->dims * (GW_FLOAT_MAX + 1) + 64) + 256);
+    if (c->openai) {
+        gw_buf_puts(b, "{\"object\":\"list\",\"data\":[");
+        for (int i = 0; i < c->n_seqs; i++) {
+            gw_buf_printf(b, "%s{\"object\":\"embedding\",\"index\":%d,\"embedding\":", i ? "," : "", i);
+            float scale = write_vector(c, c->out + (size_t)i * c->dims);
+            if (c->enc.dtype == POSY_VEC_INT8 || c->enc.dtype == POSY_VEC_UINT8) gw_buf_printf(b, ",\"scale\":%.9g", (double)scale);
+            gw_buf_putc(b, '}');
+        }
+        gw_buf_puts(b, "],\"model\":");
+        gw_buf_json_str(b, s->model.name, strlen(s->model.name));
+        gw_buf_printf(b, ",\"usage\":{\"prompt_tokens\":%ld,\"total_tokens\":%ld}}", c->prompt_tokens, c->prompt_tokens);
+    } else {
+        gw_buf_putc(b, '[');
+        for (int i = 0; i < c->n_seqs; i++) {
+            if (i) gw_buf_putc(b, ',');
+            write_vector(c, c->out + (size_t)i * c->dims);
+        }
+        gw_buf_putc(b, ']');
+    }
+    c->status = 200;
+    gw_call_finish(c);
+}

@@ -1,0 +1,224 @@
+/* gw_float: see gw_float.h.
+ *
+ * Why 9 digits through a double is exact enough: a float32 f with decimal
+ * exponent k is written as N * 10^(k-8) with N = round(f * 10^(8-k)), a
+ * 9-digit integer.  Correct rounding would put the decimal within half a
+ * unit of the 9th digit of f, i.e. within 5e-9 * |f|.  Our product carries
+ * at most ~3 double roundings (power-of-ten table entry, multiply, +0.5),
+ * a relative error near 1e-16, so the decimal we print is within
+ * (5e-9 + 1e-15) * |f| of f.  The interval of reals that parse back to f
+ * extends at least 2^-25 ~ 2.98e-8 * |f| on each side (a quarter ulp below
+ * powers of two: still 1.49e-8 * |f|), so the output always parses back to
+ * f.  The unit test checks this on millions of random bit patterns.
+ */
+#include "gw_float.h"
+
+#include <stdint.h>
+#include <string.h>
+
+_Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "base64 embeddings assume a little-endian host");
+
+/* 10^i for i = -46 .. 54, as the compiler rounds the literals (correctly). */
+static const double p10_tab[] = {
+1e-46, 1e-45, 1e-44, 1e-43, 1e-42, 1e-41, 1e-40, 1e-39, 1e-38, 1e-37, 1e-36, 1e-35, 1e-34, 1e-33, 1e-32, 1e-31, 1e-30, 1e-29, 1e-28, 1e-27, 1e-26, 1e-25, 1e-24, 1e-23, 1e-22, 1e-21, 1e-20, 1e-19, 1e-18, 1e-17, 1e-16, 1e-15, 1e-14, 1e-13, 1e-12, 1e-11, 1e-10, 1e-9, 1e-8, 1e-7, 1e-6, 1e-5, 1e-4, 1e-3, 1e-2, 1e-1, 1e0, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10, 1e11, 1e12, 1e13, 1e14, 1e15, 1e16, 1e17, 1e18, 1e19, 1e20, 1e21, 1e22, 1e23, 1e24, 1e25, 1e26, 1e27, 1e28, 1e29, 1e30, 1e31, 1e32, 1e33, 1e34, 1e35, 1e36, 1e37, 1e38, 1e39, 1e40, 1e41, 1e42, 1e43, 1e44, 1e45, 1e46, 1e47, 1e48, 1e49, 1e50, 1e51, 1e52, 1e53, 1e54
+};
+#define P10(i) p10_tab[(i) + 46]
+
+static const char digit_pairs[201] =
+    "00010203040506070809101112131415161718192021222324252627282930313233343536373839"
+    "40414243444546474849505152535455565758596061626364656667686970717273747576777879"
+    "8081828384858687888990919293949596979899";
+
+/* floor(e * log10(2)) for |e| < 1650 (exact over that range). */
+static inline int floor_log10_pow2(int e) { return (e * 78913) >> 18; }
+
+/* The 8 low decimal digits of lo (< 10^8) as ASCII in one little-endian
+ * word, first digit in the lowest byte: constant divisions only (the
+ * compiler turns them into multiplies), no loop, and the result stays in a
+ * register (building digits with byte stores and reading them back as a
+ * word stalls on store forwarding). */
+static inline uint64_t digits8(uint32_t lo) {
+    uint32_t a = lo / 10000u, b = lo - a * 10000u;
+    uint32_t a1 = a / 100u, a2 = a - a1 * 100u, b1 = b / 100u, b2 = b - b1 * 100u;
+    uint16_t p1, p2, p3, p4;
+    memcpy(&p1, digit_pairs + 2 * a1, 2);
+    memcpy(&p2, digit_pairs + 2 * a2, 2);
+    memcpy(&p3, digit_pairs + 2 * b1, 2);
+    memcpy(&p4, digit_pairs + 2 * b2, 2);
+    return (uint64_t)p1 | (uint64_t)p2 << 16 | (uint64_t)p3 << 32 | (uint64_t)p4 << 48;
+}
+
+/* The formatter proper.  It may store up to 16 bytes past `out` (fixed-size
+ * copies are cheaper than exact ones) but returns the true length. */
+__attribute__((noinline)) static int fmt_core(float f, char *out) {
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    char *p = out;
+    uint32_t a = bits & 0x7fffffffu;
+    if (a >= 0x7f800000u) {
+        memcpy(out, "null", 4);
+        return 4;
+    }
+    *p = '-';                 /* branch-free sign: embeddings are half negative */
+    p += bits >> 31;
+    if (a == 0) {
+        memcpy(p, "0.0", 3);
+        return (int)(p - out) + 3;
+    }
+    float af;
+    memcpy(&af, &a, 4);
+    double v = af;
+    uint64_t db;
+    memcpy(&db, &v, 8);
+    int k = floor_log10_pow2((int)((db >> 52) & 0x7ff) - 1023);
+    k += v >= P10(k + 1);     /* a compare, not a branch: k is now floor(log10 v) */
+    uint32_t n = (uint32_t)(v * P10(8 - k) + 0.5);
+    /* Rounding can still carry into a 10th digit (9.999999999e-3 -> 10^-2),
+     * or the table compare can be off where v is within a double ulp of a
+     * power of ten; both are rare, so these branches predict well. */
+    if (n >= 1000000000u) {
+        k++;
+        n = (uint32_t)(v * P10(8 - k) + 0.5);
+    } else if (n < 100000000u) {
+        k--;
+        n = (uint32_t)(v * P10(8 - k) + 0.5);
+    }
+    uint32_t hi = n / 100000000u;
+    char d0 = (char)('0' + hi);
+    uint64_t lo8 = digits8(n - hi * 100000000u);
+    /* Significant digits: 9 minus the trailing '0' bytes (the high bytes). */
+    uint64_t z = lo8 ^ 0x3030303030303030ull;
+    int m = z ? 9 - (__builtin_clzll(z) >> 3) : 1;
+    if (k < 0 && k >= -4) {          /* 0.000ddd: the common case for embeddings */
+        memcpy(p, "0.000", 5);
+        p += 1 - k;
+        *p = d0;
+        memcpy(p + 1, &lo8, 8);
+        p += m;
+        return (int)(p - out);
+    }
+    char d[24];   /* 9 digits; the slack lets the fixed-size copies below stay in bounds */
+    d[0] = d0;
+    memcpy(d + 1, &lo8, 8);
+    if (0) {
+    } else if (k >= 0 && k <= 8) {   /* ddd.ddd or ddd000.0 */
+        if (m <= k + 1) {
+            memcpy(p, d, 9);
+            p += m;
+            for (int i = m; i <= k; i++) *p++ = '0';
+            *p++ = '.';
+            *p++ = '0';
+        } else {
+            memcpy(p, d, 9);
+            memcpy(p + k + 2, d + k + 1, 8);
+            p[k + 1] = '.';
+            p += m + 1;
+        }
+    } else {                          /* d.ddde-XX, as Python's repr */
+        *p++ = d[0];
+        *p = '.';
+        memcpy(p + 1, d + 1, 8);
+        p += m > 1 ? m : 0;
+        *p++ = 'e';
+        *p++ = k < 0 ? '-' : '+';
+        int ek = k < 0 ? -k : k;
+        memcpy(p, digit_pairs + 2 * ek, 2);
+        p += 2;
+    }
+    return (int)(p - out);
+}
+
+/* The common case for embedding values, 1e-4 <= |f| < 1, written for
+ * inlining into the array loop (no call, no stack frame, branch-free k);
+ * returns -1 without writing for anything else, which fmt_core handles.
+ * Thresholds are the smallest floats >= 10^-1, 10^-2, 10^-3, 10^-4 as bit
+ * patterns (positive floats order like their bits). */
+#define GW_F_1E_1 0x3dcccccdu
+#define GW_F_1E_2 0x3c23d70bu
+#define GW_F_1E_3 0x3a83126fu
+#define GW_F_1E_4 0x38d1b718u
+#define GW_F_ONE 0x3f800000u
+
+static inline __attribute__((always_inline)) int fmt_fast(float f, char *out) {
+    uint32_t bits;
+    memcpy(&bits, &f, 4);
+    uint32_t a = bits & 0x7fffffffu;
+    if (a - GW_F_1E_4 >= GW_F_ONE - GW_F_1E_4) return -1;
+    int k = -4 + (a >= GW_F_1E_3) + (a >= GW_F_1E_2) + (a >= GW_F_1E_1);
+    float af;
+    memcpy(&af, &a, 4);
+    uint32_t n = (uint32_t)((double)af * P10(8 - k) + 0.5);
+    if (n - 100000000u >= 900000000u) return -1;   /* rounding carried: rare */
+    uint32_t hi = n / 100000000u;
+    uint64_t lo8 = digits8(n - hi * 100000000u);
+    uint64_t z = lo8 ^ 0x3030303030303030ull;
+    int m = z ? 9 - (__builtin_clzll(z) >> 3) : 1;
+    char *p = out;
+    *p = '-';
+    p += bits >> 31;
+    memcpy(p, "0.000", 5);
+    p += 1 - k;
+    *p = (char)('0' + hi);
+    memcpy(p + 1, &lo8, 8);
+    return (int)(p + m - out);
+}
+
+int gw_float_fmt(float f, char *out) {
+    char tmp[32];
+    int n = fmt_core(f, tmp);
+    memcpy(out, tmp, (size_t)n);
+    return n;
+}
+
+void gw_json_floats(gw_buf *b, const float *v, size_t n) {
+    /* fmt_core may store 16 bytes past its output: keep that slack at the end. */
+    char *w = gw_buf_reserve(b, n * (GW_FLOAT_MAX + 1) + 2 + 16);
+    if (!w) return;
+    char *p = w;
+    *p++ = '[';
+    for (size_t i = 0; i < n; i++) {
+        int len = fmt_fast(v[i], p);
+        p += len >= 0 ? len : fmt_core(v[i], p);
+        *p++ = ',';
+    }
+    if (n) p--;
+    *p++ = ']';
+    b->len += (size_t)(p - w);
+}
+
+static const char b64_alphabet[] = "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+
+size_t gw_base64(const void *src, size_t n, char *dst) {
+    const unsigned char *s = src;
+    char *p = dst;
+    size_t i = 0;
+    for (; i + 3 <= n; i += 3) {
+        uint32_t t = (uint32_t)s[i] << 16 | (uint32_t)s[i + 1] << 8 | s[i + 2];
+        p[0] = b64_alphabet[t >> 18];
+        p[1] = b64_alphabet[(t >> 12) & 63];
+        p[2] = b64_alphabet[(t >> 6) & 63];
+        p[3] = b64_alphabet[t & 63];
+        p += 4;
+    }
+    if (i < n) {
+        uint32_t t = (uint32_t)s[i] << 16 | (i + 1 < n ? (uint32_t)s[i + 1] << 8 : 0);
+        p[0] = b64_alphabet[t >> 18];
+        p[1] = b64_alphabet[(t >> 12) & 63];
+        p[2] = i + 1 < n ? b64_alphabet[(t >> 6) & 63] : '=';
+        p[3] = '=';
+        p += 4;
+    }
+    return (size_t)(p - dst);
+}
+
+void gw_json_base64_floats(gw_buf *b, const float *v, size_t n) {
+    size_t bytes = n * sizeof(float);
+    char *w = gw_buf_reserve(b, (bytes + 2) / 3 * 4 + 2);
+    if (!w) return;
+    w[0] = '"';
+    /* posy targets little-endian hosts (x86-64, aarch64): the in-memory bytes
+     * are the wire format. */
+    size_t len = gw_base64(v, bytes, w + 1);
+    w[len + 1] = '"';
+    b->len += len + 2;
+}

@@ -1,0 +1,97 @@
+/* gw_internal: the gateway's shared structures (server, loop, call).
+ *
+ * A gw_call is one POST request's life outside the loop thread.  It is
+ * malloc'd by the loop thread, and freed by the loop thread only: either
+ * when h2o disposes the request after the response was written, or, if the
+ * client went away first, when the call's final message comes back.  The
+ * `mu`/`gone`/`submitted` trio closes the race between a worker submitting
+ * the job and the loop thread cancelling it on disconnect.
+ */
+#ifndef GW_INTERNAL_H
+#define GW_INTERNAL_H
+
+#include <h2o.h>
+#include <jansson.h>
+#include <pthread.h>
+#include <stdatomic.h>
+
+#include "gw_buf.h"
+#include "gw_pool.h"
+#include "gw_server.h"
+#include "posy_vecenc.h"
+
+typedef struct gw_loop {
+    h2o_context_t ctx;                /* first: req->conn->ctx points here */
+    struct gw_server *srv;
+    int idx;
+    pthread_t thread;
+    h2o_accept_ctx_t accept;
+    h2o_socket_t *listener;
+    int listen_fd;
+    h2o_multithread_queue_t *queue;
+    h2o_multithread_receiver_t receiver;
+    struct gw_call *pending;          /* calls waiting for their response (disconnect watch) */
+    uint64_t last_watch_ns;
+} gw_loop;
+
+struct gw_server {
+    gw_opts opts;
+    h2o_globalconf_t config;
+    gw_loop *loops;
+    int n_loops;
+    gw_pool *pool;
+    gw_metrics metrics;
+    gw_model model;
+    gw_backend backend;
+    atomic_int ready;
+    atomic_int draining;
+    atomic_int stop;
+    atomic_int active;                /* calls allocated and not freed */
+};
+
+typedef struct gw_call {
+    h2o_multithread_message_t msg;    /* posted to the loop thread when finished */
+    gw_task task;                     /* the pool stage to run next */
+    struct gw_server *srv;
+    gw_loop *loop;
+    h2o_req_t *req;                   /* loop thread only; NULL once h2o disposed it */
+    struct gw_call *pnext, *pprev;    /* loop's pending list (loop thread only) */
+    int watched;                      /* on the pending list */
+    pthread_mutex_t mu;
+    int gone, submitted, sent;
+    gw_route route;
+    char *body;
+    size_t body_len;
+    uint64_t t_start, tok_ns;
+    /* parsed request */
+    json_t *json;
+    int openai;                       /* error style and response shape */
+    int base64, dims, normalize;
+    posy_vecenc enc;                  /* output type (gw_vecout.c when not float) */
+    /* the job */
+    sched_req job;
+    int32_t *ids, *cu;
+    int n_seqs, cap_ids, cap_seqs;
+    long prompt_tokens;
+    float *out;
+    /* the response */
+    int status;
+    const char *ctype;
+    gw_buf resp;
+    char hdr_timing[4][24];
+} gw_call;
+
+/* gw_embed.c: the worker-pool stages of the POST routes. */
+void gw_stage_parse(gw_task *t);
+void gw_stage_serialize(gw_task *t);
+void gw_worker_exit(void);   /* frees the pool thread's tokenizer scratch */
+/* gw_errors.c */
+void gw_error_body(gw_buf *b, int openai, int status, const char *code, const char *msg);
+void gw_call_fail(gw_call *c, int status, gw_fail reason, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* gw_server.c: hand a finished call back to its loop thread. */
+void gw_call_finish(gw_call *c);
+/* gw_info.c: GET routes answered on the loop thread. */
+int gw_get_route(struct gw_server *s, gw_route r, gw_buf *b, int *status);
+
+#endif

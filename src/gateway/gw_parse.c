@@ -1,0 +1,141 @@
+/* gw_parse: see gw_parse.h. */
+#include "gw_parse.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+static int perr(gw_perr *pe, int status, const char *code, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+static int perr(gw_perr *pe, int status, const char *code, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(pe->msg, sizeof pe->msg, fmt, ap);
+    va_end(ap);
+    pe->status = status;
+    pe->code = code;
+    return -1;
+}
+
+/* One element that must be a list of token ids. */
+static int check_ids(json_t *a, int idx, gw_perr *pe) {
+    size_t n = json_array_size(a);
+    if (n == 0) return perr(pe, 422, "empty_input", "input %d is an empty list of token ids", idx);
+    for (size_t i = 0; i < n; i++)
+        if (!json_is_integer(json_array_get(a, i)))
+            return perr(pe, 400, "invalid_type", "input %d: token ids must all be integers", idx);
+    return 0;
+}
+
+/* string | [string] | [int] | [[int]] */
+static int read_inputs(json_t *in, const char *field, int max_inputs, gw_embed_req *r, gw_perr *pe) {
+    if (!in || json_is_null(in)) return perr(pe, 422, "missing_input", "'%s' is required", field);
+    if (json_is_string(in)) {
+        r->inputs = calloc(1, sizeof *r->inputs);
+        if (!r->inputs) return perr(pe, 422, "out_of_memory", "out of memory");
+        r->inputs[0].text = json_string_value(in);
+        r->inputs[0].len = json_string_length(in);
+        r->n = 1;
+        return 0;
+    }
+    if (!json_is_array(in))
+        return perr(pe, 400, "invalid_type", "'%s' must be a string, an array of strings, an array of token ids "
+                    "or an array of arrays of token ids", field);
+    size_t n = json_array_size(in);
+    if (n == 0) return perr(pe, 422, "empty_input", "'%s' is an empty array", field);
+    json_t *first = json_array_get(in, 0);
+    if (json_is_integer(first)) {   /* one input given as token ids */
+        if (check_ids(in, 0, pe)) return -1;
+        r->inputs = calloc(1, sizeof *r->inputs);
+        if (!r->inputs) return perr(pe, 422, "out_of_memory", "out of memory");
+        r->inputs[0].ids = in;
+        r->n = 1;
+        return 0;
+    }
+    if (n > (size_t)max_inputs)
+        return perr(pe, 422, "too_many_inputs", "'%s' has %zu inputs, more than the limit of %d (--max-client-batch)",
+                    field, n, max_inputs);
+    r->inputs = calloc(n, sizeof *r->inputs);
+    if (!r->inputs) return perr(pe, 422, "out_of_memory", "out of memory");
+    r->n = (int)n;
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(in, i);
+        if (json_is_string(e) && json_is_string(first)) {
+            r->inputs[i].text = json_string_value(e);
+            r->inputs[i].len = json_string_length(e);
+        } else if (json_is_array(e) && json_is_array(first)) {
+            if (check_ids(e, (int)i, pe)) return -1;
+            r->inputs[i].ids = e;
+        } else {
+            return perr(pe, 400, "invalid_type", "'%s'[%zu]: every element must be a string, or every element an "
+                        "array of token ids", field, i);
+        }
+    }
+    return 0;
+}
+
+static int read_bool(json_t *o, const char *k, int *out, gw_perr *pe) {
+    json_t *v = json_object_get(o, k);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_boolean(v)) return perr(pe, 400, "invalid_type", "'%s' must be true or false", k);
+    *out = json_is_true(v);
+    return 0;
+}
+
+static int read_string(json_t *o, const char *k, const char **out, gw_perr *pe) {
+    json_t *v = json_object_get(o, k);
+    if (!v || json_is_null(v)) return 0;
+    if (!json_is_string(v)) return perr(pe, 400, "invalid_type", "'%s' must be a string", k);
+    *out = json_string_value(v);
+    return 0;
+}
+
+static int read_options(json_t *o, int openai, gw_embed_req *r, gw_perr *pe) {
+    const char *fmt = NULL, *odt = NULL, *dir = NULL, *model = NULL, *user = NULL;
+    char emsg[200];
+    if (read_string(o, "encoding_format", &fmt, pe) || read_string(o, "output_dtype", &odt, pe) || read_string(o, "truncation_direction", &dir, pe) ||
+        read_string(o, "model", &model, pe) || read_string(o, "user", &user, pe) ||
+        read_string(o, "prompt_name", &r->prompt_name, pe) || read_bool(o, "normalize", &r->normalize, pe) ||
+        read_bool(o, "truncate", &r->truncate, pe) || read_bool(o, "add_special_tokens", &r->add_special, pe))
+        return -1;
+    if (posy_vecenc_parse(fmt, odt, &r->enc, emsg, sizeof emsg))
+        return perr(pe, 422, "invalid_encoding_format", "%s", emsg);
+    r->base64 = r->enc.base64 && r->enc.dtype == POSY_VEC_FLOAT32;
+    if (dir && strcasecmp(dir, "left") && strcasecmp(dir, "right"))
+        return perr(pe, 422, "invalid_truncation_direction", "'truncation_direction' must be \"left\" or \"right\"");
+    r->dir = dir && !strcasecmp(dir, "left") ? TOK_TRUNC_LEFT : TOK_TRUNC_RIGHT;
+    json_t *d = json_object_get(o, "dimensions");
+    if (d && !json_is_null(d)) {
+        if (!json_is_integer(d)) return perr(pe, 400, "invalid_type", "'dimensions' must be an integer");
+        json_int_t v = json_integer_value(d);
+        if (v < 1 || v > 1 << 30) return perr(pe, 422, "invalid_dimensions", "'dimensions' must be at least 1");
+        r->dims = (int)v;
+    }
+    (void)openai;
+    return 0;
+}
+
+int gw_parse_body(const char *body, size_t len, int openai, int route_tokenize, int max_inputs,
+                  int default_truncate, json_t **doc, gw_embed_req *r, gw_perr *pe) {
+    memset(r, 0, sizeof *r);
+    r->normalize = 1;
+    r->add_special = 1;
+    r->truncate = default_truncate;
+    json_error_t je;
+    json_t *o = json_loadb(body, len, JSON_DECODE_ANY, &je);
+    *doc = o;
+    if (!o) return perr(pe, 400, "invalid_json", "the body is not valid JSON: %s (line %d, column %d)", je.text,
+                        je.line, je.column);
+    if (!json_is_object(o)) return perr(pe, 400, "invalid_type", "the body must be a JSON object");
+    if (read_options(o, openai, r, pe)) return -1;
+    const char *field = openai ? "input" : "inputs";
+    (void)route_tokenize;
+    return read_inputs(json_object_get(o, field), field, max_inputs, r, pe);
+}
+
+void gw_embed_req_free(gw_embed_req *r) {
+    free(r->inputs);
+    r->inputs = NULL;
+}

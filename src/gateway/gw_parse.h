@@ -1,0 +1,46 @@
+/* gw_parse: reading the JSON bodies of the POST routes into plain structs,
+ * with the status a client should get for each problem: 400 for malformed
+ * JSON or a wrong type, 422 for a well-typed but unacceptable value.  Texts
+ * and token lists point into the jansson document, which the call keeps
+ * until tokenization is done.
+ */
+#ifndef GW_PARSE_H
+#define GW_PARSE_H
+
+#include <jansson.h>
+#include <stddef.h>
+#include "posy_vecenc.h"
+#include "tok.h"
+
+typedef struct gw_input {
+    const char *text;     /* NULL for a token-id input */
+    size_t len;
+    json_t *ids;          /* array of integers, or NULL */
+} gw_input;
+
+typedef struct gw_embed_req {
+    gw_input *inputs;     /* malloc'd */
+    int n;
+    int base64;           /* float32 as base64 (enc.dtype float, enc.base64) */
+    posy_vecenc enc;      /* encoding_format / output_dtype (docs/ENCODINGS.md) */
+    int dims;             /* 0 = the model's */
+    int normalize;
+    int truncate;
+    tok_trunc_dir dir;
+    const char *prompt_name;   /* NULL = the model's default prompt */
+    int add_special;      /* /tokenize */
+} gw_embed_req;
+
+typedef struct gw_perr {
+    int status;           /* 400 or 422 */
+    const char *code;
+    char msg[300];
+} gw_perr;
+
+/* Parse a body; `openai` picks the field names ("input" vs "inputs").
+ * `route_tokenize` reads /tokenize's fields.  Returns 0, or -1 with `pe`. */
+int gw_parse_body(const char *body, size_t len, int openai, int route_tokenize, int max_inputs,
+                  int default_truncate, json_t **doc, gw_embed_req *r, gw_perr *pe);
+void gw_embed_req_free(gw_embed_req *r);
+
+#endif

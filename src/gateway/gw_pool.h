@@ -1,0 +1,26 @@
+/* gw_pool: the worker threads that parse JSON, tokenize and serialize, so
+ * that event-loop threads only move bytes.  A plain FIFO of tasks under one
+ * mutex: tasks are coarse (a whole request's parsing or serialization), so
+ * the lock is not contended enough to matter.  Tasks are intrusive (the
+ * caller embeds gw_task in its own struct): pushing never allocates.
+ */
+#ifndef GW_POOL_H
+#define GW_POOL_H
+
+#include <pthread.h>
+
+typedef struct gw_task {
+    void (*fn)(struct gw_task *t);
+    struct gw_task *next;
+} gw_task;
+
+typedef struct gw_pool gw_pool;
+
+/* `on_exit` (may be NULL) runs on each worker thread as it ends, to free
+ * per-thread state. */
+gw_pool *gw_pool_open(int n_threads, void (*on_exit)(void));
+/* Runs every queued task, then joins the threads. */
+void gw_pool_close(gw_pool *p);
+void gw_pool_push(gw_pool *p, gw_task *t);
+
+#endif

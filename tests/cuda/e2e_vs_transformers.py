@@ -1,0 +1,164 @@
+"""End-to-end GPU check of posy's CUDA backend against transformers on the
+same random weights (run on a GPU machine; tests/cuda/run_gpu_tests.sh).
+
+For each configuration (all-MiniLM-L6-v2's and bert-base-uncased's) it
+builds a random-weight BertModel (LayerNorm parameters and biases perturbed
+so that every epilogue and norm parameter matters), writes it as
+  - a Hugging Face folder (safetensors + sentence-transformers files: mean
+    pooling + Normalize), for the engine front and the CPU engine;
+  - a harness folder (dims.txt + weights.bin) for tests/cuda/gpu_harness.h;
+computes fp32 reference embeddings with transformers (mean pooling, L2
+normalised, TF32 off), runs build/gpu_backend_e2e, and requires min cosine
+>= 0.999 for every sequence (lengths 1..512) in single and mixed batches.
+
+usage: e2e_vs_transformers.py [--build-only] BUILD_DIR WORK_DIR [model ...]
+"""
+import json, os, struct, subprocess, sys
+import numpy as np
+import torch
+from transformers import BertConfig, BertModel
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+
+MINILM = dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, intermediate_size=1536,
+              vocab_size=30522, max_position_embeddings=512, type_vocab_size=2, hidden_act="gelu",
+              layer_norm_eps=1e-12)
+BERT_BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+                 vocab_size=30522, max_position_embeddings=512, type_vocab_size=2, hidden_act="gelu",
+                 layer_norm_eps=1e-12)
+CONFIGS = {"minilm-l6": MINILM, "bert-base": BERT_BASE}
+LENGTHS = [1, 2, 3, 5, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 200, 255, 256,
+           257, 300, 383, 384, 400, 511, 512]
+
+
+def build(name, kw, root):
+    cfg = BertConfig(**kw, attn_implementation="eager")
+    m = BertModel(cfg, add_pooling_layer=False).eval()
+    # numpy's generator, parameters in sorted-name order: the same weights on
+    # any machine and torch version, so outputs made on the GPU machine can
+    # be compared with the CPU engine elsewhere (tests/cuda/compare_cpu.sh)
+    rng = np.random.default_rng(1234)
+    with torch.no_grad():
+        for n, p in sorted(m.named_parameters()):
+            shape = tuple(p.shape)
+            if "LayerNorm.weight" in n:
+                v = 1 + 0.2 * rng.standard_normal(shape)
+            elif n.endswith("bias"):
+                v = 0.1 * rng.standard_normal(shape)
+            else:
+                v = 0.02 * rng.standard_normal(shape)
+            p.copy_(torch.from_numpy(v.astype(np.float32)))
+    hf = os.path.join(root, name + "-hf")
+    m.save_pretrained(hf, safe_serialization=True)
+    os.makedirs(os.path.join(hf, "1_Pooling"), exist_ok=True)
+    json.dump({"word_embedding_dimension": kw["hidden_size"], "pooling_mode_mean_tokens": True,
+               "pooling_mode_cls_token": False, "pooling_mode_max_tokens": False},
+              open(os.path.join(hf, "1_Pooling", "config.json"), "w"))
+    json.dump([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+               {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}],
+              open(os.path.join(hf, "modules.json"), "w"))
+    json.dump({"max_seq_length": 512, "do_lower_case": True},
+              open(os.path.join(hf, "sentence_bert_config.json"), "w"))
+    hdir = os.path.join(root, name + "-harness")
+    os.makedirs(hdir, exist_ok=True)
+    H, L = kw["hidden_size"], kw["num_hidden_layers"]
+    with open(os.path.join(hdir, "dims.txt"), "w") as f:
+        f.write(f"{H} {L} {kw['num_attention_heads']} {kw['intermediate_size']} {kw['vocab_size']} "
+                f"{kw['type_vocab_size']} {kw['max_position_embeddings']} {kw['layer_norm_eps']} 0 1\n")
+    sd = {k: v.detach().float().numpy() for k, v in m.state_dict().items()}
+    parts = [sd["embeddings.word_embeddings.weight"], sd["embeddings.position_embeddings.weight"],
+             sd["embeddings.token_type_embeddings.weight"], sd["embeddings.LayerNorm.weight"],
+             sd["embeddings.LayerNorm.bias"]]
+    for l in range(L):
+        p = f"encoder.layer.{l}."
+        a = p + "attention."
+        parts += [np.concatenate([sd[a + f"self.{x}.weight"] for x in ("query", "key", "value")]),
+                  np.concatenate([sd[a + f"self.{x}.bias"] for x in ("query", "key", "value")]),
+                  sd[a + "output.dense.weight"], sd[a + "output.dense.bias"],
+                  sd[a + "output.LayerNorm.weight"], sd[a + "output.LayerNorm.bias"],
+                  sd[p + "intermediate.dense.weight"], sd[p + "intermediate.dense.bias"],
+                  sd[p + "output.dense.weight"], sd[p + "output.dense.bias"],
+                  sd[p + "output.LayerNorm.weight"], sd[p + "output.LayerNorm.bias"]]
+    with open(os.path.join(hdir, "weights.bin"), "wb") as f:
+        for x in parts:
+            f.write(np.ascontiguousarray(x, dtype=np.float32).tobytes())
+    return m, hf, hdir
+
+
+def sequences(vocab, seed=7):
+    rng = np.random.default_rng(seed)
+    lens = LENGTHS + list(rng.integers(1, 513, size=40))
+    seqs = []
+    for L in lens:
+        ids = rng.integers(1000, vocab, size=L).astype(np.int32)
+        ids[0] = 101
+        if L > 1:
+            ids[-1] = 102
+        seqs.append(ids)
+    return seqs
+
+
+def write_seqs(path, seqs):
+    with open(path, "wb") as f:
+        f.write(struct.pack("<i", len(seqs)))
+        f.write(np.array([len(s) for s in seqs], dtype=np.int32).tobytes())
+        for s in seqs:
+            f.write(s.tobytes())
+
+
+def reference(m, seqs):
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    m = m.to(dev)
+    out = []
+    with torch.no_grad():
+        for s in seqs:
+            ids = torch.from_numpy(s.astype(np.int64))[None].to(dev)
+            h = m(input_ids=ids, token_type_ids=torch.zeros_like(ids)).last_hidden_state[0]
+            out.append(torch.nn.functional.normalize(h.mean(0), dim=0).cpu().numpy())
+    m.cpu()
+    return np.stack(out)
+
+
+def cosines(a, b):
+    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1) + 1e-30)
+
+
+def main():
+    build_only = "--build-only" in sys.argv
+    args = [a for a in sys.argv[1:] if a != "--build-only"]
+    build_dir, root = args[0], args[1]
+    names = args[2:] or list(CONFIGS)
+    os.makedirs(root, exist_ok=True)
+    ok = True
+    for name in names:
+        kw = CONFIGS[name]
+        m, hf, hdir = build(name, kw, root)
+        if build_only:
+            continue
+        seqs = sequences(kw["vocab_size"])
+        sp = os.path.join(root, name + "-seqs.bin")
+        write_seqs(sp, seqs)
+        ref = reference(m, seqs)
+        np.save(os.path.join(root, name + "-ref.npy"), ref)
+        prefix = os.path.join(root, name + "-gpu")
+        r = subprocess.run([os.path.join(build_dir, "gpu_backend_e2e"), hdir, sp, prefix])
+        ok &= r.returncode == 0
+        H = kw["hidden_size"]
+        for suf in ("single", "mix1024", "mix4096", "mix16384"):
+            p = f"{prefix}.{suf}.bin"
+            if not os.path.exists(p):
+                print(f"{name} {suf}: missing output"); ok = False; continue
+            got = np.fromfile(p, dtype=np.float32).reshape(-1, H)
+            c = cosines(got, ref)
+            worst = int(np.argmin(c))
+            print(f"{name} {suf:9s} vs transformers fp32: min cosine {c.min():.6f} (len {len(seqs[worst])}), "
+                  f"mean {c.mean():.6f}, max abs err {np.abs(got - ref).max():.2e}")
+            ok &= bool(c.min() >= 0.999)
+    print("e2e_vs_transformers:", "PASS" if ok else "FAIL")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

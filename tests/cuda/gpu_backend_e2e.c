@@ -1,0 +1,194 @@
+/* gpu_backend_e2e: end-to-end checks of the CUDA backend on one model
+ * (tests/cuda/run_gpu_tests.sh runs it; make_models.py compares its output
+ * files with transformers).
+ *
+ *   gpu_backend_e2e MODEL_DIR SEQS_BIN OUT_PREFIX
+ *
+ * 1. graph == eager, bit for bit: a fresh engine runs one batch three
+ *    times (bucket's first run eager, second captured, third replayed).
+ * 2. every sequence alone (batch of one)         -> OUT_PREFIX.single.bin
+ * 3. all sequences in mixed batches of <= 1024, 4096 and 16384 tokens
+ *                                                 -> OUT_PREFIX.mixB.bin
+ *    and each must match (2) to cosine >= 0.9999.
+ * 4. many batches in flight (random mixes, submitted without waiting,
+ *    collected with non-blocking polls): every result is bit-identical to
+ *    the same batch run alone, so each belongs to its own sequences.
+ * 5. clear errors: a device index that does not exist, and
+ *    --max-batch-tokens too large for the GPU's memory.
+ * Exit status 0 only if all checks pass.
+ */
+#include "gpu_harness.h"
+#include "posy_clock.h"
+
+static int failures = 0;
+#define EXPECT(c, ...) do { if (!(c)) { failures++; printf("FAIL: " __VA_ARGS__); printf("\n"); } } while (0)
+
+static void write_f(const char *prefix, const char *suffix, const float *v, size_t n) {
+    char p[1200];
+    snprintf(p, sizeof p, "%s.%s.bin", prefix, suffix);
+    FILE *f = fopen(p, "wb");
+    if (!f || fwrite(v, 4, n, f) != n) { fprintf(stderr, "write %s failed\n", p); exit(2); }
+    fclose(f);
+}
+
+static void test_graph_bits(const char *dir, const gh_seqs *s, int H) {
+    posy_err err;
+    posy_engine *e = gh_open(dir, 4096, 256, &err);
+    if (!e) { EXPECT(0, "open: %s", err.msg); return; }
+    int idx[8];
+    int k = 0;
+    for (int i = 0; i < s->n && k < 8; i += 3) idx[k++] = i;
+    gh_batch b;
+    gh_batch_make(&b, s, idx, k, H, 1);
+    float *runs[3];
+    for (int r = 0; r < 3; r++) {
+        EXPECT(gh_run_sync(e, &b) == 0, "graph test run %d failed", r);
+        runs[r] = (float *)malloc((size_t)k * H * 4);
+        memcpy(runs[r], b.out, (size_t)k * H * 4);
+    }
+    eng_cu_stats st;
+    eng_cuda_stats(e, &st);
+    EXPECT(st.captures == 1 && st.replays == 2, "expected 1 capture and 2 graph launches, got %llu/%llu",
+           (unsigned long long)st.captures, (unsigned long long)st.replays);
+    EXPECT(!memcmp(runs[0], runs[1], (size_t)k * H * 4), "captured run differs from eager run");
+    EXPECT(!memcmp(runs[0], runs[2], (size_t)k * H * 4), "replayed run differs from eager run");
+    printf("graph-vs-eager: %d seqs, %d tokens: eager/capture/replay %s (capture %.2f ms)\n", k,
+           b.b.n_tokens, !memcmp(runs[0], runs[1], (size_t)k * H * 4) && !memcmp(runs[0], runs[2], (size_t)k * H * 4)
+               ? "bit-identical" : "DIFFER", st.capture_ms);
+    for (int r = 0; r < 3; r++) free(runs[r]);
+    gh_batch_free(&b);
+    e->ops->close(e);
+}
+
+static float *run_single(posy_engine *e, const gh_seqs *s, int H) {
+    float *out = (float *)malloc((size_t)s->n * H * 4);
+    for (int i = 0; i < s->n; i++) {
+        gh_batch b;
+        gh_batch_make(&b, s, &i, 1, H, (uint64_t)i);
+        EXPECT(gh_run_sync(e, &b) == 0, "single seq %d failed", i);
+        memcpy(out + (size_t)i * H, b.out, (size_t)H * 4);
+        gh_batch_free(&b);
+    }
+    return out;
+}
+
+static void run_mixed(posy_engine *e, const gh_seqs *s, int H, int budget, const float *single,
+                      const char *prefix) {
+    float *out = (float *)malloc((size_t)s->n * H * 4);
+    int *idx = (int *)malloc((size_t)s->n * sizeof(int));
+    int i = 0, batches = 0;
+    double minc = 1;
+    while (i < s->n) {
+        int k = 0, T = 0;
+        while (i < s->n && T + s->lens[i] <= budget) { T += s->lens[i]; idx[k++] = i++; }
+        gh_batch b;
+        gh_batch_make(&b, s, idx, k, H, (uint64_t)batches);
+        EXPECT(gh_run_sync(e, &b) == 0, "mixed batch failed");
+        for (int j = 0; j < k; j++) {
+            memcpy(out + (size_t)idx[j] * H, b.out + (size_t)j * H, (size_t)H * 4);
+            double c = gh_cos(b.out + (size_t)j * H, single + (size_t)idx[j] * H, H);
+            if (c < minc) minc = c;
+        }
+        gh_batch_free(&b);
+        batches++;
+    }
+    printf("mixed batches <= %d tokens: %d batches, min cosine vs single %.6f\n", budget, batches, minc);
+    EXPECT(minc >= 0.9999, "mixed budget %d: min cosine %.6f", budget, minc);
+    char suf[32];
+    snprintf(suf, sizeof suf, "mix%d", budget);
+    write_f(prefix, suf, out, (size_t)s->n * H);
+    free(out);
+    free(idx);
+}
+
+static void test_inflight(posy_engine *e, const gh_seqs *s, int H, const float *single) {
+    enum { NB = 24 };
+    gh_batch bs[NB];
+    float *want[NB];
+    uint64_t seed = 12345;
+    for (int j = 0; j < NB; j++) {
+        int idx[32], k = 1 + (int)(seed % 17), T = 0, n = 0;
+        for (int t = 0; t < k; t++) {
+            seed = seed * 6364136223846793005ull + 1442695040888963407ull;
+            int c = (int)((seed >> 33) % (uint64_t)s->n);
+            if (T + s->lens[c] > 4096) continue;
+            T += s->lens[c];
+            idx[n++] = c;
+        }
+        if (n == 0) idx[n++] = j % s->n;
+        gh_batch_make(&bs[j], s, idx, n, H, (uint64_t)j);
+        /* the expected bits: the same batch run alone (same bucket, same algorithms) */
+        EXPECT(gh_run_sync(e, &bs[j]) == 0, "sync run of batch %d failed", j);
+        want[j] = (float *)malloc((size_t)n * H * 4);
+        memcpy(want[j], bs[j].out, (size_t)n * H * 4);
+        memset(bs[j].out, 0xff, (size_t)n * H * 4);
+    }
+    int submitted = 0, got = 0, wrong = 0, maxin = 0;
+    double minc = 1;
+    posy_result res[8];
+    posy_err err;
+    const double t0 = posy_now_s();
+    while (got < NB) {
+        if (submitted < NB) {
+            if (e->ops->submit(e, &bs[submitted].b, &err)) { EXPECT(0, "submit: %s", err.msg); return; }
+            submitted++;
+        }
+        if (e->ops->inflight(e) > maxin) maxin = e->ops->inflight(e);
+        int n = e->ops->poll(e, res, 8, submitted == NB);
+        for (int r = 0; r < n; r++) {
+            gh_batch *b = &bs[res[r].tag];
+            EXPECT(res[r].status == 0, "batch %llu status %d", (unsigned long long)res[r].tag, res[r].status);
+            if (memcmp(b->out, want[res[r].tag], (size_t)b->b.n_seqs * H * 4)) wrong++;
+            for (int j = 0; j < b->b.n_seqs; j++) {
+                double c = gh_cos(b->out + (size_t)j * H, single + (size_t)b->idx[j] * H, H);
+                if (c < minc) minc = c;
+            }
+            got++;
+        }
+    }
+    printf("in flight: %d batches in %.1f ms, up to %d in flight at once, %d results differing from "
+           "their batch run alone, min cosine vs single-sequence runs %.6f\n", NB,
+           (posy_now_s() - t0) * 1e3, maxin, wrong, minc);
+    EXPECT(wrong == 0, "in-flight results do not match their own batches");
+    EXPECT(minc >= 0.9999, "in-flight min cosine %.6f", minc);
+    EXPECT(maxin >= 2, "never more than one batch in flight");
+    for (int j = 0; j < NB; j++) { gh_batch_free(&bs[j]); free(want[j]); }
+}
+
+static void test_errors(const char *dir) {
+    posy_err err;
+    posy_err_clear(&err);
+    EXPECT(!eng_cuda_available(99, &err), "device 99 reported available");
+    printf("error (device 99): %s\n", err.msg);
+    posy_err_clear(&err);
+    posy_engine *e = gh_open(dir, 1 << 30, 1024, &err);
+    EXPECT(!e && err.code == POSY_E_NOMEM, "huge max-batch-tokens did not fail with NOMEM");
+    printf("error (max-batch-tokens 2^30): %s\n", err.msg);
+    if (e) e->ops->close(e);
+}
+
+int main(int argc, char **argv) {
+    if (argc != 4) { fprintf(stderr, "usage: %s MODEL_DIR SEQS_BIN OUT_PREFIX\n", argv[0]); return 2; }
+    gh_seqs s = gh_load_seqs(argv[2]);
+    posy_err err;
+    posy_engine *e = gh_open(argv[1], 16384, 1024, &err);
+    if (!e) { printf("FAIL: open: %s\n", err.msg); return 1; }
+    const int H = e->cfg.info.hidden;
+    test_graph_bits(argv[1], &s, H);
+    float *single = run_single(e, &s, H);
+    write_f(argv[3], "single", single, (size_t)s.n * H);
+    run_mixed(e, &s, H, 1024, single, argv[3]);
+    run_mixed(e, &s, H, 4096, single, argv[3]);
+    run_mixed(e, &s, H, 16384, single, argv[3]);
+    test_inflight(e, &s, H, single);
+    eng_cu_stats st;
+    eng_cuda_stats(e, &st);
+    printf("stats: %llu batches, %llu tokens (%llu padded), %llu captures (%.1f ms), %llu replays\n",
+           (unsigned long long)st.batches, (unsigned long long)st.tokens,
+           (unsigned long long)st.padded_tokens, (unsigned long long)st.captures, st.capture_ms,
+           (unsigned long long)st.replays);
+    e->ops->close(e);
+    test_errors(argv[1]);
+    printf("gpu_backend_e2e %s: %s\n", argv[1], failures ? "FAIL" : "PASS");
+    return failures ? 1 : 0;
+}

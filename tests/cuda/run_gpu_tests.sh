@@ -1,0 +1,40 @@
+#!/bin/bash
+# run_gpu_tests.sh: every GPU test of the CUDA engine, on a machine with a
+# Hopper GPU.  Builds the engine alone (POSY_ENGINE_ONLY: no tokenizer or
+# server dependencies needed), runs the kernel labs (each checks its kernels
+# against CPU references and exits non-zero on a mismatch), then the
+# end-to-end check against transformers.  Logs go to $OUT (default ./out).
+#   usage: OUT=dir tests/cuda/run_gpu_tests.sh
+set -o pipefail
+OUT=${OUT:-out}
+BUILD=${BUILD:-build-gpu}
+WORK=${WORK:-/tmp/posy-e2e}
+mkdir -p "$OUT"
+nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv | tee "$OUT/labs.log"
+cmake -S . -B "$BUILD" -DPOSY_ENGINE_ONLY=ON -DPOSY_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
+  > /tmp/posy_build.log 2>&1 && cmake --build "$BUILD" -j"$(nproc)" >> /tmp/posy_build.log 2>&1
+if [ $? -ne 0 ]; then cp /tmp/posy_build.log "$OUT/build.log"; grep -E "error|Error" /tmp/posy_build.log | head -40; echo "BUILD FAILED"; exit 1; fi
+echo "build ok"
+status=0
+for lab in lab_norm lab_pool lab_gemm lab_attn; do
+  "./$BUILD/$lab" >> "$OUT/labs.log" 2>&1
+  rc=$?
+  echo "$lab: rc=$rc" | tee -a "$OUT/labs.log"
+  [ $rc -ne 0 ] && status=1
+done
+grep -E "FAIL|bench" "$OUT/labs.log" | head -80
+PYTHONUNBUFFERED=1 python3 tests/cuda/e2e_vs_transformers.py "$BUILD" "$WORK" 2>&1 \
+  | grep -v "Writing model shards" | tee "$OUT/e2e.log"
+[ ${PIPESTATUS[0]} -ne 0 ] && status=1
+# single-sequence GPU embeddings, for tests/cuda/compare_cpu.py (CPU engine) elsewhere
+cp "$WORK"/*-gpu.single.bin "$OUT"/ 2>/dev/null
+if [ -n "$SANITIZE" ] && command -v compute-sanitizer >/dev/null; then
+  for lab in lab_norm lab_pool lab_attn; do
+    LAB_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 3 "./$BUILD/$lab" > /tmp/sanitize_$lab.log 2>&1
+    rc=$?
+    echo "compute-sanitizer memcheck $lab: rc=$rc $(grep -c Invalid /tmp/sanitize_$lab.log) invalid accesses; $(tail -1 /tmp/sanitize_$lab.log)" | tee -a "$OUT/labs.log"
+    [ $rc -ne 0 ] && status=1
+  done
+fi
+echo "run_gpu_tests: $([ $status -eq 0 ] && echo PASS || echo FAIL)"
+exit $status

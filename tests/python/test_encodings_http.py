@@ -1,0 +1,149 @@
+"""Output encodings over HTTP (docs/ENCODINGS.md), against the float
+vectors the same server returns.
+
+Starts `posy serve` on the default model and asks /v1/embeddings and /embed
+for the same inputs in every encoding; each quantized answer must equal the
+documented formula applied (here, in numpy) to the float answer with the
+same `dimensions`, byte for byte.  binary/ubinary are also checked against
+sentence-transformers' quantize_embeddings when it is installed (it is not
+needed in CI: the numpy packbits formula is the same definition).
+"""
+import base64
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+
+TEXTS = ["The quick brown fox jumps over the lazy dog.", "Embeddings map text to vectors.", "a"]
+
+
+def _free_port():
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    p = s.getsockname()[1]
+    s.close()
+    return p
+
+
+@pytest.fixture(scope="module")
+def server(posy_bin, posy_model):
+    port = _free_port()
+    proc = subprocess.Popen([posy_bin, "serve", "--model", posy_model, "--port", str(port), "--host", "127.0.0.1",
+                             "--device", "cpu", "--threads", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(url + "/health", timeout=1)
+            break
+        except Exception:
+            if proc.poll() is not None:
+                pytest.fail("posy serve exited: " + proc.stderr.read().decode(errors="replace"))
+            time.sleep(0.1)
+    else:
+        proc.kill()
+        pytest.fail("posy serve did not become healthy")
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def post(url, path, body):
+    req = urllib.request.Request(url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=60) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+def int8_ref(x):
+    y = x.astype(np.float64) * (127.0 / np.abs(x.astype(np.float64)).max())
+    return np.clip(np.sign(y) * np.floor(np.abs(y) + 0.5), -127, 127).astype(np.int8), np.float32(127.0 / np.abs(x.astype(np.float64)).max())
+
+
+def encode_ref(x, dtype):
+    if dtype == "int8":
+        return int8_ref(x)[0]
+    if dtype == "uint8":
+        return (int8_ref(x)[0].astype(np.int16) + 128).astype(np.uint8)
+    if dtype == "ubinary":
+        return np.packbits(x > 0)
+    if dtype == "binary":
+        return (np.packbits(x > 0).astype(np.int16) - 128).astype(np.int8)
+    raise ValueError(dtype)
+
+
+def openai_floats(url, dims=None):
+    body = {"input": TEXTS, "model": "x"}
+    if dims:
+        body["dimensions"] = dims
+    st, r = post(url, "/v1/embeddings", body)
+    assert st == 200, r
+    return [np.array(d["embedding"], dtype=np.float32) for d in r["data"]]
+
+
+@pytest.mark.parametrize("dtype", ["int8", "uint8", "binary", "ubinary"])
+@pytest.mark.parametrize("dims", [None, 100])
+def test_openai_quantized_json_and_base64(server, dtype, dims):
+    floats = openai_floats(server, dims)
+    body = {"input": TEXTS, "model": "x", "encoding_format": dtype}
+    if dims:
+        body["dimensions"] = dims
+    st, r = post(server, "/v1/embeddings", body)
+    assert st == 200, r
+    body.update(encoding_format="base64", output_dtype=dtype)
+    st, r64 = post(server, "/v1/embeddings", body)
+    assert st == 200, r64
+    for x, d, d64 in zip(floats, r["data"], r64["data"]):
+        want = encode_ref(x, dtype)
+        assert d["embedding"] == [int(v) for v in want]
+        assert base64.b64decode(d64["embedding"]) == want.tobytes()
+        if dtype in ("int8", "uint8"):
+            assert np.float32(d["scale"]) == int8_ref(x)[1]
+        else:
+            assert "scale" not in d
+
+
+def test_tei_embed_quantized(server):
+    st, fl = post(server, "/embed", {"inputs": TEXTS})
+    assert st == 200
+    st, q = post(server, "/embed", {"inputs": TEXTS, "encoding_format": "binary"})
+    assert st == 200, q
+    for x, b in zip(fl, q):
+        assert b == [int(v) for v in encode_ref(np.array(x, dtype=np.float32), "binary")]
+    st, q = post(server, "/embed", {"inputs": TEXTS, "encoding_format": "base64", "output_dtype": "int8"})
+    assert st == 200, q
+    for x, b in zip(fl, q):
+        assert base64.b64decode(b) == encode_ref(np.array(x, dtype=np.float32), "int8").tobytes()
+
+
+def test_float_base64_unchanged(server):
+    floats = openai_floats(server)
+    st, r = post(server, "/v1/embeddings", {"input": TEXTS, "encoding_format": "base64"})
+    assert st == 200
+    for x, d in zip(floats, r["data"]):
+        assert np.frombuffer(base64.b64decode(d["embedding"]), dtype="<f4").tolist() == x.tolist()
+
+
+@pytest.mark.parametrize("body", [{"encoding_format": "int4"}, {"output_dtype": "float16"},
+                                  {"encoding_format": "int8", "output_dtype": "binary"}])
+def test_bad_encoding_is_422(server, body):
+    st, r = post(server, "/v1/embeddings", {"input": ["x"], **body})
+    assert st == 422, r
+
+
+def test_binary_matches_sentence_transformers(server):
+    q = pytest.importorskip("sentence_transformers.util.quantization")
+    floats = np.stack(openai_floats(server))
+    st, r = post(server, "/v1/embeddings", {"input": TEXTS, "encoding_format": "ubinary"})
+    assert np.array([d["embedding"] for d in r["data"]], dtype=np.uint8).tolist() == \
+        q.quantize_embeddings(floats, "ubinary").tolist()
+    st, r = post(server, "/v1/embeddings", {"input": TEXTS, "encoding_format": "binary"})
+    assert np.array([d["embedding"] for d in r["data"]], dtype=np.int8).tolist() == \
+        q.quantize_embeddings(floats, "binary").tolist()

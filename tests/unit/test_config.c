@@ -1,0 +1,347 @@
+/* test_config: eng_config_load on the real all-MiniLM-L6-v2 directory and
+ * on temporary directories written here with odd, broken or missing
+ * files.  Each error case checks that the message names the file and the
+ * field at fault. */
+#define _XOPEN_SOURCE 700
+#include <ftw.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "eng_config.h"
+#include "posy_test.h"
+
+#define MINILM_DIR "models/all-MiniLM-L6-v2"
+
+static const char *BERT_CFG =
+    "{\"model_type\":\"bert\",\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+    "\"intermediate_size\":128,\"vocab_size\":100,\"max_position_embeddings\":128,\"type_vocab_size\":2,"
+    "\"layer_norm_eps\":1e-12,\"hidden_act\":\"gelu\",\"pad_token_id\":0}";
+
+static const char *MODULES_PN =
+    "[{\"idx\":0,\"name\":\"0\",\"path\":\"\",\"type\":\"sentence_transformers.models.Transformer\"},"
+    "{\"idx\":1,\"name\":\"1\",\"path\":\"1_Pooling\",\"type\":\"sentence_transformers.models.Pooling\"},"
+    "{\"idx\":2,\"name\":\"2\",\"path\":\"2_Normalize\",\"type\":\"sentence_transformers.models.Normalize\"}]";
+
+static char g_dir[64];
+
+static void put(const char *rel, const char *text) {
+    char p[512];
+    snprintf(p, sizeof p, "%s/%s", g_dir, rel);
+    char *slash = strrchr(p, '/');
+    if (slash > p + strlen(g_dir)) {
+        *slash = 0;
+        mkdir(p, 0700);
+        *slash = '/';
+    }
+    FILE *f = fopen(p, "wb");
+    if (!f) { CHECK_MSG(0, "cannot write %s", p); return; }
+    fputs(text, f);
+    fclose(f);
+}
+
+static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
+    (void)sb; (void)flag; (void)ftw;
+    return remove(p);
+}
+
+static void fresh_dir(void) {
+    if (g_dir[0]) nftw(g_dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+    snprintf(g_dir, sizeof g_dir, "/tmp/posy_cfg_XXXXXX");
+    if (!mkdtemp(g_dir)) CHECK_MSG(0, "mkdtemp failed");
+}
+
+/* Load g_dir and expect failure mentioning every needle given. */
+static void expect_fail(const char *needle1, const char *needle2) {
+    eng_config c;
+    posy_err err = {0};
+    int rc = eng_config_load(&c, g_dir, &err);
+    CHECK_MSG(rc != 0, "loaded, wanted an error about %s", needle1);
+    if (!rc) { eng_config_free(&c); return; }
+    CHECK_STR_CONTAINS(err.msg, needle1);
+    if (needle2) CHECK_STR_CONTAINS(err.msg, needle2);
+}
+
+static int load_ok(eng_config *c) {
+    posy_err err = {0};
+    int rc = eng_config_load(c, g_dir, &err);
+    CHECK_MSG(rc == 0, "%s", err.msg);
+    return rc == 0;
+}
+
+static void test_minilm(void) {
+    if (access(MINILM_DIR "/config.json", R_OK) != 0) { printf("  (skipped: no %s)\n", MINILM_DIR); return; }
+    eng_config c;
+    posy_err err = {0};
+    CHECK_EQ_INT(eng_config_load(&c, MINILM_DIR "/", &err), 0);
+    const posy_model_info *in = &c.info;
+    CHECK(!strcmp(in->arch, "bert") && !strcmp(c.model_type, "bert"));
+    CHECK(!strcmp(in->name, "all-MiniLM-L6-v2"));
+    CHECK_EQ_INT(in->hidden, 384);
+    CHECK_EQ_INT(in->layers, 6);
+    CHECK_EQ_INT(in->heads, 12);
+    CHECK_EQ_INT(in->kv_heads, 12);
+    CHECK_EQ_INT(c.head_dim, 32);
+    CHECK_EQ_INT(in->intermediate, 1536);
+    CHECK_EQ_INT(in->vocab, 30522);
+    CHECK_EQ_INT(in->type_vocab, 2);
+    CHECK_EQ_INT(in->max_positions, 512);
+    CHECK_EQ_INT(in->max_seq_len, 256);
+    CHECK_EQ_INT(in->pooling, POSY_POOL_MEAN);
+    CHECK_EQ_INT(in->normalize, 1);
+    CHECK_EQ_INT(in->causal, 0);
+    CHECK_EQ_INT(c.act, ENG_ACT_GELU);
+    CHECK(c.ln_eps == 1e-12);
+    CHECK_EQ_INT(c.position_offset, 0);
+    CHECK_EQ_INT(c.max_position_embeddings, 512);
+    CHECK_EQ_INT(c.n_prompts, 0);
+    eng_config_free(&c);
+}
+
+/* config.json alone: sentence-transformers' defaults. */
+static void test_defaults(void) {
+    fresh_dir();
+    put("config.json", "{\"model_type\":\"bert\",\"hidden_size\":64,\"num_hidden_layers\":2,"
+                       "\"num_attention_heads\":4,\"intermediate_size\":128,\"vocab_size\":100}");
+    eng_config c;
+    if (!load_ok(&c)) return;
+    CHECK_EQ_INT(c.info.pooling, POSY_POOL_MEAN);
+    CHECK_EQ_INT(c.info.normalize, 0);
+    CHECK_EQ_INT(c.info.max_positions, 512);
+    CHECK_EQ_INT(c.info.max_seq_len, 512);
+    CHECK_EQ_INT(c.info.type_vocab, 2);
+    CHECK_EQ_INT(c.act, ENG_ACT_GELU);
+    CHECK(!strcmp(c.info.name, g_dir + 5));
+    eng_config_free(&c);
+    /* the tokenizer's model_max_length caps it (a huge integer means "none") */
+    put("tokenizer_config.json", "{\"model_max_length\":128}");
+    if (load_ok(&c)) { CHECK_EQ_INT(c.info.max_seq_len, 128); eng_config_free(&c); }
+    put("tokenizer_config.json", "{\"model_max_length\":1000000000000000019884624838656}");
+    if (load_ok(&c)) { CHECK_EQ_INT(c.info.max_seq_len, 512); eng_config_free(&c); }
+    put("sentence_bert_config.json", "{\"max_seq_length\":300}");
+    put("tokenizer_config.json", "{\"model_max_length\":128}");
+    if (load_ok(&c)) { CHECK_EQ_INT(c.info.max_seq_len, 300); eng_config_free(&c); }
+}
+
+static void test_pooling_modes(void) {
+    fresh_dir();
+    put("config.json", BERT_CFG);
+    put("modules.json", "[{\"type\":\"sentence_transformers.models.Transformer\",\"path\":\"\"},"
+                        "{\"type\":\"sentence_transformers.models.Pooling\",\"path\":\"1_Pooling\"}]");
+    put("1_Pooling/config.json", "{\"word_embedding_dimension\":64,\"pooling_mode_cls_token\":true,"
+                                 "\"pooling_mode_mean_tokens\":false}");
+    eng_config c;
+    if (load_ok(&c)) {
+        CHECK_EQ_INT(c.info.pooling, POSY_POOL_CLS);
+        CHECK_EQ_INT(c.info.normalize, 0);
+        eng_config_free(&c);
+    }
+    put("1_Pooling/config.json", "{\"pooling_mode_lasttoken\":true,\"include_prompt\":true}");
+    if (load_ok(&c)) { CHECK_EQ_INT(c.info.pooling, POSY_POOL_LAST); eng_config_free(&c); }
+    put("1_Pooling/config.json", "{\"pooling_mode_max_tokens\":true}");
+    expect_fail("1_Pooling/config.json", "pooling_mode_max_tokens is not supported");
+    put("1_Pooling/config.json", "{\"pooling_mode_mean_sqrt_len_tokens\":true}");
+    expect_fail("pooling_mode_mean_sqrt_len_tokens", NULL);
+    put("1_Pooling/config.json", "{\"pooling_mode_cls_token\":true,\"pooling_mode_mean_tokens\":true}");
+    expect_fail("several pooling modes", NULL);
+    put("1_Pooling/config.json", "{\"pooling_mode_cls_token\":false}");
+    expect_fail("no pooling_mode_", NULL);
+    put("1_Pooling/config.json", "{\"pooling_mode_cls_token\":\"yes\"}");
+    expect_fail("pooling_mode_cls_token must be true or false", NULL);
+    put("1_Pooling/config.json", "{\"pooling_mode_cls_token\":true,\"word_embedding_dimension\":32}");
+    expect_fail("word_embedding_dimension 32", NULL);
+    put("1_Pooling/config.json", "{\"pooling_mode_cls_token\":true");
+    expect_fail("1_Pooling/config.json: not valid JSON", NULL);
+}
+
+static void test_modules_errors(void) {
+    fresh_dir();
+    put("config.json", BERT_CFG);
+    put("modules.json", MODULES_PN);
+    expect_fail("1_Pooling/config.json: missing", NULL);   /* named but absent */
+    put("1_Pooling/config.json", "{\"pooling_mode_mean_tokens\":true}");
+    eng_config c;
+    if (load_ok(&c)) {
+        CHECK_EQ_INT(c.info.normalize, 1);
+        CHECK_EQ_INT(c.info.pooling, POSY_POOL_MEAN);
+        eng_config_free(&c);
+    }
+    put("modules.json", "[{\"type\":\"sentence_transformers.models.Pooling\",\"path\":\"1_Pooling\"},"
+                        "{\"type\":\"sentence_transformers.models.Dense\",\"path\":\"2_Dense\"}]");
+    expect_fail("modules.json", "sentence_transformers.models.Dense is not supported");
+    put("modules.json", "[{\"type\":\"sentence_transformers.models.Pooling\",\"path\":\"../1_Pooling\"}]");
+    expect_fail("leaves the model directory", NULL);
+    put("modules.json", "[{\"type\":\"sentence_transformers.models.Transformer\"}]");
+    expect_fail("no Pooling module", NULL);
+    put("modules.json", "{\"type\":\"x\"}");
+    expect_fail("modules.json: expected a JSON array", NULL);
+    put("modules.json", "[{\"path\":\"1_Pooling\"}]");
+    expect_fail("modules.json: required field type", NULL);
+    put("modules.json", "[7]");
+    expect_fail("each module must be an object", NULL);
+}
+
+static void test_config_errors(void) {
+    fresh_dir();
+    expect_fail("config.json: missing", NULL);
+    put("config.json", "{\"model_type\":\"bert\",");
+    expect_fail("config.json: not valid JSON", NULL);
+    put("config.json", "[1]");
+    expect_fail("config.json: expected a JSON object", NULL);
+    put("config.json", "{\"hidden_size\":64}");
+    expect_fail("config.json: required field model_type", NULL);
+    put("config.json", "{\"architectures\":[\"MPNetModel\"],\"hidden_size\":64}");
+    expect_fail("config.json: required field model_type", NULL);
+    /* pre-transformers-3 config: the class name stands in for model_type */
+    put("config.json", "{\"architectures\":[\"RobertaModel\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
+                       "\"num_attention_heads\":4,\"intermediate_size\":128,\"vocab_size\":100,"
+                       "\"max_position_embeddings\":66}");
+    eng_config c;
+    if (load_ok(&c)) {
+        CHECK(!strcmp(c.model_type, "roberta"));
+        CHECK_EQ_INT(c.info.max_positions, 64);
+        eng_config_free(&c);
+    }
+    put("config.json", "{\"model_type\":\"mpnet\",\"hidden_size\":64}");
+    expect_fail("config.json: model_type 'mpnet' is not supported", NULL);
+    put("config.json", "{\"model_type\":\"bert\",\"hidden_size\":\"384\",\"num_hidden_layers\":2,"
+                       "\"num_attention_heads\":4,\"intermediate_size\":128,\"vocab_size\":100}");
+    expect_fail("config.json: field hidden_size must be an integer", NULL);
+    put("config.json", "{\"model_type\":\"bert\",\"hidden_size\":64.5,\"num_hidden_layers\":2,"
+                       "\"num_attention_heads\":4,\"intermediate_size\":128,\"vocab_size\":100}");
+    expect_fail("hidden_size must be an integer", NULL);
+    put("config.json", "{\"model_type\":\"bert\",\"hidden_size\":-64,\"num_hidden_layers\":2,"
+                       "\"num_attention_heads\":4,\"intermediate_size\":128,\"vocab_size\":100}");
+    expect_fail("hidden_size = -64 is outside", NULL);
+    put("config.json", "{\"model_type\":\"bert\",\"hidden_size\":64,\"num_hidden_layers\":2,"
+                       "\"num_attention_heads\":4,\"vocab_size\":100}");
+    expect_fail("required field intermediate_size is missing", NULL);
+    put("config.json", "{\"model_type\":\"bert\",\"hidden_size\":64,\"num_hidden_layers\":2,"
+                       "\"num_attention_heads\":5,\"intermediate_size\":128,\"vocab_size\":100}");
+    expect_fail("not a multiple of 5 attention heads", NULL);
+    put("config.json", "{\"model_type\":\"bert\",\"hidden_size\":64,\"num_hidden_layers\":2,\"hidden_act\":\"quick_gelu\","
+                       "\"num_attention_heads\":4,\"intermediate_size\":128,\"vocab_size\":100}");
+    expect_fail("hidden_act 'quick_gelu' is not supported", NULL);
+    put("config.json", "{\"model_type\":\"bert\",\"hidden_size\":64,\"num_hidden_layers\":2,"
+                       "\"position_embedding_type\":\"relative_key\","
+                       "\"num_attention_heads\":4,\"intermediate_size\":128,\"vocab_size\":100}");
+    expect_fail("position_embedding_type 'relative_key'", NULL);
+    put("config.json", "{\"model_type\":\"bert\",\"hidden_size\":64,\"num_hidden_layers\":2,"
+                       "\"layer_norm_eps\":\"small\","
+                       "\"num_attention_heads\":4,\"intermediate_size\":128,\"vocab_size\":100}");
+    expect_fail("layer_norm_eps must be a number", NULL);
+    put("config.json", "{\"model_type\":7}");
+    expect_fail("model_type must be a string", NULL);
+}
+
+static void test_roberta_family(void) {
+    static const char *types[] = {"roberta", "xlm-roberta", "camembert"};
+    for (int i = 0; i < 3; i++) {
+        fresh_dir();
+        char cfg[512];
+        snprintf(cfg, sizeof cfg, "{\"model_type\":\"%s\",\"hidden_size\":64,\"num_hidden_layers\":2,"
+                 "\"num_attention_heads\":4,\"intermediate_size\":128,\"vocab_size\":250002,"
+                 "\"max_position_embeddings\":514,\"type_vocab_size\":1,\"pad_token_id\":1,"
+                 "\"layer_norm_eps\":1e-05}", types[i]);
+        put("config.json", cfg);
+        put("sentence_bert_config.json", "{\"max_seq_length\":8192,\"do_lower_case\":false}");
+        eng_config c;
+        if (!load_ok(&c)) continue;
+        CHECK_EQ_INT(c.position_offset, 2);
+        CHECK_EQ_INT(c.info.max_positions, 512);
+        CHECK_EQ_INT(c.max_position_embeddings, 514);
+        CHECK_EQ_INT(c.info.max_seq_len, 512); /* clamped */
+        CHECK_EQ_INT(c.info.type_vocab, 1);
+        CHECK(c.ln_eps == 1e-5);
+        CHECK(!strcmp(c.info.arch, i == 1 ? "xlm-roberta" : "roberta"));
+        CHECK(!strcmp(c.model_type, types[i]));
+        eng_config_free(&c);
+    }
+    put("sentence_bert_config.json", "{\"max_seq_length\":\"long\"}");
+    expect_fail("sentence_bert_config.json: field max_seq_length must be an integer", NULL);
+    put("sentence_bert_config.json", "{\"max_seq_length\":100,\"do_lower_case\":true}");
+    eng_config c;
+    if (load_ok(&c)) {
+        CHECK_EQ_INT(c.info.max_seq_len, 100);
+        CHECK_EQ_INT(c.do_lower_case, 1);
+        eng_config_free(&c);
+    }
+}
+
+static void test_distilbert(void) {
+    fresh_dir();
+    put("config.json", "{\"model_type\":\"distilbert\",\"dim\":768,\"n_layers\":6,\"n_heads\":12,"
+                       "\"hidden_dim\":3072,\"vocab_size\":30522,\"max_position_embeddings\":512,"
+                       "\"activation\":\"gelu\",\"pad_token_id\":0}");
+    eng_config c;
+    if (!load_ok(&c)) return;
+    CHECK(!strcmp(c.info.arch, "distilbert"));
+    CHECK_EQ_INT(c.info.hidden, 768);
+    CHECK_EQ_INT(c.info.intermediate, 3072);
+    CHECK_EQ_INT(c.info.type_vocab, 0);
+    CHECK_EQ_INT(c.head_dim, 64);
+    eng_config_free(&c);
+}
+
+static void test_qwen3_prompts(void) {
+    fresh_dir();
+    put("config.json", "{\"model_type\":\"qwen3\",\"hidden_size\":1024,\"num_hidden_layers\":28,"
+                       "\"num_attention_heads\":16,\"num_key_value_heads\":8,\"head_dim\":128,"
+                       "\"intermediate_size\":3072,\"vocab_size\":151669,\"max_position_embeddings\":32768,"
+                       "\"rms_norm_eps\":1e-06,\"rope_theta\":1000000,\"hidden_act\":\"silu\","
+                       "\"tie_word_embeddings\":true,\"rope_scaling\":null}");
+    put("modules.json", MODULES_PN);
+    put("1_Pooling/config.json", "{\"word_embedding_dimension\":1024,\"pooling_mode_lasttoken\":true,"
+                                 "\"include_prompt\":true}");
+    put("sentence_bert_config.json", "{\"max_seq_length\":8192}");
+    put("config_sentence_transformers.json",
+        "{\"prompts\":{\"query\":\"Instruct: Given a web search query\\nQuery:\",\"document\":\"\"},"
+        "\"default_prompt_name\":null,\"similarity_fn_name\":\"cosine\"}");
+    eng_config c;
+    if (!load_ok(&c)) return;
+    CHECK(!strcmp(c.info.arch, "qwen3"));
+    CHECK_EQ_INT(c.info.kv_heads, 8);
+    CHECK_EQ_INT(c.head_dim, 128);
+    CHECK_EQ_INT(c.info.causal, 1);
+    CHECK_EQ_INT(c.info.type_vocab, 0);
+    CHECK_EQ_INT(c.info.max_positions, 32768);
+    CHECK_EQ_INT(c.info.max_seq_len, 8192);
+    CHECK_EQ_INT(c.info.pooling, POSY_POOL_LAST);
+    CHECK_EQ_INT(c.info.normalize, 1);
+    CHECK_EQ_INT(c.act, ENG_ACT_SILU);
+    CHECK(c.rope_theta == 1e6 && c.ln_eps == 1e-6 && c.tie_word_embeddings == 1);
+    CHECK_EQ_INT(c.n_prompts, 2);
+    const char *q = eng_config_prompt(&c, "query");
+    CHECK(q && !strcmp(q, "Instruct: Given a web search query\nQuery:"));
+    CHECK(eng_config_prompt(&c, "document") && !eng_config_prompt(&c, "document")[0]);
+    CHECK(eng_config_prompt(&c, "nope") == NULL);
+    CHECK(c.default_prompt_name[0] == 0);
+    eng_config_free(&c);
+
+    put("config_sentence_transformers.json", "{\"prompts\":{\"query\":\"q: \"},\"default_prompt_name\":\"query\"}");
+    if (load_ok(&c)) { CHECK(!strcmp(c.default_prompt_name, "query")); eng_config_free(&c); }
+    put("config_sentence_transformers.json", "{\"prompts\":{\"query\":\"q: \"},\"default_prompt_name\":\"passage\"}");
+    expect_fail("default_prompt_name 'passage' is not one of the prompts", NULL);
+    put("config_sentence_transformers.json", "{\"prompts\":{\"query\":5}}");
+    expect_fail("config_sentence_transformers.json: prompt 'query'", NULL);
+    put("config_sentence_transformers.json", "{\"prompts\":[\"q\"]}");
+    expect_fail("prompts must be an object", NULL);
+    put("config_sentence_transformers.json", "{}");
+    put("config.json", "{\"model_type\":\"qwen3\",\"hidden_size\":1024,\"num_hidden_layers\":28,"
+                       "\"num_attention_heads\":16,\"num_key_value_heads\":5,\"intermediate_size\":3072,"
+                       "\"vocab_size\":151669}");
+    expect_fail("not a multiple of num_key_value_heads 5", NULL);
+    put("config.json", "{\"model_type\":\"qwen3\",\"hidden_size\":1024,\"num_hidden_layers\":28,"
+                       "\"num_attention_heads\":16,\"intermediate_size\":3072,\"vocab_size\":151669,"
+                       "\"rope_scaling\":{\"type\":\"yarn\"}}");
+    expect_fail("rope_scaling", NULL);
+}
+
+static void test_cleanup(void) {
+    if (g_dir[0]) nftw(g_dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
+    g_dir[0] = 0;
+    CHECK(1);
+}
+
+TEST_MAIN(TEST(test_minilm), TEST(test_defaults), TEST(test_pooling_modes), TEST(test_modules_errors),
+          TEST(test_config_errors), TEST(test_roberta_family), TEST(test_distilbert), TEST(test_qwen3_prompts),
+          TEST(test_cleanup))

@@ -1,0 +1,161 @@
+/* test_qwen3: the Qwen3 decoder on the CPU engine against transformers.
+ *
+ * tests/fixtures/qwen3/ holds two tiny random-weight Qwen3 embedding models
+ * saved by transformers (tests/gen/gen_qwen3_fixtures.py) and
+ * reference.json, the embeddings transformers computes for fixed token-id
+ * sequences, each run alone, in both attention modes:
+ *   causal/  fp32, no tensor prefix, last-token pooling, config causal
+ *   bidir/   bf16, "model." prefix + lm_head, mean pooling, config
+ *            "is_causal": false
+ * For each model and each mode (the config's own, and the other one forced
+ * through posy_engine_opts.attention) every sequence of one packed batch
+ * must reach cosine >= 0.99999 with the reference, and the packed batch
+ * must equal each sequence run alone (|diff| <= 1e-5).  The wrong mode must
+ * miss the reference, so the check can fail.
+ */
+#include <jansson.h>
+#include <math.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "posy_engine.h"
+#include "posy_test.h"
+
+#define FIX "tests/fixtures/qwen3"
+#define MAXS 16
+#define MAXT 4096
+
+static json_t *ref_root;
+static int32_t ids[MAXT], cu[MAXS + 1];
+static int n_seqs;
+
+/* POSY_QWEN3_FIXTURES=DIR runs the same checks on a fixture made with
+ * gen_qwen3_fixtures.py --full DIR (real Qwen3-0.6B sizes, long sequences). */
+static const char *fix_dir(void) {
+    const char *d = getenv("POSY_QWEN3_FIXTURES");
+    return d && *d ? d : FIX;
+}
+
+static void load_ref(void) {
+    json_error_t je;
+    char path[512];
+    snprintf(path, sizeof path, "%s/reference.json", fix_dir());
+    ref_root = json_load_file(path, 0, &je);
+    CHECK_MSG(ref_root != NULL, "%s", je.text);
+    json_t *seqs = json_object_get(ref_root, "sequences");
+    n_seqs = (int)json_array_size(seqs);
+    cu[0] = 0;
+    CHECK(n_seqs <= MAXS);
+    for (int s = 0; s < n_seqs && s < MAXS; s++) {
+        json_t *q = json_array_get(seqs, s);
+        if (cu[s] + (int)json_array_size(q) > MAXT) { n_seqs = s; CHECK(!"sequences over MAXT tokens"); break; }
+        cu[s + 1] = cu[s] + (int)json_array_size(q);
+        for (size_t i = 0; i < json_array_size(q); i++) ids[cu[s] + i] = (int32_t)json_integer_value(json_array_get(q, i));
+    }
+}
+
+static posy_engine *open_model(const char *name, posy_attention att) {
+    char dir[1024];
+    snprintf(dir, sizeof dir, "%s/%s", fix_dir(), name);
+    posy_engine_opts o = {0};
+    o.device = POSY_DEVICE_CPU;
+    o.n_threads = 2;
+    o.max_batch_tokens = MAXT;
+    o.max_batch_seqs = 16;
+    o.attention = att;
+    posy_err err;
+    posy_err_clear(&err);
+    posy_engine *e = posy_engine_open(dir, &o, &err);
+    CHECK_MSG(e != NULL, "%s: %s", dir, err.msg);
+    return e;
+}
+
+static int run(posy_engine *e, const int32_t *tok, const int32_t *c, int n, float *out) {
+    posy_batch b = {7, n, c[n], tok, NULL, c, out};
+    posy_result r[4];
+    posy_err err;
+    posy_err_clear(&err);
+    int k = posy_engine_step(e, &b, r, 4, &err);
+    if (k == 0) k = posy_engine_wait(e, r, 4);
+    CHECK_MSG(k == 1 && r[0].status == 0, "step: %d %s", k, err.msg);
+    return k == 1 && r[0].status == 0 ? 0 : -1;
+}
+
+/* min over sequences of cosine(out[s], reference[s]); *at = its index */
+static int worst_at;
+static double min_cos(const float *out, int H, json_t *refs) {
+    double worst = 2;
+    for (int s = 0; s < n_seqs; s++) {
+        json_t *r = json_array_get(refs, s);
+        double dot = 0, na = 0, nb = 0;
+        for (int i = 0; i < H; i++) {
+            double a = out[(size_t)s * H + i], b = json_real_value(json_array_get(r, i));
+            dot += a * b; na += a * a; nb += b * b;
+        }
+        double c = dot / sqrt(na * nb);
+        if (c < worst) { worst = c; worst_at = s; }
+    }
+    return worst;
+}
+
+static void check_model(const char *name, int config_causal) {
+    json_t *m = json_object_get(json_object_get(ref_root, "models"), name);
+    CHECK(m != NULL);
+    for (int mode = POSY_ATTN_MODEL; mode <= POSY_ATTN_BIDIRECTIONAL; mode++) {
+        posy_engine *e = open_model(name, (posy_attention)mode);
+        if (!e) continue;
+        const posy_model_info *mi = posy_engine_info(e);
+        int causal = mode == POSY_ATTN_MODEL ? config_causal : mode == POSY_ATTN_CAUSAL;
+        CHECK_EQ_INT(mi->causal, causal);
+        CHECK_EQ_INT(mi->pooling, !strcmp(name, "causal") ? POSY_POOL_LAST : POSY_POOL_MEAN);
+        int H = mi->hidden;
+        float *packed = calloc((size_t)n_seqs * H, sizeof(float)), *one = calloc((size_t)H, sizeof(float));
+        if (run(e, ids, cu, n_seqs, packed) == 0) {
+            double good = min_cos(packed, H, json_object_get(m, causal ? "causal" : "bidirectional"));
+            int at = worst_at;
+            double wrong = min_cos(packed, H, json_object_get(m, causal ? "bidirectional" : "causal"));
+            printf("  %s mode %d: min cos %.9f at sequence %d of %d tokens (other mode's reference %.6f)\n", name, mode,
+                   good, at, cu[at + 1] - cu[at], wrong);
+            CHECK_MSG(good >= 0.99999, "%s mode %d: min cosine %.9f", name, mode, good);
+            CHECK_MSG(wrong < 0.9999, "%s mode %d: the other mode's reference also matches (%.9f)", name, mode, wrong);
+            for (int s = 0; s < n_seqs; s++) {
+                int32_t c1[2] = {0, cu[s + 1] - cu[s]};
+                if (run(e, ids + cu[s], c1, 1, one) == 0)
+                    CHECK_MSG(posy_test_close(one, packed + (size_t)s * H, (size_t)H, 1e-5f, 0), "%s seq %d alone", name, s);
+            }
+        }
+        free(packed);
+        free(one);
+        posy_engine_close(e);
+    }
+}
+
+static void test_qwen3_causal(void) { check_model("causal", 1); }
+static void test_qwen3_bidir(void) { check_model("bidir", 0); }
+
+static void test_qwen3_bad_attention_opt(void) {
+    posy_engine_opts o = {0};
+    o.device = POSY_DEVICE_CPU;
+    o.attention = (posy_attention)7;
+    posy_err err;
+    posy_err_clear(&err);
+    CHECK(posy_engine_open(FIX "/causal", &o, &err) == NULL);
+    CHECK_STR_CONTAINS(err.msg, "--attention");
+}
+
+/* --attention is for decoders: an encoder refuses it instead of running a
+ * causal BERT nobody trained. */
+static void test_attention_opt_encoder_refused(void) {
+    posy_engine_opts o = {0};
+    o.device = POSY_DEVICE_CPU;
+    o.attention = POSY_ATTN_CAUSAL;
+    posy_err err;
+    posy_err_clear(&err);
+    CHECK(posy_engine_open("tests/fixtures/eng_models/roberta", &o, &err) == NULL);
+    CHECK_STR_CONTAINS(err.msg, "decoder");
+}
+
+static void test_qwen3_setup(void) { load_ref(); CHECK(n_seqs >= 4); }
+
+TEST_MAIN(TEST(test_qwen3_setup), TEST(test_qwen3_causal), TEST(test_qwen3_bidir), TEST(test_qwen3_bad_attention_opt),
+          TEST(test_attention_opt_encoder_refused))

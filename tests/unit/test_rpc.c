@@ -1,0 +1,345 @@
+/* test_rpc: the gRPC transport and the gateway's worker pool on loopback,
+ * with a stand-in backend whose vectors are a known function of the ids
+ * (so correctness, ordering and routing are checkable without a model).
+ * The real engine behind `posy worker` is tested end to end in
+ * tests/python/test_grpc*.py. */
+#include <grpc/grpc.h>
+#include <pthread.h>
+#include <unistd.h>
+
+#include "health.pb-c.h"
+#include "posy_test.h"
+#include "rpc.h"
+#include "rpc_client.h"
+#include "rpc_codec.h"
+#include "rpc_pool.h"
+
+#define DIM 4
+
+static int fake_busy = 0;
+
+/* v[k] = first id * 10 + length + k: distinct per sequence, order-checkable. */
+static void fake_vec(const int32_t *ids, int len, float *v) {
+    for (int k = 0; k < DIM; k++) v[k] = (float)(ids[0] * 10 + len + k);
+}
+
+static int fake_submit(void *ctx, const rpc_chunk *c, rpc_reply_fn done, void *arg, posy_err *err) {
+    (void)ctx;
+    if (fake_busy) return posy_err_set(err, POSY_E_BUSY, "queue full");
+    float *v = malloc((size_t)c->n_seqs * DIM * sizeof(float));
+    int t = 0;
+    for (int s = 0; s < c->n_seqs; s++) {
+        fake_vec(c->ids + t, c->lengths[s], v + s * DIM);
+        t += c->lengths[s];
+    }
+    done(arg, 0, NULL, v, c->n_seqs, DIM, 1, 2);
+    free(v);
+    return 0;
+}
+
+static rpc_info fake_info(void) {
+    rpc_info i;
+    memset(&i, 0, sizeof i);
+    snprintf(i.model, sizeof i.model, "fake");
+    snprintf(i.device, sizeof i.device, "cpu");
+    snprintf(i.fingerprint, sizeof i.fingerprint, "fp-1");
+    i.dim = DIM;
+    i.max_seq_len = 16;
+    i.vocab = 1000;
+    i.max_chunk_tokens = 4096;
+    i.max_chunk_seqs = 1024;
+    return i;
+}
+
+static rpc_server *fake_server(const char *fp) {
+    rpc_info i = fake_info();
+    if (fp) snprintf(i.fingerprint, sizeof i.fingerprint, "%s", fp);
+    rpc_backend be = {.ctx = NULL, .submit = fake_submit};
+    posy_err err;
+    rpc_server *s = rpc_server_start("127.0.0.1:0", &i, &be, &err);
+    if (!s) fprintf(stderr, "server: %s\n", err.msg);
+    return s;
+}
+
+/* ---- a synchronous unary call -------------------------------------------- */
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done, code;
+    uint8_t *buf;
+    size_t len;
+    char details[512];
+} sync_call;
+
+static void sync_cb(void *arg, int code, const char *details, const uint8_t *buf, size_t len) {
+    sync_call *s = arg;
+    pthread_mutex_lock(&s->mu);
+    s->code = code;
+    snprintf(s->details, sizeof s->details, "%s", details);
+    if (buf) {
+        s->buf = malloc(len + 1);
+        memcpy(s->buf, buf, len);
+        s->len = len;
+    }
+    s->done = 1;
+    pthread_cond_signal(&s->cv);
+    pthread_mutex_unlock(&s->mu);
+}
+
+static rpc_loop loop;
+
+static int call(int port, const char *method, grpc_byte_buffer *req, sync_call *s) {
+    char target[64];
+    snprintf(target, sizeof target, "127.0.0.1:%d", port);
+    rpc_client *c = rpc_client_open(target, &loop);
+    memset(s, 0, sizeof *s);
+    pthread_mutex_init(&s->mu, NULL);
+    pthread_cond_init(&s->cv, NULL);
+    if (rpc_client_call(c, method, req, 5000, sync_cb, s) != 0) return -1;
+    pthread_mutex_lock(&s->mu);
+    while (!s->done) pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
+    rpc_client_close(c);
+    return s->code;
+}
+
+static int embed_code(int port, const rpc_chunk *c) {
+    sync_call s;
+    int code = call(port, "/posy.v1.Embedder/Embed", rpc_req_encode(c, 7), &s);
+    free(s.buf);
+    return code;
+}
+
+static void test_embed_roundtrip(void) {
+    rpc_server *srv = fake_server(NULL);
+    CHECK(srv != NULL);
+    if (!srv) return;
+    int32_t ids[] = {5, 6, 7, 9, 1, 2, 3, 4};
+    int32_t lens[] = {3, 1, 4};
+    rpc_chunk c = {.n_seqs = 3, .n_tokens = 8, .ids = ids, .lengths = lens};
+    sync_call s;
+    CHECK_EQ_INT(call(rpc_server_port(srv), "/posy.v1.Embedder/Embed", rpc_req_encode(&c, 7), &s), GRPC_STATUS_OK);
+    float got[3 * DIM], want[3 * DIM];
+    uint64_t q = 0, inf = 0;
+    posy_err err;
+    CHECK_EQ_INT(rpc_resp_decode(s.buf, s.len, 3, DIM, got, &q, &inf, &err), 0);
+    fake_vec(ids, 3, want);
+    fake_vec(ids + 3, 1, want + DIM);
+    fake_vec(ids + 4, 4, want + 2 * DIM);
+    CHECK(memcmp(got, want, sizeof got) == 0);
+    CHECK_EQ_INT(q, 1);
+    CHECK_EQ_INT(inf, 2);
+    free(s.buf);
+    rpc_server_stop(srv, 1000);
+}
+
+static void test_info_and_health(void) {
+    rpc_server *srv = fake_server(NULL);
+    if (!srv) { CHECK(0); return; }
+    int port = rpc_server_port(srv);
+    int32_t ids[] = {1, 2};
+    int32_t lens[] = {2};
+    rpc_chunk c = {.n_seqs = 1, .n_tokens = 2, .ids = ids, .lengths = lens};
+    CHECK_EQ_INT(embed_code(port, &c), GRPC_STATUS_OK);
+    sync_call s;
+    CHECK_EQ_INT(call(port, "/posy.v1.Embedder/Info", rpc_bb_copy("", 0), &s), GRPC_STATUS_OK);
+    rpc_info info;
+    posy_err err;
+    CHECK_EQ_INT(rpc_info_decode(s.buf, s.len, &info, &err), 0);
+    CHECK(!strcmp(info.fingerprint, "fp-1"));
+    CHECK_EQ_INT(info.dim, DIM);
+    CHECK_EQ_INT(info.requests, 1);
+    CHECK_EQ_INT(info.tokens, 2);
+    free(s.buf);
+    CHECK_EQ_INT(call(port, "/grpc.health.v1.Health/Check", rpc_bb_copy("", 0), &s), GRPC_STATUS_OK);
+    CHECK_EQ_INT(rpc_health_decode(s.buf, s.len), 1);
+    free(s.buf);
+    rpc_server_set_serving(srv, 0);
+    CHECK_EQ_INT(call(port, "/grpc.health.v1.Health/Check", rpc_bb_copy("", 0), &s), GRPC_STATUS_OK);
+    CHECK_EQ_INT(rpc_health_decode(s.buf, s.len), 0);
+    free(s.buf);
+    CHECK_EQ_INT(call(port, "/grpc.health.v1.Health/Watch", rpc_bb_copy("", 0), &s), GRPC_STATUS_UNIMPLEMENTED);
+    CHECK_EQ_INT(call(port, "/posy.v1.Embedder/Nope", rpc_bb_copy("", 0), &s), GRPC_STATUS_UNIMPLEMENTED);
+    rpc_server_stop(srv, 1000);
+}
+
+static void test_bad_input(void) {
+    rpc_server *srv = fake_server(NULL);
+    if (!srv) { CHECK(0); return; }
+    int port = rpc_server_port(srv);
+    sync_call s;
+    const char garbage[] = "\xff\xff\xff\xff\x0f garbage";
+    CHECK_EQ_INT(call(port, "/posy.v1.Embedder/Embed", rpc_bb_copy(garbage, sizeof garbage), &s),
+                 GRPC_STATUS_INVALID_ARGUMENT);
+    /* field 2 (ids) sent as a length-delimited string of the wrong shape */
+    const char wrongtype[] = "\x12\x03" "abc";
+    CHECK_EQ_INT(call(port, "/posy.v1.Embedder/Embed", rpc_bb_copy(wrongtype, 5), &s), GRPC_STATUS_INVALID_ARGUMENT);
+    CHECK_EQ_INT(call(port, "/posy.v1.Embedder/Embed", rpc_bb_copy("", 0), &s), GRPC_STATUS_INVALID_ARGUMENT);
+    CHECK_STR_CONTAINS(s.details, "empty chunk");
+    int32_t ids[] = {1, 2000, 3};
+    int32_t lens[] = {3};
+    rpc_chunk c = {.n_seqs = 1, .n_tokens = 3, .ids = ids, .lengths = lens};
+    CHECK_EQ_INT(embed_code(port, &c), GRPC_STATUS_INVALID_ARGUMENT);   /* out of vocabulary */
+    ids[1] = -1;
+    CHECK_EQ_INT(embed_code(port, &c), GRPC_STATUS_INVALID_ARGUMENT);
+    ids[1] = 2;
+    int32_t bad_lens[] = {2};
+    c.lengths = bad_lens;                                                  /* sum != ids */
+    CHECK_EQ_INT(embed_code(port, &c), GRPC_STATUS_INVALID_ARGUMENT);
+    int32_t zero_lens[] = {0, 3};
+    rpc_chunk z = {.n_seqs = 2, .n_tokens = 3, .ids = ids, .lengths = zero_lens};
+    CHECK_EQ_INT(embed_code(port, &z), GRPC_STATUS_INVALID_ARGUMENT);
+    int32_t long_ids[20] = {0};
+    int32_t long_len[] = {20};
+    rpc_chunk l = {.n_seqs = 1, .n_tokens = 20, .ids = long_ids, .lengths = long_len};
+    CHECK_EQ_INT(embed_code(port, &l), GRPC_STATUS_INVALID_ARGUMENT);     /* over max_seq_len 16 */
+    int32_t types[] = {0, 5, 0};
+    c.lengths = lens;
+    c.type_ids = types;
+    CHECK_EQ_INT(embed_code(port, &c), GRPC_STATUS_INVALID_ARGUMENT);
+    c.type_ids = NULL;
+    fake_busy = 1;
+    CHECK_EQ_INT(embed_code(port, &c), GRPC_STATUS_RESOURCE_EXHAUSTED);
+    fake_busy = 0;
+    CHECK_EQ_INT(embed_code(port, &c), GRPC_STATUS_OK);                   /* still serving */
+    rpc_server_stop(srv, 1000);
+}
+
+/* ---- the pool --------------------------------------------------------------- */
+
+typedef struct {
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int done, status;
+} pool_wait;
+
+static void pool_cb(void *arg, int status, const char *msg, uint64_t q, uint64_t inf) {
+    (void)msg; (void)q; (void)inf;
+    pool_wait *w = arg;
+    pthread_mutex_lock(&w->mu);
+    w->status = status;
+    w->done = 1;
+    pthread_cond_signal(&w->cv);
+    pthread_mutex_unlock(&w->mu);
+}
+
+static int pool_run(rpc_pool *p, const rpc_chunk *req, float *out) {
+    pool_wait w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
+    posy_err err;
+    int rc = rpc_pool_embed(p, req, out, pool_cb, &w, &err);
+    if (rc) return rc;
+    pthread_mutex_lock(&w.mu);
+    while (!w.done) pthread_cond_wait(&w.cv, &w.mu);
+    pthread_mutex_unlock(&w.mu);
+    return w.status;
+}
+
+static uint64_t server_requests(int port) {
+    sync_call s;
+    if (call(port, "/posy.v1.Embedder/Info", rpc_bb_copy("", 0), &s) != 0) return 0;
+    rpc_info info;
+    posy_err err;
+    rpc_info_decode(s.buf, s.len, &info, &err);
+    free(s.buf);
+    return info.requests;
+}
+
+#define NSEQ 300
+
+static void make_request(int32_t *ids, int32_t *lens, rpc_chunk *req) {
+    int t = 0;
+    for (int s = 0; s < NSEQ; s++) {
+        lens[s] = 1 + s % 7;
+        for (int k = 0; k < lens[s]; k++) ids[t++] = (s * 3 + k) % 1000;
+    }
+    *req = (rpc_chunk){.n_seqs = NSEQ, .n_tokens = t, .ids = ids, .lengths = lens};
+}
+
+static int check_vectors(const rpc_chunk *req, const float *out) {
+    int t = 0, bad = 0;
+    for (int s = 0; s < req->n_seqs; s++) {
+        float want[DIM];
+        fake_vec(req->ids + t, req->lengths[s], want);
+        bad += memcmp(want, out + s * DIM, sizeof want) != 0;
+        t += req->lengths[s];
+    }
+    return bad;
+}
+
+static void test_pool_spread_and_failover(void) {
+    rpc_server *srv[3];
+    char addr[3][64];
+    const char *backends[3];
+    for (int i = 0; i < 3; i++) {
+        srv[i] = fake_server(NULL);
+        if (!srv[i]) { CHECK(0); return; }
+        snprintf(addr[i], sizeof addr[i], "127.0.0.1:%d", rpc_server_port(srv[i]));
+        backends[i] = addr[i];
+    }
+    rpc_pool_opts o = {.backends = backends, .n_backends = 3, .fingerprint = "fp-1", .dim = DIM,
+                       .chunk_tokens = 64, .timeout_ms = 5000, .health_ms = 100};
+    posy_err err;
+    rpc_pool *p = rpc_pool_open(&o, &err);
+    CHECK(p != NULL);
+    if (!p) return;
+    CHECK_EQ_INT(rpc_pool_healthy(p), 3);
+    static int32_t ids[NSEQ * 8], lens[NSEQ];
+    static float out[NSEQ * DIM];
+    rpc_chunk req;
+    make_request(ids, lens, &req);
+    CHECK_EQ_INT(pool_run(p, &req, out), 0);
+    CHECK_EQ_INT(check_vectors(&req, out), 0);
+    int ports[3];
+    for (int i = 0; i < 3; i++) {
+        ports[i] = rpc_server_port(srv[i]);
+        CHECK_MSG(server_requests(ports[i]) > 0, "worker %d got no chunk", i);
+    }
+    /* one worker gone: the pool must still answer everything */
+    rpc_server_stop(srv[1], 100);
+    srv[1] = NULL;
+    memset(out, 0, sizeof out);
+    CHECK_EQ_INT(pool_run(p, &req, out), 0);
+    CHECK_EQ_INT(check_vectors(&req, out), 0);
+    CHECK(rpc_pool_healthy(p) <= 2);
+    char metrics[4096];
+    rpc_pool_metrics(p, metrics, sizeof metrics);
+    CHECK_STR_CONTAINS(metrics, "posy_gateway_worker_up");
+    /* all gone: a request fails (503 upstream) instead of hanging */
+    rpc_server_stop(srv[0], 100);
+    rpc_server_stop(srv[2], 100);
+    int st = pool_run(p, &req, out);
+    CHECK(st != 0);
+    rpc_pool_close(p);
+}
+
+static void test_pool_refuses_other_model(void) {
+    rpc_server *srv = fake_server("another-model");
+    if (!srv) { CHECK(0); return; }
+    char addr[64];
+    snprintf(addr, sizeof addr, "127.0.0.1:%d", rpc_server_port(srv));
+    const char *backends[] = {addr};
+    rpc_pool_opts o = {.backends = backends, .n_backends = 1, .fingerprint = "fp-1", .dim = DIM};
+    posy_err err;
+    posy_err_clear(&err);
+    rpc_pool *p = rpc_pool_open(&o, &err);
+    CHECK(p == NULL);
+    CHECK_STR_CONTAINS(err.msg, "another model");
+    rpc_server_stop(srv, 100);
+}
+
+static void test_fingerprint(void) {
+    char a[64], b[64];
+    posy_err err;
+    CHECK_EQ_INT(rpc_fingerprint("models/all-MiniLM-L6-v2", a, sizeof a, &err), 0);
+    CHECK_EQ_INT(rpc_fingerprint("models/all-MiniLM-L6-v2/", b, sizeof b, &err), 0);
+    CHECK(!strcmp(a, b));
+    CHECK_EQ_INT(strlen(a), 32);
+    CHECK(rpc_fingerprint("/nonexistent-model-dir", a, sizeof a, &err) != 0);
+}
+
+static void setup(void) { rpc_loop_start(&loop); }
+
+
+TEST_MAIN(TEST(setup), TEST(test_embed_roundtrip), TEST(test_info_and_health), TEST(test_bad_input),
+          TEST(test_pool_spread_and_failover), TEST(test_pool_refuses_other_model), TEST(test_fingerprint))

@@ -1,0 +1,394 @@
+/* test_safetensors: the safetensors reader against valid, corrupt,
+ * truncated and hostile files built in memory, sharded directories built
+ * in a temporary folder, and the real all-MiniLM-L6-v2 weights when they
+ * are present.  Every rejection must come back as an error that names the
+ * file (the label) and leaves the eng_st_file empty. */
+#include <stdint.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "eng_safetensors.h"
+#include "posy_test.h"
+
+#define MINILM "models/all-MiniLM-L6-v2/model.safetensors"
+
+/* 8-byte little-endian `hlen`, then `hdr` (strlen), then `data`. */
+static unsigned char *mk_raw(uint64_t hlen, const char *hdr, const void *data, size_t dlen, size_t *size) {
+    size_t hl = strlen(hdr);
+    *size = 8 + hl + dlen;
+    unsigned char *b = malloc(*size ? *size : 1);
+    for (int i = 0; i < 8; i++) b[i] = (unsigned char)(hlen >> (8 * i));
+    memcpy(b + 8, hdr, hl);
+    if (dlen) memcpy(b + 8 + hl, data, dlen);
+    return b;
+}
+
+static unsigned char *mk(const char *hdr, const void *data, size_t dlen, size_t *size) {
+    return mk_raw(strlen(hdr), hdr, data, dlen, size);
+}
+
+/* Parse `hdr` + `dlen` zero bytes; expect failure whose message has `needle`. */
+static void expect_bad(const char *hdr, size_t dlen, const char *needle) {
+    unsigned char zeros[256] = {0};
+    size_t n;
+    unsigned char *b = mk(hdr, zeros, dlen, &n);
+    eng_st_file f;
+    posy_err err = {0};
+    int rc = eng_st_parse(&f, b, n, "hostile.safetensors", &err);
+    CHECK_MSG(rc != 0, "accepted: %s", hdr);
+    if (rc) {
+        CHECK_STR_CONTAINS(err.msg, "hostile.safetensors");
+        CHECK_STR_CONTAINS(err.msg, needle);
+        CHECK(f.tensors == NULL && f.n_tensors == 0);
+    } else {
+        eng_st_close(&f);
+    }
+    free(b);
+}
+
+/* The valid file used by several cases: F32 [2,2], F16 [3], BF16 [2], I64 [1], empty F32 [0,5]. */
+static unsigned char *mk_valid(size_t *n) {
+    static const char *hdr =
+        "{\"__metadata__\":{\"format\":\"pt\"},"
+        "\"w\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[0,16]},"
+        "\"h\":{\"dtype\":\"F16\",\"shape\":[3],\"data_offsets\":[16,22]},"
+        "\"b\":{\"dtype\":\"BF16\",\"shape\":[2],\"data_offsets\":[22,26]},"
+        "\"ids\":{\"dtype\":\"I64\",\"shape\":[1],\"data_offsets\":[26,34]},"
+        "\"e\":{\"dtype\":\"F32\",\"shape\":[0,5],\"data_offsets\":[34,34]}}";
+    unsigned char d[34];
+    float w[4] = {1.0f, -2.5f, 3.25f, 1e-3f};
+    memcpy(d, w, 16);
+    const uint16_t h[3] = {0x3C00, 0xC000, 0x3800};   /* 1, -2, 0.5 */
+    const uint16_t bf[2] = {0x3FC0, 0xC040};          /* 1.5, -3 */
+    memcpy(d + 16, h, 6);
+    memcpy(d + 22, bf, 4);
+    int64_t id = 7;
+    memcpy(d + 26, &id, 8);
+    return mk(hdr, d, sizeof d, n);
+}
+
+static void test_valid(void) {
+    size_t n;
+    unsigned char *b = mk_valid(&n);
+    eng_st_file f;
+    posy_err err = {0};
+    CHECK_EQ_INT(eng_st_parse(&f, b, n, "valid", &err), 0);
+    CHECK_EQ_INT(f.n_tensors, 5);
+    for (int i = 1; i < f.n_tensors; i++) CHECK(strcmp(f.tensors[i - 1].name, f.tensors[i].name) < 0);
+    const eng_st_tensor *t = eng_st_find(&f, "w");
+    CHECK(t && t->dtype == ENG_DT_F32 && t->ndim == 2 && t->shape[1] == 2 && t->numel == 4 && t->nbytes == 16);
+    CHECK(t && (const unsigned char *)t->data == b + n - 34);
+    t = eng_st_find(&f, "ids");
+    CHECK(t && t->dtype == ENG_DT_OTHER && !strcmp(t->dtype_name, "I64"));
+    t = eng_st_find(&f, "e");
+    CHECK(t && t->numel == 0 && t->nbytes == 0);
+    CHECK(eng_st_find(&f, "missing") == NULL);
+    CHECK(eng_st_find(&f, "__metadata__") == NULL);
+
+    float out[4];
+    int64_t d22[2] = {2, 2}, d3[1] = {3}, d2[1] = {2}, d1[1] = {1};
+    CHECK_EQ_INT(eng_st_read_f32(&f, "w", 2, d22, out, &err), 0);
+    CHECK(out[0] == 1.0f && out[1] == -2.5f && out[2] == 3.25f && out[3] == 1e-3f);
+    CHECK_EQ_INT(eng_st_read_f32(&f, "h", 1, d3, out, &err), 0);
+    CHECK(out[0] == 1.0f && out[1] == -2.0f && out[2] == 0.5f);
+    CHECK_EQ_INT(eng_st_read_f32(&f, "b", 1, d2, out, &err), 0);
+    CHECK(out[0] == 1.5f && out[1] == -3.0f);
+    /* wrong shape, non-float dtype, missing tensor: errors naming file and tensor */
+    CHECK(eng_st_read_f32(&f, "w", 1, d3, out, &err) != 0);
+    CHECK_STR_CONTAINS(err.msg, "valid: tensor w has shape [2, 2]");
+    CHECK_STR_CONTAINS(err.msg, "[3]");
+    CHECK(eng_st_read_f32(&f, "ids", 1, d1, out, &err) != 0);
+    CHECK_STR_CONTAINS(err.msg, "ids has dtype I64");
+    CHECK(eng_st_read_f32(&f, "nope", 1, d1, out, &err) != 0);
+    CHECK_STR_CONTAINS(err.msg, "valid: tensor nope not found");
+    eng_st_close(&f);
+    CHECK(f.tensors == NULL && f.n_tensors == 0);
+    free(b);
+}
+
+/* A float tensor at an odd address is read bytewise (UBSan would flag a cast). */
+static void test_unaligned(void) {
+    const char *hdr = "{\"x\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[1,9]}}";
+    unsigned char d[9] = {0};
+    float v[2] = {0.75f, -8.0f};
+    memcpy(d + 1, v, 8);
+    size_t n;
+    unsigned char *b = mk(hdr, d, sizeof d, &n);
+    eng_st_file f;
+    posy_err err = {0};
+    CHECK_EQ_INT(eng_st_parse(&f, b, n, "odd", &err), 0);
+    float out[2] = {0};
+    int64_t d2[1] = {2};
+    CHECK_EQ_INT(eng_st_read_f32(&f, "x", 1, d2, out, &err), 0);
+    CHECK(out[0] == 0.75f && out[1] == -8.0f);
+    eng_st_close(&f);
+    free(b);
+}
+
+static void test_truncated_and_lengths(void) {
+    size_t n;
+    unsigned char *b = mk_valid(&n);
+    eng_st_file f;
+    posy_err err = {0};
+    /* every strict prefix is rejected */
+    for (size_t cut = 0; cut < n; cut++) {
+        int rc = eng_st_parse(&f, b, cut, "cut", &err);
+        CHECK_MSG(rc != 0, "prefix of %zu bytes accepted", cut);
+        if (!rc) eng_st_close(&f);
+    }
+    CHECK(eng_st_parse(&f, b, n - 1, "cut", &err) != 0);
+    CHECK_STR_CONTAINS(err.msg, "outside the data area");
+    CHECK(eng_st_parse(&f, b, 10, "cut", &err) != 0);
+    CHECK_STR_CONTAINS(err.msg, "exceeds the file");
+    CHECK(eng_st_parse(&f, b, 0, "empty", &err) != 0);
+    CHECK_STR_CONTAINS(err.msg, "too short");
+    CHECK(eng_st_parse(&f, NULL, 0, "null", &err) != 0);
+    free(b);
+
+    const char *h = "{}";
+    uint64_t bad[] = {3, 1000, 1ull << 63, UINT64_MAX};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        b = mk_raw(bad[i], h, NULL, 0, &n);
+        CHECK(eng_st_parse(&f, b, n, "len", &err) != 0);
+        CHECK_STR_CONTAINS(err.msg, "exceeds the file");
+        free(b);
+    }
+    /* header length 0: no JSON at all */
+    b = mk_raw(0, "", NULL, 0, &n);
+    CHECK(eng_st_parse(&f, b, n, "zero", &err) != 0);
+    CHECK_STR_CONTAINS(err.msg, "not valid JSON");
+    free(b);
+    /* an empty header object is a valid file with no tensors */
+    b = mk(h, NULL, 0, &n);
+    CHECK_EQ_INT(eng_st_parse(&f, b, n, "none", &err), 0);
+    CHECK_EQ_INT(f.n_tensors, 0);
+    CHECK(eng_st_find(&f, "x") == NULL);
+    eng_st_close(&f);
+    free(b);
+}
+
+static void test_bad_json(void) {
+    expect_bad("{abc", 0, "not valid JSON");
+    expect_bad("{\"a\":1", 0, "not valid JSON");
+    expect_bad("[1,2]", 0, "not a JSON object");
+    expect_bad("\"str\"", 0, "not valid JSON");
+    expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+               "\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[4,8]}}", 8, "not valid JSON");
+    expect_bad("{\"__metadata__\":[1]}", 0, "__metadata__");
+    expect_bad("{\"a\":5}", 0, "not an object");
+    /* a NUL inside the header */
+    size_t n;
+    unsigned char *b = mk("{\"a\":\"x y\"}", NULL, 0, &n);
+    b[8 + 7] = 0;
+    eng_st_file f;
+    posy_err err = {0};
+    CHECK(eng_st_parse(&f, b, n, "nul", &err) != 0);
+    free(b);
+    /* deep nesting is refused by the JSON parser, not by a stack overflow */
+    char deep[20010];
+    memset(deep, '[', 20000);
+    deep[20000] = 0;
+    expect_bad(deep, 0, "not valid JSON");
+}
+
+static void test_bad_fields(void) {
+    expect_bad("{\"a\":{\"dtype\":\"Q4\",\"shape\":[1],\"data_offsets\":[0,1]}}", 1, "unknown dtype 'Q4'");
+    expect_bad("{\"a\":{\"dtype\":5,\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "dtype missing");
+    expect_bad("{\"a\":{\"shape\":[1],\"data_offsets\":[0,4]}}", 4, "dtype missing");
+    expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[-1],\"data_offsets\":[0,4]}}", 4, "shape[0]");
+    expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[2.0],\"data_offsets\":[0,8]}}", 8, "shape[0]");
+    expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[1,\"2\"],\"data_offsets\":[0,8]}}", 8, "shape[1]");
+    expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":3,\"data_offsets\":[0,12]}}", 12, "not an array");
+    expect_bad("{\"a\":{\"dtype\":\"F32\",\"data_offsets\":[0,12]}}", 12, "not an array");
+    expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[1,1,1,1,1,1,1,1,1],\"data_offsets\":[0,4]}}", 4,
+               "9 dimensions");
+    expect_bad("{\"a\":{\"dtype\":\"U8\",\"shape\":[4294967296,4294967296,4],\"data_offsets\":[0,4]}}", 4,
+               "overflows");
+    expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[4611686018427387904],\"data_offsets\":[0,4]}}", 4,
+               "need");
+    expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[99999999999999999999],\"data_offsets\":[0,4]}}", 4,
+               "not valid JSON");
+}
+
+static void test_bad_offsets(void) {
+    const char *f32 = "{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":";
+    char h[256];
+    snprintf(h, sizeof h, "%s[0,1000]}}", f32);
+    expect_bad(h, 8, "outside the data area");
+    snprintf(h, sizeof h, "%s[8,0]}}", f32);
+    expect_bad(h, 8, "outside the data area");
+    snprintf(h, sizeof h, "%s[-8,0]}}", f32);
+    expect_bad(h, 8, "outside the data area");
+    snprintf(h, sizeof h, "%s[0,4]}}", f32);
+    expect_bad(h, 8, "need 8");
+    snprintf(h, sizeof h, "%s[0,12]}}", f32);
+    expect_bad(h, 12, "need 8");
+    snprintf(h, sizeof h, "%s[0]}}", f32);
+    expect_bad(h, 8, "data_offsets");
+    snprintf(h, sizeof h, "%s[0,8,9]}}", f32);
+    expect_bad(h, 8, "data_offsets");
+    snprintf(h, sizeof h, "%s[0.0,8]}}", f32);
+    expect_bad(h, 8, "data_offsets");
+    expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+               "\"b\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[4,12]}}", 12, "overlap");
+    expect_bad("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+               "\"b\":{\"dtype\":\"F16\",\"shape\":[4],\"data_offsets\":[0,8]}}", 8, "overlap");
+    /* a hole between tensors is tolerated */
+    unsigned char zeros[16] = {0};
+    size_t n;
+    unsigned char *b = mk("{\"a\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[0,4]},"
+                          "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", zeros, 16, &n);
+    eng_st_file f;
+    posy_err err = {0};
+    CHECK_EQ_INT(eng_st_parse(&f, b, n, "holes", &err), 0);
+    eng_st_close(&f);
+    free(b);
+}
+
+static void test_half_conversions(void) {
+    CHECK(eng_f16_to_f32(0x3C00) == 1.0f);
+    CHECK(eng_f16_to_f32(0xC000) == -2.0f);
+    CHECK(eng_f16_to_f32(0x7BFF) == 65504.0f);
+    CHECK(eng_f16_to_f32(0x0400) == ldexpf(1.0f, -14));   /* smallest normal */
+    CHECK(eng_f16_to_f32(0x0001) == ldexpf(1.0f, -24));   /* smallest subnormal */
+    CHECK(eng_f16_to_f32(0x03FF) == ldexpf(1023.0f, -24)); /* largest subnormal */
+    CHECK(eng_f16_to_f32(0x8000) == 0.0f && signbit(eng_f16_to_f32(0x8000)));
+    CHECK(isinf(eng_f16_to_f32(0x7C00)) && eng_f16_to_f32(0xFC00) < 0);
+    CHECK(isnan(eng_f16_to_f32(0x7E00)));
+    CHECK(eng_f16_to_f32(0x3555) == 0.25f * (1.0f + 0x155 / 1024.0f));
+    CHECK(eng_bf16_to_f32(0x3F80) == 1.0f);
+    CHECK(eng_bf16_to_f32(0xC2F7) == -123.5f);
+    CHECK(isinf(eng_bf16_to_f32(0x7F80)));
+}
+
+static int write_file(const char *path, const void *b, size_t n) {
+    FILE *fp = fopen(path, "wb");
+    if (!fp) return -1;
+    size_t w = fwrite(b, 1, n, fp);
+    return fclose(fp) == 0 && w == n ? 0 : -1;
+}
+
+static void test_open_files(void) {
+    eng_st_file f;
+    posy_err err = {0};
+    CHECK(eng_st_open(&f, "/nonexistent/model.safetensors", &err) != 0);
+    CHECK_STR_CONTAINS(err.msg, "/nonexistent/model.safetensors");
+    char dir[] = "/tmp/posy_st_XXXXXX", p[256];
+    if (!mkdtemp(dir)) { CHECK(0); return; }
+    snprintf(p, sizeof p, "%s/empty.safetensors", dir);
+    CHECK_EQ_INT(write_file(p, "", 0), 0);
+    CHECK(eng_st_open(&f, p, &err) != 0);
+    CHECK_STR_CONTAINS(err.msg, "empty.safetensors");
+    unlink(p);
+    /* no weights at all in a directory */
+    CHECK(eng_st_open_dir(&f, dir, &err) != 0);
+    CHECK_STR_CONTAINS(err.msg, "no model.safetensors");
+    rmdir(dir);
+}
+
+/* Two shards + index; then broken indexes. */
+static void write_shards(const char *dir) {
+    char p[256];
+    size_t n;
+    float v[3] = {1, 2, 3};
+    unsigned char *b = mk("{\"a\":{\"dtype\":\"F32\",\"shape\":[2],\"data_offsets\":[0,8]},"
+                          "\"b\":{\"dtype\":\"F32\",\"shape\":[1],\"data_offsets\":[8,12]}}", v, 12, &n);
+    snprintf(p, sizeof p, "%s/model-00001-of-00002.safetensors", dir);
+    write_file(p, b, n);
+    free(b);
+    b = mk("{\"c\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,12]}}", v, 12, &n);
+    snprintf(p, sizeof p, "%s/model-00002-of-00002.safetensors", dir);
+    write_file(p, b, n);
+    free(b);
+}
+
+static int write_index(const char *dir, const char *json) {
+    char p[256];
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+    return write_file(p, json, strlen(json));
+}
+
+static void expect_bad_index(const char *dir, const char *json, const char *needle) {
+    eng_st_file f;
+    posy_err err = {0};
+    write_index(dir, json);
+    int rc = eng_st_open_dir(&f, dir, &err);
+    CHECK_MSG(rc != 0, "index accepted: %s", json);
+    if (rc) CHECK_STR_CONTAINS(err.msg, needle);
+    else eng_st_close(&f);
+}
+
+static void test_sharded(void) {
+    char dir[] = "/tmp/posy_sh_XXXXXX", p[256];
+    if (!mkdtemp(dir)) { CHECK(0); return; }
+    write_shards(dir);
+    const char *s1 = "model-00001-of-00002.safetensors", *s2 = "model-00002-of-00002.safetensors";
+    char idx[1024];
+    snprintf(idx, sizeof idx, "{\"metadata\":{\"total_size\":24},\"weight_map\":{\"a\":\"%s\",\"b\":\"%s\",\"c\":\"%s\"}}",
+             s1, s1, s2);
+    CHECK_EQ_INT(write_index(dir, idx), 0);
+    eng_st_file f;
+    posy_err err = {0};
+    CHECK_EQ_INT(eng_st_open_dir(&f, dir, &err), 0);
+    CHECK_EQ_INT(f.n_tensors, 3);
+    CHECK_EQ_INT(f.n_shards, 2);
+    const eng_st_tensor *t = eng_st_find(&f, "c");
+    CHECK(t && strstr(eng_st_tensor_file(&f, t), s2));
+    float out[3];
+    int64_t d3[1] = {3}, d1[1] = {1};
+    CHECK_EQ_INT(eng_st_read_f32(&f, "c", 1, d3, out, &err), 0);
+    CHECK(out[0] == 1 && out[1] == 2 && out[2] == 3);
+    CHECK(eng_st_read_f32(&f, "b", 1, d1, out, &err) == 0 && out[0] == 3);
+    CHECK(eng_st_read_f32(&f, "c", 1, d1, out, &err) != 0);
+    CHECK_STR_CONTAINS(err.msg, s2);
+    eng_st_close(&f);
+
+    snprintf(idx, sizeof idx, "{\"weight_map\":{\"a\":\"%s\",\"c\":\"%s\"}}", s2, s2);
+    expect_bad_index(dir, idx, "tensor a should be in");
+    snprintf(idx, sizeof idx, "{\"weight_map\":{\"a\":\"%s\",\"zz\":\"%s\"}}", s1, s2);
+    expect_bad_index(dir, idx, "tensor zz should be in");
+    expect_bad_index(dir, "{\"weight_map\":{\"a\":\"../etc/passwd\"}}", "not a file name");
+    expect_bad_index(dir, "{\"weight_map\":{\"a\":\"missing.safetensors\"}}", "missing.safetensors");
+    expect_bad_index(dir, "{\"weight_map\":{\"a\":3}}", "not a file name");
+    expect_bad_index(dir, "{\"weight_map\":[]}", "weight_map");
+    expect_bad_index(dir, "{\"weight_map\":", "not valid JSON");
+    expect_bad_index(dir, "[]", "weight_map");
+    /* the same tensor in two shards */
+    snprintf(p, sizeof p, "%s/dup.safetensors", dir);
+    float v[3] = {1, 2, 3};
+    size_t n;
+    unsigned char *b = mk("{\"c\":{\"dtype\":\"F32\",\"shape\":[3],\"data_offsets\":[0,12]}}", v, 12, &n);
+    write_file(p, b, n);
+    free(b);
+    snprintf(idx, sizeof idx, "{\"weight_map\":{\"c\":\"%s\",\"d\":\"dup.safetensors\"}}", s2);
+    expect_bad_index(dir, idx, "in both");
+    unlink(p);
+    snprintf(p, sizeof p, "%s/%s", dir, s1); unlink(p);
+    snprintf(p, sizeof p, "%s/%s", dir, s2); unlink(p);
+    snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir); unlink(p);
+    rmdir(dir);
+}
+
+static void test_real_minilm(void) {
+    if (access(MINILM, R_OK) != 0) {
+        printf("  (skipped: %s not present)\n", MINILM);
+        return;
+    }
+    eng_st_file f;
+    posy_err err = {0};
+    CHECK_EQ_INT(eng_st_open_dir(&f, "models/all-MiniLM-L6-v2", &err), 0);
+    CHECK_EQ_INT(f.n_tensors, 104); /* 105 header keys, one of them __metadata__ */
+    CHECK(f.owns_map && f.map.size > 90000000);
+    const eng_st_tensor *t = eng_st_find(&f, "embeddings.position_ids");
+    CHECK(t && t->dtype == ENG_DT_OTHER && !strcmp(t->dtype_name, "I64"));
+    t = eng_st_find(&f, "embeddings.word_embeddings.weight");
+    CHECK(t && t->dtype == ENG_DT_F32 && t->ndim == 2 && t->shape[0] == 30522 && t->shape[1] == 384);
+    t = eng_st_find(&f, "encoder.layer.5.output.LayerNorm.bias");
+    CHECK(t && t->ndim == 1 && t->shape[0] == 384);
+    CHECK(t && (const char *)t->data + t->nbytes <= (const char *)f.map.data + f.map.size);
+    eng_st_close(&f);
+}
+
+TEST_MAIN(TEST(test_valid), TEST(test_unaligned), TEST(test_truncated_and_lengths), TEST(test_bad_json),
+          TEST(test_bad_fields), TEST(test_bad_offsets), TEST(test_half_conversions), TEST(test_open_files),
+          TEST(test_sharded), TEST(test_real_minilm))
