@@ -84,6 +84,7 @@ def main():
             ("BPE (Qwen2-style fixture)", os.path.join(fix, "bpe_qwen2.json")),
             ("Unigram (XLM-R-style fixture)", os.path.join(fix, "unigram_xlmr.json"))]
     toks += [tuple(x.split("=", 1)) for x in a.tokenizer]
+    toks = [(n, p) for n, p in toks if os.path.exists(p)]
     sets = [("short", make_texts(a.n_short, 11, 1)), ("long", make_texts(a.n_long, 330, 2))]
     cores = os.cpu_count()
     print(f"machine: {cores} cores; best of {a.repeat}; posy = tok_encode_batch, HF = Tokenizer.encode_batch")
