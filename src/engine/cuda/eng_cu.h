@@ -30,8 +30,8 @@ typedef __nv_bfloat16 bf16;
  * launch can overlap its predecessor's tail; each of our kernels starts
  * with ENG_CU_PDL_WAIT (griddepcontrol.wait: blocks until the predecessor
  * has finished and its writes are visible -- a no-op when launched
- * normally) and then lets its own dependents launch early.  Off by default;
- * the engine turns it on unless POSY_CUDA_NO_PDL is set. */
+ * normally) and then lets its own dependents launch early.  Off by default
+ * (no gain measured on the H200); POSY_CUDA_PDL=1 turns it on. */
 extern int eng_cu_pdl_on;
 
 #define ENG_CU_PDL_WAIT()                                                       \
