@@ -24,14 +24,25 @@ Qwen vocabulary.
 
 reference.json: for each model, for each attention mode ("causal",
 "bidirectional"), the pooled + L2-normalised embedding of each sequence,
-each sequence run alone (batch 1, no padding) in fp32 eager attention.
-Bidirectional runs pass an all-zero additive 4-D mask, which replaces the
-causal mask in every layer.
+each sequence run alone (batch 1, no padding) in fp32 eager attention,
+with an explicit additive 4-D mask (all zeros: bidirectional; -inf above
+the diagonal: causal) that replaces the model's own in every layer.  The
+bidir model is reloaded from its files for this; transformers itself reads
+its "is_causal": false (checked: without a mask it equals the explicit
+bidirectional reference).
 
 Needs torch + transformers + tokenizers (not in CI); the fixtures are
 committed.  Run from the repository root:
   python3 tests/gen/gen_qwen3_fixtures.py
+
+--full OUT writes the same layout with Qwen3-Embedding-0.6B's real sizes
+(hidden 1024, 16 heads, 8 KV heads, head_dim 128, intermediate 3072) but 4
+layers and a 4096-token vocabulary, weights scaled 1/sqrt(fan_in), and
+sequences up to 700 tokens (rotary angles at large positions); not
+committed (about 250 MB).  Check posy on it with
+  POSY_QWEN3_FIXTURES=OUT build/test_qwen3
 """
+import sys
 import json
 import os
 import shutil
@@ -41,6 +52,9 @@ import transformers as T
 from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers, processors, trainers
 
 OUT = os.path.join("tests", "fixtures", "qwen3")
+FULL = "--full" in sys.argv
+if FULL:
+    OUT = sys.argv[sys.argv.index("--full") + 1]
 SEQS = [[7], [11, 300, 5, 9, 42], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17],
         [(i * 37 + 5) % 500 for i in range(40)], [100, 100, 100, 100, 100, 100]]
 PROMPTS = {"query": "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery:",
@@ -55,9 +69,11 @@ CORPUS = ["The quick brown fox jumps over the lazy dog.", "What is the capital o
 
 
 def config(eos):
-    return T.Qwen3Config(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
-                         num_attention_heads=4, num_key_value_heads=2, head_dim=32, rope_theta=1000000.0,
-                         rms_norm_eps=1e-6, max_position_embeddings=256, hidden_act="silu",
+    size = (dict(vocab_size=4096, hidden_size=1024, intermediate_size=3072, num_hidden_layers=4, num_attention_heads=16,
+                 num_key_value_heads=8, head_dim=128, max_position_embeddings=32768) if FULL else
+            dict(vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2, num_attention_heads=4,
+                 num_key_value_heads=2, head_dim=32, max_position_embeddings=256))
+    return T.Qwen3Config(**size, rope_theta=1000000.0, rms_norm_eps=1e-6, hidden_act="silu",
                          attention_bias=False, attention_dropout=0.0, use_sliding_window=False,
                          tie_word_embeddings=True, bos_token_id=None, eos_token_id=eos, pad_token_id=eos)
 
@@ -88,7 +104,7 @@ def st_files(d, pooling, prompts):
               open(os.path.join(d, "modules.json"), "w"), indent=2)
     os.makedirs(os.path.join(d, "1_Pooling"), exist_ok=True)
     os.makedirs(os.path.join(d, "2_Normalize"), exist_ok=True)
-    pool = {"word_embedding_dimension": 64, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": pooling == "mean",
+    pool = {"word_embedding_dimension": 1024 if FULL else 64, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": pooling == "mean",
             "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False,
             "pooling_mode_weightedmean_tokens": False, "pooling_mode_lasttoken": pooling == "last", "include_prompt": True}
     json.dump(pool, open(os.path.join(d, "1_Pooling", "config.json"), "w"), indent=2)
@@ -107,9 +123,11 @@ def save_tokenizer(d, tok):
 @torch.no_grad()
 def embed(model, ids, bidirectional, pooling):
     x = torch.tensor([ids])
-    kw = {}
-    if bidirectional:
-        kw["attention_mask"] = {"full_attention": torch.zeros(1, 1, len(ids), len(ids))}
+    n = len(ids)
+    mask = torch.zeros(1, 1, n, n)
+    if not bidirectional:
+        mask = torch.triu(torch.full((1, 1, n, n), float("-inf")), diagonal=1)
+    kw = {"attention_mask": {"full_attention": mask}}
     h = model(input_ids=x, **kw).last_hidden_state[0].double()
     v = h[-1] if pooling == "last" else h.mean(0)
     return (v / v.norm()).tolist()
@@ -120,13 +138,15 @@ def main():
     shutil.rmtree(OUT, ignore_errors=True)
     os.makedirs(OUT)
     tok, eos = tokenizer()
-    ref = {"sequences": SEQS, "models": {}}
+    seqs = SEQS + ([[(i * 7919 + 13) % 4000 for i in range(n)] for n in (300, 700)] if FULL else [])
+    ref = {"sequences": seqs, "models": {}}
 
     cfg = config(eos)
     base = T.Qwen3Model(cfg).eval()
     with torch.no_grad():  # random init is tiny; widen so layers matter
-        for p in base.parameters():
-            p.normal_(0.0, 0.15 if p.dim() > 1 else 0.3)
+        for n, p in base.named_parameters():
+            std = (1.0 if "embed" in n else p.shape[-1] ** -0.5) if FULL else 0.15
+            p.normal_(0.0, std if p.dim() > 1 else 0.3)
             if p.dim() == 1:
                 p.add_(1.0)
     d = os.path.join(OUT, "causal")
@@ -150,13 +170,23 @@ def main():
     os.remove(os.path.join(d2, "generation_config.json"))
     st_files(d2, "mean", {"query": "query: ", "document": "document: "})
     save_tokenizer(d2, tok)
-    lm.float()
+    # The reference reloads the saved checkpoint in fp32 as a user would:
+    # lm.to(bfloat16) also rounded the rotary inv_freq buffer, which a fresh
+    # fp32 model computes in fp32.
+    bid = T.Qwen3Model.from_pretrained(d2, dtype=torch.float32).eval()
+    assert bid.rotary_emb.inv_freq.dtype == torch.float32
 
-    for name, model, pooling in (("causal", base, "last"), ("bidir", lm.model, "mean")):
+    for name, model, pooling in (("causal", base, "last"), ("bidir", bid, "mean")):
         model.config._attn_implementation = "eager"
         ref["models"][name] = {"pooling": pooling,
-                               "causal": [embed(model, s, False, pooling) for s in SEQS],
-                               "bidirectional": [embed(model, s, True, pooling) for s in SEQS]}
+                               "causal": [embed(model, s, False, pooling) for s in seqs],
+                               "bidirectional": [embed(model, s, True, pooling) for s in seqs]}
+    # transformers itself reads "is_causal": false: the reloaded bidir model
+    # without any mask must equal the explicit bidirectional reference.
+    with torch.no_grad():
+        h = bid(input_ids=torch.tensor([seqs[3]])).last_hidden_state[0].double().mean(0)
+    h = (h / h.norm()).tolist()
+    assert max(abs(a - b) for a, b in zip(h, ref["models"]["bidir"]["bidirectional"][3])) < 1e-6
     json.dump(ref, open(os.path.join(OUT, "reference.json"), "w"))
     a, b = ref["models"]["causal"]["causal"][3], ref["models"]["causal"]["bidirectional"][3]
     print("cos(causal, bidirectional) on seq 3:", sum(x * y for x, y in zip(a, b)))
