@@ -37,7 +37,13 @@ CORES=$(nproc)
 [ -n "$WCORES" ] || WCORES=$(( CORES > 5 ? CORES - 4 : 1 ))
 TMP=$(mktemp -d)
 PIDS=()
-cleanup() { for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done; wait 2>/dev/null || true; rm -rf "$TMP"; }
+LOGS=${BENCH_LOG_DIR:-/tmp/posy-bench-logs}
+cleanup() {
+  for p in "${PIDS[@]}"; do kill "$p" 2>/dev/null || true; done
+  wait 2>/dev/null || true
+  mkdir -p "$LOGS" && cp "$TMP"/*.log "$LOGS"/ 2>/dev/null || true   # server logs survive the run
+  rm -rf "$TMP"
+}
 trap cleanup EXIT
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
@@ -73,7 +79,7 @@ PY
 
 # run_wrk PORT LUA -> "req/s p50 p99"
 run_wrk() {
-  wrk -t2 -c"$CONNS" -d"${DURATION}s" --latency -s "$2" "http://127.0.0.1:$1/v1/embeddings" > "$TMP/wrk.out" 2>&1
+  wrk -t2 -c"$CONNS" -d"${DURATION}s" --timeout 30s --latency -s "$2" "http://127.0.0.1:$1/v1/embeddings" > "$TMP/wrk.out" 2>&1
   python3 - "$TMP/wrk.out" <<'PY'
 import re, sys
 t = open(sys.argv[1]).read()
@@ -118,7 +124,7 @@ for n in 1 2 3; do
   done
   GPORT=$(free_port)
   "$POSY" gateway --model "$MODEL" --host 127.0.0.1 --port "$GPORT" "${BACKENDS[@]}" \
-    > "$TMP/gateway.log" 2>&1 & GPID=$!; PIDS+=($GPID)
+    > "$TMP/gateway-$n.log" 2>&1 & GPID=$!; PIDS+=($GPID)
   wait_http "$GPORT"
   row "gateway + $n worker(s) x $T thread(s)" "$GPORT"
   if [ "$n" = 1 ]; then

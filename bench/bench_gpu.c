@@ -132,6 +132,7 @@ int main(int argc, char **argv) {
     }
     latency(e, name, 16, V, H);
     latency(e, name, 64, V, H);
+    if (getenv("BENCH_LATENCY_ONLY")) { e->ops->close(e); return 0; }
     const int budgets[] = {256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
     const int nb = (int)(sizeof budgets / sizeof *budgets);
     const char *pats[] = {"equal128", "equal512", "random16-512"};

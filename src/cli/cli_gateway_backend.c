@@ -21,20 +21,28 @@
 typedef struct gwr_job {
     sched_req *job;
     cli_gateway_backend *g;
-    int inline_status;           /* completion seen inside submit */
-    int inline_done;
-    char inline_msg[160];
     int32_t lengths[];
 } gwr_job;
 
-static _Thread_local gwr_job *gwr_submitting;
+/* A completion that happens inside rpc_pool_embed on the submitting thread
+ * is parked here (on submit's stack) and reported as submit's result.  Any
+ * other completion may run, and free the job, before rpc_pool_embed even
+ * returns, so submit never touches the job after handing it over. */
+typedef struct gwr_inline {
+    gwr_job *j;
+    int done, status;
+    char msg[160];
+} gwr_inline;
+
+static _Thread_local gwr_inline *gwr_submitting;
 
 static void gwr_done(void *arg, int status, const char *msg, uint64_t queue_us, uint64_t infer_us) {
     gwr_job *j = arg;
-    if (j == gwr_submitting) {       /* inside rpc_pool_embed on this thread: submit reports it */
-        j->inline_done = 1;
-        j->inline_status = status ? status : POSY_E_INTERNAL;
-        snprintf(j->inline_msg, sizeof j->inline_msg, "%s", msg && *msg ? msg : "no healthy worker");
+    gwr_inline *in = gwr_submitting;
+    if (in && in->j == j) {
+        in->done = 1;
+        in->status = status ? status : POSY_E_INTERNAL;
+        snprintf(in->msg, sizeof in->msg, "%s", msg && *msg ? msg : "no healthy worker");
         return;
     }
     sched_req *r = j->job;
@@ -54,22 +62,23 @@ static int gwr_submit(void *ctx, sched_req *r, posy_err *err) {
     if (r->n_seqs <= 0) return posy_err_set(err, POSY_E_INVALID, "no inputs");
     gwr_job *j = malloc(sizeof *j + (size_t)r->n_seqs * sizeof(int32_t));
     if (!j) return posy_err_set(err, POSY_E_NOMEM, "out of memory");
-    memset(j, 0, sizeof *j);
     j->job = r;
     j->g = g;
     for (int i = 0; i < r->n_seqs; i++) j->lengths[i] = r->cu_seqlens[i + 1] - r->cu_seqlens[i];
-    rpc_chunk c = {.n_seqs = r->n_seqs, .n_tokens = r->cu_seqlens[r->n_seqs], .ids = r->ids, .lengths = j->lengths};
+    int n_tokens = r->cu_seqlens[r->n_seqs];
+    rpc_chunk c = {.n_seqs = r->n_seqs, .n_tokens = n_tokens, .ids = r->ids, .lengths = j->lengths};
     atomic_fetch_add(&g->outstanding_reqs, 1);
     atomic_fetch_add(&g->outstanding_seqs, r->n_seqs);
-    atomic_fetch_add(&g->outstanding_tokens, c.n_tokens);
-    gwr_submitting = j;
+    atomic_fetch_add(&g->outstanding_tokens, n_tokens);
+    gwr_inline in = {.j = j};
+    gwr_submitting = &in;
     int rc = rpc_pool_embed(g->pool, &c, r->out, gwr_done, j, err);
     gwr_submitting = NULL;
-    if (!rc && j->inline_done) rc = posy_err_set(err, j->inline_status, "%s", j->inline_msg);
+    if (!rc && in.done) rc = posy_err_set(err, in.status, "%s", in.msg);   /* nothing else holds j */
     if (rc) {
         atomic_fetch_sub(&g->outstanding_reqs, 1);
         atomic_fetch_sub(&g->outstanding_seqs, r->n_seqs);
-        atomic_fetch_sub(&g->outstanding_tokens, c.n_tokens);
+        atomic_fetch_sub(&g->outstanding_tokens, n_tokens);
         free(j);
     }
     return rc;

@@ -5,7 +5,9 @@
  * sentence-transformers does for "".  JSONL: one JSON value per line, a
  * string or an object with a "text" string; JSON is the way to put a
  * newline or a tab inside one text.  Every error names the file and the
- * line, because a corpus is fixed by editing that line.
+ * line, because a corpus is fixed by editing that line.  A file named
+ * *.json whose first character is '[' is read as one JSON array of such
+ * values instead (errors then name the array index).
  */
 #include <errno.h>
 #include <stdlib.h>
@@ -48,7 +50,16 @@ static int ends_with(const char *s, const char *suffix) {
     return n >= m && strcmp(s + n - m, suffix) == 0;
 }
 
-/* One JSONL line: a JSON string, or an object whose "text" is a string. */
+/* A JSON string, or an object whose "text" is a string; `where` names it
+ * in the message ("file:line" or "file[index]"). */
+static int add_json_value(cli_texts *t, const json_t *v, const char *where, posy_err *err) {
+    const json_t *s = json_is_object(v) ? json_object_get(v, "text") : v;
+    if (s && json_is_string(s)) return cli_texts_add(t, json_string_value(s), json_string_length(s), err);
+    return posy_err_set(err, POSY_E_INVALID,
+                        "%s: expected a JSON string or an object with a \"text\" string", where);
+}
+
+/* One JSONL line. */
 static int add_json_line(cli_texts *t, const char *line, size_t len, const char *name,
                          size_t lineno, posy_err *err) {
     json_error_t je;
@@ -56,18 +67,36 @@ static int add_json_line(cli_texts *t, const char *line, size_t len, const char 
     if (!v)
         return posy_err_set(err, POSY_E_INVALID, "%s:%zu: not valid JSON (%s)", name, lineno,
                             je.text);
-    json_t *s = v;
-    if (json_is_object(v)) s = json_object_get(v, "text");
-    int rc;
-    if (s && json_is_string(s)) {
-        rc = cli_texts_add(t, json_string_value(s), json_string_length(s), err);
-    } else {
-        rc = posy_err_set(err, POSY_E_INVALID,
-                          "%s:%zu: expected a JSON string or an object with a \"text\" string",
-                          name, lineno);
-    }
+    char where[1100];
+    snprintf(where, sizeof where, "%s:%zu", name, lineno);
+    int rc = add_json_value(t, v, where, err);
     json_decref(v);
     return rc;
+}
+
+/* A whole *.json file holding one array. */
+static int read_json_array(cli_texts *t, FILE *f, const char *name, posy_err *err) {
+    json_error_t je;
+    json_t *a = json_loadf(f, 0, &je);
+    if (!a)
+        return posy_err_set(err, POSY_E_INVALID, "%s: not valid JSON (%s, line %d, column %d)", name,
+                            je.text, je.line, je.column);
+    int rc = json_is_array(a) ? 0 : posy_err_set(err, POSY_E_INVALID, "%s: expected a JSON array", name);
+    for (size_t i = 0; rc == 0 && i < json_array_size(a); i++) {
+        char where[1100];
+        snprintf(where, sizeof where, "%s[%zu]", name, i);
+        rc = add_json_value(t, json_array_get(a, i), where, err);
+    }
+    json_decref(a);
+    return rc;
+}
+
+/* Is the first non-blank byte of a seekable file '['?  Rewinds. */
+static int starts_with_bracket(FILE *f) {
+    int c;
+    while ((c = fgetc(f)) == ' ' || c == '\t' || c == '\r' || c == '\n') {}
+    rewind(f);
+    return c == '[';
 }
 
 static int is_blank(const char *s, size_t n) {
@@ -112,7 +141,11 @@ int cli_texts_read(cli_texts *t, const char *path, cli_in_format fmt, posy_err *
                                                                                       : CLI_IN_TEXT;
     FILE *f = use_stdin ? stdin : fopen(path, "rb");
     if (!f) return posy_err_set(err, POSY_E_IO, "cannot open input %s: %s", path, strerror(errno));
-    int rc = read_lines(t, f, name, fmt == CLI_IN_JSONL, err);
+    int rc;
+    if (!use_stdin && fmt == CLI_IN_JSONL && ends_with(path, ".json") && starts_with_bracket(f))
+        rc = read_json_array(t, f, name, err);
+    else
+        rc = read_lines(t, f, name, fmt == CLI_IN_JSONL, err);
     if (!use_stdin) fclose(f);
     return rc;
 }

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "posy_clock.h"
 #include "posy_file.h"
 #include "tok.h"
 
@@ -29,6 +30,12 @@ static void usage(FILE *f) {
             "  --truncate-left   truncate from the left instead of the right\n"
             "  --json-input      each stdin line is a JSON string (or with --pair, an array of two)\n"
             "  --pair            encode pairs: stdin lines as [a, b] JSON arrays, or TEXT args two by two\n"
+            "  --decode          the reverse: each stdin line is a JSON array of ids; prints the\n"
+            "                    decoded text as a JSON string per line\n"
+            "  --skip-special    with --decode: drop special tokens\n"
+            "  --bench R         read all texts, encode them R times with the batch API and print\n"
+            "                    throughput as one JSON object instead of the tokens\n"
+            "  --threads N       threads for --bench (default 1; 0 = all cores)\n"
             "  -h, --help        this help\n");
 }
 
@@ -115,6 +122,96 @@ static int do_json_line(tk_ctx *c, const char *line, size_t len) {
     return rc;
 }
 
+/* Texts read whole for --bench. */
+typedef struct { char **s; size_t *len; int n, cap; } text_list;
+
+static int text_add(text_list *l, const char *s, size_t n) {
+    if (l->n == l->cap) {
+        int nc = l->cap ? l->cap * 2 : 1024;
+        char **ns = realloc(l->s, (size_t)nc * sizeof *ns);
+        size_t *nl = realloc(l->len, (size_t)nc * sizeof *nl);
+        if (ns) l->s = ns;
+        if (nl) l->len = nl;
+        if (!ns || !nl) return -1;
+        l->cap = nc;
+    }
+    l->s[l->n] = malloc(n + 1);
+    if (!l->s[l->n]) return -1;
+    memcpy(l->s[l->n], s, n);
+    l->s[l->n][n] = '\0';
+    l->len[l->n++] = n;
+    return 0;
+}
+
+/* --bench: best of R timed passes of tok_encode_batch over all texts. */
+static int run_bench(tk_ctx *c, int json_input, int repeat, int threads) {
+    text_list l = {0};
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int rc = 0;
+    while (!rc && (n = getline(&line, &cap, stdin)) >= 0) {
+        if (n > 0 && line[n - 1] == '\n') n--;
+        if (!json_input) { rc = text_add(&l, line, (size_t)n); continue; }
+        json_t *v = json_loadb(line, (size_t)n, JSON_DECODE_ANY | JSON_ALLOW_NUL, NULL);
+        if (json_is_string(v)) rc = text_add(&l, json_string_value(v), json_string_length(v));
+        json_decref(v);
+    }
+    free(line);
+    tok_encoding *enc = calloc((size_t)l.n + 1, sizeof *enc);
+    double best = 1e30;
+    long long tokens = 0;
+    posy_err err = {0};
+    for (int r = 0; !rc && enc && r < repeat; r++) {
+        double t0 = posy_now_s();
+        int failed;
+        rc = tok_encode_batch(c->t, (const char *const *)l.s, l.len, NULL, NULL, l.n, &c->opts, enc, threads, &failed, &err);
+        double dt = posy_now_s() - t0;
+        if (dt < best) best = dt;
+    }
+    for (int i = 0; enc && i < l.n; i++) tokens += enc[i].n;
+    if (rc || !enc) fprintf(stderr, "posy tokenize --bench: %s\n", enc ? err.msg : "out of memory");
+    else printf("{\"texts\":%d,\"tokens\":%lld,\"seconds\":%.6f,\"texts_per_s\":%.1f,\"tokens_per_s\":%.1f,\"threads\":%d}\n",
+                l.n, tokens, best, l.n / best, (double)tokens / best, threads);
+    for (int i = 0; i < l.n; i++) { free(l.s[i]); if (enc) tok_encoding_free(&enc[i]); }
+    free(l.s); free(l.len); free(enc);
+    return rc || !enc ? 1 : 0;
+}
+
+/* --decode: one JSON array of ids per stdin line -> one JSON string. */
+static int run_decode(const tok_tokenizer *t, int skip_special) {
+    char *line = NULL;
+    size_t cap = 0;
+    ssize_t n;
+    int bad = 0;
+    int32_t *ids = NULL;
+    while ((n = getline(&line, &cap, stdin)) >= 0) {
+        json_error_t je;
+        json_t *v = json_loadb(line, (size_t)n, JSON_DECODE_ANY, &je);
+        size_t m = json_is_array(v) ? json_array_size(v) : 0;
+        int32_t *ni = realloc(ids, (m + 1) * sizeof *ids);
+        int ok = json_is_array(v) && ni;
+        if (ni) ids = ni;
+        for (size_t i = 0; ok && i < m; i++) {
+            json_t *x = json_array_get(v, i);
+            ok = json_is_integer(x) && json_integer_value(x) >= 0 && json_integer_value(x) <= INT32_MAX;
+            if (ok) ids[i] = (int32_t)json_integer_value(x);
+        }
+        json_decref(v);
+        if (!ok) { print_error("expected a JSON array of token ids"); bad = 1; continue; }
+        char *text;
+        size_t len;
+        posy_err err = {0};
+        if (tok_decode(t, ids, (int)m, skip_special, &text, &len, &err)) { print_error(err.msg); bad = 1; continue; }
+        put_json_str(stdout, text, len);
+        fputc('\n', stdout);
+        free(text);
+    }
+    free(ids);
+    free(line);
+    return bad;
+}
+
 static tok_tokenizer *open_model(const char *path) {
     struct stat st;
     char file[4096];
@@ -135,7 +232,7 @@ int cli_cmd_tokenize(int argc, char **argv) {
     const char *model = NULL;
     tk_ctx c = {0};
     c.opts.add_special = 1;
-    int json_input = 0, first_text = argc;
+    int json_input = 0, first_text = argc, bench = 0, threads = 1, decode = 0, skip_special = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
@@ -147,7 +244,15 @@ int cli_cmd_tokenize(int argc, char **argv) {
             if (++i >= argc) { fprintf(stderr, "posy tokenize: --max-len needs a number\n"); return 2; }
             if (cli_parse_int("--max-len", argv[i], 1, 1 << 24, &v)) return 2;
             c.opts.max_len = (int)v;
+        } else if (!strcmp(a, "--bench") || !strcmp(a, "--threads")) {
+            long v;
+            if (++i >= argc) { fprintf(stderr, "posy tokenize: %s needs a number\n", a); return 2; }
+            if (cli_parse_int(a, argv[i], a[2] == 'b' ? 1 : 0, a[2] == 'b' ? 1000000 : 256, &v)) return 2;
+            if (a[2] == 'b') bench = (int)v;
+            else threads = (int)v;
         } else if (!strcmp(a, "--no-special")) c.opts.add_special = 0;
+        else if (!strcmp(a, "--decode")) decode = 1;
+        else if (!strcmp(a, "--skip-special")) skip_special = 1;
         else if (!strcmp(a, "--truncate-left")) c.opts.trunc_dir = TOK_TRUNC_LEFT;
         else if (!strcmp(a, "--json-input")) json_input = 1;
         else if (!strcmp(a, "--pair")) c.pair = 1;
@@ -161,6 +266,17 @@ int cli_cmd_tokenize(int argc, char **argv) {
     tok_tokenizer *t = open_model(model);
     if (!t) return 1;
     c.t = t;
+    if (decode) {
+        int drc = run_decode(t, skip_special);
+        fflush(stdout);
+        tok_free(t);
+        return drc;
+    }
+    if (bench) {
+        int brc = run_bench(&c, json_input, bench, threads);
+        tok_free(t);
+        return brc;
+    }
     int bad = 0;
     if (first_text < argc) {
         int step = c.pair ? 2 : 1;

@@ -1,5 +1,5 @@
 /* gw_info: the GET routes, small enough to answer on the loop thread:
- * /health (200 once the model is ready, else 503), /info (TEI's fields),
+ * /health (200 once the model is ready and until draining starts, else 503), /info (TEI's fields),
  * /v1/models (OpenAI's list), /metrics (Prometheus text). */
 #include "gw_internal.h"
 
@@ -34,7 +34,10 @@ int gw_get_route(gw_server *s, gw_route r, gw_buf *b, int *status) {
         gw_error_body(b, r == GW_R_MODELS, 503, "model_loading", "the model is still loading");
         return 0;
     }
-    if (r == GW_R_HEALTH && s->backend.healthy && !s->backend.healthy(s->backend.ctx)) {
+    if (r == GW_R_HEALTH && atomic_load(&s->draining)) {   /* load balancers: stop sending */
+        *status = 503;
+        gw_error_body(b, 0, 503, "shutting_down", "the server is shutting down");
+    } else if (r == GW_R_HEALTH && s->backend.healthy && !s->backend.healthy(s->backend.ctx)) {
         *status = 503;
         gw_error_body(b, 0, 503, "backend_unavailable", "no healthy worker");
     } else if (r == GW_R_HEALTH) {

@@ -58,12 +58,29 @@ void tok_encoding_free(tok_encoding *e);
 int tok_encode_pair(const tok_tokenizer *t, const char *a, size_t alen, const char *b, size_t blen,
                     const tok_opts *opts, tok_encoding *out, posy_err *err);
 
+/* Encode texts[0..n) (and pairs with texts_b[i] when texts_b != NULL) into
+ * out[0..n) on up to n_threads threads (0: one per online core).  Small
+ * batches run on the calling thread.  Each out[i] is reused like tok_encode's
+ * (initialise with {0}).  Returns 0 when every text encoded; otherwise the
+ * first failing text's status, with its index in *failed (if not NULL) and
+ * its message in err; the other texts are still encoded. */
+int tok_encode_batch(const tok_tokenizer *t, const char *const *texts, const size_t *lens,
+                     const char *const *texts_b, const size_t *lens_b, int n, const tok_opts *opts,
+                     tok_encoding *out, int n_threads, int *failed, posy_err *err);
+
 /* Convert the byte offsets of `e` into character (code point) offsets into
  * `text`, exactly as the Python tokenizers package reports them.  `text`
  * must be the string that was encoded (valid UTF-8).  For pairs, call with
  * the matching text for each token range ([from, to) tokens).  Returns 0
  * or POSY_E_NOMEM. */
 int tok_offsets_to_chars(const char *text, size_t len, tok_encoding *e, int from, int to);
+
+/* Decode ids back to text through the file's decoder (HF's
+ * Tokenizer.decode): unknown ids are dropped, special tokens too when
+ * skip_special.  *text is malloc'd and NUL-terminated (free() it); *len
+ * (if not NULL) gets its length. */
+int tok_decode(const tok_tokenizer *t, const int32_t *ids, int n, int skip_special, char **text, size_t *len,
+               posy_err *err);
 
 /* Vocabulary. */
 int tok_vocab_size(const tok_tokenizer *t);

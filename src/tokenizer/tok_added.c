@@ -42,7 +42,7 @@ int tok_added_build(tok_added_set *set, posy_err *err) {
 }
 
 void tok_added_free(tok_added_set *set) {
-    for (int i = 0; i < set->n; i++) free(set->tok[i].content);
+    for (int i = 0; i < set->n; i++) { free(set->tok[i].content); free(set->tok[i].orig); }
     free(set->tok);
     free(set->by_byte);
     memset(set, 0, sizeof *set);

@@ -89,18 +89,27 @@ static long init_symbols(const tok_model *m, const tok_bpe_model *bm, const char
     return n;
 }
 
+/* Short words: one rank per adjacent pair, recomputed only next to a merge;
+ * the best pair is found by scanning the ranks (no hashing in the scan). */
 static void merge_scan(const tok_bpe_model *bm, sym *sy, long *np) {
     long n = *np;
-    for (;;) {
-        int32_t best = INT32_MAX, bid = -1, r, id;
-        long at = -1;
-        for (long i = 0; i + 1 < n; i++)
-            if (tok_bpe_merge_find(bm, sy[i].id, sy[i + 1].id, &r, &id) && r < best) { best = r; bid = id; at = i; }
-        if (at < 0) break;
-        sy[at].id = bid;
+    int32_t rk[SCAN_MAX], nid[SCAN_MAX];
+    for (long i = 0; i + 1 < n; i++)
+        if (!tok_bpe_merge_find(bm, sy[i].id, sy[i + 1].id, &rk[i], &nid[i])) rk[i] = INT32_MAX;
+    while (n > 1) {
+        long at = 0;
+        for (long i = 1; i + 1 < n; i++)
+            if (rk[i] < rk[at]) at = i;
+        if (rk[at] == INT32_MAX) break;
+        sy[at].id = nid[at];
         sy[at].e = sy[at + 1].e;
         memmove(sy + at + 1, sy + at + 2, (size_t)(n - at - 2) * sizeof *sy);
+        memmove(rk + at + 1, rk + at + 2, (size_t)(n - at - 3 > 0 ? n - at - 3 : 0) * sizeof *rk);
+        memmove(nid + at + 1, nid + at + 2, (size_t)(n - at - 3 > 0 ? n - at - 3 : 0) * sizeof *nid);
         n--;
+        if (at + 1 < n && !tok_bpe_merge_find(bm, sy[at].id, sy[at + 1].id, &rk[at], &nid[at])) rk[at] = INT32_MAX;
+        if (at + 1 >= n) rk[at] = INT32_MAX;
+        if (at > 0 && !tok_bpe_merge_find(bm, sy[at - 1].id, sy[at].id, &rk[at - 1], &nid[at - 1])) rk[at - 1] = INT32_MAX;
     }
     *np = n;
 }
@@ -169,10 +178,9 @@ int tok_bpe_encode(const tok_model *m, const tok_buf *b, uint32_t off, uint32_t 
                    tok_model_scratch *ms) {
     const tok_bpe_model *bm = m->bpe;
     const char *w = b->b + off;
-    const tok_span *al = b->al + off;
     if (bm->ignore_merges) {
         int32_t id = tok_vocab_find(&m->vocab, w, len);
-        if (id >= 0) return tok_toks_push(out, id, al[0].s, al[len - 1].e) ? POSY_E_NOMEM : 0;
+        if (id >= 0) return tok_toks_push(out, id, 0, len) ? POSY_E_NOMEM : 0;
     }
     sym *sy = tok_mem_get(&ms->a, (size_t)len * 4 * sizeof *sy + sizeof *sy);
     if (!sy) return POSY_E_NOMEM;
@@ -180,14 +188,14 @@ int tok_bpe_encode(const tok_model *m, const tok_buf *b, uint32_t off, uint32_t 
     if (n <= SCAN_MAX) {
         merge_scan(bm, sy, &n);
         for (long i = 0; i < n; i++)
-            if (tok_toks_push(out, sy[i].id, al[sy[i].s].s, al[sy[i].e - 1].e)) return POSY_E_NOMEM;
+            if (tok_toks_push(out, sy[i].id, sy[i].s, sy[i].e)) return POSY_E_NOMEM;
         return 0;
     }
     cand *h = tok_mem_get(&ms->b, (size_t)n * 3 * sizeof *h + sizeof *h);
     if (!h) return POSY_E_NOMEM;
     merge_heap(bm, sy, n, h);
     for (long i = 0; i >= 0 && i < n; i = sy[i].next)
-        if (tok_toks_push(out, sy[i].id, al[sy[i].s].s, al[sy[i].e - 1].e)) return POSY_E_NOMEM;
+        if (tok_toks_push(out, sy[i].id, sy[i].s, sy[i].e)) return POSY_E_NOMEM;
     return 0;
 }
 

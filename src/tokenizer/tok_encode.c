@@ -13,15 +13,32 @@
 #include "tok_internal.h"
 #include "tok_regex.h"
 
+/* Model one piece (through the cache), then map the tokens' piece-relative
+ * byte offsets to spans of the original text. */
 static int model_encode(const tok_model *m, const tok_buf *b, tok_piece pc, tok_toks *out,
                         tok_model_scratch *ms) {
     if (pc.len == 0) return 0;
-    switch (m->kind) {
-    case TOK_M_WORDPIECE: return tok_wordpiece_encode(m, b, pc.off, pc.len, out, ms);
-    case TOK_M_BPE: return tok_bpe_encode(m, b, pc.off, pc.len, out, ms);
-    case TOK_M_UNIGRAM: return tok_unigram_encode(m, b, pc.off, pc.len, out, ms);
+    size_t first = out->n;
+    uint32_t h = 0;
+    const char *p = b->b + pc.off;
+    int rc = tok_cache_get(ms, p, pc.len, out, &h);
+    if (rc < 0) return POSY_E_NOMEM;
+    if (rc == 0) {
+        switch (m->kind) {
+        case TOK_M_WORDPIECE: rc = tok_wordpiece_encode(m, b, pc.off, pc.len, out, ms); break;
+        case TOK_M_BPE: rc = tok_bpe_encode(m, b, pc.off, pc.len, out, ms); break;
+        case TOK_M_UNIGRAM: rc = tok_unigram_encode(m, b, pc.off, pc.len, out, ms); break;
+        }
+        if (rc) return rc;
+        tok_cache_put(ms, p, pc.len, h, out, first);
     }
-    return POSY_E_INTERNAL;
+    const tok_span *al = b->al + pc.off;
+    for (size_t i = first; i < out->n; i++) {
+        tok_tok *k = &out->t[i];
+        k->s = al[k->s].s;
+        k->e = al[k->e - 1].e;
+    }
+    return 0;
 }
 
 /* Pre-tokenize and model the range [s, e) of the normalized buffer. */
@@ -101,10 +118,8 @@ static tok_scratch *scratch_of(tok_encoding *e) {
     return e->scratch;
 }
 
-int tok_encode_pair(const tok_tokenizer *t, const char *a, size_t alen, const char *b, size_t blen,
-                    const tok_opts *opts, tok_encoding *out, posy_err *err) {
-    tok_scratch *sc = scratch_of(out);
-    if (!sc) return posy_err_set(err, POSY_E_NOMEM, "out of memory");
+int tok_encode_with(const tok_tokenizer *t, const char *a, size_t alen, const char *b, size_t blen,
+                    const tok_opts *opts, tok_encoding *out, tok_scratch *sc, posy_err *err) {
     out->n = 0;
     tok_opts def = {1, 0, TOK_TRUNC_RIGHT};
     if (!opts) opts = &def;
@@ -114,12 +129,20 @@ int tok_encode_pair(const tok_tokenizer *t, const char *a, size_t alen, const ch
     return tok_post_process(t, &sc->seq[0], b ? &sc->seq[1] : NULL, opts, out, a, alen, b, blen, err);
 }
 
+int tok_encode_pair(const tok_tokenizer *t, const char *a, size_t alen, const char *b, size_t blen,
+                    const tok_opts *opts, tok_encoding *out, posy_err *err) {
+    tok_scratch *sc = scratch_of(out);
+    if (!sc) return posy_err_set(err, POSY_E_NOMEM, "out of memory");
+    return tok_encode_with(t, a, alen, b, blen, opts, out, sc, err);
+}
+
 int tok_encode(const tok_tokenizer *t, const char *text, size_t len, const tok_opts *opts,
                tok_encoding *out, posy_err *err) {
     return tok_encode_pair(t, text, len, NULL, 0, opts, out, err);
 }
 
-static void scratch_free(tok_scratch *sc) {
+void tok_scratch_free(tok_scratch *sc) {
+    if (!sc) return;
     free(sc->segs.s); free(sc->segs2.s);
     tok_buf_free(&sc->nbuf);
     tok_buf_free(&sc->ns.tmp);
@@ -130,12 +153,13 @@ static void scratch_free(tok_scratch *sc) {
     tok_regex_md_free(sc->ps.match.p);
     free(sc->ps.marks.p);
     free(sc->ms.a.p); free(sc->ms.b.p); free(sc->ms.c.p); free(sc->ms.d.p);
+    tok_cache_free(sc->ms.cache);
     free(sc);
 }
 
 void tok_encoding_free(tok_encoding *e) {
     if (!e) return;
     free(e->ids); free(e->type_ids); free(e->special_mask); free(e->offsets);
-    if (e->scratch) scratch_free(e->scratch);
+    tok_scratch_free(e->scratch);
     memset(e, 0, sizeof *e);
 }

@@ -46,6 +46,7 @@ int tok_is_whitespace(uint32_t cp);   /* Rust char::is_whitespace */
 int tok_is_bert_control(uint32_t cp); /* removed by BertNormalizer clean_text */
 int tok_is_nonspacing_mark(uint32_t cp); /* BertNormalizer strip_accents */
 int tok_is_combining_mark(uint32_t cp);   /* the StripAccents normalizer (any mark) */
+int tok_is_new_mark(uint32_t cp);         /* a mark newer than utf8proc's Unicode */
 int tok_is_chinese(uint32_t cp);
 int tok_is_alnum(uint32_t cp);
 /* utf8proc gives a combining class but the reference treats it as 0 */
@@ -204,9 +205,12 @@ typedef struct tok_model {
     void *uni;              /* tok_uni_model* */
 } tok_model;
 
-typedef struct { tok_mem a, b, c, d; } tok_model_scratch;
+typedef struct tok_cache tok_cache;
+typedef struct { tok_mem a, b, c, d; tok_cache *cache; } tok_model_scratch;
 
-/* Tokenize one pre-token (bytes b->b[off..off+len)) appending to `out`. */
+/* Tokenize one pre-token (bytes b->b[off..off+len)) appending to `out`
+ * with offsets RELATIVE to the piece's bytes; the caller maps them to the
+ * original text (and caches the result, see tok_cache.c). */
 int tok_wordpiece_encode(const tok_model *m, const tok_buf *b, uint32_t off, uint32_t len,
                          tok_toks *out, tok_model_scratch *ms);
 
@@ -215,9 +219,15 @@ int tok_bpe_encode(const tok_model *m, const tok_buf *b, uint32_t off, uint32_t 
 int tok_unigram_encode(const tok_model *m, const tok_buf *b, uint32_t off, uint32_t len,
                        tok_toks *out, tok_model_scratch *ms);
 
+int tok_cache_get(tok_model_scratch *ms, const char *p, uint32_t n, tok_toks *out, uint32_t *hash);
+void tok_cache_put(tok_model_scratch *ms, const char *p, uint32_t n, uint32_t hash, const tok_toks *out,
+                   size_t first);
+void tok_cache_free(tok_cache *c);
+
 /* ---- added tokens (tok_added.c) ----------------------------------------- */
 typedef struct {
-    char *content; size_t len;
+    char *content; size_t len;      /* what is matched (normalized for added_norm) */
+    char *orig; size_t orig_len;    /* as written in the file (token string, decode) */
     int32_t id;
     int special, normalized, lstrip, rstrip, single_word;
 } tok_added_token;
@@ -271,6 +281,7 @@ struct tok_tokenizer {
     tok_added_set added_norm;       /* matched on normalized text */
     tok_vocab all;                  /* id -> token incl. added tokens, for tok_id_to_token */
     void *decoder;
+    int decoder_unsupported;        /* the file's decoder is not implemented */
 };
 
 typedef struct tok_scratch {
@@ -281,6 +292,11 @@ typedef struct tok_scratch {
     tok_model_scratch ms;
     tok_toks seq[2];
 } tok_scratch;
+
+/* tok_encode_pair with an explicit scratch (the batch API's per-thread one). */
+int tok_encode_with(const tok_tokenizer *t, const char *a, size_t alen, const char *b, size_t blen,
+                    const tok_opts *opts, tok_encoding *out, tok_scratch *sc, posy_err *err);
+void tok_scratch_free(tok_scratch *sc);
 
 /* Encode one sequence (no post-processing) into `out`. */
 int tok_encode_seq(const tok_tokenizer *t, const char *text, size_t len, tok_scratch *sc,

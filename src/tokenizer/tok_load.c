@@ -38,7 +38,9 @@ static int load_added(json_t *arr, tok_tokenizer *t, posy_err *err) {
         if (id < 0 || id >= INT32_MAX / 2) return posy_err_set(err, POSY_E_INVALID, "%s.id: out of range", path);
         a.id = (int32_t)id;
         a.content = tok_strndup(c, a.len);
-        if (!a.content) return posy_err_set(err, POSY_E_NOMEM, "oom");
+        a.orig = tok_strndup(c, a.len);
+        a.orig_len = a.len;
+        if (!a.content || !a.orig) { free(a.content); free(a.orig); return posy_err_set(err, POSY_E_NOMEM, "oom"); }
         tok_added_set *set = a.normalized && t->normalizer ? &t->added_norm : &t->added;
         set->tok[set->n++] = a;
     }
@@ -91,9 +93,7 @@ static int build_all(tok_tokenizer *t, posy_err *err) {
     for (int s = 0; s < 2; s++)
         for (int i = 0; i < sets[s]->n; i++) {
             const tok_added_token *a = &sets[s]->tok[i];
-            /* the original (unnormalized) content is what HF reports; for
-             * normalized tokens we keep the normalized form (same for the files we know) */
-            if (tok_vocab_add(&t->all, a->id, a->content, a->len) < 0) return posy_err_set(err, POSY_E_NOMEM, "oom");
+            if (tok_vocab_add(&t->all, a->id, a->orig, a->orig_len) < 0) return posy_err_set(err, POSY_E_NOMEM, "oom");
         }
     for (int32_t id = 0; id < t->model.vocab.n_ids; id++) {
         uint32_t l;

@@ -3,6 +3,7 @@
  * prefix space takes the first char's span, each byte-char of a char takes
  * that char's span, a replacement takes the replaced space's span.
  */
+#include <pthread.h>
 #include <string.h>
 
 #include "tok_internal.h"
@@ -13,25 +14,36 @@ const char tok_gpt2_pattern[] =
     "'s|'t|'re|'ve|'m|'ll|'d| ?\\p{L}+| ?\\p{N}+| ?[^\\s\\p{L}\\p{N}]+|\\s+(?!\\S)|\\s+";
 
 /* GPT-2's bytes_to_unicode: printable Latin-1 bytes map to themselves, the
- * others to 256, 257, ... in byte order. */
-uint32_t tok_byte_char(uint8_t b) {
-    if ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174)) return b;
-    uint32_t n = 0;
-    for (int i = 0; i < b; i++) {
-        uint8_t c = (uint8_t)i;
-        if (!((c >= 33 && c <= 126) || (c >= 161 && c <= 172) || (c >= 174))) n++;
+ * others to 256, 257, ... in byte order.  Tabulated with the UTF-8 of each
+ * char (1 or 2 bytes), since ByteLevel maps every byte of every piece; the
+ * table is filled once (pthread_once) and only read afterwards. */
+static int printable(int b) { return (b >= 33 && b <= 126) || (b >= 161 && b <= 172) || b >= 174; }
+
+static struct { uint32_t cp[256]; char utf8[256][2]; uint8_t n[256]; } g_bytes;
+static pthread_once_t g_bytes_once = PTHREAD_ONCE_INIT;
+
+static void build_bytes(void) {
+    uint32_t next = 256;
+    for (int b = 0; b < 256; b++) {
+        uint32_t cp = printable(b) ? (uint32_t)b : next++;
+        char tmp[4];
+        g_bytes.cp[b] = cp;
+        g_bytes.n[b] = (uint8_t)tok_utf8_encode(cp, tmp);
+        memcpy(g_bytes.utf8[b], tmp, g_bytes.n[b]);
     }
-    return 256 + n;
+}
+
+uint32_t tok_byte_char(uint8_t b) {
+    pthread_once(&g_bytes_once, build_bytes);
+    return g_bytes.cp[b];
 }
 
 int tok_char_byte(uint32_t cp) {
-    if (cp < 256) {
-        uint8_t b = (uint8_t)cp;
-        return ((b >= 33 && b <= 126) || (b >= 161 && b <= 172) || (b >= 174)) ? (int)b : -1;
-    }
+    pthread_once(&g_bytes_once, build_bytes);
+    if (cp < 256) return printable((int)cp) ? (int)cp : -1;
     if (cp >= 256 + 68) return -1;
     for (int b = 0; b < 256; b++)
-        if (tok_byte_char((uint8_t)b) == cp) return b;
+        if (g_bytes.cp[b] == cp) return b;
     return -1;
 }
 
@@ -82,6 +94,7 @@ static int bytelevel(const tok_pretok *p, tok_pre_state *st, tok_pre_scratch *ps
         (void)split;
     }
     /* 2: map every byte to its printable char */
+    pthread_once(&g_bytes_once, build_bytes);
     tok_buf *out = other_buf(st, ps, raw);
     tok_pieces *op = mid == &ps->pcs[0] ? &ps->pcs[1] : &ps->pcs[0];
     out->len = 0;
@@ -90,8 +103,13 @@ static int bytelevel(const tok_pretok *p, tok_pre_state *st, tok_pre_scratch *ps
         tok_piece pc = mid->p[i];
         if (tok_buf_reserve(out, (size_t)pc.len * 2)) return POSY_E_NOMEM;
         uint32_t start = (uint32_t)out->len;
-        for (uint32_t k = 0; k < pc.len; k++)
-            tok_buf_put(out, tok_byte_char((uint8_t)raw->b[pc.off + k]), raw->al[pc.off + k]);
+        for (uint32_t k = 0; k < pc.len; k++) {
+            uint8_t c = (uint8_t)raw->b[pc.off + k];
+            tok_span sp = raw->al[pc.off + k];
+            out->b[out->len] = g_bytes.utf8[c][0];
+            out->al[out->len++] = sp;
+            if (g_bytes.n[c] == 2) { out->b[out->len] = g_bytes.utf8[c][1]; out->al[out->len++] = sp; }
+        }
         if (tok_pieces_push(op, start, (uint32_t)out->len - start)) return POSY_E_NOMEM;
     }
     st->buf = out;

@@ -105,6 +105,11 @@ int tok_is_combining_mark(uint32_t cp) {
     return IN(tok_tab_combining_mark, cp);
 }
 
+int tok_is_new_mark(uint32_t cp) {
+    if (cp < 0x300) return 0;
+    return IN(tok_tab_new_marks, cp);
+}
+
 int tok_is_chinese(uint32_t cp) {
     if (cp < 0x3400) return 0;
     return IN(tok_tab_chinese, cp);

@@ -63,7 +63,6 @@ int tok_unigram_encode(const tok_model *m, const tok_buf *b, uint32_t off, uint3
                        tok_model_scratch *ms) {
     const tok_uni_model *u = m->uni;
     const char *w = b->b + off;
-    const tok_span *al = b->al + off;
     lnode *L = tok_mem_get(&ms->a, ((size_t)len + 1) * sizeof *L);
     if (!L) return POSY_E_NOMEM;
     for (uint32_t i = 0; i <= len; i++) { L[i].score = 0; L[i].id = -1; L[i].from = -1; }
@@ -114,8 +113,6 @@ int tok_unigram_encode(const tok_model *m, const tok_buf *b, uint32_t off, uint3
     for (size_t i = first; i < out->n; i++) {
         tok_tok *k = &out->t[i];
         uint32_t s = k->s, e = k->e;
-        k->s = al[s].s;
-        k->e = al[e - 1].e;
         if (k->id != -2) continue;
         /* a single unknown char's string is never in the vocab; a fused run could be */
         int32_t id = tok_vocab_find(&m->vocab, w + s, e - s);

@@ -14,7 +14,6 @@ int tok_wordpiece_encode(const tok_model *m, const tok_buf *b, uint32_t off, uin
                          tok_toks *out, tok_model_scratch *ms) {
     (void)ms;
     const char *w = b->b + off;
-    const tok_span *al = b->al + off;
     size_t first_tok = out->n;
     uint32_t nchars = 0;
     for (uint32_t i = 0; i < len; i++) nchars += ((uint8_t)w[i] & 0xC0) != 0x80;
@@ -36,13 +35,13 @@ int tok_wordpiece_encode(const tok_model *m, const tok_buf *b, uint32_t off, uin
             while (end > start && ((uint8_t)w[end] & 0xC0) == 0x80) end--;
         }
         if (id < 0) { bad = 1; break; }
-        if (tok_toks_push(out, id, al[start].s, al[end - 1].e)) return POSY_E_NOMEM;
+        if (tok_toks_push(out, id, start, end)) return POSY_E_NOMEM;
         start = end;
     }
     if (bad) {
         out->n = first_tok;
         if (m->unk_id < 0) return POSY_E_INVALID;
-        if (tok_toks_push(out, m->unk_id, al[0].s, al[len - 1].e)) return POSY_E_NOMEM;
+        if (tok_toks_push(out, m->unk_id, 0, len)) return POSY_E_NOMEM;
     }
     return 0;
 }

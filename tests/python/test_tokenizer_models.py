@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from tok_diff import ROOT, compare, hf_row, run_posy
+from tok_diff import ROOT, compare, hf_row, run_posy, run_posy_decode
 
 tokenizers = pytest.importorskip("tokenizers")
 import tok_corpus  # noqa: E402
@@ -61,3 +61,30 @@ def test_no_special_truncation_pairs(name, texts):
     theirs = [hf_row(e) for e in load(name, 20).encode_batch([tuple(p) for p in pairs])]
     a3, t3, _ = compare(pairs, ours, theirs, name + " pairs --max-len 20")
     assert (a1, a2, a3) == (t1, t2, t3)
+
+
+@pytest.mark.parametrize("name", FILES + ["../../../models/all-MiniLM-L6-v2/tokenizer.json"])
+def test_decode_identical(name, texts):
+    """decode(ids) through the file's decoder chain, with and without
+    skip_special_tokens, on the ids HF produced for 2,000 strings and on 500
+    random id lists."""
+    path = os.path.normpath(os.path.join(FIX, name))
+    if not os.path.exists(path):
+        pytest.skip(path + " missing")
+    t = tokenizers.Tokenizer.from_file(path)
+    t.no_truncation()
+    t.no_padding()
+    ids = [e.ids for e in t.encode_batch(texts[:2000])]
+    # plus random id soups (byte tokens out of order, invalid UTF-8, unknown ids)
+    import random
+    r = random.Random(7)
+    v = t.get_vocab_size()
+    ids += [[r.randrange(v + 5) for _ in range(r.randint(0, 30))] for _ in range(500)]
+    for skip in (False, True):
+        ours = run_posy_decode(path, ids, skip)
+        theirs = t.decode_batch(ids, skip_special_tokens=skip)
+        bad = [(i, a, b) for i, (a, b) in enumerate(zip(ours, theirs)) if a != b]
+        print(f"{name} decode skip_special={skip}: {len(ids) - len(bad)}/{len(ids)} identical")
+        for i, a, b in bad[:3]:
+            print(f"  {i}: posy {a!r}\n      hf   {b!r}")
+        assert not bad

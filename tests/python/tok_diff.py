@@ -42,3 +42,13 @@ def compare(texts, ours, theirs, label):
     for i, t, a, b in bad[:5]:
         print(f"  line {i} {t!r}\n    posy {a}\n    hf   {b}")
     return agree, len(texts), bad
+
+
+def run_posy_decode(tokenizer_path, id_lists, skip_special):
+    inp = "".join(json.dumps(ids) + "\n" for ids in id_lists)
+    cmd = [POSY_BIN, "tokenize", "--model", tokenizer_path, "--decode"] + (["--skip-special"] if skip_special else [])
+    p = subprocess.run(cmd, input=inp.encode(), capture_output=True, timeout=600)
+    assert p.returncode in (0, 1), p.stderr.decode()
+    lines = p.stdout.decode().split("\n")[:-1]
+    assert len(lines) == len(id_lists), (len(lines), len(id_lists), p.stderr.decode()[-2000:])
+    return [json.loads(x) for x in lines]

@@ -191,6 +191,31 @@ static void test_texts_jsonl(void) {
     unlink(p);
 }
 
+static void test_texts_json_array(void) {
+    char *p = write_tmp(".json", "  [\"one\", {\"text\": \"two\"},\n \"\"]\n");
+    cli_texts t = {0};
+    posy_err err;
+    CHECK_EQ_INT(cli_texts_read(&t, p, CLI_IN_AUTO, &err), 0);
+    CHECK_EQ_INT(t.n, 3);
+    if (t.n == 3) CHECK(strcmp(t.s[0], "one") == 0 && strcmp(t.s[1], "two") == 0 && t.len[2] == 0);
+    cli_texts_free(&t);
+    unlink(p);
+    p = write_tmp(".json", "[\"one\", 2]");
+    posy_err_clear(&err);
+    CHECK(cli_texts_read(&t, p, CLI_IN_AUTO, &err) != 0);
+    char want[80];
+    snprintf(want, sizeof want, "%s[1]", p);
+    CHECK_STR_CONTAINS(err.msg, want);
+    cli_texts_free(&t);
+    unlink(p);
+    /* One JSON string per line in a .json file is still JSONL. */
+    p = write_tmp(".json", "\"a\"\n\"b\"\n");
+    CHECK_EQ_INT(cli_texts_read(&t, p, CLI_IN_AUTO, &err), 0);
+    CHECK_EQ_INT(t.n, 2);
+    cli_texts_free(&t);
+    unlink(p);
+}
+
 static void test_texts_errors(void) {
     const char *bad[] = {"\"ok\"\n{\"text\": 3}\n", "\"ok\"\n[1,2]\n", "\"ok\"\nnot json\n",
                          "\"ok\"\n\n\"after blank\"\n", "\"ok\"\n{\"id\": 1}\n"};
@@ -219,4 +244,5 @@ static void test_texts_errors(void) {
 }
 
 TEST_MAIN(TEST(test_float_roundtrip_and_shortest), TEST(test_float_specials), TEST(test_npy_layout),
-          TEST(test_jsonl_rows), TEST(test_texts_plain), TEST(test_texts_jsonl), TEST(test_texts_errors))
+          TEST(test_jsonl_rows), TEST(test_texts_plain), TEST(test_texts_jsonl), TEST(test_texts_json_array),
+          TEST(test_texts_errors))

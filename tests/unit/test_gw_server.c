@@ -94,6 +94,7 @@ static void test_lifecycle(void) {
     CHECK_EQ_INT(gw_server_drain(s, 5), 0);
     CHECK_EQ_INT(http(fd, "POST", "/embed", "{\"inputs\":\"a\"}", buf, sizeof buf), 503);
     CHECK_STR_CONTAINS(buf, "shutting down");
+    CHECK_EQ_INT(http(fd, "GET", "/health", NULL, buf, sizeof buf), 503);
     close(fd);
     CHECK(connect_to(port) < 0);   /* listeners are closed */
     usleep(200000);                /* let the loops see the client's close */

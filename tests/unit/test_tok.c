@@ -231,6 +231,47 @@ static void test_threads(void) {
     tok_free(t);
 }
 
+/* The batch API gives, text by text, what tok_encode gives, on any thread
+ * count, and reports the first failing text. */
+static void test_batch(void) {
+    posy_err err = {0};
+    tok_tokenizer *t = tok_load_file("tests/fixtures/tokenizers/bpe_qwen2.json", &err);
+    CHECK_MSG(t != NULL, "%s", err.msg);
+    if (!t) return;
+    enum { N = 3000 };
+    static char buf[N][64];
+    const char *texts[N];
+    size_t lens[N];
+    for (int i = 0; i < N; i++) {
+        snprintf(buf[i], sizeof buf[i], "text %d: Hello wörld %d, it's <|im_end|> x%dy", i, i * 7919 % 1000, i);
+        texts[i] = buf[i];
+        lens[i] = strlen(buf[i]);
+    }
+    tok_encoding *b = calloc(N, sizeof *b), one = {0};
+    tok_opts o = {1, 0, TOK_TRUNC_RIGHT};
+    for (int threads = 1; threads <= 4; threads += 3) {
+        int failed = 7;
+        CHECK_EQ_INT(tok_encode_batch(t, texts, lens, NULL, NULL, N, &o, b, threads, &failed, &err), 0);
+        CHECK_EQ_INT(failed, -1);
+        int same = 1;
+        for (int i = 0; i < N; i++) {
+            tok_encode(t, texts[i], lens[i], &o, &one, &err);
+            same &= one.n == b[i].n && !memcmp(one.ids, b[i].ids, (size_t)one.n * 4) &&
+                    !memcmp(one.offsets, b[i].offsets, (size_t)one.n * 8);
+        }
+        CHECK_MSG(same, "threads=%d", threads);
+    }
+    lens[2500] = 3;
+    buf[2500][1] = (char)0xFF; /* invalid UTF-8 */
+    int failed = -1;
+    CHECK_EQ_INT(tok_encode_batch(t, texts, lens, NULL, NULL, N, &o, b, 4, &failed, &err), POSY_E_INVALID);
+    CHECK_EQ_INT(failed, 2500);
+    for (int i = 0; i < N; i++) tok_encoding_free(&b[i]);
+    free(b);
+    tok_encoding_free(&one);
+    tok_free(t);
+}
+
 static void expect_load_error(const char *json, const char *needle) {
     posy_err err = {0};
     tok_tokenizer *t = tok_load_json(json, strlen(json), &err);
@@ -264,6 +305,10 @@ static void test_loader_errors(void) {
     expect_load_error(j, "post_processor.sep");
     snprintf(j, sizeof j, "{%s,\"post_processor\":{\"type\":\"TemplateProcessing\",\"single\":[{\"SpecialToken\":{\"id\":\"[X]\"}}],\"pair\":[],\"special_tokens\":{}}}", ok_model);
     expect_load_error(j, "[X]");
+    snprintf(j, sizeof j, "{%s,\"normalizer\":{\"type\":\"Precompiled\",\"precompiled_charsmap\":\"!!!\"}}", ok_model);
+    expect_load_error(j, "not valid base64");
+    snprintf(j, sizeof j, "{%s,\"normalizer\":{\"type\":\"Precompiled\",\"precompiled_charsmap\":\"/////wAAAAA=\"}}", ok_model);
+    expect_load_error(j, "corrupt");
     snprintf(j, sizeof j, "{%s,\"added_tokens\":[{\"id\":0}]}", ok_model);
     expect_load_error(j, "added_tokens[0].content");
     /* hostile nesting is bounded */
@@ -295,5 +340,5 @@ static void test_minilm_file(void) {
 }
 
 TEST_MAIN(TEST(test_vocab_map), TEST(test_utf8), TEST(test_classes), TEST(test_bert_normalizer),
-          TEST(test_nfc_nfd), TEST(test_bert_pretokenizer), TEST(test_wordpiece), TEST(test_threads),
+          TEST(test_nfc_nfd), TEST(test_bert_pretokenizer), TEST(test_wordpiece), TEST(test_threads), TEST(test_batch),
           TEST(test_loader_errors), TEST(test_minilm_file))

@@ -107,9 +107,9 @@ int eng_cu_gemm(eng_cu_gemm_ctx *g, cudaStream_t s, const bf16 *X, const bf16 *W
 void eng_cu_gemm_set_tuning(eng_cu_gemm_ctx *g, int on);
 
 /* The same product for few rows (eng_cu_skinny.cu): M <= 64, N % 16 == 0,
- * K/16 divisible by the kernel's warp count (eng_cu_gemm_small_ok).  With
- * tuning on, eng_cu_gemm times it against cuBLASLt's candidates and keeps
- * whichever is faster for the shape. */
+ * K/16 divisible by the kernel's warp count (eng_cu_gemm_small_ok).  Not
+ * used by the engine by default (it wins alone but made the whole one-query
+ * graph slower on the H200); POSY_CUDA_SKINNY=1 races it at tuning. */
 int eng_cu_gemm_small_ok(int M, int N, int K);
 cudaError_t eng_cu_gemm_small(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias,
                               const bf16 *R, bf16 *Y, int M, int N, int K, int epi);

@@ -9,10 +9,11 @@
  * cached: the engine's M is a token bucket, so this is "one algorithm
  * choice per bucket", taken on the bucket's first (eager) run so that graph
  * capture only records launches.  With tuning on (the engine turns it on)
- * the choice is the fastest of cuBLASLt's first 8 heuristic candidates,
- * timed on the real operands at that first run (dev/cuda/lab_gemm.cu
- * measured up to 10-40% between candidates at some shapes); otherwise the
- * first heuristic answer.  An optional R adds a residual in the epilogue
+ * and M >= 1024 the choice is the fastest of cuBLASLt's first 8 heuristic
+ * candidates, timed on the real operands at that first run
+ * (dev/cuda/lab_gemm.cu measured up to 10% between candidates at large M);
+ * otherwise the first heuristic answer (see tune() for why small M is not
+ * timed).  An optional R adds a residual in the epilogue
  * (beta = 1), which saves the LayerNorm after it one full read.  One
  * workspace serves every call (calls are serialised on the engine's
  * stream), so graphs may bake its address in.
@@ -156,20 +157,30 @@ static cublasStatus_t run(eng_cu_gemm_ctx *g, gemm_entry *e, int which, cudaStre
 /* Time every heuristic candidate on the real operands (3 runs each after
  * one warm-up) and keep the fastest.  Blocks the host until the stream is
  * idle, so it runs only on a shape's first, eager, call -- never while a
- * graph is being captured. */
+ * graph is being captured.  Only for M >= TUNE_MIN_M: below that a GEMM
+ * lasts a few microseconds, host-timed runs measure launch gaps, and the
+ * H200 runs showed the timed choice (and the skinny kernel, which wins in
+ * isolation) making the whole one-query graph slower than cuBLASLt's
+ * heuristic (bench/results/h200-latency-modes-2026-11-29.txt: MiniLM
+ * 16 tokens 139 us raced vs 130 us heuristic, BERT-base 456 vs 366).
+ * POSY_CUDA_SKINNY=1 still races the skinny kernel against the heuristic
+ * for M <= 64, for experiments. */
+#define TUNE_MIN_M 1024
+
 static void tune(eng_cu_gemm_ctx *g, gemm_entry *e, cudaStream_t s, const bf16 *X,
                  const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y) {
     e->tuned = 1;
     cudaStreamCaptureStatus cs;
-    if (!g->tune || cudaStreamIsCapturing(s, &cs) != cudaSuccess ||
-        cs != cudaStreamCaptureStatusNone)
+    const int skinny = eng_cu_gemm_small_ok(e->M, e->N, e->K) && getenv("POSY_CUDA_SKINNY");
+    if (!g->tune || (e->M < TUNE_MIN_M && !skinny) ||
+        cudaStreamIsCapturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone)
         return;
     cudaEvent_t a, b;
     if (cudaEventCreate(&a) != cudaSuccess) return;
     if (cudaEventCreate(&b) != cudaSuccess) { cudaEventDestroy(a); return; }
     float best = 1e30f;
-    const int first = eng_cu_gemm_small_ok(e->M, e->N, e->K) ? -1 : 0;
-    for (int i = first; i < e->n_cand; i++) {
+    const int first = skinny ? -1 : 0, last = e->M < TUNE_MIN_M ? 1 : e->n_cand;
+    for (int i = first; i < last; i++) {
         if (run(g, e, i, s, X, W, bias, R, Y) != CUBLAS_STATUS_SUCCESS) continue;
         cudaEventRecord(a, s);
         for (int r = 0; r < 3; r++) run(g, e, i, s, X, W, bias, R, Y);
@@ -180,6 +191,9 @@ static void tune(eng_cu_gemm_ctx *g, gemm_entry *e, cudaStream_t s, const bf16 *
         if (ms < best) { best = ms; e->best = i; }
     }
     e->best_us = best * 1e3f / 3.f;
+    if (getenv("POSY_CUDA_TUNE_LOG"))
+        fprintf(stderr, "gemm M=%d N=%d K=%d epi=%d: %s %d, %.2f us\n", e->M, e->N, e->K, e->epi,
+                e->best < 0 ? "skinny" : "cuBLASLt candidate", e->best, e->best_us);
     cudaEventDestroy(a);
     cudaEventDestroy(b);
     cudaGetLastError(); /* a failed candidate must not leave a sticky launch error */
