@@ -94,7 +94,6 @@ static void test_refusals(void) {
 
 static void test_cleanup(void) {
     if (g_dir[0]) nftw(g_dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
-
 }
 
 TEST_MAIN(TEST(test_rope_theta_places), TEST(test_attention_direction), TEST(test_refusals), TEST(test_cleanup))
