@@ -72,6 +72,7 @@ typedef struct gw_call {
     sched_req job;
     int32_t *ids, *cu;
     int n_seqs, cap_ids, cap_seqs;
+    int *n_windows, n_inputs;         /* "chunked": sequences per input (gw_chunk.c), else NULL */
     long prompt_tokens;
     float *out;
     /* the response */
@@ -84,6 +85,12 @@ typedef struct gw_call {
 /* gw_embed.c: the worker-pool stages of the POST routes. */
 void gw_stage_parse(gw_task *t);
 void gw_stage_serialize(gw_task *t);
+/* Append one sequence to the call's packed batch (grows ids and cu). */
+int gw_push_seq(gw_call *c, const int32_t *ids, int n);
+
+/* gw_chunk.c: over-long inputs as windows ("chunked": true). */
+int gw_chunk_push(gw_call *c, int idx, const int32_t *ids, int n, const uint8_t *special, int max_len);
+void gw_chunk_combine(gw_call *c, int normalize);
 void gw_worker_exit(void);   /* frees the pool thread's tokenizer scratch */
 /* gw_errors.c */
 void gw_error_body(gw_buf *b, int openai, int status, const char *code, const char *msg);

@@ -95,6 +95,7 @@ static void call_free(gw_call *c) {
     free(c->body);
     free(c->ids);
     free(c->cu);
+    free(c->n_windows);
     free(c->out);
     gw_buf_free(&c->resp);
     /* A worker may still be inside submit() holding mu while the job has
