@@ -85,6 +85,8 @@ typedef struct gw_call {
 void gw_stage_parse(gw_task *t);
 void gw_stage_serialize(gw_task *t);
 void gw_worker_exit(void);   /* frees the pool thread's tokenizer scratch */
+/* gw_decode.c: POST /decode, answered inside the parse stage. */
+void gw_decode_response(gw_call *c);
 /* gw_errors.c */
 void gw_error_body(gw_buf *b, int openai, int status, const char *code, const char *msg);
 void gw_call_fail(gw_call *c, int status, gw_fail reason, const char *code, const char *fmt, ...)

@@ -152,10 +152,41 @@ def test_tokenize_matches_hf_tokenizers(server, posy_model):
     assert [x["id"] for x in r.json()[0]] == tok.encode("hello", add_special_tokens=False).ids
 
 
-def test_decode_says_not_implemented(server):
-    r = requests.post(server.url + "/decode", json={"ids": [101, 7592, 102]})
-    assert r.status_code == 501
-    assert "decoder" in r.json()["error"]
+def test_decode_matches_hf_tokenizers(server, posy_model):
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(os.path.join(posy_model, "tokenizer.json"))
+    tok.no_padding()
+    texts = [t for t in TEXTS if t] + ["Don't stop-believing, 3.14 ½ naïve café [MASK]"]
+    batch = [tok.encode(t).ids for t in texts]
+    for skip in (True, False):
+        r = requests.post(server.url + "/decode", json={"ids": batch, "skip_special_tokens": skip})
+        assert r.status_code == 200, r.text
+        assert r.json() == [tok.decode(ids, skip_special_tokens=skip) for ids in batch]
+    # one list of ids (TEI answers a one-string list), skip_special_tokens defaulting to true
+    r = requests.post(server.url + "/decode", json={"ids": batch[0]})
+    assert r.status_code == 200 and r.json() == [tok.decode(batch[0])]
+    assert r.json()[0] != tok.decode(batch[0], skip_special_tokens=False)
+    r = requests.post(server.url + "/decode", json={"ids": [[], [101, 102]], "skip_special_tokens": True})
+    assert r.status_code == 200 and r.json() == ["", ""]
+
+
+@pytest.mark.parametrize("body,status", [
+    ({"ids": [101, 30522, 102]}, 422),            # vocab is 30522
+    ({"ids": [[101], [-1]]}, 422),
+    ({"ids": [[101], [2 ** 40]]}, 422),
+    ({"ids": []}, 422),
+    ({}, 422),
+    ({"ids": "hello"}, 400),
+    ({"ids": [101, "x"]}, 400),
+    ({"ids": [[101], 7]}, 400),
+    ({"ids": [1.5]}, 400),
+    ({"ids": [101], "skip_special_tokens": "yes"}, 400),
+    ([101, 102], 400),
+])
+def test_decode_errors(server, body, status):
+    r = requests.post(server.url + "/decode", json=body)
+    assert r.status_code == status, r.text
+    assert r.json()["error_type"] == "Validation" and r.json()["error"]
 
 
 def test_info_models_health_metrics(server, posy_model):
