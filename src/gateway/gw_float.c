@@ -338,6 +338,7 @@ __attribute__((target("avx2"))) static size_t floats_avx2(const float *v, size_t
         int32_t off[8], len[8];
         _mm256_storeu_si256((__m256i *)off, _mm256_slli_epi32(_mm256_add_epi32(row, K[K_8]), 4));
         _mm256_storeu_si256((__m256i *)len, _mm256_add_epi32(_mm256_add_epi32(neg, z), _mm256_add_epi32(c, K[K_4])));
+        __asm__("" : "+m"(off), "+m"(len));   /* read back as loads, not 2-uop lane extracts */
         const char *rb = (const char *)r;
         static const int at[8] = {0, 32, 64, 96, 16, 48, 80, 112};   /* float j's record in r */
 #pragma GCC unroll 8

@@ -93,6 +93,8 @@ void gw_call_fail(gw_call *c, int status, gw_fail reason, const char *code, cons
     __attribute__((format(printf, 5, 6)));
 /* gw_server.c: hand a finished call back to its loop thread. */
 void gw_call_finish(gw_call *c);
+/* gw_h2oerr.c: h2o's own 400/413 answers (before any handler) as JSON errors. */
+void gw_json_h2o_errors(struct gw_server *s, h2o_hostconf_t *host);
 /* gw_info.c: GET routes answered on the loop thread. */
 int gw_get_route(struct gw_server *s, gw_route r, gw_buf *b, int *status);
 
