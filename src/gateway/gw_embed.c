@@ -4,8 +4,7 @@
  *   job done (step):  push the call back to the pool, nothing else
  *   serialize (pool): dimensions / re-normalisation, JSON or base64, headers
  * and gw_call_finish hands the call to its loop thread.  /tokenize finishes
- * inside the parse stage; /decode answers 501 (the tokenizer has no decoder
- * yet).  Each pool thread keeps one tok_encoding so tokenizing a request
+ * inside the parse stage, /decode too (gw_decode.c).  Each pool thread keeps one tok_encoding so tokenizing a request
  * does not allocate after warm-up.
  */
 #include <math.h>
@@ -213,8 +212,7 @@ void gw_stage_parse(gw_task *t) {
     gw_server *s = c->srv;
     uint64_t t0 = posy_now_ns();
     if (c->route == GW_R_DECODE) {
-        gw_call_fail(c, 501, GW_F_UNSUPPORTED, "not_implemented",
-                     "/decode is not available: posy's tokenizer has no decoder yet");
+        gw_decode_response(c);
         gw_call_finish(c);
         return;
     }

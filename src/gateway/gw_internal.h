@@ -92,12 +92,16 @@ int gw_push_seq(gw_call *c, const int32_t *ids, int n);
 int gw_chunk_push(gw_call *c, int idx, const int32_t *ids, int n, const uint8_t *special, int max_len);
 void gw_chunk_combine(gw_call *c, int normalize);
 void gw_worker_exit(void);   /* frees the pool thread's tokenizer scratch */
+/* gw_decode.c: POST /decode, answered inside the parse stage. */
+void gw_decode_response(gw_call *c);
 /* gw_errors.c */
 void gw_error_body(gw_buf *b, int openai, int status, const char *code, const char *msg);
 void gw_call_fail(gw_call *c, int status, gw_fail reason, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
 /* gw_server.c: hand a finished call back to its loop thread. */
 void gw_call_finish(gw_call *c);
+/* gw_h2oerr.c: h2o's own 400/413 answers (before any handler) as JSON errors. */
+void gw_json_h2o_errors(struct gw_server *s, h2o_hostconf_t *host);
 /* gw_info.c: GET routes answered on the loop thread. */
 int gw_get_route(struct gw_server *s, gw_route r, gw_buf *b, int *status);
 
