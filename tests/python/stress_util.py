@@ -36,9 +36,12 @@ TEXTS = ["hello world", "the quick brown fox jumps over the lazy dog", "posy str
 def body_for(rng, n_inputs=None):
     n = n_inputs if n_inputs is not None else rng.choice([1, 1, 2, 8])
     inputs = [rng.choice(TEXTS) for _ in range(n)]
-    if rng.random() < 0.5:
+    r = rng.random()
+    if r < 0.45:
         return "/v1/embeddings", json.dumps({"input": inputs, "model": "m"}).encode()
-    return "/embed", json.dumps({"inputs": inputs}).encode()
+    if r < 0.9:
+        return "/embed", json.dumps({"inputs": inputs}).encode()
+    return "/tokenize", json.dumps({"inputs": inputs}).encode()
 
 
 def request_bytes(path, body, close=False):
