@@ -171,7 +171,9 @@ static int tokenize_all(gw_call *c, const gw_embed_req *r) {
 static void on_job_done(sched_req *job, void *user) {
     gw_call *c = user;
     c->task.fn = gw_stage_serialize;
-    gw_pool_push(c->srv->pool, &c->task);
+    /* Refused only after gw_server_stop (a drain that timed out): the call
+     * is then left to the exiting process (gw_loop.c). */
+    (void)gw_pool_push(c->srv->pool, &c->task);
 }
 
 static void submit(gw_call *c) {
