@@ -20,6 +20,7 @@
 #include <cuda_bf16.h>
 #include <cublasLt.h>
 #include <stdint.h>
+#include "eng_cu_bf16.h"
 
 typedef __nv_bfloat16 bf16;
 
@@ -56,6 +57,35 @@ static inline cudaError_t eng_cu_launch(void (*k)(KArgs...), dim3 grid, dim3 blo
     return cudaLaunchKernelEx(&cfg, k, ((KArgs)args)...);
 }
 
+/* ---- device helpers shared by the row-wise kernels ------------------------ */
+
+#ifdef __CUDACC__
+static __device__ __forceinline__ float eng_cu_warp_sum(float v) {
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+
+static __device__ __forceinline__ void eng_cu_load8(const bf16 *p, float *v) {
+    uint4 u = *(const uint4 *)p;
+    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        float2 f = __bfloat1622float2(h[i]);
+        v[2 * i] = f.x;
+        v[2 * i + 1] = f.y;
+    }
+}
+
+static __device__ __forceinline__ void eng_cu_store8(bf16 *p, const float *v) {
+    uint4 u;
+    __nv_bfloat162 *h = (__nv_bfloat162 *)&u;
+#pragma unroll
+    for (int i = 0; i < 4; i++) h[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
+    *(uint4 *)p = u;
+}
+#endif
+
 /* ---- norms (eng_cu_norm.cu) --------------------------------------------- */
 
 /* out[r] = LayerNorm(word[ids[r]] + pos[pos_ids[r]] + type[type_ids[r]]) for
@@ -75,6 +105,47 @@ cudaError_t eng_cu_add_ln(cudaStream_t s, const bf16 *x, const bf16 *res, const 
  * RMSNorm(x[r]) * gamma. */
 cudaError_t eng_cu_add_rmsnorm(cudaStream_t s, const bf16 *x, bf16 *res, const float *gamma,
                                bf16 *out, int rows, const int *n_rows_dev, int H, float eps);
+
+/* Decoder embedding (Qwen3): x[r] = word[ids[r]] (the residual stream) and
+ * out[r] = RMSNorm(x[r]) * gamma (the first layer's input norm) for r <
+ * *n_rows_dev; the bucket's rows past it, up to `rows`, are zeroed in both,
+ * so padded rows start every forward from the same finite values. */
+cudaError_t eng_cu_embed_rmsnorm(cudaStream_t s, const int32_t *ids, const bf16 *word,
+                                 const float *gamma, bf16 *x, bf16 *out, int rows,
+                                 const int *n_rows_dev, int H, float eps);
+
+/* ---- decoder kernels (eng_cu_decoder.cu) --------------------------------- */
+
+/* Qwen3's per-head q/k RMSNorm and rotary embedding, in place on the
+ * fused QKV rows (Q heads at column 0, K heads at n_heads*head_dim, V heads
+ * after them, untouched):
+ *   v = RMSNorm(head) * norm_w;  v'[i] = v[i] c - v[i+d/2] s,
+ *   v'[i+d/2] = v[i+d/2] c + v[i] s  with (c, s) = rope[p][i]
+ * where p is the token's index within its own sequence, found on the
+ * device from cu_seqlens (so a captured graph serves any batch).  fp32
+ * throughout, one bf16 rounding at the store. */
+typedef struct eng_cu_qk_args {
+    bf16 *qkv;
+    int ld;                       /* row stride, elements: (n_heads + 2 n_kv_heads) head_dim */
+    int n_heads, n_kv_heads;
+    int head_dim;                 /* 32, 64 or 128 */
+    const float *q_norm, *k_norm; /* [head_dim] */
+    float eps;
+    const float *rope;            /* [rope_rows][head_dim/2][2]: cos, sin (eng_cu_q3_rope_table) */
+    int rope_rows;
+    const int32_t *cu_seqlens;    /* device, n_seqs + 1 */
+    const int *n_seqs_dev;
+    int rows;                     /* grid bound (bucket) */
+    const int *n_rows_dev;        /* real token count */
+} eng_cu_qk_args;
+
+cudaError_t eng_cu_qk_norm_rope(cudaStream_t s, const eng_cu_qk_args *a);
+
+/* SwiGLU over the gate|up GEMM result: out[r, j] = silu(gu[r, j]) *
+ * gu[r, inter + j] for r < *n_rows_dev (gu rows of 2*inter, out rows of
+ * inter; inter % 8 == 0; out must not alias gu). */
+cudaError_t eng_cu_swiglu(cudaStream_t s, const bf16 *gu, bf16 *out, int rows,
+                          const int *n_rows_dev, int inter);
 
 /* ---- attention (eng_cu_attn.cu) ----------------------------------------- */
 
@@ -154,19 +225,6 @@ int eng_cu_gemm_candidate(eng_cu_gemm_ctx *g, cudaStream_t s, const bf16 *X, con
 
 /* ---- small helpers -------------------------------------------------------- */
 
-/* fp32 -> bf16 with round-to-nearest-even, on the host (weights at open). */
-static inline uint16_t eng_cu_f2bf_bits(float f) {
-    union { float f; uint32_t u; } v;
-    v.f = f;
-    if ((v.u & 0x7f800000u) == 0x7f800000u && (v.u & 0x007fffffu))
-        return (uint16_t)((v.u >> 16) | 0x40u); /* quiet NaN */
-    uint32_t r = 0x7fffu + ((v.u >> 16) & 1u);
-    return (uint16_t)((v.u + r) >> 16);
-}
-static inline float eng_cu_bf_bits2f(uint16_t b) {
-    union { float f; uint32_t u; } v;
-    v.u = (uint32_t)b << 16;
-    return v.f;
-}
+/* fp32 <-> bf16 bits on the host (weights at open): eng_cu_bf16.h. */
 
 #endif

@@ -153,7 +153,7 @@ static int cu_open(posy_engine *e, posy_err *err) {
     if (ce != cudaSuccess) { cuda_err(err, "stream", ce); cu_close(e); return -1; }
     const int maxT = e->opts.max_batch_tokens > 0 ? e->opts.max_batch_tokens : 16384;
     const int maxS = e->opts.max_batch_seqs > 0 ? e->opts.max_batch_seqs : 1024;
-    if (eng_cu_model_open(&st->m, &e->cfg, &e->bert, maxT, maxS, err)) { cu_close(e); return -1; }
+    if (eng_cu_model_open(&st->m, &e->cfg, &e->bert, &e->qwen3, maxT, maxS, err)) { cu_close(e); return -1; }
     make_buckets(st);
     const eng_cu_in_layout big = eng_cu_in_layout_for(st->m.max_tokens, st->m.max_seqs);
     for (int i = 0; i < N_SLOTS && ce == cudaSuccess; i++) {

@@ -1,4 +1,5 @@
-/* eng_cu_model: weights upload, arena, and the encoder forward pass.
+/* eng_cu_model: weights upload, arena, and the encoder forward pass; the
+ * open/forward entry points dispatch Qwen3 models to eng_cu_model_qwen3.cu.
  * See eng_cu_model.h for the contract.
  *
  * Weights: the host holds fp32 (the front's eng_bert_weights); here each
@@ -95,6 +96,7 @@ static int check_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err) {
         return posy_err_set(err, POSY_E_UNSUPPORTED,
                             "cuda backend: architecture '%s' is not supported yet (BERT family only)",
                             in->arch);
+    m->arch = ENG_CU_ARCH_BERT;
     m->H = in->hidden; m->I = in->intermediate; m->L = in->layers; m->heads = in->heads;
     m->vocab = in->vocab; m->type_vocab = in->type_vocab; m->max_pos = in->max_positions;
     m->pos_off = cfg->position_offset;
@@ -109,6 +111,9 @@ static int check_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err) {
         return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: hidden %d not divisible by %d heads",
                             m->H, m->heads);
     m->head_dim = m->H / m->heads;
+    m->kv_heads = m->heads;
+    m->attn_n = m->H;
+    m->qkv_n = 3 * m->H;
     if (m->head_dim != 32 && m->head_dim != 64 && m->head_dim != 128)
         return posy_err_set(err, POSY_E_UNSUPPORTED,
                             "cuda backend: head dim %d unsupported (32, 64 or 128)", m->head_dim);
@@ -123,7 +128,7 @@ static int check_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err) {
     return 0;
 }
 
-static int cuda_fail(posy_err *err, const char *what, cudaError_t ce) {
+int eng_cu_model_fail(posy_err *err, const char *what, cudaError_t ce) {
     return posy_err_set(err, ce == cudaErrorMemoryAllocation ? POSY_E_NOMEM : POSY_E_INTERNAL,
                         "cuda backend: %s: %s", what, cudaGetErrorString(ce));
 }
@@ -148,16 +153,19 @@ static int upload_weights(eng_cu_model *m, const eng_bert_weights *w, posy_err *
     plan_weights(m, &p, w);
     ce = cudaMemcpy(m->wmem, img, m->wbytes, cudaMemcpyHostToDevice);
     free(img);
-    return ce == cudaSuccess ? 0 : cuda_fail(err, "weights upload", ce);
+    return ce == cudaSuccess ? 0 : eng_cu_model_fail(err, "weights upload", ce);
 }
 
 static void plan_arena(eng_cu_model *m, bump *b) {
-    const size_t T = m->max_tokens, H = m->H;
+    const size_t T = m->max_tokens, H = m->H, I = m->I;
+    const int q3 = m->arch == ENG_CU_ARCH_QWEN3;
     m->x = (bf16 *)take(b, T * H * 2);
-    m->qkv = (bf16 *)take(b, T * 3 * H * 2);
-    m->ctx = (bf16 *)take(b, T * H * 2);
+    m->qkv = (bf16 *)take(b, T * (size_t)m->qkv_n * 2);
+    m->ctx = (bf16 *)take(b, T * (size_t)m->attn_n * 2);
     m->y = (bf16 *)take(b, T * H * 2);
-    m->inter = (bf16 *)take(b, T * (size_t)m->I * 2);
+    m->inter = (bf16 *)take(b, T * (q3 ? 2 * I : I) * 2);
+    m->h = q3 ? (bf16 *)take(b, T * H * 2) : NULL;
+    m->act = q3 ? (bf16 *)take(b, T * I * 2) : NULL;
     m->pooled = (float *)take(b, (size_t)m->max_seqs * H * 4);
     m->d_in = (int32_t *)take(b, eng_cu_in_layout_for(m->max_tokens, m->max_seqs).total * 4);
 }
@@ -181,16 +189,18 @@ static int reserve_arena(eng_cu_model *m, posy_err *err) {
     plan_arena(m, &b);
     /* finite, deterministic contents in rows no batch has written yet */
     ce = cudaMemset(m->amem, 0, m->abytes);
-    return ce == cudaSuccess ? 0 : cuda_fail(err, "arena clear", ce);
+    return ce == cudaSuccess ? 0 : eng_cu_model_fail(err, "arena clear", ce);
 }
 
-int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_weights *w,
-                      int max_tokens, int max_seqs, posy_err *err) {
+int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_weights *bert,
+                      const eng_qwen3_weights *q3, int max_tokens, int max_seqs, posy_err *err) {
     memset(m, 0, sizeof *m);
-    if (check_shape(m, cfg, err)) return -1;
-    if (w->n_layers != m->L)
+    const int is_q3 = !strcmp(cfg->info.arch, "qwen3");
+    if (is_q3 ? eng_cu_qwen3_shape(m, cfg, err) : check_shape(m, cfg, err)) return -1;
+    const int n_layers = is_q3 ? (q3 ? q3->n_layers : -1) : (bert ? bert->n_layers : -1);
+    if (n_layers != m->L)
         return posy_err_set(err, POSY_E_INVALID, "cuda backend: weights have %d layers, config %d",
-                            w->n_layers, m->L);
+                            n_layers, m->L);
     m->max_tokens = (max_tokens + 15) & ~15;
     m->max_seqs = max_seqs < m->max_tokens ? max_seqs : m->max_tokens;
     m->layers = (eng_cu_layer *)calloc((size_t)m->L, sizeof *m->layers);
@@ -206,7 +216,8 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
     /* measured on the H200 (bench/results/h200-latency-modes-pdl-*): no
      * latency gain, throughput 2-3% lower in that run -- opt-in only */
     eng_cu_pdl_on = getenv("POSY_CUDA_PDL") != NULL;
-    if (upload_weights(m, w, err) || reserve_arena(m, err)) {
+    if ((is_q3 ? eng_cu_qwen3_upload(m, cfg, q3, err) : upload_weights(m, bert, err)) ||
+        reserve_arena(m, err)) {
         eng_cu_model_close(m);
         return -1;
     }
@@ -226,7 +237,7 @@ void eng_cu_model_close(eng_cu_model *m) {
 #define CK(what, call)                                                        \
     do {                                                                      \
         cudaError_t ce_ = (call);                                             \
-        if (ce_ != cudaSuccess) return cuda_fail(err, what, ce_);             \
+        if (ce_ != cudaSuccess) return eng_cu_model_fail(err, what, ce_);             \
     } while (0)
 
 #define GEMM(X, W, B, R, Y, N, K, EPI)                                                       \
@@ -236,6 +247,7 @@ void eng_cu_model_close(eng_cu_model *m) {
     } while (0)
 
 int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *err) {
+    if (m->arch == ENG_CU_ARCH_QWEN3) return eng_cu_qwen3_forward(m, s, T, S, err);
     const eng_cu_in_layout lay = eng_cu_in_layout_for(T, S);
     const int32_t *in = m->d_in;
     const int *n_tok = in + lay.meta + ENG_CU_META_TOKENS;

@@ -1,4 +1,5 @@
-/* eng_cu_model: a BERT-family encoder resident on one GPU -- its bf16
+/* eng_cu_model: a model resident on one GPU -- a BERT-family encoder, or a
+ * Qwen3 decoder used as an embedder (eng_cu_model_qwen3.cu) -- its bf16
  * weights (one allocation, uploaded once), its activation arena (one
  * allocation sized for the largest bucket) and the forward pass as a
  * sequence of launches on a stream, which the backend either runs eagerly
@@ -17,10 +18,17 @@ extern "C" {
 #include "eng_internal.h"
 }
 
+/* One layer's device weights.  Qwen3 reuses the fields: qkv_w Q|K|V
+ * stacked, ao_w o_proj, up_w gate|up stacked [2I, H], down_w, ln1_g / ln2_g
+ * the input / post-attention RMSNorm weights; the biases are NULL unless
+ * attention_bias; q_norm / k_norm are the per-head RMSNorm weights. */
 typedef struct eng_cu_layer {
     bf16 *qkv_w, *qkv_b, *ao_w, *ao_b, *up_w, *up_b, *down_w, *down_b;
     float *ln1_g, *ln1_b, *ln2_g, *ln2_b;
+    float *q_norm, *k_norm;
 } eng_cu_layer;
+
+enum { ENG_CU_ARCH_BERT = 0, ENG_CU_ARCH_QWEN3 = 1 };
 
 /* Offsets (in int32 units) of the input block for a bucket. */
 typedef struct eng_cu_in_layout {
@@ -32,19 +40,24 @@ enum { ENG_CU_META_TOKENS = 0, ENG_CU_META_SEQS = 1, ENG_CU_META_TILES = 2, ENG_
 
 typedef struct eng_cu_model {
     /* shape */
+    int arch;                           /* ENG_CU_ARCH_* */
     int H, I, L, heads, head_dim, vocab, type_vocab, max_pos, pos_off, pos_rows, pool_mode, normalize, epi_up;
+    int kv_heads, qkv_n, attn_n;        /* attn_n = heads*head_dim (= H for BERT), qkv_n = attn_n + 2*kv_heads*head_dim */
+    int causal, rope_rows;              /* decoders */
     float eps;
     /* weights: one device allocation */
     void *wmem;
     size_t wbytes;
     bf16 *word, *pos, *type;
-    float *emb_g, *emb_b;
+    float *emb_g, *emb_b;               /* Qwen3: emb_g is the final RMSNorm */
+    float *rope;                        /* Qwen3: [rope_rows][head_dim/2][2] cos, sin */
     eng_cu_layer *layers;
     /* activations: one device allocation for max_tokens / max_seqs */
     int max_tokens, max_seqs;
     void *amem;
     size_t abytes;
-    bf16 *x, *qkv, *ctx, *y, *inter;
+    bf16 *x, *qkv, *ctx, *y, *inter;   /* inter: Qwen3's gate|up [T, 2I] */
+    bf16 *h, *act;                      /* Qwen3 only: normed layer input, SwiGLU output */
     float *pooled;                      /* [max_seqs, H] */
     int32_t *d_in;                      /* input block, eng_cu_in_layout(max) ints */
     eng_cu_gemm_ctx *gemm;
@@ -52,14 +65,24 @@ typedef struct eng_cu_model {
 
 eng_cu_in_layout eng_cu_in_layout_for(int tokens, int seqs);
 
-/* Check the architecture, upload weights and reserve the arena.  Errors
- * say what is unsupported, or how much memory was asked for and is free. */
-int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_weights *w,
-                      int max_tokens, int max_seqs, posy_err *err);
+/* Check the architecture, upload weights (bert for the BERT family, q3
+ * for qwen3) and reserve the arena.  Errors say what is unsupported, or how
+ * much memory was asked for and is free. */
+int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_weights *bert,
+                      const eng_qwen3_weights *q3, int max_tokens, int max_seqs, posy_err *err);
 void eng_cu_model_close(eng_cu_model *m);
 
 /* Enqueue the whole forward for a bucket (tokens, seqs bounds) on s:
  * embeddings .. pooling into m->pooled.  Capturable. */
 int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int tokens, int seqs, posy_err *err);
+
+/* Shared by the architectures' files: a cudaError_t as a posy_err. */
+int eng_cu_model_fail(posy_err *err, const char *what, cudaError_t ce);
+
+/* Qwen3 (eng_cu_model_qwen3.cu): the shape check (which also holds the
+ * POSY_CUDA_QWEN3 gate), the weights upload, and the forward. */
+int eng_cu_qwen3_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err);
+int eng_cu_qwen3_upload(eng_cu_model *m, const eng_config *cfg, const eng_qwen3_weights *w, posy_err *err);
+int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int tokens, int seqs, posy_err *err);
 
 #endif

@@ -1,6 +1,7 @@
 /* eng_cu_norm: the row-wise kernels of the encoder -- embedding gather +
- * LayerNorm, residual add + LayerNorm, and (for decoders) residual add +
- * RMSNorm.
+ * LayerNorm, residual add + LayerNorm -- and of decoders: residual add +
+ * RMSNorm, and embedding gather + RMSNorm (the residual stream keeps the
+ * table row, the first layer reads its norm).
  *
  * One warp owns one row: H <= 4096 values live in registers as chunks of 8
  * bf16 (16-byte loads), so a row is read once and written once, and the
@@ -16,31 +17,6 @@
 
 int eng_cu_pdl_on = 0;
 
-static __device__ __forceinline__ float warp_sum(float v) {
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
-    return v;
-}
-
-static __device__ __forceinline__ void load8(const bf16 *p, float *v) {
-    uint4 u = *(const uint4 *)p;
-    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
-#pragma unroll
-    for (int i = 0; i < 4; i++) {
-        float2 f = __bfloat1622float2(h[i]);
-        v[2 * i] = f.x;
-        v[2 * i + 1] = f.y;
-    }
-}
-
-static __device__ __forceinline__ void store8(bf16 *p, const float *v) {
-    uint4 u;
-    __nv_bfloat162 *h = (__nv_bfloat162 *)&u;
-#pragma unroll
-    for (int i = 0; i < 4; i++) h[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
-    *(uint4 *)p = u;
-}
-
 /* LayerNorm of the row held in v (chunks c = lane + 32*i), written to out.
  * For rows of <= 1024 values gamma and beta are loaded first, alongside
  * the row, so that a short batch pays one memory round trip, not two. */
@@ -54,14 +30,14 @@ static __device__ __forceinline__ void ln_finish(float (*v)[8], int H, const flo
         if (lane + 32 * i < nc)
 #pragma unroll
             for (int j = 0; j < 8; j++) s += v[i][j];
-    const float mean = warp_sum(s) / (float)H;
+    const float mean = eng_cu_warp_sum(s) / (float)H;
     float q = 0.f;
 #pragma unroll
     for (int i = 0; i < MAXC; i++)
         if (lane + 32 * i < nc)
 #pragma unroll
             for (int j = 0; j < 8; j++) { float d = v[i][j] - mean; q += d * d; }
-    const float rstd = rsqrtf(warp_sum(q) / (float)H + eps);
+    const float rstd = rsqrtf(eng_cu_warp_sum(q) / (float)H + eps);
 #pragma unroll
     for (int i = 0; i < MAXC; i++) {
         const int c = lane + 32 * i;
@@ -70,7 +46,7 @@ static __device__ __forceinline__ void ln_finish(float (*v)[8], int H, const flo
 #pragma unroll
             for (int j = 0; j < 8; j++)
                 y[j] = (v[i][j] - mean) * rstd * gamma[c * 8 + j] + beta[c * 8 + j];
-            store8(out + c * 8, y);
+            eng_cu_store8(out + c * 8, y);
         }
     }
 }
@@ -113,9 +89,9 @@ embed_ln_kernel(const int32_t *ids, const int32_t *pos_ids, const int32_t *type_
         const int c = lane + 32 * i;
         if (c < nc) {
             float a[8], b[8];
-            load8(w + c * 8, v[i]);
-            load8(p + c * 8, a);
-            if (t) load8(t + c * 8, b);
+            eng_cu_load8(w + c * 8, v[i]);
+            eng_cu_load8(p + c * 8, a);
+            if (t) eng_cu_load8(t + c * 8, b);
 #pragma unroll
             for (int j = 0; j < 8; j++) v[i][j] += a[j] + (t ? b[j] : 0.f);
         }
@@ -139,10 +115,10 @@ add_ln_kernel(const bf16 *x, const bf16 *res, const float *gamma, const float *b
         for (int i = 0; i < MAXC; i++) {
             const int c = lane + 32 * i;
             if (c < nc) {
-                load8(x + (size_t)row * H + c * 8, v[i]);
+                eng_cu_load8(x + (size_t)row * H + c * 8, v[i]);
                 if (res) {
                     float a[8];
-                    load8(res + (size_t)row * H + c * 8, a);
+                    eng_cu_load8(res + (size_t)row * H + c * 8, a);
 #pragma unroll
                     for (int j = 0; j < 8; j++) v[i][j] += a[j];
                 }
@@ -156,14 +132,14 @@ add_ln_kernel(const bf16 *x, const bf16 *res, const float *gamma, const float *b
             if (lane + 32 * i < nc)
 #pragma unroll
                 for (int j = 0; j < 8; j++) s += v[i][j];
-        const float mean = warp_sum(s) / (float)H;
+        const float mean = eng_cu_warp_sum(s) / (float)H;
         float q = 0.f;
 #pragma unroll
         for (int i = 0; i < MAXC; i++)
             if (lane + 32 * i < nc)
 #pragma unroll
                 for (int j = 0; j < 8; j++) { float d = v[i][j] - mean; q += d * d; }
-        const float rstd = rsqrtf(warp_sum(q) / (float)H + eps);
+        const float rstd = rsqrtf(eng_cu_warp_sum(q) / (float)H + eps);
 #pragma unroll
         for (int i = 0; i < MAXC; i++) {
             const int c = lane + 32 * i;
@@ -171,7 +147,7 @@ add_ln_kernel(const bf16 *x, const bf16 *res, const float *gamma, const float *b
                 float y[8];
 #pragma unroll
                 for (int j = 0; j < 8; j++) y[j] = (v[i][j] - mean) * rstd * g[i][j] + b[i][j];
-                store8(out + (size_t)row * H + c * 8, y);
+                eng_cu_store8(out + (size_t)row * H + c * 8, y);
             }
         }
         return;
@@ -183,10 +159,10 @@ add_ln_kernel(const bf16 *x, const bf16 *res, const float *gamma, const float *b
     for (int i = 0; i < MAXC; i++) {
         const int c = lane + 32 * i;
         if (c < nc) {
-            load8(x + (size_t)row * H + c * 8, v[i]);
+            eng_cu_load8(x + (size_t)row * H + c * 8, v[i]);
             if (res) {
                 float a[8];
-                load8(res + (size_t)row * H + c * 8, a);
+                eng_cu_load8(res + (size_t)row * H + c * 8, a);
 #pragma unroll
                 for (int j = 0; j < 8; j++) v[i][j] += a[j];
             }
@@ -210,21 +186,21 @@ add_rmsnorm_kernel(const bf16 *x, bf16 *res, const float *gamma, bf16 *out, int 
     for (int i = 0; i < MAXC; i++) {
         const int c = lane + 32 * i;
         if (c < nc) {
-            load8(x + (size_t)row * H + c * 8, v[i]);
+            eng_cu_load8(x + (size_t)row * H + c * 8, v[i]);
             if (res) {
                 float a[8];
-                load8(res + (size_t)row * H + c * 8, a);
+                eng_cu_load8(res + (size_t)row * H + c * 8, a);
 #pragma unroll
                 for (int j = 0; j < 8; j++) v[i][j] += a[j];
                 /* the residual stream is stored rounded; normalise what is stored */
-                store8(res + (size_t)row * H + c * 8, v[i]);
-                load8(res + (size_t)row * H + c * 8, v[i]);
+                eng_cu_store8(res + (size_t)row * H + c * 8, v[i]);
+                eng_cu_load8(res + (size_t)row * H + c * 8, v[i]);
             }
 #pragma unroll
             for (int j = 0; j < 8; j++) q += v[i][j] * v[i][j];
         }
     }
-    const float r = rsqrtf(warp_sum(q) / (float)H + eps);
+    const float r = rsqrtf(eng_cu_warp_sum(q) / (float)H + eps);
 #pragma unroll
     for (int i = 0; i < MAXC; i++) {
         const int c = lane + 32 * i;
@@ -232,7 +208,53 @@ add_rmsnorm_kernel(const bf16 *x, bf16 *res, const float *gamma, bf16 *out, int 
             float y[8];
 #pragma unroll
             for (int j = 0; j < 8; j++) y[j] = v[i][j] * r * gamma[c * 8 + j];
-            store8(out + (size_t)row * H + c * 8, y);
+            eng_cu_store8(out + (size_t)row * H + c * 8, y);
+        }
+    }
+}
+
+/* Decoder embedding: gather the row, keep it as the residual stream x,
+ * and write its RMSNorm for the first layer.  Padded rows are zeroed. */
+template <int MAXC>
+__global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
+embed_rmsnorm_kernel(const int32_t *ids, const bf16 *word, const float *gamma, bf16 *x, bf16 *out,
+                     int rows, const int *n_rows_dev, int H, float eps) {
+    ENG_CU_PDL_WAIT();
+    const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
+    if (row >= rows) return;
+    const int lane = threadIdx.x & 31, nc = H >> 3;
+    bf16 *xr = x + (size_t)row * H, *orow = out + (size_t)row * H;
+    if (row >= *n_rows_dev) {
+        const uint4 z = make_uint4(0, 0, 0, 0);
+        for (int c = lane; c < nc; c += 32) {
+            *(uint4 *)(xr + c * 8) = z;
+            *(uint4 *)(orow + c * 8) = z;
+        }
+        return;
+    }
+    const bf16 *w = word + (size_t)ids[row] * H;
+    float v[MAXC][8];
+    float q = 0.f;
+#pragma unroll
+    for (int i = 0; i < MAXC; i++) {
+        const int c = lane + 32 * i;
+        if (c < nc) {
+            const uint4 u = *(const uint4 *)(w + c * 8);
+            *(uint4 *)(xr + c * 8) = u; /* the residual stream: an exact copy */
+            eng_cu_load8(w + c * 8, v[i]);
+#pragma unroll
+            for (int j = 0; j < 8; j++) q += v[i][j] * v[i][j];
+        }
+    }
+    const float r = rsqrtf(eng_cu_warp_sum(q) / (float)H + eps);
+#pragma unroll
+    for (int i = 0; i < MAXC; i++) {
+        const int c = lane + 32 * i;
+        if (c < nc) {
+            float y[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++) y[j] = v[i][j] * r * gamma[c * 8 + j];
+            eng_cu_store8(orow + c * 8, y);
         }
     }
 }
@@ -286,4 +308,14 @@ cudaError_t eng_cu_add_rmsnorm(cudaStream_t s, const bf16 *x, bf16 *res, const f
     DISPATCH_MAXC(H, (e = eng_cu_launch(add_rmsnorm_kernel<MC>, dim3(grid), dim3(32 * ROWS_PER_BLOCK), 0,
                                         s, x, res, gamma, out, rows, n_rows_dev, H, eps)));
     return e != cudaSuccess ? e : cudaGetLastError();
+}
+
+cudaError_t eng_cu_embed_rmsnorm(cudaStream_t s, const int32_t *ids, const bf16 *word,
+                                 const float *gamma, bf16 *x, bf16 *out, int rows,
+                                 const int *n_rows_dev, int H, float eps) {
+    if (H % 8 || rows <= 0 || !n_rows_dev) return cudaErrorInvalidValue;
+    const int grid = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
+    DISPATCH_MAXC(H, (embed_rmsnorm_kernel<MC><<<grid, 32 * ROWS_PER_BLOCK, 0, s>>>(
+                         ids, word, gamma, x, out, rows, n_rows_dev, H, eps)));
+    return cudaGetLastError(); /* first node after the copy-in: a plain launch */
 }

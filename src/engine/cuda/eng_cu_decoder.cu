@@ -1,0 +1,132 @@
+/* eng_cu_decoder: the elementwise kernels a Qwen3 decoder adds to the
+ * encoder's -- per-head q/k RMSNorm fused with the rotary embedding, and
+ * SwiGLU.  Both are memory-bound passes between two GEMMs; each reads its
+ * input once and writes once, in fp32 arithmetic with one bf16 rounding.
+ *
+ * q/k norm + rotary: one block per token row (grid = the bucket's rows,
+ * rows past the real count exit), QK_WARPS warps walk the row's Q and K
+ * heads, one head per warp at a time.  rotate_half pairs element i with
+ * i + d/2, so lane l owns the pairs (j, j + d/2) for j = l, l + 32, ... <
+ * d/2: the sum of squares is a register sum plus warp shuffles, and the
+ * rotation needs no exchange between lanes.  The token's position is its
+ * index within its sequence, found by a binary search of cu_seqlens in
+ * device memory (cu is tiny and cached), so one captured graph serves any
+ * batch; cos/sin come from a table made on the host with the CPU
+ * reference's formula (eng_cu_q3_rope_table), loaded once per row and
+ * reused for every head.  V heads are not touched.
+ *
+ * SwiGLU: one thread per 8 outputs (16-byte loads of gate and up, one
+ * 16-byte store); the flat index runs over the bucket's rows, rows past the
+ * real count exit.  silu(g) = g / (1 + e^-g) with the accurate expf, as
+ * the CPU reference computes it.
+ *
+ * No cuBLASLt epilogue computes silu(gate) * up of two column halves, so
+ * SwiGLU stays a kernel of its own after the gate|up GEMM.
+ */
+#include "eng_cu.h"
+
+#define QK_WARPS 8
+#define SWIGLU_THREADS 256
+
+/* The index of `row` within its sequence: cu[s] <= row < cu[s + 1]. */
+static __device__ __forceinline__ int pos_in_seq(const int32_t *cu, int n_seqs, int row) {
+    int lo = 0, hi = n_seqs - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (cu[mid] <= row) lo = mid;
+        else hi = mid - 1;
+    }
+    return row - cu[lo];
+}
+
+template <int D>
+__global__ void __launch_bounds__(32 * QK_WARPS) qk_norm_rope_kernel(eng_cu_qk_args a) {
+    ENG_CU_PDL_WAIT();
+    constexpr int HALF = D / 2, NP = (HALF + 31) / 32;
+    const int row = blockIdx.x;
+    if (row >= a.rows || row >= *a.n_rows_dev) return;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    int p = pos_in_seq(a.cu_seqlens, *a.n_seqs_dev, row);
+    p = min(max(p, 0), a.rope_rows - 1); /* never past the table (the host keeps p inside) */
+    const float2 *cs = (const float2 *)(a.rope + (size_t)p * D);
+    float c[NP], sn[NP];
+#pragma unroll
+    for (int i = 0; i < NP; i++) {
+        const int j = lane + 32 * i;
+        c[i] = sn[i] = 0.f;
+        if (j < HALF) {
+            const float2 t = cs[j];
+            c[i] = t.x;
+            sn[i] = t.y;
+        }
+    }
+    bf16 *base = a.qkv + (size_t)row * a.ld;
+    const int nrot = a.n_heads + a.n_kv_heads;
+    for (int h = warp; h < nrot; h += QK_WARPS) {
+        bf16 *x = base + (size_t)h * D;
+        const float *g = h < a.n_heads ? a.q_norm : a.k_norm;
+        float x1[NP], x2[NP], ss = 0.f;
+#pragma unroll
+        for (int i = 0; i < NP; i++) {
+            const int j = lane + 32 * i;
+            x1[i] = x2[i] = 0.f;
+            if (j < HALF) {
+                x1[i] = __bfloat162float(x[j]);
+                x2[i] = __bfloat162float(x[j + HALF]);
+                ss += x1[i] * x1[i] + x2[i] * x2[i];
+            }
+        }
+        const float r = rsqrtf(eng_cu_warp_sum(ss) / (float)D + a.eps);
+#pragma unroll
+        for (int i = 0; i < NP; i++) {
+            const int j = lane + 32 * i;
+            if (j < HALF) {
+                const float v1 = x1[i] * r * g[j], v2 = x2[i] * r * g[j + HALF];
+                x[j] = __float2bfloat16(v1 * c[i] - v2 * sn[i]);
+                x[j + HALF] = __float2bfloat16(v2 * c[i] + v1 * sn[i]);
+            }
+        }
+    }
+}
+
+cudaError_t eng_cu_qk_norm_rope(cudaStream_t s, const eng_cu_qk_args *a) {
+    if (a->rows <= 0 || a->rope_rows <= 0 || a->n_heads <= 0 || a->n_kv_heads < 0 || !a->n_rows_dev ||
+        !a->n_seqs_dev || a->ld < (a->n_heads + 2 * a->n_kv_heads) * a->head_dim)
+        return cudaErrorInvalidValue;
+    const dim3 grid(a->rows), block(32 * QK_WARPS);
+    cudaError_t e;
+    switch (a->head_dim) {
+    case 32: e = eng_cu_launch(qk_norm_rope_kernel<32>, grid, block, 0, s, *a); break;
+    case 64: e = eng_cu_launch(qk_norm_rope_kernel<64>, grid, block, 0, s, *a); break;
+    case 128: e = eng_cu_launch(qk_norm_rope_kernel<128>, grid, block, 0, s, *a); break;
+    default: return cudaErrorInvalidValue;
+    }
+    return e != cudaSuccess ? e : cudaGetLastError();
+}
+
+__global__ void __launch_bounds__(SWIGLU_THREADS)
+swiglu_kernel(const bf16 *gu, bf16 *out, int rows, const int *n_rows_dev, int inter) {
+    ENG_CU_PDL_WAIT();
+    const int cpr = inter >> 3; /* 8-value chunks per output row */
+    const size_t idx = (size_t)blockIdx.x * SWIGLU_THREADS + threadIdx.x;
+    const int row = (int)(idx / (size_t)cpr), c = (int)(idx % (size_t)cpr);
+    if (row >= rows || row >= *n_rows_dev) return;
+    const bf16 *g = gu + (size_t)row * 2 * inter + (size_t)c * 8;
+    float gv[8], uv[8], y[8];
+    eng_cu_load8(g, gv);
+    eng_cu_load8(g + inter, uv);
+#pragma unroll
+    for (int j = 0; j < 8; j++) y[j] = gv[j] / (1.f + expf(-gv[j])) * uv[j];
+    eng_cu_store8(out + (size_t)row * inter + (size_t)c * 8, y);
+}
+
+cudaError_t eng_cu_swiglu(cudaStream_t s, const bf16 *gu, bf16 *out, int rows,
+                          const int *n_rows_dev, int inter) {
+    if (rows <= 0 || inter <= 0 || inter % 8 || !n_rows_dev) return cudaErrorInvalidValue;
+    const size_t threads = (size_t)rows * (size_t)(inter / 8);
+    const size_t blocks = (threads + SWIGLU_THREADS - 1) / SWIGLU_THREADS;
+    if (blocks > 0x7fffffffu) return cudaErrorInvalidValue;
+    cudaError_t e = eng_cu_launch(swiglu_kernel, dim3((unsigned)blocks), dim3(SWIGLU_THREADS), 0, s, gu, out,
+                                  rows, n_rows_dev, inter);
+    return e != cudaSuccess ? e : cudaGetLastError();
+}

@@ -1,0 +1,162 @@
+/* eng_cu_model_qwen3: a Qwen3 decoder used as an embedder (Qwen3-Embedding
+ * causal, pplx-embed style bidirectional) on the GPU -- its shape check,
+ * weights upload and forward pass.  The arena, the input block and the
+ * step machinery are the encoder's (eng_cu_model.cu, eng_cu_backend.cu).
+ *
+ * UNVERIFIED: this path compiles but has not run on a GPU yet; the shape
+ * check refuses it unless POSY_CUDA_QWEN3=1 (eng_cu_q3_check).
+ *
+ * Weights: one host image planned and filled by eng_cu_qwen3_pack.c (bf16
+ * matrices with Q|K|V and gate|up stacked by the loader, fp32 norms, the
+ * rotary cos/sin table), one cudaMalloc, one cudaMemcpy.
+ *
+ * Forward, as transformers' Qwen3Model (and the CPU engine,
+ * eng_cpu_qwen3.c) computes it; x is the residual stream, h a normed copy:
+ *   x = embed[ids]; h = RMSNorm(x) * ln1[0]                 1 launch
+ *   per layer:
+ *     qkv = h Wqkv^T (+ b)                                  cuBLASLt
+ *     q, k = rotary(RMSNorm_head(q|k) * q_norm|k_norm)      1 launch, in place
+ *     ctx = attention(q, k, v) (causal or not, GQA)         1 launch
+ *     y = x + ctx Wo^T (+ b)   -- residual in the epilogue; y becomes x
+ *     h = RMSNorm(x) * ln2                                  1 launch
+ *     gu = h Wgu^T                                          cuBLASLt
+ *     act = silu(gate) * up                                 1 launch
+ *     y = x + act Wd^T         -- residual in the epilogue; y becomes x
+ *     h = RMSNorm(x) * (next layer's ln1, or the final norm)
+ *   pooled = L2(pool(h))  (last token or mean, per the model's files)
+ * Nine launches a layer.  x and y swap roles after every residual GEMM
+ * (pointer ping-pong, fixed at capture), so no GEMM writes its own input.
+ */
+#include "eng_cu_model.h"
+#include "eng_cu_qwen3_pack.h"
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+int eng_cu_qwen3_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err) {
+    if (eng_cu_q3_check(cfg, err)) return -1;
+    const posy_model_info *in = &cfg->info;
+    m->arch = ENG_CU_ARCH_QWEN3;
+    m->H = in->hidden; m->I = in->intermediate; m->L = in->layers;
+    m->heads = in->heads; m->kv_heads = in->kv_heads; m->head_dim = cfg->head_dim;
+    m->attn_n = m->heads * m->head_dim;
+    m->qkv_n = (m->heads + 2 * m->kv_heads) * m->head_dim;
+    m->vocab = in->vocab; m->type_vocab = 0;
+    m->max_pos = in->max_positions; m->pos_off = 0; m->pos_rows = 0;
+    m->eps = (float)cfg->ln_eps;
+    m->causal = in->causal;
+    m->normalize = in->normalize;
+    m->pool_mode = in->pooling == POSY_POOL_CLS ? ENG_CU_POOL_CLS
+                   : in->pooling == POSY_POOL_LAST ? ENG_CU_POOL_LAST : ENG_CU_POOL_MEAN;
+    m->epi_up = ENG_CU_EPI_NONE;
+    return 0;
+}
+
+int eng_cu_qwen3_upload(eng_cu_model *m, const eng_config *cfg, const eng_qwen3_weights *w, posy_err *err) {
+    /* a position within a sequence is < the model's limit and < the bucket */
+    m->rope_rows = m->max_pos < m->max_tokens ? m->max_pos : m->max_tokens;
+    eng_cu_q3_image im;
+    if (eng_cu_q3_plan(&im, cfg, w, m->rope_rows, err)) return -1;
+    m->wbytes = im.bytes;
+    size_t free_b = 0, total_b = 0;
+    cudaMemGetInfo(&free_b, &total_b);
+    cudaError_t ce = cudaMalloc(&m->wmem, m->wbytes);
+    if (ce != cudaSuccess) {
+        m->wmem = NULL;
+        eng_cu_q3_image_free(&im);
+        return posy_err_set(err, POSY_E_NOMEM,
+                            "cuda backend: weights need %.1f MiB of GPU memory, %.1f MiB free: %s",
+                            m->wbytes / 1048576.0, free_b / 1048576.0, cudaGetErrorString(ce));
+    }
+    char *img = (char *)malloc(m->wbytes);
+    if (!img) {
+        eng_cu_q3_image_free(&im);
+        return posy_err_set(err, POSY_E_NOMEM, "cuda backend: host image of %zu bytes", m->wbytes);
+    }
+    eng_cu_q3_fill(&im, w, cfg->rope_theta, img);
+    ce = cudaMemcpy(m->wmem, img, m->wbytes, cudaMemcpyHostToDevice);
+    free(img);
+    char *base = (char *)m->wmem;
+    m->word = (bf16 *)(base + im.embed);
+    m->emb_g = (float *)(base + im.norm);
+    m->rope = (float *)(base + im.rope);
+    for (int l = 0; l < m->L; l++) {
+        const eng_cu_q3_layer_off *o = &im.layers[l];
+        eng_cu_layer *d = &m->layers[l];
+        d->qkv_w = (bf16 *)(base + o->qkv_w);
+        d->qkv_b = o->qkv_b == ENG_CU_Q3_NONE ? NULL : (bf16 *)(base + o->qkv_b);
+        d->ao_w = (bf16 *)(base + o->o_w);
+        d->ao_b = o->o_b == ENG_CU_Q3_NONE ? NULL : (bf16 *)(base + o->o_b);
+        d->q_norm = (float *)(base + o->q_norm);
+        d->k_norm = (float *)(base + o->k_norm);
+        d->ln1_g = (float *)(base + o->ln1);
+        d->ln2_g = (float *)(base + o->ln2);
+        d->up_w = (bf16 *)(base + o->gu_w);
+        d->down_w = (bf16 *)(base + o->down_w);
+    }
+    eng_cu_q3_image_free(&im);
+    return ce == cudaSuccess ? 0 : eng_cu_model_fail(err, "weights upload", ce);
+}
+
+#define CK(what, call)                                                        \
+    do {                                                                      \
+        cudaError_t ce_ = (call);                                             \
+        if (ce_ != cudaSuccess) return eng_cu_model_fail(err, what, ce_);     \
+    } while (0)
+
+#define GEMM(X, W, B, R, Y, N, K)                                                              \
+    do {                                                                                       \
+        if (eng_cu_gemm(m->gemm, s, X, W, B, R, Y, T, N, K,                                    \
+                        (B) ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, msg, sizeof msg))             \
+            return posy_err_set(err, POSY_E_INTERNAL, "cuda backend: %s", msg);               \
+    } while (0)
+
+int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *err) {
+    const eng_cu_in_layout lay = eng_cu_in_layout_for(T, S);
+    const int32_t *in = m->d_in;
+    const int *n_tok = in + lay.meta + ENG_CU_META_TOKENS, *n_seq = in + lay.meta + ENG_CU_META_SEQS;
+    const int H = m->H, I = m->I, d = m->head_dim;
+    char msg[256];
+    bf16 *x = m->x, *y = m->y, *t;
+    CK("embedding", eng_cu_embed_rmsnorm(s, in + lay.ids, m->word, m->layers[0].ln1_g, x, m->h, T, n_tok,
+                                         H, m->eps));
+    eng_cu_qk_args q;
+    memset(&q, 0, sizeof q);
+    q.qkv = m->qkv; q.ld = m->qkv_n;
+    q.n_heads = m->heads; q.n_kv_heads = m->kv_heads; q.head_dim = d;
+    q.eps = m->eps;
+    q.rope = m->rope; q.rope_rows = m->rope_rows;
+    q.cu_seqlens = in + lay.cu; q.n_seqs_dev = n_seq;
+    q.rows = T; q.n_rows_dev = n_tok;
+    eng_cu_attn_args a;
+    memset(&a, 0, sizeof a);
+    a.q = m->qkv; a.k = m->qkv + m->attn_n; a.v = m->qkv + m->attn_n + m->kv_heads * d;
+    a.ldq = a.ldk = a.ldv = m->qkv_n;
+    a.o = m->ctx; a.ldo = m->attn_n;
+    a.n_heads = m->heads; a.n_kv_heads = m->kv_heads;
+    a.head_dim = d;
+    a.cu_seqlens = in + lay.cu;
+    a.tiles = in + lay.tiles;
+    a.n_tiles_dev = in + lay.meta + ENG_CU_META_TILES;
+    a.max_tiles = lay.max_tiles;
+    a.scale = 1.f / sqrtf((float)d);
+    a.causal = m->causal;
+    for (int l = 0; l < m->L; l++) {
+        const eng_cu_layer *w = &m->layers[l];
+        GEMM(m->h, w->qkv_w, w->qkv_b, NULL, m->qkv, m->qkv_n, H);
+        q.q_norm = w->q_norm; q.k_norm = w->k_norm;
+        CK("q/k norm + rotary", eng_cu_qk_norm_rope(s, &q));
+        CK("attention", eng_cu_attention(s, &a));
+        GEMM(m->ctx, w->ao_w, w->ao_b, x, y, H, m->attn_n);
+        t = x; x = y; y = t;
+        CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, w->ln2_g, m->h, T, n_tok, H, m->eps));
+        GEMM(m->h, w->up_w, (const bf16 *)NULL, NULL, m->inter, 2 * I, H);
+        CK("swiglu", eng_cu_swiglu(s, m->inter, m->act, T, n_tok, I));
+        GEMM(m->act, w->down_w, (const bf16 *)NULL, x, y, H, I);
+        t = x; x = y; y = t;
+        const float *g = l + 1 < m->L ? m->layers[l + 1].ln1_g : m->emb_g;
+        CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, g, m->h, T, n_tok, H, m->eps));
+    }
+    CK("pooling", eng_cu_pool(s, m->h, in + lay.cu, n_seq, S, H, H, m->pool_mode, m->normalize, m->pooled));
+    return 0;
+}

@@ -1,0 +1,141 @@
+/* eng_cu_qwen3_pack: plan and fill the host image of a Qwen3 model's GPU
+ * weights (see eng_cu_qwen3_pack.h for the layout and why it is plain C).
+ *
+ * One walk (q3_walk) both plans and fills: with host == NULL it only
+ * advances the offsets, with a buffer it also writes, so the two passes
+ * cannot disagree -- the same pattern as the BERT upload in eng_cu_model.cu.
+ */
+#include "eng_cu_qwen3_pack.h"
+#include "eng_cu_bf16.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* The attention kernel's head sizes (eng_cu_attn.cu). */
+static int q3_head_dim_ok(int d) { return d == 32 || d == 64 || d == 128; }
+
+int eng_cu_q3_check(const eng_config *cfg, posy_err *err) {
+    const posy_model_info *in = &cfg->info;
+    const char *gate = getenv("POSY_CUDA_QWEN3");
+    if (strcmp(in->arch, "qwen3"))
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: '%s' is not a qwen3 model", in->arch);
+    if (!gate || strcmp(gate, "1"))
+        return posy_err_set(err, POSY_E_UNSUPPORTED,
+                            "cuda backend: qwen3 on the GPU is implemented but UNVERIFIED (it has not run on a "
+                            "GPU yet), so it is off; set POSY_CUDA_QWEN3=1 to run it anyway, or use --device cpu");
+    if (!q3_head_dim_ok(cfg->head_dim))
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: qwen3 head_dim %d unsupported (32, 64 or 128)",
+                            cfg->head_dim);
+    if (in->heads <= 0 || in->kv_heads <= 0 || in->heads % in->kv_heads)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: %d heads not a multiple of %d kv heads",
+                            in->heads, in->kv_heads);
+    if (in->layers < 1)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: a qwen3 model of %d layers", in->layers);
+    if (in->hidden % 8 || in->intermediate % 8 || in->hidden > 4096 || in->hidden <= 0 || in->intermediate <= 0)
+        return posy_err_set(err, POSY_E_UNSUPPORTED,
+                            "cuda backend: hidden %d / intermediate %d must be positive multiples of 8, hidden <= 4096",
+                            in->hidden, in->intermediate);
+    if (cfg->act != ENG_ACT_SILU)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: qwen3 needs hidden_act silu");
+    return 0;
+}
+
+typedef struct q3_walker {
+    char *host;      /* NULL: plan only */
+    size_t off;
+} q3_walker;
+
+static size_t q3_take(q3_walker *w, size_t bytes) {
+    w->off = (w->off + 255) & ~(size_t)255;
+    size_t at = w->off;
+    w->off += bytes;
+    return at;
+}
+
+/* Place n values from src: as bf16 bits, or as fp32 when f32. */
+static size_t q3_put(q3_walker *w, const float *src, size_t n, int f32) {
+    size_t at = q3_take(w, n * (f32 ? 4 : 2));
+    if (w->host && src) {
+        if (f32) {
+            memcpy(w->host + at, src, n * 4);
+        } else {
+            uint16_t *d = (uint16_t *)(void *)(w->host + at);
+            for (size_t i = 0; i < n; i++) d[i] = eng_cu_f2bf_bits(src[i]);
+        }
+    }
+    return at;
+}
+
+static void q3_walk(eng_cu_q3_image *im, const eng_qwen3_weights *wt, double theta, q3_walker *w) {
+    const size_t H = (size_t)im->H, I = (size_t)im->I, d = (size_t)im->head_dim;
+    const size_t QKV = (size_t)im->qkv_n, A = (size_t)im->attn_n;
+    im->embed = q3_put(w, wt->embed, (size_t)im->vocab * H, 0);
+    im->norm = q3_put(w, wt->norm, H, 1);
+    im->rope = q3_take(w, (size_t)im->rope_rows * d * 4);
+    if (w->host) eng_cu_q3_rope_table((float *)(void *)(w->host + im->rope), im->rope_rows, im->head_dim, theta);
+    for (int l = 0; l < im->L; l++) {
+        const eng_qwen3_layer *s = &wt->layers[l];
+        eng_cu_q3_layer_off *o = &im->layers[l];
+        o->qkv_w = q3_put(w, s->qkv_w, QKV * H, 0);
+        o->qkv_b = s->qkv_b ? q3_put(w, s->qkv_b, QKV, 0) : ENG_CU_Q3_NONE;
+        o->o_w = q3_put(w, s->o_w, H * A, 0);
+        o->o_b = s->o_b ? q3_put(w, s->o_b, H, 0) : ENG_CU_Q3_NONE;
+        o->q_norm = q3_put(w, s->q_norm, d, 1);
+        o->k_norm = q3_put(w, s->k_norm, d, 1);
+        o->ln1 = q3_put(w, s->ln1, H, 1);
+        o->ln2 = q3_put(w, s->ln2, H, 1);
+        o->gu_w = q3_put(w, s->gu_w, 2 * I * H, 0);
+        o->down_w = q3_put(w, s->down_w, H * I, 0);
+    }
+    im->bytes = (w->off + 255) & ~(size_t)255;
+}
+
+int eng_cu_q3_plan(eng_cu_q3_image *im, const eng_config *cfg, const eng_qwen3_weights *w,
+                   int rope_rows, posy_err *err) {
+    const posy_model_info *in = &cfg->info;
+    memset(im, 0, sizeof *im);
+    if (w->n_layers != in->layers || !w->layers || !w->embed || !w->norm)
+        return posy_err_set(err, POSY_E_INVALID, "cuda backend: qwen3 weights have %d layers, config %d",
+                            w->n_layers, in->layers);
+    if (rope_rows < 1 || cfg->head_dim < 2)
+        return posy_err_set(err, POSY_E_INVALID, "cuda backend: rotary table of %d rows, head_dim %d", rope_rows,
+                            cfg->head_dim);
+    im->H = in->hidden; im->I = in->intermediate; im->L = in->layers;
+    im->heads = in->heads; im->kv_heads = in->kv_heads; im->head_dim = cfg->head_dim;
+    im->vocab = in->vocab; im->rope_rows = rope_rows;
+    im->qkv_n = (in->heads + 2 * in->kv_heads) * cfg->head_dim;
+    im->attn_n = in->heads * cfg->head_dim;
+    im->layers = (eng_cu_q3_layer_off *)calloc((size_t)im->L ? (size_t)im->L : 1, sizeof *im->layers);
+    if (!im->layers) return posy_err_set(err, POSY_E_NOMEM, "cuda backend: qwen3 layer table");
+    q3_walker wk = {NULL, 0};
+    q3_walk(im, w, 0.0, &wk);
+    return 0;
+}
+
+void eng_cu_q3_fill(eng_cu_q3_image *im, const eng_qwen3_weights *w, double rope_theta, void *host) {
+    q3_walker wk = {(char *)host, 0};
+    q3_walk(im, w, rope_theta, &wk); /* recomputes the planned offsets, and writes */
+}
+
+void eng_cu_q3_image_free(eng_cu_q3_image *im) {
+    free(im->layers);
+    memset(im, 0, sizeof *im);
+}
+
+void eng_cu_q3_rope_table(float *out, int rows, int head_dim, double theta) {
+    const int half = head_dim / 2;
+    float inv[512];
+    if (half > 512) return; /* refused long before: eng_qwen3_weights_load and eng_cu_q3_check */
+    for (int i = 0; i < half; i++) {
+        /* as eng_cpu_rope_inv_freq: fp32 exponent, pow of the fp32 theta */
+        float e = (float)(2 * i) / (float)head_dim;
+        inv[i] = 1.0f / (float)pow((double)(float)theta, (double)e);
+    }
+    for (int p = 0; p < rows; p++)
+        for (int i = 0; i < half; i++) {
+            float a = inv[i] * (float)p;
+            out[((size_t)p * half + i) * 2] = (float)cos((double)a);
+            out[((size_t)p * half + i) * 2 + 1] = (float)sin((double)a);
+        }
+}
