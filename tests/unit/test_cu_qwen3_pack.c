@@ -1,0 +1,247 @@
+/* test_cu_qwen3_pack: the host side of the CUDA backend's Qwen3 weights
+ * (src/engine/cuda/eng_cu_qwen3_pack.c), on the CPU -- no GPU needed.
+ *
+ * - the image of both fixture models (fp32 without prefix; bf16 under
+ *   "model.") holds, at 256-aligned non-overlapping offsets, every tensor
+ *   read back independently from the safetensors file by its own name:
+ *   Q, K, V rows stacked in that order, gate rows then up rows, bf16 =
+ *   round-to-nearest-even of the fp32 value, norms fp32 bit-exact;
+ * - the rotary table equals what the CPU reference rotation
+ *   (eng_cpu_rope_ref) does to unit pairs, bit for bit, at positions up to
+ *   299 and two head sizes / thetas;
+ * - the bf16 rounding of known values (ties to even, NaN, inf, -0);
+ * - the gate: the backend refuses qwen3 unless POSY_CUDA_QWEN3=1, says it
+ *   is unverified, and refuses shapes its kernels lack.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include "cpu/eng_cpu_decoder.h"
+#include "cuda/eng_cu_bf16.h"
+#include "cuda/eng_cu_qwen3_pack.h"
+#include "eng_internal.h"
+#include "posy_test.h"
+
+#define FIX "tests/fixtures/qwen3"
+
+typedef struct loaded { eng_config cfg; eng_st_file st; eng_qwen3_weights w; int ok; } loaded;
+
+static void load(loaded *m, const char *name) {
+    char dir[256];
+    posy_err err;
+    posy_err_clear(&err);
+    memset(m, 0, sizeof *m);
+    const int before = posy_test_failures;
+    snprintf(dir, sizeof dir, FIX "/%s", name);
+    CHECK_MSG(eng_config_load(&m->cfg, dir, &err) == 0, "%s", err.msg);
+    CHECK_MSG(eng_st_open_dir(&m->st, dir, &err) == 0, "%s", err.msg);
+    CHECK_MSG(eng_qwen3_weights_load(&m->w, &m->cfg, &m->st, &err) == 0, "%s", err.msg);
+    m->ok = posy_test_failures == before;
+}
+
+static void unload(loaded *m) {
+    eng_qwen3_weights_free(&m->w);
+    eng_st_close(&m->st);
+    eng_config_free(&m->cfg);
+}
+
+/* The tensor `name` (under the file's prefix) as fp32, freshly allocated. */
+static float *tensor(const loaded *m, const char *name, size_t *n) {
+    char full[256];
+    const char *prefix = eng_st_find(&m->st, "embed_tokens.weight") ? "" : "model.";
+    snprintf(full, sizeof full, "%s%s", prefix, name);
+    const eng_st_tensor *t = eng_st_find(&m->st, full);
+    CHECK_MSG(t != NULL, "tensor %s", full);
+    if (!t) return NULL;
+    float *v = malloc((size_t)t->numel * sizeof(float));
+    eng_st_tensor_to_f32(t, v);
+    *n = (size_t)t->numel;
+    return v;
+}
+
+/* Compare n bf16 values of the image at off with bf16(src). */
+static int same_bf16(const char *img, size_t off, const float *src, size_t n) {
+    const uint16_t *d = (const uint16_t *)(const void *)(img + off);
+    for (size_t i = 0; i < n; i++)
+        if (d[i] != eng_cu_f2bf_bits(src[i])) {
+            fprintf(stderr, "  bf16 mismatch at %zu: %04x vs %04x\n", i, d[i], eng_cu_f2bf_bits(src[i]));
+            return 0;
+        }
+    return 1;
+}
+
+static int same_f32(const char *img, size_t off, const float *src, size_t n) {
+    return memcmp(img + off, src, n * sizeof(float)) == 0;
+}
+
+/* Image segment [off, off+len) must follow the previous one, 256-aligned. */
+static size_t seg_end;
+static void seg(size_t off, size_t len, size_t total) {
+    CHECK_MSG(off % 256 == 0, "offset %zu not 256-aligned", off);
+    CHECK_MSG(off >= seg_end, "segment at %zu overlaps the previous one (ends %zu)", off, seg_end);
+    CHECK_MSG(off + len <= total, "segment at %zu + %zu past the image (%zu)", off, len, total);
+    seg_end = off + len;
+}
+
+/* Rows of the stacked matrix at off: the listed tensors, in order. */
+static void check_stack(const loaded *m, const char *img, size_t off, int layer, const char *const *names, int k) {
+    for (int i = 0; i < k; i++) {
+        char name[128];
+        size_t n = 0;
+        snprintf(name, sizeof name, "layers.%d.%s.weight", layer, names[i]);
+        float *v = tensor(m, name, &n);
+        if (!v) return;
+        CHECK_MSG(same_bf16(img, off, v, n), "layer %d %s rows in the stack", layer, names[i]);
+        off += n * 2;
+        free(v);
+    }
+}
+
+static void check_layer(const loaded *m, const eng_cu_q3_image *im, const char *img, int l) {
+    static const char *const qkv[3] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"};
+    static const char *const gu[2] = {"mlp.gate_proj", "mlp.up_proj"};
+    const eng_cu_q3_layer_off *o = &im->layers[l];
+    const size_t H = (size_t)im->H, I = (size_t)im->I, d = (size_t)im->head_dim;
+    seg(o->qkv_w, (size_t)im->qkv_n * H * 2, im->bytes);
+    CHECK(o->qkv_b == ENG_CU_Q3_NONE && o->o_b == ENG_CU_Q3_NONE); /* the fixtures have no attention bias */
+    seg(o->o_w, H * (size_t)im->attn_n * 2, im->bytes);
+    seg(o->q_norm, d * 4, im->bytes);
+    seg(o->k_norm, d * 4, im->bytes);
+    seg(o->ln1, H * 4, im->bytes);
+    seg(o->ln2, H * 4, im->bytes);
+    seg(o->gu_w, 2 * I * H * 2, im->bytes);
+    seg(o->down_w, H * I * 2, im->bytes);
+    check_stack(m, img, o->qkv_w, l, qkv, 3);
+    check_stack(m, img, o->gu_w, l, gu, 2);
+    static const char *const b16[2] = {"self_attn.o_proj", "mlp.down_proj"};
+    check_stack(m, img, o->o_w, l, b16, 1);
+    check_stack(m, img, o->down_w, l, b16 + 1, 1);
+    static const char *const f32[4] = {"self_attn.q_norm", "self_attn.k_norm", "input_layernorm",
+                                       "post_attention_layernorm"};
+    const size_t at[4] = {o->q_norm, o->k_norm, o->ln1, o->ln2};
+    for (int i = 0; i < 4; i++) {
+        char name[128];
+        size_t n = 0;
+        snprintf(name, sizeof name, "layers.%d.%s.weight", l, f32[i]);
+        float *v = tensor(m, name, &n);
+        if (v) CHECK_MSG(same_f32(img, at[i], v, n), "layer %d %s", l, f32[i]);
+        free(v);
+    }
+}
+
+static void check_image(const char *name) {
+    loaded m;
+    load(&m, name);
+    if (!m.ok) return;
+    eng_cu_q3_image im;
+    posy_err err;
+    posy_err_clear(&err);
+    const int rope_rows = 300;
+    CHECK_MSG(eng_cu_q3_plan(&im, &m.cfg, &m.w, rope_rows, &err) == 0, "%s", err.msg);
+    const posy_model_info *in = &m.cfg.info;
+    CHECK_EQ_INT(im.qkv_n, (in->heads + 2 * in->kv_heads) * m.cfg.head_dim);
+    CHECK_EQ_INT(im.attn_n, in->heads * m.cfg.head_dim);
+    char *img = malloc(im.bytes);
+    memset(img, 0xab, im.bytes);
+    eng_cu_q3_fill(&im, &m.w, m.cfg.rope_theta, img);
+    seg_end = 0;
+    seg(im.embed, (size_t)im.vocab * im.H * 2, im.bytes);
+    seg(im.norm, (size_t)im.H * 4, im.bytes);
+    seg(im.rope, (size_t)rope_rows * im.head_dim * 4, im.bytes);
+    size_t n = 0;
+    float *v = tensor(&m, "embed_tokens.weight", &n);
+    if (v) CHECK_MSG(same_bf16(img, im.embed, v, n), "%s: embedding", name);
+    free(v);
+    v = tensor(&m, "norm.weight", &n);
+    if (v) CHECK_MSG(same_f32(img, im.norm, v, n), "%s: final norm", name);
+    free(v);
+    for (int l = 0; l < im.L; l++) check_layer(&m, &im, img, l);
+    printf("  %s: image %zu bytes, %d layers checked\n", name, im.bytes, im.L);
+    free(img);
+    eng_cu_q3_image_free(&im);
+    unload(&m);
+}
+
+static void test_image_causal(void) { check_image("causal"); }
+static void test_image_bidir(void) { check_image("bidir"); }
+
+/* Rotating (1, .., 1 | 0, .., 0) at position p gives (cos | sin) of every
+ * frequency: the CPU reference's rotation must equal the table exactly. */
+static void check_rope(int d, double theta, int rows) {
+    float *table = malloc(sizeof(float) * (size_t)rows * d);
+    float *x = calloc((size_t)rows * d, sizeof(float));
+    eng_cu_q3_rope_table(table, rows, d, theta);
+    for (int p = 0; p < rows; p++)
+        for (int i = 0; i < d / 2; i++) x[(size_t)p * d + i] = 1.0f;
+    int32_t cu[3] = {0, rows / 3, rows}; /* two sequences: positions restart at the second */
+    eng_cpu_rope_ref(x, cu, 2, 1, 0, d, theta);
+    int bad = 0;
+    for (int t = 0; t < rows; t++) {
+        const int p = t < cu[1] ? t : t - cu[1];
+        for (int i = 0; i < d / 2; i++) {
+            bad += x[(size_t)t * d + i] != table[((size_t)p * (d / 2) + i) * 2];
+            bad += x[(size_t)t * d + d / 2 + i] != table[((size_t)p * (d / 2) + i) * 2 + 1];
+        }
+    }
+    CHECK_MSG(bad == 0, "rope table d=%d theta=%g: %d values differ from eng_cpu_rope_ref", d, theta, bad);
+    /* and it is a rotation table: cos^2 + sin^2 = 1, position 0 is the identity */
+    CHECK(table[0] == 1.0f && table[1] == 0.0f);
+    const float c = table[((size_t)(rows - 1) * (d / 2) + 1) * 2], s = table[((size_t)(rows - 1) * (d / 2) + 1) * 2 + 1];
+    CHECK(fabsf(c * c + s * s - 1.0f) < 1e-6f);
+    free(table);
+    free(x);
+}
+
+static void test_rope_table(void) {
+    check_rope(128, 1000000.0, 300);
+    check_rope(32, 10000.0, 300);
+}
+
+static void test_bf16_rounding(void) {
+    CHECK_EQ_INT(eng_cu_f2bf_bits(1.0f), 0x3f80);
+    CHECK_EQ_INT(eng_cu_f2bf_bits(1.0f + 1.0f / 256), 0x3f80);     /* tie: to even (down) */
+    CHECK_EQ_INT(eng_cu_f2bf_bits(1.0f + 3.0f / 256), 0x3f82);     /* tie: to even (up) */
+    CHECK_EQ_INT(eng_cu_f2bf_bits(1.0f + 1.0f / 128 + 1.0f / 4096), 0x3f81); /* just above half: nearest */
+    CHECK_EQ_INT(eng_cu_f2bf_bits(-0.0f), 0x8000);
+    CHECK_EQ_INT(eng_cu_f2bf_bits(INFINITY), 0x7f80);
+    CHECK_EQ_INT(eng_cu_f2bf_bits(NAN) & 0x7fc0, 0x7fc0);
+    CHECK(eng_cu_bf_bits2f(0x3f82) == 1.015625f);
+}
+
+static void test_gate_and_shapes(void) {
+    loaded m;
+    load(&m, "causal");
+    if (!m.ok) return;
+    posy_err err;
+    posy_err_clear(&err);
+    unsetenv("POSY_CUDA_QWEN3");
+    CHECK(eng_cu_q3_check(&m.cfg, &err) != 0);
+    CHECK_STR_CONTAINS(err.msg, "UNVERIFIED");
+    CHECK_STR_CONTAINS(err.msg, "POSY_CUDA_QWEN3=1");
+    setenv("POSY_CUDA_QWEN3", "yes", 1);
+    CHECK(eng_cu_q3_check(&m.cfg, &err) != 0);
+    setenv("POSY_CUDA_QWEN3", "1", 1);
+    posy_err_clear(&err);
+    CHECK_MSG(eng_cu_q3_check(&m.cfg, &err) == 0, "%s", err.msg);
+    eng_config c = m.cfg;
+    c.head_dim = 48;
+    CHECK(eng_cu_q3_check(&c, &err) != 0);
+    CHECK_STR_CONTAINS(err.msg, "head_dim 48");
+    c = m.cfg;
+    c.info.hidden = 8200;
+    CHECK(eng_cu_q3_check(&c, &err) != 0);
+    c = m.cfg;
+    snprintf(c.info.arch, sizeof c.info.arch, "bert");
+    CHECK(eng_cu_q3_check(&c, &err) != 0);
+    unsetenv("POSY_CUDA_QWEN3");
+    /* a layer count the weights do not have */
+    c = m.cfg;
+    c.info.layers = m.cfg.info.layers + 1;
+    eng_cu_q3_image im;
+    CHECK(eng_cu_q3_plan(&im, &c, &m.w, 16, &err) != 0);
+    CHECK_STR_CONTAINS(err.msg, "layers");
+    unload(&m);
+}
+
+TEST_MAIN(TEST(test_bf16_rounding), TEST(test_image_causal), TEST(test_image_bidir), TEST(test_rope_table),
+          TEST(test_gate_and_shapes))
