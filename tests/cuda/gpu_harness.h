@@ -2,9 +2,13 @@
  * (config/safetensors loader), so the GPU tests and bench depend only on
  * what src/engine/cuda owns.
  *
- * A model comes as a folder written by tests/cuda/make_models.py:
+ * A model comes as a folder written by tests/cuda/e2e_vs_transformers.py
+ * (BERT) or tests/cuda/e2e_qwen3.py (Qwen3):
  *   dims.txt     "H L heads I vocab type_vocab max_pos eps pooling normalize"
- *   weights.bin  fp32, in eng_bert_weights order (QKV stacked), see below.
+ *                or "qwen3 H L heads kv_heads head_dim I vocab max_pos eps
+ *                rope_theta pooling normalize causal"
+ *   weights.bin  fp32, in eng_bert_weights / eng_qwen3_weights order (QKV
+ *                stacked, Qwen3's gate|up stacked), see below.
  * seqs.bin: int32 n, lens[n], then the ids of all sequences back to back.
  */
 #ifndef GPU_HARNESS_H
@@ -31,12 +35,66 @@ static inline void *gh_read(const char *path, size_t *len) {
     return p;
 }
 
-/* Fill e->cfg and e->bert from a harness model folder. */
+/* Qwen3: fill e->cfg and e->qwen3 from the folder (dims f already open
+ * past the leading "qwen3"). */
+static inline void gh_load_qwen3(posy_engine *e, const char *dir, FILE *f) {
+    char path[1200];
+    posy_model_info *in = &e->cfg.info;
+    double eps, theta;
+    int pool, norm, causal;
+    if (fscanf(f, "%d %d %d %d %d %d %d %d %lf %lf %d %d %d", &in->hidden, &in->layers, &in->heads,
+               &in->kv_heads, &e->cfg.head_dim, &in->intermediate, &in->vocab, &in->max_positions, &eps,
+               &theta, &pool, &norm, &causal) != 13) { fprintf(stderr, "bad qwen3 dims.txt in %s\n", dir); exit(2); }
+    fclose(f);
+    in->type_vocab = 0;
+    in->max_seq_len = in->max_positions;
+    in->pooling = (posy_pooling)pool;
+    in->normalize = norm;
+    in->causal = causal;
+    snprintf(in->arch, sizeof in->arch, "qwen3");
+    snprintf(in->model_dir, sizeof in->model_dir, "%s", dir);
+    e->cfg.max_position_embeddings = in->max_positions;
+    e->cfg.ln_eps = eps;
+    e->cfg.rope_theta = theta;
+    e->cfg.act = ENG_ACT_SILU;
+    size_t len;
+    snprintf(path, sizeof path, "%s/weights.bin", dir);
+    float *w = (float *)gh_read(path, &len);
+    const size_t H = in->hidden, I = in->intermediate, d = e->cfg.head_dim;
+    const size_t A = in->heads * d, QKV = (in->heads + 2 * in->kv_heads) * d;
+    eng_qwen3_weights *q = &e->qwen3;
+    q->owned = w;
+    float *p = w;
+    q->embed = p; p += (size_t)in->vocab * H;
+    q->norm = p; p += H;
+    q->n_layers = in->layers;
+    q->layers = (eng_qwen3_layer *)calloc((size_t)in->layers, sizeof *q->layers);
+    for (int l = 0; l < in->layers; l++) {
+        eng_qwen3_layer *L = &q->layers[l];
+        L->qkv_w = p; p += QKV * H;
+        L->o_w = p; p += H * A;
+        L->q_norm = p; p += d;
+        L->k_norm = p; p += d;
+        L->ln1 = p; p += H;
+        L->ln2 = p; p += H;
+        L->gu_w = p; p += 2 * I * H;
+        L->down_w = p; p += H * I;
+    }
+    if ((size_t)(p - w) * 4 != len) {
+        fprintf(stderr, "%s: %zu bytes, expected %zu\n", path, len, (size_t)(p - w) * 4);
+        exit(2);
+    }
+}
+
+/* Fill e->cfg and e->bert (or e->qwen3) from a harness model folder. */
 static inline void gh_load_model(posy_engine *e, const char *dir) {
     char path[1200];
     snprintf(path, sizeof path, "%s/dims.txt", dir);
     FILE *f = fopen(path, "r");
     if (!f) { fprintf(stderr, "cannot open %s\n", path); exit(2); }
+    char tag[16] = "";
+    if (fscanf(f, "%15s", tag) == 1 && !strcmp(tag, "qwen3")) { gh_load_qwen3(e, dir, f); return; }
+    rewind(f);
     posy_model_info *in = &e->cfg.info;
     double eps;
     int pool, norm;
@@ -101,6 +159,7 @@ static inline gh_seqs gh_load_seqs(const char *path) {
     return s;
 }
 
+#ifdef POSY_HAVE_CUDA
 /* Open the CUDA backend on a harness model. */
 static inline posy_engine *gh_open(const char *dir, int max_tokens, int max_seqs, posy_err *err) {
     posy_engine *e = (posy_engine *)calloc(1, sizeof *e);
@@ -112,6 +171,7 @@ static inline posy_engine *gh_open(const char *dir, int max_tokens, int max_seqs
     if (e->ops->open(e, err)) return NULL;
     return e;
 }
+#endif
 
 /* A batch of sequences idx[0..k) of s, packed. */
 typedef struct gh_batch { posy_batch b; int32_t *ids, *cu; float *out; int *idx; } gh_batch;
