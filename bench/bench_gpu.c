@@ -14,6 +14,9 @@
  * - mixed: 64 sequences of random lengths 16..512 in one step (the peer's
  *   mixed case);
  * - saturation: the smallest tokens per step reaching 90% of the peak.
+ * BENCH_POINT_TOKENS (default 3e6) sets the tokens timed per throughput
+ * point (at least 12 steps, at most 2000); BENCH_LATENCY_ONLY=1 stops after
+ * the latency rows.
  * With --once TOKENS it runs one eager forward of one query and exits, for
  * a kernel profiler (bench_gpu.sh runs it under ncu when present).
  * Token ids are random: speed does not depend on them.
@@ -95,7 +98,9 @@ static double throughput(posy_engine *e, const char *name, const char *pattern, 
     gh_batch g;
     make(&g, lens, k, vocab, H);
     for (int i = 0; i < 3; i++) gh_run_sync(e, &g);
-    int steps = (int)(3e6 / g.b.n_tokens);
+    /* tokens timed per point: 3M by default; BENCH_POINT_TOKENS for heavier models */
+    const double point = getenv("BENCH_POINT_TOKENS") ? atof(getenv("BENCH_POINT_TOKENS")) : 3e6;
+    int steps = (int)(point / g.b.n_tokens);
     if (steps < 12) steps = 12;
     if (steps > 2000) steps = 2000;
     eng_cu_stats a, b;

@@ -17,6 +17,7 @@ def rows(path):
 
 posy = rows(sys.argv[1])
 peer = rows(sys.argv[2]) if len(sys.argv) > 2 else []
+MODELS = list(dict.fromkeys(r["model"] for r in posy if "model" in r))  # in the order bench_gpu ran them
 
 
 def find(rs, **kw):
@@ -29,7 +30,7 @@ def find(rs, **kw):
 print("### Batch-1 latency (one query), microseconds\n")
 print("| model | tokens | posy GPU time | posy step wall (pack+copies+GPU) | peer CUDA graph | peer eager | peer graph / posy GPU |")
 print("|---|---|---|---|---|---|---|")
-for m in ("minilm-l6", "bert-base"):
+for m in MODELS:
     for L in (16, 64):
         p = find(posy, kind="latency", model=m, seq=L)
         g = find(peer, kind="latency", model=m, seq=L, mode="cuda-graph")
@@ -45,7 +46,7 @@ for m in ("minilm-l6", "bert-base"):
 print("\n### Throughput against tokens per step (tokens/s, wall clock, steps pipelined)\n")
 print("| model | pattern | tokens/step | posy tok/s | posy GPU ms/step | peer tok/s (padded) | ratio |")
 print("|---|---|---|---|---|---|---|")
-for m in ("minilm-l6", "bert-base"):
+for m in MODELS:
     for r in posy:
         if r.get("kind") != "batch" or r["model"] != m:
             continue
@@ -66,9 +67,22 @@ for r in posy:
 print("\n### 64 sequences of mixed lengths 16..512 in one step (real tokens/s)\n")
 print("| model | posy | peer (padded to longest) | ratio |")
 print("|---|---|---|---|")
-for m in ("minilm-l6", "bert-base"):
+for m in MODELS:
     p = find(posy, kind="mixed", model=m)
     q = find(peer, kind="mixed", model=m)
     if p:
         print(f"| {m} | {p['real_tok_per_s'] / 1e6:.2f}M | "
               + (f"{q['real_tok_per_s'] / 1e6:.2f}M | {p['real_tok_per_s'] / q['real_tok_per_s']:.1f}x |" if q else "- | - |"))
+
+# Issue 7's targets for the Qwen3-0.6B configuration (docs/BENCHMARKS.md)
+if "qwen3-0.6b" in MODELS:
+    print("\n### Qwen3-0.6B against its targets\n")
+    lat = find(posy, kind="latency", model="qwen3-0.6b", seq=16)
+    peak = max([r["peak_tok_per_s"] for r in posy if r.get("kind") == "saturation" and r["model"] == "qwen3-0.6b"],
+               default=None)
+    if lat:
+        print(f"- batch-1 16-token GPU time: {lat['gpu_us']:.1f} us (target <= 400 us): "
+              f"{'MET' if lat['gpu_us'] <= 400 else 'NOT MET'}")
+    if peak:
+        print(f"- throughput at saturation: {peak / 1e3:.0f}k tokens/s (target >= 600k): "
+              f"{'MET' if peak >= 600e3 else 'NOT MET'}")

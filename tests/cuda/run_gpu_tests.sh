@@ -16,7 +16,7 @@ cmake -S . -B "$BUILD" -DPOSY_ENGINE_ONLY=ON -DPOSY_CUDA=ON -DCMAKE_BUILD_TYPE=R
 if [ $? -ne 0 ]; then cp /tmp/posy_build.log "$OUT/build.log"; grep -E "error|Error" /tmp/posy_build.log | head -40; echo "BUILD FAILED"; exit 1; fi
 echo "build ok"
 status=0
-for lab in lab_norm lab_pool lab_gemm lab_attn; do
+for lab in lab_norm lab_pool lab_gemm lab_attn lab_qwen3; do
   "./$BUILD/$lab" >> "$OUT/labs.log" 2>&1
   rc=$?
   echo "$lab: rc=$rc" | tee -a "$OUT/labs.log"
@@ -29,7 +29,7 @@ PYTHONUNBUFFERED=1 python3 tests/cuda/e2e_vs_transformers.py "$BUILD" "$WORK" 2>
 # single-sequence GPU embeddings, for tests/cuda/compare_cpu.py (CPU engine) elsewhere
 cp "$WORK"/*-gpu.single.bin "$OUT"/ 2>/dev/null
 if [ -n "$SANITIZE" ] && command -v compute-sanitizer >/dev/null; then
-  for lab in lab_norm lab_pool lab_attn; do
+  for lab in lab_norm lab_pool lab_attn lab_qwen3; do
     LAB_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 3 "./$BUILD/$lab" > /tmp/sanitize_$lab.log 2>&1
     rc=$?
     echo "compute-sanitizer memcheck $lab: rc=$rc $(grep -c Invalid /tmp/sanitize_$lab.log) invalid accesses; $(tail -1 /tmp/sanitize_$lab.log)" | tee -a "$OUT/labs.log"
