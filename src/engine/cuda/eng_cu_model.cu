@@ -94,7 +94,8 @@ static int check_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err) {
     const posy_model_info *in = &cfg->info;
     if (strcmp(in->arch, "bert") && strcmp(in->arch, "roberta") && strcmp(in->arch, "xlm-roberta"))
         return posy_err_set(err, POSY_E_UNSUPPORTED,
-                            "cuda backend: architecture '%s' is not supported yet (BERT family only)",
+                            "cuda backend: architecture '%s' is not supported (bert, roberta, "
+                            "xlm-roberta; qwen3 behind POSY_CUDA_QWEN3=1)",
                             in->arch);
     m->arch = ENG_CU_ARCH_BERT;
     m->H = in->hidden; m->I = in->intermediate; m->L = in->layers; m->heads = in->heads;
