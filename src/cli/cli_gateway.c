@@ -158,6 +158,7 @@ int cli_cmd_gateway(int argc, char **argv) {
     int left = gw_server_drain(srv, (double)o.drain_timeout);
     gw_server_stop(srv);
     rpc_pool_close(st.pool);
+    gw_server_free(srv);   /* after the pool: its last callbacks may still reach the server */
     tok_free(st.tok);
     eng_config_free(&st.cfg);
     if (left) {

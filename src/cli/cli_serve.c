@@ -248,6 +248,7 @@ int cli_cmd_serve(int argc, char **argv) {
     int left = gw_server_drain(srv, (double)fl.drain_timeout);
     gw_server_stop(srv);
     unload_model(&st);
+    gw_server_free(srv);   /* after the scheduler: its last callbacks may still reach the server */
     if (left) {
         POSY_WARN("posy serve: %d requests were still in flight after %ld s", left, fl.drain_timeout);
         return 1;

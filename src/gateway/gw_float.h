@@ -19,8 +19,11 @@
 /* Write `f` at `out` (room for GW_FLOAT_MAX bytes, no NUL); returns the length. */
 int gw_float_fmt(float f, char *out);
 
-/* Append `[v0,v1,...]`. */
+/* Append `[v0,v1,...]`.  On x86-64 CPUs with AVX2 the common case runs
+ * eight floats at a time; the text is identical either way. */
 void gw_json_floats(gw_buf *b, const float *v, size_t n);
+/* Tests: 1 = use only the scalar path, 0 = back to automatic. */
+void gw_float_force_scalar(int on);
 
 /* Standard base64 (RFC 4648, '+/' alphabet, '=' padding) of n bytes into dst
  * (room for 4*ceil(n/3) bytes); returns the length.  Embeddings go out as the

@@ -20,16 +20,24 @@
 #include "gw_server.h"
 #include "posy_vecenc.h"
 
+typedef struct gw_conn gw_conn;      /* an accepted socket (gw_loop.c) */
+
+/* One event-loop thread.  Everything h2o in it is created, used and
+ * destroyed on that thread only (gw_loop.c says why). */
 typedef struct gw_loop {
     h2o_context_t ctx;                /* first: req->conn->ctx points here */
     struct gw_server *srv;
     int idx;
     pthread_t thread;
+    int started;                      /* 1 once ctx/queue/listener exist, -1 if that failed (under srv->start_mu) */
+    int clean;                        /* 1 once the thread tore its h2o state down */
     h2o_accept_ctx_t accept;
     h2o_socket_t *listener;
     int listen_fd;
     h2o_multithread_queue_t *queue;
     h2o_multithread_receiver_t receiver;
+    gw_conn *conns;                   /* open connections (loop thread only) */
+    int n_calls;                      /* calls of this loop not freed yet (loop thread only) */
     struct gw_call *pending;          /* calls waiting for their response (disconnect watch) */
     uint64_t last_watch_ns;
 } gw_loop;
@@ -47,6 +55,8 @@ struct gw_server {
     atomic_int draining;
     atomic_int stop;
     atomic_int active;                /* calls allocated and not freed */
+    pthread_mutex_t start_mu;         /* loop start-up handshake */
+    pthread_cond_t start_cv;
 };
 
 typedef struct gw_call {
@@ -58,7 +68,8 @@ typedef struct gw_call {
     struct gw_call *pnext, *pprev;    /* loop's pending list (loop thread only) */
     int watched;                      /* on the pending list */
     pthread_mutex_t mu;
-    int gone, submitted, sent;
+    atomic_int gone;                  /* the client left (set by the loop, read by workers) */
+    int submitted, sent;
     gw_route route;
     char *body;
     size_t body_len;
@@ -72,6 +83,7 @@ typedef struct gw_call {
     sched_req job;
     int32_t *ids, *cu;
     int n_seqs, cap_ids, cap_seqs;
+    int *n_windows, n_inputs;         /* "chunked": sequences per input (gw_chunk.c), else NULL */
     long prompt_tokens;
     float *out;
     /* the response */
@@ -84,13 +96,31 @@ typedef struct gw_call {
 /* gw_embed.c: the worker-pool stages of the POST routes. */
 void gw_stage_parse(gw_task *t);
 void gw_stage_serialize(gw_task *t);
+/* Append one sequence to the call's packed batch (grows ids and cu). */
+int gw_push_seq(gw_call *c, const int32_t *ids, int n);
+
+/* gw_chunk.c: over-long inputs as windows ("chunked": true). */
+int gw_chunk_push(gw_call *c, int idx, const int32_t *ids, int n, const uint8_t *special, int max_len);
+void gw_chunk_combine(gw_call *c, int normalize);
 void gw_worker_exit(void);   /* frees the pool thread's tokenizer scratch */
+/* gw_decode.c: POST /decode, answered inside the parse stage. */
+void gw_decode_response(gw_call *c);
 /* gw_errors.c */
 void gw_error_body(gw_buf *b, int openai, int status, const char *code, const char *msg);
 void gw_call_fail(gw_call *c, int status, gw_fail reason, const char *code, const char *fmt, ...)
     __attribute__((format(printf, 5, 6)));
-/* gw_server.c: hand a finished call back to its loop thread. */
+/* gw_server.c: hand a finished call back to its loop thread; the loop
+ * thread's side of calls (message receiver, disconnect watch). */
 void gw_call_finish(gw_call *c);
+/* gw_h2oerr.c: h2o's own 400/413 answers (before any handler) as JSON errors. */
+void gw_json_h2o_errors(struct gw_server *s, h2o_hostconf_t *host);
+void gw_on_messages(h2o_multithread_receiver_t *rcv, h2o_linklist_t *messages);
+void gw_watch_disconnects(gw_loop *l);
+/* gw_loop.c: start the loop threads (each builds its own h2o state and
+ * listener from l->listen_fd), and stop them (each closes its connections
+ * and tears its h2o state down when nothing of it is in flight). */
+int gw_loops_start(struct gw_server *s, posy_err *err);
+void gw_loops_stop(struct gw_server *s);
 /* gw_info.c: GET routes answered on the loop thread. */
 int gw_get_route(struct gw_server *s, gw_route r, gw_buf *b, int *status);
 

@@ -19,8 +19,11 @@ typedef struct gw_pool gw_pool;
 /* `on_exit` (may be NULL) runs on each worker thread as it ends, to free
  * per-thread state. */
 gw_pool *gw_pool_open(int n_threads, void (*on_exit)(void));
-/* Runs every queued task, then joins the threads. */
+/* Runs every queued task, then joins the threads.  The pool stays
+ * allocated (pushes after this are refused) until gw_pool_free. */
 void gw_pool_close(gw_pool *p);
-void gw_pool_push(gw_pool *p, gw_task *t);
+void gw_pool_free(gw_pool *p);
+/* 0, or -1 once the pool is closed (the task will never run). */
+int gw_pool_push(gw_pool *p, gw_task *t);
 
 #endif

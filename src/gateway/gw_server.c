@@ -95,6 +95,7 @@ static void call_free(gw_call *c) {
     free(c->body);
     free(c->ids);
     free(c->cu);
+    free(c->n_windows);
     free(c->out);
     gw_buf_free(&c->resp);
     /* A worker may still be inside submit() holding mu while the job has
@@ -102,6 +103,7 @@ static void call_free(gw_call *c) {
     pthread_mutex_lock(&c->mu);
     pthread_mutex_unlock(&c->mu);
     pthread_mutex_destroy(&c->mu);
+    c->loop->n_calls--;
     atomic_fetch_sub(&c->srv->active, 1);
     free(c);
 }
@@ -151,7 +153,7 @@ static void on_req_dispose(void *p) {
  * pending calls every 20 ms: end-of-file or a reset means the client left.
  * (A client that half-closes after sending its request is treated as gone;
  * HTTP clients do not do that.) */
-static void watch_disconnects(gw_loop *l) {
+void gw_watch_disconnects(gw_loop *l) {
     uint64_t now = posy_now_ns();
     if (now - l->last_watch_ns < 20000000ull) return;
     l->last_watch_ns = now;
@@ -204,7 +206,7 @@ static void send_call_response(gw_call *c) {
 }
 
 /* Finished calls arriving on their loop thread. */
-static void on_messages(h2o_multithread_receiver_t *rcv, h2o_linklist_t *messages) {
+void gw_on_messages(h2o_multithread_receiver_t *rcv, h2o_linklist_t *messages) {
     while (!h2o_linklist_is_empty(messages)) {
         h2o_multithread_message_t *m = H2O_STRUCT_FROM_MEMBER(h2o_multithread_message_t, link, messages->next);
         h2o_linklist_unlink(&m->link);
@@ -231,6 +233,7 @@ static int start_call(gw_server *s, gw_loop *l, h2o_req_t *req, const route_def 
     if (req->entity.len) memcpy(body, req->entity.base, req->entity.len);
     body[req->entity.len] = '\0';
     atomic_fetch_add(&s->active, 1);
+    l->n_calls++;
     c->srv = s;
     c->loop = l;
     c->req = req;
@@ -246,7 +249,11 @@ static int start_call(gw_server *s, gw_loop *l, h2o_req_t *req, const route_def 
     *slot = c;
     pending_add(l, c);
     c->task.fn = gw_stage_parse;
-    gw_pool_push(s->pool, &c->task);
+    if (gw_pool_push(s->pool, &c->task)) {   /* the server is stopping */
+        pending_remove(l, c);
+        gw_call_fail(c, 503, GW_F_SHUTTING_DOWN, "shutting_down", "the server is shutting down");
+        send_call_response(c);
+    }
     return 0;
 }
 
@@ -298,16 +305,6 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req) {
 
 /* ---- listeners and loop threads -------------------------------------- */
 
-static void on_accept(h2o_socket_t *listener, const char *err) {
-    gw_loop *l = listener->data;
-    if (err) return;
-    for (int i = 0; i < 16; i++) {
-        h2o_socket_t *sock = h2o_evloop_socket_accept(listener);
-        if (!sock) break;
-        h2o_accept(&l->accept, sock);
-    }
-}
-
 static int open_listener(const char *host, int port, int *bound_port, posy_err *err) {
     struct addrinfo hints = {0}, *ai = NULL;
     hints.ai_family = AF_UNSPEC;
@@ -340,33 +337,6 @@ static int open_listener(const char *host, int port, int *bound_port, posy_err *
     return fd;
 }
 
-static void *loop_main(void *arg) {
-    gw_loop *l = arg;
-    gw_server *s = l->srv;
-    while (!atomic_load(&s->stop)) {
-        h2o_evloop_run(l->ctx.loop, 20);
-        watch_disconnects(l);
-        if (atomic_load(&s->draining) && l->listener) {
-            h2o_socket_read_stop(l->listener);
-            h2o_socket_close(l->listener);   /* closes the fd: no new connections */
-            l->listener = NULL;
-        }
-    }
-    return NULL;
-}
-
-static int loop_init(gw_server *s, gw_loop *l) {
-    h2o_context_init(&l->ctx, h2o_evloop_create(), &s->config);
-    l->accept.ctx = &l->ctx;
-    l->accept.hosts = s->config.hosts;
-    l->queue = h2o_multithread_create_queue(l->ctx.loop);
-    h2o_multithread_register_receiver(l->queue, &l->receiver, on_messages);
-    l->listener = h2o_evloop_socket_create(l->ctx.loop, l->listen_fd, H2O_SOCKET_FLAG_DONT_READ);
-    l->listener->data = l;
-    h2o_socket_read_start(l->listener, on_accept);
-    return pthread_create(&l->thread, NULL, loop_main, l);
-}
-
 gw_server *gw_server_start(const gw_opts *opts, posy_err *err) {
     gw_server *s = calloc(1, sizeof *s);
     if (!s) {
@@ -374,13 +344,17 @@ gw_server *gw_server_start(const gw_opts *opts, posy_err *err) {
         return NULL;
     }
     s->opts = *opts;
+    pthread_mutex_init(&s->start_mu, NULL);
+    pthread_cond_init(&s->start_cv, NULL);
     gw_metrics_init(&s->metrics);
     h2o_config_init(&s->config);
-    /* h2o answers bodies over this itself (plain text); up to it we answer 413 in JSON. */
+    /* h2o refuses bodies over this itself, before reading them (gw_h2oerr.c makes
+     * that answer JSON too); up to it posy reads the body and answers 413 itself. */
     s->config.max_request_entity_size = opts->max_body_bytes * 2 + 65536;
     if (opts->request_timeout_ms > 0) s->config.http1.req_timeout = (uint64_t)opts->request_timeout_ms;
     h2o_hostconf_t *host = h2o_config_register_host(&s->config, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
+    gw_json_h2o_errors(s, host);
     gw_handler *h = (gw_handler *)h2o_create_handler(path, sizeof *h);
     h->super.on_req = on_req;
     h->srv = s;
@@ -399,13 +373,7 @@ gw_server *gw_server_start(const gw_opts *opts, posy_err *err) {
         if (l->listen_fd < 0) return NULL;   /* start-up failure: the process exits */
     }
     s->opts.port = port;
-    for (int i = 0; i < opts->n_loops; i++) {
-        if (loop_init(s, &s->loops[i]) != 0) {
-            posy_err_set(err, POSY_E_INTERNAL, "cannot start event-loop thread %d", i);
-            return NULL;
-        }
-        s->n_loops++;
-    }
+    if (gw_loops_start(s, err)) return NULL;
     return s;
 }
 
@@ -428,23 +396,20 @@ int gw_server_drain(gw_server *s, double timeout_s) {
 }
 
 void gw_server_stop(gw_server *s) {
-    atomic_store(&s->stop, 1);
-    for (int i = 0; i < s->n_loops; i++) pthread_join(s->loops[i].thread, NULL);
+    /* Workers first: they finish their queued stages and post the results
+     * to loops that still run.  Backend completions arriving later (only
+     * after a drain timeout) are refused by the closed pool. */
     gw_pool_close(s->pool);
-    s->pool = NULL;
+    gw_loops_stop(s);
 }
 
 void gw_server_free(gw_server *s) {
-    for (int i = 0; i < s->n_loops; i++) {
-        gw_loop *l = &s->loops[i];
-        if (l->listener) h2o_socket_close(l->listener);
-        h2o_evloop_run(l->ctx.loop, 0);   /* let closed sockets be reclaimed */
-        h2o_multithread_unregister_receiver(l->queue, &l->receiver);
-        h2o_multithread_destroy_queue(l->queue);
-        h2o_context_dispose(&l->ctx);
-        h2o_evloop_destroy(l->ctx.loop);
-    }
+    for (int i = 0; i < s->n_loops; i++)
+        if (!s->loops[i].clean) return;   /* a call is still in flight: leave everything (gw_loop.c) */
     h2o_config_dispose(&s->config);
+    gw_pool_free(s->pool);
+    pthread_mutex_destroy(&s->start_mu);
+    pthread_cond_destroy(&s->start_cv);
     free(s->loops);
     free(s);
 }

@@ -59,11 +59,13 @@ int gw_server_port(const gw_server *s);
 /* Stop accepting and wait (up to timeout_s) until no request is in flight.
  * Returns the number still in flight (0 = clean). */
 int gw_server_drain(gw_server *s, double timeout_s);
-/* Stop the loops and the workers (after drain).  h2o's state is left for
- * process exit: h2o 2.2 cannot dispose a context with open connections. */
+/* Stop the workers, then the loops (after drain): each loop closes its
+ * connections and frees its h2o state (gw_loop.c).  Backend completions
+ * after this are dropped. */
 void gw_server_stop(gw_server *s);
-/* After gw_server_stop, once every client has closed (tests): tear down
- * h2o's contexts and free the server. */
+/* After gw_server_stop and after the backend is closed (so that no
+ * completion can arrive any more): free the server.  If a drain timed out
+ * and calls are still in flight, everything is left to process exit. */
 void gw_server_free(gw_server *s);
 
 #endif

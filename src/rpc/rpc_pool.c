@@ -43,15 +43,16 @@ typedef struct pool_chunk {
 
 static void pool_send(pool_chunk *c);
 
-/* Least outstanding tokens among healthy workers, preferring not `avoid`. */
+/* Least outstanding tokens among healthy workers, preferring not `avoid`
+ * (compared, never dereferenced: it may have been reaped meanwhile). */
 static pool_worker *pool_pick_locked(rpc_pool *p, pool_worker *avoid) {
-    pool_worker *best = NULL;
+    pool_worker *best = NULL, *fallback = NULL;
     for (pool_worker *w = p->workers; w; w = w->next) {
-        if (w->state != PW_OK || w->removed || w == avoid) continue;
-        if (!best || w->outstanding < best->outstanding) best = w;
+        if (w->state != PW_OK || w->removed) continue;
+        if (w == avoid) fallback = w;
+        else if (!best || w->outstanding < best->outstanding) best = w;
     }
-    if (!best && avoid && avoid->state == PW_OK && !avoid->removed) best = avoid;
-    return best;
+    return best ? best : fallback;
 }
 
 static void pool_job_finish(pool_job *j) {
@@ -97,6 +98,8 @@ static void pool_on_reply(void *arg, int code, const char *details, const uint8_
     }
     pthread_mutex_lock(&p->mu);
     pool_worker *w = c->w;
+    char addr[256];                  /* w may be reaped once calls drops: copy what we log */
+    snprintf(addr, sizeof addr, "%s", w->addr);
     w->outstanding -= c->n_tokens;
     w->calls--;
     p->calls--;
@@ -114,13 +117,13 @@ static void pool_on_reply(void *arg, int code, const char *details, const uint8_
     if (code == GRPC_STATUS_OK) {
         pool_chunk_done(c, 0, "", q, inf);
     } else if (retry) {
-        POSY_DEBUG("gateway: chunk failed on %s (%s); retrying", w->addr, details);
+        POSY_DEBUG("gateway: chunk failed on %s (%s); retrying", addr, details);
         c->avoid = w;
         pool_send(c);
     } else {
         int st = rpc_status_from_grpc(code);
         char msg[300];
-        snprintf(msg, sizeof msg, "worker %.100s: %.180s", w->addr, details);
+        snprintf(msg, sizeof msg, "worker %.100s: %.180s", addr, details);
         pool_chunk_done(c, st, msg, 0, 0);
     }
 }

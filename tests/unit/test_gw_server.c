@@ -13,12 +13,8 @@
 #include "gw_server.h"
 #include "posy_test.h"
 
-/* libh2o keeps per-thread buffer caches (h2o_mem_alloc_recycle) and parts of
- * its cross-thread queues for the life of the process; they are the
- * library's, not posy's, so LeakSanitizer is told to ignore allocations made
- * inside it.  Everything posy allocates is still checked. */
-const char *__lsan_default_suppressions(void);
-const char *__lsan_default_suppressions(void) { return "leak:libh2o-evloop.so\n"; }
+/* LeakSanitizer's excuses for libh2o's per-thread recycle lists live with
+ * the code that runs h2o (src/gateway/gw_loop.c). */
 
 static int connect_to(int port) {
     int fd = socket(AF_INET, SOCK_STREAM, 0);
