@@ -50,7 +50,7 @@ static int load_merges(json_t *arr, tok_model *m, tok_bpe_model *bm, posy_err *e
         if ((rc = merge_parts(json_array_get(arr, i), i, &a, &al, &b, &bl, err))) break;
         int32_t ia = tok_vocab_find(&m->vocab, a, al), ib = tok_vocab_find(&m->vocab, b, bl);
         size_t skip = bm->prefix_len && bl >= bm->prefix_len && !memcmp(b, bm->prefix, bm->prefix_len) ? bm->prefix_len : 0;
-        if (al + bl > bufcap) {
+        if (!buf || al + bl > bufcap) {
             bufcap = (al + bl) * 2 + 16;
             char *nb = realloc(buf, bufcap);
             if (!nb) { rc = posy_err_set(err, POSY_E_NOMEM, "oom"); break; }
