@@ -97,5 +97,10 @@ int tok_load_bpe(json_t *j, tok_model *m, posy_err *err) {
         snprintf(name, sizeof name, "<0x%02X>", b);
         bm->byte_ids[b] = tok_vocab_find(&m->vocab, name, 6);
     }
+    for (uint32_t cp = 0; cp < 512; cp++) {
+        char u[4];
+        int l = tok_utf8_encode(cp, u);
+        bm->small_ids[cp] = tok_vocab_find(&m->vocab, u, (size_t)l);
+    }
     return load_merges(mg, m, bm, err);
 }
