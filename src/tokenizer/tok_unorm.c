@@ -68,10 +68,24 @@ static void reorder(uch *u, size_t n) {
     }
 }
 
+/* Text that NFC leaves as it is, decided cheaply: chars below U+0300 (no
+ * combining marks, nothing that decomposes canonically and recomposes
+ * differently), CJK ideographs and precomposed Hangul syllables. */
+static int nfc_stable(const tok_buf *b) {
+    for (size_t i = 0; i < b->len;) {
+        uint32_t cp;
+        i += (size_t)tok_utf8_next(b->b + i, &cp);
+        if (cp < 0x300 || (cp >= 0x3400 && cp <= 0x9FFF) || (cp >= 0xAC00 && cp <= 0xD7A3)) continue;
+        return 0;
+    }
+    return 1;
+}
+
 int tok_unorm_apply(tok_norm_type form, tok_buf *b, tok_norm_scratch *s) {
     size_t i = 0;
     while (i < b->len && (uint8_t)b->b[i] < 0x80) i++;
     if (i == b->len) return 0;
+    if (form == TOK_N_NFC && nfc_stable(b)) return 0;
     int compat = form == TOK_N_NFKD || form == TOK_N_NFKC;
     int comp = form == TOK_N_NFC || form == TOK_N_NFKC;
     /* one allocation: output chars, then the input chars' spans */
