@@ -86,5 +86,5 @@ stop_server "$PID2"
 fi
 echo
 echo "JSON serialisation of one 1024-float embedding (bench/bench_serve_json.c):"
-cc -O2 -Isrc/gateway bench/bench_serve_json.c src/gateway/gw_float.c src/gateway/gw_buf.c -lm -o /tmp/bench_serve_json
+cc -O2 -Isrc/gateway bench/bench_serve_json.c src/gateway/gw_float.c src/gateway/gw_buf.c -lm -lpthread -o /tmp/bench_serve_json
 $PIN_SRV /tmp/bench_serve_json 20000

@@ -3,8 +3,10 @@
 encode_batch), same texts, same machine, same run.
 
 For each tokenizer (WordPiece: the default model; BPE: the Qwen2-style
-fixture; Unigram: the XLM-R-style fixture, plus any extra --tokenizer) and
-for short queries (~16 tokens) and long passages (~500 tokens), it times
+fixture; Unigram: the XLM-R-style fixture, plus any extra --tokenizer, e.g.
+the real Qwen2 vocab built by tests/gen/tok_qwen_pypi.py) and for short
+English queries (~16-20 tokens), long passages (~500 tokens) and the
+hostile multilingual corpus of the differential tests, it times
   - posy:  `posy tokenize --bench R --threads T` (tok_encode_batch, best of R)
   - HF:    Tokenizer.encode_batch in a fresh process with RAYON_RS_NUM_CPUS=T
            (best of R), add_special_tokens=True, truncation/padding off
@@ -85,7 +87,10 @@ def main():
             ("Unigram (XLM-R-style fixture)", os.path.join(fix, "unigram_xlmr.json"))]
     toks += [tuple(x.split("=", 1)) for x in a.tokenizer]
     toks = [(n, p) for n, p in toks if os.path.exists(p)]
-    sets = [("short", make_texts(a.n_short, 11, 1)), ("long", make_texts(a.n_long, 330, 2))]
+    sys.path.insert(0, os.path.join(ROOT, "tests", "gen"))
+    import tok_corpus
+    sets = [("short", make_texts(a.n_short, 11, 1)), ("long", make_texts(a.n_long, 330, 2)),
+            ("multilingual", tok_corpus.corpus(seed=5, n=a.n_short // 4))]
     cores = os.cpu_count()
     print(f"machine: {cores} cores; best of {a.repeat}; posy = tok_encode_batch, HF = Tokenizer.encode_batch")
     print(f"| tokenizer | texts | threads | tok/text | posy strings/s | posy tokens/s | HF strings/s | HF tokens/s | posy/HF |")

@@ -4,8 +4,7 @@
  *   job done (step):  push the call back to the pool, nothing else
  *   serialize (pool): dimensions / re-normalisation, JSON or base64, headers
  * and gw_call_finish hands the call to its loop thread.  /tokenize finishes
- * inside the parse stage; /decode answers 501 (the tokenizer has no decoder
- * yet).  Each pool thread keeps one tok_encoding so tokenizing a request
+ * inside the parse stage, /decode too (gw_decode.c).  Each pool thread keeps one tok_encoding so tokenizing a request
  * does not allocate after warm-up.
  */
 #include <math.h>
@@ -35,12 +34,43 @@ static int grow(gw_call *c, int add_tokens) {
     return 0;
 }
 
-static int push_seq(gw_call *c, const int32_t *ids, int n) {
-    if (grow(c, n)) return -1;
+/* Room in cu for one more sequence (more sequences than inputs happen
+ * only with "chunked"). */
+static int grow_seqs(gw_call *c) {
+    if (c->n_seqs + 2 <= c->cap_seqs) return 0;
+    int cap = c->cap_seqs * 2 > c->n_seqs + 2 ? c->cap_seqs * 2 : c->n_seqs + 2;
+    int32_t *p = realloc(c->cu, (size_t)cap * sizeof *p);
+    if (!p) return -1;
+    c->cu = p;
+    c->cap_seqs = cap;
+    return 0;
+}
+
+int gw_push_seq(gw_call *c, const int32_t *ids, int n) {
+    if (grow(c, n) || grow_seqs(c)) return -1;
     int at = c->cu[c->n_seqs];
     memcpy(c->ids + at, ids, (size_t)n * sizeof *ids);
     c->cu[++c->n_seqs] = at + n;
     return 0;
+}
+
+/* An over-long token-id input with "chunked": windows without special tokens. */
+static int add_ids_chunked(gw_call *c, int idx, json_t *arr, int n, int vocab) {
+    int32_t *tmp = malloc((size_t)n * sizeof *tmp);
+    if (!tmp) { c->status = 500; return -1; }
+    for (int i = 0; i < n; i++) {
+        json_int_t v = json_integer_value(json_array_get(arr, (size_t)i));
+        if (v < 0 || v >= vocab) {
+            free(tmp);
+            gw_call_fail(c, 422, GW_F_VALIDATION, "token_out_of_vocabulary",
+                         "input %d: token id %lld is outside the vocabulary [0, %d)", idx, (long long)v, vocab);
+            return -1;
+        }
+        tmp[i] = (int32_t)v;
+    }
+    int rc = gw_chunk_push(c, idx, tmp, n, NULL, c->srv->model.max_input_tokens);
+    free(tmp);
+    return rc;
 }
 
 /* Token-id input: range check against the vocabulary, then truncate or refuse. */
@@ -48,13 +78,14 @@ static int add_ids(gw_call *c, const gw_embed_req *r, int idx, json_t *arr) {
     const gw_model *m = &c->srv->model;
     int vocab = tok_vocab_size(m->tok);
     int n = (int)json_array_size(arr), max = m->max_input_tokens;
+    if (n > max && r->chunked) return add_ids_chunked(c, idx, arr, n, vocab);
     if (n > max && !r->truncate) {
         gw_call_fail(c, 422, GW_F_VALIDATION, "input_too_long",
                      "input %d has %d tokens, more than the model's limit of %d (set \"truncate\": true)", idx, n, max);
         return -1;
     }
     int start = n > max && r->dir == TOK_TRUNC_LEFT ? n - max : 0, len = n > max ? max : n;
-    if (grow(c, len)) return -1;
+    if (grow(c, len) || grow_seqs(c)) return -1;
     int at = c->cu[c->n_seqs];
     for (int i = 0; i < len; i++) {
         json_int_t v = json_integer_value(json_array_get(arr, (size_t)(start + i)));
@@ -81,7 +112,8 @@ static int add_text(gw_call *c, const gw_embed_req *r, int idx, const char *text
         text = joined;
         len += pl;
     }
-    tok_opts o = {.add_special = 1, .max_len = r->truncate ? m->max_input_tokens : 0, .trunc_dir = r->dir};
+    tok_opts o = {.add_special = 1, .max_len = r->truncate && !r->chunked ? m->max_input_tokens : 0,
+                  .trunc_dir = r->dir};
     posy_err err;
     posy_err_clear(&err);
     int rc = tok_encode(m->tok, text, len, &o, &tl_enc, &err);
@@ -90,6 +122,8 @@ static int add_text(gw_call *c, const gw_embed_req *r, int idx, const char *text
         gw_call_fail(c, 422, GW_F_VALIDATION, "tokenization_failed", "input %d: %s", idx, err.msg);
         return -1;
     }
+    if (tl_enc.n > m->max_input_tokens && r->chunked)
+        return gw_chunk_push(c, idx, tl_enc.ids, tl_enc.n, tl_enc.special_mask, m->max_input_tokens);
     if (tl_enc.n > m->max_input_tokens) {
         gw_call_fail(c, 422, GW_F_VALIDATION, "input_too_long",
                      "input %d has %d tokens, more than the model's limit of %d (set \"truncate\": true)", idx,
@@ -100,7 +134,7 @@ static int add_text(gw_call *c, const gw_embed_req *r, int idx, const char *text
         gw_call_fail(c, 422, GW_F_VALIDATION, "empty_input", "input %d has no tokens", idx);
         return -1;
     }
-    return push_seq(c, tl_enc.ids, tl_enc.n);
+    return gw_push_seq(c, tl_enc.ids, tl_enc.n);
 }
 
 static const char *pick_prompt(gw_call *c, const gw_embed_req *r) {
@@ -118,7 +152,10 @@ static int tokenize_all(gw_call *c, const gw_embed_req *r) {
     if (!prompt && r->prompt_name) return -1;
     c->cu = malloc(((size_t)r->n + 1) * sizeof *c->cu);
     if (!c->cu) return -1;
+    c->cap_seqs = r->n + 1;
     c->cu[0] = 0;
+    c->n_inputs = r->n;
+    if (r->chunked && !(c->n_windows = calloc((size_t)r->n, sizeof *c->n_windows))) return -1;
     for (int i = 0; i < r->n; i++) {
         const gw_input *in = &r->inputs[i];
         int rc = in->text ? add_text(c, r, i, in->text, in->len, prompt) : add_ids(c, r, i, in->ids);
@@ -177,8 +214,7 @@ void gw_stage_parse(gw_task *t) {
     gw_server *s = c->srv;
     uint64_t t0 = posy_now_ns();
     if (c->route == GW_R_DECODE) {
-        gw_call_fail(c, 501, GW_F_UNSUPPORTED, "not_implemented",
-                     "/decode is not available: posy's tokenizer has no decoder yet");
+        gw_decode_response(c);
         gw_call_finish(c);
         return;
     }
@@ -288,6 +324,10 @@ void gw_stage_serialize(gw_task *t) {
     snprintf(c->hdr_timing[0], sizeof c->hdr_timing[0], "%.3f", (double)c->tok_ns * 1e-6);
     snprintf(c->hdr_timing[1], sizeof c->hdr_timing[1], "%.3f", (double)j->queue_ns * 1e-6);
     snprintf(c->hdr_timing[2], sizeof c->hdr_timing[2], "%.3f", (double)j->infer_ns * 1e-6);
+    if (c->n_windows) {
+        const eng_config *cfg = s->model.cfg;
+        gw_chunk_combine(c, cfg ? cfg->info.normalize : 1);
+    }
     apply_dims(c);
     gw_buf *b = &c->resp;
     gw_buf_reserve(b, (size_t)c->n_seqs * ((size_t)c->dims * (GW_FLOAT_MAX + 1) + 64) + 256);

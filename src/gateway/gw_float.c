@@ -13,6 +13,7 @@
  */
 #include "gw_float.h"
 
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdint.h>
 #include <string.h>
@@ -183,85 +184,168 @@ static inline char *put_scalar(char *p, float f) {
 #include <immintrin.h>
 #define GW_FLOAT_AVX2 1
 
-/* Digits of four 9-digit integers (one per 64-bit lane), as the scalar
- * digits8 computes them: the first digit in d0, the other eight as an ASCII
- * word (first digit lowest).  The same constant divisions, lane-wise;
- * (x * 103) >> 10 == x / 10 for x < 100. */
-__attribute__((target("avx2"))) static inline __m256i pair4(__m256i x) {
-    __m256i t = _mm256_srli_epi64(_mm256_mul_epu32(x, _mm256_set1_epi64x(103)), 10);
-    __m256i o = _mm256_sub_epi64(x, _mm256_mul_epu32(t, _mm256_set1_epi64x(10)));
-    __m256i z = _mm256_set1_epi64x('0');
-    return _mm256_or_si256(_mm256_add_epi64(t, z), _mm256_slli_epi64(_mm256_add_epi64(o, z), 8));
+/* The AVX2 path's constants, in one table read through a pointer the
+ * compiler cannot see into (the empty asm in floats_avx2): they become
+ * memory operands.  Written as _mm256_set1_* GCC rebuilds each one with a
+ * move and a broadcast on every iteration, loading the shuffle port that
+ * the record packing needs. */
+#define GW_V64(x) {(long long)(x), (long long)(x), (long long)(x), (long long)(x)}
+#define GW_V32(x) GW_V64((uint64_t)(uint32_t)(x) * 0x100000001ull)
+#define GW_V16(x) GW_V64((uint64_t)(uint16_t)(x) * 0x0001000100010001ull)
+#define GW_V8(x) GW_V64((uint64_t)(uint8_t)(x) * 0x0101010101010101ull)
+enum {
+    K_ABS, K_ONE, K_T4, K_T3, K_T2, K_T1, K_NMIN, K_NMAX, K_HALF, K_SCALES, K_HIHALF, K_3, K_4, K_8,
+    K_D1E8, K_1E8, K_D1E4, K_1E4, K_5243, K_100, K_6554, K_10, K_3030, K_ZERO32, K_HEAD, K_COMMA, K_ZERO8, K_ONE8,
+    K_COUNT
+};
+static const __m256i gw_kv[K_COUNT] = {
+    [K_ABS] = GW_V32(0x7fffffff), [K_ONE] = GW_V32(GW_F_ONE),
+    [K_T4] = GW_V32(GW_F_1E_4 - 1), [K_T3] = GW_V32(GW_F_1E_3 - 1), [K_T2] = GW_V32(GW_F_1E_2 - 1),
+    [K_T1] = GW_V32(GW_F_1E_1 - 1), [K_NMIN] = GW_V32(100000000 - 1), [K_NMAX] = GW_V32(1000000000),
+    [K_HALF] = GW_V64(0x3fe0000000000000ull),   /* 0.5 */
+    /* 10^9 .. 10^12 (exact doubles) as eight 32-bit halves, picked per lane with one permute */
+    [K_SCALES] = {0x41cdcd6500000000ll, 0x4202a05f20000000ll, 0x42374876e8000000ll, 0x426d1a94a2000000ll},
+    [K_HIHALF] = GW_V64(1ull << 32), [K_3] = GW_V32(3), [K_4] = GW_V32(4), [K_8] = GW_V32(8),
+    [K_D1E8] = GW_V64(1441151881u), [K_1E8] = GW_V32(100000000), [K_D1E4] = GW_V64(3518437209u),
+    [K_1E4] = GW_V32(10000), [K_5243] = GW_V16(5243), [K_100] = GW_V16(100), [K_6554] = GW_V16(6554),
+    [K_10] = GW_V16(10), [K_3030] = GW_V16(0x3030), [K_ZERO32] = GW_V32('0'),
+    [K_HEAD] = GW_V64(0x3030302e302dull),   /* "-0.000" */
+    [K_COMMA] = GW_V64((uint64_t)',' << 56), [K_ZERO8] = GW_V8('0'), [K_ONE8] = GW_V8(1),
+};
+
+/* x / d for eight 32-bit lanes, as (x * m) >> sh on the even and odd
+ * lanes' 64-bit products (the scalar code's constant divisions). */
+__attribute__((target("avx2"))) static inline __m256i div8(__m256i x, __m256i mm, int sh) {
+    __m256i e = _mm256_srli_epi64(_mm256_mul_epu32(x, mm), sh);
+    __m256i o = _mm256_srli_epi64(_mm256_mul_epu32(_mm256_srli_epi64(x, 32), mm), sh);
+    return _mm256_or_si256(e, _mm256_slli_epi64(o, 32));
 }
 
-__attribute__((target("avx2"))) static void digits4(__m128i n32, uint64_t *lo8, uint64_t *d0) {
-    __m256i n = _mm256_cvtepu32_epi64(n32);
-    __m256i hi = _mm256_srli_epi64(_mm256_mul_epu32(n, _mm256_set1_epi64x(1441151881)), 57);
-    __m256i lo = _mm256_sub_epi64(n, _mm256_mul_epu32(hi, _mm256_set1_epi64x(100000000)));
-    __m256i a = _mm256_srli_epi64(_mm256_mul_epu32(lo, _mm256_set1_epi64x(3518437209u)), 45);
-    __m256i b = _mm256_sub_epi64(lo, _mm256_mul_epu32(a, _mm256_set1_epi64x(10000)));
-    __m256i c100 = _mm256_set1_epi64x(1374389535), h = _mm256_set1_epi64x(100);
-    __m256i a1 = _mm256_srli_epi64(_mm256_mul_epu32(a, c100), 37);
-    __m256i a2 = _mm256_sub_epi64(a, _mm256_mul_epu32(a1, h));
-    __m256i b1 = _mm256_srli_epi64(_mm256_mul_epu32(b, c100), 37);
-    __m256i b2 = _mm256_sub_epi64(b, _mm256_mul_epu32(b1, h));
-    __m256i w = _mm256_or_si256(_mm256_or_si256(pair4(a1), _mm256_slli_epi64(pair4(a2), 16)),
-                                _mm256_or_si256(_mm256_slli_epi64(pair4(b1), 32), _mm256_slli_epi64(pair4(b2), 48)));
-    _mm256_storeu_si256((__m256i *)lo8, w);
-    _mm256_storeu_si256((__m256i *)d0, _mm256_add_epi64(hi, _mm256_set1_epi64x('0')));
+/* Two ASCII digits (tens in the low byte) of each 16-bit lane y < 100:
+ * (y * 6554) >> 16 == y / 10 for y < 100. */
+__attribute__((target("avx2"))) static inline __m256i pairs16(const __m256i *K, __m256i y) {
+    __m256i t = _mm256_mulhi_epu16(y, K[K_6554]);
+    __m256i o = _mm256_sub_epi16(y, _mm256_mullo_epi16(t, K[K_10]));
+    return _mm256_add_epi16(_mm256_or_si256(t, _mm256_slli_epi16(o, 8)), K[K_3030]);
+}
+
+/* Digits of eight 9-digit integers n (32-bit lanes): the first digit as
+ * ASCII in d0 (32-bit lanes), the other eight as ASCII words (first digit
+ * lowest) in 64-bit lanes, floats {0,1,4,5} in *wl and {2,3,6,7} in *wh
+ * (the order of the 32 -> 64-bit unpacks).  n = d0 * 10^8 + a * 10^4 + b;
+ * a and b split by 100 in 16-bit lanes, then by 10. */
+__attribute__((target("avx2"))) static inline __m256i digits8x(const __m256i *K, __m256i n, __m256i *wl, __m256i *wh) {
+    __m256i hi = div8(n, K[K_D1E8], 57);
+    __m256i lo = _mm256_sub_epi32(n, _mm256_mullo_epi32(hi, K[K_1E8]));
+    __m256i a = div8(lo, K[K_D1E4], 45);
+    __m256i b = _mm256_sub_epi32(lo, _mm256_mullo_epi32(a, K[K_1E4]));
+    __m256i v = _mm256_or_si256(a, _mm256_slli_epi32(b, 16));                   /* a, b: 16-bit lanes < 10^4 */
+    __m256i q = _mm256_srli_epi16(_mm256_mulhi_epu16(v, K[K_5243]), 3);   /* x / 100 */
+    __m256i r = _mm256_sub_epi16(v, _mm256_mullo_epi16(q, K[K_100]));
+    *wl = pairs16(K, _mm256_unpacklo_epi16(q, r));   /* per float: a/100, a%100, b/100, b%100 */
+    *wh = pairs16(K, _mm256_unpackhi_epi16(q, r));
+    return _mm256_add_epi32(hi, K[K_ZERO32]);
+}
+
+/* Every fast-path float fits one 16-byte record "-0.000Dddddddd," (sign,
+ * "0.", three zeros, the nine digits, the comma); its text is that record
+ * with some bytes left out: the sign when positive, 3 - z of the zeros
+ * (z = -k - 1 leading zeros after the point) and the t trailing '0' digits.
+ * One pshufb with a tabulated mask per (sign, z, t) packs the kept bytes to
+ * the front, and one unaligned 16-byte store writes them; the next float's
+ * store overwrites the slack. */
+#define GW_NREC (2 * 4 * 9)
+static uint8_t rec_shuf[GW_NREC][16] __attribute__((aligned(16)));
+
+static void build_rec_tables(void) {
+    for (int neg = 0; neg < 2; neg++)
+        for (int z = 0; z < 4; z++)
+            for (int t = 0; t < 9; t++) {
+                int i = (neg * 4 + z) * 9 + t, n = 0;
+                uint8_t *m = rec_shuf[i];
+                if (neg) m[n++] = 0;
+                m[n++] = 1;
+                m[n++] = 2;
+                for (int j = 0; j < z; j++) m[n++] = (uint8_t)(3 + j);
+                for (int j = 0; j < 9 - t; j++) m[n++] = (uint8_t)(6 + j);
+                m[n++] = 15;
+                while (n < 16) m[n++] = 0x80;
+            }
+}
+
+/* The four records of 64-bit-lane digit words w and first digits d0
+ * (64-bit lanes), in memory at r[0..1] (two floats each: lanes 0, 2 | 1, 3),
+ * and the count c of digits after the first that are kept (8 minus the
+ * trailing '0's, found by smearing the nonzero-digit bytes downwards and
+ * summing them) in each 64-bit lane. */
+__attribute__((target("avx2"))) static inline __m256i records4(const __m256i *K, __m256i w, __m256i d0, __m256i *r) {
+    __m256i q0 = _mm256_or_si256(_mm256_or_si256(K[K_HEAD], _mm256_slli_epi64(d0, 48)), _mm256_slli_epi64(w, 56));
+    __m256i q1 = _mm256_or_si256(_mm256_srli_epi64(w, 8), K[K_COMMA]);
+    _mm256_storeu_si256(r, _mm256_unpacklo_epi64(q0, q1));
+    _mm256_storeu_si256(r + 1, _mm256_unpackhi_epi64(q0, q1));
+    __m256i nz = _mm256_andnot_si256(_mm256_cmpeq_epi8(w, K[K_ZERO8]), K[K_ONE8]);
+    nz = _mm256_or_si256(nz, _mm256_srli_epi64(nz, 8));
+    nz = _mm256_or_si256(nz, _mm256_srli_epi64(nz, 16));
+    nz = _mm256_or_si256(nz, _mm256_srli_epi64(nz, 32));
+    return _mm256_sad_epu8(nz, _mm256_setzero_si256());
 }
 
 /* Groups of eight floats that are all in fmt_fast's range (1e-4 <= |f| < 1,
- * no rounding carry) get their arithmetic done 8 (k, scale) or 4 (digits)
- * lanes at a time and only the variable-length writing per float; any other
- * group goes through the scalar path.  The text is byte-identical to the
- * scalar formatter's (same operations, same double roundings, no FMA); the
- * unit test checks that on millions of floats.  Returns floats consumed. */
+ * no rounding carry) get all their arithmetic done 8 (k, scale) or 4
+ * (digits, records) lanes at a time and one shuffle and store per float;
+ * any other group goes through the scalar path.  The text is byte-identical
+ * to the scalar formatter's (same operations, same double roundings, no
+ * FMA); the unit test checks that on millions of floats.  Returns floats
+ * consumed. */
 __attribute__((target("avx2"))) static size_t floats_avx2(const float *v, size_t n, char **pp) {
     char *p = *pp;
-    const __m256i absm = _mm256_set1_epi32(0x7fffffff), one = _mm256_set1_epi32((int)GW_F_ONE);
-    const __m256i t4 = _mm256_set1_epi32((int)GW_F_1E_4 - 1), t3 = _mm256_set1_epi32((int)GW_F_1E_3 - 1);
-    const __m256i t2 = _mm256_set1_epi32((int)GW_F_1E_2 - 1), t1 = _mm256_set1_epi32((int)GW_F_1E_1 - 1);
-    const __m256i nmin = _mm256_set1_epi32(100000000 - 1), nmax = _mm256_set1_epi32(1000000000);
-    const __m256d half = _mm256_set1_pd(0.5);
+    const __m256i *K = gw_kv;
+    __asm__("" : "+r"(K));
+    const __m256d half = _mm256_castsi256_pd(K[K_HALF]);
     size_t i = 0;
     for (; i + 8 <= n; i += 8) {
         __m256i bits = _mm256_loadu_si256((const __m256i *)(v + i));
-        __m256i a = _mm256_and_si256(bits, absm);
-        __m256i ok = _mm256_and_si256(_mm256_cmpgt_epi32(a, t4), _mm256_cmpgt_epi32(one, a));
-        /* e = 8 - k = 12 - #(thresholds reached); compare masks are -1 */
-        __m256i e = _mm256_add_epi32(_mm256_set1_epi32(12),
-                                     _mm256_add_epi32(_mm256_cmpgt_epi32(a, t1),
-                                                      _mm256_add_epi32(_mm256_cmpgt_epi32(a, t2), _mm256_cmpgt_epi32(a, t3))));
+        __m256i a = _mm256_and_si256(bits, K[K_ABS]);
+        __m256i ok = _mm256_and_si256(_mm256_cmpgt_epi32(a, K[K_T4]), _mm256_cmpgt_epi32(K[K_ONE], a));
+        /* z = -k - 1 = 3 - #(thresholds reached) leading zeros; 8 - k = z + 9; compare masks are -1 */
+        __m256i z = _mm256_add_epi32(K[K_3],
+                                     _mm256_add_epi32(_mm256_cmpgt_epi32(a, K[K_T1]),
+                                                      _mm256_add_epi32(_mm256_cmpgt_epi32(a, K[K_T2]), _mm256_cmpgt_epi32(a, K[K_T3]))));
+        __m256i z2lo = _mm256_slli_epi64(_mm256_cvtepu32_epi64(_mm256_castsi256_si128(z)), 1);
+        __m256i z2hi = _mm256_slli_epi64(_mm256_cvtepu32_epi64(_mm256_extracti128_si256(z, 1)), 1);
+        __m256d slo = _mm256_castsi256_pd(_mm256_permutevar8x32_epi32(
+            K[K_SCALES], _mm256_add_epi64(_mm256_or_si256(z2lo, _mm256_slli_epi64(z2lo, 32)), K[K_HIHALF])));
+        __m256d shi = _mm256_castsi256_pd(_mm256_permutevar8x32_epi32(
+            K[K_SCALES], _mm256_add_epi64(_mm256_or_si256(z2hi, _mm256_slli_epi64(z2hi, 32)), K[K_HIHALF])));
         __m256 af = _mm256_castsi256_ps(a);
-        __m256d xlo = _mm256_add_pd(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(af)),
-                                                  _mm256_i32gather_pd(p10_tab + 46, _mm256_castsi256_si128(e), 8)), half);
-        __m256d xhi = _mm256_add_pd(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(af, 1)),
-                                                  _mm256_i32gather_pd(p10_tab + 46, _mm256_extracti128_si256(e, 1), 8)), half);
+        __m256d xlo = _mm256_add_pd(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_castps256_ps128(af)), slo), half);
+        __m256d xhi = _mm256_add_pd(_mm256_mul_pd(_mm256_cvtps_pd(_mm256_extractf128_ps(af, 1)), shi), half);
         __m128i nlo = _mm256_cvttpd_epi32(xlo), nhi = _mm256_cvttpd_epi32(xhi);
         __m256i nn = _mm256_set_m128i(nhi, nlo);
-        ok = _mm256_and_si256(ok, _mm256_and_si256(_mm256_cmpgt_epi32(nn, nmin), _mm256_cmpgt_epi32(nmax, nn)));
+        ok = _mm256_and_si256(ok, _mm256_and_si256(_mm256_cmpgt_epi32(nn, K[K_NMIN]), _mm256_cmpgt_epi32(K[K_NMAX], nn)));
         if (_mm256_movemask_ps(_mm256_castsi256_ps(ok)) != 0xff) {   /* a slow lane: all scalar */
             for (int j = 0; j < 8; j++) p = put_scalar(p, v[i + j]);
             continue;
         }
-        uint64_t lo8[8], d0[8];
-        int32_t es[8];
-        digits4(nlo, lo8, d0);
-        digits4(nhi, lo8 + 4, d0 + 4);
-        _mm256_storeu_si256((__m256i *)es, e);
-        unsigned neg = (unsigned)_mm256_movemask_ps(_mm256_castsi256_ps(bits));
+        __m256i wl, wh, r[4];
+        __m256i d0 = digits8x(K, nn, &wl, &wh);
+        __m256i cl = records4(K, wl, _mm256_unpacklo_epi32(d0, _mm256_setzero_si256()), r);
+        __m256i ch = records4(K, wh, _mm256_unpackhi_epi32(d0, _mm256_setzero_si256()), r + 2);
+        __m256i c = _mm256_packus_epi32(cl, ch);   /* back to the floats' order, 32-bit lanes */
+        /* table row (neg * 4 + z) * 9 + 8 - c; length neg + z + 4 + c */
+        __m256i neg = _mm256_srli_epi32(bits, 31), nzz = _mm256_add_epi32(_mm256_slli_epi32(neg, 2), z);
+        __m256i row = _mm256_sub_epi32(_mm256_add_epi32(_mm256_slli_epi32(nzz, 3), nzz), c);
+        int32_t off[8], len[8];
+        _mm256_storeu_si256((__m256i *)off, _mm256_slli_epi32(_mm256_add_epi32(row, K[K_8]), 4));
+        _mm256_storeu_si256((__m256i *)len, _mm256_add_epi32(_mm256_add_epi32(neg, z), _mm256_add_epi32(c, K[K_4])));
+        __asm__("" : "+m"(off), "+m"(len));   /* read back as loads, not 2-uop lane extracts */
+        const char *rb = (const char *)r;
+        static const int at[8] = {0, 32, 64, 96, 16, 48, 80, 112};   /* float j's record in r */
+#pragma GCC unroll 8
         for (int j = 0; j < 8; j++) {
-            uint64_t z = lo8[j] ^ 0x3030303030303030ull;
-            int m = z ? 9 - (__builtin_clzll(z) >> 3) : 1;
-            *p = '-';
-            p += (neg >> j) & 1;
-            memcpy(p, "0.000", 5);
-            p += es[j] - 7;   /* 1 - k */
-            *p = (char)d0[j];
-            memcpy(p + 1, &lo8[j], 8);
-            p += m;
-            *p++ = ',';
+            __m128i x = _mm_loadu_si128((const __m128i *)(rb + at[j]));
+            _mm_storeu_si128((__m128i *)p, _mm_shuffle_epi8(x, _mm_load_si128((const __m128i *)(rec_shuf[0] + off[j]))));
+            p += len[j];
         }
     }
     *pp = p;
@@ -271,8 +355,17 @@ __attribute__((target("avx2"))) static size_t floats_avx2(const float *v, size_t
 
 static atomic_int simd_mode = -1;   /* -1 unknown, 0 scalar, 1 AVX2 */
 
+#ifdef GW_FLOAT_AVX2
+static pthread_once_t simd_once = PTHREAD_ONCE_INIT;
+static void simd_init(void) {
+    build_rec_tables();
+    atomic_store_explicit(&simd_mode, __builtin_cpu_supports("avx2") ? 1 : 0, memory_order_release);
+}
+#endif
+
 void gw_float_force_scalar(int on) {
 #ifdef GW_FLOAT_AVX2
+    pthread_once(&simd_once, simd_init);
     atomic_store(&simd_mode, on ? 0 : __builtin_cpu_supports("avx2") ? 1 : 0);
 #else
     (void)on;
@@ -287,10 +380,10 @@ void gw_json_floats(gw_buf *b, const float *v, size_t n) {
     *p++ = '[';
     size_t i = 0;
 #ifdef GW_FLOAT_AVX2
-    int mode = atomic_load_explicit(&simd_mode, memory_order_relaxed);
+    int mode = atomic_load_explicit(&simd_mode, memory_order_acquire);   /* tables built before it is set */
     if (mode < 0) {
-        mode = __builtin_cpu_supports("avx2") ? 1 : 0;
-        atomic_store(&simd_mode, mode);
+        pthread_once(&simd_once, simd_init);
+        mode = atomic_load(&simd_mode);
     }
     if (mode == 1) i = floats_avx2(v, n, &p);
 #endif

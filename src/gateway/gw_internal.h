@@ -86,6 +86,7 @@ typedef struct gw_call {
     sched_req job;
     int32_t *ids, *cu;
     int n_seqs, cap_ids, cap_seqs;
+    int *n_windows, n_inputs;         /* "chunked": sequences per input (gw_chunk.c), else NULL */
     long prompt_tokens;
     float *out;
     /* the response */
@@ -98,7 +99,15 @@ typedef struct gw_call {
 /* gw_embed.c: the worker-pool stages of the POST routes. */
 void gw_stage_parse(gw_task *t);
 void gw_stage_serialize(gw_task *t);
+/* Append one sequence to the call's packed batch (grows ids and cu). */
+int gw_push_seq(gw_call *c, const int32_t *ids, int n);
+
+/* gw_chunk.c: over-long inputs as windows ("chunked": true). */
+int gw_chunk_push(gw_call *c, int idx, const int32_t *ids, int n, const uint8_t *special, int max_len);
+void gw_chunk_combine(gw_call *c, int normalize);
 void gw_worker_exit(void);   /* frees the pool thread's tokenizer scratch */
+/* gw_decode.c: POST /decode, answered inside the parse stage. */
+void gw_decode_response(gw_call *c);
 /* gw_errors.c */
 void gw_error_body(gw_buf *b, int openai, int status, const char *code, const char *msg);
 void gw_call_fail(gw_call *c, int status, gw_fail reason, const char *code, const char *fmt, ...)
@@ -106,6 +115,8 @@ void gw_call_fail(gw_call *c, int status, gw_fail reason, const char *code, cons
 /* gw_server.c: hand a finished call back to its loop thread; the loop
  * thread's side of calls (message receiver, disconnect watch). */
 void gw_call_finish(gw_call *c);
+/* gw_h2oerr.c: h2o's own 400/413 answers (before any handler) as JSON errors. */
+void gw_json_h2o_errors(struct gw_server *s, h2o_hostconf_t *host);
 void gw_on_messages(h2o_multithread_receiver_t *rcv, h2o_linklist_t *messages);
 void gw_watch_disconnects(gw_loop *l);
 /* gw_loop.c: start the loop threads (each builds its own h2o state and

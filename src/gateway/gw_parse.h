@@ -26,6 +26,7 @@ typedef struct gw_embed_req {
     int dims;             /* 0 = the model's */
     int normalize;
     int truncate;
+    int chunked;          /* posy extension: split over-long inputs into windows (gw_chunk.c) */
     tok_trunc_dir dir;
     const char *prompt_name;   /* NULL = the model's default prompt */
     int add_special;      /* /tokenize */

@@ -96,6 +96,7 @@ static void call_free(gw_call *c) {
     free(c->body);
     free(c->ids);
     free(c->cu);
+    free(c->n_windows);
     free(c->out);
     gw_buf_free(&c->resp);
     /* A worker may still be inside submit() holding mu while the job has
@@ -348,11 +349,13 @@ gw_server *gw_server_start(const gw_opts *opts, posy_err *err) {
     pthread_cond_init(&s->start_cv, NULL);
     gw_metrics_init(&s->metrics);
     h2o_config_init(&s->config);
-    /* h2o answers bodies over this itself (plain text); up to it we answer 413 in JSON. */
+    /* h2o refuses bodies over this itself, before reading them (gw_h2oerr.c makes
+     * that answer JSON too); up to it posy reads the body and answers 413 itself. */
     s->config.max_request_entity_size = opts->max_body_bytes * 2 + 65536;
     if (opts->request_timeout_ms > 0) s->config.http1.req_timeout = (uint64_t)opts->request_timeout_ms;
     h2o_hostconf_t *host = h2o_config_register_host(&s->config, h2o_iovec_init(H2O_STRLIT("default")), 65535);
     h2o_pathconf_t *path = h2o_config_register_path(host, "/", 0);
+    gw_json_h2o_errors(s, host);
     gw_handler *h = (gw_handler *)h2o_create_handler(path, sizeof *h);
     h->super.on_req = on_req;
     h->srv = s;

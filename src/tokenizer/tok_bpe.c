@@ -28,8 +28,9 @@ static inline uint32_t key_hash(uint64_t k) {
 int tok_bpe_merge_find(const tok_bpe_model *bm, int32_t a, int32_t b, int32_t *rank, int32_t *id) {
     uint64_t k = pair_key(a, b);
     for (uint32_t i = key_hash(k) & bm->mask;; i = (i + 1) & bm->mask) {
-        if (bm->keys[i] == UINT64_MAX) return 0;
-        if (bm->keys[i] == k) { *rank = bm->rank[i]; *id = bm->newid[i]; return 1; }
+        const tok_bpe_slot *sl = &bm->slots[i];
+        if (sl->key == k) { *rank = sl->rank; *id = sl->newid; return 1; }
+        if (sl->key == UINT64_MAX) return 0;
     }
 }
 
@@ -37,10 +38,10 @@ int tok_bpe_merge_add(tok_bpe_model *bm, int32_t a, int32_t b, int32_t rank, int
     uint64_t k = pair_key(a, b);
     uint32_t i = key_hash(k) & bm->mask;
     for (;; i = (i + 1) & bm->mask) {
-        if (bm->keys[i] == UINT64_MAX) break;
-        if (bm->keys[i] == k) return 1; /* duplicate merge: the first (lowest rank) wins */
+        if (bm->slots[i].key == UINT64_MAX) break;
+        if (bm->slots[i].key == k) return 1; /* duplicate merge: the first (lowest rank) wins */
     }
-    bm->keys[i] = k; bm->rank[i] = rank; bm->newid[i] = id;
+    bm->slots[i].key = k; bm->slots[i].rank = rank; bm->slots[i].newid = id;
     return 0;
 }
 
@@ -202,7 +203,7 @@ int tok_bpe_encode(const tok_model *m, const tok_buf *b, uint32_t off, uint32_t 
 void tok_bpe_free(void *p) {
     tok_bpe_model *bm = p;
     if (!bm) return;
-    free(bm->keys); free(bm->rank); free(bm->newid);
+    free(bm->slots);
     free(bm->prefix); free(bm->suffix);
     free(bm);
 }

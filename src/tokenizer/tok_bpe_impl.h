@@ -5,9 +5,12 @@
 
 #include "tok_internal.h"
 
+/* One merge: key (left id << 32 | right id, UINT64_MAX when empty), rank
+ * and merged id side by side, so a probe touches one cache line. */
+typedef struct { uint64_t key; int32_t rank, newid; } tok_bpe_slot;
+
 typedef struct tok_bpe_model {
-    uint64_t *keys;          /* (left id << 32 | right id), UINT64_MAX empty */
-    int32_t *rank, *newid;
+    tok_bpe_slot *slots;
     uint32_t mask;
     char *prefix; size_t prefix_len;   /* continuing_subword_prefix */
     char *suffix; size_t suffix_len;   /* end_of_word_suffix */

@@ -38,11 +38,9 @@ static int load_merges(json_t *arr, tok_model *m, tok_bpe_model *bm, posy_err *e
     size_t n = json_array_size(arr), cap = 16;
     while (cap < n * 2 + 2) cap <<= 1;
     bm->mask = (uint32_t)(cap - 1);
-    bm->keys = malloc(cap * sizeof *bm->keys);
-    bm->rank = malloc(cap * sizeof *bm->rank);
-    bm->newid = malloc(cap * sizeof *bm->newid);
-    if (!bm->keys || !bm->rank || !bm->newid) return posy_err_set(err, POSY_E_NOMEM, "model.merges: out of memory");
-    memset(bm->keys, 0xFF, cap * sizeof *bm->keys);
+    bm->slots = malloc(cap * sizeof *bm->slots);
+    if (!bm->slots) return posy_err_set(err, POSY_E_NOMEM, "model.merges: out of memory");
+    for (size_t i = 0; i < cap; i++) bm->slots[i].key = UINT64_MAX;
     char *buf = NULL;
     size_t bufcap = 0;
     int rc = 0;

@@ -28,6 +28,7 @@ static int model_encode(const tok_model *m, const tok_buf *b, tok_piece pc, tok_
         case TOK_M_WORDPIECE: rc = tok_wordpiece_encode(m, b, pc.off, pc.len, out, ms); break;
         case TOK_M_BPE: rc = tok_bpe_encode(m, b, pc.off, pc.len, out, ms); break;
         case TOK_M_UNIGRAM: rc = tok_unigram_encode(m, b, pc.off, pc.len, out, ms); break;
+        case TOK_M_WORDLEVEL: rc = tok_wordlevel_encode(m, b, pc.off, pc.len, out, ms); break;
         }
         if (rc) return rc;
         tok_cache_put(ms, p, pc.len, h, out, first);

@@ -46,7 +46,8 @@ int tok_is_whitespace(uint32_t cp);   /* Rust char::is_whitespace */
 int tok_is_bert_control(uint32_t cp); /* removed by BertNormalizer clean_text */
 int tok_is_nonspacing_mark(uint32_t cp); /* BertNormalizer strip_accents */
 int tok_is_combining_mark(uint32_t cp);   /* the StripAccents normalizer (any mark) */
-int tok_is_new_mark(uint32_t cp);         /* a mark newer than utf8proc's Unicode */
+int tok_is_new_mark(uint32_t cp);
+int tok_is_numeric(uint32_t cp);          /* Rust char::is_numeric (Digits pre-tokenizer) */         /* a mark newer than utf8proc's Unicode */
 int tok_is_chinese(uint32_t cp);
 int tok_is_alnum(uint32_t cp);
 /* utf8proc gives a combining class but the reference treats it as 0 */
@@ -190,7 +191,7 @@ int tok_pre_stage(const tok_pretok *p, tok_pre_state *st, int first, tok_pre_scr
 void tok_pre_free(tok_pretok *p);
 
 /* ---- models ------------------------------------------------------------- */
-typedef enum { TOK_M_WORDPIECE, TOK_M_BPE, TOK_M_UNIGRAM } tok_model_kind;
+typedef enum { TOK_M_WORDPIECE, TOK_M_BPE, TOK_M_UNIGRAM, TOK_M_WORDLEVEL } tok_model_kind;
 
 typedef struct tok_model {
     tok_model_kind kind;
@@ -214,6 +215,8 @@ typedef struct { tok_mem a, b, c, d; tok_cache *cache; } tok_model_scratch;
 int tok_wordpiece_encode(const tok_model *m, const tok_buf *b, uint32_t off, uint32_t len,
                          tok_toks *out, tok_model_scratch *ms);
 
+int tok_wordlevel_encode(const tok_model *m, const tok_buf *b, uint32_t off, uint32_t len,
+                         tok_toks *out, tok_model_scratch *ms);
 int tok_bpe_encode(const tok_model *m, const tok_buf *b, uint32_t off, uint32_t len,
                    tok_toks *out, tok_model_scratch *ms);
 int tok_unigram_encode(const tok_model *m, const tok_buf *b, uint32_t off, uint32_t len,

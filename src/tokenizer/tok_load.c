@@ -205,6 +205,7 @@ const char *tok_model_type(const tok_tokenizer *t) {
     case TOK_M_WORDPIECE: return "WordPiece";
     case TOK_M_BPE: return "BPE";
     case TOK_M_UNIGRAM: return "Unigram";
+    case TOK_M_WORDLEVEL: return "WordLevel";
     }
     return "?";
 }

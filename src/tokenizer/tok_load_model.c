@@ -70,6 +70,17 @@ static int load_wordpiece(json_t *j, tok_model *m, posy_err *err) {
     return m->prefix ? 0 : posy_err_set(err, POSY_E_NOMEM, "out of memory");
 }
 
+static int load_wordlevel(json_t *j, tok_model *m, posy_err *err) {
+    const char *unk;
+    m->kind = TOK_M_WORDLEVEL;
+    json_t *v = json_object_get(j, "vocab");
+    if (!json_is_object(v)) return posy_err_set(err, POSY_E_INVALID, "model.vocab: expected an object of token -> id");
+    if (tok_load_vocab_object(v, &m->vocab, err)) return err->code;
+    if (tok_j_str(j, "unk_token", 0, &unk, NULL, "model", err)) return err->code;
+    m->unk_id = unk ? tok_vocab_find(&m->vocab, unk, strlen(unk)) : -1;
+    return 0;
+}
+
 int tok_load_bpe(json_t *j, tok_model *m, posy_err *err);
 int tok_load_unigram(json_t *j, tok_model *m, posy_err *err);
 
@@ -87,5 +98,7 @@ int tok_load_model(json_t *j, tok_model *m, posy_err *err) {
     if (!strcmp(type, "WordPiece")) return load_wordpiece(j, m, err);
     if (!strcmp(type, "BPE")) return tok_load_bpe(j, m, err);
     if (!strcmp(type, "Unigram")) return tok_load_unigram(j, m, err);
-    return posy_err_set(err, POSY_E_UNSUPPORTED, "model.type: '%s' is not supported (WordPiece, BPE, Unigram are)", type);
+    if (!strcmp(type, "WordLevel")) return load_wordlevel(j, m, err);
+    return posy_err_set(err, POSY_E_UNSUPPORTED, "model.type: '%s' is not supported (WordPiece, BPE, Unigram, WordLevel are)",
+                        type);
 }

@@ -9,7 +9,6 @@
  */
 #include <stdlib.h>
 #include <string.h>
-#include <utf8proc.h>
 
 #include "tok_internal.h"
 #include "tok_pretok_impl.h"
@@ -121,11 +120,7 @@ static int split_matches(const tok_pretok *p, const tok_buf *b, tok_piece pc, to
 }
 
 static int is_ws(uint32_t cp) { return tok_is_whitespace(cp); }
-static int is_numeric(uint32_t cp) {
-    if (cp < 0x80) return cp >= '0' && cp <= '9';
-    utf8proc_category_t c = utf8proc_category((utf8proc_int32_t)cp);
-    return c >= UTF8PROC_CATEGORY_ND && c <= UTF8PROC_CATEGORY_NO;
-}
+static int is_numeric(uint32_t cp) { return tok_is_numeric(cp); }
 
 /* One splitting stage over every piece of ip. */
 static int stage_split(const tok_pretok *p, const tok_buf *b, const tok_pieces *ip, tok_pieces *op,

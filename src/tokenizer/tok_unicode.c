@@ -105,6 +105,11 @@ int tok_is_combining_mark(uint32_t cp) {
     return IN(tok_tab_combining_mark, cp);
 }
 
+int tok_is_numeric(uint32_t cp) {
+    if (cp < 0x80) return cp >= '0' && cp <= '9';
+    return IN(tok_tab_numeric, cp);
+}
+
 int tok_is_new_mark(uint32_t cp) {
     if (cp < 0x300) return 0;
     return IN(tok_tab_new_marks, cp);

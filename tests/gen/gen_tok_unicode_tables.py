@@ -130,9 +130,10 @@ def main():
     lower = N.Lowercase()
     nfd, nfkd = N.NFD(), N.NFKD()
     strip_acc = N.StripAccents()
+    digits = P.Digits(individual_digits=True)
     chin = N.BertNormalizer(clean_text=False, handle_chinese_chars=True, strip_accents=False, lowercase=False)
     bert = P.BertPreTokenizer()
-    punct, ws, control, mn, chinese, marks = set(), set(), set(), set(), set(), set()
+    punct, ws, control, mn, chinese, marks, numeric = set(), set(), set(), set(), set(), set(), set()
     lower_x, nfd_x, nfkd_x = [], [], []
     for c in range(1, 0x110000):
         if 0xD800 <= c < 0xE000:
@@ -147,6 +148,8 @@ def main():
             control.add(c)
         if strip_acc.normalize_str(ch) == "":
             marks.add(c)
+        if len(digits.pre_tokenize_str("a" + ch + "b")) == 3:
+            numeric.add(c)
         if chin.normalize_str(ch) == " " + ch + " ":
             chinese.add(c)
         d = nfd.normalize_str(ch)
@@ -172,6 +175,7 @@ def main():
     emit_ranges("tok_tab_nonspacing_mark", mn)
     emit_ranges("tok_tab_chinese", chinese)
     emit_ranges("tok_tab_combining_mark", marks)
+    emit_ranges("tok_tab_numeric", numeric)
     emit_ranges("tok_tab_new_marks", new_marks())
     emit_ranges("tok_tab_ccc_zero", ccc_zero_in_reference(nfd))
     emit_map("tok_tab_lower_x", lower_x)

@@ -11,9 +11,13 @@ model and the embeddings it returns.  posy must produce:
   - the same embeddings (cosine >= 0.99999) from `posy embed --prompt-name`
     and from the server's `prompt_name` on /embed and /v1/embeddings.
 The MiniLM case runs on a temporary copy of the default model directory
-with the fixture's config_sentence_transformers.json.  The Qwen3 case
-(tests/fixtures/qwen3/causal, a byte-level BPE tokenizer) needs the BPE
-tokenizer and is expected to fail until it lands in posy.
+with the fixture's config_sentence_transformers.json.  The Qwen3 cases use
+the tiny random-weight models of tests/fixtures/qwen3 (byte-level BPE
+tokenizer appending <|endoftext|>): causal/ with last-token pooling, and
+bidir/ whose config says "is_causal": false (transformers, and so
+sentence-transformers, run it bidirectionally) with mean pooling; so these
+also check posy's whole Qwen3 path, text to vector, against
+sentence-transformers.
 """
 import json
 import os
@@ -55,8 +59,7 @@ def cases(key):
     return [pytest.param(key, i, id=f"{key}-{c['prompt_name']}") for i, c in enumerate(FIX["models"][key]["cases"])]
 
 
-BPE_PENDING = pytest.mark.xfail(reason="byte-level BPE tokenizer not in posy yet", strict=False)
-ALL = cases("minilm") + [pytest.param(*p.values, marks=BPE_PENDING, id=p.id) for p in cases("qwen3_causal")]
+ALL = cases("minilm") + cases("qwen3_causal") + cases("qwen3_bidir")
 
 
 @pytest.mark.parametrize("key,i", ALL)
@@ -87,13 +90,22 @@ def test_prompt_flag_overrides_default(posy, minilm_dir):
     assert min_cos(v, d["embeddings"]) < 0.999   # the default (query) was not applied on top
 
 
-@pytest.fixture(scope="module")
-def server(posy_bin, minilm_dir):
+def test_attention_flag_on_qwen3(posy):
+    """--attention: the config's own mode reproduces sentence-transformers,
+    the other mode does not (tests/unit/test_qwen3.c checks its numbers)."""
+    for key, own, other in (("qwen3_causal", "causal", "bidirectional"), ("qwen3_bidir", "bidirectional", "causal")):
+        c = FIX["models"][key]["cases"][0]
+        d = os.path.join(ROOT, FIX["models"][key]["model_dir"])
+        assert min_cos(posy.embed_jsonl("--attention", own, "--", *TEXTS, model=d), c["embeddings"]) >= 0.99999
+        assert min_cos(posy.embed_jsonl("--attention", other, "--", *TEXTS, model=d), c["embeddings"]) < 0.9999
+
+
+def start_server(posy_bin, model):
     s = socket.socket()
     s.bind(("127.0.0.1", 0))
     port = s.getsockname()[1]
     s.close()
-    proc = subprocess.Popen([posy_bin, "serve", "--model", minilm_dir, "--port", str(port), "--host", "127.0.0.1",
+    proc = subprocess.Popen([posy_bin, "serve", "--model", model, "--port", str(port), "--host", "127.0.0.1",
                              "--device", "cpu", "--threads", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
     url = f"http://127.0.0.1:{port}"
     for _ in range(300):
@@ -104,7 +116,13 @@ def server(posy_bin, minilm_dir):
             if proc.poll() is not None:
                 pytest.fail("posy serve exited: " + proc.stderr.read().decode(errors="replace"))
             time.sleep(0.1)
-    yield url
+    return proc, url
+
+
+@pytest.fixture(scope="module", params=["minilm", "qwen3_causal", "qwen3_bidir"])
+def server(request, posy_bin, minilm_dir):
+    proc, url = start_server(posy_bin, model_dir(request.param, minilm_dir))
+    yield request.param, url
     proc.terminate()
     proc.wait(timeout=30)
 
@@ -118,9 +136,13 @@ def post(url, path, body):
         return e.code, json.loads(e.read())
 
 
-@pytest.mark.parametrize("i", range(len(FIX["models"]["minilm"]["cases"])))
-def test_prompt_server(server, i):
-    c = FIX["models"]["minilm"]["cases"][i]
+def test_prompt_server(server):
+    key, url = server
+    for c in FIX["models"][key]["cases"]:
+        check_server_case(url, c)
+
+
+def check_server_case(server, c):
     extra = {"prompt_name": c["prompt_name"]} if c["prompt_name"] else {}
     st, tei = post(server, "/embed", {"inputs": TEXTS, **extra})
     assert st == 200, tei
@@ -131,5 +153,5 @@ def test_prompt_server(server, i):
 
 
 def test_unknown_prompt_name(server):
-    st, r = post(server, "/embed", {"inputs": ["x"], "prompt_name": "nope"})
+    st, r = post(server[1], "/embed", {"inputs": ["x"], "prompt_name": "nope"})
     assert st == 422, r

@@ -10,6 +10,8 @@ import concurrent.futures as cf
 import json
 import os
 import random
+import signal
+import time
 
 import numpy as np
 import openai
@@ -152,10 +154,41 @@ def test_tokenize_matches_hf_tokenizers(server, posy_model):
     assert [x["id"] for x in r.json()[0]] == tok.encode("hello", add_special_tokens=False).ids
 
 
-def test_decode_says_not_implemented(server):
-    r = requests.post(server.url + "/decode", json={"ids": [101, 7592, 102]})
-    assert r.status_code == 501
-    assert "decoder" in r.json()["error"]
+def test_decode_matches_hf_tokenizers(server, posy_model):
+    from tokenizers import Tokenizer
+    tok = Tokenizer.from_file(os.path.join(posy_model, "tokenizer.json"))
+    tok.no_padding()
+    texts = [t for t in TEXTS if t] + ["Don't stop-believing, 3.14 ½ naïve café [MASK]"]
+    batch = [tok.encode(t).ids for t in texts]
+    for skip in (True, False):
+        r = requests.post(server.url + "/decode", json={"ids": batch, "skip_special_tokens": skip})
+        assert r.status_code == 200, r.text
+        assert r.json() == [tok.decode(ids, skip_special_tokens=skip) for ids in batch]
+    # one list of ids (TEI answers a one-string list), skip_special_tokens defaulting to true
+    r = requests.post(server.url + "/decode", json={"ids": batch[0]})
+    assert r.status_code == 200 and r.json() == [tok.decode(batch[0])]
+    assert r.json()[0] != tok.decode(batch[0], skip_special_tokens=False)
+    r = requests.post(server.url + "/decode", json={"ids": [[], [101, 102]], "skip_special_tokens": True})
+    assert r.status_code == 200 and r.json() == ["", ""]
+
+
+@pytest.mark.parametrize("body,status", [
+    ({"ids": [101, 30522, 102]}, 422),            # vocab is 30522
+    ({"ids": [[101], [-1]]}, 422),
+    ({"ids": [[101], [2 ** 40]]}, 422),
+    ({"ids": []}, 422),
+    ({}, 422),
+    ({"ids": "hello"}, 400),
+    ({"ids": [101, "x"]}, 400),
+    ({"ids": [[101], 7]}, 400),
+    ({"ids": [1.5]}, 400),
+    ({"ids": [101], "skip_special_tokens": "yes"}, 400),
+    ([101, 102], 400),
+])
+def test_decode_errors(server, body, status):
+    r = requests.post(server.url + "/decode", json=body)
+    assert r.status_code == status, r.text
+    assert r.json()["error_type"] == "Validation" and r.json()["error"]
 
 
 def test_info_models_health_metrics(server, posy_model):
@@ -202,3 +235,56 @@ def test_64_concurrent_clients_get_their_own_vectors(server, cli_vectors):
         for t, v in zip(texts, vecs):
             np.testing.assert_allclose(np.array(v, np.float32), cli_vectors[t], atol=ATOL, rtol=0)
     assert server.metric("posy_batch_size_count") > 0
+
+
+def test_sigterm_under_openai_load_loses_no_accepted_request(posy_bin, posy_model, cli_vectors):
+    """16 `openai` clients keep sending single and batched requests; SIGTERM
+    arrives mid-load.  Every request sent well before the signal (so surely
+    read by the server) gets its own vectors; a later one may instead be
+    refused (503 shutting_down on an open connection, or a refused
+    connection), but nothing is cut off or answered wrongly, and the server
+    exits 0 once the accepted requests are answered."""
+    s = Server(posy_bin, posy_model, "--device", "cpu", "--threads", "1", "--max-batch-seqs", "8")
+    pool_texts = [t for t in cli_vectors if t]
+    stop_at = [None]
+    outcomes = []
+
+    def client(seed):
+        rng = random.Random(seed)
+        c = oa_client(s)
+        while stop_at[0] is None or time.time() < stop_at[0] + 1.0:
+            texts = rng.sample(pool_texts, 1 if rng.random() < 0.5 else rng.randint(2, 6))
+            t0 = time.time()
+            try:
+                r = c.embeddings.create(model="m", input=texts if len(texts) > 1 else texts[0])
+                outcomes.append((t0, "ok", texts, [d.embedding for d in r.data]))
+            except openai.APIStatusError as e:
+                outcomes.append((t0, e.status_code, texts, e.body))
+                time.sleep(0.02)
+            except openai.APIConnectionError:
+                outcomes.append((t0, "conn", texts, None))
+                return   # the listener is closed: this client is done
+
+    try:
+        with cf.ThreadPoolExecutor(16) as ex:
+            futs = [ex.submit(client, i) for i in range(16)]
+            time.sleep(1.5)
+            stop_at[0] = time.time()
+            s.proc.send_signal(signal.SIGTERM)
+            for f in futs:
+                f.result()
+        assert s.proc.wait(timeout=60) == 0, s.output()
+        assert "stopped cleanly" in s.output()
+    finally:
+        s.stop()
+    ok = [o for o in outcomes if o[1] == "ok"]
+    assert len(ok) > 16
+    for t0, kind, texts, data in outcomes:
+        if t0 < stop_at[0] - 0.2:
+            assert kind == "ok", (kind, data)
+        if kind == "ok":
+            got = np.array(data, dtype=np.float32)
+            want = np.array([cli_vectors[t] for t in texts], dtype=np.float32)
+            np.testing.assert_allclose(got, want, rtol=0, atol=ATOL)
+        elif kind != "conn":
+            assert kind == 503 and data["code"] == "shutting_down", (kind, data)

@@ -143,6 +143,41 @@ def test_oversized_body(server):
     still_serving(server)
 
 
+def raw_http(server, head: bytes, body: bytes = b""):
+    """Send raw bytes, return (status line, headers dict, body) of the answer."""
+    with socket.create_connection(("127.0.0.1", server.port), timeout=10) as sk:
+        sk.sendall(head + body)
+        data = b""
+        while True:
+            chunk = sk.recv(65536)
+            if not chunk:
+                break
+            data += chunk
+    head_part, _, rest = data.partition(b"\r\n\r\n")
+    lines = head_part.decode().split("\r\n")
+    hdrs = {k.strip().lower(): v.strip() for k, v in (ln.split(":", 1) for ln in lines[1:])}
+    return lines[0], hdrs, rest
+
+
+@pytest.mark.parametrize("path,openai", [("/v1/embeddings", True), ("/embed", False)])
+def test_h2o_refusals_are_json_too(server, path, openai):
+    """Bodies far over the limit are refused by h2o from the Content-Length
+    alone, before posy's handler; posy's filter makes that answer JSON."""
+    status, hdrs, body = raw_http(server, f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+                                  f"Content-Length: {BODY_LIMIT * 3 + 100000}\r\n\r\n".encode(), b'{"input": "')
+    assert status.split()[1] == "413", status
+    assert hdrs["content-type"] == "application/json" and int(hdrs["content-length"]) == len(body)
+    j = json.loads(body)
+    if openai:
+        assert j["error"]["code"] == "body_too_large" and str(BODY_LIMIT) in j["error"]["message"]
+    else:
+        assert j["error_type"] == "Validation" and str(BODY_LIMIT) in j["error"]
+    status, hdrs, body = raw_http(server, f"POST {path} HTTP/1.1\r\nHost: x\r\nContent-Length: 12x\r\n\r\n".encode())
+    assert status.split()[1] == "400" and hdrs["content-type"] == "application/json", status
+    assert "error" in json.loads(body)
+    still_serving(server)
+
+
 def test_routes_and_methods(server):
     r = requests.get(server.url + "/no/such/route")
     assert r.status_code == 404 and "error" in r.json()

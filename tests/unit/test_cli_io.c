@@ -93,7 +93,7 @@ static void test_npy_layout(void) {
     close(fd);
     cli_vecout o;
     posy_err err;
-    CHECK_EQ_INT(cli_vecout_open(&o, path, CLI_OUT_AUTO, 2, 3, &err), 1 - 1);  /* AUTO: not .npy */
+    CHECK_EQ_INT(cli_vecout_open(&o, path, CLI_OUT_AUTO, 2, 3, &err), 0);  /* AUTO, no .npy suffix */
     CHECK_EQ_INT(o.fmt, CLI_OUT_JSONL);
     cli_vecout_close(&o, &err);
     CHECK_EQ_INT(cli_vecout_open(&o, path, CLI_OUT_NPY, 2, 3, &err), 0);

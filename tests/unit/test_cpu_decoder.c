@@ -156,6 +156,10 @@ static void check_gqa(const int32_t *cu, int n_seqs, int nh, int nkv, int d, int
     float *scratch = malloc(sizeof(float) * sf);
     CHECK_EQ_INT(eng_cpu_attention_gqa(fast, qkv, cu, n_seqs, nh, nkv, d, causal, scratch, sf), 0);
     CHECK_MSG(posy_test_close(fast, ref, no, 1e-5f, 1e-5f), "fast T=%d nh=%d nkv=%d causal=%d", T, nh, nkv, causal);
+    /* scratch for 5 query rows of one thread: smaller tiles, same result */
+    memset(fast, 0, sizeof(float) * no);
+    CHECK_EQ_INT(eng_cpu_attention_gqa(fast, qkv, cu, n_seqs, nh, nkv, d, causal, scratch, (size_t)longest * 5), 0);
+    CHECK_MSG(posy_test_close(fast, ref, no, 1e-5f, 1e-5f), "5-row tiles T=%d causal=%d", T, causal);
     free(qkv); free(ref); free(fast); free(mha); free(ex); free(scratch);
 }
 

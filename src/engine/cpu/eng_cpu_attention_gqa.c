@@ -4,7 +4,8 @@
  * Same plan as the encoder kernel: OpenMP over (sequence, query head)
  * pairs, so no score crosses a sequence boundary and both many short
  * sequences and one long one fill the cores; each pair in tiles of
- * GQA_TQ query rows whose scores live in the thread's scratch slice.  Q, K
+ * up to GQA_TQ query rows whose scores live in the thread's scratch slice
+(eng_cpu_attention_scratch_floats, the encoder kernel's contract).  Q, K
  * and V are read in place from the fused QKV rows (stride (heads + 2*kv) *
  * head_dim); query head h reads KV head h / (heads / kv_heads), so nothing
  * is repeated or copied.  Causal tiles only score keys up to their last
@@ -27,7 +28,7 @@ typedef struct {
     const float *qkv;
     float *out;
     size_t ld, ldo, koff, voff;
-    int d, group, causal;
+    int d, group, causal, tq;        /* tq: query rows per tile, fits the thread's scratch */
 } gqa_args;
 
 static void gqa_scores(float *S, const float *Q, const float *K, size_t ld, int tq, int nk, int d,
@@ -71,8 +72,8 @@ static void gqa_head(const gqa_args *a, int first, int len, int h, float *S) {
     float scale = 1.0f / sqrtf((float)d);
     const float *K = a->qkv + (size_t)first * a->ld + a->koff + (size_t)g * d;
     const float *V = a->qkv + (size_t)first * a->ld + a->voff + (size_t)g * d;
-    for (int q0 = 0; q0 < len; q0 += GQA_TQ) {
-        int tq = len - q0 < GQA_TQ ? len - q0 : GQA_TQ;
+    for (int q0 = 0; q0 < len; q0 += a->tq) {
+        int tq = len - q0 < a->tq ? len - q0 : a->tq;
         int nk = a->causal ? q0 + tq : len;
         const float *Q = a->qkv + (size_t)(first + q0) * a->ld + (size_t)h * d;
         gqa_scores(S, Q, K, a->ld, tq, nk, d, scale, blas);
@@ -92,13 +93,18 @@ int eng_cpu_attention_gqa(float *out, const float *qkv, const int32_t *cu_seqlen
     int longest = 0;
     for (int s = 0; s < n_seqs; s++)
         if (cu_seqlens[s + 1] - cu_seqlens[s] > longest) longest = cu_seqlens[s + 1] - cu_seqlens[s];
-    size_t per_thread = (size_t)GQA_TQ * (size_t)(longest > 0 ? longest : 1);
-    if (per_thread > scratch_floats || n_kv_heads < 1 || n_heads % n_kv_heads) return -1;
+    /* The encoder's scratch contract sizes a thread's slice; tiles take as
+     * many query rows (up to GQA_TQ) as that slice holds at full key length. */
+    if (longest < 1) longest = 1;
+    size_t per_thread = eng_cpu_attention_scratch_floats(longest, 1);
+    if (per_thread > scratch_floats) per_thread = scratch_floats;
+    size_t rows = per_thread / (size_t)longest;
+    if (rows < 1 || n_kv_heads < 1 || n_heads % n_kv_heads) return -1;
     int nt = omp_get_max_threads();
     if ((size_t)nt * per_thread > scratch_floats) nt = (int)(scratch_floats / per_thread);
     gqa_args a = {qkv, out, (size_t)(n_heads + 2 * n_kv_heads) * head_dim, (size_t)n_heads * head_dim,
                   (size_t)n_heads * head_dim, (size_t)(n_heads + n_kv_heads) * head_dim, head_dim,
-                  n_heads / n_kv_heads, causal};
+                  n_heads / n_kv_heads, causal, rows < GQA_TQ ? (int)rows : GQA_TQ};
     int blas_threads = openblas_get_num_threads();
     int any_blas = longest >= GQA_BLAS_MIN;
     if (any_blas && blas_threads > 1) openblas_set_num_threads(1);

@@ -23,6 +23,39 @@
 
 typedef __nv_bfloat16 bf16;
 
+/* ---- launching ------------------------------------------------------------ */
+
+/* Programmatic dependent launch (Hopper): when on, our kernels are launched
+ * with programmatic stream serialization, so inside a graph a kernel's
+ * launch can overlap its predecessor's tail; each of our kernels starts
+ * with ENG_CU_PDL_WAIT (griddepcontrol.wait: blocks until the predecessor
+ * has finished and its writes are visible -- a no-op when launched
+ * normally) and then lets its own dependents launch early.  Off by default
+ * (no gain measured on the H200); POSY_CUDA_PDL=1 turns it on. */
+extern int eng_cu_pdl_on;
+
+#define ENG_CU_PDL_WAIT()                                                       \
+    do {                                                                        \
+        asm volatile("griddepcontrol.wait;\n" ::: "memory");                    \
+        asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");       \
+    } while (0)
+
+template <typename... KArgs, typename... Args>
+static inline cudaError_t eng_cu_launch(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem,
+                                        cudaStream_t s, Args... args) {
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = grid;
+    cfg.blockDim = block;
+    cfg.dynamicSmemBytes = smem;
+    cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = eng_cu_pdl_on ? 1 : 0;
+    return cudaLaunchKernelEx(&cfg, k, ((KArgs)args)...);
+}
+
 /* ---- norms (eng_cu_norm.cu) --------------------------------------------- */
 
 /* out[r] = LayerNorm(word[ids[r]] + pos[pos_ids[r]] + type[type_ids[r]]) for

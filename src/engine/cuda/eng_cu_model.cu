@@ -203,6 +203,9 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         return -1;
     }
     eng_cu_gemm_set_tuning(m->gemm, getenv("POSY_CUDA_NO_TUNE") == NULL);
+    /* measured on the H200 (bench/results/h200-latency-modes-pdl-*): no
+     * latency gain, throughput 2-3% lower in that run -- opt-in only */
+    eng_cu_pdl_on = getenv("POSY_CUDA_PDL") != NULL;
     if (upload_weights(m, w, err) || reserve_arena(m, err)) {
         eng_cu_model_close(m);
         return -1;

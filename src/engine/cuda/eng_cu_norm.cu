@@ -14,6 +14,8 @@
 
 #define ROWS_PER_BLOCK 4
 
+int eng_cu_pdl_on = 0;
+
 static __device__ __forceinline__ float warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -97,6 +99,7 @@ __global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
 embed_ln_kernel(const int32_t *ids, const int32_t *pos_ids, const int32_t *type_ids,
                 const bf16 *word, const bf16 *pos, const bf16 *type, const float *gamma,
                 const float *beta, bf16 *out, int rows, const int *n_rows_dev, int H, float eps) {
+    ENG_CU_PDL_WAIT();
     const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
     const int n = n_rows_dev ? min(*n_rows_dev, rows) : rows;
     if (row >= n) return;
@@ -124,6 +127,7 @@ template <int MAXC>
 __global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
 add_ln_kernel(const bf16 *x, const bf16 *res, const float *gamma, const float *beta, bf16 *out,
               int rows, const int *n_rows_dev, int H, float eps) {
+    ENG_CU_PDL_WAIT();
     const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
     if (row >= rows) return;
     const int lane = threadIdx.x & 31, nc = H >> 3;
@@ -195,6 +199,7 @@ template <int MAXC>
 __global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
 add_rmsnorm_kernel(const bf16 *x, bf16 *res, const float *gamma, bf16 *out, int rows,
                    const int *n_rows_dev, int H, float eps) {
+    ENG_CU_PDL_WAIT();
     const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
     const int n = n_rows_dev ? min(*n_rows_dev, rows) : rows;
     if (row >= n) return;
@@ -259,7 +264,7 @@ cudaError_t eng_cu_embed_ln(cudaStream_t s, const int32_t *ids, const int32_t *p
     DISPATCH_MAXC(H, (embed_ln_kernel<MC><<<grid, 32 * ROWS_PER_BLOCK, 0, s>>>(
                          ids, pos_ids, type_ids, word, pos, type, gamma, beta, out, rows,
                          n_rows_dev, H, eps)));
-    return cudaGetLastError();
+    return cudaGetLastError(); /* first node after the copy-in: a plain launch */
 }
 
 cudaError_t eng_cu_add_ln(cudaStream_t s, const bf16 *x, const bf16 *res, const float *gamma,
@@ -267,16 +272,18 @@ cudaError_t eng_cu_add_ln(cudaStream_t s, const bf16 *x, const bf16 *res, const 
                           float eps) {
     if (H % 8 || rows <= 0) return cudaErrorInvalidValue;
     const int grid = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
-    DISPATCH_MAXC(H, (add_ln_kernel<MC><<<grid, 32 * ROWS_PER_BLOCK, 0, s>>>(
-                         x, res, gamma, beta, out, rows, n_rows_dev, H, eps)));
-    return cudaGetLastError();
+    cudaError_t e = cudaSuccess;
+    DISPATCH_MAXC(H, (e = eng_cu_launch(add_ln_kernel<MC>, dim3(grid), dim3(32 * ROWS_PER_BLOCK), 0, s,
+                                        x, res, gamma, beta, out, rows, n_rows_dev, H, eps)));
+    return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 cudaError_t eng_cu_add_rmsnorm(cudaStream_t s, const bf16 *x, bf16 *res, const float *gamma,
                                bf16 *out, int rows, const int *n_rows_dev, int H, float eps) {
     if (H % 8 || rows <= 0) return cudaErrorInvalidValue;
     const int grid = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
-    DISPATCH_MAXC(H, (add_rmsnorm_kernel<MC><<<grid, 32 * ROWS_PER_BLOCK, 0, s>>>(
-                         x, res, gamma, out, rows, n_rows_dev, H, eps)));
-    return cudaGetLastError();
+    cudaError_t e = cudaSuccess;
+    DISPATCH_MAXC(H, (e = eng_cu_launch(add_rmsnorm_kernel<MC>, dim3(grid), dim3(32 * ROWS_PER_BLOCK), 0,
+                                        s, x, res, gamma, out, rows, n_rows_dev, H, eps)));
+    return e != cudaSuccess ? e : cudaGetLastError();
 }

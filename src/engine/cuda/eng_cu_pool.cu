@@ -26,6 +26,7 @@ static __device__ __forceinline__ float pool_warp_sum(float v) {
 __global__ void __launch_bounds__(POOL_THREADS)
 pool_kernel(const bf16 *x, const int32_t *cu, const int *n_seqs_dev, int H, int dims, int mode,
             int normalize, float *out, int cpt, int G) {
+    ENG_CU_PDL_WAIT();
     extern __shared__ float acc[]; /* [G][dims + 1] */
     __shared__ float red[32];
     const int s = blockIdx.x;
@@ -88,7 +89,8 @@ cudaError_t eng_cu_pool(cudaStream_t s, const bf16 *x, const int32_t *cu_seqlens
     if (G > 8) G = 8;
     const size_t smem = (size_t)G * (dims + 1) * sizeof(float);
     if (smem > 48 * 1024) G = 1;
-    pool_kernel<<<max_seqs, cpt * G, (size_t)G * (dims + 1) * sizeof(float), s>>>(
-        x, cu_seqlens, n_seqs_dev, H, dims, mode, normalize, out, cpt, G);
-    return cudaGetLastError();
+    cudaError_t e = eng_cu_launch(pool_kernel, dim3(max_seqs), dim3(cpt * G),
+                                  (size_t)G * (dims + 1) * sizeof(float), s, x, cu_seqlens,
+                                  n_seqs_dev, H, dims, mode, normalize, out, cpt, G);
+    return e != cudaSuccess ? e : cudaGetLastError();
 }

@@ -1,0 +1,121 @@
+""""chunked": true on /embed and /v1/embeddings (posy extension): an input
+longer than max_seq_length is split into windows that keep [CLS]/[SEP]
+(the encoding's leading/trailing special tokens), each window is embedded,
+and the window embeddings are averaged weighted by window length and
+re-normalised (src/common/posy_chunk.h).  The expected vector is rebuilt
+here independently: `posy tokenize` for the ids, the windows cut in numpy,
+each window embedded through the server as a token-id input, combined in
+numpy."""
+import json
+import os
+import socket
+import subprocess
+import time
+import urllib.error
+import urllib.request
+
+import numpy as np
+import pytest
+
+LONG = " ".join(f"sentence {i} talks about topic {i % 7} and the weather in city {i % 13}." for i in range(80))
+
+
+@pytest.fixture(scope="module")
+def server(posy_bin, posy_model):
+    s = socket.socket()
+    s.bind(("127.0.0.1", 0))
+    port = s.getsockname()[1]
+    s.close()
+    proc = subprocess.Popen([posy_bin, "serve", "--model", posy_model, "--port", str(port), "--host", "127.0.0.1",
+                             "--device", "cpu", "--threads", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    url = f"http://127.0.0.1:{port}"
+    for _ in range(300):
+        try:
+            urllib.request.urlopen(url + "/health", timeout=1)
+            break
+        except Exception:
+            if proc.poll() is not None:
+                pytest.fail("posy serve exited: " + proc.stderr.read().decode(errors="replace"))
+            time.sleep(0.1)
+    yield url
+    proc.terminate()
+    proc.wait(timeout=30)
+
+
+def post(url, path, body):
+    req = urllib.request.Request(url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
+    try:
+        with urllib.request.urlopen(req, timeout=120) as r:
+            return r.status, json.loads(r.read())
+    except urllib.error.HTTPError as e:
+        return e.code, json.loads(e.read())
+
+
+@pytest.fixture(scope="module")
+def long_ids(posy_bin, posy_model):
+    r = subprocess.run([posy_bin, "tokenize", "--model", posy_model, LONG], capture_output=True, timeout=60)
+    assert r.returncode == 0, r.stderr
+    enc = json.loads(r.stdout)
+    return enc["ids"], enc["special_tokens_mask"]
+
+
+def max_len(posy_model):
+    return json.load(open(os.path.join(posy_model, "sentence_bert_config.json")))["max_seq_length"]
+
+
+def expected(server, ids, n_prefix, n_suffix, m):
+    W = m - n_prefix - n_suffix
+    body = ids[n_prefix:len(ids) - n_suffix]
+    wins = [ids[:n_prefix] + body[i:i + W] + ids[len(ids) - n_suffix:] for i in range(0, len(body), W)]
+    st, embs = post(server, "/embed", {"inputs": wins})
+    assert st == 200, embs
+    e = np.array(embs, dtype=np.float64)
+    v = (e * np.array([len(w) for w in wins])[:, None]).sum(0) / sum(len(w) for w in wins)
+    return v / np.linalg.norm(v), len(wins)
+
+
+def cos(a, b):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(a @ b / np.linalg.norm(a) / np.linalg.norm(b))
+
+
+def test_chunked_text(server, long_ids, posy_model):
+    ids, special = long_ids
+    m = max_len(posy_model)
+    assert len(ids) > 2 * m                      # really over-long: 3+ windows
+    assert special[0] == 1 and special[-1] == 1 and sum(special) == 2
+    want, k = expected(server, ids, 1, 1, m)
+    assert k >= 3
+    st, got = post(server, "/embed", {"inputs": [LONG, "short text"], "chunked": True})
+    assert st == 200, got
+    assert cos(got[0], want) >= 0.99999
+    assert abs(np.linalg.norm(got[0]) - 1) < 1e-5
+    st, plain = post(server, "/embed", {"inputs": ["short text"]})
+    assert got[1] == plain[0]                    # inputs that fit are untouched
+    st, trunc = post(server, "/embed", {"inputs": [LONG], "truncate": True})
+    assert cos(trunc[0], want) < 0.999           # not the truncated embedding
+
+
+def test_chunked_openai_dimensions(server, long_ids, posy_model):
+    ids, _ = long_ids
+    want, _ = expected(server, ids, 1, 1, max_len(posy_model))
+    st, r = post(server, "/v1/embeddings", {"input": ["a", LONG], "chunked": True, "dimensions": 64})
+    assert st == 200, r
+    v = r["data"][1]["embedding"]
+    w = want[:64] / np.linalg.norm(want[:64])
+    assert len(v) == 64 and cos(v, w) >= 0.99999
+    assert r["data"][0]["index"] == 0 and r["data"][1]["index"] == 1
+
+
+def test_chunked_token_ids(server, long_ids, posy_model):
+    ids, _ = long_ids
+    content = ids[1:-1]
+    want, k = expected(server, content, 0, 0, max_len(posy_model))
+    st, got = post(server, "/embed", {"inputs": [content], "chunked": True})
+    assert st == 200, got
+    assert cos(got[0], want) >= 0.99999
+
+
+def test_over_long_without_chunked_is_422(server):
+    st, r = post(server, "/embed", {"inputs": [LONG]})
+    assert st == 422, r
