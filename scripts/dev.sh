@@ -35,7 +35,9 @@ case "$cmd" in
     ASAN_OPTIONS=detect_leaks=1 ctest --test-dir build-asan --output-on-failure
     echo "== Python end-to-end tests"
     set +e
+    # build-asan/posy (built above with every target): the stress test runs it.
     POSY_BIN="$ROOT/build/posy" POSY_MODEL="$ROOT/models/all-MiniLM-L6-v2" \
+      POSY_ASAN_BIN="$ROOT/build-asan/posy" \
       python3 -m pytest -q tests/python "$@"
     rc=$?
     set -e

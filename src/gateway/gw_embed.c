@@ -268,13 +268,21 @@ static void tokenize_response(gw_call *c, const gw_embed_req *r) {
         }
         gw_buf_puts(b, i ? ",[" : "[");
         for (int k = 0; k < tl_enc.n; k++) {
-            const char *tokstr = tok_id_to_token(m->tok, tl_enc.ids[k]);
             int special = tl_enc.special_mask && tl_enc.special_mask[k];
             gw_buf_printf(b, "%s{\"id\":%d,\"text\":", k ? "," : "", tl_enc.ids[k]);
-            gw_buf_json_str(b, tokstr ? tokstr : "", tokstr ? strlen(tokstr) : 0);
-            if (special) gw_buf_puts(b, ",\"special\":true,\"start\":null,\"stop\":null}");
-            else gw_buf_printf(b, ",\"special\":false,\"start\":%d,\"stop\":%d}", tl_enc.offsets[2 * k],
-                               tl_enc.offsets[2 * k + 1]);
+            if (special) {
+                /* special tokens have no span in the input: their vocabulary string */
+                const char *tokstr = tok_id_to_token(m->tok, tl_enc.ids[k]);
+                gw_buf_json_str(b, tokstr ? tokstr : "", tokstr ? strlen(tokstr) : 0);
+                gw_buf_puts(b, ",\"special\":true,\"start\":null,\"stop\":null}");
+            } else {
+                /* as TEI: the input's own bytes [start, stop), not the
+                 * normalised vocabulary string ("Hello", not "hello") */
+                int s0 = tl_enc.offsets[2 * k], s1 = tl_enc.offsets[2 * k + 1];
+                if (s0 < 0 || s1 < s0 || (size_t)s1 > in->len) s0 = s1 = 0;
+                gw_buf_json_str(b, in->text + s0, (size_t)(s1 - s0));
+                gw_buf_printf(b, ",\"special\":false,\"start\":%d,\"stop\":%d}", s0, s1);
+            }
         }
         gw_buf_putc(b, ']');
     }

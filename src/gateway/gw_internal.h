@@ -5,7 +5,10 @@
  * when h2o disposes the request after the response was written, or, if the
  * client went away first, when the call's final message comes back.  The
  * `mu`/`gone`/`submitted` trio closes the race between a worker submitting
- * the job and the loop thread cancelling it on disconnect.
+ * the job and the loop thread cancelling it on disconnect.  A call's loop
+ * (and its h2o state) outlives the call: gw_loop.c tears a loop down only
+ * once its n_calls is 0, so a late completion never posts into freed h2o
+ * memory.
  */
 #ifndef GW_INTERNAL_H
 #define GW_INTERNAL_H
@@ -29,7 +32,7 @@ typedef struct gw_loop {
     struct gw_server *srv;
     int idx;
     pthread_t thread;
-    int started;                      /* 1 once ctx/queue/listener exist, -1 if that failed (under srv->start_mu) */
+    int started;                      /* 1 once ctx/queue/listener exist (under srv->start_mu) */
     int clean;                        /* 1 once the thread tore its h2o state down */
     h2o_accept_ctx_t accept;
     h2o_socket_t *listener;

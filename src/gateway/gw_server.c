@@ -1,5 +1,6 @@
-/* gw_server: listeners, event-loop threads, routing on the loop thread, the
- * call lifecycle and draining (see gw_server.h and gw_internal.h).
+/* gw_server: listeners, routing on the loop thread, the call lifecycle and
+ * draining (see gw_server.h and gw_internal.h; the loop threads themselves,
+ * and why all their h2o state lives on them, are in gw_loop.c).
  *
  * Only cheap work happens here: matching the route, admission (429), the
  * readiness and body-size checks, copying the body into a gw_call and

@@ -12,6 +12,7 @@
 #include <string.h>
 
 #include "tok_internal.h"
+#include "tok_regex.h"
 
 static const tok_added_token *g_sort_base;
 static int by_len_desc(const void *a, const void *b) {
@@ -65,14 +66,14 @@ static int word_char_before(const char *t, size_t pos) {
     while (p > 0 && ((uint8_t)t[p] & 0xC0) == 0x80) p--;
     uint32_t cp;
     tok_utf8_next(t + p, &cp);
-    return cp == '_' || tok_is_alnum(cp);
+    return tok_is_word_char(cp);
 }
 
 static int word_char_at(const char *t, size_t len, size_t pos) {
     if (pos >= len) return 0;
     uint32_t cp;
     tok_utf8_next(t + pos, &cp);
-    return cp == '_' || tok_is_alnum(cp);
+    return tok_is_word_char(cp);
 }
 
 /* The leftmost-longest match at or after `from`, skipping matches that fail

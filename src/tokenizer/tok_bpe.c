@@ -63,6 +63,10 @@ static long init_symbols(const tok_model *m, const tok_bpe_model *bm, const char
             k += l;
             if (last) { memcpy(tmp + k, bm->suffix, bm->suffix_len); k += bm->suffix_len; }
             id = tok_vocab_find(&m->vocab, tmp, k);
+        } else if ((uint8_t)w[i] < 0xC8) { /* U+0000..U+01FF: table */
+            uint32_t cp;
+            tok_utf8_next(w + i, &cp);
+            id = bm->small_ids[cp];
         } else {
             id = tok_vocab_find(&m->vocab, w + i, l);
         }

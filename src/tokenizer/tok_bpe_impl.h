@@ -16,6 +16,7 @@ typedef struct tok_bpe_model {
     char *suffix; size_t suffix_len;   /* end_of_word_suffix */
     int fuse_unk, byte_fallback, ignore_merges;
     int32_t byte_ids[256];   /* id of "<0xXX>" or -1 */
+    int32_t small_ids[512];  /* id of the one-char token U+0000..U+01FF (ByteLevel's alphabet), or -1 */
 } tok_bpe_model;
 
 int tok_bpe_merge_find(const tok_bpe_model *bm, int32_t a, int32_t b, int32_t *rank, int32_t *id);

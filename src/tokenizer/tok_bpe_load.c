@@ -50,7 +50,7 @@ static int load_merges(json_t *arr, tok_model *m, tok_bpe_model *bm, posy_err *e
         if ((rc = merge_parts(json_array_get(arr, i), i, &a, &al, &b, &bl, err))) break;
         int32_t ia = tok_vocab_find(&m->vocab, a, al), ib = tok_vocab_find(&m->vocab, b, bl);
         size_t skip = bm->prefix_len && bl >= bm->prefix_len && !memcmp(b, bm->prefix, bm->prefix_len) ? bm->prefix_len : 0;
-        if (al + bl > bufcap) {
+        if (!buf || al + bl > bufcap) {
             bufcap = (al + bl) * 2 + 16;
             char *nb = realloc(buf, bufcap);
             if (!nb) { rc = posy_err_set(err, POSY_E_NOMEM, "oom"); break; }
@@ -96,6 +96,11 @@ int tok_load_bpe(json_t *j, tok_model *m, posy_err *err) {
         char name[8];
         snprintf(name, sizeof name, "<0x%02X>", b);
         bm->byte_ids[b] = tok_vocab_find(&m->vocab, name, 6);
+    }
+    for (uint32_t cp = 0; cp < 512; cp++) {
+        char u[4];
+        int l = tok_utf8_encode(cp, u);
+        bm->small_ids[cp] = tok_vocab_find(&m->vocab, u, (size_t)l);
     }
     return load_merges(mg, m, bm, err);
 }

@@ -287,7 +287,7 @@ static int is_special(const tok_tokenizer *t, const char *s, size_t n) {
     for (int k = 0; k < 2; k++)
         for (int i = 0; i < sets[k]->n; i++) {
             const tok_added_token *a = &sets[k]->tok[i];
-            if (a->special && a->orig_len == n && !memcmp(a->orig, s, n)) return 1;
+            if (a->special && a->len == n && !memcmp(a->content, s, n)) return 1;
         }
     return 0;
 }

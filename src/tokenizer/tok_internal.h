@@ -229,8 +229,8 @@ void tok_cache_free(tok_cache *c);
 
 /* ---- added tokens (tok_added.c) ----------------------------------------- */
 typedef struct {
-    char *content; size_t len;      /* what is matched (normalized for added_norm) */
-    char *orig; size_t orig_len;    /* as written in the file (token string, decode) */
+    char *content; size_t len;      /* matched, and reported (normalized for added_norm, as HF) */
+    char *orig; size_t orig_len;    /* as written in the file */
     int32_t id;
     int special, normalized, lstrip, rstrip, single_word;
 } tok_added_token;

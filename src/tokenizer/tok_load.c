@@ -93,7 +93,8 @@ static int build_all(tok_tokenizer *t, posy_err *err) {
     for (int s = 0; s < 2; s++)
         for (int i = 0; i < sets[s]->n; i++) {
             const tok_added_token *a = &sets[s]->tok[i];
-            if (tok_vocab_add(&t->all, a->id, a->orig, a->orig_len) < 0) return posy_err_set(err, POSY_E_NOMEM, "oom");
+            /* HF reports a normalized added token by its normalized content */
+            if (tok_vocab_add(&t->all, a->id, a->content, a->len) < 0) return posy_err_set(err, POSY_E_NOMEM, "oom");
         }
     for (int32_t id = 0; id < t->model.vocab.n_ids; id++) {
         uint32_t l;

@@ -20,14 +20,22 @@ static void swap_bufs(tok_buf *a, tok_buf *b) {
 }
 
 /* One char of the Bert pipeline after clean_text / chinese: strip accents
- * (NFD, drop Mn) and lowercase. */
-static void bert_tail(const tok_normalizer *n, tok_buf *o, uint32_t cp, tok_span sp) {
+ * (NFD, drop Mn) and lowercase.  Returns -1 when the decomposition would
+ * need canonical reordering (*last_ccc tracks the previous char's class):
+ * then the per-char shortcut is not exact and norm_bert takes the slow
+ * path. */
+static int bert_tail(const tok_normalizer *n, tok_buf *o, uint32_t cp, tok_span sp, uint8_t *last_ccc) {
     uint32_t d[TOK_MAX_DECOMP];
     int nd = 1;
     d[0] = cp;
     if (n->strip_accents && cp >= 0xA0) nd = tok_decompose(cp, 0, d, TOK_MAX_DECOMP);
     for (int i = 0; i < nd; i++) {
-        if (n->strip_accents && tok_is_nonspacing_mark(d[i])) continue;
+        if (n->strip_accents) {
+            uint8_t c = d[i] < 0x300 ? 0 : tok_ccc(d[i]);
+            if (c && *last_ccc > c) return -1;
+            *last_ccc = c;
+            if (tok_is_nonspacing_mark(d[i])) continue;
+        }
         if (n->lowercase) {
             uint32_t l[3];
             int nl = tok_lower(d[i], l);
@@ -36,11 +44,41 @@ static void bert_tail(const tok_normalizer *n, tok_buf *o, uint32_t cp, tok_span
             tok_buf_put(o, d[i], sp);
         }
     }
+    return 0;
+}
+
+/* The exact path when marks must be reordered: clean/chinese, then a real
+ * NFD (HF's positional alignment through reordering), then drop Mn and
+ * lowercase char by char. */
+static int norm_bert_slow(const tok_normalizer *n, tok_buf *b, tok_norm_scratch *s) {
+    tok_normalizer first = *n;
+    first.strip_accents = first.lowercase = 0;
+    int rc = tok_norm_apply(&first, b, s);
+    if (!rc) rc = tok_unorm_apply(TOK_N_NFD, b, s);
+    if (rc) return rc;
+    tok_buf *o = &s->tmp;
+    o->len = 0;
+    for (size_t i = 0; i < b->len;) {
+        uint32_t cp;
+        tok_span sp = b->al[i];
+        i += (size_t)tok_utf8_next(b->b + i, &cp);
+        if (tok_buf_reserve(o, 12)) return POSY_E_NOMEM;
+        if (tok_is_nonspacing_mark(cp)) continue;
+        uint32_t l[3];
+        int nl = n->lowercase ? tok_lower(cp, l) : (l[0] = cp, 1);
+        for (int j = 0; j < nl; j++) tok_buf_put(o, l[j], sp);
+    }
+    tok_buf t = *b;
+    *b = *o;
+    *o = t;
+    return 0;
 }
 
 static int norm_bert(const tok_normalizer *n, tok_buf *b, tok_norm_scratch *s) {
     tok_buf *o = &s->tmp;
     o->len = 0;
+    uint8_t last_ccc = 0;
+    int slow = 0;
     /* Worst case per input byte: 3 chars (chinese padding) x 18 decomposed x 3 lower x 4 bytes is
      * absurd; reserve per char instead. */
     size_t i = 0;
@@ -55,14 +93,15 @@ static int norm_bert(const tok_normalizer *n, tok_buf *b, tok_norm_scratch *s) {
             if (tok_is_whitespace(cp)) cp = ' ';
         }
         if (n->chinese && tok_is_chinese(cp)) {
-            bert_tail(n, o, ' ', sp);
-            bert_tail(n, o, cp, sp);
-            bert_tail(n, o, ' ', sp);
+            slow |= bert_tail(n, o, ' ', sp, &last_ccc) | bert_tail(n, o, cp, sp, &last_ccc) |
+                    bert_tail(n, o, ' ', sp, &last_ccc);
         } else if (cp < 0x80 && !n->lowercase) {
             o->b[o->len] = (char)cp; o->al[o->len++] = sp;
+            last_ccc = 0;
         } else {
-            bert_tail(n, o, cp, sp);
+            slow |= bert_tail(n, o, cp, sp, &last_ccc);
         }
+        if (slow) return norm_bert_slow(n, b, s);
     }
     swap_bufs(b, o);
     return 0;

@@ -10,9 +10,11 @@
  */
 #define PCRE2_CODE_UNIT_WIDTH 8
 #include <pcre2.h>
+#include <pthread.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "tok_internal.h"
 #include "tok_regex.h"
 #include "tok_regex_tables.h"
 
@@ -150,6 +152,37 @@ void *tok_regex_compile_whitespace(const char *field, posy_err *err) {
     }
     pcre2_jit_compile(re, PCRE2_JIT_COMPLETE);
     return re;
+}
+
+/* Rust regex's \\w (the W body), which HF's added-token matching uses to
+ * decide single_word boundaries.  Compiled once; queried only when a
+ * single_word token matches, so a per-call match data is fine. */
+static pcre2_code *g_word_re;
+static pthread_once_t g_word_once = PTHREAD_ONCE_INIT;
+
+static void word_re_init(void) {
+    sbuf b = {0};
+    puts_(&b, "[");
+    puts_(&b, class_body('W'));
+    puts_(&b, "]");
+    if (b.oom || !b.p) { free(b.p); return; }
+    int ec;
+    PCRE2_SIZE eo;
+    g_word_re = pcre2_compile((PCRE2_SPTR)b.p, b.n, PCRE2_UTF | PCRE2_UCP | PCRE2_ANCHORED, &ec, &eo, NULL);
+    free(b.p);
+}
+
+int tok_is_word_char(uint32_t cp) {
+    if (cp < 0x80) return (cp >= '0' && cp <= '9') || ((cp | 32) >= 'a' && (cp | 32) <= 'z') || cp == '_';
+    pthread_once(&g_word_once, word_re_init);
+    if (!g_word_re) return 0;
+    char u[4];
+    size_t n = (size_t)tok_utf8_encode(cp, u);
+    pcre2_match_data *md = pcre2_match_data_create(1, NULL);
+    if (!md) return 0;
+    int rc = pcre2_match(g_word_re, (PCRE2_SPTR)u, n, 0, 0, md, NULL);
+    pcre2_match_data_free(md);
+    return rc >= 0;
 }
 
 void tok_regex_free(void *re) {

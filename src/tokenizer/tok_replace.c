@@ -26,6 +26,14 @@ static int next_match(const tok_normalizer *n, const tok_buf *b, size_t from, si
     return 1;
 }
 
+/* Append b[from, to) to o (room reserved); empty ranges touch nothing. */
+static void copy_range(tok_buf *o, const tok_buf *b, size_t from, size_t to) {
+    if (to <= from) return;
+    memcpy(o->b + o->len, b->b + from, to - from);
+    memcpy(o->al + o->len, b->al + from, (to - from) * sizeof *b->al);
+    o->len += to - from;
+}
+
 int tok_replace_apply(const tok_normalizer *n, tok_buf *b, tok_norm_scratch *s) {
     tok_buf *o = &s->tmp;
     o->len = 0;
@@ -35,9 +43,7 @@ int tok_replace_apply(const tok_normalizer *n, tok_buf *b, tok_norm_scratch *s) 
         if (rc < 0) return -rc;
         if (rc == 0) break;
         if (tok_buf_reserve(o, ms - pos + n->content_len)) return POSY_E_NOMEM;
-        memcpy(o->b + o->len, b->b + pos, ms - pos);
-        memcpy(o->al + o->len, b->al + pos, (ms - pos) * sizeof *b->al);
-        o->len += ms - pos;
+        copy_range(o, b, pos, ms);
         tok_span sp = me > 0 ? b->al[me - 1] : (tok_span){0, 0};
         for (size_t i = 0; i < n->content_len; i++) { o->b[o->len] = n->content[i]; o->al[o->len++] = sp; }
         pos = me;
@@ -48,9 +54,7 @@ int tok_replace_apply(const tok_normalizer *n, tok_buf *b, tok_norm_scratch *s) 
         }
     }
     if (tok_buf_reserve(o, b->len - pos)) return POSY_E_NOMEM;
-    memcpy(o->b + o->len, b->b + pos, b->len - pos);
-    memcpy(o->al + o->len, b->al + pos, (b->len - pos) * sizeof *b->al);
-    o->len += b->len - pos;
+    copy_range(o, b, pos, b->len);
     tok_buf t = *b;
     *b = *o;
     *o = t;

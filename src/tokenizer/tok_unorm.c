@@ -21,7 +21,7 @@
  * composition. */
 typedef struct { uint32_t cp; int32_t ch; uint8_t ccc; } uch;
 
-static uint8_t ccc_of(uint32_t cp) {
+uint8_t tok_ccc(uint32_t cp) {
     if (cp < 0x300) return 0;
     uint8_t c = (uint8_t)utf8proc_get_property((utf8proc_int32_t)cp)->combining_class;
     return c && tok_is_ccc_zero(cp) ? 0 : c;
@@ -68,10 +68,24 @@ static void reorder(uch *u, size_t n) {
     }
 }
 
+/* Text that NFC leaves as it is, decided cheaply: chars below U+0300 (no
+ * combining marks, nothing that decomposes canonically and recomposes
+ * differently), CJK ideographs and precomposed Hangul syllables. */
+static int nfc_stable(const tok_buf *b) {
+    for (size_t i = 0; i < b->len;) {
+        uint32_t cp;
+        i += (size_t)tok_utf8_next(b->b + i, &cp);
+        if (cp < 0x300 || (cp >= 0x3400 && cp <= 0x9FFF) || (cp >= 0xAC00 && cp <= 0xD7A3)) continue;
+        return 0;
+    }
+    return 1;
+}
+
 int tok_unorm_apply(tok_norm_type form, tok_buf *b, tok_norm_scratch *s) {
     size_t i = 0;
     while (i < b->len && (uint8_t)b->b[i] < 0x80) i++;
     if (i == b->len) return 0;
+    if (form == TOK_N_NFC && nfc_stable(b)) return 0;
     int compat = form == TOK_N_NFKD || form == TOK_N_NFKC;
     int comp = form == TOK_N_NFC || form == TOK_N_NFKC;
     /* one allocation: output chars, then the input chars' spans */
@@ -85,7 +99,7 @@ int tok_unorm_apply(tok_norm_type form, tok_buf *b, tok_norm_scratch *s) {
         in_sp[n_in++] = b->al[i];
         i += (size_t)tok_utf8_next(b->b + i, &cp);
         int nd = tok_decompose(cp, compat, d, TOK_MAX_DECOMP);
-        for (int k = 0; k < nd; k++) { u[n].cp = d[k]; u[n].ch = k > 0; u[n].ccc = ccc_of(d[k]); n++; }
+        for (int k = 0; k < nd; k++) { u[n].cp = d[k]; u[n].ch = k > 0; u[n].ccc = tok_ccc(d[k]); n++; }
     }
     reorder(u, n);
     if (comp) n = compose(u, n);

@@ -12,7 +12,8 @@ most), picking one behaviour per round:
   slow_read   a request with a big answer, tiny receive buffer, read a
               little, then close (or reset)
   get         GET /health, /metrics, /info on a keep-alive connection
-  junk        garbage request lines / bad JSON on a connection
+  junk        garbage request lines, bad JSON, an HTTP/2 preface with
+              garbage frames, an h2c upgrade
 
 Only loopback.  `run_stress` returns a Counter of outcomes and a list of
 protocol violations (answers that are not HTTP, wrong status for a good
@@ -218,8 +219,15 @@ def b_get(port, rng, out, bad):
 def b_junk(port, rng, out, bad):
     s = connect(port)
     try:
-        kind = rng.randrange(4)
-        if kind == 0:
+        kind = rng.randrange(6)
+        if kind == 4:   # HTTP/2 preface (h2o accepts prior-knowledge h2), then garbage frames
+            s.sendall(b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n" + bytes(rng.randrange(256) for _ in range(64)))
+        elif kind == 5:   # an h2c upgrade request, then leave
+            _, body = body_for(rng, 1)
+            s.sendall(b"POST /embed HTTP/1.1\r\nHost: x\r\nConnection: Upgrade, HTTP2-Settings\r\n"
+                      b"Upgrade: h2c\r\nHTTP2-Settings: AAMAAABkAAQAAP__\r\n"
+                      + f"Content-Length: {len(body)}\r\n\r\n".encode() + body)
+        elif kind == 0:
             s.sendall(b"\x00\xff garbage \r\n\r\n")
         elif kind == 1:
             s.sendall(request_bytes("/embed", b'{"inputs": ["unterminated'))

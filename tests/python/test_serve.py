@@ -150,6 +150,7 @@ def test_tokenize_matches_hf_tokenizers(server, posy_model):
         assert toks[0]["special"] and toks[-1]["special"]
         for x, (s, e) in zip(toks[1:-1], enc.offsets[1:-1]):
             assert (x["start"], x["stop"]) == (len(t[:s].encode()), len(t[:e].encode()))
+            assert x["text"] == t[s:e]   # the input's own text, as TEI answers
     r = requests.post(server.url + "/tokenize", json={"inputs": "hello", "add_special_tokens": False})
     assert [x["id"] for x in r.json()[0]] == tok.encode("hello", add_special_tokens=False).ids
 

@@ -88,3 +88,49 @@ def test_decode_identical(name, texts):
         for i, a, b in bad[:3]:
             print(f"  {i}: posy {a!r}\n      hf   {b!r}")
         assert not bad
+
+
+def _variant(name, tmp_path):
+    """Options no committed fixture sets, patched into a copy of one."""
+    import json
+    if name == "bpe_ignore_merges":
+        d = json.load(open(os.path.join(FIX, "bpe_qwen2.json"), encoding="utf-8"))
+        d["model"]["ignore_merges"] = True
+    elif name == "unigram_byte_fallback":
+        d = json.load(open(os.path.join(FIX, "unigram.json"), encoding="utf-8"))
+        d["model"]["byte_fallback"] = True
+        d["model"]["vocab"] += [[f"<0x{b:02X}>", -30.0] for b in range(256)]
+    elif name == "added_token_options":
+        d = json.load(open(os.path.join(ROOT, "models", "all-MiniLM-L6-v2", "tokenizer.json"), encoding="utf-8"))
+        extra = [("Hello World", dict(normalized=True)), ("<ent>", dict(lstrip=True, rstrip=True)),
+                 ("naïve", dict(normalized=True, single_word=True)), ("[MASK]x", dict(special=True)),
+                 ("東京", dict(normalized=False, single_word=True)), ("don't", dict(rstrip=True, normalized=True))]
+        for i, (content, opts) in enumerate(extra):
+            tok = {"id": 30522 + i, "content": content, "single_word": False, "lstrip": False, "rstrip": False,
+                   "normalized": False, "special": False}
+            tok.update(opts)
+            d["added_tokens"].append(tok)
+    else:
+        raise ValueError(name)
+    path = str(tmp_path / (name + ".json"))
+    json.dump(d, open(path, "w", encoding="utf-8"), ensure_ascii=False)
+    return path
+
+
+@pytest.mark.parametrize("name", ["bpe_ignore_merges", "unigram_byte_fallback", "added_token_options"])
+def test_option_variants(name, texts, tmp_path):
+    """ignore_merges, Unigram byte_fallback and the added-token options
+    (normalized, lstrip, rstrip, single_word) on 5,000 strings + decode."""
+    if name == "added_token_options" and not os.path.exists(os.path.join(ROOT, "models", "all-MiniLM-L6-v2")):
+        pytest.skip("default model missing")
+    path = _variant(name, tmp_path)
+    extra = ["Hello World, hello world! <ent>  naïve naïveté 東京 東京都 don't  x", " <ent> a<ent>b [MASK]x"]
+    sub = extra + texts[:5000]
+    t = tokenizers.Tokenizer.from_file(path)
+    t.no_truncation()
+    t.no_padding()
+    enc = t.encode_batch(sub)
+    agree, total, _ = compare(sub, run_posy(path, sub), [hf_row(e) for e in enc], name)
+    assert agree == total
+    ids = [e.ids for e in enc[:1000]]
+    assert run_posy_decode(path, ids, True) == t.decode_batch(ids, skip_special_tokens=True)
