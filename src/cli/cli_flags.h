@@ -1,8 +1,10 @@
 /* cli_flags: table-driven flags for the long-running commands (`posy
- * worker`, `posy gateway`): `--name value` or `--name=value`, each with an
- * environment variable (POSY_<NAME>) so a container can be configured
- * without a command line; a flag wins over its variable.  Repeatable flags
- * (--backend) collect into a list.  Errors name the flag and return -1; the
+ * serve`, `posy worker`, `posy gateway`): `--name value` or `--name=value`,
+ * each with an environment variable (POSY_<NAME>) so a container can be
+ * configured without a command line; a flag wins over its variable.
+ * Repeatable flags (--backend) collect into a list; a switch (serve's
+ * --auto-truncate) may stand alone for 1.  Errors name the flag (or, where
+ * the command asks, the variable a bad value came from) and return -1; the
  * caller exits 2.
  */
 #ifndef CLI_FLAGS_H
@@ -11,7 +13,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
-typedef enum { CLI_F_STR = 0, CLI_F_INT = 1, CLI_F_LIST = 2 } cli_flag_kind;
+/* CLI_F_SWITCH: a CLI_F_INT that reads as 1 when given without '=value'. */
+typedef enum { CLI_F_STR = 0, CLI_F_INT = 1, CLI_F_LIST = 2, CLI_F_SWITCH = 3 } cli_flag_kind;
 
 #define CLI_LIST_MAX 64
 typedef struct cli_list {
@@ -22,14 +25,22 @@ typedef struct cli_list {
 typedef struct cli_flag {
     const char *name, *env, *help;
     cli_flag_kind kind;
-    long lo, hi;                 /* CLI_F_INT range */
+    long lo, hi;                 /* CLI_F_INT / CLI_F_SWITCH range */
     size_t off;                  /* offset of a const char *, long or cli_list in the options struct */
 } cli_flag;
 
+/* One command's flags and the text --help prints around them. */
+typedef struct cli_cmd {
+    const char *name, *summary;  /* "serve"; the paragraph under the usage line */
+    const cli_flag *flags;
+    size_t n;
+    int help_width;              /* width of the flag-name column in --help */
+    int env_err_names_var;       /* a bad variable's error names POSY_X rather than the flag */
+} cli_cmd;
+
 /* Fill `opts` from the environment, then argv.  Returns 0, 1 for --help
  * (usage printed to stdout), -1 on error (message on stderr). */
-int cli_flags_parse(const char *cmd, const char *summary, const cli_flag *flags, size_t n, int argc, char **argv,
-                    void *opts);
-void cli_flags_usage(FILE *f, const char *cmd, const char *summary, const cli_flag *flags, size_t n);
+int cli_flags_parse(const cli_cmd *cmd, int argc, char **argv, void *opts);
+void cli_flags_usage(FILE *f, const cli_cmd *cmd);
 
 #endif

@@ -59,6 +59,7 @@ static const cli_flag gwc_flags[] = {
 #define GWC_SUMMARY "HTTP gateway (the posy serve front: OpenAI /v1/embeddings, TEI /embed) that tokenizes,\n" \
     "splits requests into chunks and spreads them over gRPC workers (posy worker).\n" \
     "SIGTERM/SIGINT drain and exit 0."
+static const cli_cmd gwc_cmd = {"gateway", GWC_SUMMARY, gwc_flags, GWC_N, 22, 0};
 
 static int gwc_parse(int argc, char **argv, gwc_opts *o) {
     memset(o, 0, sizeof *o);
@@ -77,7 +78,7 @@ static int gwc_parse(int argc, char **argv, gwc_opts *o) {
     o->max_body_bytes = 4194304;
     o->request_timeout = 10;
     o->drain_timeout = 30;
-    int rc = cli_flags_parse("gateway", GWC_SUMMARY, gwc_flags, GWC_N, argc, argv, o);
+    int rc = cli_flags_parse(&gwc_cmd, argc, argv, o);
     if (rc) return rc;
     if (o->backends.n == 0 && !(o->dns && *o->dns)) {
         fprintf(stderr, "posy gateway: no workers: give --backend HOST:PORT (repeatable) or --backend-dns NAME:PORT\n");

@@ -5,9 +5,9 @@
  * directory), bind the port and start serving (503 on model routes), load
  * the tokenizer and the engine, start the scheduler, mark ready and log one
  * line.  SIGTERM/SIGINT drain: stop accepting, finish every accepted
- * request, exit 0.  Every flag has an environment variable (POSY_<FLAG>) so
- * containers can be configured without a command line; a flag wins over its
- * variable.
+ * request, exit 0.  Flags are a cli_flags table: each has an environment
+ * variable (POSY_<FLAG>) so containers can be configured without a command
+ * line; a flag wins over its variable.
  */
 #include <pthread.h>
 #include <signal.h>
@@ -19,6 +19,7 @@
 
 #include "cli.h"
 #include "cli_attention.h"
+#include "cli_flags.h"
 #include "eng_config.h"
 #include "gw_server.h"
 #include "posy_log.h"
@@ -31,85 +32,41 @@ typedef struct serve_flags {
         max_body_bytes, request_timeout, drain_timeout, auto_truncate, noop_delay_us;
 } serve_flags;
 
-typedef struct flag_def {
-    const char *name, *env, *help;
-    int is_int;
-    long lo, hi;
-    size_t off;
-} flag_def;
-
 #define FS(f) offsetof(serve_flags, f)
-static const flag_def flag_defs[] = {
-    {"--model", "POSY_MODEL", "model directory (default models/all-MiniLM-L6-v2)", 0, 0, 0, FS(model)},
-    {"--host", "POSY_HOST", "address to listen on (default 0.0.0.0)", 0, 0, 0, FS(host)},
-    {"--port", "POSY_PORT", "port (default 8080; 0 picks a free one)", 1, 0, 65535, FS(port)},
-    {"--device", "POSY_DEVICE", "auto | cpu | cuda | cuda:N (default auto: CUDA when a GPU is present)", 0, 0, 0, FS(device)},
-    {"--attention", "POSY_ATTENTION", "model | causal | bidirectional: decoder attention (default model: as config.json says)", 0, 0, 0, FS(attention)},
-    {"--engine", "POSY_ENGINE", "model | noop (noop: benchmarking only, skips the model math, returns a fixed vector)", 0, 0, 0, FS(engine)},
-    {"--threads", "POSY_THREADS", "CPU engine threads (default 0 = all cores)", 1, 0, 4096, FS(threads)},
-    {"--http-threads", "POSY_HTTP_THREADS", "event-loop threads (default 2)", 1, 1, 256, FS(http_threads)},
-    {"--tokenization-workers", "POSY_TOKENIZATION_WORKERS", "parse/tokenize/serialize threads (default: cores)", 1, 1, 1024, FS(workers)},
-    {"--max-batch-tokens", "POSY_MAX_BATCH_TOKENS", "tokens per engine batch (default 16384)", 1, 1, 1 << 24, FS(max_batch_tokens)},
-    {"--max-batch-seqs", "POSY_MAX_BATCH_SEQS", "sequences per engine batch (default 512)", 1, 1, 1 << 20, FS(max_batch_seqs)},
-    {"--max-concurrent", "POSY_MAX_CONCURRENT", "requests in flight before 429 (default 512)", 1, 1, 1 << 24, FS(max_concurrent)},
-    {"--max-client-batch", "POSY_MAX_CLIENT_BATCH", "inputs per request (default 2048)", 1, 1, 1 << 24, FS(max_client_batch)},
-    {"--max-body-bytes", "POSY_MAX_BODY_BYTES", "request body limit (default 4194304)", 1, 1, 1L << 32, FS(max_body_bytes)},
-    {"--request-timeout", "POSY_REQUEST_TIMEOUT", "seconds a client has to send a request (default 10)", 1, 1, 3600, FS(request_timeout)},
-    {"--drain-timeout", "POSY_DRAIN_TIMEOUT", "seconds to finish in-flight requests on SIGTERM (default 30)", 1, 0, 3600, FS(drain_timeout)},
-    {"--noop-delay-us", "POSY_NOOP_DELAY_US", "with --engine noop: microseconds each batch pretends to take (tests)", 1, 0, 60000000, FS(noop_delay_us)},
-    {"--auto-truncate", "POSY_AUTO_TRUNCATE", "0 | 1: truncate over-long inputs by default (default 0: answer 422)", 1, 0, 1, FS(auto_truncate)},
+static const cli_flag flag_defs[] = {
+    {"--model", "POSY_MODEL", "model directory (default models/all-MiniLM-L6-v2)", CLI_F_STR, 0, 0, FS(model)},
+    {"--host", "POSY_HOST", "address to listen on (default 0.0.0.0)", CLI_F_STR, 0, 0, FS(host)},
+    {"--port", "POSY_PORT", "port (default 8080; 0 picks a free one)", CLI_F_INT, 0, 65535, FS(port)},
+    {"--device", "POSY_DEVICE", "auto | cpu | cuda | cuda:N (default auto: CUDA when a GPU is present)", CLI_F_STR, 0, 0, FS(device)},
+    {"--attention", "POSY_ATTENTION", "model | causal | bidirectional: decoder attention (default model: as config.json says)", CLI_F_STR, 0, 0, FS(attention)},
+    {"--engine", "POSY_ENGINE", "model | noop (noop: benchmarking only, skips the model math, returns a fixed vector)", CLI_F_STR, 0, 0, FS(engine)},
+    {"--threads", "POSY_THREADS", "CPU engine threads (default 0 = all cores)", CLI_F_INT, 0, 4096, FS(threads)},
+    {"--http-threads", "POSY_HTTP_THREADS", "event-loop threads (default 2)", CLI_F_INT, 1, 256, FS(http_threads)},
+    {"--tokenization-workers", "POSY_TOKENIZATION_WORKERS", "parse/tokenize/serialize threads (default: cores)", CLI_F_INT, 1, 1024, FS(workers)},
+    {"--max-batch-tokens", "POSY_MAX_BATCH_TOKENS", "tokens per engine batch (default 16384)", CLI_F_INT, 1, 1 << 24, FS(max_batch_tokens)},
+    {"--max-batch-seqs", "POSY_MAX_BATCH_SEQS", "sequences per engine batch (default 512)", CLI_F_INT, 1, 1 << 20, FS(max_batch_seqs)},
+    {"--max-concurrent", "POSY_MAX_CONCURRENT", "requests in flight before 429 (default 512)", CLI_F_INT, 1, 1 << 24, FS(max_concurrent)},
+    {"--max-client-batch", "POSY_MAX_CLIENT_BATCH", "inputs per request (default 2048)", CLI_F_INT, 1, 1 << 24, FS(max_client_batch)},
+    {"--max-body-bytes", "POSY_MAX_BODY_BYTES", "request body limit (default 4194304)", CLI_F_INT, 1, 1L << 32, FS(max_body_bytes)},
+    {"--request-timeout", "POSY_REQUEST_TIMEOUT", "seconds a client has to send a request (default 10)", CLI_F_INT, 1, 3600, FS(request_timeout)},
+    {"--drain-timeout", "POSY_DRAIN_TIMEOUT", "seconds to finish in-flight requests on SIGTERM (default 30)", CLI_F_INT, 0, 3600, FS(drain_timeout)},
+    {"--noop-delay-us", "POSY_NOOP_DELAY_US", "with --engine noop: microseconds each batch pretends to take (tests)", CLI_F_INT, 0, 60000000, FS(noop_delay_us)},
+    {"--auto-truncate", "POSY_AUTO_TRUNCATE", "0 | 1: truncate over-long inputs by default (default 0: answer 422)", CLI_F_SWITCH, 0, 1, FS(auto_truncate)},
 };
-#define N_FLAGS (sizeof flag_defs / sizeof flag_defs[0])
+#define SERVE_SUMMARY "HTTP server: OpenAI POST /v1/embeddings, TEI POST /embed and /, /tokenize, /decode,\n" \
+    "GET /health /info /v1/models /metrics.  SIGTERM/SIGINT drain and exit 0."
+/* A bad POSY_* value's error names the variable, not the flag. */
+static const cli_cmd serve_cmd = {"serve", SERVE_SUMMARY, flag_defs, sizeof flag_defs / sizeof flag_defs[0], 24, 1};
 
-static void usage(FILE *f) {
-    fprintf(f, "usage: posy serve [flags]\n\nHTTP server: OpenAI POST /v1/embeddings, TEI POST /embed and /, "
-               "/tokenize, /decode,\nGET /health /info /v1/models /metrics.  SIGTERM/SIGINT drain and exit 0.\n\n");
-    for (size_t i = 0; i < N_FLAGS; i++)
-        fprintf(f, "  %-24s %s [env %s]\n", flag_defs[i].name, flag_defs[i].help, flag_defs[i].env);
-    fprintf(f, "  %-24s %s\n", "--help", "this text");
-}
-
-/* `from` names where the value came from (the flag or its variable) for errors. */
-static int set_flag(serve_flags *fl, const flag_def *d, const char *v, const char *from) {
-    if (!d->is_int) {
-        *(const char **)((char *)fl + d->off) = v;
-        return 0;
-    }
-    return cli_parse_int(from, v, d->lo, d->hi, (long *)((char *)fl + d->off));
-}
-
-/* Environment first, then the command line over it.  Returns 0, 1 (--help) or -1. */
+/* Defaults, the environment, then the command line.  Returns 0, 1 (--help, printed) or -1. */
 static int parse_flags(int argc, char **argv, serve_flags *fl) {
     *fl = (serve_flags){.model = "models/all-MiniLM-L6-v2", .host = "0.0.0.0", .device = "auto", .engine = "model", .attention = "model",
                         .port = 8080, .http_threads = 2, .workers = sysconf(_SC_NPROCESSORS_ONLN),
                         .max_batch_tokens = 16384, .max_batch_seqs = 512, .max_concurrent = 512,
                         .max_client_batch = 2048, .max_body_bytes = 4194304, .request_timeout = 10,
                         .drain_timeout = 30};
-    for (size_t i = 0; i < N_FLAGS; i++) {
-        const char *v = getenv(flag_defs[i].env);
-        if (v && *v && set_flag(fl, &flag_defs[i], v, flag_defs[i].env)) return -1;
-    }
-    for (int a = 1; a < argc; a++) {
-        if (!strcmp(argv[a], "--help") || !strcmp(argv[a], "-h")) return 1;
-        const flag_def *d = NULL;
-        const char *val = NULL, *eq = strchr(argv[a], '=');
-        for (size_t i = 0; i < N_FLAGS && !d; i++) {
-            size_t n = strlen(flag_defs[i].name);
-            if (!strncmp(argv[a], flag_defs[i].name, n) && (argv[a][n] == 0 || argv[a][n] == '=')) d = &flag_defs[i];
-        }
-        if (!d) {
-            fprintf(stderr, "posy serve: unknown flag '%s' (see posy serve --help)\n", argv[a]);
-            return -1;
-        }
-        if (eq) val = eq + 1;
-        else if (!strcmp(d->name, "--auto-truncate")) val = "1";
-        else if (a + 1 < argc) val = argv[++a];
-        else {
-            fprintf(stderr, "posy serve: %s needs a value\n", d->name);
-            return -1;
-        }
-        if (set_flag(fl, d, val, d->name)) return -1;
-    }
+    int rc = cli_flags_parse(&serve_cmd, argc, argv, fl);
+    if (rc) return rc;
     if (strcmp(fl->engine, "model") && strcmp(fl->engine, "noop")) {
         fprintf(stderr, "posy serve: --engine must be 'model' or 'noop', got '%s'\n", fl->engine);
         return -1;
@@ -188,10 +145,7 @@ static void unload_model(serve_state *st) {
 int cli_cmd_serve(int argc, char **argv) {
     serve_flags fl;
     int rc = parse_flags(argc, argv, &fl);
-    if (rc) {
-        if (rc > 0) usage(stdout);
-        return rc > 0 ? 0 : 2;
-    }
+    if (rc) return rc > 0 ? 0 : 2;
     posy_engine_opts dev_check = {0};
     if (parse_device(fl.device, &dev_check) || cli_parse_attention("posy serve", fl.attention, &dev_check.attention))
         return 2;

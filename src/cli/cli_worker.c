@@ -45,6 +45,7 @@ static const cli_flag wk_flags[] = {
 #define WK_SUMMARY "gRPC worker: posy.v1.Embedder (Embed, EmbedStream, Info) and grpc.health.v1.Health\n" \
     "(proto/posy.proto) in front of the same scheduler and engine as posy serve.\n" \
     "SIGTERM/SIGINT: health turns NOT_SERVING, calls in flight finish, exit 0."
+static const cli_cmd wk_cmd = {"worker", WK_SUMMARY, wk_flags, sizeof wk_flags / sizeof wk_flags[0], 22, 0};
 
 static int wk_device(const char *s, posy_engine_opts *eo) {
     if (!strcmp(s, "auto")) eo->device = POSY_DEVICE_AUTO;
@@ -64,7 +65,7 @@ static int wk_device(const char *s, posy_engine_opts *eo) {
 
 static int wk_parse(int argc, char **argv, wk_opts *o) {
     *o = (wk_opts){"models/all-MiniLM-L6-v2", "0.0.0.0:50051", "auto", "model", 0, 16384, 512, 512, 65536, 8192, 30000};
-    int rc = cli_flags_parse("worker", WK_SUMMARY, wk_flags, sizeof wk_flags / sizeof wk_flags[0], argc, argv, o);
+    int rc = cli_flags_parse(&wk_cmd, argc, argv, o);
     if (rc) return rc;
     posy_engine_opts probe = {0};
     if (wk_device(o->device, &probe)) return -1;

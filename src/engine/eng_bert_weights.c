@@ -5,8 +5,8 @@
  * an odd offset, and the Q|K|V stacks that let one GEMM compute all three
  * projections) goes into ONE allocation, `owned`, sized exactly by a first
  * pass that finds and checks every tensor without writing anything; the
- * second pass fills it.  Both passes walk the same list (bw_walk), so the
- * sizing can never disagree with the filling.
+ * second pass fills it.  Both passes walk the same list (bw_walk, run by
+ * eng_st_view_build), so the sizing can never disagree with the filling.
  *
  * Tensor names differ by family (BERT/RoBERTa/XLM-R share one scheme,
  * DistilBERT has its own) and by the head the checkpoint was saved with
@@ -40,14 +40,7 @@ static const bw_names bw_distilbert = {
 static const char *const bw_prefixes[] = {"", "bert.", "roberta.", "xlm-roberta.", "xlm_roberta.",
                                           "camembert.", "distilbert.", "model.", "encoder."};
 
-typedef struct {
-    const eng_st_file *st;
-    const char *prefix;
-    int fill;                 /* 0: find, check and count; 1: assign and convert */
-    float *owned;
-    size_t used;              /* floats of `owned` counted (pass 0) or written (pass 1) */
-    posy_err *err;
-} bw_ctx;
+typedef eng_st_view bw_ctx;      /* prefix: "bert.", "roberta.", ... or "" */
 
 /* prefix + name (+ alternative suffix for old LayerNorm gamma/beta names). */
 static const eng_st_tensor *bw_find(bw_ctx *c, const char *name, const char *alt, char *full, size_t cap) {
@@ -59,10 +52,6 @@ static const eng_st_tensor *bw_find(bw_ctx *c, const char *name, const char *alt
         t = eng_st_find(c->st, a);
     }
     return t;
-}
-
-static int bw_needs_copy(const eng_st_tensor *t) {
-    return t->dtype != ENG_DT_F32 || ((uintptr_t)t->data & (sizeof(float) - 1)) != 0;
 }
 
 static int bw_lookup(bw_ctx *c, const char *name, const char *alt, int ndim, const int64_t *dims,
@@ -78,17 +67,8 @@ static int bw_take(bw_ctx *c, const char *name, const char *alt, int ndim, const
                    const float **dst) {
     const eng_st_tensor *t;
     int rc = bw_lookup(c, name, alt, ndim, dims, &t);
-    if (rc) return rc;
-    if (!bw_needs_copy(t)) {
-        if (c->fill) *dst = (const float *)t->data;
-        return 0;
-    }
-    if (c->fill) {
-        eng_st_tensor_to_f32(t, c->owned + c->used);
-        *dst = c->owned + c->used;
-    }
-    c->used += (size_t)t->numel;
-    return 0;
+    if (!rc) eng_st_view_take(c, t, dst);
+    return rc;
 }
 
 /* Q, K and V of one projection (".weight" [H,H] or ".bias" [H]) stacked
@@ -103,8 +83,7 @@ static int bw_take_qkv(bw_ctx *c, const bw_names *n, const char *lp, const char 
         snprintf(name, sizeof name, "%s%s%s", lp, parts[i], suffix);
         int rc = bw_lookup(c, name, NULL, ndim, dims, &t);
         if (rc) return rc;
-        if (c->fill) eng_st_tensor_to_f32(t, c->owned + c->used);
-        c->used += (size_t)t->numel;
+        eng_st_view_append(c, t);
     }
     if (c->fill) *dst = c->owned + start;
     return 0;
@@ -148,8 +127,18 @@ static int bw_layer(bw_ctx *c, const bw_names *n, const eng_config *cfg, int i, 
     return 0;
 }
 
+typedef struct {
+    const bw_names *n;
+    const eng_config *cfg;
+    eng_bert_weights *w;
+} bw_walk_arg;
+
 /* Every tensor of the model, in one fixed order (both passes). */
-static int bw_walk(bw_ctx *c, const bw_names *n, const eng_config *cfg, eng_bert_weights *w) {
+static int bw_walk(bw_ctx *c, void *arg) {
+    const bw_walk_arg *a = arg;
+    const bw_names *n = a->n;
+    const eng_config *cfg = a->cfg;
+    eng_bert_weights *w = a->w;
     int64_t H = cfg->info.hidden;
     /* a hand-built config (tests, harnesses) may leave the stored size unset */
     int64_t rows = cfg->max_position_embeddings ? cfg->max_position_embeddings
@@ -191,18 +180,8 @@ int eng_bert_weights_load(eng_bert_weights *w, const eng_config *cfg, const eng_
     w->n_layers = cfg->info.layers;
     w->layers = calloc((size_t)w->n_layers, sizeof *w->layers);
     if (!w->layers) return posy_err_set(err, POSY_E_NOMEM, "out of memory for %d layers", w->n_layers);
-    int rc = bw_walk(&c, n, cfg, w);
-    if (!rc && c.used) {
-        w->owned_floats = c.used;
-        w->owned = malloc(c.used * sizeof(float));
-        if (!w->owned) rc = posy_err_set(err, POSY_E_NOMEM, "%s: out of memory for %zu converted floats", st->path, c.used);
-    }
-    if (!rc) {
-        c.fill = 1;
-        c.owned = w->owned;
-        c.used = 0;
-        rc = bw_walk(&c, n, cfg, w);
-    }
+    bw_walk_arg a = {n, cfg, w};
+    int rc = eng_st_view_build(&c, bw_walk, &a, &w->owned, &w->owned_floats);
     if (rc) {
         eng_bert_weights_free(w);
         return rc;

@@ -5,8 +5,8 @@
  * used in place; everything else (BF16/F16 tensors, and the Q|K|V and
  * gate|up stacks that let one GEMM compute each group) goes into ONE
  * allocation `owned`, sized by a first pass that finds and checks every
- * tensor and filled by a second pass over the same walk (qw_walk), so
- * sizing and filling cannot disagree.
+ * tensor and filled by a second pass over the same walk (qw_walk, run by
+ * eng_st_view_build), so sizing and filling cannot disagree.
  *
  * Names: "embed_tokens.weight", "layers.N.self_attn.{q,k,v,o}_proj.weight"
  * (+ ".bias" when config attention_bias), "...self_attn.{q,k}_norm.weight",
@@ -22,14 +22,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-typedef struct {
-    const eng_st_file *st;
-    const char *prefix;
-    int fill;
-    float *owned;
-    size_t used;
-    posy_err *err;
-} qw_ctx;
+typedef eng_st_view qw_ctx;      /* prefix: "" or "model." */
 
 static int qw_lookup(qw_ctx *c, const char *name, int ndim, const int64_t *dims, const eng_st_tensor **t) {
     char full[512];
@@ -43,17 +36,8 @@ static int qw_lookup(qw_ctx *c, const char *name, int ndim, const int64_t *dims,
 static int qw_take(qw_ctx *c, const char *name, int ndim, const int64_t *dims, const float **dst) {
     const eng_st_tensor *t;
     int rc = qw_lookup(c, name, ndim, dims, &t);
-    if (rc) return rc;
-    if (t->dtype == ENG_DT_F32 && ((uintptr_t)t->data & (sizeof(float) - 1)) == 0) {
-        if (c->fill) *dst = (const float *)t->data;
-        return 0;
-    }
-    if (c->fill) {
-        eng_st_tensor_to_f32(t, c->owned + c->used);
-        *dst = c->owned + c->used;
-    }
-    c->used += (size_t)t->numel;
-    return 0;
+    if (!rc) eng_st_view_take(c, t, dst);
+    return rc;
 }
 
 /* n tensors `lp + names[i] + suffix`, rows[i] x cols each (cols 0: 1-D),
@@ -68,8 +52,7 @@ static int qw_stack(qw_ctx *c, const char *lp, const char *const *names, const i
         snprintf(name, sizeof name, "%s%s%s", lp, names[i], suffix);
         int rc = qw_lookup(c, name, cols ? 2 : 1, dims, &t);
         if (rc) return rc;
-        if (c->fill) eng_st_tensor_to_f32(t, c->owned + c->used);
-        c->used += (size_t)t->numel;
+        eng_st_view_append(c, t);
     }
     if (c->fill) *dst = c->owned + start;
     return 0;
@@ -101,7 +84,17 @@ static int qw_layer(qw_ctx *c, const eng_config *cfg, int bias, int i, eng_qwen3
     return 0;
 }
 
-static int qw_walk(qw_ctx *c, const eng_config *cfg, int bias, eng_qwen3_weights *w) {
+typedef struct {
+    const eng_config *cfg;
+    int bias;
+    eng_qwen3_weights *w;
+} qw_walk_arg;
+
+static int qw_walk(qw_ctx *c, void *arg) {
+    const qw_walk_arg *a = arg;
+    const eng_config *cfg = a->cfg;
+    int bias = a->bias;
+    eng_qwen3_weights *w = a->w;
     int64_t dv[2] = {cfg->info.vocab, cfg->info.hidden}, dH[1] = {cfg->info.hidden};
     int rc;
     if ((rc = qw_take(c, "embed_tokens.weight", 2, dv, &w->embed)) || (rc = qw_take(c, "norm.weight", 1, dH, &w->norm)))
@@ -128,18 +121,8 @@ int eng_qwen3_weights_load(eng_qwen3_weights *w, const eng_config *cfg, const en
     w->n_layers = cfg->info.layers;
     w->layers = calloc((size_t)w->n_layers, sizeof *w->layers);
     if (!w->layers) return posy_err_set(err, POSY_E_NOMEM, "out of memory for %d layers", w->n_layers);
-    int rc = qw_walk(&c, cfg, bias, w);
-    if (!rc && c.used) {
-        w->owned_floats = c.used;
-        w->owned = malloc(c.used * sizeof(float));
-        if (!w->owned) rc = posy_err_set(err, POSY_E_NOMEM, "%s: out of memory for %zu converted floats", st->path, c.used);
-    }
-    if (!rc) {
-        c.fill = 1;
-        c.owned = w->owned;
-        c.used = 0;
-        rc = qw_walk(&c, cfg, bias, w);
-    }
+    qw_walk_arg a = {cfg, bias, w};
+    int rc = eng_st_view_build(&c, qw_walk, &a, &w->owned, &w->owned_floats);
     if (rc) eng_qwen3_weights_free(w);
     return rc;
 }

@@ -88,6 +88,35 @@ int eng_st_check(const eng_st_file *f, const eng_st_tensor *t, int ndim, const i
  * otherwise).  Reads the mapping bytewise, so unaligned data is fine. */
 int eng_st_tensor_to_f32(const eng_st_tensor *t, float *dst);
 
+/* A model's fp32 weights over a checkpoint, built by a loader's walk run
+ * twice: pass 0 (fill 0) finds, checks and counts every tensor, pass 1
+ * (fill 1) assigns and converts.  Aligned F32 tensors are used in place;
+ * everything else goes into ONE allocation `owned`, sized by pass 0, so
+ * sizing and filling cannot disagree. */
+typedef struct eng_st_view {
+    const eng_st_file *st;
+    const char *prefix;          /* the loader's tensor-name prefix ("model.", ...) */
+    int fill;                    /* 0: find, check and count; 1: assign and convert */
+    float *owned;
+    size_t used;                 /* floats of `owned` counted (pass 0) or written (pass 1) */
+    posy_err *err;
+} eng_st_view;
+
+typedef int (*eng_st_walk_fn)(eng_st_view *v, void *arg);
+
+/* Run walk(v, arg) for both passes around allocating *owned (*owned_floats
+ * floats, left NULL/0 when nothing needs converting).  Returns 0 or the
+ * first error (the walk's, or out of memory); on error the caller frees
+ * *owned with the rest of its weights. */
+int eng_st_view_build(eng_st_view *v, eng_st_walk_fn walk, void *arg, float **owned, size_t *owned_floats);
+
+/* `t` (already found and checked): in place when it is aligned F32, else
+ * counted / converted into owned.  *dst is set in pass 1 only. */
+void eng_st_view_take(eng_st_view *v, const eng_st_tensor *t, const float **dst);
+
+/* `t` counted / converted to the end of owned (pieces of a stack). */
+void eng_st_view_append(eng_st_view *v, const eng_st_tensor *t);
+
 /* IEEE half and bfloat16 (raw bits) to float, exact. */
 float eng_f16_to_f32(uint16_t h);
 float eng_bf16_to_f32(uint16_t h);

@@ -1,5 +1,6 @@
-/* eng_st_read: fp32 views of safetensors tensors (shape checks and the
- * F16/BF16 -> F32 conversions).
+/* eng_st_read: fp32 views of safetensors tensors (shape checks, the
+ * F16/BF16 -> F32 conversions, and eng_st_view, the two-pass builder the
+ * weight loaders share).
  *
  * The mapping is read bytewise (memcpy / byte assembly), never through a
  * float* cast, so a tensor whose data offset is not 4-byte aligned in a
@@ -9,6 +10,7 @@
 #include "eng_safetensors.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 float eng_bf16_to_f32(uint16_t h) {
@@ -86,4 +88,37 @@ int eng_st_read_f32(const eng_st_file *f, const char *name, int ndim, const int6
     if (rc) return rc;
     eng_st_tensor_to_f32(t, dst);
     return 0;
+}
+
+void eng_st_view_append(eng_st_view *v, const eng_st_tensor *t) {
+    if (v->fill) eng_st_tensor_to_f32(t, v->owned + v->used);
+    v->used += (size_t)t->numel;
+}
+
+void eng_st_view_take(eng_st_view *v, const eng_st_tensor *t, const float **dst) {
+    if (t->dtype == ENG_DT_F32 && ((uintptr_t)t->data & (sizeof(float) - 1)) == 0) {
+        if (v->fill) *dst = (const float *)t->data;
+        return;
+    }
+    if (v->fill) *dst = v->owned + v->used;
+    eng_st_view_append(v, t);
+}
+
+int eng_st_view_build(eng_st_view *v, eng_st_walk_fn walk, void *arg, float **owned, size_t *owned_floats) {
+    v->fill = 0;
+    v->used = 0;
+    int rc = walk(v, arg);
+    if (!rc && v->used) {
+        *owned_floats = v->used;
+        *owned = malloc(v->used * sizeof(float));
+        if (!*owned)
+            rc = posy_err_set(v->err, POSY_E_NOMEM, "%s: out of memory for %zu converted floats", v->st->path, v->used);
+    }
+    if (!rc) {
+        v->fill = 1;
+        v->owned = *owned;
+        v->used = 0;
+        rc = walk(v, arg);
+    }
+    return rc;
 }
