@@ -233,9 +233,6 @@ static int embed_main(const embed_flags *f, embed_res *r) {
     if (check_model_dir(f->model, &err) != 0) return fail(&err);
     if (eng_config_load(&r->cfg, f->model, &err) != 0) return fail(&err);
     r->have_cfg = 1;
-    if (r->cfg.do_lower_case)
-        fprintf(stderr, "posy embed: warning: %s/sentence_bert_config.json sets do_lower_case, which posy "
-                        "does not apply yet; only the tokenizer's own normalizer runs\n", f->model);
     const char *prompt = NULL;
     int rc = pick_prompt(f, &r->cfg, &prompt);
     if (rc) return rc;
@@ -263,6 +260,7 @@ static int embed_main(const embed_flags *f, embed_res *r) {
         return fail(&err);
     cli_progress progress;
     cli_embed_job job = {.engine = r->engine, .tok = r->tok, .texts = &r->texts, .prompt = prompt,
+                         .lower = r->cfg.do_lower_case,
                          .max_seq_len = info->max_seq_len, .max_batch_tokens = (int)f->max_batch_tokens,
                          .max_batch_seqs = max_seqs,
                          .force_normalize = f->normalize && !info->normalize, .out = &r->out,

@@ -90,6 +90,7 @@ typedef struct cli_embed_job {
     const tok_tokenizer *tok;
     const cli_texts *texts;
     const char *prompt;       /* prepended to every text, or NULL */
+    int lower;                /* do_lower_case: lowercase prompt + text before tokenizing */
     int max_seq_len;          /* truncation, tokens incl. specials */
     int max_batch_tokens;
     int max_batch_seqs;

@@ -80,8 +80,18 @@ static int encode_text(embed_state *st, size_t i, posy_err *err) {
         s = st->joined;
         n += pl;
     }
+    char *lowered = NULL;
+    if (j->lower) {   /* sentence-transformers lowercases prompt and text alike */
+        if (tok_lowercase_text(s, n, &lowered, &n, err) != 0) {
+            posy_err_wrap(err, "input text %zu", i + 1);
+            return -1;
+        }
+        s = lowered;
+    }
     tok_opts o = {.add_special = 1, .max_len = j->max_seq_len, .trunc_dir = TOK_TRUNC_RIGHT};
-    if (tok_encode(j->tok, s, n, &o, &st->enc, err) != 0) {
+    int rc = tok_encode(j->tok, s, n, &o, &st->enc, err);
+    free(lowered);
+    if (rc != 0) {
         posy_err_wrap(err, "input text %zu", i + 1);
         return -1;
     }

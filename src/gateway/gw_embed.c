@@ -112,6 +112,19 @@ static int add_text(gw_call *c, const gw_embed_req *r, int idx, const char *text
         text = joined;
         len += pl;
     }
+    if (m->cfg && m->cfg->do_lower_case) {   /* as sentence-transformers: prompt and text */
+        char *lowered = NULL;
+        posy_err lerr;
+        posy_err_clear(&lerr);
+        int lrc = tok_lowercase_text(text, len, &lowered, &len, &lerr);
+        free(joined);
+        if (lrc) {
+            if (lrc == POSY_E_NOMEM) c->status = 500;
+            else gw_call_fail(c, 422, GW_F_VALIDATION, "tokenization_failed", "input %d: %s", idx, lerr.msg);
+            return -1;
+        }
+        text = joined = lowered;
+    }
     tok_opts o = {.add_special = 1, .max_len = r->truncate && !r->chunked ? m->max_input_tokens : 0,
                   .trunc_dir = r->dir};
     posy_err err;

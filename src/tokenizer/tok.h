@@ -52,6 +52,12 @@ int tok_encode(const tok_tokenizer *t, const char *text, size_t len, const tok_o
                tok_encoding *out, posy_err *err);
 void tok_encoding_free(tok_encoding *e);
 
+/* sentence-transformers' do_lower_case: the text lowercased character by
+ * character as its Lowercase normalizer does (tok_lowercase.c says where
+ * that differs from Python's str.lower()).  *out is malloc'd and
+ * NUL-terminated; returns 0 or a posy_status. */
+int tok_lowercase_text(const char *s, size_t len, char **out, size_t *out_len, posy_err *err);
+
 /* Encode a pair (e.g. query, passage for a reranker): both sequences go
  * through the pipeline, then the post-processor's pair template and
  * LongestFirst truncation.  b == NULL encodes a single sequence. */
