@@ -260,7 +260,7 @@ static int embed_main(const embed_flags *f, embed_res *r) {
         return fail(&err);
     cli_progress progress;
     cli_embed_job job = {.engine = r->engine, .tok = r->tok, .texts = &r->texts, .prompt = prompt,
-                         .lower = r->cfg.do_lower_case,
+                         .lower = r->cfg.do_lower_case, .exclude_prompt = !r->cfg.pool_include_prompt,
                          .max_seq_len = info->max_seq_len, .max_batch_tokens = (int)f->max_batch_tokens,
                          .max_batch_seqs = max_seqs,
                          .force_normalize = f->normalize && !info->normalize, .out = &r->out,

@@ -18,7 +18,7 @@
 #define CLI_SLOTS 3
 
 typedef struct embed_slot {
-    int32_t *ids, *type_ids, *cu;
+    int32_t *ids, *type_ids, *cu, *skip;
     float *out;
     posy_batch b;
     int busy, done;
@@ -35,6 +35,7 @@ typedef struct embed_state {
     char *joined;             /* prompt + text scratch */
     size_t joined_cap;
     int dim;
+    int prompt_skip;          /* tokens left out of pooling (include_prompt false), or 0 */
 } embed_state;
 
 static int slots_alloc(embed_state *st, posy_err *err) {
@@ -44,8 +45,9 @@ static int slots_alloc(embed_state *st, posy_err *err) {
         s->ids = malloc(sizeof(int32_t) * (size_t)j->max_batch_tokens);
         s->type_ids = malloc(sizeof(int32_t) * (size_t)j->max_batch_tokens);
         s->cu = malloc(sizeof(int32_t) * ((size_t)j->max_batch_seqs + 1));
+        s->skip = malloc(sizeof(int32_t) * (size_t)j->max_batch_seqs);
         s->out = malloc(sizeof(float) * (size_t)j->max_batch_seqs * (size_t)st->dim);
-        if (!s->ids || !s->type_ids || !s->cu || !s->out)
+        if (!s->ids || !s->type_ids || !s->cu || !s->skip || !s->out)
             return posy_err_set(err, POSY_E_NOMEM, "out of memory for batch buffers");
     }
     return 0;
@@ -56,6 +58,7 @@ static void state_free(embed_state *st) {
         free(st->slots[i].ids);
         free(st->slots[i].type_ids);
         free(st->slots[i].cu);
+        free(st->slots[i].skip);
         free(st->slots[i].out);
     }
     tok_encoding_free(&st->enc);
@@ -115,6 +118,10 @@ static int slot_fill(embed_state *st, embed_slot *s, posy_err *err) {
                                 "input text %zu has %d tokens, over --max-batch-tokens %d",
                                 st->next_text + 1, n, j->max_batch_tokens);
         }
+        if (st->prompt_skip >= n)
+            return posy_err_set(err, POSY_E_TOO_LONG, "input text %zu: %d tokens after truncation, not more than "
+                                "the %d prompt tokens left out of pooling", st->next_text + 1, n, st->prompt_skip);
+        s->skip[ns] = st->prompt_skip;
         memcpy(s->ids + nt, st->enc.ids, sizeof(int32_t) * (size_t)n);
         memcpy(s->type_ids + nt, st->enc.type_ids, sizeof(int32_t) * (size_t)n);
         nt += n;
@@ -123,7 +130,8 @@ static int slot_fill(embed_state *st, embed_slot *s, posy_err *err) {
         st->have_pending = 0;
     }
     s->b = (posy_batch){.tag = (uint64_t)(s - st->slots), .n_seqs = ns, .n_tokens = nt,
-                        .ids = s->ids, .type_ids = s->type_ids, .cu_seqlens = s->cu, .out = s->out};
+                        .ids = s->ids, .type_ids = s->type_ids, .cu_seqlens = s->cu,
+                        .pool_skip = st->prompt_skip ? s->skip : NULL, .out = s->out};
     s->busy = 1;
     s->done = 0;
     return 0;
@@ -192,12 +200,34 @@ static int run_loop(embed_state *st, posy_err *err) {
     return 0;
 }
 
+/* sentence-transformers' prompt_length: the prompt tokenized alone, less a
+ * trailing special token ([SEP], EOS); a leading [CLS] counts as prompt. */
+static int prompt_tokens(embed_state *st, int *n, posy_err *err) {
+    const cli_embed_job *j = st->job;
+    size_t len = strlen(j->prompt);
+    char *lowered = NULL;
+    const char *s = j->prompt;
+    if (j->lower) {
+        if (tok_lowercase_text(s, len, &lowered, &len, err) != 0) return -1;
+        s = lowered;
+    }
+    tok_opts o = {.add_special = 1, .max_len = 0};
+    int rc = tok_encode(j->tok, s, len, &o, &st->enc, err);
+    free(lowered);
+    if (rc != 0) return posy_err_wrap(err, "prompt"), -1;
+    *n = st->enc.n;
+    if (*n > 0 && st->enc.special_mask && st->enc.special_mask[*n - 1]) (*n)--;
+    return 0;
+}
+
 int cli_embed_run(const cli_embed_job *job, posy_err *err) {
     embed_state st;
     memset(&st, 0, sizeof st);
     st.job = job;
     st.dim = job->out->dim;
-    int rc = slots_alloc(&st, err);
+    int rc = 0;
+    if (job->exclude_prompt && job->prompt && *job->prompt) rc = prompt_tokens(&st, &st.prompt_skip, err);
+    if (rc == 0) rc = slots_alloc(&st, err);
     if (rc == 0) {
         cli_progress_start(job->progress, job->texts->n);
         rc = run_loop(&st, err);

@@ -55,7 +55,8 @@ static int st_pooling(eng_config *c, const char *dir, const char *rel, posy_err 
         return posy_err_set(err, POSY_E_INVALID, "%s: word_embedding_dimension %d differs from hidden size %d", path,
                             dim, c->info.hidden);
     if (!c->pool_include_prompt)
-        POSY_WARN("%s: include_prompt=false is not applied: prompt tokens are pooled like the rest", path);
+        POSY_WARN("%s: include_prompt=false is applied by `posy embed` on the CPU only; `posy serve` "
+                  "still pools prompt tokens like the rest", path);
     c->info.pooling = (posy_pooling)mode;
     return 0;
 }

@@ -148,6 +148,11 @@ static int validate_shape(const posy_engine *e, const posy_batch *b, posy_err *e
                                 "batch: sequence %d has %lld tokens, over the model's %d positions",
                                 s, len, mi->max_positions);
     }
+    for (int s = 0; b->pool_skip && s < b->n_seqs; s++)
+        if (b->pool_skip[s] < 0 || b->pool_skip[s] >= b->cu_seqlens[s + 1] - b->cu_seqlens[s])
+            return posy_err_set(err, POSY_E_INVALID,
+                                "batch: sequence %d skips %d tokens in pooling but has %d (need 0 <= skip < length)",
+                                s, b->pool_skip[s], b->cu_seqlens[s + 1] - b->cu_seqlens[s]);
     if (b->cu_seqlens[b->n_seqs] != b->n_tokens)
         return posy_err_set(err, POSY_E_INVALID, "batch: cu_seqlens ends at %d but n_tokens is %d",
                             b->cu_seqlens[b->n_seqs], b->n_tokens);

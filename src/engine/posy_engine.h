@@ -69,6 +69,10 @@ typedef struct posy_batch {
     const int32_t *type_ids;   /* n_tokens, or NULL for all zeros */
     const int32_t *cu_seqlens; /* n_seqs + 1, cu_seqlens[0] == 0, non-decreasing, no empty sequence */
     float *out;
+    const int32_t *pool_skip;  /* n_seqs leading tokens left out of pooling (a prompt under
+                                  include_prompt false), 0 <= skip < length; NULL: none.
+                                  Mean pools the rest, CLS takes the first kept token.
+                                  CPU only: the CUDA backend refuses a non-zero skip. */
 } posy_batch;
 
 typedef struct posy_result {

@@ -265,6 +265,27 @@ static void test_attention(void) {
     free(qkv);
 }
 
+/* pool_skip: against the reference, and against pooling the tail alone. */
+static void test_pool_skip(void) {
+    static const int32_t cu[] = {0, 1, 4, 11, 211}, skip[] = {0, 2, 6, 100};
+    const int H = 7, T = cu[4];
+    float *x = rand_vec((size_t)T * H, -1, 1);
+    for (int mode = 0; mode < 3; mode++) {
+        float a[4 * 7], r[4 * 7], tail[7], full[4 * 7];
+        eng_cpu_pool(a, x, cu, skip, 4, H, (posy_pooling)mode);
+        eng_cpu_pool_ref(r, x, cu, skip, 4, H, (posy_pooling)mode);
+        CHECK_MSG(posy_test_close(a, r, (size_t)4 * H, 1e-6f, 1e-5f), "skip mode=%d", mode);
+        int32_t cu_tail[2] = {0, cu[4] - cu[3] - skip[3]};
+        eng_cpu_pool_ref(tail, x + (size_t)(cu[3] + skip[3]) * H, cu_tail, NULL, 1, H, (posy_pooling)mode);
+        CHECK_MSG(posy_test_close(a + 3 * H, tail, (size_t)H, 1e-6f, 1e-5f), "tail mode=%d", mode);
+        eng_cpu_pool(full, x, cu, NULL, 4, H, (posy_pooling)mode);
+        CHECK(posy_test_close(a, full, (size_t)H, 0, 0));              /* skip 0: unchanged */
+        if (mode != POSY_POOL_LAST) CHECK(differs(a + 3 * H, full + 3 * H, H, 1e-5f));
+        else CHECK(posy_test_close(a + 3 * H, full + 3 * H, (size_t)H, 0, 0));
+    }
+    free(x);
+}
+
 static void test_pool_and_normalize(void) {
     static const int32_t cu[] = {0, 1, 4, 11, 211};
     static const int hs[] = {5, 384};
@@ -273,8 +294,8 @@ static void test_pool_and_normalize(void) {
             int H = hs[hi], T = cu[4];
             float *x = rand_vec((size_t)T * H, -1, 1);
             float a[4 * 384], r[4 * 384];
-            eng_cpu_pool(a, x, cu, 4, H, (posy_pooling)mode);
-            eng_cpu_pool_ref(r, x, cu, 4, H, (posy_pooling)mode);
+            eng_cpu_pool(a, x, cu, NULL, 4, H, (posy_pooling)mode);
+            eng_cpu_pool_ref(r, x, cu, NULL, 4, H, (posy_pooling)mode);
             CHECK_MSG(posy_test_close(a, r, (size_t)4 * H, 1e-6f, 1e-5f), "H=%d mode=%d", H, mode);
             if (mode == POSY_POOL_CLS) CHECK(a[H] == x[(size_t)1 * H]);
             if (mode == POSY_POOL_LAST) CHECK(a[H] == x[(size_t)3 * H]);
@@ -292,4 +313,4 @@ static void test_pool_and_normalize(void) {
 }
 
 TEST_MAIN(TEST(test_embed), TEST(test_linear), TEST(test_gelu), TEST(test_add_layernorm),
-          TEST(test_softmax), TEST(test_attention), TEST(test_pool_and_normalize))
+          TEST(test_softmax), TEST(test_attention), TEST(test_pool_skip), TEST(test_pool_and_normalize))

@@ -80,7 +80,7 @@ static posy_engine *open_engine(int max_tokens, int max_seqs) {
 
 /* Run one batch through step(); returns the result status or -1. */
 static int run(posy_engine *e, int n, const int32_t *ids, const int32_t *cu, float *out, uint64_t tag) {
-    posy_batch b = {tag, n, cu[n], ids, NULL, cu, out};
+    posy_batch b = {tag, n, cu[n], ids, NULL, cu, out, NULL};
     posy_result r[2];
     posy_err err;
     int got = posy_engine_step(e, &b, r, 2, &err);
@@ -130,7 +130,7 @@ static void test_step_contract(void) {
     if (!e) return;
     float out[384];
     int32_t cu[2] = {0, 4};
-    posy_batch b = {42, 1, 4, seq0, NULL, cu, out};
+    posy_batch b = {42, 1, 4, seq0, NULL, cu, out, NULL};
     posy_result r[1];
     posy_err err;
     CHECK_EQ_INT(posy_engine_inflight(e), 0);
@@ -146,7 +146,7 @@ static void test_step_contract(void) {
     /* Explicit token type ids of zero give the same as NULL. */
     int32_t types[4] = {0, 0, 0, 0};
     float out2[384];
-    posy_batch b2 = {43, 1, 4, seq0, types, cu, out2};
+    posy_batch b2 = {43, 1, 4, seq0, types, cu, out2, NULL};
     CHECK_EQ_INT(posy_engine_step(e, &b2, r, 1, &err), 1);
     CHECK(posy_test_close(out2, out, 384, 0, 0));
     posy_engine_close(e);
@@ -173,7 +173,7 @@ static void test_validate_rejects(void) {
     int32_t *ids = calloc(600, sizeof(int32_t));
     for (int i = 0; i < 600; i++) ids[i] = 1000 + i;
     int32_t cu_ok[3] = {0, 3, 6}, types[6] = {0, 0, 1, 0, 2, 0};
-    posy_batch good = {1, 2, 6, ids, NULL, cu_ok, out};
+    posy_batch good = {1, 2, 6, ids, NULL, cu_ok, out, NULL};
     posy_err err;
     CHECK_EQ_INT(posy_engine_validate(e, &good, &err), 0);
 
@@ -198,6 +198,13 @@ static void test_validate_rejects(void) {
     int32_t cu_end[3] = {0, 3, 5};
     b = good; b.cu_seqlens = cu_end;
     expect_rejected(e, &b, "n_tokens", __LINE__);
+    int32_t skip_ok[2] = {2, 0}, skip_all[2] = {0, 3}, skip_neg[2] = {-1, 0};
+    b = good; b.pool_skip = skip_ok;
+    CHECK_EQ_INT(posy_engine_validate(e, &b, &err), 0);
+    b.pool_skip = skip_all;   /* nothing left to pool */
+    expect_rejected(e, &b, "skips 3 tokens", __LINE__);
+    b.pool_skip = skip_neg;
+    expect_rejected(e, &b, "skips -1 tokens", __LINE__);
     int32_t cu_start[3] = {1, 3, 6};
     b = good; b.cu_seqlens = cu_start;
     expect_rejected(e, &b, "cu_seqlens[0]", __LINE__);

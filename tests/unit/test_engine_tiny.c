@@ -71,7 +71,7 @@ static void check_model(const char *name, posy_pooling pooling, int normalize) {
     CHECK_EQ_INT(mi->max_positions, 40);   /* RoBERTa: 42 rows - (pad 1 + 1) */
 
     float out[16 * 32];
-    posy_batch b = {1, c.n_seqs, c.n_tokens, c.ids, c.has_types ? c.types : NULL, c.cu, out};
+    posy_batch b = {1, c.n_seqs, c.n_tokens, c.ids, c.has_types ? c.types : NULL, c.cu, out, NULL};
     posy_result r[1];
     CHECK_EQ_INT(posy_engine_step(e, &b, r, 1, &err), 1);
     CHECK_EQ_INT(r[0].status, 0);

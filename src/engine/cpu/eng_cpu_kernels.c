@@ -176,12 +176,12 @@ void eng_cpu_add_layernorm(float *x, const float *res, const float *g, const flo
     }
 }
 
-void eng_cpu_pool(float *out, const float *x, const int32_t *cu_seqlens, int n_seqs, int H,
+void eng_cpu_pool(float *out, const float *x, const int32_t *cu_seqlens, const int32_t *skip, int n_seqs, int H,
                   posy_pooling mode) {
     long work = (long)cu_seqlens[n_seqs] * H;
 #pragma omp parallel for schedule(dynamic, 1) if (n_seqs > 1 && work >= ENG_CPU_PAR_MIN)
     for (int s = 0; s < n_seqs; s++) {
-        int first = cu_seqlens[s], len = cu_seqlens[s + 1] - first;
+        int first = cu_seqlens[s] + (skip ? skip[s] : 0), len = cu_seqlens[s + 1] - first;
         float *o = out + (size_t)s * H;
         if (mode == POSY_POOL_CLS || mode == POSY_POOL_LAST) {
             const float *src = x + (size_t)(mode == POSY_POOL_CLS ? first : first + len - 1) * H;

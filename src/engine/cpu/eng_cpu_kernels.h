@@ -97,10 +97,12 @@ int eng_cpu_attention(float *out, const float *qkv, const int32_t *cu_seqlens, i
                       size_t scratch_floats);
 
 /* out[s] = pooled hidden states of sequence s: mean over its tokens, its
- * first token (CLS), or its last token. */
-void eng_cpu_pool_ref(float *out, const float *x, const int32_t *cu_seqlens, int n_seqs, int H,
-                      posy_pooling mode);
-void eng_cpu_pool(float *out, const float *x, const int32_t *cu_seqlens, int n_seqs, int H,
+ * first token (CLS), or its last token.  skip (NULL: none) drops skip[s]
+ * leading tokens first, as sentence-transformers' include_prompt false
+ * masks the prompt: mean and CLS then start after them, last is unchanged. */
+void eng_cpu_pool_ref(float *out, const float *x, const int32_t *cu_seqlens, const int32_t *skip, int n_seqs,
+                      int H, posy_pooling mode);
+void eng_cpu_pool(float *out, const float *x, const int32_t *cu_seqlens, const int32_t *skip, int n_seqs, int H,
                   posy_pooling mode);
 
 /* x[r] /= max(||x[r]||_2, 1e-12) for each row (torch F.normalize). */

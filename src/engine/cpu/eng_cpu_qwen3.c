@@ -101,7 +101,7 @@ int eng_cpu_qwen3_forward(eng_cpu_qwen3 *q, const posy_engine *e, const posy_bat
             return posy_err_set(err, POSY_E_INTERNAL, "CPU attention scratch too small for this batch (a sequence "
                                 "longer than max_positions %d passed validation?)", mi->max_positions);
     eng_cpu_rmsnorm(q->x, q->x, w->norm, (float)e->cfg.ln_eps, b->n_tokens, (int)H);
-    eng_cpu_pool(b->out, q->x, b->cu_seqlens, b->n_seqs, (int)H, mi->pooling);
+    eng_cpu_pool(b->out, q->x, b->cu_seqlens, b->pool_skip, b->n_seqs, (int)H, mi->pooling);
     if (mi->normalize) eng_cpu_l2_normalize(b->out, b->n_seqs, (int)H);
     return 0;
 }

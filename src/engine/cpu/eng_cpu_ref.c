@@ -128,10 +128,11 @@ void eng_cpu_attention_ref(float *out, const float *qkv, const int32_t *cu_seqle
     free(p);
 }
 
-void eng_cpu_pool_ref(float *out, const float *x, const int32_t *cu_seqlens, int n_seqs, int H,
-                      posy_pooling mode) {
+void eng_cpu_pool_ref(float *out, const float *x, const int32_t *cu_seqlens, const int32_t *skip, int n_seqs,
+                      int H, posy_pooling mode) {
     for (int s = 0; s < n_seqs; s++) {
-        int first = cu_seqlens[s], len = cu_seqlens[s + 1] - first;
+        int k = skip ? skip[s] : 0;
+        int first = cu_seqlens[s] + k, len = cu_seqlens[s + 1] - first;
         for (int i = 0; i < H; i++) {
             double v;
             if (mode == POSY_POOL_CLS) {

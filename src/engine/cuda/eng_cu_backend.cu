@@ -277,6 +277,10 @@ static int cu_submit(posy_engine *e, const posy_batch *b, posy_err *err) {
         return posy_err_set(err, POSY_E_INTERNAL, "cuda backend: an earlier device error");
     if (b->n_tokens <= 0 || b->n_seqs <= 0)
         return posy_err_set(err, POSY_E_INVALID, "empty batch");
+    for (int s = 0; b->pool_skip && s < b->n_seqs; s++)   /* the pooling kernel has no skip yet */
+        if (b->pool_skip[s] != 0)
+            return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: leaving prompt tokens out of pooling "
+                                "(include_prompt false) is not supported on the GPU; use --device cpu");
     cu_bucket *bk = bucket_for(st, b->n_tokens, b->n_seqs);
     if (!bk)
         return posy_err_set(err, POSY_E_TOO_LONG, "batch of %d tokens / %d sequences exceeds the "
