@@ -88,7 +88,7 @@ static void wk_info(rpc_info *ri, const posy_model_info *mi, const wk_opts *o, i
     ri->dim = mi->hidden;
     ri->max_seq_len = mi->max_seq_len;
     ri->vocab = mi->vocab;
-    ri->type_vocab = 1;
+    ri->type_vocab = mi->type_vocab > 1 ? mi->type_vocab : 1;
     ri->max_batch_tokens = (int)o->max_batch_tokens;
     ri->max_chunk_tokens = (int)o->max_chunk_tokens;
     ri->max_chunk_seqs = (int)o->max_chunk_seqs;

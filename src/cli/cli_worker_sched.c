@@ -6,8 +6,8 @@
  * one block.  The scheduler's callback runs on its step thread and must be
  * short: it hands the vectors to the rpc layer, which packs them into a
  * gRPC slice and starts the send (non-blocking), then frees the block.
- * Type ids are not forwarded: the scheduler runs single-segment sequences,
- * so the worker advertises type_vocab 1 and the codec rejects others.
+ * Type ids (sentence pairs) are forwarded as they came; the worker
+ * advertises the model's type_vocab and the codec rejects ids beyond it.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -46,6 +46,7 @@ static int wk_submit(void *ctx, const rpc_chunk *c, rpc_reply_fn done, void *don
     for (int i = 0; i < c->n_seqs; i++) cu[i + 1] = cu[i] + c->lengths[i];
     j->r.ids = c->ids;
     j->r.cu_seqlens = cu;
+    j->r.type_ids = c->type_ids;
     j->r.n_seqs = c->n_seqs;
     j->r.out = out;
     j->r.done = wk_job_done;

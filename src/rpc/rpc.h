@@ -41,7 +41,7 @@ typedef struct rpc_info {
     int dim;
     int max_seq_len;
     int vocab;
-    int type_vocab;               /* 0 or 1: only type id 0 is valid */
+    int type_vocab;               /* type ids accepted: [0, type_vocab); 0 or 1: only 0 */
     int max_batch_tokens;
     int max_chunk_tokens;         /* largest chunk accepted by one Embed */
     int max_chunk_seqs;

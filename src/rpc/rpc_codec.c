@@ -130,6 +130,7 @@ grpc_byte_buffer *rpc_info_encode(const rpc_info *i) {
     m.dim = (uint32_t)i->dim;
     m.max_seq_len = (uint32_t)i->max_seq_len;
     m.vocab_size = (uint32_t)i->vocab;
+    m.type_vocab_size = (uint32_t)(i->type_vocab > 0 ? i->type_vocab : 1);
     m.max_batch_tokens = (uint32_t)i->max_batch_tokens;
     m.max_chunk_tokens = (uint32_t)i->max_chunk_tokens;
     m.max_chunk_seqs = (uint32_t)i->max_chunk_seqs;
@@ -159,6 +160,7 @@ int rpc_info_decode(const uint8_t *buf, size_t len, rpc_info *o, posy_err *err) 
     o->dim = (int)m->dim;
     o->max_seq_len = (int)m->max_seq_len;
     o->vocab = (int)m->vocab_size;
+    o->type_vocab = m->type_vocab_size > 0 && m->type_vocab_size < 65536 ? (int)m->type_vocab_size : 1;
     o->max_batch_tokens = (int)m->max_batch_tokens;
     o->max_chunk_tokens = (int)m->max_chunk_tokens;
     o->max_chunk_seqs = (int)m->max_chunk_seqs;
