@@ -142,6 +142,9 @@ grpc_byte_buffer *rpc_info_encode(const rpc_info *i) {
     m.requests = i->requests;
     m.sequences = i->sequences;
     m.tokens = i->tokens;
+    m.cancelled = i->cancelled;
+    m.sequences_run = i->seqs_run;
+    m.sequences_dropped = i->seqs_dropped;
     return rpc_pack(&m.base);
 }
 
@@ -168,6 +171,9 @@ int rpc_info_decode(const uint8_t *buf, size_t len, rpc_info *o, posy_err *err) 
     o->requests = m->requests;
     o->sequences = m->sequences;
     o->tokens = m->tokens;
+    o->cancelled = m->cancelled;
+    o->seqs_run = m->sequences_run;
+    o->seqs_dropped = m->sequences_dropped;
     posy__v1__info_response__free_unpacked(m, NULL);
     return 0;
 }

@@ -44,6 +44,7 @@ struct sched {
     int closing;
     sched_req *head, *tail;
     int outstanding, queued_seqs, queued_tokens, inflight;
+    uint64_t seqs_run, seqs_dropped;   /* sequences run by the engine / dropped by sched_cancel */
     sched_slot slots[SCHED_SLOTS];
 };
 
@@ -133,6 +134,7 @@ static void complete_slot(sched *s, sched_slot *sl, int status, const char *why)
         s->opts.hook.on_batch(s->opts.hook.user, n, sl->batch.n_tokens, now - sl->t_start);
     sched_req *fire = NULL;  /* singly linked through ->next (free: not queued) */
     pthread_mutex_lock(&s->mu);
+    s->seqs_run += (uint64_t)n;
     for (int i = 0; i < n; i++) {
         sched_req *r = sl->entries[i].req;
         r->running--;
@@ -345,7 +347,10 @@ void sched_cancel(sched *s, sched_req *r) {
     pthread_mutex_lock(&s->mu);
     if (!r->cancelled && !r->fired) {
         r->cancelled = 1;
-        if (r->queued) queue_unlink(s, r);
+        if (r->queued) {
+            s->seqs_dropped += (uint64_t)(r->n_seqs - r->next_seq);
+            queue_unlink(s, r);
+        }
         if (r->running == 0) {
             finish_req(r, posy_now_ns());
             s->outstanding--;
@@ -361,6 +366,8 @@ void sched_get_depth(sched *s, sched_depth *d) {
     d->requests = s->outstanding;
     d->queued_seqs = s->queued_seqs;
     d->queued_tokens = s->queued_tokens;
+    d->seqs_run = s->seqs_run;
+    d->seqs_dropped = s->seqs_dropped;
     pthread_mutex_unlock(&s->mu);
 }
 

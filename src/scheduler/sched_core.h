@@ -115,6 +115,8 @@ typedef struct sched_depth {
     int requests;              /* outstanding (accepted, callback not fired) */
     int queued_seqs;           /* sequences waiting for a batch */
     int queued_tokens;
+    uint64_t seqs_run;         /* since open: sequences handed back by the engine */
+    uint64_t seqs_dropped;     /* since open: queued sequences dropped by sched_cancel */
 } sched_depth;
 void sched_get_depth(sched *s, sched_depth *d);
 int sched_dim(const sched *s);

@@ -23,8 +23,9 @@ static void fake_vec(const int32_t *ids, int len, float *v) {
     for (int k = 0; k < DIM; k++) v[k] = (float)(ids[0] * 10 + len + k);
 }
 
-static int fake_submit(void *ctx, const rpc_chunk *c, rpc_reply_fn done, void *arg, posy_err *err) {
+static int fake_submit(void *ctx, const rpc_chunk *c, rpc_reply_fn done, void *arg, void **job, posy_err *err) {
     (void)ctx;
+    (void)job;
     if (fake_busy) return posy_err_set(err, POSY_E_BUSY, "queue full");
     float *v = malloc((size_t)c->n_seqs * DIM * sizeof(float));
     int t = 0;

@@ -320,6 +320,9 @@ static void test_cancel(void) {
     CHECK_EQ_INT(f.nseq[1], 1); CHECK_EQ_INT(f.first_ids[1][0], 201);
     sched_cancel(s, &b.r);                    /* after completion: a no-op */
     CHECK_EQ_INT(a.fired + x.fired + b.fired, 3);
+    sched_get_depth(s, &d);
+    CHECK_EQ_INT((int)d.seqs_run, 3);         /* x0 x1 b0 */
+    CHECK_EQ_INT((int)d.seqs_dropped, 3);     /* a0 a1 a2 */
     sched_close(s);
 }
 
