@@ -97,7 +97,7 @@ static int call(int port, const char *method, grpc_byte_buffer *req, sync_call *
     memset(s, 0, sizeof *s);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    if (rpc_client_call(c, method, req, 5000, sync_cb, s) != 0) return -1;
+    if (rpc_client_call(c, method, req, 5000, sync_cb, s, NULL) != 0) return -1;
     pthread_mutex_lock(&s->mu);
     while (!s->done) pthread_cond_wait(&s->cv, &s->mu);
     pthread_mutex_unlock(&s->mu);
