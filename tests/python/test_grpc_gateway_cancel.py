@@ -51,5 +51,5 @@ def test_client_disconnect_cancels_worker_chunks():
         assert status == 200, resp
     finally:
         if g:
-            g.stop()
+            assert g.stop() == 0, g.text()
         assert w.stop() == 0, w.text()
