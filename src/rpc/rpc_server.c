@@ -126,18 +126,23 @@ static void srv_respond_err(srv_call *c, int posy_status, const char *msg) {
 static void srv_embed_done(void *arg, int status, const char *msg, const float *v, int n, int dim,
                            uint64_t queue_us, uint64_t infer_us) {
     srv_call *c = arg;
+    rpc_server *s = c->srv;
     if (status) {
         srv_respond_err(c, status, msg ? msg : "engine failure");
-        return;
-    }
-    if (n != c->req.chunk.n_seqs) {
+    } else if (n != c->req.chunk.n_seqs) {
         srv_respond_err(c, POSY_E_INTERNAL, "backend answered the wrong number of vectors");
-        return;
+    } else {
+        rpc_server_count(s, &c->req.chunk);
+        grpc_byte_buffer *bb = rpc_resp_encode(c->req.id, v, n, dim, queue_us, infer_us);
+        rpc_req_free(&c->req);
+        srv_respond(c, GRPC_STATUS_OK, NULL, bb);
     }
-    rpc_server_count(c->srv, &c->req.chunk);
-    grpc_byte_buffer *bb = rpc_resp_encode(c->req.id, v, n, dim, queue_us, infer_us);
-    rpc_req_free(&c->req);
-    srv_respond(c, GRPC_STATUS_OK, NULL, bb);
+    /* A cancelled call is over for gRPC before its chunk's running batch
+     * returns; rpc_server_stop waits for this count so that the answer's
+     * ops never start on a completion queue already shut down. */
+    pthread_mutex_lock(&s->mu);
+    if (--s->embeds_active == 0) pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
 }
 
 static void srv_embed(srv_call *c, const uint8_t *buf, size_t len) {
@@ -149,7 +154,13 @@ static void srv_embed(srv_call *c, const uint8_t *buf, size_t len) {
         return;
     }
     void *job = NULL;
+    pthread_mutex_lock(&s->mu);
+    s->embeds_active++;
+    pthread_mutex_unlock(&s->mu);
     if (s->be.submit(s->be.ctx, &c->req.chunk, srv_embed_done, c, s->be.release ? &job : NULL, &err) != 0) {
+        pthread_mutex_lock(&s->mu);
+        s->embeds_active--;
+        pthread_mutex_unlock(&s->mu);
         srv_respond_err(c, err.code ? err.code : POSY_E_INTERNAL, err.msg[0] ? err.msg : "backend refused the chunk");
         return;
     }
@@ -365,6 +376,9 @@ void rpc_server_stop(rpc_server *s, int grace_ms) {
         grpc_server_cancel_all_calls(s->server);
         while (!srv_wait_shutdown(s, 1000)) {}
     }
+    pthread_mutex_lock(&s->mu);
+    while (s->embeds_active > 0) pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
     grpc_server_destroy(s->server);
     rpc_loop_stop(&s->loop);
     pthread_cond_destroy(&s->cv);

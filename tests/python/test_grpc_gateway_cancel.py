@@ -53,3 +53,27 @@ def test_client_disconnect_cancels_worker_chunks():
         if g:
             assert g.stop() == 0, g.text()
         assert w.stop() == 0, w.text()
+
+
+def test_chunk_timeout_cancels_worker_chunks():
+    """A chunk the gateway stops waiting for (--chunk-timeout-ms) is cancelled
+    on its worker through the call deadline: with one-second batches and a
+    0.4 s chunk timeout no attempt can be answered in time, the request
+    fails, and the worker drops the attempts still queued."""
+    w = start_worker(None, "--engine", "noop", "--noop-delay-us", "1000000", "--max-batch-seqs", "1")
+    g = None
+    try:
+        g = start_gateway([w.addr], "--chunk-tokens", "8", "--chunk-timeout-ms", "400")
+        before = info(w.addr)
+        status, _ = http_post(g.port, "/embed", {"inputs": INPUTS[:3]})
+        assert status != 200
+        end = time.time() + 30
+        while time.time() < end and info(w.addr).sequences_dropped - before.sequences_dropped < 2:
+            time.sleep(0.1)
+        i = info(w.addr)
+        assert i.sequences_dropped - before.sequences_dropped >= 2, (w.text(), g.text())
+        assert i.cancelled - before.cancelled >= 3
+    finally:
+        if g:
+            assert g.stop() == 0, g.text()
+        assert w.stop() == 0, w.text()
