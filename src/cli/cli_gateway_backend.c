@@ -4,10 +4,10 @@
  *
  * A front job (sched_req: ids + cu_seqlens + output buffer) becomes one
  * rpc_pool request; the pool chunks it, spreads the chunks, and writes the
- * vectors straight into the job's output buffer.  Cancel is a no-op: chunks
- * already on the wire finish (a worker cannot be told to forget them
- * cheaply) and the job completes normally, which the gw_backend contract
- * allows.  A job that fails before anything was sent (no healthy worker)
+ * vectors straight into the job's output buffer.  Cancel (the HTTP client
+ * went away) cancels the job's gRPC calls through rpc_pool_cancel, keyed by
+ * the front's job: workers drop the chunks' queued sequences and the job
+ * completes with an error nobody reads.  A job that fails before anything was sent (no healthy worker)
  * is refused from submit() itself, never completed inside it, because the
  * front does not expect its callback before submit returns.
  */
@@ -72,7 +72,7 @@ static int gwr_submit(void *ctx, sched_req *r, posy_err *err) {
     atomic_fetch_add(&g->outstanding_tokens, n_tokens);
     gwr_inline in = {.j = j};
     gwr_submitting = &in;
-    int rc = rpc_pool_embed(g->pool, &c, r->out, gwr_done, j, err);
+    int rc = rpc_pool_embed_key(g->pool, &c, r->out, gwr_done, j, r, err);
     gwr_submitting = NULL;
     if (!rc && in.done) rc = posy_err_set(err, in.status, "%s", in.msg);   /* nothing else holds j */
     if (rc) {
@@ -84,7 +84,7 @@ static int gwr_submit(void *ctx, sched_req *r, posy_err *err) {
     return rc;
 }
 
-static void gwr_cancel(void *ctx, sched_req *r) { (void)ctx; (void)r; }
+static void gwr_cancel(void *ctx, sched_req *r) { rpc_pool_cancel(((cli_gateway_backend *)ctx)->pool, r); }
 
 static void gwr_depth(void *ctx, sched_depth *d) {
     cli_gateway_backend *g = ctx;

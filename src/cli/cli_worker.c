@@ -25,7 +25,7 @@
 
 typedef struct wk_opts {
     const char *model, *listen, *device, *engine;
-    long threads, max_batch_tokens, max_batch_seqs, max_concurrent, max_chunk_tokens, max_chunk_seqs, drain_ms;
+    long threads, max_batch_tokens, max_batch_seqs, max_concurrent, max_chunk_tokens, max_chunk_seqs, drain_ms, noop_delay_us;
 } wk_opts;
 
 #define WO(f) offsetof(wk_opts, f)
@@ -40,6 +40,7 @@ static const cli_flag wk_flags[] = {
     {"--max-concurrent", "POSY_MAX_CONCURRENT", "chunks queued or running before RESOURCE_EXHAUSTED (default 512)", CLI_F_INT, 1, 1 << 24, WO(max_concurrent)},
     {"--max-chunk-tokens", "POSY_MAX_CHUNK_TOKENS", "largest chunk one Embed accepts (default 65536)", CLI_F_INT, 1, 1 << 24, WO(max_chunk_tokens)},
     {"--max-chunk-seqs", "POSY_MAX_CHUNK_SEQS", "most sequences in one chunk (default 8192)", CLI_F_INT, 1, 1 << 22, WO(max_chunk_seqs)},
+    {"--noop-delay-us", "POSY_NOOP_DELAY_US", "with --engine noop: microseconds each batch pretends to take (tests)", CLI_F_INT, 0, 60000000, WO(noop_delay_us)},
     {"--drain-ms", "POSY_DRAIN_MS", "on SIGTERM, time for calls in flight to finish (default 30000)", CLI_F_INT, 0, 3600000, WO(drain_ms)},
 };
 #define WK_SUMMARY "gRPC worker: posy.v1.Embedder (Embed, EmbedStream, Info) and grpc.health.v1.Health\n" \
@@ -64,7 +65,7 @@ static int wk_device(const char *s, posy_engine_opts *eo) {
 }
 
 static int wk_parse(int argc, char **argv, wk_opts *o) {
-    *o = (wk_opts){"models/all-MiniLM-L6-v2", "0.0.0.0:50051", "auto", "model", 0, 16384, 512, 512, 65536, 8192, 30000};
+    *o = (wk_opts){"models/all-MiniLM-L6-v2", "0.0.0.0:50051", "auto", "model", 0, 16384, 512, 512, 65536, 8192, 30000, 0};
     int rc = cli_flags_parse(&wk_cmd, argc, argv, o);
     if (rc) return rc;
     posy_engine_opts probe = {0};
@@ -88,7 +89,7 @@ static void wk_info(rpc_info *ri, const posy_model_info *mi, const wk_opts *o, i
     ri->dim = mi->hidden;
     ri->max_seq_len = mi->max_seq_len;
     ri->vocab = mi->vocab;
-    ri->type_vocab = 1;
+    ri->type_vocab = mi->type_vocab > 1 ? mi->type_vocab : 1;
     ri->max_batch_tokens = (int)o->max_batch_tokens;
     ri->max_chunk_tokens = (int)o->max_chunk_tokens;
     ri->max_chunk_seqs = (int)o->max_chunk_seqs;
@@ -110,7 +111,7 @@ static int wk_engine(const wk_opts *o, posy_engine **eng, sched_engine *se, rpc_
         wk_info(ri, &cfg.info, o, 0);
         snprintf(ri->dtype, sizeof ri->dtype, "noop");
         eng_config_free(&cfg);
-        return sched_engine_noop(se, ri->dim, 0, err);
+        return sched_engine_noop(se, ri->dim, (int)o->noop_delay_us, err);
     }
     *eng = posy_engine_open(o->model, &eo, err);
     if (!*eng) return err->code ? err->code : POSY_E_IO;

@@ -6,9 +6,14 @@
  * one block.  The scheduler's callback runs on its step thread and must be
  * short: it hands the vectors to the rpc layer, which packs them into a
  * gRPC slice and starts the send (non-blocking), then frees the block.
- * Type ids are not forwarded: the scheduler runs single-segment sequences,
- * so the worker advertises type_vocab 1 and the codec rejects others.
+ * The block is shared by the scheduler and the rpc server (refs): the
+ * server hands its handle back when the call ends, cancelling when the
+ * client went away, so queued sequences of an abandoned chunk are dropped
+ * (sched_cancel) instead of computed; the block lives until both let go.
+ * Type ids (sentence pairs) are forwarded as they came; the worker
+ * advertises the model's type_vocab and the codec rejects ids beyond it.
  */
+#include <stdatomic.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -19,7 +24,12 @@ typedef struct wk_job {
     rpc_reply_fn done;
     void *done_arg;
     int dim;
+    atomic_int refs;             /* the scheduler's callback + the server's handle */
 } wk_job;
+
+static void wk_job_unref(wk_job *j) {
+    if (atomic_fetch_sub(&j->refs, 1) == 1) free(j);
+}
 
 static void wk_job_done(sched_req *r, void *user) {
     wk_job *j = user;
@@ -29,10 +39,10 @@ static void wk_job_done(sched_req *r, void *user) {
     else
         j->done(j->done_arg, j->r.status == SCHED_CANCELLED ? POSY_E_IO : j->r.status,
                 j->r.msg[0] ? j->r.msg : "cancelled", NULL, 0, 0, 0, 0);
-    free(j);
+    wk_job_unref(j);
 }
 
-static int wk_submit(void *ctx, const rpc_chunk *c, rpc_reply_fn done, void *done_arg, posy_err *err) {
+static int wk_submit(void *ctx, const rpc_chunk *c, rpc_reply_fn done, void *done_arg, void **job, posy_err *err) {
     cli_worker_backend *b = ctx;
     int dim = sched_dim(b->sched);
     size_t cu_bytes = (size_t)(c->n_seqs + 1) * sizeof(int32_t);
@@ -46,6 +56,7 @@ static int wk_submit(void *ctx, const rpc_chunk *c, rpc_reply_fn done, void *don
     for (int i = 0; i < c->n_seqs; i++) cu[i + 1] = cu[i] + c->lengths[i];
     j->r.ids = c->ids;
     j->r.cu_seqlens = cu;
+    j->r.type_ids = c->type_ids;
     j->r.n_seqs = c->n_seqs;
     j->r.out = out;
     j->r.done = wk_job_done;
@@ -53,13 +64,32 @@ static int wk_submit(void *ctx, const rpc_chunk *c, rpc_reply_fn done, void *don
     j->done = done;
     j->done_arg = done_arg;
     j->dim = dim;
+    atomic_init(&j->refs, job ? 2 : 1);
     int rc = sched_submit(b->sched, &j->r, err);
     if (rc) free(j);
+    else if (job) *job = j;
     return rc;
+}
+
+static void wk_release(void *ctx, void *job, int cancel) {
+    cli_worker_backend *b = ctx;
+    wk_job *j = job;
+    if (cancel) sched_cancel(b->sched, &j->r);   /* a no-op once its completion began */
+    wk_job_unref(j);
+}
+
+static void wk_counters(void *ctx, uint64_t *seqs_run, uint64_t *seqs_dropped) {
+    cli_worker_backend *b = ctx;
+    sched_depth d;
+    sched_get_depth(b->sched, &d);
+    *seqs_run = d.seqs_run;
+    *seqs_dropped = d.seqs_dropped;
 }
 
 void cli_worker_backend_init(cli_worker_backend *b, sched *s) {
     b->sched = s;
     b->be.ctx = b;
     b->be.submit = wk_submit;
+    b->be.release = wk_release;
+    b->be.counters = wk_counters;
 }

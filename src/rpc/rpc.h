@@ -41,12 +41,14 @@ typedef struct rpc_info {
     int dim;
     int max_seq_len;
     int vocab;
-    int type_vocab;               /* 0 or 1: only type id 0 is valid */
+    int type_vocab;               /* type ids accepted: [0, type_vocab); 0 or 1: only 0 */
     int max_batch_tokens;
     int max_chunk_tokens;         /* largest chunk accepted by one Embed */
     int max_chunk_seqs;
     int normalize;
     uint64_t requests, sequences, tokens;   /* counters, filled by the server */
+    uint64_t cancelled;           /* Embed calls the client cancelled or let expire */
+    uint64_t seqs_run, seqs_dropped;        /* from the backend's counters(), if any */
 } rpc_info;
 
 /* Completion of one chunk.  status 0: `vectors` holds n * dim floats in
@@ -58,10 +60,19 @@ typedef void (*rpc_reply_fn)(void *arg, int status, const char *msg, const float
 /* The worker's engine side.  submit() gets a validated chunk whose arrays
  * stay valid until `done` is called.  It returns 0 and later calls `done`
  * exactly once, from any thread; or returns a posy_status (POSY_E_BUSY for
- * admission control) with err filled and never calls `done`. */
+ * admission control) with err filled and never calls `done`.
+ * Cancellation: when `job` is non-NULL (the server passes it only to a
+ * backend with release()), an accepted submit stores a handle in *job and
+ * the server hands it back through release() exactly once, when the call
+ * ends; cancel != 0 means the client cancelled or its deadline passed, so
+ * queued work of the chunk is dropped (`done` still fires once, possibly
+ * inside release(), with a non-zero status).  counters() (optional) reports
+ * sequences the engine ran and sequences dropped unrun, for Info. */
 typedef struct rpc_backend {
     void *ctx;
-    int (*submit)(void *ctx, const rpc_chunk *c, rpc_reply_fn done, void *done_arg, posy_err *err);
+    int (*submit)(void *ctx, const rpc_chunk *c, rpc_reply_fn done, void *done_arg, void **job, posy_err *err);
+    void (*release)(void *ctx, void *job, int cancel);
+    void (*counters)(void *ctx, uint64_t *seqs_run, uint64_t *seqs_dropped);
 } rpc_backend;
 
 /* ---- server --------------------------------------------------------------- */

@@ -92,7 +92,7 @@ static void cli_on_done(rpc_op *op, int ok) {
 }
 
 int rpc_client_call(rpc_client *c, const char *method, grpc_byte_buffer *req, int timeout_ms, rpc_unary_cb cb,
-                    void *arg) {
+                    void *arg, grpc_call **call_out) {
     cli_call *k = calloc(1, sizeof *k);
     if (!k) {
         grpc_byte_buffer_destroy(req);
@@ -126,9 +126,13 @@ int rpc_client_call(rpc_client *c, const char *method, grpc_byte_buffer *req, in
     ops[5].data.recv_status_on_client.trailing_metadata = &k->md_trailing;
     ops[5].data.recv_status_on_client.status = &k->status;
     ops[5].data.recv_status_on_client.status_details = &k->details;
+    grpc_call *call = k->call;
+    if (call_out) grpc_call_ref(call);      /* k may be freed once the batch starts */
     if (grpc_call_start_batch(k->call, ops, 6, &k->op, NULL) != GRPC_CALL_OK) {
+        if (call_out) grpc_call_unref(call);
         cli_call_free(k);
         return -1;
     }
+    if (call_out) *call_out = call;
     return 0;
 }

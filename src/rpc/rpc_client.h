@@ -22,8 +22,10 @@ void rpc_client_close(rpc_client *c);
 const char *rpc_client_target(const rpc_client *c);
 
 /* Start a call of `method` with request `req` (taken).  Returns 0 and calls
- * cb exactly once later, or -1 (cb never called). */
+ * cb exactly once later, or -1 (cb never called).  With call_out non-NULL,
+ * *call_out gets a reference to the call (for grpc_call_cancel; the caller
+ * drops it with grpc_call_unref). */
 int rpc_client_call(rpc_client *c, const char *method, grpc_byte_buffer *req, int timeout_ms, rpc_unary_cb cb,
-                    void *arg);
+                    void *arg, grpc_call **call_out);
 
 #endif

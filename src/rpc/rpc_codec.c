@@ -130,6 +130,7 @@ grpc_byte_buffer *rpc_info_encode(const rpc_info *i) {
     m.dim = (uint32_t)i->dim;
     m.max_seq_len = (uint32_t)i->max_seq_len;
     m.vocab_size = (uint32_t)i->vocab;
+    m.type_vocab_size = (uint32_t)(i->type_vocab > 0 ? i->type_vocab : 1);
     m.max_batch_tokens = (uint32_t)i->max_batch_tokens;
     m.max_chunk_tokens = (uint32_t)i->max_chunk_tokens;
     m.max_chunk_seqs = (uint32_t)i->max_chunk_seqs;
@@ -141,6 +142,9 @@ grpc_byte_buffer *rpc_info_encode(const rpc_info *i) {
     m.requests = i->requests;
     m.sequences = i->sequences;
     m.tokens = i->tokens;
+    m.cancelled = i->cancelled;
+    m.sequences_run = i->seqs_run;
+    m.sequences_dropped = i->seqs_dropped;
     return rpc_pack(&m.base);
 }
 
@@ -159,6 +163,7 @@ int rpc_info_decode(const uint8_t *buf, size_t len, rpc_info *o, posy_err *err) 
     o->dim = (int)m->dim;
     o->max_seq_len = (int)m->max_seq_len;
     o->vocab = (int)m->vocab_size;
+    o->type_vocab = m->type_vocab_size > 0 && m->type_vocab_size < 65536 ? (int)m->type_vocab_size : 1;
     o->max_batch_tokens = (int)m->max_batch_tokens;
     o->max_chunk_tokens = (int)m->max_chunk_tokens;
     o->max_chunk_seqs = (int)m->max_chunk_seqs;
@@ -166,6 +171,9 @@ int rpc_info_decode(const uint8_t *buf, size_t len, rpc_info *o, posy_err *err) 
     o->requests = m->requests;
     o->sequences = m->sequences;
     o->tokens = m->tokens;
+    o->cancelled = m->cancelled;
+    o->seqs_run = m->sequences_run;
+    o->seqs_dropped = m->sequences_dropped;
     posy__v1__info_response__free_unpacked(m, NULL);
     return 0;
 }

@@ -11,7 +11,12 @@
  * without blame (health checks judge the worker); one the
  * worker calls invalid fails the request (retrying cannot help).  The job
  * completes when every chunk has an outcome, so no worker still writes into
- * the caller's buffer when the callback runs.
+ * the caller's buffer when the callback runs.  rpc_pool_cancel finds a job
+ * by its key on the pool's list of jobs in flight and cancels its calls
+ * (the workers see the cancellation and drop the chunks' queued
+ * sequences); its chunks then end without a retry.  Calls are started with
+ * p->mu held, so a chunk's call reference is recorded before its reply
+ * (which takes p->mu) can free the chunk.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -21,8 +26,14 @@
 #include "rpc_codec.h"
 #include "rpc_pool_int.h"
 
+typedef struct pool_chunk pool_chunk;
 typedef struct pool_job {
     rpc_pool *p;
+    const void *key;             /* names the job for rpc_pool_cancel */
+    struct pool_job *prev, *next;   /* p->jobs, under p->mu */
+    pool_chunk **chunks;         /* n_chunks; NULL once a chunk has its outcome (p->mu) */
+    int n_chunks;
+    int cancelled;               /* under p->mu */
     rpc_chunk req;
     float *out;
     rpc_pool_cb cb;
@@ -33,13 +44,15 @@ typedef struct pool_job {
     uint64_t queue_us, infer_us;
 } pool_job;
 
-typedef struct pool_chunk {
+struct pool_chunk {
     pool_job *job;
+    int idx;                     /* in job->chunks */
+    grpc_call *call;             /* the attempt in flight (a reference), under p->mu */
     pool_worker *w;              /* worker of the attempt in flight */
     pool_worker *avoid;          /* worker of the previous failed attempt */
     int seq0, n_seqs, tok0, n_tokens;
     int attempts;
-} pool_chunk;
+};
 
 static void pool_send(pool_chunk *c);
 
@@ -57,7 +70,14 @@ static pool_worker *pool_pick_locked(rpc_pool *p, pool_worker *avoid) {
 
 static void pool_job_finish(pool_job *j) {
     j->cb(j->arg, j->status, j->msg, j->queue_us, j->infer_us);
+    free(j->chunks);
     free(j);
+}
+
+static void pool_job_unlink_locked(rpc_pool *p, pool_job *j) {
+    if (j->prev) j->prev->next = j->next; else p->jobs = j->next;
+    if (j->next) j->next->prev = j->prev;
+    j->prev = j->next = NULL;
 }
 
 /* Record a chunk's outcome; the last one completes the job. */
@@ -72,6 +92,8 @@ static void pool_chunk_done(pool_chunk *c, int status, const char *msg, uint64_t
     if (queue_us > j->queue_us) j->queue_us = queue_us;
     if (infer_us > j->infer_us) j->infer_us = infer_us;
     int last = --j->remaining == 0;
+    j->chunks[c->idx] = NULL;
+    if (last) pool_job_unlink_locked(p, j);
     pthread_mutex_unlock(&p->mu);
     free(c);
     if (last) pool_job_finish(j);
@@ -103,6 +125,14 @@ static void pool_on_reply(void *arg, int code, const char *details, const uint8_
     w->outstanding -= c->n_tokens;
     w->calls--;
     p->calls--;
+    if (c->call) grpc_call_unref(c->call);
+    c->call = NULL;
+    if (j->cancelled && code != GRPC_STATUS_OK) {   /* we cancelled it: no blame, no retry */
+        pthread_cond_broadcast(&p->cv);
+        pthread_mutex_unlock(&p->mu);
+        pool_chunk_done(c, POSY_E_IO, "cancelled", 0, 0);
+        return;
+    }
     if (code == GRPC_STATUS_OK) w->chunks_ok++;
     else w->chunks_failed++;
     /* A timed-out chunk is retried elsewhere but does not condemn its worker:
@@ -134,6 +164,11 @@ static void pool_send(pool_chunk *c) {
     const rpc_chunk *r = &c->job->req;
     for (;;) {
         pthread_mutex_lock(&p->mu);
+        if (c->job->cancelled) {
+            pthread_mutex_unlock(&p->mu);
+            pool_chunk_done(c, POSY_E_IO, "cancelled", 0, 0);
+            return;
+        }
         pool_worker *w = p->stop ? NULL : pool_pick_locked(p, c->avoid);
         if (!w) {
             p->no_worker++;
@@ -146,7 +181,6 @@ static void pool_send(pool_chunk *c) {
         p->calls++;
         c->w = w;
         c->attempts++;
-        pthread_mutex_unlock(&p->mu);
         rpc_chunk sub = {
             .n_seqs = c->n_seqs,
             .n_tokens = c->n_tokens,
@@ -155,8 +189,11 @@ static void pool_send(pool_chunk *c) {
             .type_ids = r->type_ids ? r->type_ids + c->tok0 : NULL,
         };
         grpc_byte_buffer *bb = rpc_req_encode(&sub, (uint64_t)(uintptr_t)c);
-        if (rpc_client_call(w->cl, RPC_METHOD_EMBED, bb, p->o.timeout_ms, pool_on_reply, c) == 0) return;
-        pthread_mutex_lock(&p->mu);      /* could not even start the call */
+        if (rpc_client_call(w->cl, RPC_METHOD_EMBED, bb, p->o.timeout_ms, pool_on_reply, c, &c->call) == 0) {
+            pthread_mutex_unlock(&p->mu);
+            return;
+        }
+        c->call = NULL;                  /* could not even start the call */
         w->outstanding -= c->n_tokens;
         w->calls--;
         p->calls--;
@@ -171,6 +208,23 @@ static void pool_send(pool_chunk *c) {
 }
 
 int rpc_pool_embed(rpc_pool *p, const rpc_chunk *req, float *out, rpc_pool_cb cb, void *arg, posy_err *err) {
+    return rpc_pool_embed_key(p, req, out, cb, arg, arg, err);
+}
+
+void rpc_pool_cancel(rpc_pool *p, const void *key) {
+    pthread_mutex_lock(&p->mu);
+    for (pool_job *j = p->jobs; j; j = j->next) {
+        if (j->key != key || j->cancelled) continue;
+        j->cancelled = 1;
+        for (int i = 0; i < j->n_chunks; i++)
+            if (j->chunks[i] && j->chunks[i]->call) grpc_call_cancel(j->chunks[i]->call, NULL);
+        break;
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+int rpc_pool_embed_key(rpc_pool *p, const rpc_chunk *req, float *out, rpc_pool_cb cb, void *arg, const void *key,
+                       posy_err *err) {
     if (req->n_seqs <= 0) return posy_err_set(err, POSY_E_INVALID, "no sequences to embed");
     if (rpc_pool_healthy(p) == 0) {
         pthread_mutex_lock(&p->mu);
@@ -185,6 +239,7 @@ int rpc_pool_embed(rpc_pool *p, const rpc_chunk *req, float *out, rpc_pool_cb cb
     j->out = out;
     j->cb = cb;
     j->arg = arg;
+    j->key = key;
     pthread_mutex_lock(&p->mu);
     const int max_tok = p->o.chunk_tokens, max_seq = p->o.chunk_seqs;
     pthread_mutex_unlock(&p->mu);
@@ -209,10 +264,13 @@ int rpc_pool_embed(rpc_pool *p, const rpc_chunk *req, float *out, rpc_pool_cb cb
         free(j);
         return posy_err_set(err, POSY_E_NOMEM, "out of memory");
     }
+    j->chunks = cs;
+    j->n_chunks = n_chunks;
     int s = 0, t = 0;
     for (int i = 0; i < n_chunks; i++) {
         pool_chunk *c = cs[i];
         c->job = j;
+        c->idx = i;
         c->seq0 = s;
         c->tok0 = t;
         while (s < req->n_seqs && c->n_seqs < max_seq && (c->n_seqs == 0 || c->n_tokens + req->lengths[s] <= max_tok)) {
@@ -221,8 +279,13 @@ int rpc_pool_embed(rpc_pool *p, const rpc_chunk *req, float *out, rpc_pool_cb cb
         }
         t += c->n_tokens;
     }
+    pthread_mutex_lock(&p->mu);
+    j->next = p->jobs;
+    if (p->jobs) p->jobs->prev = j;
+    p->jobs = j;
+    pthread_mutex_unlock(&p->mu);
+    /* The job (and cs) may complete and be freed during the last send. */
     for (int i = 0; i < n_chunks; i++) pool_send(cs[i]);
-    free(cs);
     return 0;
 }
 

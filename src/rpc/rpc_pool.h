@@ -60,6 +60,17 @@ void rpc_pool_close(rpc_pool *p);
  * without calling cb. */
 int rpc_pool_embed(rpc_pool *p, const rpc_chunk *req, float *out, rpc_pool_cb cb, void *arg, posy_err *err);
 
+/* Same, with `key` naming the request for rpc_pool_cancel (rpc_pool_embed
+ * uses arg). */
+int rpc_pool_embed_key(rpc_pool *p, const rpc_chunk *req, float *out, rpc_pool_cb cb, void *arg, const void *key,
+                       posy_err *err);
+/* The caller gave up on the request named `key` (its HTTP client went
+ * away): chunks in flight are cancelled (grpc_call_cancel, so each worker
+ * drops what it still has queued) and none is sent or retried again.  cb
+ * still runs exactly once (status POSY_E_IO "cancelled" unless every chunk
+ * had already landed).  A no-op for a request that is no longer in flight. */
+void rpc_pool_cancel(rpc_pool *p, const void *key);
+
 /* Number of workers verified and healthy now. */
 int rpc_pool_healthy(rpc_pool *p);
 

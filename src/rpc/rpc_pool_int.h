@@ -38,6 +38,7 @@ struct rpc_pool {
     pthread_mutex_t mu;
     pthread_cond_t cv;           /* signalled when calls drain or a probe round ends */
     pool_worker *workers;
+    struct pool_job *jobs;       /* requests in flight, for rpc_pool_cancel */
     int calls;                   /* all calls in flight */
     int stop;
     pthread_t health_thread;

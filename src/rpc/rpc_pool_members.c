@@ -111,7 +111,7 @@ static int pool_probe_round(rpc_pool *p) {
         w->calls++;
         p->calls++;
         if (rpc_client_call(w->cl, pr->info ? RPC_METHOD_INFO : RPC_METHOD_HEALTH, bb, PROBE_TIMEOUT_MS,
-                            pool_on_probe, pr) != 0) {
+                            pool_on_probe, pr, NULL) != 0) {
             w->probing = 0;
             w->calls--;
             p->calls--;

@@ -6,7 +6,12 @@
  * unary call is a three-step state machine on one rpc_op:
  *   accepted -> {send initial metadata, receive message}
  *            -> decode + validate -> backend submit (or an error status)
- *            -> {send message, send status, receive close} -> freed.
+ *            -> {send message, send status} -> freed.
+ * A second op, {receive close}, is posted at accept so the server learns
+ * of a cancelled call (client cancel, deadline) while its chunk is still
+ * queued and hands the backend's job back with cancel set: the scheduler
+ * drops the queued sequences instead of computing them.  The call is
+ * freed when both ops have completed (refs).
  * The backend answers from its own thread (the scheduler's step loop);
  * grpc_call_start_batch is safe from any thread, so the answer is sent
  * from there without a hop back to the loop.
@@ -36,6 +41,10 @@ typedef struct srv_call {
     int has_status_msg;
     int cancelled;
     rpc_req req;
+    rpc_op close_op;             /* {receive close}, posted at accept */
+    int refs;                    /* ops outstanding: the unary flow + close_op (srv->mu) */
+    int closed;                  /* close_op completed (srv->mu) */
+    void *job;                   /* the backend's handle until released (srv->mu) */
 } srv_call;
 
 static void srv_accept(rpc_server *s);
@@ -51,9 +60,36 @@ static void srv_call_free(srv_call *c) {
     free(c);
 }
 
+static int srv_method_is(const srv_call *c, const char *name) {
+    return !grpc_slice_str_cmp(c->details.method, name);
+}
+
+static void srv_call_unref(srv_call *c) {
+    pthread_mutex_lock(&c->srv->mu);
+    int last = --c->refs == 0;
+    pthread_mutex_unlock(&c->srv->mu);
+    if (last) srv_call_free(c);
+}
+
 static void srv_on_final(rpc_op *op, int ok) {
     (void)ok;
-    srv_call_free(RPC_CONTAINER(op, srv_call, op));
+    srv_call_unref(RPC_CONTAINER(op, srv_call, op));
+}
+
+/* The call ended (answered, cancelled or past its deadline): give the
+ * backend its job back, cancelled if the client is gone. */
+static void srv_on_close(rpc_op *op, int ok) {
+    (void)ok;
+    srv_call *c = RPC_CONTAINER(op, srv_call, close_op);
+    rpc_server *s = c->srv;
+    pthread_mutex_lock(&s->mu);
+    c->closed = 1;
+    void *job = c->job;
+    c->job = NULL;
+    if (c->cancelled && srv_method_is(c, RPC_METHOD_EMBED)) s->info.cancelled++;
+    pthread_mutex_unlock(&s->mu);
+    if (job) s->be.release(s->be.ctx, job, c->cancelled);
+    srv_call_unref(c);
 }
 
 /* Finish a unary call: optional message, then the status.  Takes `bb`. */
@@ -73,13 +109,12 @@ static void srv_respond(srv_call *c, grpc_status_code code, const char *msg, grp
     ops[n].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
     ops[n].data.send_status_from_server.status = code;
     ops[n++].data.send_status_from_server.status_details = c->has_status_msg ? &c->status_msg : NULL;
-    ops[n].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-    ops[n++].data.recv_close_on_server.cancelled = &c->cancelled;
     c->op.fn = srv_on_final;
     grpc_call_error e = grpc_call_start_batch(c->call, ops, n, &c->op, NULL);
     if (e != GRPC_CALL_OK) {
         POSY_ERROR("rpc: could not send a response (grpc_call_error %d)", (int)e);
-        srv_call_free(c);
+        grpc_call_cancel(c->call, NULL);
+        srv_call_unref(c);
     }
 }
 
@@ -91,18 +126,23 @@ static void srv_respond_err(srv_call *c, int posy_status, const char *msg) {
 static void srv_embed_done(void *arg, int status, const char *msg, const float *v, int n, int dim,
                            uint64_t queue_us, uint64_t infer_us) {
     srv_call *c = arg;
+    rpc_server *s = c->srv;
     if (status) {
         srv_respond_err(c, status, msg ? msg : "engine failure");
-        return;
-    }
-    if (n != c->req.chunk.n_seqs) {
+    } else if (n != c->req.chunk.n_seqs) {
         srv_respond_err(c, POSY_E_INTERNAL, "backend answered the wrong number of vectors");
-        return;
+    } else {
+        rpc_server_count(s, &c->req.chunk);
+        grpc_byte_buffer *bb = rpc_resp_encode(c->req.id, v, n, dim, queue_us, infer_us);
+        rpc_req_free(&c->req);
+        srv_respond(c, GRPC_STATUS_OK, NULL, bb);
     }
-    rpc_server_count(c->srv, &c->req.chunk);
-    grpc_byte_buffer *bb = rpc_resp_encode(c->req.id, v, n, dim, queue_us, infer_us);
-    rpc_req_free(&c->req);
-    srv_respond(c, GRPC_STATUS_OK, NULL, bb);
+    /* A cancelled call is over for gRPC before its chunk's running batch
+     * returns; rpc_server_stop waits for this count so that the answer's
+     * ops never start on a completion queue already shut down. */
+    pthread_mutex_lock(&s->mu);
+    if (--s->embeds_active == 0) pthread_cond_broadcast(&s->cv);
+    pthread_mutex_unlock(&s->mu);
 }
 
 static void srv_embed(srv_call *c, const uint8_t *buf, size_t len) {
@@ -113,8 +153,25 @@ static void srv_embed(srv_call *c, const uint8_t *buf, size_t len) {
         srv_respond_err(c, err.code, err.msg);
         return;
     }
-    if (s->be.submit(s->be.ctx, &c->req.chunk, srv_embed_done, c, &err) != 0)
+    void *job = NULL;
+    pthread_mutex_lock(&s->mu);
+    s->embeds_active++;
+    pthread_mutex_unlock(&s->mu);
+    if (s->be.submit(s->be.ctx, &c->req.chunk, srv_embed_done, c, s->be.release ? &job : NULL, &err) != 0) {
+        pthread_mutex_lock(&s->mu);
+        s->embeds_active--;
+        pthread_mutex_unlock(&s->mu);
         srv_respond_err(c, err.code ? err.code : POSY_E_INTERNAL, err.msg[0] ? err.msg : "backend refused the chunk");
+        return;
+    }
+    if (!job) return;
+    /* close_op runs on this thread too, so c is alive here; if it already
+     * ran (the client gave up before the chunk was queued), release now. */
+    pthread_mutex_lock(&s->mu);
+    int closed = c->closed, cancelled = c->cancelled;
+    if (!closed) c->job = job;
+    pthread_mutex_unlock(&s->mu);
+    if (closed) s->be.release(s->be.ctx, job, cancelled);
 }
 
 static void srv_health(srv_call *c, const uint8_t *buf, size_t len) {
@@ -136,15 +193,16 @@ static void srv_health(srv_call *c, const uint8_t *buf, size_t len) {
 }
 
 static void srv_info(srv_call *c) {
+    uint64_t run = 0, dropped = 0;
+    if (c->srv->be.counters) c->srv->be.counters(c->srv->be.ctx, &run, &dropped);
     pthread_mutex_lock(&c->srv->mu);
+    c->srv->info.seqs_run = run;
+    c->srv->info.seqs_dropped = dropped;
     grpc_byte_buffer *bb = rpc_info_encode(&c->srv->info);
     pthread_mutex_unlock(&c->srv->mu);
     srv_respond(c, GRPC_STATUS_OK, NULL, bb);
 }
 
-static int srv_method_is(const srv_call *c, const char *name) {
-    return !grpc_slice_str_cmp(c->details.method, name);
-}
 
 static void srv_on_recv(rpc_op *op, int ok) {
     srv_call *c = RPC_CONTAINER(op, srv_call, op);
@@ -184,13 +242,26 @@ static void srv_on_accept(rpc_op *op, int ok) {
         srv_call_free(c);
         return;
     }
+    grpc_op close;
+    memset(&close, 0, sizeof close);
+    close.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    close.data.recv_close_on_server.cancelled = &c->cancelled;
+    c->close_op.fn = srv_on_close;
+    if (grpc_call_start_batch(c->call, &close, 1, &c->close_op, NULL) != GRPC_CALL_OK) {
+        srv_call_free(c);
+        return;
+    }
+    c->refs = 2;
     grpc_op ops[2];
     memset(ops, 0, sizeof ops);
     ops[0].op = GRPC_OP_SEND_INITIAL_METADATA;
     ops[1].op = GRPC_OP_RECV_MESSAGE;
     ops[1].data.recv_message.recv_message = &c->recv;
     c->op.fn = srv_on_recv;
-    if (grpc_call_start_batch(c->call, ops, 2, &c->op, NULL) != GRPC_CALL_OK) srv_call_free(c);
+    if (grpc_call_start_batch(c->call, ops, 2, &c->op, NULL) != GRPC_CALL_OK) {
+        grpc_call_cancel(c->call, NULL);
+        srv_call_unref(c);
+    }
 }
 
 static void srv_accept(rpc_server *s) {
@@ -305,6 +376,9 @@ void rpc_server_stop(rpc_server *s, int grace_ms) {
         grpc_server_cancel_all_calls(s->server);
         while (!srv_wait_shutdown(s, 1000)) {}
     }
+    pthread_mutex_lock(&s->mu);
+    while (s->embeds_active > 0) pthread_cond_wait(&s->cv, &s->mu);
+    pthread_mutex_unlock(&s->mu);
     grpc_server_destroy(s->server);
     rpc_loop_stop(&s->loop);
     pthread_cond_destroy(&s->cv);

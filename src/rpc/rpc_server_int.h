@@ -18,6 +18,7 @@ struct rpc_server {
     int port;
     int shutting_down;
     int shutdown_done;
+    int embeds_active;           /* unary chunks submitted and not yet answered by the backend */
     rpc_op shutdown_op;
 };
 

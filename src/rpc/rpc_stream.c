@@ -176,7 +176,7 @@ static int st_submit(srv_stream *st, grpc_byte_buffer *bb) {
         pthread_mutex_lock(&st->mu);
         st->refs++;                  /* held by the job until st_job_done */
         pthread_mutex_unlock(&st->mu);
-        rc = st->srv->be.submit(st->srv->be.ctx, &j->req.chunk, st_job_done, j, &err);
+        rc = st->srv->be.submit(st->srv->be.ctx, &j->req.chunk, st_job_done, j, NULL, &err);
         if (!rc) return 0;
         pthread_mutex_lock(&st->mu);
         st->refs--;

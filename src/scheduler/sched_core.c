@@ -27,6 +27,8 @@ typedef struct sched_slot {
     int busy;
     posy_batch batch;
     int32_t *ids, *cu;
+    int32_t *types;            /* type ids of the batch; used only when a request brought some */
+    int has_types;
     float *out;
     sched_entry *entries;
     uint64_t t_start;
@@ -42,6 +44,7 @@ struct sched {
     int closing;
     sched_req *head, *tail;
     int outstanding, queued_seqs, queued_tokens, inflight;
+    uint64_t seqs_run, seqs_dropped;   /* sequences run by the engine / dropped by sched_cancel */
     sched_slot slots[SCHED_SLOTS];
 };
 
@@ -60,14 +63,28 @@ static void queue_unlink(sched *s, sched_req *r) {
 
 /* Fill `sl` from the head of the queue in arrival order while the budgets
  * hold.  Called with the mutex held and the queue non-empty. */
+/* Copy one sequence's type ids into the batch (zeros for a request without
+ * them); the batch carries type ids only once some request brought them. */
+static void copy_types(sched_slot *sl, const sched_req *r, int ntok, int len) {
+    if (!r->type_ids && !sl->has_types) return;
+    if (!sl->has_types) {
+        memset(sl->types, 0, (size_t)ntok * sizeof(int32_t));
+        sl->has_types = 1;
+    }
+    if (r->type_ids) memcpy(sl->types + ntok, r->type_ids + r->cu_seqlens[r->next_seq], (size_t)len * sizeof(int32_t));
+    else memset(sl->types + ntok, 0, (size_t)len * sizeof(int32_t));
+}
+
 static void form_batch(sched *s, sched_slot *sl, uint64_t now) {
     int nseq = 0, ntok = 0;
     sl->cu[0] = 0;
+    sl->has_types = 0;
     while (s->head && nseq < s->opts.max_batch_seqs) {
         sched_req *r = s->head;
         int len = seq_len(r, r->next_seq);
         if (ntok + len > s->opts.max_batch_tokens) break;
         memcpy(sl->ids + ntok, r->ids + r->cu_seqlens[r->next_seq], (size_t)len * sizeof(int32_t));
+        copy_types(sl, r, ntok, len);
         ntok += len;
         sl->cu[nseq + 1] = ntok;
         sl->entries[nseq].req = r;
@@ -90,7 +107,7 @@ static void form_batch(sched *s, sched_slot *sl, uint64_t now) {
     sl->batch.n_seqs = nseq;
     sl->batch.n_tokens = ntok;
     sl->batch.ids = sl->ids;
-    sl->batch.type_ids = NULL;
+    sl->batch.type_ids = sl->has_types ? sl->types : NULL;
     sl->batch.cu_seqlens = sl->cu;
     sl->batch.out = sl->out;
     s->inflight++;
@@ -117,6 +134,7 @@ static void complete_slot(sched *s, sched_slot *sl, int status, const char *why)
         s->opts.hook.on_batch(s->opts.hook.user, n, sl->batch.n_tokens, now - sl->t_start);
     sched_req *fire = NULL;  /* singly linked through ->next (free: not queued) */
     pthread_mutex_lock(&s->mu);
+    s->seqs_run += (uint64_t)n;
     for (int i = 0; i < n; i++) {
         sched_req *r = sl->entries[i].req;
         r->running--;
@@ -239,10 +257,11 @@ sched *sched_open(const sched_engine *eng, const sched_opts *opts, posy_err *err
     for (int i = 0; i < SCHED_SLOTS; i++) {
         sched_slot *sl = &s->slots[i];
         sl->ids = malloc((size_t)opts->max_batch_tokens * sizeof(int32_t));
+        sl->types = malloc((size_t)opts->max_batch_tokens * sizeof(int32_t));
         sl->cu = malloc((size_t)(opts->max_batch_seqs + 1) * sizeof(int32_t));
         sl->out = malloc((size_t)opts->max_batch_seqs * (size_t)eng->dim * sizeof(float));
         sl->entries = malloc((size_t)opts->max_batch_seqs * sizeof(sched_entry));
-        if (!sl->ids || !sl->cu || !sl->out || !sl->entries) goto nomem;
+        if (!sl->ids || !sl->types || !sl->cu || !sl->out || !sl->entries) goto nomem;
     }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
@@ -272,6 +291,7 @@ void sched_close(sched *s) {
     }
     for (int i = 0; i < SCHED_SLOTS; i++) {
         free(s->slots[i].ids);
+        free(s->slots[i].types);
         free(s->slots[i].cu);
         free(s->slots[i].out);
         free(s->slots[i].entries);
@@ -327,7 +347,10 @@ void sched_cancel(sched *s, sched_req *r) {
     pthread_mutex_lock(&s->mu);
     if (!r->cancelled && !r->fired) {
         r->cancelled = 1;
-        if (r->queued) queue_unlink(s, r);
+        if (r->queued) {
+            s->seqs_dropped += (uint64_t)(r->n_seqs - r->next_seq);
+            queue_unlink(s, r);
+        }
         if (r->running == 0) {
             finish_req(r, posy_now_ns());
             s->outstanding--;
@@ -343,6 +366,8 @@ void sched_get_depth(sched *s, sched_depth *d) {
     d->requests = s->outstanding;
     d->queued_seqs = s->queued_seqs;
     d->queued_tokens = s->queued_tokens;
+    d->seqs_run = s->seqs_run;
+    d->seqs_dropped = s->seqs_dropped;
     pthread_mutex_unlock(&s->mu);
 }
 

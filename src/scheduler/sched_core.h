@@ -70,6 +70,7 @@ struct sched_req {
     /* Set by the caller before sched_submit; must stay valid until the callback. */
     const int32_t *ids;        /* all sequences back to back */
     const int32_t *cu_seqlens; /* n_seqs + 1 offsets into ids */
+    const int32_t *type_ids;   /* one per id (segment ids for sentence pairs), or NULL for all zeros */
     int n_seqs;
     float *out;                /* n_seqs * dim floats, written by the scheduler */
     sched_done_fn done;
@@ -114,6 +115,8 @@ typedef struct sched_depth {
     int requests;              /* outstanding (accepted, callback not fired) */
     int queued_seqs;           /* sequences waiting for a batch */
     int queued_tokens;
+    uint64_t seqs_run;         /* since open: sequences handed back by the engine */
+    uint64_t seqs_dropped;     /* since open: queued sequences dropped by sched_cancel */
 } sched_depth;
 void sched_get_depth(sched *s, sched_depth *d);
 int sched_dim(const sched *s);

@@ -23,8 +23,9 @@ static void fake_vec(const int32_t *ids, int len, float *v) {
     for (int k = 0; k < DIM; k++) v[k] = (float)(ids[0] * 10 + len + k);
 }
 
-static int fake_submit(void *ctx, const rpc_chunk *c, rpc_reply_fn done, void *arg, posy_err *err) {
+static int fake_submit(void *ctx, const rpc_chunk *c, rpc_reply_fn done, void *arg, void **job, posy_err *err) {
     (void)ctx;
+    (void)job;
     if (fake_busy) return posy_err_set(err, POSY_E_BUSY, "queue full");
     float *v = malloc((size_t)c->n_seqs * DIM * sizeof(float));
     int t = 0;
@@ -96,7 +97,7 @@ static int call(int port, const char *method, grpc_byte_buffer *req, sync_call *
     memset(s, 0, sizeof *s);
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
-    if (rpc_client_call(c, method, req, 5000, sync_cb, s) != 0) return -1;
+    if (rpc_client_call(c, method, req, 5000, sync_cb, s, NULL) != 0) return -1;
     pthread_mutex_lock(&s->mu);
     while (!s->done) pthread_cond_wait(&s->cv, &s->mu);
     pthread_mutex_unlock(&s->mu);

@@ -31,6 +31,8 @@ typedef struct fake {
     int npending, max_pending;
     int polls;               /* step(NULL) calls */
     int hold_done;           /* async: finish nothing until released */
+    int has_types[MAXB];     /* the batch carried type ids */
+    int types[MAXB][32];     /* its first type ids */
 } fake;
 
 static void vec_for(const int32_t *ids, int len, float *out) {
@@ -57,6 +59,8 @@ static int fake_step(void *ctx, const posy_batch *b, posy_result *done, int max_
     }
     int i = f->nb++;
     f->nseq[i] = b->n_seqs;
+    f->has_types[i] = b->type_ids != NULL;
+    for (int t = 0; b->type_ids && t < b->n_tokens && t < 32; t++) f->types[i][t] = b->type_ids[t];
     for (int s = 0; s < b->n_seqs && s < 16; s++) {
         f->lens[i][s] = b->cu_seqlens[s + 1] - b->cu_seqlens[s];
         f->first_ids[i][s] = b->ids[b->cu_seqlens[s]];
@@ -233,6 +237,37 @@ static void test_seq_budget_packs_across_requests(void) {
     sched_close(s);
 }
 
+/* Type ids travel with their sequences; requests without them read as
+ * zeros in a batch that has some, and a batch with none passes NULL. */
+static void test_type_ids(void) {
+    fake f; sched_engine se; fake_init(&f, &se);
+    sched *s = open_s(&se, 100, 3, 100);
+    static treq x, a, b, c;
+    static const int32_t btypes[] = {1, 0, 1};
+    posy_err err;
+    fake_hold(&f);
+    treq_make(&x, 9, 1, (int[]){1});
+    CHECK_EQ_INT(sched_submit(s, &x.r, &err), 0);
+    fake_wait_held(&f);                       /* batch 0 = x, held */
+    treq_make(&a, 1, 2, (int[]){2, 2});
+    treq_make(&b, 2, 1, (int[]){3});
+    b.r.type_ids = btypes;
+    treq_make(&c, 3, 1, (int[]){2});
+    CHECK_EQ_INT(sched_submit(s, &a.r, &err), 0);
+    CHECK_EQ_INT(sched_submit(s, &b.r, &err), 0);
+    CHECK_EQ_INT(sched_submit(s, &c.r, &err), 0);
+    fake_release(&f);
+    wait_fired(&a); wait_fired(&b); wait_fired(&c);
+    CHECK_EQ_INT(f.nb, 3);                    /* [x] [a0 a1 b0] [c0] */
+    CHECK_EQ_INT(f.has_types[0], 0);
+    CHECK_EQ_INT(f.has_types[1], 1);
+    static const int want[] = {0, 0, 0, 0, 1, 0, 1};
+    for (int t = 0; t < 7; t++) CHECK_EQ_INT(f.types[1][t], want[t]);
+    CHECK_EQ_INT(f.has_types[2], 0);
+    CHECK(treq_outputs_ok(&a) && treq_outputs_ok(&b) && treq_outputs_ok(&c));
+    sched_close(s);
+}
+
 static void test_admission(void) {
     fake f; sched_engine se; fake_init(&f, &se);
     sched *s = open_s(&se, 100, 8, 2);
@@ -285,6 +320,9 @@ static void test_cancel(void) {
     CHECK_EQ_INT(f.nseq[1], 1); CHECK_EQ_INT(f.first_ids[1][0], 201);
     sched_cancel(s, &b.r);                    /* after completion: a no-op */
     CHECK_EQ_INT(a.fired + x.fired + b.fired, 3);
+    sched_get_depth(s, &d);
+    CHECK_EQ_INT((int)d.seqs_run, 3);         /* x0 x1 b0 */
+    CHECK_EQ_INT((int)d.seqs_dropped, 3);     /* a0 a1 a2 */
     sched_close(s);
 }
 
@@ -382,5 +420,5 @@ static void test_close_drains(void) {
     }
 }
 
-TEST_MAIN(TEST(test_order_and_budgets), TEST(test_seq_budget_packs_across_requests), TEST(test_admission),
+TEST_MAIN(TEST(test_order_and_budgets), TEST(test_seq_budget_packs_across_requests), TEST(test_admission), TEST(test_type_ids),
           TEST(test_cancel), TEST(test_async_overlap), TEST(test_async_submits_while_running), TEST(test_invalid_and_failure), TEST(test_close_drains))
