@@ -69,3 +69,9 @@ class Server:
             if line.startswith(name + " "):
                 return float(line.split()[-1])
         return 0.0
+
+
+def post_json(url, path, body, timeout=120):
+    """POST `body` as JSON; (status, decoded JSON body) for success and error answers alike."""
+    r = requests.post(url + path, json=body, timeout=timeout)
+    return r.status_code, r.json()

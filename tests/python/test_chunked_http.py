@@ -8,47 +8,23 @@ each window embedded through the server as a token-id input, combined in
 numpy."""
 import json
 import os
-import socket
 import subprocess
-import time
-import urllib.error
-import urllib.request
 
 import numpy as np
 import pytest
+
+from serve_util import Server, post_json as post
 
 LONG = " ".join(f"sentence {i} talks about topic {i % 7} and the weather in city {i % 13}." for i in range(80))
 
 
 @pytest.fixture(scope="module")
 def server(posy_bin, posy_model):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    proc = subprocess.Popen([posy_bin, "serve", "--model", posy_model, "--port", str(port), "--host", "127.0.0.1",
-                             "--device", "cpu", "--threads", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            urllib.request.urlopen(url + "/health", timeout=1)
-            break
-        except Exception:
-            if proc.poll() is not None:
-                pytest.fail("posy serve exited: " + proc.stderr.read().decode(errors="replace"))
-            time.sleep(0.1)
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
+    s = Server(posy_bin, posy_model, "--device", "cpu", "--threads", "2")
+    yield s.url
+    assert s.stop() == 0
 
 
-def post(url, path, body):
-    req = urllib.request.Request(url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=120) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 @pytest.fixture(scope="module")

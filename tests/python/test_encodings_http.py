@@ -9,57 +9,20 @@ sentence-transformers' quantize_embeddings when it is installed (it is not
 needed in CI: the numpy packbits formula is the same definition).
 """
 import base64
-import json
-import os
-import socket
-import subprocess
-import time
-import urllib.error
-import urllib.request
 
 import numpy as np
 import pytest
 
+from serve_util import Server, post_json as post
+
 TEXTS = ["The quick brown fox jumps over the lazy dog.", "Embeddings map text to vectors.", "a"]
-
-
-def _free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    p = s.getsockname()[1]
-    s.close()
-    return p
 
 
 @pytest.fixture(scope="module")
 def server(posy_bin, posy_model):
-    port = _free_port()
-    proc = subprocess.Popen([posy_bin, "serve", "--model", posy_model, "--port", str(port), "--host", "127.0.0.1",
-                             "--device", "cpu", "--threads", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            urllib.request.urlopen(url + "/health", timeout=1)
-            break
-        except Exception:
-            if proc.poll() is not None:
-                pytest.fail("posy serve exited: " + proc.stderr.read().decode(errors="replace"))
-            time.sleep(0.1)
-    else:
-        proc.kill()
-        pytest.fail("posy serve did not become healthy")
-    yield url
-    proc.terminate()
-    proc.wait(timeout=30)
-
-
-def post(url, path, body):
-    req = urllib.request.Request(url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
+    s = Server(posy_bin, posy_model, "--device", "cpu", "--threads", "2")
+    yield s.url
+    assert s.stop() == 0
 
 
 def int8_ref(x):

@@ -21,16 +21,13 @@ sentence-transformers.
 """
 import json
 import os
-import socket
 import subprocess
-import time
-import urllib.error
-import urllib.request
 
 import numpy as np
 import pytest
 
 from conftest import FIXTURES, ROOT
+from serve_util import Server, post_json as post
 
 FIX = json.load(open(os.path.join(FIXTURES, "prompts", "prompts.json")))
 TEXTS = FIX["texts"]
@@ -100,40 +97,13 @@ def test_attention_flag_on_qwen3(posy):
         assert min_cos(posy.embed_jsonl("--attention", other, "--", *TEXTS, model=d), c["embeddings"]) < 0.9999
 
 
-def start_server(posy_bin, model):
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    proc = subprocess.Popen([posy_bin, "serve", "--model", model, "--port", str(port), "--host", "127.0.0.1",
-                             "--device", "cpu", "--threads", "2"], stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-    url = f"http://127.0.0.1:{port}"
-    for _ in range(300):
-        try:
-            urllib.request.urlopen(url + "/health", timeout=1)
-            break
-        except Exception:
-            if proc.poll() is not None:
-                pytest.fail("posy serve exited: " + proc.stderr.read().decode(errors="replace"))
-            time.sleep(0.1)
-    return proc, url
-
-
 @pytest.fixture(scope="module", params=["minilm", "qwen3_causal", "qwen3_bidir"])
 def server(request, posy_bin, minilm_dir):
-    proc, url = start_server(posy_bin, model_dir(request.param, minilm_dir))
-    yield request.param, url
-    proc.terminate()
-    proc.wait(timeout=30)
+    s = Server(posy_bin, model_dir(request.param, minilm_dir), "--device", "cpu", "--threads", "2")
+    yield request.param, s.url
+    assert s.stop() == 0
 
 
-def post(url, path, body):
-    req = urllib.request.Request(url + path, data=json.dumps(body).encode(), headers={"Content-Type": "application/json"})
-    try:
-        with urllib.request.urlopen(req, timeout=60) as r:
-            return r.status, json.loads(r.read())
-    except urllib.error.HTTPError as e:
-        return e.code, json.loads(e.read())
 
 
 def test_prompt_server(server):
