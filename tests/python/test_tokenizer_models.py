@@ -11,7 +11,7 @@ import pytest
 
 from tok_diff import ROOT, compare, hf_row, run_posy, run_posy_decode
 
-tokenizers = pytest.importorskip("tokenizers")
+import tokenizers  # noqa: E402  (requirements-test.txt; a missing package must fail, not skip)
 import tok_corpus  # noqa: E402
 
 FIX = os.path.join(ROOT, "tests", "fixtures", "tokenizers")
@@ -69,8 +69,7 @@ def test_decode_identical(name, texts):
     skip_special_tokens, on the ids HF produced for 2,000 strings and on 500
     random id lists."""
     path = os.path.normpath(os.path.join(FIX, name))
-    if not os.path.exists(path):
-        pytest.skip(path + " missing")
+    assert os.path.exists(path), path + " missing"
     t = tokenizers.Tokenizer.from_file(path)
     t.no_truncation()
     t.no_padding()
@@ -121,8 +120,8 @@ def _variant(name, tmp_path):
 def test_option_variants(name, texts, tmp_path):
     """ignore_merges, Unigram byte_fallback and the added-token options
     (normalized, lstrip, rstrip, single_word) on 5,000 strings + decode."""
-    if name == "added_token_options" and not os.path.exists(os.path.join(ROOT, "models", "all-MiniLM-L6-v2")):
-        pytest.skip("default model missing")
+    if name == "added_token_options":
+        assert os.path.exists(os.path.join(ROOT, "models", "all-MiniLM-L6-v2")), "default model missing (scripts/fetch-model.sh)"
     path = _variant(name, tmp_path)
     extra = ["Hello World, hello world! <ent>  naïve naïveté 東京 東京都 don't  x", " <ent> a<ent>b [MASK]x"]
     sub = extra + texts[:5000]

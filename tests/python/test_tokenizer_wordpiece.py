@@ -9,7 +9,7 @@ import pytest
 
 from tok_diff import ROOT, compare, hf_row, run_posy
 
-tokenizers = pytest.importorskip("tokenizers")
+import tokenizers  # noqa: E402  (requirements-test.txt; a missing package must fail, not skip)
 import tok_corpus  # noqa: E402  (tests/gen, put on the path by tok_diff)
 
 MODEL = os.environ.get("POSY_MODEL", os.path.join(ROOT, "models", "all-MiniLM-L6-v2"))
@@ -18,8 +18,7 @@ TOKJSON = os.path.join(MODEL, "tokenizer.json")
 
 @pytest.fixture(scope="module")
 def hf():
-    if not os.path.exists(TOKJSON):
-        pytest.skip(f"{TOKJSON} missing (scripts/fetch-model.sh)")
+    assert os.path.exists(TOKJSON), f"{TOKJSON} missing (scripts/fetch-model.sh)"
     t = tokenizers.Tokenizer.from_file(TOKJSON)
     t.no_truncation()
     t.no_padding()
