@@ -191,7 +191,11 @@ def main():
             continue
         prefix = os.path.join(root, f"qwen3-{mode}-gpu")
         t0 = time.time()
-        r = subprocess.run([os.path.join(build_dir, "gpu_backend_e2e"), dirs[mode], sp, prefix], env=env)
+        # 0.999 between buckets: 28 bf16 layers differ by ~2e-4 between
+        # GEMM tilings (measured 0.99978 on the H200); the bar against
+        # transformers is 0.999 too
+        r = subprocess.run([os.path.join(build_dir, "gpu_backend_e2e"), dirs[mode], sp, prefix, "0.999"],
+                           env=env)
         log(f"qwen3-{mode}: gpu_backend_e2e rc={r.returncode} in {time.time() - t0:.1f} s")
         ok &= r.returncode == 0
         for suf in ("single", "mix1024", "mix4096", "mix16384"):

@@ -146,7 +146,7 @@ def main():
         r = subprocess.run([os.path.join(build_dir, "gpu_backend_e2e"), hdir, sp, prefix])
         ok &= r.returncode == 0
         H = kw["hidden_size"]
-        for suf in ("single", "mix1024", "mix4096", "mix16384"):
+        for suf in ("single", "mix64", "mix1024", "mix4096", "mix16384"):
             p = f"{prefix}.{suf}.bin"
             if not os.path.exists(p):
                 print(f"{name} {suf}: missing output"); ok = False; continue

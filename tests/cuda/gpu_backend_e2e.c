@@ -2,14 +2,21 @@
  * (tests/cuda/run_gpu_tests.sh runs it; make_models.py compares its output
  * files with transformers).
  *
- *   gpu_backend_e2e MODEL_DIR SEQS_BIN OUT_PREFIX
+ *   gpu_backend_e2e MODEL_DIR SEQS_BIN OUT_PREFIX [MIN_COS]
  *
  * 1. graph == eager, bit for bit: a fresh engine runs one batch three
- *    times (bucket's first run eager, second captured, third replayed).
+ *    times (bucket's first run eager, second captured, third replayed) --
+ *    a large batch (graph of kernels) and one of <= 64 tokens (the
+ *    persistent small-batch kernel, for the models it serves).
  * 2. every sequence alone (batch of one)         -> OUT_PREFIX.single.bin
  * 3. all sequences in mixed batches of <= 1024, 4096 and 16384 tokens
  *                                                 -> OUT_PREFIX.mixB.bin
- *    and each must match (2) to cosine >= 0.9999.
+ *    and each must match (2) to cosine >= MIN_COS (default 0.9999; deep
+ *    bf16 decoders differ more between buckets, e2e_qwen3.py passes 0.999,
+ *    the bar against transformers).  Also mixed batches of <= 64 tokens.
+ * 3b. the small-batch kernel against the graph of kernels: every sequence
+ *    of <= 64 tokens run alone by an engine opened with POSY_CUDA_MEGA=0,
+ *    cosine >= MIN_COS against (2).
  * 4. many batches in flight (random mixes, submitted without waiting,
  *    collected with non-blocking polls): every result is bit-identical to
  *    the same batch run alone, so each belongs to its own sequences.
@@ -21,6 +28,7 @@
 #include "posy_clock.h"
 
 static int failures = 0;
+static double min_cos = 0.9999;
 #define EXPECT(c, ...) do { if (!(c)) { failures++; printf("FAIL: " __VA_ARGS__); printf("\n"); } } while (0)
 
 static void write_f(const char *prefix, const char *suffix, const float *v, size_t n) {
@@ -31,13 +39,15 @@ static void write_f(const char *prefix, const char *suffix, const float *v, size
     fclose(f);
 }
 
-static void test_graph_bits(const char *dir, const gh_seqs *s, int H) {
+static void test_graph_bits(const char *dir, const gh_seqs *s, int H, int budget) {
     posy_err err;
     posy_engine *e = gh_open(dir, 4096, 256, &err);
     if (!e) { EXPECT(0, "open: %s", err.msg); return; }
     int idx[8];
-    int k = 0;
-    for (int i = 0; i < s->n && k < 8; i += 3) idx[k++] = i;
+    int k = 0, T = 0;
+    for (int i = 0; i < s->n && k < 8; i += 3)
+        if (T + s->lens[i] <= budget) { T += s->lens[i]; idx[k++] = i; }
+    if (k == 0) { EXPECT(0, "no sequences fit %d tokens", budget); e->ops->close(e); return; }
     gh_batch b;
     gh_batch_make(&b, s, idx, k, H, 1);
     float *runs[3];
@@ -52,8 +62,8 @@ static void test_graph_bits(const char *dir, const gh_seqs *s, int H) {
            (unsigned long long)st.captures, (unsigned long long)st.replays);
     EXPECT(!memcmp(runs[0], runs[1], (size_t)k * H * 4), "captured run differs from eager run");
     EXPECT(!memcmp(runs[0], runs[2], (size_t)k * H * 4), "replayed run differs from eager run");
-    printf("graph-vs-eager: %d seqs, %d tokens: eager/capture/replay %s (capture %.2f ms)\n", k,
-           b.b.n_tokens, !memcmp(runs[0], runs[1], (size_t)k * H * 4) && !memcmp(runs[0], runs[2], (size_t)k * H * 4)
+    printf("graph-vs-eager: %d seqs, %d tokens%s: eager/capture/replay %s (capture %.2f ms)\n", k,
+           b.b.n_tokens, st.small_batches ? " (small-batch kernel)" : "", !memcmp(runs[0], runs[1], (size_t)k * H * 4) && !memcmp(runs[0], runs[2], (size_t)k * H * 4)
                ? "bit-identical" : "DIFFER", st.capture_ms);
     for (int r = 0; r < 3; r++) free(runs[r]);
     gh_batch_free(&b);
@@ -80,6 +90,11 @@ static void run_mixed(posy_engine *e, const gh_seqs *s, int H, int budget, const
     double minc = 1;
     while (i < s->n) {
         int k = 0, T = 0;
+        if (s->lens[i] > budget) { /* longer than the budget: not part of this run */
+            memcpy(out + (size_t)i * H, single + (size_t)i * H, (size_t)H * 4);
+            i++;
+            continue;
+        }
         while (i < s->n && T + s->lens[i] <= budget) { T += s->lens[i]; idx[k++] = i++; }
         gh_batch b;
         gh_batch_make(&b, s, idx, k, H, (uint64_t)batches);
@@ -93,7 +108,7 @@ static void run_mixed(posy_engine *e, const gh_seqs *s, int H, int budget, const
         batches++;
     }
     printf("mixed batches <= %d tokens: %d batches, min cosine vs single %.6f\n", budget, batches, minc);
-    EXPECT(minc >= 0.9999, "mixed budget %d: min cosine %.6f", budget, minc);
+    EXPECT(minc >= min_cos, "mixed budget %d: min cosine %.6f", budget, minc);
     char suf[32];
     snprintf(suf, sizeof suf, "mix%d", budget);
     write_f(prefix, suf, out, (size_t)s->n * H);
@@ -150,9 +165,45 @@ static void test_inflight(posy_engine *e, const gh_seqs *s, int H, const float *
            "their batch run alone, min cosine vs single-sequence runs %.6f\n", NB,
            (posy_now_s() - t0) * 1e3, maxin, wrong, minc);
     EXPECT(wrong == 0, "in-flight results do not match their own batches");
-    EXPECT(minc >= 0.9999, "in-flight min cosine %.6f", minc);
+    EXPECT(minc >= min_cos, "in-flight min cosine %.6f", minc);
     EXPECT(maxin >= 2, "never more than one batch in flight");
     for (int j = 0; j < NB; j++) { gh_batch_free(&bs[j]); free(want[j]); }
+}
+
+/* 3b: sequences of <= 64 tokens through the graph of kernels (an engine
+ * with the small-batch kernel off) against `single`. */
+static void test_small_vs_graph(const char *dir, const gh_seqs *s, int H, const float *single,
+                                uint64_t small_before) {
+    posy_err err;
+    setenv("POSY_CUDA_MEGA", "0", 1);
+    posy_engine *e = gh_open(dir, 4096, 256, &err);
+    unsetenv("POSY_CUDA_MEGA");
+    if (!e) { EXPECT(0, "open (small-batch kernel off): %s", err.msg); return; }
+    double minc = 1, maxd = 0;
+    int n = 0;
+    for (int i = 0; i < s->n; i++) {
+        if (s->lens[i] > 64) continue;
+        gh_batch b;
+        gh_batch_make(&b, s, &i, 1, H, (uint64_t)i);
+        EXPECT(gh_run_sync(e, &b) == 0, "graph-path seq %d failed", i);
+        const double c = gh_cos(b.out, single + (size_t)i * H, H);
+        if (c < minc) minc = c;
+        for (int j = 0; j < H; j++) {
+            const double d = fabs((double)b.out[j] - single[(size_t)i * H + j]);
+            if (d > maxd) maxd = d;
+        }
+        gh_batch_free(&b);
+        n++;
+    }
+    eng_cu_stats st;
+    eng_cuda_stats(e, &st);
+    printf("small-batch kernel vs graph of kernels: %d sequences of <= 64 tokens, min cosine %.6f, "
+           "max abs diff %.2e (small-batch runs in the main engine before this: %llu)\n",
+           n, minc, maxd, (unsigned long long)small_before);
+    EXPECT(st.small_batches == 0, "POSY_CUDA_MEGA=0 engine still ran %llu small-batch kernels",
+           (unsigned long long)st.small_batches);
+    EXPECT(minc >= min_cos, "small-batch kernel vs graph path: min cosine %.6f", minc);
+    e->ops->close(e);
 }
 
 static void test_errors(const char *dir) {
@@ -168,25 +219,36 @@ static void test_errors(const char *dir) {
 }
 
 int main(int argc, char **argv) {
-    if (argc != 4) { fprintf(stderr, "usage: %s MODEL_DIR SEQS_BIN OUT_PREFIX\n", argv[0]); return 2; }
+    if (argc != 4 && argc != 5) {
+        fprintf(stderr, "usage: %s MODEL_DIR SEQS_BIN OUT_PREFIX [MIN_COS]\n", argv[0]);
+        return 2;
+    }
+    if (argc == 5) min_cos = atof(argv[4]);
     gh_seqs s = gh_load_seqs(argv[2]);
     posy_err err;
     posy_engine *e = gh_open(argv[1], 16384, 1024, &err);
     if (!e) { printf("FAIL: open: %s\n", err.msg); return 1; }
     const int H = e->cfg.info.hidden;
-    test_graph_bits(argv[1], &s, H);
+    test_graph_bits(argv[1], &s, H, 4096);
+    test_graph_bits(argv[1], &s, H, 64);
     float *single = run_single(e, &s, H);
     write_f(argv[3], "single", single, (size_t)s.n * H);
+    eng_cu_stats st0;
+    eng_cuda_stats(e, &st0);
+    if (st0.small_batches) test_small_vs_graph(argv[1], &s, H, single, st0.small_batches);
+    else printf("small-batch kernel: not used for this model\n");
+    run_mixed(e, &s, H, 64, single, argv[3]);
     run_mixed(e, &s, H, 1024, single, argv[3]);
     run_mixed(e, &s, H, 4096, single, argv[3]);
     run_mixed(e, &s, H, 16384, single, argv[3]);
     test_inflight(e, &s, H, single);
     eng_cu_stats st;
     eng_cuda_stats(e, &st);
-    printf("stats: %llu batches, %llu tokens (%llu padded), %llu captures (%.1f ms), %llu replays\n",
+    printf("stats: %llu batches, %llu tokens (%llu padded), %llu captures (%.1f ms), %llu replays, "
+           "%llu small-batch kernel runs\n",
            (unsigned long long)st.batches, (unsigned long long)st.tokens,
            (unsigned long long)st.padded_tokens, (unsigned long long)st.captures, st.capture_ms,
-           (unsigned long long)st.replays);
+           (unsigned long long)st.replays, (unsigned long long)st.small_batches);
     e->ops->close(e);
     test_errors(argv[1]);
     printf("gpu_backend_e2e %s: %s\n", argv[1], failures ? "FAIL" : "PASS");

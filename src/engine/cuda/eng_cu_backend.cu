@@ -168,9 +168,10 @@ static int cu_open(posy_engine *e, posy_err *err) {
     if (ce != cudaSuccess) { cuda_err(err, "staging slots", ce); cu_close(e); return -1; }
     snprintf(e->cfg.info.dtype, sizeof e->cfg.info.dtype, "bf16");
     POSY_INFO("cuda backend: device %d, weights %.1f MiB, arena %.1f MiB for %d tokens / %d "
-                  "sequences, %d buckets, %d staging slots",
+                  "sequences, %d buckets, %d staging slots; small-batch kernel %s",
                   st->device, st->m.wbytes / 1048576.0, st->m.abytes / 1048576.0,
-                  st->m.max_tokens, st->m.max_seqs, st->n_buckets, N_SLOTS);
+                  st->m.max_tokens, st->m.max_seqs, st->n_buckets, N_SLOTS,
+                  st->m.mega_ok ? "on (<= 64 tokens)" : "off");
     return 0;
 }
 
@@ -314,6 +315,7 @@ static int cu_submit(posy_engine *e, const posy_batch *b, posy_err *err) {
     sl->seqno = st->next_seqno++;
     st->stats.tokens += b->n_tokens;
     st->stats.padded_tokens += bk->tokens;
+    if (eng_cu_mega_usable(&st->m, bk->tokens)) st->stats.small_batches++;
     return 0;
 }
 

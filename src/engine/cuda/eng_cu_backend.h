@@ -17,6 +17,7 @@ typedef struct eng_cu_stats {
     uint64_t padded_tokens;  /* bucket tokens submitted (>= tokens) */
     uint64_t captures;       /* graphs captured (one per bucket at most) */
     uint64_t replays;        /* graph launches */
+    uint64_t small_batches;  /* batches run by the persistent small-batch kernel (eng_cu_mega.cu) */
     double capture_ms;       /* host time spent capturing + instantiating */
     double gpu_ms;           /* sum of forward times (events around the forward) */
     double last_gpu_ms;      /* the last finished batch's forward time */

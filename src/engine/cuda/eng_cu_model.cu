@@ -12,7 +12,8 @@
  * Wo^T + b + X; X = LN(y); inter = gelu(X Wup^T + b); y = inter Wdown^T
  * + b + X; X = LN(y).  The residual adds ride in the GEMM epilogues
  * (beta = 1), so each LayerNorm reads one tensor.  Seven launches a layer,
- * plus embedding and pooling.
+ * plus embedding and pooling.  Buckets of at most 64 tokens take the
+ * persistent kernel of eng_cu_mega.cu instead (one launch).
  */
 #include "eng_cu_model.h"
 #include <math.h>
@@ -126,6 +127,7 @@ static int check_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err) {
         return posy_err_set(err, POSY_E_UNSUPPORTED,
                             "cuda backend: only GELU activations are supported in BERT models");
     m->epi_up = ENG_CU_EPI_BIAS_GELU;
+    m->gelu_tanh = cfg->act == ENG_ACT_GELU_TANH;
     return 0;
 }
 
@@ -218,7 +220,7 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
      * latency gain, throughput 2-3% lower in that run -- opt-in only */
     eng_cu_pdl_on = getenv("POSY_CUDA_PDL") != NULL;
     if ((is_q3 ? eng_cu_qwen3_upload(m, cfg, q3, err) : upload_weights(m, bert, err)) ||
-        reserve_arena(m, err)) {
+        reserve_arena(m, err) || eng_cu_mega_prepare(m, err)) {
         eng_cu_model_close(m);
         return -1;
     }
@@ -229,6 +231,7 @@ void eng_cu_model_close(eng_cu_model *m) {
     if (m->gemm) eng_cu_gemm_destroy(m->gemm);
     if (m->wmem) cudaFree(m->wmem);
     if (m->amem) cudaFree(m->amem);
+    if (m->mega_mem) cudaFree(m->mega_mem);
     free(m->layers);
     memset(m, 0, sizeof *m);
 }
@@ -249,6 +252,10 @@ void eng_cu_model_close(eng_cu_model *m) {
 
 int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *err) {
     if (m->arch == ENG_CU_ARCH_QWEN3) return eng_cu_qwen3_forward(m, s, T, S, err);
+    if (eng_cu_mega_usable(m, T)) {
+        CK("small-batch kernel", eng_cu_mega_forward(m, s, T, S));
+        return 0;
+    }
     const eng_cu_in_layout lay = eng_cu_in_layout_for(T, S);
     const int32_t *in = m->d_in;
     const int *n_tok = in + lay.meta + ENG_CU_META_TOKENS;

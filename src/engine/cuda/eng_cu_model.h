@@ -44,6 +44,7 @@ typedef struct eng_cu_model {
     int H, I, L, heads, head_dim, vocab, type_vocab, max_pos, pos_off, pos_rows, pool_mode, normalize, epi_up;
     int kv_heads, qkv_n, attn_n;        /* attn_n = heads*head_dim (= H for BERT), qkv_n = attn_n + 2*kv_heads*head_dim */
     int causal, rope_rows;              /* decoders */
+    int gelu_tanh;                      /* BERT: the tanh form of GELU (else erf) */
     float eps;
     /* weights: one device allocation */
     void *wmem;
@@ -61,6 +62,10 @@ typedef struct eng_cu_model {
     float *pooled;                      /* [max_seqs, H] */
     int32_t *d_in;                      /* input block, eng_cu_in_layout(max) ints */
     eng_cu_gemm_ctx *gemm;
+    /* the small-batch persistent kernel (eng_cu_mega.cu), when it fits */
+    int mega_ok, mega_grid, mega_nt;
+    size_t mega_smem;
+    void *mega_mem;                     /* device layer table + grid barrier */
 } eng_cu_model;
 
 eng_cu_in_layout eng_cu_in_layout_for(int tokens, int seqs);
@@ -75,6 +80,16 @@ void eng_cu_model_close(eng_cu_model *m);
 /* Enqueue the whole forward for a bucket (tokens, seqs bounds) on s:
  * embeddings .. pooling into m->pooled.  Capturable. */
 int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int tokens, int seqs, posy_err *err);
+
+/* The small-batch path (eng_cu_mega.cu): one persistent cooperative kernel
+ * for a whole forward of at most 64 tokens.  prepare (at open, outside any
+ * capture) decides whether the model fits it and sets it up -- a model that
+ * does not fit is not an error, the graph path serves it; usable says
+ * whether a bucket of `tokens` takes it (POSY_CUDA_MEGA=0 turns it off);
+ * forward enqueues it (capturable). */
+int eng_cu_mega_prepare(eng_cu_model *m, posy_err *err);
+int eng_cu_mega_usable(const eng_cu_model *m, int tokens);
+cudaError_t eng_cu_mega_forward(eng_cu_model *m, cudaStream_t s, int tokens, int seqs);
 
 /* Shared by the architectures' files: a cudaError_t as a posy_err. */
 int eng_cu_model_fail(posy_err *err, const char *what, cudaError_t ce);

@@ -1,0 +1,547 @@
+/* eng_cu_mega: the whole forward of a small batch (at most 64 tokens) as
+ * ONE persistent kernel -- the "small batches are a different regime" part
+ * of the CUDA engine.
+ *
+ * Why: a 16-token query is memory- and latency-bound like LLM decode.  As a
+ * graph of ordinary kernels it costs ~3-4 us a node (44 nodes for
+ * all-MiniLM-L6, 98 for BERT-base) no matter how little each node does.
+ * Here one cooperative grid (one block per SM) walks the layers in stages
+ * separated by grid barriers, so the per-stage cost is a barrier (~1 us)
+ * plus the stage's own memory traffic, and every weight is read once.
+ *
+ * Stages per layer (BERT family, post-LayerNorm):
+ *   QKV   each block LayerNorms the layer input rows into shared memory
+ *         (layer 0: gathers word+position+type embeddings first) -- block 0
+ *         also stores them as the residual -- then computes its slice of
+ *         the QKV columns (bias in the epilogue);
+ *   ATT   one warp per (head, query row): softmax over the row's sequence
+ *         (at most 64 keys), fp32;
+ *   O     ctx Wo^T + b + residual;
+ *   UP    LayerNorm (block 0 stores the residual) + gelu(x Wup^T + b);
+ *   DOWN  inter Wdown^T + b + residual;
+ * and after the last layer POOL: LayerNorm, mean / CLS / last, L2.
+ *
+ * GEMM slices: N is cut into tiles of 8 columns, spread evenly over the
+ * blocks; inside a block the 8 warps split the (tile, 64-wide k chunk)
+ * units, each warp streaming its weight rows with 16-byte loads (4 chunks
+ * in flight) into mma.sync m16n8k16 (bf16, fp32 accumulate); the warps'
+ * partial tiles meet in shared memory and are added in a fixed order, so
+ * results are bitwise reproducible (graph replay equals eager).
+ * The k order inside a chunk is permuted identically for A and W (a lane
+ * loads 16 consecutive values of its row and feeds them to 4 mma steps),
+ * which is legal because the sum does not care about order.
+ *
+ * The kernel reads the real token and sequence counts from device memory,
+ * like every kernel here, so one captured graph serves any batch of its
+ * bucket.  Activations written by other blocks are read with ld.global.cg
+ * (L2, never a stale L1 line); the grid barrier is a generation counter
+ * with release / acquire fences.  Its reference is the whole forward: the
+ * CPU engine and transformers (tests/cuda/e2e_vs_transformers.py, lengths
+ * 1..64 and small mixed batches take this kernel) and the graph path
+ * (tests/cuda/gpu_backend_e2e.c compares the two on the same batches).
+ */
+#include "eng_cu_model.h"
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MG_THREADS 256
+#define MG_WARPS 8
+#define MG_MAXT 64
+
+typedef struct mega_args {
+    const eng_cu_layer *layers;
+    int L, H, I, heads, d, gelu_tanh, pool_mode, normalize;
+    float eps, scale;
+    const bf16 *word, *pos, *type;
+    const float *emb_g, *emb_b;
+    const int32_t *meta, *cu, *ids, *pos_ids, *type_ids;
+    bf16 *x, *qkv, *ctx, *y, *inter;
+    float *pooled;
+    unsigned *bar;
+    int ntmax; /* most 8-column tiles a block owns in any stage */
+} mega_args;
+
+/* ---- small device helpers -------------------------------------------------- */
+
+static __device__ __forceinline__ uint4 mg_ldcg4(const bf16 *p) { return __ldcg((const uint4 *)p); }
+
+static __device__ __forceinline__ void mg_mma(float *c, unsigned a0, unsigned a1, unsigned a2, unsigned a3,
+                                              unsigned b0, unsigned b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
+}
+
+/* Grid barrier: the last block to arrive resets the count and bumps the
+ * generation; the others spin on the generation.  Writes before the
+ * barrier are visible to every block after it (fence, then release;
+ * acquire, then fence). */
+static __device__ __forceinline__ void mg_grid_sync(unsigned *bar) {
+    __syncthreads();
+    if (threadIdx.x == 0) {
+        volatile unsigned *gen = bar + 1;
+        const unsigned g0 = *gen;
+        __threadfence();
+        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
+            atomicExch(bar, 0u);
+            __threadfence();
+            atomicAdd(bar + 1, 1u);
+        } else {
+            while (*gen == g0) __nanosleep(32);
+        }
+        __threadfence();
+    }
+    __syncthreads();
+}
+
+static __device__ __forceinline__ float mg_gelu(float v, int tanh_form) {
+    if (tanh_form) return 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    return 0.5f * v * (1.f + erff(v * 0.7071067811865476f));
+}
+
+/* LayerNorm of one row (H <= 1024) held as v[4][8] by a warp: chunk i of a
+ * lane covers columns (lane + 32 i) * 8 .. +7; writes bf16 to dst (and
+ * dst2 if not NULL). */
+static __device__ void mg_ln_store(float (*v)[8], int H, const float *g, const float *b, float eps,
+                                   bf16 *dst, bf16 *dst2) {
+    const int lane = threadIdx.x & 31, nc = H >> 3;
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        if (lane + 32 * i < nc)
+#pragma unroll
+            for (int j = 0; j < 8; j++) s += v[i][j];
+    const float mean = eng_cu_warp_sum(s) / (float)H;
+    float q = 0.f;
+#pragma unroll
+    for (int i = 0; i < 4; i++)
+        if (lane + 32 * i < nc)
+#pragma unroll
+            for (int j = 0; j < 8; j++) { const float e = v[i][j] - mean; q += e * e; }
+    const float rstd = rsqrtf(eng_cu_warp_sum(q) / (float)H + eps);
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const int c = lane + 32 * i;
+        if (c < nc) {
+            float o[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++) o[j] = (v[i][j] - mean) * rstd * g[c * 8 + j] + b[c * 8 + j];
+            eng_cu_store8(dst + c * 8, o);
+            if (dst2) eng_cu_store8(dst2 + c * 8, o);
+        }
+    }
+}
+
+/* Fill shared A [MT*16 rows][lda] with LayerNorm(rows) -- layer 0 from the
+ * embeddings, later layers from y -- zeros past the real rows; block 0
+ * also writes the rows to the residual x. */
+static __device__ void mg_ln_prologue(const mega_args &a, int layer, int n, int rows_pad, bf16 *As, int lda) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, H = a.H, nc = H >> 3;
+    const float *g = layer == 0 ? a.emb_g : a.layers[layer - 1].ln2_g;
+    const float *b = layer == 0 ? a.emb_b : a.layers[layer - 1].ln2_b;
+    for (int r = warp; r < rows_pad; r += MG_WARPS) {
+        bf16 *dst = As + (size_t)r * lda;
+        if (r >= n) {
+            for (int c = lane; c < nc; c += 32) *(uint4 *)(dst + c * 8) = make_uint4(0, 0, 0, 0);
+            continue;
+        }
+        float v[4][8];
+        if (layer == 0) {
+            const bf16 *w = a.word + (size_t)a.ids[r] * H, *p = a.pos + (size_t)a.pos_ids[r] * H;
+            const bf16 *t = a.type ? a.type + (size_t)a.type_ids[r] * H : NULL;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int c = lane + 32 * i;
+                if (c < nc) {
+                    float p8[8], t8[8];
+                    eng_cu_load8(w + c * 8, v[i]);
+                    eng_cu_load8(p + c * 8, p8);
+                    if (t) eng_cu_load8(t + c * 8, t8);
+#pragma unroll
+                    for (int j = 0; j < 8; j++) v[i][j] += p8[j] + (t ? t8[j] : 0.f);
+                }
+            }
+        } else {
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int c = lane + 32 * i;
+                if (c < nc) {
+                    uint4 u = mg_ldcg4(a.y + (size_t)r * H + c * 8);
+                    const __nv_bfloat162 *h2 = (const __nv_bfloat162 *)&u;
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        const float2 f = __bfloat1622float2(h2[j]);
+                        v[i][2 * j] = f.x;
+                        v[i][2 * j + 1] = f.y;
+                    }
+                }
+            }
+        }
+        mg_ln_store(v, H, g, b, a.eps, dst, blockIdx.x == 0 ? a.x + (size_t)r * H : NULL);
+    }
+}
+
+/* ---- the GEMM slice ------------------------------------------------------ */
+
+/* part[w][r][c] = sum over warp w's k chunks of A[r][k] W[(t0*8 + c)][k],
+ * for the (tile, 64-wide k chunk) units of warp w, MT m-tiles, row stride
+ * ldacc, warp slot stride MT*16*ldacc.  A from shared memory (AS = 1) or
+ * global memory via L2 (AS = 0).  K % 64 == 0.  Only the tiles a warp
+ * touches are written; mg_units_hit says which (warp, tile) pairs those
+ * are, so the epilogue adds the partials in a fixed order (bitwise
+ * reproducible: graph replay must equal eager). */
+static __device__ __forceinline__ int mg_units_hit(int w, int tile, int nk, int U) {
+    const int lo = w * U / MG_WARPS, hi = (w + 1) * U / MG_WARPS;
+    return lo < hi && lo < (tile + 1) * nk && hi > tile * nk;
+}
+
+template <int AS>
+static __device__ void mg_gemm(const bf16 *A, int lda, int MT, const bf16 *W, int K, int t0, int nt,
+                               float *part, int ldacc) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
+    const int nk = K >> 6, U = nt * nk;
+    int u = warp * U / MG_WARPS;
+    const int u_end = (warp + 1) * U / MG_WARPS;
+    float *mine = part + (size_t)warp * MT * 16 * ldacc;
+    while (u < u_end) {
+        const int tile = u / nk, kc0 = u % nk;
+        const int kc1 = min(nk, kc0 + (u_end - u));
+        float c[4][4];
+#pragma unroll
+        for (int mt = 0; mt < 4; mt++) c[mt][0] = c[mt][1] = c[mt][2] = c[mt][3] = 0.f;
+        const bf16 *wrow = W + (size_t)((t0 + tile) * 8 + g) * K + 16 * t4;
+        for (int kc = kc0; kc < kc1; kc += 4) {
+            uint4 wv[4][2];
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+                if (kc + j < kc1) {
+                    const uint4 *p = (const uint4 *)(wrow + (size_t)(kc + j) * 64);
+                    wv[j][0] = __ldg(p);
+                    wv[j][1] = __ldg(p + 1);
+                }
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                if (kc + j >= kc1) break;
+                const int k = (kc + j) * 64 + 16 * t4;
+#pragma unroll
+                for (int mt = 0; mt < 4; mt++) {
+                    if (mt >= MT) break;
+                    const bf16 *r0 = A + (size_t)(mt * 16 + g) * lda + k, *r1 = r0 + (size_t)8 * lda;
+                    uint4 x0, x1, y0, y1; /* x: row g, y: row g+8; 0: k..k+7, 1: k+8..k+15 */
+                    if (AS) {
+                        x0 = *(const uint4 *)r0; x1 = *(const uint4 *)(r0 + 8);
+                        y0 = *(const uint4 *)r1; y1 = *(const uint4 *)(r1 + 8);
+                    } else {
+                        x0 = mg_ldcg4(r0); x1 = mg_ldcg4(r0 + 8);
+                        y0 = mg_ldcg4(r1); y1 = mg_ldcg4(r1 + 8);
+                    }
+                    const uint4 w0 = wv[j][0], w1 = wv[j][1];
+                    mg_mma(c[mt], x0.x, y0.x, x0.y, y0.y, w0.x, w0.y);
+                    mg_mma(c[mt], x0.z, y0.z, x0.w, y0.w, w0.z, w0.w);
+                    mg_mma(c[mt], x1.x, y1.x, x1.y, y1.y, w1.x, w1.y);
+                    mg_mma(c[mt], x1.z, y1.z, x1.w, y1.w, w1.z, w1.w);
+                }
+            }
+        }
+#pragma unroll
+        for (int mt = 0; mt < 4; mt++) {
+            if (mt >= MT) break;
+            float *o0 = mine + (size_t)(mt * 16 + g) * ldacc + tile * 8 + 2 * t4, *o1 = o0 + (size_t)8 * ldacc;
+            *(float2 *)o0 = make_float2(c[mt][0], c[mt][1]);
+            *(float2 *)o1 = make_float2(c[mt][2], c[mt][3]);
+        }
+        u += kc1 - kc0;
+    }
+}
+
+enum { MG_EPI_BIAS = 0, MG_EPI_GELU = 1, MG_EPI_RES = 2 };
+
+/* The block's share of one GEMM stage: out[r][n] = epi(A W^T + b) for its
+ * tiles, rows < n_rows. */
+template <int AS>
+static __device__ void mg_stage_gemm(const mega_args &a, const bf16 *A, int lda, int n_rows, const bf16 *W,
+                                     const bf16 *bias, int N, int K, int epi, const bf16 *res, bf16 *out,
+                                     float *acc) {
+    const int ntiles = N >> 3;
+    const int t0 = (int)((long)blockIdx.x * ntiles / gridDim.x);
+    const int nt = (int)((long)(blockIdx.x + 1) * ntiles / gridDim.x) - t0;
+    if (nt <= 0) return;
+    const int MT = (n_rows + 15) >> 4, ldacc = nt * 8, nk = K >> 6, U = nt * nk;
+    const size_t slot = (size_t)MT * 16 * ldacc;
+    mg_gemm<AS>(A, lda, MT, W, K, t0, nt, acc, ldacc);
+    __syncthreads();
+    const int half = ldacc >> 1;
+    for (int i = threadIdx.x; i < n_rows * half; i += MG_THREADS) {
+        const int r = i / half, c = 2 * (i % half), n = t0 * 8 + c, tile = c >> 3;
+        float v0 = 0.f, v1 = 0.f;
+        for (int w = 0; w < MG_WARPS; w++)
+            if (mg_units_hit(w, tile, nk, U)) {
+                const float2 p = *(const float2 *)(acc + w * slot + (size_t)r * ldacc + c);
+                v0 += p.x;
+                v1 += p.y;
+            }
+        const float2 bb = __bfloat1622float2(*(const __nv_bfloat162 *)(bias + n));
+        v0 += bb.x;
+        v1 += bb.y;
+        if (epi == MG_EPI_GELU) {
+            v0 = mg_gelu(v0, a.gelu_tanh);
+            v1 = mg_gelu(v1, a.gelu_tanh);
+        } else if (epi == MG_EPI_RES) {
+            unsigned ru = __ldcg((const unsigned *)(res + (size_t)r * N + n));
+            const float2 rr = __bfloat1622float2(*(const __nv_bfloat162 *)&ru);
+            v0 += rr.x;
+            v1 += rr.y;
+        }
+        *(__nv_bfloat162 *)(out + (size_t)r * N + n) = __floats2bfloat162_rn(v0, v1);
+    }
+    __syncthreads();
+}
+
+/* ---- attention: one warp per (head, query row) ---------------------------- */
+
+static __device__ void mg_stage_attention(const mega_args &a, int n) {
+    const int lane = threadIdx.x & 31, H = a.H, d = a.d, ld = 3 * H;
+    const int gw = blockIdx.x * MG_WARPS + (threadIdx.x >> 5), nw = gridDim.x * MG_WARPS;
+    const int n_seqs = a.meta[ENG_CU_META_SEQS];
+    for (int it = gw; it < a.heads * n; it += nw) {
+        const int h = it % a.heads, r = it / a.heads;
+        int s = 0;
+        while (s + 1 < n_seqs && a.cu[s + 1] <= r) s++;
+        const int k0 = a.cu[s], len = a.cu[s + 1] - k0;
+        const bf16 *q = a.qkv + (size_t)r * ld + h * d;
+        float sc[2];
+#pragma unroll
+        for (int half = 0; half < 2; half++) {
+            const int j = lane + 32 * half;
+            float dot = -INFINITY;
+            if (j < len) {
+                const bf16 *kr = a.qkv + (size_t)(k0 + j) * ld + H + h * d;
+                dot = 0.f;
+                for (int e = 0; e < d; e += 8) {
+                    float qv[8], kv[8];
+                    uint4 qu = mg_ldcg4(q + e), ku = mg_ldcg4(kr + e);
+                    const __nv_bfloat162 *q2 = (const __nv_bfloat162 *)&qu, *k2 = (const __nv_bfloat162 *)&ku;
+#pragma unroll
+                    for (int t = 0; t < 4; t++) {
+                        const float2 fq = __bfloat1622float2(q2[t]), fk = __bfloat1622float2(k2[t]);
+                        qv[2 * t] = fq.x; qv[2 * t + 1] = fq.y;
+                        kv[2 * t] = fk.x; kv[2 * t + 1] = fk.y;
+                    }
+#pragma unroll
+                    for (int t = 0; t < 8; t++) dot += qv[t] * kv[t];
+                }
+                dot *= a.scale;
+            }
+            sc[half] = dot;
+        }
+        float mx = fmaxf(sc[0], sc[1]);
+#pragma unroll
+        for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
+        const float p0 = lane < len ? __expf(sc[0] - mx) : 0.f;
+        const float p1 = lane + 32 < len ? __expf(sc[1] - mx) : 0.f;
+        const float inv = 1.f / eng_cu_warp_sum(p0 + p1);
+        /* output: lane owns dims lane, lane+32, ... (d / 32 of them) */
+        float o[4] = {0.f, 0.f, 0.f, 0.f};
+        const bf16 *vb = a.qkv + (size_t)k0 * ld + 2 * H + h * d;
+        for (int j = 0; j < len; j++) {
+            const float p = __shfl_sync(0xffffffffu, j < 32 ? p0 : p1, j & 31);
+            const bf16 *vr = vb + (size_t)j * ld;
+#pragma unroll
+            for (int t = 0; t < 4; t++)
+                if (lane + 32 * t < d) {
+                    const unsigned short u = __ldcg((const unsigned short *)(vr + lane + 32 * t));
+                    o[t] += p * __bfloat162float(__ushort_as_bfloat16(u));
+                }
+        }
+        bf16 *dst = a.ctx + (size_t)r * H + h * d;
+#pragma unroll
+        for (int t = 0; t < 4; t++)
+            if (lane + 32 * t < d) dst[lane + 32 * t] = __float2bfloat16(o[t] * inv);
+    }
+}
+
+/* ---- pooling: a block per sequence --------------------------------------- */
+
+static __device__ void mg_stage_pool(const mega_args &a, int n, bf16 *rows_s, float *red) {
+    const int warp = threadIdx.x >> 5, H = a.H;
+    const int n_seqs = a.meta[ENG_CU_META_SEQS];
+    const eng_cu_layer *lw = &a.layers[a.L - 1];
+    for (int s = blockIdx.x; s < n_seqs; s += gridDim.x) {
+        int r0 = a.cu[s], r1 = a.cu[s + 1];
+        if (a.pool_mode == ENG_CU_POOL_CLS) r1 = r0 + 1;
+        if (a.pool_mode == ENG_CU_POOL_LAST) r0 = r1 - 1;
+        /* LayerNorm the pooled rows into shared memory (bf16, as the graph
+         * path stores them) */
+        for (int r = r0 + warp; r < r1; r += MG_WARPS) {
+            float v[4][8];
+            const int lane = threadIdx.x & 31, nc = H >> 3;
+#pragma unroll
+            for (int i = 0; i < 4; i++) {
+                const int c = lane + 32 * i;
+                if (c < nc) {
+                    uint4 u = mg_ldcg4(a.y + (size_t)r * H + c * 8);
+                    const __nv_bfloat162 *h2 = (const __nv_bfloat162 *)&u;
+#pragma unroll
+                    for (int j = 0; j < 4; j++) {
+                        const float2 f = __bfloat1622float2(h2[j]);
+                        v[i][2 * j] = f.x;
+                        v[i][2 * j + 1] = f.y;
+                    }
+                }
+            }
+            mg_ln_store(v, H, lw->ln2_g, lw->ln2_b, a.eps, rows_s + (size_t)(r - r0) * H, NULL);
+        }
+        __syncthreads();
+        const float inv = 1.f / (float)(r1 - r0);
+        float ss = 0.f;
+        for (int c = threadIdx.x; c < H; c += MG_THREADS) {
+            float v = 0.f;
+            for (int r = 0; r < r1 - r0; r++) v += __bfloat162float(rows_s[(size_t)r * H + c]);
+            v *= inv;
+            red[32 + c] = v;
+            ss += v * v;
+        }
+        ss = eng_cu_warp_sum(ss);
+        if ((threadIdx.x & 31) == 0) red[warp] = ss;
+        __syncthreads();
+        float tot = 0.f;
+        for (int w = 0; w < MG_WARPS; w++) tot += red[w];
+        const float sc = a.normalize ? 1.f / fmaxf(sqrtf(tot), 1e-12f) : 1.f;
+        for (int c = threadIdx.x; c < H; c += MG_THREADS) a.pooled[(size_t)s * H + c] = red[32 + c] * sc;
+        __syncthreads();
+    }
+    (void)n;
+}
+
+/* ---- the kernel ------------------------------------------------------------ */
+
+__global__ void __launch_bounds__(MG_THREADS, 1) mega_bert_kernel(mega_args a) {
+    extern __shared__ __align__(16) unsigned char mg_smem[];
+    const int H = a.H, lda = H + 8;
+    bf16 *As = (bf16 *)mg_smem;                                        /* [64][H+8] */
+    float *acc = (float *)(mg_smem + (size_t)MG_MAXT * lda * 2);         /* [8 warps][64][ntmax*8] */
+    const int n = min(a.meta[ENG_CU_META_TOKENS], MG_MAXT);
+    const int rows_pad = (n + 15) & ~15;
+    for (int l = 0; l < a.L; l++) {
+        const eng_cu_layer *w = &a.layers[l];
+        mg_ln_prologue(a, l, n, rows_pad, As, lda);
+        __syncthreads();
+        mg_stage_gemm<1>(a, As, lda, n, w->qkv_w, w->qkv_b, 3 * H, H, MG_EPI_BIAS, NULL, a.qkv, acc);
+        mg_grid_sync(a.bar);
+        mg_stage_attention(a, n);
+        mg_grid_sync(a.bar);
+        mg_stage_gemm<0>(a, a.ctx, H, n, w->ao_w, w->ao_b, H, H, MG_EPI_RES, a.x, a.y, acc);
+        mg_grid_sync(a.bar);
+        /* LN1 of y into shared memory (block 0: also the residual x) */
+        {
+            const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = H >> 3;
+            for (int r = warp; r < rows_pad; r += MG_WARPS) {
+                bf16 *dst = As + (size_t)r * lda;
+                if (r >= n) {
+                    for (int c = lane; c < nc; c += 32) *(uint4 *)(dst + c * 8) = make_uint4(0, 0, 0, 0);
+                    continue;
+                }
+                float v[4][8];
+#pragma unroll
+                for (int i = 0; i < 4; i++) {
+                    const int c = lane + 32 * i;
+                    if (c < nc) {
+                        uint4 u = mg_ldcg4(a.y + (size_t)r * H + c * 8);
+                        const __nv_bfloat162 *h2 = (const __nv_bfloat162 *)&u;
+#pragma unroll
+                        for (int j = 0; j < 4; j++) {
+                            const float2 f = __bfloat1622float2(h2[j]);
+                            v[i][2 * j] = f.x;
+                            v[i][2 * j + 1] = f.y;
+                        }
+                    }
+                }
+                mg_ln_store(v, H, w->ln1_g, w->ln1_b, a.eps, dst, blockIdx.x == 0 ? a.x + (size_t)r * H : NULL);
+            }
+        }
+        __syncthreads();
+        mg_stage_gemm<1>(a, As, lda, n, w->up_w, w->up_b, a.I, H, MG_EPI_GELU, NULL, a.inter, acc);
+        mg_grid_sync(a.bar);
+        mg_stage_gemm<0>(a, a.inter, a.I, n, w->down_w, w->down_b, H, a.I, MG_EPI_RES, a.x, a.y, acc);
+        mg_grid_sync(a.bar);
+    }
+    mg_stage_pool(a, n, As, acc);
+}
+
+/* ---- host side ------------------------------------------------------------ */
+
+static int mg_tiles_per_block(int N, int G) { return (N / 8 + G - 1) / G; }
+
+int eng_cu_mega_usable(const eng_cu_model *m, int tokens) { return m->mega_ok && tokens <= MG_MAXT; }
+
+int eng_cu_mega_prepare(eng_cu_model *m, posy_err *err) {
+    m->mega_ok = 0;
+    const char *off = getenv("POSY_CUDA_MEGA");
+    if (off && !strcmp(off, "0")) return 0;
+    if (m->arch != ENG_CU_ARCH_BERT || m->H % 64 || m->I % 64 || m->H > 1024 || m->H < 64 ||
+        m->head_dim % 32 || m->head_dim > 128)
+        return 0; /* not this kernel's shape: the graph path serves it */
+    int dev = 0, sms = 0, coop = 0, smem_max = 0;
+    cudaGetDevice(&dev);
+    cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+    cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev);
+    cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
+    if (!coop || sms <= 0) return 0;
+    int nt = mg_tiles_per_block(3 * m->H, sms);
+    const int n2 = mg_tiles_per_block(m->I, sms), n3 = mg_tiles_per_block(m->H, sms);
+    if (n2 > nt) nt = n2;
+    if (n3 > nt) nt = n3;
+    const size_t smem = (size_t)MG_MAXT * (m->H + 8) * 2 + (size_t)MG_WARPS * MG_MAXT * nt * 8 * 4;
+    const size_t pool_need = (size_t)(32 + m->H) * 4;
+    if (smem > (size_t)smem_max || pool_need > (size_t)MG_MAXT * nt * 8 * 4) return 0;
+    cudaError_t ce = cudaFuncSetAttribute(mega_bert_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (ce != cudaSuccess) return eng_cu_model_fail(err, "mega kernel shared memory", ce);
+    int per_sm = 0;
+    ce = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mega_bert_kernel, MG_THREADS, smem);
+    if (ce != cudaSuccess || per_sm < 1) return 0;
+    ce = cudaMalloc(&m->mega_mem, (size_t)m->L * sizeof(eng_cu_layer) + 256);
+    if (ce != cudaSuccess) return eng_cu_model_fail(err, "mega kernel tables", ce);
+    ce = cudaMemcpy(m->mega_mem, m->layers, (size_t)m->L * sizeof(eng_cu_layer), cudaMemcpyHostToDevice);
+    if (ce == cudaSuccess) ce = cudaMemset((char *)m->mega_mem + (size_t)m->L * sizeof(eng_cu_layer), 0, 256);
+    if (ce != cudaSuccess) return eng_cu_model_fail(err, "mega kernel tables", ce);
+    m->mega_grid = sms;
+    m->mega_smem = smem;
+    m->mega_nt = nt;
+    m->mega_ok = 1;
+    return 0;
+}
+
+cudaError_t eng_cu_mega_forward(eng_cu_model *m, cudaStream_t s, int T, int S) {
+    const eng_cu_in_layout lay = eng_cu_in_layout_for(T, S);
+    const int32_t *in = m->d_in;
+    mega_args a;
+    memset(&a, 0, sizeof a);
+    a.layers = (const eng_cu_layer *)m->mega_mem;
+    a.L = m->L; a.H = m->H; a.I = m->I; a.heads = m->heads; a.d = m->head_dim;
+    a.gelu_tanh = m->gelu_tanh; a.pool_mode = m->pool_mode; a.normalize = m->normalize;
+    a.eps = m->eps;
+    a.scale = 1.f / sqrtf((float)m->head_dim);
+    a.word = m->word; a.pos = m->pos; a.type = m->type;
+    a.emb_g = m->emb_g; a.emb_b = m->emb_b;
+    a.meta = in + lay.meta; a.cu = in + lay.cu; a.ids = in + lay.ids; a.pos_ids = in + lay.pos;
+    a.type_ids = in + lay.type;
+    a.x = m->x; a.qkv = m->qkv; a.ctx = m->ctx; a.y = m->y; a.inter = m->inter;
+    a.pooled = m->pooled;
+    a.bar = (unsigned *)((char *)m->mega_mem + (size_t)m->L * sizeof(eng_cu_layer));
+    a.ntmax = m->mega_nt;
+    cudaLaunchConfig_t cfg = {};
+    cfg.gridDim = dim3(m->mega_grid);
+    cfg.blockDim = dim3(MG_THREADS);
+    cfg.dynamicSmemBytes = m->mega_smem;
+    cfg.stream = s;
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeCooperative;
+    at[0].val.cooperative = 1;
+    cfg.attrs = at;
+    cfg.numAttrs = 1;
+    cudaError_t e = cudaLaunchKernelEx(&cfg, mega_bert_kernel, a);
+    return e != cudaSuccess ? e : cudaGetLastError();
+}
