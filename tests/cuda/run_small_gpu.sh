@@ -30,6 +30,13 @@ grep -vE "INFO  cuda backend: captured" "$OUT/e2e.log" | tee -a "$LOG"
 say "e2e_vs_transformers: rc=$rc"
 [ $rc -ne 0 ] && status=1
 for m in minilm-l6 bert-base; do
+  POSY_CUDA_MEGA_PROFILE=1 timeout 60 "./$BUILD/lab_mega" "$WORK/$m-harness" "$m" > "$OUT/lab_mega_$m.log" 2>&1
+  rc=$?
+  cat "$OUT/lab_mega_$m.log" | tee -a "$LOG"
+  say "lab_mega $m: rc=$rc"
+  [ $rc -ne 0 ] && status=1
+done
+for m in minilm-l6 bert-base; do
   for mode in on off; do
     if [ $mode = off ]; then export POSY_CUDA_MEGA=0; else unset POSY_CUDA_MEGA; fi
     BENCH_LATENCY_ONLY=1 timeout 60 "./$BUILD/bench_gpu" "$WORK/$m-harness" "$m" 2>>"$OUT/bench_err.log" |

@@ -48,6 +48,8 @@
 #define MG_THREADS 256
 #define MG_WARPS 8
 #define MG_MAXT 64
+#define MG_BARRIERS_PER_LAYER 5
+#define MG_PROF_N (2 + 2 * MG_BARRIERS_PER_LAYER * 64) /* start, end, per barrier: last arrival, departure */
 
 typedef struct mega_args {
     const eng_cu_layer *layers;
@@ -58,7 +60,8 @@ typedef struct mega_args {
     const int32_t *meta, *cu, *ids, *pos_ids, *type_ids;
     bf16 *x, *qkv, *ctx, *y, *inter;
     float *pooled;
-    unsigned *bar;
+    unsigned long long *bar, *prof; /* arrival counter; profile (NULL: off) */
+    unsigned long long span;        /* arrivals a launch adds: barriers x blocks */
     int ntmax; /* most 8-column tiles a block owns in any stage */
 } mega_args;
 
@@ -75,25 +78,34 @@ static __device__ __forceinline__ void mg_mma(float *c, unsigned a0, unsigned a1
         : "r"(a0), "r"(a1), "r"(a2), "r"(a3), "r"(b0), "r"(b1));
 }
 
-/* Grid barrier: the last block to arrive resets the count and bumps the
- * generation; the others spin on the generation.  Writes before the
- * barrier are visible to every block after it (fence, then release;
- * acquire, then fence). */
-static __device__ __forceinline__ void mg_grid_sync(unsigned *bar) {
+/* Grid barrier on a 64-bit arrival counter that only grows: each block
+ * adds 1 with release semantics and waits (acquire) until the count
+ * reaches its target.  A launch crosses `span` = barriers x blocks
+ * arrivals, so a block's base is the count it sees at the start rounded
+ * down to a multiple of span (no other block can pass the first barrier
+ * before it arrives); nothing is reset, so nothing races with a reset.
+ * prof (POSY_CUDA_MEGA_PROFILE): per barrier, the latest arrival over all
+ * blocks and block 0's departure, in globaltimer ns, for lab_mega. */
+static __device__ __forceinline__ unsigned long long mg_now() {
+    unsigned long long t;
+    asm volatile("mov.u64 %0, %globaltimer;" : "=l"(t));
+    return t;
+}
+
+static __device__ __forceinline__ void mg_grid_sync(unsigned long long *ctr, unsigned long long *target,
+                                                    unsigned long long *prof, int *nb) {
     __syncthreads();
     if (threadIdx.x == 0) {
-        volatile unsigned *gen = bar + 1;
-        const unsigned g0 = *gen;
-        __threadfence();
-        if (atomicAdd(bar, 1u) == gridDim.x - 1) {
-            atomicExch(bar, 0u);
-            __threadfence();
-            atomicAdd(bar + 1, 1u);
-        } else {
-            while (*gen == g0) __nanosleep(32);
-        }
-        __threadfence();
+        if (prof) atomicMax(prof + 2 + 2 * *nb, mg_now());
+        asm volatile("red.release.gpu.global.add.u64 [%0], 1;\n" ::"l"(ctr) : "memory");
+        *target += gridDim.x;
+        unsigned long long v;
+        do {
+            asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(ctr) : "memory");
+        } while (v < *target);
+        if (prof && blockIdx.x == 0) prof[3 + 2 * *nb] = mg_now();
     }
+    (*nb)++;
     __syncthreads();
 }
 
@@ -198,9 +210,11 @@ static __device__ __forceinline__ int mg_units_hit(int w, int tile, int nk, int 
     return lo < hi && lo < (tile + 1) * nk && hi > tile * nk;
 }
 
-template <int AS>
-static __device__ void mg_gemm(const bf16 *A, int lda, int MT, const bf16 *W, int K, int t0, int nt,
-                               float *part, int ldacc) {
+template <int AS, int MT>
+static __device__ void mg_gemm_mt(const bf16 *A, int lda, const bf16 *W, int K, int t0, int nt,
+                                  float *part, int ldacc) {
+    /* chunks whose A fragments are loaded together (registers: CG*MT*4 uint4) */
+    constexpr int CG = MT == 1 ? 4 : MT == 2 ? 2 : 1;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
     const int nk = K >> 6, U = nt * nk;
     int u = warp * U / MG_WARPS;
@@ -209,51 +223,75 @@ static __device__ void mg_gemm(const bf16 *A, int lda, int MT, const bf16 *W, in
     while (u < u_end) {
         const int tile = u / nk, kc0 = u % nk;
         const int kc1 = min(nk, kc0 + (u_end - u));
-        float c[4][4];
+        float c[MT][4];
 #pragma unroll
-        for (int mt = 0; mt < 4; mt++) c[mt][0] = c[mt][1] = c[mt][2] = c[mt][3] = 0.f;
+        for (int mt = 0; mt < MT; mt++) c[mt][0] = c[mt][1] = c[mt][2] = c[mt][3] = 0.f;
         const bf16 *wrow = W + (size_t)((t0 + tile) * 8 + g) * K + 16 * t4;
+        const bf16 *arow = A + (size_t)g * lda + 16 * t4;
         for (int kc = kc0; kc < kc1; kc += 4) {
             uint4 wv[4][2];
 #pragma unroll
-            for (int j = 0; j < 4; j++)
+            for (int j = 0; j < 4; j++) {
+                wv[j][0] = wv[j][1] = make_uint4(0, 0, 0, 0);
                 if (kc + j < kc1) {
                     const uint4 *p = (const uint4 *)(wrow + (size_t)(kc + j) * 64);
                     wv[j][0] = __ldg(p);
                     wv[j][1] = __ldg(p + 1);
                 }
+            }
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
-                if (kc + j >= kc1) break;
-                const int k = (kc + j) * 64 + 16 * t4;
+            for (int j0 = 0; j0 < 4; j0 += CG) {
+                uint4 av[CG][MT][4]; /* rows g (0, 1) and g+8 (2, 3); k..k+7 and k+8..k+15 */
 #pragma unroll
-                for (int mt = 0; mt < 4; mt++) {
-                    if (mt >= MT) break;
-                    const bf16 *r0 = A + (size_t)(mt * 16 + g) * lda + k, *r1 = r0 + (size_t)8 * lda;
-                    uint4 x0, x1, y0, y1; /* x: row g, y: row g+8; 0: k..k+7, 1: k+8..k+15 */
-                    if (AS) {
-                        x0 = *(const uint4 *)r0; x1 = *(const uint4 *)(r0 + 8);
-                        y0 = *(const uint4 *)r1; y1 = *(const uint4 *)(r1 + 8);
-                    } else {
-                        x0 = mg_ldcg4(r0); x1 = mg_ldcg4(r0 + 8);
-                        y0 = mg_ldcg4(r1); y1 = mg_ldcg4(r1 + 8);
+                for (int j = 0; j < CG; j++)
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        av[j][mt][0] = av[j][mt][1] = av[j][mt][2] = av[j][mt][3] = make_uint4(0, 0, 0, 0);
+                        if (kc + j0 + j < kc1) {
+                            const bf16 *r0 = arow + (size_t)mt * 16 * lda + (size_t)(kc + j0 + j) * 64;
+                            const bf16 *r1 = r0 + (size_t)8 * lda;
+                            if (AS) {
+                                av[j][mt][0] = *(const uint4 *)r0; av[j][mt][1] = *(const uint4 *)(r0 + 8);
+                                av[j][mt][2] = *(const uint4 *)r1; av[j][mt][3] = *(const uint4 *)(r1 + 8);
+                            } else {
+                                av[j][mt][0] = mg_ldcg4(r0); av[j][mt][1] = mg_ldcg4(r0 + 8);
+                                av[j][mt][2] = mg_ldcg4(r1); av[j][mt][3] = mg_ldcg4(r1 + 8);
+                            }
+                        }
                     }
-                    const uint4 w0 = wv[j][0], w1 = wv[j][1];
-                    mg_mma(c[mt], x0.x, y0.x, x0.y, y0.y, w0.x, w0.y);
-                    mg_mma(c[mt], x0.z, y0.z, x0.w, y0.w, w0.z, w0.w);
-                    mg_mma(c[mt], x1.x, y1.x, x1.y, y1.y, w1.x, w1.y);
-                    mg_mma(c[mt], x1.z, y1.z, x1.w, y1.w, w1.z, w1.w);
+#pragma unroll
+                for (int j = 0; j < CG; j++) {
+                    if (kc + j0 + j >= kc1) continue;
+                    const uint4 w0 = wv[j0 + j][0], w1 = wv[j0 + j][1];
+#pragma unroll
+                    for (int mt = 0; mt < MT; mt++) {
+                        const uint4 x0 = av[j][mt][0], x1 = av[j][mt][1], y0 = av[j][mt][2], y1 = av[j][mt][3];
+                        mg_mma(c[mt], x0.x, y0.x, x0.y, y0.y, w0.x, w0.y);
+                        mg_mma(c[mt], x0.z, y0.z, x0.w, y0.w, w0.z, w0.w);
+                        mg_mma(c[mt], x1.x, y1.x, x1.y, y1.y, w1.x, w1.y);
+                        mg_mma(c[mt], x1.z, y1.z, x1.w, y1.w, w1.z, w1.w);
+                    }
                 }
             }
         }
 #pragma unroll
-        for (int mt = 0; mt < 4; mt++) {
-            if (mt >= MT) break;
+        for (int mt = 0; mt < MT; mt++) {
             float *o0 = mine + (size_t)(mt * 16 + g) * ldacc + tile * 8 + 2 * t4, *o1 = o0 + (size_t)8 * ldacc;
             *(float2 *)o0 = make_float2(c[mt][0], c[mt][1]);
             *(float2 *)o1 = make_float2(c[mt][2], c[mt][3]);
         }
         u += kc1 - kc0;
+    }
+}
+
+template <int AS>
+static __device__ void mg_gemm(const bf16 *A, int lda, int MT, const bf16 *W, int K, int t0, int nt,
+                               float *part, int ldacc) {
+    switch (MT) {
+    case 1: mg_gemm_mt<AS, 1>(A, lda, W, K, t0, nt, part, ldacc); break;
+    case 2: mg_gemm_mt<AS, 2>(A, lda, W, K, t0, nt, part, ldacc); break;
+    case 3: mg_gemm_mt<AS, 3>(A, lda, W, K, t0, nt, part, ldacc); break;
+    default: mg_gemm_mt<AS, 4>(A, lda, W, K, t0, nt, part, ldacc); break;
     }
 }
 
@@ -302,8 +340,9 @@ static __device__ void mg_stage_gemm(const mega_args &a, const bf16 *A, int lda,
 
 /* ---- attention: one warp per (head, query row) ---------------------------- */
 
-static __device__ void mg_stage_attention(const mega_args &a, int n) {
-    const int lane = threadIdx.x & 31, H = a.H, d = a.d, ld = 3 * H;
+template <int D>
+static __device__ void mg_attention_d(const mega_args &a, int n) {
+    const int lane = threadIdx.x & 31, H = a.H, ld = 3 * H;
     const int gw = blockIdx.x * MG_WARPS + (threadIdx.x >> 5), nw = gridDim.x * MG_WARPS;
     const int n_seqs = a.meta[ENG_CU_META_SEQS];
     for (int it = gw; it < a.heads * n; it += nw) {
@@ -311,27 +350,29 @@ static __device__ void mg_stage_attention(const mega_args &a, int n) {
         int s = 0;
         while (s + 1 < n_seqs && a.cu[s + 1] <= r) s++;
         const int k0 = a.cu[s], len = a.cu[s + 1] - k0;
-        const bf16 *q = a.qkv + (size_t)r * ld + h * d;
+        const bf16 *q = a.qkv + (size_t)r * ld + h * D;
+        uint4 qu[D / 8];
+#pragma unroll
+        for (int e = 0; e < D / 8; e++) qu[e] = mg_ldcg4(q + 8 * e);
         float sc[2];
 #pragma unroll
         for (int half = 0; half < 2; half++) {
             const int j = lane + 32 * half;
             float dot = -INFINITY;
             if (j < len) {
-                const bf16 *kr = a.qkv + (size_t)(k0 + j) * ld + H + h * d;
+                const bf16 *kr = a.qkv + (size_t)(k0 + j) * ld + H + h * D;
+                uint4 ku[D / 8];
+#pragma unroll
+                for (int e = 0; e < D / 8; e++) ku[e] = mg_ldcg4(kr + 8 * e);
                 dot = 0.f;
-                for (int e = 0; e < d; e += 8) {
-                    float qv[8], kv[8];
-                    uint4 qu = mg_ldcg4(q + e), ku = mg_ldcg4(kr + e);
-                    const __nv_bfloat162 *q2 = (const __nv_bfloat162 *)&qu, *k2 = (const __nv_bfloat162 *)&ku;
+#pragma unroll
+                for (int e = 0; e < D / 8; e++) {
+                    const __nv_bfloat162 *q2 = (const __nv_bfloat162 *)&qu[e], *k2 = (const __nv_bfloat162 *)&ku[e];
 #pragma unroll
                     for (int t = 0; t < 4; t++) {
                         const float2 fq = __bfloat1622float2(q2[t]), fk = __bfloat1622float2(k2[t]);
-                        qv[2 * t] = fq.x; qv[2 * t + 1] = fq.y;
-                        kv[2 * t] = fk.x; kv[2 * t + 1] = fk.y;
+                        dot += fq.x * fk.x + fq.y * fk.y;
                     }
-#pragma unroll
-                    for (int t = 0; t < 8; t++) dot += qv[t] * kv[t];
                 }
                 dot *= a.scale;
             }
@@ -343,24 +384,28 @@ static __device__ void mg_stage_attention(const mega_args &a, int n) {
         const float p0 = lane < len ? __expf(sc[0] - mx) : 0.f;
         const float p1 = lane + 32 < len ? __expf(sc[1] - mx) : 0.f;
         const float inv = 1.f / eng_cu_warp_sum(p0 + p1);
-        /* output: lane owns dims lane, lane+32, ... (d / 32 of them) */
-        float o[4] = {0.f, 0.f, 0.f, 0.f};
-        const bf16 *vb = a.qkv + (size_t)k0 * ld + 2 * H + h * d;
+        /* output: lane owns dims lane, lane+32, ... (D / 32 of them) */
+        float o[D / 32];
+#pragma unroll
+        for (int t = 0; t < D / 32; t++) o[t] = 0.f;
+        const bf16 *vb = a.qkv + (size_t)k0 * ld + 2 * H + h * D + lane;
+#pragma unroll 8
         for (int j = 0; j < len; j++) {
             const float p = __shfl_sync(0xffffffffu, j < 32 ? p0 : p1, j & 31);
-            const bf16 *vr = vb + (size_t)j * ld;
+            const unsigned short *vr = (const unsigned short *)(vb + (size_t)j * ld);
 #pragma unroll
-            for (int t = 0; t < 4; t++)
-                if (lane + 32 * t < d) {
-                    const unsigned short u = __ldcg((const unsigned short *)(vr + lane + 32 * t));
-                    o[t] += p * __bfloat162float(__ushort_as_bfloat16(u));
-                }
+            for (int t = 0; t < D / 32; t++) o[t] += p * __bfloat162float(__ushort_as_bfloat16(__ldcg(vr + 32 * t)));
         }
-        bf16 *dst = a.ctx + (size_t)r * H + h * d;
+        bf16 *dst = a.ctx + (size_t)r * H + h * D + lane;
 #pragma unroll
-        for (int t = 0; t < 4; t++)
-            if (lane + 32 * t < d) dst[lane + 32 * t] = __float2bfloat16(o[t] * inv);
+        for (int t = 0; t < D / 32; t++) dst[32 * t] = __float2bfloat16(o[t] * inv);
     }
+}
+
+static __device__ void mg_stage_attention(const mega_args &a, int n) {
+    if (a.d == 32) mg_attention_d<32>(a, n);
+    else if (a.d == 64) mg_attention_d<64>(a, n);
+    else mg_attention_d<128>(a, n);
 }
 
 /* ---- pooling: a block per sequence --------------------------------------- */
@@ -425,16 +470,24 @@ __global__ void __launch_bounds__(MG_THREADS, 1) mega_bert_kernel(mega_args a) {
     float *acc = (float *)(mg_smem + (size_t)MG_MAXT * lda * 2);         /* [8 warps][64][ntmax*8] */
     const int n = min(a.meta[ENG_CU_META_TOKENS], MG_MAXT);
     const int rows_pad = (n + 15) & ~15;
+    unsigned long long target = 0; /* thread 0's: arrivals the next barrier waits for */
+    int nb = 0;
+    if (threadIdx.x == 0) {
+        unsigned long long c;
+        asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(c) : "l"(a.bar) : "memory");
+        target = c - c % a.span;
+        if (a.prof && blockIdx.x == 0) a.prof[0] = mg_now();
+    }
     for (int l = 0; l < a.L; l++) {
         const eng_cu_layer *w = &a.layers[l];
         mg_ln_prologue(a, l, n, rows_pad, As, lda);
         __syncthreads();
         mg_stage_gemm<1>(a, As, lda, n, w->qkv_w, w->qkv_b, 3 * H, H, MG_EPI_BIAS, NULL, a.qkv, acc);
-        mg_grid_sync(a.bar);
+        mg_grid_sync(a.bar, &target, a.prof, &nb);
         mg_stage_attention(a, n);
-        mg_grid_sync(a.bar);
+        mg_grid_sync(a.bar, &target, a.prof, &nb);
         mg_stage_gemm<0>(a, a.ctx, H, n, w->ao_w, w->ao_b, H, H, MG_EPI_RES, a.x, a.y, acc);
-        mg_grid_sync(a.bar);
+        mg_grid_sync(a.bar, &target, a.prof, &nb);
         /* LN1 of y into shared memory (block 0: also the residual x) */
         {
             const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = H >> 3;
@@ -464,11 +517,15 @@ __global__ void __launch_bounds__(MG_THREADS, 1) mega_bert_kernel(mega_args a) {
         }
         __syncthreads();
         mg_stage_gemm<1>(a, As, lda, n, w->up_w, w->up_b, a.I, H, MG_EPI_GELU, NULL, a.inter, acc);
-        mg_grid_sync(a.bar);
+        mg_grid_sync(a.bar, &target, a.prof, &nb);
         mg_stage_gemm<0>(a, a.inter, a.I, n, w->down_w, w->down_b, H, a.I, MG_EPI_RES, a.x, a.y, acc);
-        mg_grid_sync(a.bar);
+        mg_grid_sync(a.bar, &target, a.prof, &nb);
     }
     mg_stage_pool(a, n, As, acc);
+    if (a.prof) {
+        __syncthreads();
+        if (threadIdx.x == 0) atomicMax(a.prof + 1, mg_now());
+    }
 }
 
 /* ---- host side ------------------------------------------------------------ */
@@ -482,7 +539,7 @@ int eng_cu_mega_prepare(eng_cu_model *m, posy_err *err) {
     const char *off = getenv("POSY_CUDA_MEGA");
     if (off && !strcmp(off, "0")) return 0;
     if (m->arch != ENG_CU_ARCH_BERT || m->H % 64 || m->I % 64 || m->H > 1024 || m->H < 64 ||
-        m->head_dim % 32 || m->head_dim > 128)
+        (m->head_dim != 32 && m->head_dim != 64 && m->head_dim != 128) || m->L > 64)
         return 0; /* not this kernel's shape: the graph path serves it */
     int dev = 0, sms = 0, coop = 0, smem_max = 0;
     cudaGetDevice(&dev);
@@ -502,14 +559,17 @@ int eng_cu_mega_prepare(eng_cu_model *m, posy_err *err) {
     int per_sm = 0;
     ce = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mega_bert_kernel, MG_THREADS, smem);
     if (ce != cudaSuccess || per_sm < 1) return 0;
-    ce = cudaMalloc(&m->mega_mem, (size_t)m->L * sizeof(eng_cu_layer) + 256);
+    const size_t tab = ((size_t)m->L * sizeof(eng_cu_layer) + 255) & ~(size_t)255;
+    ce = cudaMalloc(&m->mega_mem, tab + 256 + (size_t)MG_PROF_N * 8);
     if (ce != cudaSuccess) return eng_cu_model_fail(err, "mega kernel tables", ce);
     ce = cudaMemcpy(m->mega_mem, m->layers, (size_t)m->L * sizeof(eng_cu_layer), cudaMemcpyHostToDevice);
-    if (ce == cudaSuccess) ce = cudaMemset((char *)m->mega_mem + (size_t)m->L * sizeof(eng_cu_layer), 0, 256);
+    if (ce == cudaSuccess) ce = cudaMemset((char *)m->mega_mem + tab, 0, 256 + (size_t)MG_PROF_N * 8);
     if (ce != cudaSuccess) return eng_cu_model_fail(err, "mega kernel tables", ce);
     m->mega_grid = sms;
     m->mega_smem = smem;
     m->mega_nt = nt;
+    m->mega_bar = (unsigned long long *)((char *)m->mega_mem + tab);
+    m->mega_prof = getenv("POSY_CUDA_MEGA_PROFILE") ? (unsigned long long *)((char *)m->mega_mem + tab + 256) : NULL;
     m->mega_ok = 1;
     return 0;
 }
@@ -530,7 +590,9 @@ cudaError_t eng_cu_mega_forward(eng_cu_model *m, cudaStream_t s, int T, int S) {
     a.type_ids = in + lay.type;
     a.x = m->x; a.qkv = m->qkv; a.ctx = m->ctx; a.y = m->y; a.inter = m->inter;
     a.pooled = m->pooled;
-    a.bar = (unsigned *)((char *)m->mega_mem + (size_t)m->L * sizeof(eng_cu_layer));
+    a.bar = m->mega_bar;
+    a.prof = m->mega_prof;
+    a.span = (unsigned long long)MG_BARRIERS_PER_LAYER * m->L * m->mega_grid;
     a.ntmax = m->mega_nt;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(m->mega_grid);

@@ -65,7 +65,8 @@ typedef struct eng_cu_model {
     /* the small-batch persistent kernel (eng_cu_mega.cu), when it fits */
     int mega_ok, mega_grid, mega_nt;
     size_t mega_smem;
-    void *mega_mem;                     /* device layer table + grid barrier */
+    void *mega_mem;                     /* device layer table, barrier counter, profile */
+    unsigned long long *mega_bar, *mega_prof; /* in mega_mem; prof NULL unless POSY_CUDA_MEGA_PROFILE */
 } eng_cu_model;
 
 eng_cu_in_layout eng_cu_in_layout_for(int tokens, int seqs);
