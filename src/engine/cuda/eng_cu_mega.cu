@@ -117,43 +117,46 @@ static __device__ __forceinline__ float mg_gelu(float v, int tanh_form) {
 /* LayerNorm of one row (H <= 1024) held as v[4][8] by a warp: chunk i of a
  * lane covers columns (lane + 32 i) * 8 .. +7; writes bf16 to dst (and
  * dst2 if not NULL). */
+template <int MAXC>
 static __device__ void mg_ln_store(float (*v)[8], int H, const float *g, const float *b, float eps,
                                    bf16 *dst, bf16 *dst2) {
     const int lane = threadIdx.x & 31, nc = H >> 3;
     float s = 0.f;
 #pragma unroll
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < MAXC; i++)
         if (lane + 32 * i < nc)
 #pragma unroll
             for (int j = 0; j < 8; j++) s += v[i][j];
     const float mean = eng_cu_warp_sum(s) / (float)H;
     float q = 0.f;
 #pragma unroll
-    for (int i = 0; i < 4; i++)
+    for (int i = 0; i < MAXC; i++)
         if (lane + 32 * i < nc)
 #pragma unroll
             for (int j = 0; j < 8; j++) { const float e = v[i][j] - mean; q += e * e; }
     const float rstd = rsqrtf(eng_cu_warp_sum(q) / (float)H + eps);
 #pragma unroll
-    for (int i = 0; i < 4; i++) {
+    for (int i = 0; i < MAXC; i++) {
         const int c = lane + 32 * i;
         if (c < nc) {
             float o[8];
+            const float4 g0 = *(const float4 *)(g + c * 8), g1 = *(const float4 *)(g + c * 8 + 4);
+            const float4 b0 = *(const float4 *)(b + c * 8), b1 = *(const float4 *)(b + c * 8 + 4);
+            const float gg[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+            const float bb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
 #pragma unroll
-            for (int j = 0; j < 8; j++) o[j] = (v[i][j] - mean) * rstd * g[c * 8 + j] + b[c * 8 + j];
+            for (int j = 0; j < 8; j++) o[j] = (v[i][j] - mean) * rstd * gg[j] + bb[j];
             eng_cu_store8(dst + c * 8, o);
             if (dst2) eng_cu_store8(dst2 + c * 8, o);
         }
     }
 }
 
-/* Fill shared A [MT*16 rows][lda] with LayerNorm(rows) -- layer 0 from the
- * embeddings, later layers from y -- zeros past the real rows; block 0
- * also writes the rows to the residual x. */
-static __device__ void mg_ln_prologue(const mega_args &a, int layer, int n, int rows_pad, bf16 *As, int lda) {
+/* Layer 0's prologue: word + position + type embeddings, LayerNorm, into
+ * shared A (zeros past the real rows); block 0 also stores the rows as the
+ * residual x.  Once per forward, so one row at a time per warp. */
+static __device__ void mg_embed_prologue(const mega_args &a, int n, int rows_pad, bf16 *As, int lda) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, H = a.H, nc = H >> 3;
-    const float *g = layer == 0 ? a.emb_g : a.layers[layer - 1].ln2_g;
-    const float *b = layer == 0 ? a.emb_b : a.layers[layer - 1].ln2_b;
     for (int r = warp; r < rows_pad; r += MG_WARPS) {
         bf16 *dst = As + (size_t)r * lda;
         if (r >= n) {
@@ -161,39 +164,74 @@ static __device__ void mg_ln_prologue(const mega_args &a, int layer, int n, int 
             continue;
         }
         float v[4][8];
-        if (layer == 0) {
-            const bf16 *w = a.word + (size_t)a.ids[r] * H, *p = a.pos + (size_t)a.pos_ids[r] * H;
-            const bf16 *t = a.type ? a.type + (size_t)a.type_ids[r] * H : NULL;
+        const bf16 *w = a.word + (size_t)a.ids[r] * H, *p = a.pos + (size_t)a.pos_ids[r] * H;
+        const bf16 *t = a.type ? a.type + (size_t)a.type_ids[r] * H : NULL;
 #pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int c = lane + 32 * i;
-                if (c < nc) {
-                    float p8[8], t8[8];
-                    eng_cu_load8(w + c * 8, v[i]);
-                    eng_cu_load8(p + c * 8, p8);
-                    if (t) eng_cu_load8(t + c * 8, t8);
+        for (int i = 0; i < 4; i++) {
+            const int c = lane + 32 * i;
+            if (c < nc) {
+                float p8[8], t8[8];
+                eng_cu_load8(w + c * 8, v[i]);
+                eng_cu_load8(p + c * 8, p8);
+                if (t) eng_cu_load8(t + c * 8, t8);
 #pragma unroll
-                    for (int j = 0; j < 8; j++) v[i][j] += p8[j] + (t ? t8[j] : 0.f);
-                }
-            }
-        } else {
-#pragma unroll
-            for (int i = 0; i < 4; i++) {
-                const int c = lane + 32 * i;
-                if (c < nc) {
-                    uint4 u = mg_ldcg4(a.y + (size_t)r * H + c * 8);
-                    const __nv_bfloat162 *h2 = (const __nv_bfloat162 *)&u;
-#pragma unroll
-                    for (int j = 0; j < 4; j++) {
-                        const float2 f = __bfloat1622float2(h2[j]);
-                        v[i][2 * j] = f.x;
-                        v[i][2 * j + 1] = f.y;
-                    }
-                }
+                for (int j = 0; j < 8; j++) v[i][j] += p8[j] + (t ? t8[j] : 0.f);
             }
         }
-        mg_ln_store(v, H, g, b, a.eps, dst, blockIdx.x == 0 ? a.x + (size_t)r * H : NULL);
+        mg_ln_store<4>(v, H, a.emb_g, a.emb_b, a.eps, dst, blockIdx.x == 0 ? a.x + (size_t)r * H : NULL);
     }
+}
+
+/* LayerNorm (g, b) of the rows of y into shared A, zeros past the real
+ * rows; block 0 also stores them as the residual x.  A warp's rows
+ * (warp + 8 i) are all loaded before any is reduced: one L2 round trip for
+ * the prologue, not one per row.  MAXC = 16-byte chunks of a row per lane. */
+template <int MAXC>
+static __device__ void mg_ln_rows(const mega_args &a, const float *g, const float *b, int n, int rows_pad,
+                                  bf16 *As, int lda) {
+    constexpr int RPW = MG_MAXT / MG_WARPS;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, H = a.H, nc = H >> 3;
+    uint4 raw[RPW][MAXC];
+#pragma unroll
+    for (int i = 0; i < RPW; i++) {
+        const int r = warp + MG_WARPS * i;
+#pragma unroll
+        for (int c = 0; c < MAXC; c++) {
+            raw[i][c] = make_uint4(0, 0, 0, 0);
+            if (r < n && lane + 32 * c < nc) raw[i][c] = mg_ldcg4(a.y + (size_t)r * H + (lane + 32 * c) * 8);
+        }
+    }
+#pragma unroll
+    for (int i = 0; i < RPW; i++) {
+        const int r = warp + MG_WARPS * i;
+        if (r >= rows_pad) break;
+        bf16 *dst = As + (size_t)r * lda;
+        if (r >= n) {
+            for (int c = lane; c < nc; c += 32) *(uint4 *)(dst + c * 8) = make_uint4(0, 0, 0, 0);
+            continue;
+        }
+        float v[MAXC][8];
+#pragma unroll
+        for (int c = 0; c < MAXC; c++) {
+            const __nv_bfloat162 *h2 = (const __nv_bfloat162 *)&raw[i][c];
+#pragma unroll
+            for (int j = 0; j < 4; j++) {
+                const float2 f = __bfloat1622float2(h2[j]);
+                v[c][2 * j] = f.x;
+                v[c][2 * j + 1] = f.y;
+            }
+        }
+        mg_ln_store<MAXC>(v, H, g, b, a.eps, dst, blockIdx.x == 0 ? a.x + (size_t)r * H : NULL);
+    }
+}
+
+static __device__ void mg_ln_prologue(const mega_args &a, const float *g, const float *b, int n, int rows_pad,
+                                      bf16 *As, int lda) {
+    const int nc = a.H >> 3;
+    if (nc <= 32) mg_ln_rows<1>(a, g, b, n, rows_pad, As, lda);
+    else if (nc <= 64) mg_ln_rows<2>(a, g, b, n, rows_pad, As, lda);
+    else if (nc <= 96) mg_ln_rows<3>(a, g, b, n, rows_pad, As, lda);
+    else mg_ln_rows<4>(a, g, b, n, rows_pad, As, lda);
 }
 
 /* ---- the GEMM slice ------------------------------------------------------ */
@@ -211,8 +249,8 @@ static __device__ __forceinline__ int mg_units_hit(int w, int tile, int nk, int 
 }
 
 template <int AS, int MT>
-static __device__ void mg_gemm_mt(const bf16 *A, int lda, const bf16 *W, int K, int t0, int nt,
-                                  float *part, int ldacc) {
+static __device__ void mg_gemm_mt(const bf16 *A, int lda, const bf16 *Ws, int K, int nt, float *part,
+                                  int ldacc) {
     /* chunks whose A fragments are loaded together (registers: CG*MT*4 uint4) */
     constexpr int CG = MT == 1 ? 4 : MT == 2 ? 2 : 1;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t4 = lane & 3;
@@ -226,7 +264,7 @@ static __device__ void mg_gemm_mt(const bf16 *A, int lda, const bf16 *W, int K, 
         float c[MT][4];
 #pragma unroll
         for (int mt = 0; mt < MT; mt++) c[mt][0] = c[mt][1] = c[mt][2] = c[mt][3] = 0.f;
-        const bf16 *wrow = W + (size_t)((t0 + tile) * 8 + g) * K + 16 * t4;
+        const bf16 *wrow = Ws + (size_t)(tile * 8 + g) * (K + 8) + 16 * t4;
         const bf16 *arow = A + (size_t)g * lda + 16 * t4;
         for (int kc = kc0; kc < kc1; kc += 4) {
             uint4 wv[4][2];
@@ -235,8 +273,8 @@ static __device__ void mg_gemm_mt(const bf16 *A, int lda, const bf16 *W, int K, 
                 wv[j][0] = wv[j][1] = make_uint4(0, 0, 0, 0);
                 if (kc + j < kc1) {
                     const uint4 *p = (const uint4 *)(wrow + (size_t)(kc + j) * 64);
-                    wv[j][0] = __ldg(p);
-                    wv[j][1] = __ldg(p + 1);
+                    wv[j][0] = p[0];
+                    wv[j][1] = p[1];
                 }
             }
 #pragma unroll
@@ -285,14 +323,40 @@ static __device__ void mg_gemm_mt(const bf16 *A, int lda, const bf16 *W, int K, 
 }
 
 template <int AS>
-static __device__ void mg_gemm(const bf16 *A, int lda, int MT, const bf16 *W, int K, int t0, int nt,
-                               float *part, int ldacc) {
+static __device__ void mg_gemm(const bf16 *A, int lda, int MT, const bf16 *Ws, int K, int nt, float *part,
+                               int ldacc) {
     switch (MT) {
-    case 1: mg_gemm_mt<AS, 1>(A, lda, W, K, t0, nt, part, ldacc); break;
-    case 2: mg_gemm_mt<AS, 2>(A, lda, W, K, t0, nt, part, ldacc); break;
-    case 3: mg_gemm_mt<AS, 3>(A, lda, W, K, t0, nt, part, ldacc); break;
-    default: mg_gemm_mt<AS, 4>(A, lda, W, K, t0, nt, part, ldacc); break;
+    case 1: mg_gemm_mt<AS, 1>(A, lda, Ws, K, nt, part, ldacc); break;
+    case 2: mg_gemm_mt<AS, 2>(A, lda, Ws, K, nt, part, ldacc); break;
+    case 3: mg_gemm_mt<AS, 3>(A, lda, Ws, K, nt, part, ldacc); break;
+    default: mg_gemm_mt<AS, 4>(A, lda, Ws, K, nt, part, ldacc); break;
     }
+}
+
+/* The block's 8-column tiles of an N-column GEMM: [t0, t0 + nt). */
+static __device__ __forceinline__ void mg_tiles(int N, int *t0, int *nt) {
+    const int ntiles = N >> 3;
+    *t0 = (int)((long)blockIdx.x * ntiles / gridDim.x);
+    *nt = (int)((long)(blockIdx.x + 1) * ntiles / gridDim.x) - *t0;
+}
+
+/* Copy the block's weight rows of the next GEMM stage into shared memory
+ * (row stride K + 8: the mma loads hit distinct banks) with cp.async, so
+ * the copy runs while the grid barrier and the next stage's activations
+ * are awaited -- weights do not depend on activations.  The slice is
+ * contiguous in global memory.  mg_stage_gemm waits for it. */
+static __device__ void mg_prefetch_w(const bf16 *W, int N, int K, bf16 *Ws) {
+    int t0, nt;
+    mg_tiles(N, &t0, &nt);
+    const int cpr = K >> 3, total = nt * 8 * cpr;
+    const bf16 *src = W + (size_t)t0 * 8 * K;
+    for (int i = threadIdx.x; i < total; i += MG_THREADS) {
+        const int r = i / cpr, c = i - r * cpr;
+        const unsigned dst = (unsigned)__cvta_generic_to_shared(Ws + (size_t)r * (K + 8) + c * 8);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(dst), "l"(src + (size_t)r * K + c * 8)
+                     : "memory");
+    }
+    asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
 enum { MG_EPI_BIAS = 0, MG_EPI_GELU = 1, MG_EPI_RES = 2 };
@@ -300,16 +364,17 @@ enum { MG_EPI_BIAS = 0, MG_EPI_GELU = 1, MG_EPI_RES = 2 };
 /* The block's share of one GEMM stage: out[r][n] = epi(A W^T + b) for its
  * tiles, rows < n_rows. */
 template <int AS>
-static __device__ void mg_stage_gemm(const mega_args &a, const bf16 *A, int lda, int n_rows, const bf16 *W,
+static __device__ void mg_stage_gemm(const mega_args &a, const bf16 *A, int lda, int n_rows, const bf16 *Ws,
                                      const bf16 *bias, int N, int K, int epi, const bf16 *res, bf16 *out,
                                      float *acc) {
-    const int ntiles = N >> 3;
-    const int t0 = (int)((long)blockIdx.x * ntiles / gridDim.x);
-    const int nt = (int)((long)(blockIdx.x + 1) * ntiles / gridDim.x) - t0;
+    int t0, nt;
+    mg_tiles(N, &t0, &nt);
+    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    __syncthreads();
     if (nt <= 0) return;
     const int MT = (n_rows + 15) >> 4, ldacc = nt * 8, nk = K >> 6, U = nt * nk;
     const size_t slot = (size_t)MT * 16 * ldacc;
-    mg_gemm<AS>(A, lda, MT, W, K, t0, nt, acc, ldacc);
+    mg_gemm<AS>(A, lda, MT, Ws, K, nt, acc, ldacc);
     __syncthreads();
     const int half = ldacc >> 1;
     for (int i = threadIdx.x; i < n_rows * half; i += MG_THREADS) {
@@ -340,65 +405,104 @@ static __device__ void mg_stage_gemm(const mega_args &a, const bf16 *A, int lda,
 
 /* ---- attention: one warp per (head, query row) ---------------------------- */
 
+/* Lane l holds v[0..31] (32 output dims, its own partial); afterwards lane
+ * l's v[0] is the sum over all lanes of dim l.  Recursive halving: each
+ * step keeps one half of the dims and swaps the other with the partner,
+ * 31 shuffles in all. */
+static __device__ __forceinline__ void mg_reduce_scatter32(float *v) {
+    const int lane = threadIdx.x & 31;
+#pragma unroll
+    for (int w = 16; w >= 1; w >>= 1) {
+        const bool upper = (lane & w) != 0;
+#pragma unroll
+        for (int k = 0; k < w; k++) {
+            const float send = upper ? v[k] : v[k + w];
+            const float keep = upper ? v[k + w] : v[k];
+            v[k] = keep + __shfl_xor_sync(0xffffffffu, send, w);
+        }
+    }
+}
+
+static __device__ __forceinline__ void mg_unpack8(uint4 u, float *f) {
+    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+        const float2 x = __bfloat1622float2(h[t]);
+        f[2 * t] = x.x;
+        f[2 * t + 1] = x.y;
+    }
+}
+
+/* Sequences here have at most 64 tokens, so lane l owns keys l and l + 32:
+ * one round trip loads q and both key rows, a second both value rows (in
+ * groups of 32 dims); scores and softmax in fp32, P.V summed across lanes
+ * by mg_reduce_scatter32. */
 template <int D>
 static __device__ void mg_attention_d(const mega_args &a, int n) {
     const int lane = threadIdx.x & 31, H = a.H, ld = 3 * H;
     const int gw = blockIdx.x * MG_WARPS + (threadIdx.x >> 5), nw = gridDim.x * MG_WARPS;
     const int n_seqs = a.meta[ENG_CU_META_SEQS];
+    constexpr int DH = D < 64 ? D : 64; /* dims of q.k per round trip */
     for (int it = gw; it < a.heads * n; it += nw) {
         const int h = it % a.heads, r = it / a.heads;
         int s = 0;
         while (s + 1 < n_seqs && a.cu[s + 1] <= r) s++;
         const int k0 = a.cu[s], len = a.cu[s + 1] - k0;
+        const bool has0 = lane < len, has1 = lane + 32 < len;
         const bf16 *q = a.qkv + (size_t)r * ld + h * D;
-        uint4 qu[D / 8];
+        const bf16 *kr0 = a.qkv + (size_t)(k0 + lane) * ld + H + h * D, *kr1 = kr0 + (size_t)32 * ld;
+        float d0 = 0.f, d1 = 0.f;
 #pragma unroll
-        for (int e = 0; e < D / 8; e++) qu[e] = mg_ldcg4(q + 8 * e);
-        float sc[2];
+        for (int e0 = 0; e0 < D; e0 += DH) {
+            uint4 qu[DH / 8], ku0[DH / 8], ku1[DH / 8];
 #pragma unroll
-        for (int half = 0; half < 2; half++) {
-            const int j = lane + 32 * half;
-            float dot = -INFINITY;
-            if (j < len) {
-                const bf16 *kr = a.qkv + (size_t)(k0 + j) * ld + H + h * D;
-                uint4 ku[D / 8];
-#pragma unroll
-                for (int e = 0; e < D / 8; e++) ku[e] = mg_ldcg4(kr + 8 * e);
-                dot = 0.f;
-#pragma unroll
-                for (int e = 0; e < D / 8; e++) {
-                    const __nv_bfloat162 *q2 = (const __nv_bfloat162 *)&qu[e], *k2 = (const __nv_bfloat162 *)&ku[e];
-#pragma unroll
-                    for (int t = 0; t < 4; t++) {
-                        const float2 fq = __bfloat1622float2(q2[t]), fk = __bfloat1622float2(k2[t]);
-                        dot += fq.x * fk.x + fq.y * fk.y;
-                    }
-                }
-                dot *= a.scale;
+            for (int e = 0; e < DH / 8; e++) {
+                qu[e] = mg_ldcg4(q + e0 + 8 * e);
+                ku0[e] = has0 ? mg_ldcg4(kr0 + e0 + 8 * e) : make_uint4(0, 0, 0, 0);
+                ku1[e] = has1 ? mg_ldcg4(kr1 + e0 + 8 * e) : make_uint4(0, 0, 0, 0);
             }
-            sc[half] = dot;
+#pragma unroll
+            for (int e = 0; e < DH / 8; e++) {
+                float fq[8], f0[8], f1[8];
+                mg_unpack8(qu[e], fq);
+                mg_unpack8(ku0[e], f0);
+                mg_unpack8(ku1[e], f1);
+#pragma unroll
+                for (int t = 0; t < 8; t++) {
+                    d0 += fq[t] * f0[t];
+                    d1 += fq[t] * f1[t];
+                }
+            }
         }
-        float mx = fmaxf(sc[0], sc[1]);
+        const float sc0 = has0 ? d0 * a.scale : -INFINITY, sc1 = has1 ? d1 * a.scale : -INFINITY;
+        float mx = fmaxf(sc0, sc1);
 #pragma unroll
         for (int o = 16; o > 0; o >>= 1) mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, o));
-        const float p0 = lane < len ? __expf(sc[0] - mx) : 0.f;
-        const float p1 = lane + 32 < len ? __expf(sc[1] - mx) : 0.f;
+        const float p0 = has0 ? __expf(sc0 - mx) : 0.f;
+        const float p1 = has1 ? __expf(sc1 - mx) : 0.f;
         const float inv = 1.f / eng_cu_warp_sum(p0 + p1);
-        /* output: lane owns dims lane, lane+32, ... (D / 32 of them) */
-        float o[D / 32];
+        const bf16 *vr0 = kr0 + H, *vr1 = kr1 + H;
+        bf16 *dst = a.ctx + (size_t)r * H + h * D;
 #pragma unroll
-        for (int t = 0; t < D / 32; t++) o[t] = 0.f;
-        const bf16 *vb = a.qkv + (size_t)k0 * ld + 2 * H + h * D + lane;
-#pragma unroll 8
-        for (int j = 0; j < len; j++) {
-            const float p = __shfl_sync(0xffffffffu, j < 32 ? p0 : p1, j & 31);
-            const unsigned short *vr = (const unsigned short *)(vb + (size_t)j * ld);
+        for (int g32 = 0; g32 < D / 32; g32++) {
+            uint4 vu0[4], vu1[4];
 #pragma unroll
-            for (int t = 0; t < D / 32; t++) o[t] += p * __bfloat162float(__ushort_as_bfloat16(__ldcg(vr + 32 * t)));
+            for (int e = 0; e < 4; e++) {
+                vu0[e] = has0 ? mg_ldcg4(vr0 + 32 * g32 + 8 * e) : make_uint4(0, 0, 0, 0);
+                vu1[e] = has1 ? mg_ldcg4(vr1 + 32 * g32 + 8 * e) : make_uint4(0, 0, 0, 0);
+            }
+            float v[32];
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                float f0[8], f1[8];
+                mg_unpack8(vu0[e], f0);
+                mg_unpack8(vu1[e], f1);
+#pragma unroll
+                for (int t = 0; t < 8; t++) v[8 * e + t] = p0 * f0[t] + p1 * f1[t];
+            }
+            mg_reduce_scatter32(v);
+            dst[32 * g32 + lane] = __float2bfloat16(v[0] * inv);
         }
-        bf16 *dst = a.ctx + (size_t)r * H + h * D + lane;
-#pragma unroll
-        for (int t = 0; t < D / 32; t++) dst[32 * t] = __float2bfloat16(o[t] * inv);
     }
 }
 
@@ -437,7 +541,7 @@ static __device__ void mg_stage_pool(const mega_args &a, int n, bf16 *rows_s, fl
                     }
                 }
             }
-            mg_ln_store(v, H, lw->ln2_g, lw->ln2_b, a.eps, rows_s + (size_t)(r - r0) * H, NULL);
+            mg_ln_store<4>(v, H, lw->ln2_g, lw->ln2_b, a.eps, rows_s + (size_t)(r - r0) * H, NULL);
         }
         __syncthreads();
         const float inv = 1.f / (float)(r1 - r0);
@@ -468,6 +572,7 @@ __global__ void __launch_bounds__(MG_THREADS, 1) mega_bert_kernel(mega_args a) {
     const int H = a.H, lda = H + 8;
     bf16 *As = (bf16 *)mg_smem;                                        /* [64][H+8] */
     float *acc = (float *)(mg_smem + (size_t)MG_MAXT * lda * 2);         /* [8 warps][64][ntmax*8] */
+    bf16 *Ws = (bf16 *)(acc + (size_t)MG_WARPS * MG_MAXT * a.ntmax * 8);  /* the next GEMM's weight rows */
     const int n = min(a.meta[ENG_CU_META_TOKENS], MG_MAXT);
     const int rows_pad = (n + 15) & ~15;
     unsigned long long target = 0; /* thread 0's: arrivals the next barrier waits for */
@@ -478,47 +583,25 @@ __global__ void __launch_bounds__(MG_THREADS, 1) mega_bert_kernel(mega_args a) {
         target = c - c % a.span;
         if (a.prof && blockIdx.x == 0) a.prof[0] = mg_now();
     }
+    mg_prefetch_w(a.layers[0].qkv_w, 3 * H, H, Ws);
     for (int l = 0; l < a.L; l++) {
         const eng_cu_layer *w = &a.layers[l];
-        mg_ln_prologue(a, l, n, rows_pad, As, lda);
-        __syncthreads();
-        mg_stage_gemm<1>(a, As, lda, n, w->qkv_w, w->qkv_b, 3 * H, H, MG_EPI_BIAS, NULL, a.qkv, acc);
+        if (l == 0) mg_embed_prologue(a, n, rows_pad, As, lda);
+        else mg_ln_prologue(a, a.layers[l - 1].ln2_g, a.layers[l - 1].ln2_b, n, rows_pad, As, lda);
+        mg_stage_gemm<1>(a, As, lda, n, Ws, w->qkv_b, 3 * H, H, MG_EPI_BIAS, NULL, a.qkv, acc);
+        mg_prefetch_w(w->ao_w, H, H, Ws);
         mg_grid_sync(a.bar, &target, a.prof, &nb);
         mg_stage_attention(a, n);
         mg_grid_sync(a.bar, &target, a.prof, &nb);
-        mg_stage_gemm<0>(a, a.ctx, H, n, w->ao_w, w->ao_b, H, H, MG_EPI_RES, a.x, a.y, acc);
+        mg_stage_gemm<0>(a, a.ctx, H, n, Ws, w->ao_b, H, H, MG_EPI_RES, a.x, a.y, acc);
+        mg_prefetch_w(w->up_w, a.I, H, Ws);
         mg_grid_sync(a.bar, &target, a.prof, &nb);
-        /* LN1 of y into shared memory (block 0: also the residual x) */
-        {
-            const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, nc = H >> 3;
-            for (int r = warp; r < rows_pad; r += MG_WARPS) {
-                bf16 *dst = As + (size_t)r * lda;
-                if (r >= n) {
-                    for (int c = lane; c < nc; c += 32) *(uint4 *)(dst + c * 8) = make_uint4(0, 0, 0, 0);
-                    continue;
-                }
-                float v[4][8];
-#pragma unroll
-                for (int i = 0; i < 4; i++) {
-                    const int c = lane + 32 * i;
-                    if (c < nc) {
-                        uint4 u = mg_ldcg4(a.y + (size_t)r * H + c * 8);
-                        const __nv_bfloat162 *h2 = (const __nv_bfloat162 *)&u;
-#pragma unroll
-                        for (int j = 0; j < 4; j++) {
-                            const float2 f = __bfloat1622float2(h2[j]);
-                            v[i][2 * j] = f.x;
-                            v[i][2 * j + 1] = f.y;
-                        }
-                    }
-                }
-                mg_ln_store(v, H, w->ln1_g, w->ln1_b, a.eps, dst, blockIdx.x == 0 ? a.x + (size_t)r * H : NULL);
-            }
-        }
-        __syncthreads();
-        mg_stage_gemm<1>(a, As, lda, n, w->up_w, w->up_b, a.I, H, MG_EPI_GELU, NULL, a.inter, acc);
+        mg_ln_prologue(a, w->ln1_g, w->ln1_b, n, rows_pad, As, lda);
+        mg_stage_gemm<1>(a, As, lda, n, Ws, w->up_b, a.I, H, MG_EPI_GELU, NULL, a.inter, acc);
+        mg_prefetch_w(w->down_w, H, a.I, Ws);
         mg_grid_sync(a.bar, &target, a.prof, &nb);
-        mg_stage_gemm<0>(a, a.inter, a.I, n, w->down_w, w->down_b, H, a.I, MG_EPI_RES, a.x, a.y, acc);
+        mg_stage_gemm<0>(a, a.inter, a.I, n, Ws, w->down_b, H, a.I, MG_EPI_RES, a.x, a.y, acc);
+        if (l + 1 < a.L) mg_prefetch_w(a.layers[l + 1].qkv_w, 3 * H, H, Ws);
         mg_grid_sync(a.bar, &target, a.prof, &nb);
     }
     mg_stage_pool(a, n, As, acc);
@@ -547,11 +630,17 @@ int eng_cu_mega_prepare(eng_cu_model *m, posy_err *err) {
     cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev);
     cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     if (!coop || sms <= 0) return 0;
-    int nt = mg_tiles_per_block(3 * m->H, sms);
-    const int n2 = mg_tiles_per_block(m->I, sms), n3 = mg_tiles_per_block(m->H, sms);
-    if (n2 > nt) nt = n2;
-    if (n3 > nt) nt = n3;
-    const size_t smem = (size_t)MG_MAXT * (m->H + 8) * 2 + (size_t)MG_WARPS * MG_MAXT * nt * 8 * 4;
+    /* tiles a block owns per stage (QKV, O, UP, DOWN) and its weight rows */
+    const int Ns[4] = {3 * m->H, m->H, m->I, m->H}, Ks[4] = {m->H, m->H, m->H, m->I};
+    int nt = 0;
+    size_t wsz = 0;
+    for (int i = 0; i < 4; i++) {
+        const int t = mg_tiles_per_block(Ns[i], sms);
+        if (t > nt) nt = t;
+        const size_t b = (size_t)t * 8 * (Ks[i] + 8) * 2;
+        if (b > wsz) wsz = b;
+    }
+    const size_t smem = (size_t)MG_MAXT * (m->H + 8) * 2 + (size_t)MG_WARPS * MG_MAXT * nt * 8 * 4 + wsz;
     const size_t pool_need = (size_t)(32 + m->H) * 4;
     if (smem > (size_t)smem_max || pool_need > (size_t)MG_MAXT * nt * 8 * 4) return 0;
     cudaError_t ce = cudaFuncSetAttribute(mega_bert_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
