@@ -2,7 +2,7 @@
  * on a harness model, against the graph of kernels on the same device
  * weights and inputs, and its time, stage by stage.
  *
- *   lab_mega HARNESS_DIR [NAME]     (POSY_CUDA_MEGA_PROFILE=1 for stages)
+ *   POSY_CUDA_MEGA=1 lab_mega HARNESS_DIR [NAME]   (POSY_CUDA_MEGA_PROFILE=1 for stages)
  *
  * The graph of kernels is the reference here (itself checked against CPU
  * references kernel by kernel in the other labs and against transformers

@@ -17,7 +17,8 @@
  * Tolerances: outputs are bf16 (relative rounding 2^-9); values after the
  * norms are O(1-3): atol 2e-2, rtol 1e-2; attention as lab_attn (P is
  * rounded to bf16 before P.V): atol 1e-2, rtol 2e-2.
- * UNVERIFIED: written without a GPU; first run pending (dev/cuda/NOTES.md).
+ * First H200 run 2026-11-29: 41 checks ok, 0 FAIL, compute-sanitizer clean
+ * (bench/results/h200-qwen3-lab.log).
  */
 #include "lab.h"
 extern "C" {

@@ -16,7 +16,8 @@
  *    the bar against transformers).  Also mixed batches of <= 64 tokens.
  * 3b. the small-batch kernel against the graph of kernels: every sequence
  *    of <= 64 tokens run alone by an engine opened with POSY_CUDA_MEGA=0,
- *    cosine >= MIN_COS against (2).
+ *    cosine >= MIN_COS against (2) -- when the main engine used it
+ *    (POSY_CUDA_MEGA=1 in the environment).
  * 4. many batches in flight (random mixes, submitted without waiting,
  *    collected with non-blocking polls): every result is bit-identical to
  *    the same batch run alone, so each belongs to its own sequences.

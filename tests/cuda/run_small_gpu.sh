@@ -3,7 +3,7 @@
 # Hopper GPU, in one call: build, the end-to-end checks against
 # transformers and against the graph of kernels (gpu_backend_e2e runs both,
 # plus graph == eager bit for bit on a <= 64-token batch), then batch-1 GPU
-# time with the kernel on and off (POSY_CUDA_MEGA=0), both models.
+# time with the kernel on (POSY_CUDA_MEGA=1, opt-in) and off, both models.
 #   usage: OUT=dir tests/cuda/run_small_gpu.sh       (QWEN3=1: rerun e2e_qwen3 too)
 set -o pipefail
 OUT=${OUT:-out}
@@ -23,6 +23,7 @@ if [ $? -ne 0 ]; then
   say "BUILD FAILED"; exit 1
 fi
 say "build ok"
+export POSY_CUDA_MEGA=1 # the kernel is opt-in
 PYTHONUNBUFFERED=1 timeout 330 python3 tests/cuda/e2e_vs_transformers.py "$BUILD" "$WORK" 2>&1 |
   grep -v "Writing model shards" > "$OUT/e2e.log"
 rc=${PIPESTATUS[0]}
@@ -38,7 +39,7 @@ for m in minilm-l6 bert-base; do
 done
 for m in minilm-l6 bert-base; do
   for mode in on off; do
-    if [ $mode = off ]; then export POSY_CUDA_MEGA=0; else unset POSY_CUDA_MEGA; fi
+    if [ $mode = off ]; then export POSY_CUDA_MEGA=0; else export POSY_CUDA_MEGA=1; fi
     BENCH_LATENCY_ONLY=1 timeout 60 "./$BUILD/bench_gpu" "$WORK/$m-harness" "$m" 2>>"$OUT/bench_err.log" |
       sed "s/^{/{\"small_kernel\": \"$mode\", /" | tee -a "$OUT/small_latency.jsonl" | tee -a "$LOG"
   done

@@ -2,6 +2,12 @@
  * ONE persistent kernel -- the "small batches are a different regime" part
  * of the CUDA engine.
  *
+ * Status: OPT-IN (POSY_CUDA_MEGA=1).  Correct on the H200 (lab_mega,
+ * gpu_backend_e2e, e2e_vs_transformers), but not yet faster than the graph
+ * of kernels except for 1-token inputs on all-MiniLM-L6: each stage costs
+ * 2-6 us on top of a ~0.75 us barrier (lab_mega's profile), see
+ * docs/BENCHMARKS.md.
+ *
  * Why: a 16-token query is memory- and latency-bound like LLM decode.  As a
  * graph of ordinary kernels it costs ~3-4 us a node (44 nodes for
  * all-MiniLM-L6, 98 for BERT-base) no matter how little each node does.
@@ -619,8 +625,10 @@ int eng_cu_mega_usable(const eng_cu_model *m, int tokens) { return m->mega_ok &&
 
 int eng_cu_mega_prepare(eng_cu_model *m, posy_err *err) {
     m->mega_ok = 0;
-    const char *off = getenv("POSY_CUDA_MEGA");
-    if (off && !strcmp(off, "0")) return 0;
+    /* opt-in: measured on the H200 it is not yet faster than the graph of
+     * kernels at 16 or 64 tokens (docs/BENCHMARKS.md, "small-batch kernel") */
+    const char *on = getenv("POSY_CUDA_MEGA");
+    if (!on || strcmp(on, "1")) return 0;
     if (m->arch != ENG_CU_ARCH_BERT || m->H % 64 || m->I % 64 || m->H > 1024 || m->H < 64 ||
         (m->head_dim != 32 && m->head_dim != 64 && m->head_dim != 128) || m->L > 64)
         return 0; /* not this kernel's shape: the graph path serves it */

@@ -96,7 +96,7 @@ static int check_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err) {
     if (strcmp(in->arch, "bert") && strcmp(in->arch, "roberta") && strcmp(in->arch, "xlm-roberta"))
         return posy_err_set(err, POSY_E_UNSUPPORTED,
                             "cuda backend: architecture '%s' is not supported (bert, roberta, "
-                            "xlm-roberta; qwen3 behind POSY_CUDA_QWEN3=1)",
+                            "xlm-roberta, qwen3)",
                             in->arch);
     m->arch = ENG_CU_ARCH_BERT;
     m->H = in->hidden; m->I = in->intermediate; m->L = in->layers; m->heads = in->heads;

@@ -86,7 +86,7 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int tokens, int seqs, 
  * for a whole forward of at most 64 tokens.  prepare (at open, outside any
  * capture) decides whether the model fits it and sets it up -- a model that
  * does not fit is not an error, the graph path serves it; usable says
- * whether a bucket of `tokens` takes it (POSY_CUDA_MEGA=0 turns it off);
+ * whether a bucket of `tokens` takes it (opt-in: POSY_CUDA_MEGA=1);
  * forward enqueues it (capturable). */
 int eng_cu_mega_prepare(eng_cu_model *m, posy_err *err);
 int eng_cu_mega_usable(const eng_cu_model *m, int tokens);
@@ -96,7 +96,7 @@ cudaError_t eng_cu_mega_forward(eng_cu_model *m, cudaStream_t s, int tokens, int
 int eng_cu_model_fail(posy_err *err, const char *what, cudaError_t ce);
 
 /* Qwen3 (eng_cu_model_qwen3.cu): the shape check (which also holds the
- * POSY_CUDA_QWEN3 gate), the weights upload, and the forward. */
+ * POSY_CUDA_QWEN3=0 off switch), the weights upload, and the forward. */
 int eng_cu_qwen3_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err);
 int eng_cu_qwen3_upload(eng_cu_model *m, const eng_config *cfg, const eng_qwen3_weights *w, posy_err *err);
 int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int tokens, int seqs, posy_err *err);

@@ -3,8 +3,9 @@
  * weights upload and forward pass.  The arena, the input block and the
  * step machinery are the encoder's (eng_cu_model.cu, eng_cu_backend.cu).
  *
- * UNVERIFIED: this path compiles but has not run on a GPU yet; the shape
- * check refuses it unless POSY_CUDA_QWEN3=1 (eng_cu_q3_check).
+ * Verified on the H200 (tests/cuda/run_qwen3_gpu.sh: lab_qwen3, memcheck,
+ * e2e_qwen3 against transformers at 28 layers, min cosine 0.99975 causal,
+ * 0.99985 bidirectional).  POSY_CUDA_QWEN3=0 turns it off.
  *
  * Weights: one host image planned and filled by eng_cu_qwen3_pack.c (bf16
  * matrices with Q|K|V and gate|up stacked by the loader, fp32 norms, the

@@ -20,10 +20,10 @@ int eng_cu_q3_check(const eng_config *cfg, posy_err *err) {
     const char *gate = getenv("POSY_CUDA_QWEN3");
     if (strcmp(in->arch, "qwen3"))
         return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: '%s' is not a qwen3 model", in->arch);
-    if (!gate || strcmp(gate, "1"))
+    if (gate && !strcmp(gate, "0"))
         return posy_err_set(err, POSY_E_UNSUPPORTED,
-                            "cuda backend: qwen3 on the GPU is implemented but UNVERIFIED (it has not run on a "
-                            "GPU yet), so it is off; set POSY_CUDA_QWEN3=1 to run it anyway, or use --device cpu");
+                            "cuda backend: qwen3 on the GPU is turned off by POSY_CUDA_QWEN3=0; use --device cpu "
+                            "or unset it");
     if (!q3_head_dim_ok(cfg->head_dim))
         return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: qwen3 head_dim %d unsupported (32, 64 or 128)",
                             cfg->head_dim);

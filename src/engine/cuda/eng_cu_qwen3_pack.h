@@ -49,8 +49,9 @@ typedef struct eng_cu_q3_image {
 } eng_cu_q3_image;
 
 /* Can the CUDA backend run this model?  Refuses everything but a qwen3
- * whose shapes the kernels support, and refuses even that unless env
- * POSY_CUDA_QWEN3=1: the path has not run on a GPU yet.  0 or -1 + err. */
+ * whose shapes the kernels support, and refuses even that when env
+ * POSY_CUDA_QWEN3=0 (an off switch; the path was verified on the H200,
+ * tests/cuda/run_qwen3_gpu.sh).  0 or -1 + err. */
 int eng_cu_q3_check(const eng_config *cfg, posy_err *err);
 
 /* Lay out the image (offsets, total size) for weights w and a rotary table
