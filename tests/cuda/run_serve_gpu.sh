@@ -92,7 +92,11 @@ LP="$LIB"
 CD=$(cuda_dirs)
 [ -n "$CD" ] && LP="$LP:$CD"
 [ -d /usr/local/nvidia/lib64 ] && LP="$LP:/usr/local/nvidia/lib64"
-POSY="$BUNDLE/bin/posy"; API="$BUNDLE/bin/api_embed"; WRK="$BUNDLE/bin/wrk"
+# the binaries run from a copy, so a carried tree without execute bits still works
+rm -rf "$WORK/bin"; mkdir -p "$WORK/bin"
+cp "$BUNDLE"/bin/posy "$BUNDLE"/bin/api_embed "$BUNDLE"/bin/wrk "$WORK/bin/" && chmod +x "$WORK"/bin/* \
+  || die "cannot copy the bundle's binaries to $WORK/bin"
+POSY="$WORK/bin/posy"; API="$WORK/bin/api_embed"; WRK="$WORK/bin/wrk"
 {
   echo "# posy serve on $DEVICE ($(date -u +%Y-%m-%dT%H:%MZ))"
   echo
@@ -184,14 +188,17 @@ serve_model() {   # serve_model NAME: every serving check on one model
       || { bad "$name: could not make the model"; return; }
   fi
   port=$(free_port); URL="http://127.0.0.1:$port"
-  LD_LIBRARY_PATH="$LP" "$POSY" serve --model "$dir" --device "$DEVICE" --host 127.0.0.1 --port "$port" \
-    --max-concurrent 2048 > "$log" 2>&1 &
+  # exec: SRV_PID is posy itself, so SIGTERM reaches it and its exit status is ours to check
+  ( export LD_LIBRARY_PATH="$LP"
+    exec "$POSY" serve --model "$dir" --device "$DEVICE" --host 127.0.0.1 --port "$port" --max-concurrent 2048
+  ) > "$log" 2>&1 &
   SRV_PID=$!
   local t_start; t_start=$(date +%s.%N)
   if ! wait_healthy "$URL" "$SRV_PID" 120; then
     tail -20 "$log"; bad "$name: posy serve did not become healthy (see serve.log)"; stop_server
     save_log "$name" "$log"; return
   fi
+  [ "$(readlink "/proc/$SRV_PID/exe")" = "$(readlink -f "$POSY")" ] || say "warning: pid $SRV_PID is not posy"
   say "$name: serving on $URL after $(python3 -c "import time; print(f'{time.time() - $t_start:.1f}')") s ($(http_get "$URL/info" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["device"], d["model_dtype"], d["dimensions"], "dims")'))"
   echo "## $name" >> "$SUMMARY"; echo >> "$SUMMARY"
   local chk
