@@ -5,9 +5,11 @@
 #
 #   OUT=dir bash tests/cuda/run_serve_gpu.sh        (device call: carry [".carry"])
 #
-# For each model (MODELS, default "minilm-l6 bert-base": random weights in
-# all-MiniLM-L6-v2's configuration and in BERT-base sizes, made here with
-# transformers, numpy-seeded):
+# First the models (one python process, tests/cuda/serve_gpu.py make): random
+# weights, numpy-seeded, in all-MiniLM-L6-v2's configuration and in BERT-base
+# sizes, saved by transformers with the carried tokenizer and
+# sentence-transformers files.  Then for each of MODELS (default
+# "minilm-l6 bert-base"):
 #   1. start posy serve, wait for /health;
 #   2. correctness: /v1/embeddings (single inputs and one batch) against
 #      transformers fp32 on the same weights, min cosine >= 0.999;
@@ -27,8 +29,7 @@
 # GPU; captures must then be 0); DUR (seconds per wrk run, default 8);
 # CONNS (default "1 8 64 256"); BATCH (batch-heavy runs, SENTENCES:CONNS,
 # default "32:16 256:8"; "" skips); MODELS; API_MODELS (default: MODELS;
-# "" skips);
-# BUNDLE (default .carry/gpu); WORK (default /tmp/posy-serve-gpu).
+# "" skips); BUNDLE (default .carry/gpu); WORK (default /tmp/posy-serve-gpu).
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
@@ -181,12 +182,9 @@ wrk_case() {   # wrk_case MODEL LABEL CONNS SENTENCES
 
 serve_model() {   # serve_model NAME: every serving check on one model
   local name=$1 dir port log
-  dir="$WORK/$name"
+  dir="$WORK/models/$name"
   log="$WORK/serve-$name.log"
-  if [ ! -f "$dir/model.safetensors" ] || [ "$BUNDLE/model/config.json" -nt "$dir/model.safetensors" ]; then
-    python3 tests/cuda/serve_gpu.py make "$BUNDLE" "$name" "$dir" 2>&1 | grep -v "Writing model shards" \
-      || { bad "$name: could not make the model"; return; }
-  fi
+  [ -f "$dir/model.safetensors" ] || { bad "$name: no model (see above)"; return; }
   port=$(free_port); URL="http://127.0.0.1:$port"
   # exec: SRV_PID is posy itself, so SIGTERM reaches it and its exit status is ours to check
   ( export LD_LIBRARY_PATH="$LP"
@@ -228,12 +226,18 @@ serve_model() {   # serve_model NAME: every serving check on one model
 
 save_log() { { echo "=== $1"; cat "$2"; echo; } >> "$OUT/serve.log"; }
 
+# every model first, in one python process (one torch import)
+todo=$(for m in $MODELS $API_MODELS; do echo "$m"; done | awk '!seen[$0]++' | tr '\n' ' ')
+rm -rf "$WORK/models"; mkdir -p "$WORK/models"
+if [ -n "$todo" ]; then
+  python3 tests/cuda/serve_gpu.py make "$BUNDLE" "$WORK/models" $todo 2>&1 | grep -v "Writing model shards"
+  [ "${PIPESTATUS[0]}" -eq 0 ] || bad "could not make the models ($todo)"
+fi
 for m in $MODELS; do serve_model "$m"; done
 
 echo "## public API (api_embed)" >> "$SUMMARY"; echo >> "$SUMMARY"
 for m in $API_MODELS; do
-  dir="$WORK/$m"
-  [ -f "$dir/model.safetensors" ] || python3 tests/cuda/serve_gpu.py make "$BUNDLE" "$m" "$dir" >/dev/null 2>&1
+  dir="$WORK/models/$m"
   res=$(python3 tests/cuda/serve_gpu.py api "$API" "$dir" "$WORK/api-$m" "$DEVICE" --ld "$LP" 2>&1); rc=$?
   { echo "=== $m"; echo "$res" | grep -v "Writing model shards"; echo; } >> "$OUT/api.log"
   echo "$res" | grep -E "serve_gpu api|failed"

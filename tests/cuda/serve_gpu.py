@@ -1,6 +1,6 @@
 """Python side of tests/cuda/run_serve_gpu.sh (posy serve on a GPU machine).
 
-  serve_gpu.py make    BUNDLE NAME DIR      random-weight model folder
+  serve_gpu.py make    BUNDLE WORK NAME...  random-weight model folders WORK/NAME
   serve_gpu.py check   URL DIR [--device cuda|cpu]
                                             /v1/embeddings vs transformers
   serve_gpu.py metrics FILE cuda|cpu        read a /metrics scrape strictly,
@@ -175,8 +175,9 @@ def api(api_embed, model_dir, work, device, ld):
 
 def main():
     a = sys.argv[1:]
-    if a[:1] == ["make"] and len(a) == 4:
-        make(a[1], a[2], a[3])
+    if a[:1] == ["make"] and len(a) >= 4:
+        for name in a[3:]:   # one process: torch is imported once
+            make(a[1], name, os.path.join(a[2], name))
         return 0
     if a[:1] == ["check"] and len(a) >= 3:
         dev = a[a.index("--device") + 1] if "--device" in a else None
