@@ -16,7 +16,9 @@
 #   3. load with wrk: one-sentence requests at CONNS connections, then
 #      32- and 256-sentence requests; requests/s, p50/p99, tokens/s (from
 #      posy_tokens_total before and after each run);
-#   4. /metrics read strictly; on the GPU graph captures and replays > 0;
+#   4. /metrics read strictly; on the GPU graph captures and replays > 0 and
+#      the counters agree with the backend's rules (one eager run per bucket
+#      seen, at most one capture per bucket, eager + replays == batches);
 #   5. SIGTERM: drains and exits 0.
 # Then the public-API path: api_embed on the GPU against the CPU engine and
 # transformers on 68 sequences of 1..512 tokens (min cosine >= 0.999).

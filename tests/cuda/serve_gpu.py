@@ -130,12 +130,29 @@ def metrics(path, device):
     if caps is None:
         print("serve_gpu metrics: posy_engine_graph_captures_total missing")
         return False
-    ok = caps > 0 and samples["posy_engine_graph_replays_total"] > 0 if device == "cuda" else caps == 0
-    print(f"serve_gpu metrics: exposition well formed; {caps:g} graph captures, "
-          f"{samples['posy_engine_graph_replays_total']:g} replays, "
-          f"{samples['posy_engine_graph_capture_seconds_total'] * 1e3:.2f} ms capturing "
-          f"({'need captures > 0 and replays > 0' if device == 'cuda' else 'CPU: need 0'})")
-    return ok
+    g = {k[len("posy_engine_"):]: v for k, v in samples.items() if k.startswith("posy_engine_")}
+    replays, eager, buckets, batches = (g["graph_replays_total"], g["eager_runs_total"], g["buckets_seen"],
+                                        g["batches_total"])
+    if device == "cuda":
+        # The backend's rules: a bucket's first batch runs eagerly, its second is
+        # captured, later ones replay; every batch was finished by scrape time.
+        rules = [("captures > 0", caps > 0), ("replays > 0", replays > 0),
+                 ("eager runs == buckets seen", eager == buckets),
+                 ("captures <= buckets seen", caps <= buckets),
+                 ("eager runs + replays == batches", eager + replays == batches),
+                 ("padded tokens >= posy_tokens_total", g["padded_tokens_total"] >= samples["posy_tokens_total"])]
+        print(f"serve_gpu metrics: {batches:g} batches, {g['device_seconds_total'] * 1e3 / max(batches, 1):.3f} ms "
+              f"GPU per batch, padding {g['padded_tokens_total'] / max(samples['posy_tokens_total'], 1):.3f}x, "
+              f"{buckets:g} buckets seen")
+    else:
+        nonzero = [k for k, v in sorted(g.items()) if v != 0]
+        rules = [("every posy_engine_* is 0 on the CPU" + (f" ({', '.join(nonzero)} not)" if nonzero else ""),
+                  not nonzero)]
+    broken = [r for r, holds in rules if not holds]
+    print(f"serve_gpu metrics: exposition well formed; {caps:g} graph captures, {replays:g} replays, "
+          f"{g['graph_capture_seconds_total'] * 1e3:.2f} ms capturing; "
+          + ("all of: " + ", ".join(r for r, _ in rules) if not broken else "BROKEN: " + ", ".join(broken)))
+    return not broken
 
 
 def api(api_embed, model_dir, work, device, ld):
