@@ -34,10 +34,11 @@ command -v wrk >/dev/null || { echo "gpu-bundle: wrk is not installed (apt-get i
 [ -f "$MODEL/tokenizer.json" ] || { echo "gpu-bundle: $MODEL/tokenizer.json missing (scripts/fetch-model.sh)" >&2; exit 1; }
 
 echo "gpu-bundle: building posy and api_embed in $BUILD (Release, CUDA) ..."
-cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPOSY_CUDA=ON -DCMAKE_SKIP_RPATH=ON >"$BUILD.cmake.log" 2>&1 \
-  || { tail -30 "$BUILD.cmake.log"; echo "gpu-bundle: cmake failed" >&2; exit 1; }
-cmake --build "$BUILD" -j"$JOBS" --target posy api_embed >"$BUILD.build.log" 2>&1 \
-  || { grep -E "error|Error" "$BUILD.build.log" | head -30; echo "gpu-bundle: build failed" >&2; exit 1; }
+mkdir -p "$BUILD"
+cmake -S . -B "$BUILD" -DCMAKE_BUILD_TYPE=Release -DPOSY_CUDA=ON -DCMAKE_SKIP_RPATH=ON >"$BUILD/gpu-bundle.cmake.log" 2>&1 \
+  || { tail -30 "$BUILD/gpu-bundle.cmake.log"; echo "gpu-bundle: cmake failed" >&2; exit 1; }
+cmake --build "$BUILD" -j"$JOBS" --target posy api_embed >"$BUILD/gpu-bundle.build.log" 2>&1 \
+  || { grep -E "error|Error" "$BUILD/gpu-bundle.build.log" | head -30; echo "gpu-bundle: build failed" >&2; exit 1; }
 
 # Libraries the GPU machine has itself (or must have: the CUDA ones).
 device_provided() {
