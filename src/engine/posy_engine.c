@@ -18,6 +18,9 @@
 #include <string.h>
 #include "eng_internal.h"
 #include "posy_log.h"
+#ifdef POSY_HAVE_CUDA
+#include "cuda/eng_cu_backend.h"
+#endif
 
 #define ENG_DEFAULT_MAX_TOKENS 16384
 #define ENG_DEFAULT_MAX_SEQS 1024
@@ -189,3 +192,22 @@ int posy_engine_wait(posy_engine *e, posy_result *done, int max_done) {
 }
 
 int posy_engine_inflight(const posy_engine *e) { return e->ops->inflight(e); }
+
+void posy_engine_get_stats(const posy_engine *e, posy_engine_stats *out) {
+    memset(out, 0, sizeof *out);
+#ifdef POSY_HAVE_CUDA
+    eng_cu_stats cs;
+    if (eng_cuda_stats(e, &cs) != 0) return;   /* the CPU backend: all 0 */
+    out->batches = cs.batches;
+    out->tokens = cs.tokens;
+    out->padded_tokens = cs.padded_tokens;
+    out->graph_captures = cs.captures;
+    out->graph_replays = cs.replays;
+    out->eager_runs = cs.eager_runs;
+    out->buckets_seen = cs.buckets_seen;
+    out->graph_capture_seconds = cs.capture_ms * 1e-3;
+    out->device_seconds = cs.gpu_ms * 1e-3;
+#else
+    (void)e;
+#endif
+}

@@ -102,4 +102,22 @@ int posy_engine_wait(posy_engine *e, posy_result *done, int max_done);
 /* Number of batches submitted and not yet handed back. */
 int posy_engine_inflight(const posy_engine *e);
 
+/* What the engine has done since open, for logs and /metrics.  The CPU
+ * backend runs no graphs and keeps no counters: everything is 0 there.
+ * Like every call here it must not run concurrently with step()/wait():
+ * call it from the thread that drives the engine (the scheduler copies it
+ * after each step, so other threads read the copy under its lock). */
+typedef struct posy_engine_stats {
+    uint64_t batches;               /* batches finished */
+    uint64_t tokens;                /* real tokens submitted */
+    uint64_t padded_tokens;         /* tokens after rounding each batch up to its bucket */
+    uint64_t graph_captures;        /* CUDA graphs captured (one per token bucket at most) */
+    uint64_t graph_replays;         /* forward passes launched as a captured graph */
+    uint64_t eager_runs;            /* forward passes run without a graph (a bucket's first) */
+    uint64_t buckets_seen;          /* token buckets that have run at least once */
+    double graph_capture_seconds;   /* host time spent capturing and instantiating graphs */
+    double device_seconds;          /* device time of the forward passes (CUDA events) */
+} posy_engine_stats;
+void posy_engine_get_stats(const posy_engine *e, posy_engine_stats *out);
+
 #endif

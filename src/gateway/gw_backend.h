@@ -23,6 +23,10 @@ typedef struct gw_backend {
      * /health answer 503, as TEI does when its backend is unhealthy). */
     void (*metrics)(void *ctx, gw_buf *b);
     int (*healthy)(void *ctx);
+    /* Optional (NULL when no engine is in this process, as in `posy
+     * gateway`): the engine's counters for /metrics, safe from any thread;
+     * 0, or -1 when the engine keeps none (the no-op engine). */
+    int (*engine_stats)(void *ctx, posy_engine_stats *out);
 } gw_backend;
 
 void gw_backend_local(gw_backend *b, sched *s);

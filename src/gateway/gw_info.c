@@ -27,6 +27,9 @@ int gw_get_route(gw_server *s, gw_route r, gw_buf *b, int *status) {
                          "# TYPE posy_http_active gauge\nposy_http_active %d\n",
                       d.requests, d.queued_seqs, d.queued_tokens, atomic_load(&s->active));
         if (ready && s->backend.metrics) s->backend.metrics(s->backend.ctx, b);
+        posy_engine_stats es;
+        if (ready && s->backend.engine_stats && s->backend.engine_stats(s->backend.ctx, &es) == 0)
+            gw_metrics_render_engine(&es, b);
         return 1;
     }
     if (!ready) {

@@ -82,3 +82,30 @@ void gw_metrics_render(gw_metrics *m, gw_buf *b) {
                   atomic_load_explicit(&m->inputs, memory_order_relaxed));
     for (int h = 0; h < GW_H_COUNT; h++) render_hist(&m->hist[h], b);
 }
+
+static void counter_u(gw_buf *b, const char *name, const char *help, uint64_t v) {
+    gw_buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n%s %llu\n", name, help, name, name, (unsigned long long)v);
+}
+
+static void counter_f(gw_buf *b, const char *name, const char *help, double v) {
+    gw_buf_printf(b, "# HELP %s %s\n# TYPE %s counter\n%s %.9g\n", name, help, name, name, v);
+}
+
+void gw_metrics_render_engine(const posy_engine_stats *st, gw_buf *b) {
+    counter_u(b, "posy_engine_graph_captures_total", "CUDA graphs captured, one per token bucket at most (0 on the CPU)",
+              st->graph_captures);
+    counter_f(b, "posy_engine_graph_capture_seconds_total", "Host time spent capturing and instantiating CUDA graphs",
+              st->graph_capture_seconds);
+    counter_u(b, "posy_engine_graph_replays_total", "Forward passes launched as a captured CUDA graph",
+              st->graph_replays);
+    counter_u(b, "posy_engine_eager_runs_total", "GPU forward passes run without a graph (a bucket's first batch)",
+              st->eager_runs);
+    gw_buf_printf(b, "# HELP posy_engine_buckets_seen Token buckets that have run at least once\n"
+                     "# TYPE posy_engine_buckets_seen gauge\nposy_engine_buckets_seen %llu\n",
+                  (unsigned long long)st->buckets_seen);
+    counter_u(b, "posy_engine_batches_total", "Batches finished by the GPU engine", st->batches);
+    counter_u(b, "posy_engine_padded_tokens_total", "Tokens run on the GPU after rounding batches up to their bucket",
+              st->padded_tokens);
+    counter_f(b, "posy_engine_device_seconds_total", "GPU time of the forward passes (CUDA events)",
+              st->device_seconds);
+}

@@ -3,7 +3,9 @@
  * and step threads without locks; a scrape reads them while they move
  * (each number is exact, the set is not a snapshot, as in every Prometheus
  * client).  Routes, statuses and failure reasons are small fixed enums so
- * the tables are plain arrays.
+ * the tables are plain arrays.  The engine's counters (graph captures,
+ * replays ...) are not kept here: the scheduler copies them under its lock
+ * after each step and a scrape renders that copy (gw_metrics_render_engine).
  */
 #ifndef GW_METRICS_H
 #define GW_METRICS_H
@@ -11,6 +13,7 @@
 #include <stdatomic.h>
 #include <stdint.h>
 #include "gw_buf.h"
+#include "posy_engine.h"
 
 typedef enum {
     GW_R_EMBEDDINGS, GW_R_EMBED, GW_R_TOKENIZE, GW_R_DECODE, GW_R_HEALTH, GW_R_INFO, GW_R_MODELS,
@@ -49,5 +52,7 @@ void gw_metrics_fail(gw_metrics *m, gw_fail f);
 void gw_hist_add(gw_hist *h, uint64_t v);
 /* Append the text exposition; `extra` lines (gauges owned by the caller) go last. */
 void gw_metrics_render(gw_metrics *m, gw_buf *b);
+/* Append the engine's counters (posy_engine_*: graph captures, replays ...). */
+void gw_metrics_render_engine(const posy_engine_stats *st, gw_buf *b);
 
 #endif

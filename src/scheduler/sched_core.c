@@ -45,6 +45,7 @@ struct sched {
     sched_req *head, *tail;
     int outstanding, queued_seqs, queued_tokens, inflight;
     uint64_t seqs_run, seqs_dropped;   /* sequences run by the engine / dropped by sched_cancel */
+    posy_engine_stats eng_stats;       /* the engine's counters after its last working step */
     sched_slot slots[SCHED_SLOTS];
 };
 
@@ -207,6 +208,17 @@ static void wait_for_work(sched *s) {
     pthread_cond_timedwait(&s->cv, &s->mu, &ts);
 }
 
+/* Copy the engine's counters (read on this, the engine's thread) where
+ * other threads can read them under the lock. */
+static void refresh_engine_stats(sched *s) {
+    if (!s->eng.stats) return;
+    posy_engine_stats st;
+    s->eng.stats(s->eng.ctx, &st);
+    pthread_mutex_lock(&s->mu);
+    s->eng_stats = st;
+    pthread_mutex_unlock(&s->mu);
+}
+
 static void *sched_loop(void *arg) {
     sched *s = arg;
     posy_result done[SCHED_SLOTS];
@@ -240,6 +252,8 @@ static void *sched_loop(void *arg) {
             n = s->eng.step(s->eng.ctx, NULL, done, SCHED_SLOTS, &err);
             if (n < 0) n = 0;
         }
+        /* before the callbacks, so a response's batch is in the next scrape */
+        if (sl || n > 0) refresh_engine_stats(s);
         collect(s, done, n);
     }
     return NULL;
@@ -372,3 +386,10 @@ void sched_get_depth(sched *s, sched_depth *d) {
 }
 
 int sched_dim(const sched *s) { return s->eng.dim; }
+
+int sched_get_engine_stats(sched *s, posy_engine_stats *out) {
+    pthread_mutex_lock(&s->mu);
+    *out = s->eng_stats;
+    pthread_mutex_unlock(&s->mu);
+    return s->eng.stats ? 0 : -1;
+}

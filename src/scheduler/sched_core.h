@@ -41,6 +41,10 @@ typedef struct sched_engine {
     int dim;                  /* floats written per sequence */
     int (*step)(void *ctx, const posy_batch *next, posy_result *done, int max_done, posy_err *err);
     int (*wait)(void *ctx, posy_result *done, int max_done);
+    /* Optional (NULL: the engine keeps no counters): the engine's counters,
+     * called on the step thread after steps that did work; the scheduler
+     * keeps a copy that other threads read with sched_get_engine_stats. */
+    void (*stats)(void *ctx, posy_engine_stats *out);
 } sched_engine;
 
 /* Adapters: the real engine, and the no-op engine of `posy serve --engine
@@ -119,6 +123,10 @@ typedef struct sched_depth {
     uint64_t seqs_dropped;     /* since open: queued sequences dropped by sched_cancel */
 } sched_depth;
 void sched_get_depth(sched *s, sched_depth *d);
+/* The engine's counters as of its last step (a copy taken under the
+ * scheduler's lock, so safe from any thread).  0, or -1 when the engine
+ * keeps none (*out zeroed). */
+int sched_get_engine_stats(sched *s, posy_engine_stats *out);
 int sched_dim(const sched *s);
 
 #endif

@@ -1,6 +1,7 @@
 /* sched_engines: the engines the step loop can drive.
  *
- * `posy`: the real engine, a direct forward of posy_engine_step/wait.
+ * `posy`: the real engine, a direct forward of posy_engine_step/wait (and
+ * posy_engine_get_stats for the counters in /metrics).
  * `noop`: for `posy serve --engine noop`, a benchmarking engine that skips
  * the model math but keeps everything else (tokenization, queueing,
  * batching, serialization): each sequence gets the same fixed unit vector,
@@ -24,11 +25,14 @@ static int posy_wait(void *ctx, posy_result *done, int max_done) {
     return posy_engine_wait(ctx, done, max_done);
 }
 
+static void posy_stats(void *ctx, posy_engine_stats *out) { posy_engine_get_stats(ctx, out); }
+
 void sched_engine_posy(sched_engine *se, posy_engine *e) {
     se->ctx = e;
     se->dim = posy_engine_info(e)->hidden;
     se->step = posy_step;
     se->wait = posy_wait;
+    se->stats = posy_stats;
 }
 
 typedef struct noop_engine {
@@ -74,6 +78,7 @@ int sched_engine_noop(sched_engine *se, int dim, int delay_us, posy_err *err) {
     se->dim = dim;
     se->step = noop_step;
     se->wait = noop_wait;
+    se->stats = NULL;
     return 0;
 }
 

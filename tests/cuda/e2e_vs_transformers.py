@@ -32,13 +32,13 @@ LENGTHS = [1, 2, 3, 5, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129
            257, 300, 383, 384, 400, 511, 512]
 
 
-def build(name, kw, root):
-    cfg = BertConfig(**kw, attn_implementation="eager")
-    m = BertModel(cfg, add_pooling_layer=False).eval()
-    # numpy's generator, parameters in sorted-name order: the same weights on
-    # any machine and torch version, so outputs made on the GPU machine can
-    # be compared with the CPU engine elsewhere (tests/cuda/compare_cpu.sh)
-    rng = np.random.default_rng(1234)
+def randomize(m, seed=1234):
+    """Set every parameter of `m` from numpy's generator, in sorted-name
+    order: the same weights on any machine and torch version, so outputs
+    made on the GPU machine can be compared with the CPU engine elsewhere
+    (tests/cuda/compare_cpu.py).  LayerNorm weights near 1, biases and
+    other weights small but non-zero, so every parameter matters."""
+    rng = np.random.default_rng(seed)
     with torch.no_grad():
         for n, p in sorted(m.named_parameters()):
             shape = tuple(p.shape)
@@ -49,6 +49,12 @@ def build(name, kw, root):
             else:
                 v = 0.02 * rng.standard_normal(shape)
             p.copy_(torch.from_numpy(v.astype(np.float32)))
+    return m
+
+
+def build(name, kw, root):
+    cfg = BertConfig(**kw, attn_implementation="eager")
+    m = randomize(BertModel(cfg, add_pooling_layer=False).eval())
     hf = os.path.join(root, name + "-hf")
     m.save_pretrained(hf, safe_serialization=True)
     os.makedirs(os.path.join(hf, "1_Pooling"), exist_ok=True)

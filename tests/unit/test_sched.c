@@ -33,6 +33,7 @@ typedef struct fake {
     int hold_done;           /* async: finish nothing until released */
     int has_types[MAXB];     /* the batch carried type ids */
     int types[MAXB][32];     /* its first type ids */
+    int tokens;              /* tokens seen, reported as the engine's counter */
 } fake;
 
 static void vec_for(const int32_t *ids, int len, float *out) {
@@ -58,6 +59,7 @@ static int fake_step(void *ctx, const posy_batch *b, posy_result *done, int max_
         return -1 + 0 * posy_err_set(err, POSY_E_INVALID, "fake: rejected");
     }
     int i = f->nb++;
+    f->tokens += b->n_tokens;
     f->nseq[i] = b->n_seqs;
     f->has_types[i] = b->type_ids != NULL;
     for (int t = 0; b->type_ids && t < b->n_tokens && t < 32; t++) f->types[i][t] = b->type_ids[t];
@@ -109,6 +111,16 @@ static int fake_take(fake *f, posy_result *done, int max_done) {
     return n;
 }
 
+/* The engine's counters: batches and tokens submitted so far. */
+static void fake_stats(void *ctx, posy_engine_stats *out) {
+    fake *f = ctx;
+    memset(out, 0, sizeof *out);
+    pthread_mutex_lock(&f->mu);
+    out->batches = (uint64_t)f->nb;
+    out->tokens = (uint64_t)f->tokens;
+    pthread_mutex_unlock(&f->mu);
+}
+
 static void fake_init(fake *f, sched_engine *se) {
     memset(f, 0, sizeof *f);
     pthread_mutex_init(&f->mu, NULL);
@@ -117,6 +129,7 @@ static void fake_init(fake *f, sched_engine *se) {
     se->dim = DIM;
     se->step = fake_step;
     se->wait = fake_wait;
+    se->stats = fake_stats;
 }
 
 static void fake_hold(fake *f) { pthread_mutex_lock(&f->mu); f->hold = 1; pthread_mutex_unlock(&f->mu); }
@@ -403,6 +416,37 @@ static void test_invalid_and_failure(void) {
     sched_close(s);
 }
 
+/* The engine's counters reach other threads through the scheduler's copy,
+ * up to date by the time a request's callback fires; an engine without
+ * counters reads as -1 and zeros. */
+static void test_engine_stats(void) {
+    fake f; sched_engine se; fake_init(&f, &se);
+    sched *s = open_s(&se, 16, 4, 100);
+    static treq r[3];
+    posy_err err;
+    posy_engine_stats st;
+    CHECK_EQ_INT(sched_get_engine_stats(s, &st), 0);
+    CHECK(st.batches == 0 && st.tokens == 0);
+    for (int i = 0; i < 3; i++) {
+        treq_make(&r[i], i + 1, 2, (int[]){3, 2 + i});
+        CHECK_EQ_INT(sched_submit(s, &r[i].r, &err), 0);
+        wait_fired(&r[i]);
+        CHECK_EQ_INT(sched_get_engine_stats(s, &st), 0);
+        CHECK_EQ_INT((int)st.batches, i + 1);
+    }
+    CHECK_EQ_INT((int)st.tokens, 5 + 6 + 7);
+    sched_close(s);
+    se.stats = NULL;
+    s = open_s(&se, 16, 4, 100);
+    treq_make(&r[0], 1, 1, (int[]){3});
+    CHECK_EQ_INT(sched_submit(s, &r[0].r, &err), 0);
+    wait_fired(&r[0]);
+    st.batches = 7;
+    CHECK_EQ_INT(sched_get_engine_stats(s, &st), -1);
+    CHECK(st.batches == 0 && st.tokens == 0);
+    sched_close(s);
+}
+
 static void test_close_drains(void) {
     fake f; sched_engine se; fake_init(&f, &se);
     sched *s = open_s(&se, 16, 2, 1000);
@@ -421,4 +465,5 @@ static void test_close_drains(void) {
 }
 
 TEST_MAIN(TEST(test_order_and_budgets), TEST(test_seq_budget_packs_across_requests), TEST(test_admission), TEST(test_type_ids),
-          TEST(test_cancel), TEST(test_async_overlap), TEST(test_async_submits_while_running), TEST(test_invalid_and_failure), TEST(test_close_drains))
+          TEST(test_cancel), TEST(test_async_overlap), TEST(test_async_submits_while_running), TEST(test_invalid_and_failure), TEST(test_engine_stats),
+          TEST(test_close_drains))

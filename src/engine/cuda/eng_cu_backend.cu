@@ -216,6 +216,7 @@ static int run_bucket(cu_state *st, cu_bucket *bk, posy_err *err) {
     cudaStream_t s = st->stream;
     if (bk->runs == 0 || getenv("POSY_CUDA_NO_GRAPH")) {
         if (eng_cu_model_forward(&st->m, s, bk->tokens, bk->seqs, err)) return -1;
+        st->stats.eager_runs++;
     } else {
         if (!bk->exec) {
             const double t0 = (posy_now_ns() * 1e-6);
@@ -349,7 +350,10 @@ static int cu_inflight(const posy_engine *e) {
 
 extern "C" int eng_cuda_stats(const posy_engine *e, eng_cu_stats *out) {
     if (!e || !e->ops || strcmp(e->ops->name, "cuda") || !e->backend) return -1;
-    *out = ((const cu_state *)e->backend)->stats;
+    const cu_state *st = (const cu_state *)e->backend;
+    *out = st->stats;
+    out->buckets_seen = 0;
+    for (int i = 0; i < st->n_buckets; i++) out->buckets_seen += st->buckets[i].runs > 0;
     return 0;
 }
 

@@ -18,6 +18,8 @@ typedef struct eng_cu_stats {
     uint64_t captures;       /* graphs captured (one per bucket at most) */
     uint64_t replays;        /* graph launches */
     uint64_t small_batches;  /* batches run by the persistent small-batch kernel (eng_cu_mega.cu) */
+    uint64_t eager_runs;     /* forwards run without a graph (a bucket's first, POSY_CUDA_NO_GRAPH) */
+    uint64_t buckets_seen;   /* buckets run at least once (counted when stats are read) */
     double capture_ms;       /* host time spent capturing + instantiating */
     double gpu_ms;           /* sum of forward times (events around the forward) */
     double last_gpu_ms;      /* the last finished batch's forward time */
