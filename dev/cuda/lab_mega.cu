@@ -98,8 +98,11 @@ static double time_us(eng_cu_model &m, cudaStream_t st, int T, int S, int mega, 
 
 static void profile(eng_cu_model &m, cudaStream_t st, int T, int S, const char *label) {
     if (!m.mega_prof) return;
-    const int NBAR = 5 * m.L, NP = 2 + 2 * NBAR;
-    double work[5] = {0}, bar[5] = {0}, total = 0;
+    const int PS = 6, NBAR = 5 * m.L, NP = 2 + PS * NBAR;
+    /* per stage kind: slowest block's work (last arrival - previous last
+     * departure), barrier (last departure - last arrival), departure skew
+     * (last - block 0), block 0's GEMM phases */
+    double work[5] = {0}, bar[5] = {0}, skew[5] = {0}, ph_w[5] = {0}, ph_m[5] = {0}, ph_e[5] = {0}, total = 0;
     const int R = 20;
     std::vector<unsigned long long> p(NP);
     for (int r = 0; r < R; r++) {
@@ -107,19 +110,29 @@ static void profile(eng_cu_model &m, cudaStream_t st, int T, int S, const char *
         CUCHECK(eng_cu_mega_forward(&m, st, T, S));
         CUCHECK(cudaStreamSynchronize(st));
         CUCHECK(cudaMemcpy(p.data(), m.mega_prof, NP * 8, cudaMemcpyDeviceToHost));
-        unsigned long long prev = p[0];
+        unsigned long long prev = p[0], prev0 = p[0];
         for (int b = 0; b < NBAR; b++) {
-            const unsigned long long arr = p[2 + 2 * b], dep = p[3 + 2 * b];
-            work[b % 5] += (double)(arr - prev) / m.L / R;
-            bar[b % 5] += (double)(dep - arr) / m.L / R;
-            prev = dep;
+            const unsigned long long *q = &p[2 + PS * b];
+            const double k = 1.0 / m.L / R;
+            work[b % 5] += (double)(q[0] - prev) * k;
+            bar[b % 5] += (double)(q[2] - q[0]) * k;
+            skew[b % 5] += (double)(q[2] - q[1]) * k;
+            if (q[3]) {
+                ph_w[b % 5] += (double)(q[3] - prev0) * k;
+                if (q[4]) ph_m[b % 5] += (double)(q[4] - q[3]) * k;
+                if (q[5]) ph_e[b % 5] += (double)(q[5] - q[4]) * k;
+            }
+            prev = q[2];
+            prev0 = q[1];
         }
         total += (double)(p[1] - p[0]) / R;
     }
     const char *names[5] = {"LN+QKV", "ATT", "O+res", "LN+UP", "DOWN+res"};
-    printf("  profile %s: kernel body %.1f us (start to last block's end); per layer:\n", label, total / 1e3);
+    printf("  profile %s: kernel body %.1f us (start to last block's end); per layer, us:\n", label, total / 1e3);
     for (int k = 0; k < 5; k++)
-        printf("    %-9s slowest block %.2f us, barrier %.2f us\n", names[k], work[k] / 1e3, bar[k] / 1e3);
+        printf("    %-9s work %.2f  barrier %.2f (departure skew %.2f) | block 0: to weights-ready %.2f, "
+               "products %.2f, epilogue %.2f\n",
+               names[k], work[k] / 1e3, bar[k] / 1e3, skew[k] / 1e3, ph_w[k] / 1e3, ph_m[k] / 1e3, ph_e[k] / 1e3);
 }
 
 int main(int argc, char **argv) {

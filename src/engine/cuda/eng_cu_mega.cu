@@ -55,7 +55,11 @@
 #define MG_WARPS 8
 #define MG_MAXT 64
 #define MG_BARRIERS_PER_LAYER 5
-#define MG_PROF_N (2 + 2 * MG_BARRIERS_PER_LAYER * 64) /* start, end, per barrier: last arrival, departure */
+/* profile: start, end, then per barrier MG_PS slots: last arrival over the
+ * blocks, block 0's departure, last departure, and block 0's GEMM phases
+ * before it (weights landed, products done, epilogue done) */
+#define MG_PS 6
+#define MG_PROF_N (2 + MG_PS * MG_BARRIERS_PER_LAYER * 64)
 
 typedef struct mega_args {
     const eng_cu_layer *layers;
@@ -74,6 +78,16 @@ typedef struct mega_args {
 /* ---- small device helpers -------------------------------------------------- */
 
 static __device__ __forceinline__ uint4 mg_ldcg4(const bf16 *p) { return __ldcg((const uint4 *)p); }
+
+static __device__ __forceinline__ void mg_unpack8(uint4 u, float *f) {
+    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
+#pragma unroll
+    for (int t = 0; t < 4; t++) {
+        const float2 x = __bfloat1622float2(h[t]);
+        f[2 * t] = x.x;
+        f[2 * t + 1] = x.y;
+    }
+}
 
 static __device__ __forceinline__ void mg_mma(float *c, unsigned a0, unsigned a1, unsigned a2, unsigned a3,
                                               unsigned b0, unsigned b1) {
@@ -102,14 +116,18 @@ static __device__ __forceinline__ void mg_grid_sync(unsigned long long *ctr, uns
                                                     unsigned long long *prof, int *nb) {
     __syncthreads();
     if (threadIdx.x == 0) {
-        if (prof) atomicMax(prof + 2 + 2 * *nb, mg_now());
+        if (prof) atomicMax(prof + 2 + MG_PS * *nb, mg_now());
         asm volatile("red.release.gpu.global.add.u64 [%0], 1;\n" ::"l"(ctr) : "memory");
         *target += gridDim.x;
         unsigned long long v;
         do {
             asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(v) : "l"(ctr) : "memory");
         } while (v < *target);
-        if (prof && blockIdx.x == 0) prof[3 + 2 * *nb] = mg_now();
+        if (prof) {
+            const unsigned long long t = mg_now();
+            if (blockIdx.x == 0) prof[3 + MG_PS * *nb] = t;
+            atomicMax(prof + 4 + MG_PS * *nb, t);
+        }
     }
     (*nb)++;
     __syncthreads();
@@ -192,42 +210,92 @@ static __device__ void mg_embed_prologue(const mega_args &a, int n, int rows_pad
  * rows; block 0 also stores them as the residual x.  A warp's rows
  * (warp + 8 i) are all loaded before any is reduced: one L2 round trip for
  * the prologue, not one per row.  MAXC = 16-byte chunks of a row per lane. */
-template <int MAXC>
-static __device__ void mg_ln_rows(const mega_args &a, const float *g, const float *b, int n, int rows_pad,
-                                  bf16 *As, int lda) {
-    constexpr int RPW = MG_MAXT / MG_WARPS;
+/* RG rows of a warp (warp + 8 (i0 + i)), loaded together, reduced together
+ * (the shuffles of the rows interleave), then normalised and stored. */
+template <int MAXC, int RG>
+static __device__ void mg_ln_group(const mega_args &a, const float *g, const float *b, int n, int rows_pad,
+                                   bf16 *As, int lda, int i0) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, H = a.H, nc = H >> 3;
-    uint4 raw[RPW][MAXC];
+    uint4 raw[RG][MAXC];
 #pragma unroll
-    for (int i = 0; i < RPW; i++) {
-        const int r = warp + MG_WARPS * i;
+    for (int i = 0; i < RG; i++) {
+        const int r = warp + MG_WARPS * (i0 + i);
 #pragma unroll
         for (int c = 0; c < MAXC; c++) {
             raw[i][c] = make_uint4(0, 0, 0, 0);
             if (r < n && lane + 32 * c < nc) raw[i][c] = mg_ldcg4(a.y + (size_t)r * H + (lane + 32 * c) * 8);
         }
     }
+    float mean[RG], var[RG];
 #pragma unroll
-    for (int i = 0; i < RPW; i++) {
-        const int r = warp + MG_WARPS * i;
-        if (r >= rows_pad) break;
-        bf16 *dst = As + (size_t)r * lda;
-        if (r >= n) {
-            for (int c = lane; c < nc; c += 32) *(uint4 *)(dst + c * 8) = make_uint4(0, 0, 0, 0);
-            continue;
-        }
-        float v[MAXC][8];
+    for (int i = 0; i < RG; i++) {
+        float t = 0.f;
 #pragma unroll
         for (int c = 0; c < MAXC; c++) {
-            const __nv_bfloat162 *h2 = (const __nv_bfloat162 *)&raw[i][c];
+            float f[8];
+            mg_unpack8(raw[i][c], f);
 #pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const float2 f = __bfloat1622float2(h2[j]);
-                v[c][2 * j] = f.x;
-                v[c][2 * j + 1] = f.y;
+            for (int j = 0; j < 8; j++) t += f[j];
+        }
+        mean[i] = t;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+        for (int i = 0; i < RG; i++) mean[i] += __shfl_xor_sync(0xffffffffu, mean[i], o);
+#pragma unroll
+    for (int i = 0; i < RG; i++) {
+        mean[i] /= (float)H;
+        float q = 0.f;
+#pragma unroll
+        for (int c = 0; c < MAXC; c++)
+            if (lane + 32 * c < nc) {
+                float f[8];
+                mg_unpack8(raw[i][c], f);
+#pragma unroll
+                for (int j = 0; j < 8; j++) { const float e = f[j] - mean[i]; q += e * e; }
+            }
+        var[i] = q;
+    }
+#pragma unroll
+    for (int o = 16; o > 0; o >>= 1)
+#pragma unroll
+        for (int i = 0; i < RG; i++) var[i] += __shfl_xor_sync(0xffffffffu, var[i], o);
+#pragma unroll
+    for (int c = 0; c < MAXC; c++) {
+        const int cc = lane + 32 * c;
+        if (cc >= nc) continue;
+        const float4 g0 = *(const float4 *)(g + cc * 8), g1 = *(const float4 *)(g + cc * 8 + 4);
+        const float4 b0 = *(const float4 *)(b + cc * 8), b1 = *(const float4 *)(b + cc * 8 + 4);
+        const float gg[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+        const float bb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+#pragma unroll
+        for (int i = 0; i < RG; i++) {
+            const int r = warp + MG_WARPS * (i0 + i);
+            if (r < rows_pad) {
+                float f[8], o[8];
+                mg_unpack8(raw[i][c], f);
+                const float rs = rsqrtf(var[i] / (float)H + a.eps);
+#pragma unroll
+                for (int j = 0; j < 8; j++) o[j] = r < n ? (f[j] - mean[i]) * rs * gg[j] + bb[j] : 0.f;
+                eng_cu_store8(As + (size_t)r * lda + cc * 8, o);
+                if (blockIdx.x == 0 && r < n) eng_cu_store8(a.x + (size_t)r * H + cc * 8, o);
             }
         }
-        mg_ln_store<MAXC>(v, H, g, b, a.eps, dst, blockIdx.x == 0 ? a.x + (size_t)r * H : NULL);
+    }
+}
+
+/* LayerNorm (g, b) of the rows of y into shared A, zeros past the real
+ * rows; block 0 also stores them as the residual x.  A warp's rows
+ * (warp + 8 i) go in groups whose loads and reductions overlap. */
+template <int MAXC>
+static __device__ void mg_ln_rows(const mega_args &a, const float *g, const float *b, int n, int rows_pad,
+                                  bf16 *As, int lda) {
+    constexpr int RG = MAXC == 1 ? 8 : MAXC == 2 ? 4 : 2;
+    const int warp = threadIdx.x >> 5;
+    for (int i0 = 0; i0 < MG_MAXT / MG_WARPS; i0 += RG) {
+        if (warp + MG_WARPS * i0 >= rows_pad) break;
+        mg_ln_group<MAXC, RG>(a, g, b, n, rows_pad, As, lda, i0);
     }
 }
 
@@ -372,16 +440,18 @@ enum { MG_EPI_BIAS = 0, MG_EPI_GELU = 1, MG_EPI_RES = 2 };
 template <int AS>
 static __device__ void mg_stage_gemm(const mega_args &a, const bf16 *A, int lda, int n_rows, const bf16 *Ws,
                                      const bf16 *bias, int N, int K, int epi, const bf16 *res, bf16 *out,
-                                     float *acc) {
+                                     float *acc, unsigned long long *ph) {
     int t0, nt;
     mg_tiles(N, &t0, &nt);
     asm volatile("cp.async.wait_all;\n" ::: "memory");
     __syncthreads();
+    if (ph && threadIdx.x == 0) ph[0] = mg_now();
     if (nt <= 0) return;
     const int MT = (n_rows + 15) >> 4, ldacc = nt * 8, nk = K >> 6, U = nt * nk;
     const size_t slot = (size_t)MT * 16 * ldacc;
     mg_gemm<AS>(A, lda, MT, Ws, K, nt, acc, ldacc);
     __syncthreads();
+    if (ph && threadIdx.x == 0) ph[1] = mg_now();
     const int half = ldacc >> 1;
     for (int i = threadIdx.x; i < n_rows * half; i += MG_THREADS) {
         const int r = i / half, c = 2 * (i % half), n = t0 * 8 + c, tile = c >> 3;
@@ -407,6 +477,7 @@ static __device__ void mg_stage_gemm(const mega_args &a, const bf16 *A, int lda,
         *(__nv_bfloat162 *)(out + (size_t)r * N + n) = __floats2bfloat162_rn(v0, v1);
     }
     __syncthreads();
+    if (ph && threadIdx.x == 0) ph[2] = mg_now();
 }
 
 /* ---- attention: one warp per (head, query row) ---------------------------- */
@@ -415,29 +486,28 @@ static __device__ void mg_stage_gemm(const mega_args &a, const bf16 *A, int lda,
  * l's v[0] is the sum over all lanes of dim l.  Recursive halving: each
  * step keeps one half of the dims and swaps the other with the partner,
  * 31 shuffles in all. */
-static __device__ __forceinline__ void mg_reduce_scatter32(float *v) {
-    const int lane = threadIdx.x & 31;
+template <int W>
+static __device__ __forceinline__ void mg_rs_step(float *v, int lane) {
+    const bool upper = (lane & W) != 0;
 #pragma unroll
-    for (int w = 16; w >= 1; w >>= 1) {
-        const bool upper = (lane & w) != 0;
-#pragma unroll
-        for (int k = 0; k < w; k++) {
-            const float send = upper ? v[k] : v[k + w];
-            const float keep = upper ? v[k + w] : v[k];
-            v[k] = keep + __shfl_xor_sync(0xffffffffu, send, w);
-        }
+    for (int k = 0; k < W; k++) {
+        const float send = upper ? v[k] : v[k + W];
+        const float keep = upper ? v[k + W] : v[k];
+        v[k] = keep + __shfl_xor_sync(0xffffffffu, send, W);
     }
 }
 
-static __device__ __forceinline__ void mg_unpack8(uint4 u, float *f) {
-    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
-#pragma unroll
-    for (int t = 0; t < 4; t++) {
-        const float2 x = __bfloat1622float2(h[t]);
-        f[2 * t] = x.x;
-        f[2 * t + 1] = x.y;
-    }
+/* (the steps are separate instantiations so every index is a constant and
+ * v stays in registers) */
+static __device__ __forceinline__ void mg_reduce_scatter32(float *v) {
+    const int lane = threadIdx.x & 31;
+    mg_rs_step<16>(v, lane);
+    mg_rs_step<8>(v, lane);
+    mg_rs_step<4>(v, lane);
+    mg_rs_step<2>(v, lane);
+    mg_rs_step<1>(v, lane);
 }
+
 
 /* Sequences here have at most 64 tokens, so lane l owns keys l and l + 32:
  * one round trip loads q and both key rows, a second both value rows (in
@@ -590,26 +660,28 @@ __global__ void __launch_bounds__(MG_THREADS, 1) mega_bert_kernel(mega_args a) {
         if (a.prof && blockIdx.x == 0) a.prof[0] = mg_now();
     }
     mg_prefetch_w(a.layers[0].qkv_w, 3 * H, H, Ws);
+#define PH (a.prof && blockIdx.x == 0 ? a.prof + 2 + MG_PS * nb + 3 : NULL)
     for (int l = 0; l < a.L; l++) {
         const eng_cu_layer *w = &a.layers[l];
         if (l == 0) mg_embed_prologue(a, n, rows_pad, As, lda);
         else mg_ln_prologue(a, a.layers[l - 1].ln2_g, a.layers[l - 1].ln2_b, n, rows_pad, As, lda);
-        mg_stage_gemm<1>(a, As, lda, n, Ws, w->qkv_b, 3 * H, H, MG_EPI_BIAS, NULL, a.qkv, acc);
+        mg_stage_gemm<1>(a, As, lda, n, Ws, w->qkv_b, 3 * H, H, MG_EPI_BIAS, NULL, a.qkv, acc, PH);
         mg_prefetch_w(w->ao_w, H, H, Ws);
         mg_grid_sync(a.bar, &target, a.prof, &nb);
         mg_stage_attention(a, n);
         mg_grid_sync(a.bar, &target, a.prof, &nb);
-        mg_stage_gemm<0>(a, a.ctx, H, n, Ws, w->ao_b, H, H, MG_EPI_RES, a.x, a.y, acc);
+        mg_stage_gemm<0>(a, a.ctx, H, n, Ws, w->ao_b, H, H, MG_EPI_RES, a.x, a.y, acc, PH);
         mg_prefetch_w(w->up_w, a.I, H, Ws);
         mg_grid_sync(a.bar, &target, a.prof, &nb);
         mg_ln_prologue(a, w->ln1_g, w->ln1_b, n, rows_pad, As, lda);
-        mg_stage_gemm<1>(a, As, lda, n, Ws, w->up_b, a.I, H, MG_EPI_GELU, NULL, a.inter, acc);
+        mg_stage_gemm<1>(a, As, lda, n, Ws, w->up_b, a.I, H, MG_EPI_GELU, NULL, a.inter, acc, PH);
         mg_prefetch_w(w->down_w, H, a.I, Ws);
         mg_grid_sync(a.bar, &target, a.prof, &nb);
-        mg_stage_gemm<0>(a, a.inter, a.I, n, Ws, w->down_b, H, a.I, MG_EPI_RES, a.x, a.y, acc);
+        mg_stage_gemm<0>(a, a.inter, a.I, n, Ws, w->down_b, H, a.I, MG_EPI_RES, a.x, a.y, acc, PH);
         if (l + 1 < a.L) mg_prefetch_w(a.layers[l + 1].qkv_w, 3 * H, H, Ws);
         mg_grid_sync(a.bar, &target, a.prof, &nb);
     }
+#undef PH
     mg_stage_pool(a, n, As, acc);
     if (a.prof) {
         __syncthreads();
