@@ -210,92 +210,46 @@ static __device__ void mg_embed_prologue(const mega_args &a, int n, int rows_pad
  * rows; block 0 also stores them as the residual x.  A warp's rows
  * (warp + 8 i) are all loaded before any is reduced: one L2 round trip for
  * the prologue, not one per row.  MAXC = 16-byte chunks of a row per lane. */
-/* RG rows of a warp (warp + 8 (i0 + i)), loaded together, reduced together
- * (the shuffles of the rows interleave), then normalised and stored. */
-template <int MAXC, int RG>
-static __device__ void mg_ln_group(const mega_args &a, const float *g, const float *b, int n, int rows_pad,
-                                   bf16 *As, int lda, int i0) {
+/* LayerNorm (g, b) of the rows of y into shared A, zeros past the real
+ * rows; block 0 also stores them as the residual x.  A warp's rows
+ * (warp + 8 i) are all loaded before any is reduced: one L2 round trip for
+ * the prologue, not one per row.  MAXC = 16-byte chunks of a row per lane. */
+template <int MAXC>
+static __device__ void mg_ln_rows(const mega_args &a, const float *g, const float *b, int n, int rows_pad,
+                                  bf16 *As, int lda) {
+    constexpr int RPW = MG_MAXT / MG_WARPS;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, H = a.H, nc = H >> 3;
-    uint4 raw[RG][MAXC];
+    uint4 raw[RPW][MAXC];
 #pragma unroll
-    for (int i = 0; i < RG; i++) {
-        const int r = warp + MG_WARPS * (i0 + i);
+    for (int i = 0; i < RPW; i++) {
+        const int r = warp + MG_WARPS * i;
 #pragma unroll
         for (int c = 0; c < MAXC; c++) {
             raw[i][c] = make_uint4(0, 0, 0, 0);
             if (r < n && lane + 32 * c < nc) raw[i][c] = mg_ldcg4(a.y + (size_t)r * H + (lane + 32 * c) * 8);
         }
     }
-    float mean[RG], var[RG];
 #pragma unroll
-    for (int i = 0; i < RG; i++) {
-        float t = 0.f;
+    for (int i = 0; i < RPW; i++) {
+        const int r = warp + MG_WARPS * i;
+        if (r >= rows_pad) break;
+        bf16 *dst = As + (size_t)r * lda;
+        if (r >= n) {
+            for (int c = lane; c < nc; c += 32) *(uint4 *)(dst + c * 8) = make_uint4(0, 0, 0, 0);
+            continue;
+        }
+        float v[MAXC][8];
 #pragma unroll
         for (int c = 0; c < MAXC; c++) {
-            float f[8];
-            mg_unpack8(raw[i][c], f);
+            const __nv_bfloat162 *h2 = (const __nv_bfloat162 *)&raw[i][c];
 #pragma unroll
-            for (int j = 0; j < 8; j++) t += f[j];
-        }
-        mean[i] = t;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-        for (int i = 0; i < RG; i++) mean[i] += __shfl_xor_sync(0xffffffffu, mean[i], o);
-#pragma unroll
-    for (int i = 0; i < RG; i++) {
-        mean[i] /= (float)H;
-        float q = 0.f;
-#pragma unroll
-        for (int c = 0; c < MAXC; c++)
-            if (lane + 32 * c < nc) {
-                float f[8];
-                mg_unpack8(raw[i][c], f);
-#pragma unroll
-                for (int j = 0; j < 8; j++) { const float e = f[j] - mean[i]; q += e * e; }
-            }
-        var[i] = q;
-    }
-#pragma unroll
-    for (int o = 16; o > 0; o >>= 1)
-#pragma unroll
-        for (int i = 0; i < RG; i++) var[i] += __shfl_xor_sync(0xffffffffu, var[i], o);
-#pragma unroll
-    for (int c = 0; c < MAXC; c++) {
-        const int cc = lane + 32 * c;
-        if (cc >= nc) continue;
-        const float4 g0 = *(const float4 *)(g + cc * 8), g1 = *(const float4 *)(g + cc * 8 + 4);
-        const float4 b0 = *(const float4 *)(b + cc * 8), b1 = *(const float4 *)(b + cc * 8 + 4);
-        const float gg[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
-        const float bb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-        for (int i = 0; i < RG; i++) {
-            const int r = warp + MG_WARPS * (i0 + i);
-            if (r < rows_pad) {
-                float f[8], o[8];
-                mg_unpack8(raw[i][c], f);
-                const float rs = rsqrtf(var[i] / (float)H + a.eps);
-#pragma unroll
-                for (int j = 0; j < 8; j++) o[j] = r < n ? (f[j] - mean[i]) * rs * gg[j] + bb[j] : 0.f;
-                eng_cu_store8(As + (size_t)r * lda + cc * 8, o);
-                if (blockIdx.x == 0 && r < n) eng_cu_store8(a.x + (size_t)r * H + cc * 8, o);
+            for (int j = 0; j < 4; j++) {
+                const float2 f = __bfloat1622float2(h2[j]);
+                v[c][2 * j] = f.x;
+                v[c][2 * j + 1] = f.y;
             }
         }
-    }
-}
-
-/* LayerNorm (g, b) of the rows of y into shared A, zeros past the real
- * rows; block 0 also stores them as the residual x.  A warp's rows
- * (warp + 8 i) go in groups whose loads and reductions overlap. */
-template <int MAXC>
-static __device__ void mg_ln_rows(const mega_args &a, const float *g, const float *b, int n, int rows_pad,
-                                  bf16 *As, int lda) {
-    constexpr int RG = MAXC == 1 ? 8 : MAXC == 2 ? 4 : 2;
-    const int warp = threadIdx.x >> 5;
-    for (int i0 = 0; i0 < MG_MAXT / MG_WARPS; i0 += RG) {
-        if (warp + MG_WARPS * i0 >= rows_pad) break;
-        mg_ln_group<MAXC, RG>(a, g, b, n, rows_pad, As, lda, i0);
+        mg_ln_store<MAXC>(v, H, g, b, a.eps, dst, blockIdx.x == 0 ? a.x + (size_t)r * H : NULL);
     }
 }
 
