@@ -84,6 +84,42 @@ static __device__ __forceinline__ void eng_cu_store8(bf16 *p, const float *v) {
     for (int i = 0; i < 4; i++) h[i] = __floats2bfloat162_rn(v[2 * i], v[2 * i + 1]);
     *(uint4 *)p = u;
 }
+/* LayerNorm of a row held by a warp in v (chunk i of a lane covers columns
+ * (lane + 32 i) * 8 .. +7, MAXC chunks a lane), written as bf16 to out and,
+ * when not NULL, to out2.  Two-pass statistics in fp32.  Shared by the norm
+ * kernels (eng_cu_norm.cu) and the small-batch kernel (eng_cu_mega.cu). */
+template <int MAXC>
+static __device__ __forceinline__ void eng_cu_ln_finish(float (*v)[8], int H, const float *gamma,
+                                                        const float *beta, bf16 *out, float eps,
+                                                        bf16 *out2 = NULL) {
+    const int lane = threadIdx.x & 31, nc = H >> 3;
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < MAXC; i++)
+        if (lane + 32 * i < nc)
+#pragma unroll
+            for (int j = 0; j < 8; j++) s += v[i][j];
+    const float mean = eng_cu_warp_sum(s) / (float)H;
+    float q = 0.f;
+#pragma unroll
+    for (int i = 0; i < MAXC; i++)
+        if (lane + 32 * i < nc)
+#pragma unroll
+            for (int j = 0; j < 8; j++) { float d = v[i][j] - mean; q += d * d; }
+    const float rstd = rsqrtf(eng_cu_warp_sum(q) / (float)H + eps);
+#pragma unroll
+    for (int i = 0; i < MAXC; i++) {
+        const int c = lane + 32 * i;
+        if (c < nc) {
+            float y[8];
+#pragma unroll
+            for (int j = 0; j < 8; j++)
+                y[j] = (v[i][j] - mean) * rstd * gamma[c * 8 + j] + beta[c * 8 + j];
+            eng_cu_store8(out + c * 8, y);
+            if (out2) eng_cu_store8(out2 + c * 8, y);
+        }
+    }
+}
 #endif
 
 /* ---- norms (eng_cu_norm.cu) --------------------------------------------- */

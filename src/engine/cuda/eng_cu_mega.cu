@@ -138,44 +138,6 @@ static __device__ __forceinline__ float mg_gelu(float v, int tanh_form) {
     return 0.5f * v * (1.f + erff(v * 0.7071067811865476f));
 }
 
-/* LayerNorm of one row (H <= 1024) held as v[4][8] by a warp: chunk i of a
- * lane covers columns (lane + 32 i) * 8 .. +7; writes bf16 to dst (and
- * dst2 if not NULL). */
-template <int MAXC>
-static __device__ void mg_ln_store(float (*v)[8], int H, const float *g, const float *b, float eps,
-                                   bf16 *dst, bf16 *dst2) {
-    const int lane = threadIdx.x & 31, nc = H >> 3;
-    float s = 0.f;
-#pragma unroll
-    for (int i = 0; i < MAXC; i++)
-        if (lane + 32 * i < nc)
-#pragma unroll
-            for (int j = 0; j < 8; j++) s += v[i][j];
-    const float mean = eng_cu_warp_sum(s) / (float)H;
-    float q = 0.f;
-#pragma unroll
-    for (int i = 0; i < MAXC; i++)
-        if (lane + 32 * i < nc)
-#pragma unroll
-            for (int j = 0; j < 8; j++) { const float e = v[i][j] - mean; q += e * e; }
-    const float rstd = rsqrtf(eng_cu_warp_sum(q) / (float)H + eps);
-#pragma unroll
-    for (int i = 0; i < MAXC; i++) {
-        const int c = lane + 32 * i;
-        if (c < nc) {
-            float o[8];
-            const float4 g0 = *(const float4 *)(g + c * 8), g1 = *(const float4 *)(g + c * 8 + 4);
-            const float4 b0 = *(const float4 *)(b + c * 8), b1 = *(const float4 *)(b + c * 8 + 4);
-            const float gg[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
-            const float bb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-#pragma unroll
-            for (int j = 0; j < 8; j++) o[j] = (v[i][j] - mean) * rstd * gg[j] + bb[j];
-            eng_cu_store8(dst + c * 8, o);
-            if (dst2) eng_cu_store8(dst2 + c * 8, o);
-        }
-    }
-}
-
 /* Layer 0's prologue: word + position + type embeddings, LayerNorm, into
  * shared A (zeros past the real rows); block 0 also stores the rows as the
  * residual x.  Once per forward, so one row at a time per warp. */
@@ -202,7 +164,7 @@ static __device__ void mg_embed_prologue(const mega_args &a, int n, int rows_pad
                 for (int j = 0; j < 8; j++) v[i][j] += p8[j] + (t ? t8[j] : 0.f);
             }
         }
-        mg_ln_store<4>(v, H, a.emb_g, a.emb_b, a.eps, dst, blockIdx.x == 0 ? a.x + (size_t)r * H : NULL);
+        eng_cu_ln_finish<4>(v, H, a.emb_g, a.emb_b, dst, a.eps, blockIdx.x == 0 ? a.x + (size_t)r * H : NULL);
     }
 }
 
@@ -249,7 +211,7 @@ static __device__ void mg_ln_rows(const mega_args &a, const float *g, const floa
                 v[c][2 * j + 1] = f.y;
             }
         }
-        mg_ln_store<MAXC>(v, H, g, b, a.eps, dst, blockIdx.x == 0 ? a.x + (size_t)r * H : NULL);
+        eng_cu_ln_finish<MAXC>(v, H, g, b, dst, a.eps, blockIdx.x == 0 ? a.x + (size_t)r * H : NULL);
     }
 }
 
@@ -571,7 +533,7 @@ static __device__ void mg_stage_pool(const mega_args &a, int n, bf16 *rows_s, fl
                     }
                 }
             }
-            mg_ln_store<4>(v, H, lw->ln2_g, lw->ln2_b, a.eps, rows_s + (size_t)(r - r0) * H, NULL);
+            eng_cu_ln_finish<4>(v, H, lw->ln2_g, lw->ln2_b, rows_s + (size_t)(r - r0) * H, a.eps, NULL);
         }
         __syncthreads();
         const float inv = 1.f / (float)(r1 - r0);

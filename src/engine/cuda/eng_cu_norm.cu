@@ -17,39 +17,6 @@
 
 int eng_cu_pdl_on = 0;
 
-/* LayerNorm of the row held in v (chunks c = lane + 32*i), written to out.
- * For rows of <= 1024 values gamma and beta are loaded first, alongside
- * the row, so that a short batch pays one memory round trip, not two. */
-template <int MAXC>
-static __device__ __forceinline__ void ln_finish(float (*v)[8], int H, const float *gamma,
-                                                 const float *beta, bf16 *out, float eps) {
-    const int lane = threadIdx.x & 31, nc = H >> 3;
-    float s = 0.f;
-#pragma unroll
-    for (int i = 0; i < MAXC; i++)
-        if (lane + 32 * i < nc)
-#pragma unroll
-            for (int j = 0; j < 8; j++) s += v[i][j];
-    const float mean = eng_cu_warp_sum(s) / (float)H;
-    float q = 0.f;
-#pragma unroll
-    for (int i = 0; i < MAXC; i++)
-        if (lane + 32 * i < nc)
-#pragma unroll
-            for (int j = 0; j < 8; j++) { float d = v[i][j] - mean; q += d * d; }
-    const float rstd = rsqrtf(eng_cu_warp_sum(q) / (float)H + eps);
-#pragma unroll
-    for (int i = 0; i < MAXC; i++) {
-        const int c = lane + 32 * i;
-        if (c < nc) {
-            float y[8];
-#pragma unroll
-            for (int j = 0; j < 8; j++)
-                y[j] = (v[i][j] - mean) * rstd * gamma[c * 8 + j] + beta[c * 8 + j];
-            eng_cu_store8(out + c * 8, y);
-        }
-    }
-}
 
 /* add_ln's short-row path: parameters held in registers from the start. */
 template <int MAXC>
@@ -96,7 +63,7 @@ embed_ln_kernel(const int32_t *ids, const int32_t *pos_ids, const int32_t *type_
             for (int j = 0; j < 8; j++) v[i][j] += a[j] + (t ? b[j] : 0.f);
         }
     }
-    ln_finish<MAXC>(v, H, gamma, beta, out + (size_t)row * H, eps);
+    eng_cu_ln_finish<MAXC>(v, H, gamma, beta, out + (size_t)row * H, eps);
 }
 
 template <int MAXC>
@@ -168,7 +135,7 @@ add_ln_kernel(const bf16 *x, const bf16 *res, const float *gamma, const float *b
             }
         }
     }
-    ln_finish<MAXC>(v, H, gamma, beta, out + (size_t)row * H, eps);
+    eng_cu_ln_finish<MAXC>(v, H, gamma, beta, out + (size_t)row * H, eps);
 }
 
 template <int MAXC>
