@@ -28,6 +28,7 @@ typedef struct rpc_chunk {
     const int32_t *ids;           /* n_tokens */
     const int32_t *lengths;       /* n_seqs, each >= 1 */
     const int32_t *type_ids;      /* n_tokens, or NULL for all zeros */
+    const int32_t *pool_skip;     /* n_seqs leading tokens left out of pooling, or NULL for none */
 } rpc_chunk;
 
 /* What a worker serves (InfoResponse). */
