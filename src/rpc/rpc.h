@@ -47,6 +47,7 @@ typedef struct rpc_info {
     int max_chunk_tokens;         /* largest chunk accepted by one Embed */
     int max_chunk_seqs;
     int normalize;
+    int pool_skip;                /* the backend applies rpc_chunk.pool_skip */
     uint64_t requests, sequences, tokens;   /* counters, filled by the server */
     uint64_t cancelled;           /* Embed calls the client cancelled or let expire */
     uint64_t seqs_run, seqs_dropped;        /* from the backend's counters(), if any */

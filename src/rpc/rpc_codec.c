@@ -150,6 +150,7 @@ grpc_byte_buffer *rpc_info_encode(const rpc_info *i) {
     m.device = (char *)i->device;
     m.dtype = (char *)i->dtype;
     m.normalize = i->normalize != 0;
+    m.pool_skip = i->pool_skip != 0;
     m.pooling = (char *)i->pooling;
     m.fingerprint = (char *)i->fingerprint;
     m.requests = i->requests;
@@ -181,6 +182,7 @@ int rpc_info_decode(const uint8_t *buf, size_t len, rpc_info *o, posy_err *err) 
     o->max_chunk_tokens = (int)m->max_chunk_tokens;
     o->max_chunk_seqs = (int)m->max_chunk_seqs;
     o->normalize = m->normalize;
+    o->pool_skip = m->pool_skip;
     o->requests = m->requests;
     o->sequences = m->sequences;
     o->tokens = m->tokens;

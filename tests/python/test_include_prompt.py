@@ -180,7 +180,7 @@ def test_serve_prompt_longer_than_the_model_is_refused(server):
     assert post(server.url, "/embed", {"inputs": ["x"]})[0] == 200   # still serving
 
 
-def test_serve_chunked_skips_the_prompt_in_the_first_window(server):
+def test_serve_chunked_skips_the_prompt_in_the_first_window(server, posy, dflt_dir):
     """A long input under "chunked": window 0 is [CLS] prompt text[:W-p] [SEP]
     with the prompt left out, window 1 [CLS] rest [SEP] pooled whole; the
     result is their mean weighted by the tokens each pooled (docs/DECODERS.md).
@@ -193,6 +193,8 @@ def test_serve_chunked_skips_the_prompt_in_the_first_window(server):
     got = np.array(body[0], dtype=np.float64)
     st, w0 = post(server.url, "/embed", {"inputs": [" ".join(words[:first])]})
     assert st == 200, w0
+    np.testing.assert_allclose(np.array(w0, np.float32), posy.embed_jsonl("--", " ".join(words[:first]), model=dflt_dir),
+                               atol=ATOL, rtol=0)
     st, w1 = post(server.url, "/embed", {"inputs": [" ".join(words[first:])], "prompt_name": "none"})
     assert st == 200, w1
     n0, n1 = 256 - skip, len(words) - first + 2
