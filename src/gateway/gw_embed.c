@@ -117,11 +117,12 @@ static int skip_after_left_cut(const tok_encoding *e, int skip, int dropped) {
     return skip - dropped > pre ? skip - dropped : pre;
 }
 
-/* One text input: prompt in front, lowercased if the model says so,
- * tokenized, truncated / refused / split into windows; `skip` prompt
- * tokens (include_prompt false) are left out of its pooling. */
-static int add_text(gw_call *c, const gw_embed_req *r, int idx, const char *text, size_t len, const char *prompt,
-                    int skip) {
+/* Encode one text into tl_enc: prompt in front, lowercased if the model
+ * says so, truncated as the request says.  When prompt tokens are skipped
+ * and the cut is on the left, *n_full gets the length before the cut (0
+ * otherwise) so the caller knows how much of the prompt went. */
+static int encode_text(gw_call *c, const gw_embed_req *r, int idx, const char *text, size_t len, const char *prompt,
+                       int skip, int *n_full) {
     const gw_model *m = &c->srv->model;
     char *joined = NULL;
     if (prompt) {   /* sentence-transformers prepends the prompt text */
@@ -150,19 +151,28 @@ static int add_text(gw_call *c, const gw_embed_req *r, int idx, const char *text
                   .trunc_dir = r->dir};
     posy_err err;
     posy_err_clear(&err);
-    int rc = 0, n_full = 0;
+    int rc = 0;
+    *n_full = 0;
     if (skip && o.max_len && r->dir == TOK_TRUNC_LEFT) {   /* how much would the cut take off the front? */
         tok_opts full = o;
         full.max_len = 0;
         rc = tok_encode(m->tok, text, len, &full, &tl_enc, &err);
-        n_full = tl_enc.n;
+        *n_full = tl_enc.n;
     }
-    if (!rc && (!n_full || n_full > o.max_len)) rc = tok_encode(m->tok, text, len, &o, &tl_enc, &err);
+    if (!rc && (!*n_full || *n_full > o.max_len)) rc = tok_encode(m->tok, text, len, &o, &tl_enc, &err);
     free(joined);
-    if (rc) {
-        gw_call_fail(c, 422, GW_F_VALIDATION, "tokenization_failed", "input %d: %s", idx, err.msg);
-        return -1;
-    }
+    if (rc) gw_call_fail(c, 422, GW_F_VALIDATION, "tokenization_failed", "input %d: %s", idx, err.msg);
+    return rc ? -1 : 0;
+}
+
+/* One text input, encoded, then refused or split into windows when too
+ * long; `skip` prompt tokens (include_prompt false) are left out of its
+ * pooling. */
+static int add_text(gw_call *c, const gw_embed_req *r, int idx, const char *text, size_t len, const char *prompt,
+                    int skip) {
+    const gw_model *m = &c->srv->model;
+    int n_full;
+    if (encode_text(c, r, idx, text, len, prompt, skip, &n_full)) return -1;
     if (tl_enc.n > m->max_input_tokens && r->chunked)
         return gw_chunk_push(c, idx, tl_enc.ids, tl_enc.n, tl_enc.special_mask, m->max_input_tokens, skip);
     if (tl_enc.n > m->max_input_tokens) {
