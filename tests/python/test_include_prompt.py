@@ -1,6 +1,8 @@
-"""Pooling include_prompt false in `posy embed`: prompt tokens ([CLS] + the
-prompt, as sentence-transformers' prompt_length counts them) are left out of
-mean pooling.  Reference vectors: tests/gen/gen_include_prompt_fixtures.py
+"""Pooling include_prompt false in `posy embed` and `posy serve`: prompt
+tokens ([CLS] + the prompt, as sentence-transformers' prompt_length counts
+them) are left out of mean pooling; the server's vectors equal the CLI's
+(also for the model's default prompt, token-id inputs, concurrent mixed
+requests and "chunked" windows).  Reference vectors: tests/gen/gen_include_prompt_fixtures.py
 (sentence-transformers); the fixture also holds the vectors with the prompt
 pooled, which posy must NOT produce here (so the test can fail) and must
 produce when include_prompt is true.
