@@ -8,7 +8,8 @@
  * references kernel by kernel in the other labs and against transformers
  * end to end); both paths run the same model object, so the only
  * difference is the forward.  For several batches of <= 64 tokens (one
- * sequence of 1 / 16 / 64 tokens, three sequences of mixed lengths):
+ * sequence of 1 / 16 / 64 tokens, three sequences of mixed lengths; every
+ * second sequence with a pool skip of (len - 1) / 2, include_prompt false):
  *   - min cosine per sequence >= 0.9999 and the max abs difference;
  *   - the kernel run three times gives identical bits;
  *   - time per forward: back-to-back launches, and graph replays, from
@@ -29,6 +30,7 @@ static void fill_input(const eng_cu_model &m, int T, int S, const int *lens, int
     int32_t *cu = in.data() + L.cu;
     cu[0] = 0;
     for (int s = 0; s < ns; s++) cu[s + 1] = cu[s] + lens[s];
+    for (int s = 0; s < ns; s++) in[L.skip + s] = s % 2 ? (lens[s] - 1) / 2 : 0;   /* pool skips, both paths */
     const int n = cu[ns];
     in[L.meta + ENG_CU_META_TOKENS] = n;
     in[L.meta + ENG_CU_META_SEQS] = ns;

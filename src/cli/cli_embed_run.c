@@ -200,24 +200,13 @@ static int run_loop(embed_state *st, posy_err *err) {
     return 0;
 }
 
-/* sentence-transformers' prompt_length: the prompt tokenized alone, less a
- * trailing special token ([SEP], EOS); a leading [CLS] counts as prompt. */
+/* sentence-transformers' prompt_length (tok_prompt_length, shared with the
+ * gateway so that `posy embed` and `posy serve` skip the same tokens). */
 static int prompt_tokens(embed_state *st, int *n, posy_err *err) {
     const cli_embed_job *j = st->job;
-    size_t len = strlen(j->prompt);
-    char *lowered = NULL;
-    const char *s = j->prompt;
-    if (j->lower) {
-        if (tok_lowercase_text(s, len, &lowered, &len, err) != 0) return -1;
-        s = lowered;
-    }
-    tok_opts o = {.add_special = 1, .max_len = 0};
-    int rc = tok_encode(j->tok, s, len, &o, &st->enc, err);
-    free(lowered);
-    if (rc != 0) return posy_err_wrap(err, "prompt"), -1;
-    *n = st->enc.n;
-    if (*n > 0 && st->enc.special_mask && st->enc.special_mask[*n - 1]) (*n)--;
-    return 0;
+    int rc = tok_prompt_length(j->tok, j->prompt, strlen(j->prompt), j->lower, &st->enc, n, err);
+    if (rc) posy_err_wrap(err, "prompt");
+    return rc ? -1 : 0;
 }
 
 int cli_embed_run(const cli_embed_job *job, posy_err *err) {

@@ -110,7 +110,8 @@ static int gwc_load(gwc_state *st, const gwc_opts *o, posy_err *err) {
                         .dns = o->dns && *o->dns ? o->dns : NULL, .fingerprint = st->fingerprint,
                         .dim = st->cfg.info.hidden, .chunk_tokens = (int)o->chunk_tokens,
                         .chunk_seqs = (int)o->chunk_seqs, .timeout_ms = (int)o->chunk_timeout_ms,
-                        .health_ms = (int)o->health_ms, .dns_ms = (int)o->dns_ms};
+                        .health_ms = (int)o->health_ms, .dns_ms = (int)o->dns_ms,
+                        .need_pool_skip = !st->cfg.pool_include_prompt};
     if (!(st->pool = rpc_pool_open(&po, err))) return -1;
     cli_gateway_backend_init(&st->be, st->pool);
     return 0;

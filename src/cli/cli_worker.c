@@ -94,6 +94,7 @@ static void wk_info(rpc_info *ri, const posy_model_info *mi, const wk_opts *o, i
     ri->max_chunk_tokens = (int)o->max_chunk_tokens;
     ri->max_chunk_seqs = (int)o->max_chunk_seqs;
     ri->normalize = mi->normalize;
+    ri->pool_skip = 1;   /* cli_worker_sched forwards rpc_chunk.pool_skip to the scheduler */
     if (ri->max_seq_len > o->max_batch_tokens) ri->max_seq_len = (int)o->max_batch_tokens;
 }
 

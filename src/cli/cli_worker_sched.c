@@ -12,6 +12,8 @@
  * (sched_cancel) instead of computed; the block lives until both let go.
  * Type ids (sentence pairs) are forwarded as they came; the worker
  * advertises the model's type_vocab and the codec rejects ids beyond it.
+ * Pool skips (prompt tokens under include_prompt false, counted by the
+ * gateway) are forwarded too, each already checked against its length.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -57,6 +59,7 @@ static int wk_submit(void *ctx, const rpc_chunk *c, rpc_reply_fn done, void *don
     j->r.ids = c->ids;
     j->r.cu_seqlens = cu;
     j->r.type_ids = c->type_ids;
+    j->r.pool_skip = c->pool_skip;
     j->r.n_seqs = c->n_seqs;
     j->r.out = out;
     j->r.done = wk_job_done;

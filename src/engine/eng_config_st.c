@@ -16,7 +16,6 @@
 #include <string.h>
 #include "eng_cfgjson.h"
 #include "posy_file.h"
-#include "posy_log.h"
 
 /* A module path must stay inside the model directory. */
 static int st_rel_path_ok(const char *s) {
@@ -54,9 +53,6 @@ static int st_pooling(eng_config *c, const char *dir, const char *rel, posy_err 
     if (dim != c->info.hidden)
         return posy_err_set(err, POSY_E_INVALID, "%s: word_embedding_dimension %d differs from hidden size %d", path,
                             dim, c->info.hidden);
-    if (!c->pool_include_prompt)
-        POSY_WARN("%s: include_prompt=false is applied by `posy embed` on the CPU only; `posy serve` "
-                  "still pools prompt tokens like the rest", path);
     c->info.pooling = (posy_pooling)mode;
     return 0;
 }

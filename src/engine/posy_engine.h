@@ -71,8 +71,8 @@ typedef struct posy_batch {
     float *out;
     const int32_t *pool_skip;  /* n_seqs leading tokens left out of pooling (a prompt under
                                   include_prompt false), 0 <= skip < length; NULL: none.
-                                  Mean pools the rest, CLS takes the first kept token.
-                                  CPU only: the CUDA backend refuses a non-zero skip. */
+                                  Mean pools the rest, CLS takes the first kept token,
+                                  last-token pooling is unaffected. */
 } posy_batch;
 
 typedef struct posy_result {

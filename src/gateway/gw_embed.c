@@ -15,6 +15,7 @@
 #include "gw_internal.h"
 #include "gw_parse.h"
 #include "gw_vecout.h"
+#include "posy_chunk.h"
 #include "posy_clock.h"
 
 static __thread tok_encoding tl_enc;
@@ -34,22 +35,27 @@ static int grow(gw_call *c, int add_tokens) {
     return 0;
 }
 
-/* Room in cu for one more sequence (more sequences than inputs happen
- * only with "chunked"). */
+/* Room in cu (and skip) for one more sequence (more sequences than inputs
+ * happen only with "chunked"). */
 static int grow_seqs(gw_call *c) {
     if (c->n_seqs + 2 <= c->cap_seqs) return 0;
     int cap = c->cap_seqs * 2 > c->n_seqs + 2 ? c->cap_seqs * 2 : c->n_seqs + 2;
     int32_t *p = realloc(c->cu, (size_t)cap * sizeof *p);
     if (!p) return -1;
     c->cu = p;
+    if (c->skip) {
+        if (!(p = realloc(c->skip, (size_t)cap * sizeof *p))) return -1;
+        c->skip = p;
+    }
     c->cap_seqs = cap;
     return 0;
 }
 
-int gw_push_seq(gw_call *c, const int32_t *ids, int n) {
+int gw_push_seq(gw_call *c, const int32_t *ids, int n, int skip) {
     if (grow(c, n) || grow_seqs(c)) return -1;
     int at = c->cu[c->n_seqs];
     memcpy(c->ids + at, ids, (size_t)n * sizeof *ids);
+    if (c->skip) c->skip[c->n_seqs] = skip;
     c->cu[++c->n_seqs] = at + n;
     return 0;
 }
@@ -68,7 +74,7 @@ static int add_ids_chunked(gw_call *c, int idx, json_t *arr, int n, int vocab) {
         }
         tmp[i] = (int32_t)v;
     }
-    int rc = gw_chunk_push(c, idx, tmp, n, NULL, c->srv->model.max_input_tokens);
+    int rc = gw_chunk_push(c, idx, tmp, n, NULL, c->srv->model.max_input_tokens, 0);
     free(tmp);
     return rc;
 }
@@ -96,11 +102,27 @@ static int add_ids(gw_call *c, const gw_embed_req *r, int idx, json_t *arr) {
         }
         c->ids[at + i] = (int32_t)v;
     }
+    if (c->skip) c->skip[c->n_seqs] = 0;   /* no prompt in front of token ids */
     c->cu[++c->n_seqs] = at + len;
     return 0;
 }
 
-static int add_text(gw_call *c, const gw_embed_req *r, int idx, const char *text, size_t len, const char *prompt) {
+/* The prompt tokens left in an encoding that left truncation cut `dropped`
+ * tokens from: they went from the front of the text, which the prompt
+ * starts, so the prompt loses them first; leading specials ([CLS]) stay. */
+static int skip_after_left_cut(const tok_encoding *e, int skip, int dropped) {
+    int pre, suf;
+    posy_chunk_specials(e->special_mask, e->n, &pre, &suf);
+    if (pre > skip) pre = skip;
+    return skip - dropped > pre ? skip - dropped : pre;
+}
+
+/* Encode one text into tl_enc: prompt in front, lowercased if the model
+ * says so, truncated as the request says.  When prompt tokens are skipped
+ * and the cut is on the left, *n_full gets the length before the cut (0
+ * otherwise) so the caller knows how much of the prompt went. */
+static int encode_text(gw_call *c, const gw_embed_req *r, int idx, const char *text, size_t len, const char *prompt,
+                       int skip, int *n_full) {
     const gw_model *m = &c->srv->model;
     char *joined = NULL;
     if (prompt) {   /* sentence-transformers prepends the prompt text */
@@ -129,14 +151,30 @@ static int add_text(gw_call *c, const gw_embed_req *r, int idx, const char *text
                   .trunc_dir = r->dir};
     posy_err err;
     posy_err_clear(&err);
-    int rc = tok_encode(m->tok, text, len, &o, &tl_enc, &err);
-    free(joined);
-    if (rc) {
-        gw_call_fail(c, 422, GW_F_VALIDATION, "tokenization_failed", "input %d: %s", idx, err.msg);
-        return -1;
+    int rc = 0;
+    *n_full = 0;
+    if (skip && o.max_len && r->dir == TOK_TRUNC_LEFT) {   /* how much would the cut take off the front? */
+        tok_opts full = o;
+        full.max_len = 0;
+        rc = tok_encode(m->tok, text, len, &full, &tl_enc, &err);
+        *n_full = tl_enc.n;
     }
+    if (!rc && (!*n_full || *n_full > o.max_len)) rc = tok_encode(m->tok, text, len, &o, &tl_enc, &err);
+    free(joined);
+    if (rc) gw_call_fail(c, 422, GW_F_VALIDATION, "tokenization_failed", "input %d: %s", idx, err.msg);
+    return rc ? -1 : 0;
+}
+
+/* One text input, encoded, then refused or split into windows when too
+ * long; `skip` prompt tokens (include_prompt false) are left out of its
+ * pooling. */
+static int add_text(gw_call *c, const gw_embed_req *r, int idx, const char *text, size_t len, const char *prompt,
+                    int skip) {
+    const gw_model *m = &c->srv->model;
+    int n_full;
+    if (encode_text(c, r, idx, text, len, prompt, skip, &n_full)) return -1;
     if (tl_enc.n > m->max_input_tokens && r->chunked)
-        return gw_chunk_push(c, idx, tl_enc.ids, tl_enc.n, tl_enc.special_mask, m->max_input_tokens);
+        return gw_chunk_push(c, idx, tl_enc.ids, tl_enc.n, tl_enc.special_mask, m->max_input_tokens, skip);
     if (tl_enc.n > m->max_input_tokens) {
         gw_call_fail(c, 422, GW_F_VALIDATION, "input_too_long",
                      "input %d has %d tokens, more than the model's limit of %d (set \"truncate\": true)", idx,
@@ -147,7 +185,13 @@ static int add_text(gw_call *c, const gw_embed_req *r, int idx, const char *text
         gw_call_fail(c, 422, GW_F_VALIDATION, "empty_input", "input %d has no tokens", idx);
         return -1;
     }
-    return gw_push_seq(c, tl_enc.ids, tl_enc.n);
+    if (n_full > tl_enc.n) skip = skip_after_left_cut(&tl_enc, skip, n_full - tl_enc.n);
+    if (skip >= tl_enc.n) {
+        gw_call_fail(c, 422, GW_F_VALIDATION, "input_too_long", "input %d: %d tokens after truncation, not more "
+                     "than the %d prompt tokens left out of pooling", idx, tl_enc.n, skip);
+        return -1;
+    }
+    return gw_push_seq(c, tl_enc.ids, tl_enc.n, skip);
 }
 
 static const char *pick_prompt(gw_call *c, const gw_embed_req *r) {
@@ -160,18 +204,39 @@ static const char *pick_prompt(gw_call *c, const gw_embed_req *r) {
     return p;
 }
 
+/* Pooling include_prompt false: the prompt's tokens (as `posy embed`
+ * counts them, tok_prompt_length) are left out of each text's pooling.
+ * *skip = 0 when the prompt is pooled like the rest. */
+static int prompt_skip(gw_call *c, const char *prompt, int *skip) {
+    const gw_model *m = &c->srv->model;
+    *skip = 0;
+    if (!prompt || !*prompt || !m->cfg || m->cfg->pool_include_prompt) return 0;
+    posy_err err;
+    posy_err_clear(&err);
+    int rc = tok_prompt_length(m->tok, prompt, strlen(prompt), m->cfg->do_lower_case, &tl_enc, skip, &err);
+    if (rc == POSY_E_NOMEM) c->status = 500;
+    else if (rc) gw_call_fail(c, 422, GW_F_VALIDATION, "tokenization_failed", "prompt: %s", err.msg);
+    return rc ? -1 : 0;
+}
+
 static int tokenize_all(gw_call *c, const gw_embed_req *r) {
     const char *prompt = pick_prompt(c, r);
     if (!prompt && r->prompt_name) return -1;
+    int skip = 0;
+    if (prompt_skip(c, prompt, &skip)) {
+        if (c->status == 500) gw_call_fail(c, 500, GW_F_BACKEND, "out_of_memory", "out of memory");
+        return -1;
+    }
     c->cu = malloc(((size_t)r->n + 1) * sizeof *c->cu);
     if (!c->cu) return -1;
+    if (skip && !(c->skip = malloc(((size_t)r->n + 1) * sizeof *c->skip))) return -1;
     c->cap_seqs = r->n + 1;
     c->cu[0] = 0;
     c->n_inputs = r->n;
     if (r->chunked && !(c->n_windows = calloc((size_t)r->n, sizeof *c->n_windows))) return -1;
     for (int i = 0; i < r->n; i++) {
         const gw_input *in = &r->inputs[i];
-        int rc = in->text ? add_text(c, r, i, in->text, in->len, prompt) : add_ids(c, r, i, in->ids);
+        int rc = in->text ? add_text(c, r, i, in->text, in->len, prompt, skip) : add_ids(c, r, i, in->ids);
         if (rc) {
             if (c->status == 500) gw_call_fail(c, 500, GW_F_BACKEND, "out_of_memory", "out of memory");
             return -1;
@@ -199,6 +264,7 @@ static void submit(gw_call *c) {
     }
     c->job.ids = c->ids;
     c->job.cu_seqlens = c->cu;
+    c->job.pool_skip = c->skip;
     c->job.n_seqs = c->n_seqs;
     c->job.out = c->out;
     c->job.done = on_job_done;

@@ -96,6 +96,7 @@ static void call_free(gw_call *c) {
     free(c->body);
     free(c->ids);
     free(c->cu);
+    free(c->skip);
     free(c->n_windows);
     free(c->out);
     gw_buf_free(&c->resp);

@@ -28,6 +28,7 @@ typedef struct rpc_chunk {
     const int32_t *ids;           /* n_tokens */
     const int32_t *lengths;       /* n_seqs, each >= 1 */
     const int32_t *type_ids;      /* n_tokens, or NULL for all zeros */
+    const int32_t *pool_skip;     /* n_seqs leading tokens left out of pooling, or NULL for none */
 } rpc_chunk;
 
 /* What a worker serves (InfoResponse). */
@@ -46,6 +47,7 @@ typedef struct rpc_info {
     int max_chunk_tokens;         /* largest chunk accepted by one Embed */
     int max_chunk_seqs;
     int normalize;
+    int pool_skip;                /* the backend applies rpc_chunk.pool_skip */
     uint64_t requests, sequences, tokens;   /* counters, filled by the server */
     uint64_t cancelled;           /* Embed calls the client cancelled or let expire */
     uint64_t seqs_run, seqs_dropped;        /* from the backend's counters(), if any */

@@ -15,6 +15,9 @@ static int rpc_req_check(const Posy__V1__EmbedRequest *m, const rpc_info *lim, p
     if (m->n_type_ids != 0 && m->n_type_ids != m->n_ids)
         return posy_err_set(err, POSY_E_INVALID, "type_ids has %zu entries, expected 0 or %zu (one per id)",
                             m->n_type_ids, m->n_ids);
+    if (m->n_pool_skip != 0 && m->n_pool_skip != m->n_lengths)
+        return posy_err_set(err, POSY_E_INVALID, "pool_skip has %zu entries, expected 0 or %zu (one per sequence)",
+                            m->n_pool_skip, m->n_lengths);
     if (lim->max_chunk_seqs > 0 && m->n_lengths > (size_t)lim->max_chunk_seqs)
         return posy_err_set(err, POSY_E_TOO_LONG, "chunk has %zu sequences, this worker accepts at most %d",
                             m->n_lengths, lim->max_chunk_seqs);
@@ -28,6 +31,9 @@ static int rpc_req_check(const Posy__V1__EmbedRequest *m, const rpc_info *lim, p
         if (lim->max_seq_len > 0 && l > lim->max_seq_len)
             return posy_err_set(err, POSY_E_TOO_LONG, "lengths[%zu] = %d exceeds the model's max_seq_len %d", i, l,
                                 lim->max_seq_len);
+        if (m->n_pool_skip && (m->pool_skip[i] < 0 || m->pool_skip[i] >= l))
+            return posy_err_set(err, POSY_E_INVALID, "pool_skip[%zu] = %d is outside [0, %d): a sequence must keep "
+                                "at least one token to pool", i, m->pool_skip[i], l);
         sum += (uint64_t)l;
     }
     if (sum != m->n_ids)
@@ -61,6 +67,7 @@ int rpc_req_decode(const uint8_t *buf, size_t len, const rpc_info *lim, rpc_req 
     out->chunk.ids = m->ids;
     out->chunk.lengths = m->lengths;
     out->chunk.type_ids = m->n_type_ids ? m->type_ids : NULL;
+    out->chunk.pool_skip = m->n_pool_skip ? m->pool_skip : NULL;
     return 0;
 }
 
@@ -90,6 +97,12 @@ grpc_byte_buffer *rpc_req_encode(const rpc_chunk *c, uint64_t id) {
         m.n_type_ids = (size_t)c->n_tokens;
         m.type_ids = (int32_t *)c->type_ids;
     }
+    for (int i = 0; c->pool_skip && i < c->n_seqs; i++)
+        if (c->pool_skip[i]) {   /* all zeros travel as no field */
+            m.n_pool_skip = (size_t)c->n_seqs;
+            m.pool_skip = (int32_t *)c->pool_skip;
+            break;
+        }
     return rpc_pack(&m.base);
 }
 
@@ -137,6 +150,7 @@ grpc_byte_buffer *rpc_info_encode(const rpc_info *i) {
     m.device = (char *)i->device;
     m.dtype = (char *)i->dtype;
     m.normalize = i->normalize != 0;
+    m.pool_skip = i->pool_skip != 0;
     m.pooling = (char *)i->pooling;
     m.fingerprint = (char *)i->fingerprint;
     m.requests = i->requests;
@@ -168,6 +182,7 @@ int rpc_info_decode(const uint8_t *buf, size_t len, rpc_info *o, posy_err *err) 
     o->max_chunk_tokens = (int)m->max_chunk_tokens;
     o->max_chunk_seqs = (int)m->max_chunk_seqs;
     o->normalize = m->normalize;
+    o->pool_skip = m->pool_skip;
     o->requests = m->requests;
     o->sequences = m->sequences;
     o->tokens = m->tokens;

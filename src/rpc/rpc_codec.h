@@ -2,7 +2,8 @@
  *
  * Everything that arrives off the wire passes through here before anyone
  * else sees it: a decoded EmbedRequest is checked for shape (lengths sum to
- * the ids, no empty sequence, type ids absent or one per id) and against
+ * the ids, no empty sequence, type ids absent or one per id, pool skips
+ * absent or one per sequence within [0, length)) and against
  * the model's limits (ids in vocabulary, sequences within max_seq_len,
  * chunk within the worker's chunk limits).  Failures are POSY_E_INVALID /
  * POSY_E_TOO_LONG with a message naming the field, which the server answers

@@ -187,6 +187,7 @@ static void pool_send(pool_chunk *c) {
             .ids = r->ids + c->tok0,
             .lengths = r->lengths + c->seq0,
             .type_ids = r->type_ids ? r->type_ids + c->tok0 : NULL,
+            .pool_skip = r->pool_skip ? r->pool_skip + c->seq0 : NULL,
         };
         grpc_byte_buffer *bb = rpc_req_encode(&sub, (uint64_t)(uintptr_t)c);
         if (rpc_client_call(w->cl, RPC_METHOD_EMBED, bb, p->o.timeout_ms, pool_on_reply, c, &c->call) == 0) {

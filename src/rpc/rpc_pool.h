@@ -11,8 +11,8 @@
  * re-resolved periodically (--backend-dns; a Kubernetes headless Service
  * resolves to every ready worker).  A background thread checks health
  * (grpc.health.v1 Check) and verifies each new or returning worker with
- * Info: it must report the gateway's model fingerprint and dimension, or it
- * is never used.  With no healthy worker a request fails at once with
+ * Info: it must report the gateway's model fingerprint and dimension (and,
+ * when need_pool_skip, that it applies pool skips), or it is never used.  With no healthy worker a request fails at once with
  * POSY_E_IO ("no healthy worker"), which the HTTP front answers 503; a
  * chunk every worker refuses (RESOURCE_EXHAUSTED) fails it with POSY_E_BUSY
  * (429).
@@ -40,6 +40,8 @@ typedef struct rpc_pool_opts {
     int dns_ms;                   /* DNS period; default 5000 */
     int max_attempts;             /* per chunk; default 4 */
     int start_wait_ms;            /* wait at open for the first verification round; default 3000 */
+    int need_pool_skip;           /* the model leaves prompts out of pooling: use only workers that
+                                     apply EmbedRequest.pool_skip (an older one would pool them) */
 } rpc_pool_opts;
 
 /* Completion of a request: status 0 and the caller's `out` filled, or a

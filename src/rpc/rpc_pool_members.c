@@ -74,6 +74,11 @@ static void pool_on_probe(void *arg, int code, const char *details, const uint8_
                            "(fingerprint %s, dim %d); it will not be used",
                            w->addr, info.model, info.fingerprint, info.dim, p->fingerprint, p->o.dim);
             w->state = PW_BAD;
+        } else if (p->o.need_pool_skip && !info.pool_skip) {
+            if (w->state != PW_BAD)
+                POSY_ERROR("gateway: worker %s does not apply pool skips (an older posy worker), which this model "
+                           "needs (include_prompt false); it will not be used", w->addr);
+            w->state = PW_BAD;
         } else {
             if (w->state != PW_OK) POSY_INFO("gateway: worker %s ready (%s on %s)", w->addr, info.model, info.device);
             w->state = PW_OK;
@@ -235,7 +240,8 @@ static int pool_first_round(rpc_pool *p, posy_err *err) {
     for (pool_worker *w = p->workers; w && !rc; w = w->next)
         if (w->state == PW_BAD)
             rc = posy_err_set(err, POSY_E_INVALID,
-                              "worker %s serves another model than --model (fingerprint or dimension differ)", w->addr);
+                              "worker %s serves another model than --model (fingerprint or dimension differ) "
+                              "or cannot apply its pooling (pool skips)", w->addr);
     int ok = 0, n = 0;
     for (pool_worker *w = p->workers; w; w = w->next, n++) ok += w->state == PW_OK;
     pthread_mutex_unlock(&p->mu);

@@ -32,6 +32,8 @@ typedef struct sched_slot {
     int32_t *ids, *cu;
     int32_t *types;            /* type ids of the batch; used only when a request brought some */
     int has_types;
+    int32_t *skip;             /* pool skips of the batch; used only when a request brought some */
+    int has_skip;
     float *out;
     sched_entry *entries;
     uint64_t t_start;
@@ -65,8 +67,6 @@ static void queue_unlink(sched *s, sched_req *r) {
     }
 }
 
-/* Fill `sl` from the head of the queue in arrival order while the budgets
- * hold.  Called with the mutex held and the queue non-empty. */
 /* Copy one sequence's type ids into the batch (zeros for a request without
  * them); the batch carries type ids only once some request brought them. */
 static void copy_types(sched_slot *sl, const sched_req *r, int ntok, int len) {
@@ -79,16 +79,29 @@ static void copy_types(sched_slot *sl, const sched_req *r, int ntok, int len) {
     else memset(sl->types + ntok, 0, (size_t)len * sizeof(int32_t));
 }
 
+/* The same for pool skips, one per sequence (nseq sequences are in already). */
+static void copy_skip(sched_slot *sl, const sched_req *r, int nseq) {
+    if (!r->pool_skip && !sl->has_skip) return;
+    if (!sl->has_skip) {
+        memset(sl->skip, 0, (size_t)nseq * sizeof(int32_t));
+        sl->has_skip = 1;
+    }
+    sl->skip[nseq] = r->pool_skip ? r->pool_skip[r->next_seq] : 0;
+}
+
+/* Fill `sl` from the head of the queue in arrival order while the budgets
+ * hold.  Called with the mutex held and the queue non-empty. */
 static void form_batch(sched *s, sched_slot *sl, uint64_t now) {
     int nseq = 0, ntok = 0;
     sl->cu[0] = 0;
-    sl->has_types = 0;
+    sl->has_types = sl->has_skip = 0;
     while (s->head && nseq < s->opts.max_batch_seqs) {
         sched_req *r = s->head;
         int len = seq_len(r, r->next_seq);
         if (ntok + len > s->opts.max_batch_tokens) break;
         memcpy(sl->ids + ntok, r->ids + r->cu_seqlens[r->next_seq], (size_t)len * sizeof(int32_t));
         copy_types(sl, r, ntok, len);
+        copy_skip(sl, r, nseq);
         ntok += len;
         sl->cu[nseq + 1] = ntok;
         sl->entries[nseq].req = r;
@@ -113,6 +126,7 @@ static void form_batch(sched *s, sched_slot *sl, uint64_t now) {
     sl->batch.ids = sl->ids;
     sl->batch.type_ids = sl->has_types ? sl->types : NULL;
     sl->batch.cu_seqlens = sl->cu;
+    sl->batch.pool_skip = sl->has_skip ? sl->skip : NULL;
     sl->batch.out = sl->out;
     s->inflight++;
 }
@@ -285,9 +299,10 @@ sched *sched_open(const sched_engine *eng, const sched_opts *opts, posy_err *err
         sl->ids = malloc((size_t)opts->max_batch_tokens * sizeof(int32_t));
         sl->types = malloc((size_t)opts->max_batch_tokens * sizeof(int32_t));
         sl->cu = malloc((size_t)(opts->max_batch_seqs + 1) * sizeof(int32_t));
+        sl->skip = malloc((size_t)opts->max_batch_seqs * sizeof(int32_t));
         sl->out = malloc((size_t)opts->max_batch_seqs * (size_t)eng->dim * sizeof(float));
         sl->entries = malloc((size_t)opts->max_batch_seqs * sizeof(sched_entry));
-        if (!sl->ids || !sl->types || !sl->cu || !sl->out || !sl->entries) goto nomem;
+        if (!sl->ids || !sl->types || !sl->cu || !sl->skip || !sl->out || !sl->entries) goto nomem;
     }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
@@ -319,6 +334,7 @@ void sched_close(sched *s) {
         free(s->slots[i].ids);
         free(s->slots[i].types);
         free(s->slots[i].cu);
+        free(s->slots[i].skip);
         free(s->slots[i].out);
         free(s->slots[i].entries);
     }
@@ -335,6 +351,9 @@ static int check_req(const sched *s, const sched_req *r, posy_err *err) {
         if (len > s->opts.max_batch_tokens)
             return posy_err_set(err, POSY_E_TOO_LONG, "sequence %d has %d tokens, more than max_batch_tokens (%d)",
                                 i, len, s->opts.max_batch_tokens);
+        if (r->pool_skip && (r->pool_skip[i] < 0 || r->pool_skip[i] >= len))
+            return posy_err_set(err, POSY_E_INVALID, "sequence %d: pool skip %d is outside [0, %d)", i,
+                                r->pool_skip[i], len);
     }
     return 0;
 }

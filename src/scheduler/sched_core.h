@@ -75,6 +75,9 @@ struct sched_req {
     const int32_t *ids;        /* all sequences back to back */
     const int32_t *cu_seqlens; /* n_seqs + 1 offsets into ids */
     const int32_t *type_ids;   /* one per id (segment ids for sentence pairs), or NULL for all zeros */
+    const int32_t *pool_skip;  /* one per sequence: leading tokens left out of pooling (a prompt under
+                                  include_prompt false), 0 <= skip < length; NULL for none.  Each
+                                  skip travels with its sequence into whatever batch runs it. */
     int n_seqs;
     float *out;                /* n_seqs * dim floats, written by the scheduler */
     sched_done_fn done;
@@ -105,7 +108,8 @@ void sched_close(sched *s);
 /* Queue a request.  Returns 0 if accepted, POSY_E_BUSY when max_concurrent
  * requests are outstanding, POSY_E_INVALID / POSY_E_TOO_LONG for a request
  * that can never run (no sequences, an empty sequence, a sequence longer than
- * max_batch_tokens), POSY_E_UNSUPPORTED after sched_close began. */
+ * max_batch_tokens, a pool_skip outside [0, length)), POSY_E_UNSUPPORTED
+ * after sched_close began. */
 int sched_submit(sched *s, sched_req *r, posy_err *err);
 
 /* The client went away: drop the request's queued sequences.  The callback

@@ -58,6 +58,13 @@ void tok_encoding_free(tok_encoding *e);
  * NUL-terminated; returns 0 or a posy_status. */
 int tok_lowercase_text(const char *s, size_t len, char **out, size_t *out_len, posy_err *err);
 
+/* The number of leading tokens `prompt` contributes to prompt + text, as
+ * sentence-transformers' prompt_length (tok_prompt.c): the prompt encoded
+ * alone (lowercased first when `lower`), less a trailing special token.
+ * `scratch` is overwritten.  Returns 0 or a posy_status. */
+int tok_prompt_length(const tok_tokenizer *t, const char *prompt, size_t len, int lower, tok_encoding *scratch,
+                      int *n, posy_err *err);
+
 /* Encode a pair (e.g. query, passage for a reranker): both sequences go
  * through the pipeline, then the post-processor's pair template and
  * LongestFirst truncation.  b == NULL encodes a single sequence. */

@@ -23,6 +23,13 @@
  *    the same batch run alone, so each belongs to its own sequences.
  * 5. clear errors: a device index that does not exist, and
  *    --max-batch-tokens too large for the GPU's memory.
+ * 6. pool skips (include_prompt false): a batch of sequences with mixed
+ *    skips (0, 1, odd, len - 1) gives each sequence what it gives alone
+ *    with its skip (cosine >= MIN_COS), so every skip stays with its
+ *    sequence through packing, graphs and the small-batch kernel; last-
+ *    token pooling ignores skips (bit for bit); for mean / CLS a skip of
+ *    len - 1 must change the vector.  (The pooling kernel itself is checked
+ *    against a CPU reference with skips in dev/cuda/lab_pool.cu.)
  * Exit status 0 only if all checks pass.
  */
 #include "gpu_harness.h"
@@ -207,6 +214,53 @@ static void test_small_vs_graph(const char *dir, const gh_seqs *s, int H, const 
     e->ops->close(e);
 }
 
+static int skip_for(int j, int len) {
+    const int k = j % 4 == 0 ? 0 : j % 4 == 1 ? 1 : j % 4 == 2 ? ((len / 2) | 1) : len - 1;
+    return k < len ? k : len - 1;
+}
+
+static void test_pool_skip(posy_engine *e, const gh_seqs *s, int H, int budget, const float *single) {
+    int idx[16], k = 0, T = 0;
+    int32_t skip[16];
+    for (int i = 0; i < s->n && k < 16; i++)
+        if (s->lens[i] >= 2 && T + s->lens[i] <= budget) { T += s->lens[i]; idx[k++] = i; }
+    if (k < 4) { printf("pool skips <= %d tokens: too few sequences, skipped\n", budget); return; }
+    for (int j = 0; j < k; j++) skip[j] = skip_for(j, s->lens[idx[j]]);
+    gh_batch b;
+    gh_batch_make(&b, s, idx, k, H, 900);
+    b.b.pool_skip = skip;
+    EXPECT(gh_run_sync(e, &b) == 0, "pool skip batch failed");
+    gh_batch z;                                   /* the same batch, skips all zero */
+    gh_batch_make(&z, s, idx, k, H, 901);
+    int32_t zeros[16] = {0};
+    z.b.pool_skip = zeros;
+    EXPECT(gh_run_sync(e, &z) == 0, "zero-skip batch failed");
+    const int last = e->cfg.info.pooling == POSY_POOL_LAST;
+    double minc = 1;
+    for (int j = 0; j < k; j++) {
+        gh_batch one;
+        gh_batch_make(&one, s, &idx[j], 1, H, 902 + (uint64_t)j);
+        one.b.pool_skip = &skip[j];
+        EXPECT(gh_run_sync(e, &one) == 0, "pool skip alone %d failed", j);
+        const double c = gh_cos(b.out + (size_t)j * H, one.out, H);
+        if (c < minc) minc = c;
+        if (last)
+            EXPECT(!memcmp(b.out + (size_t)j * H, z.out + (size_t)j * H, (size_t)H * 4),
+                   "last-token pooling changed with skip %d (sequence %d)", skip[j], idx[j]);
+        else if (skip[j] == s->lens[idx[j]] - 1 && skip[j] > 1) {
+            const double cz = gh_cos(b.out + (size_t)j * H, single + (size_t)idx[j] * H, H);
+            EXPECT(cz < min_cos, "skip %d of %d tokens did not change sequence %d (cosine %.6f vs no skip)",
+                   skip[j], s->lens[idx[j]], idx[j], cz);
+        }
+        gh_batch_free(&one);
+    }
+    printf("pool skips <= %d tokens: %d sequences, min cosine batch vs alone %.6f%s\n", budget, k, minc,
+           last ? " (last-token: unaffected)" : "");
+    EXPECT(minc >= min_cos, "pool skips budget %d: min cosine %.6f", budget, minc);
+    gh_batch_free(&b);
+    gh_batch_free(&z);
+}
+
 static void test_errors(const char *dir) {
     posy_err err;
     posy_err_clear(&err);
@@ -243,6 +297,8 @@ int main(int argc, char **argv) {
     run_mixed(e, &s, H, 4096, single, argv[3]);
     run_mixed(e, &s, H, 16384, single, argv[3]);
     test_inflight(e, &s, H, single);
+    test_pool_skip(e, &s, H, 64, single);
+    test_pool_skip(e, &s, H, 4096, single);
     eng_cu_stats st;
     eng_cuda_stats(e, &st);
     printf("stats: %llu batches, %llu tokens (%llu padded), %llu captures (%.1f ms), %llu replays, "

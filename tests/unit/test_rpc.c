@@ -18,9 +18,10 @@
 
 static int fake_busy = 0;
 
-/* v[k] = first id * 10 + length + k: distinct per sequence, order-checkable. */
-static void fake_vec(const int32_t *ids, int len, float *v) {
-    for (int k = 0; k < DIM; k++) v[k] = (float)(ids[0] * 10 + len + k);
+/* v[k] = first id * 10 + length + k + 100000 * pool skip: distinct per
+ * sequence, order-checkable, and showing the skip it was given. */
+static void fake_vec(const int32_t *ids, int len, int skip, float *v) {
+    for (int k = 0; k < DIM; k++) v[k] = (float)(ids[0] * 10 + len + k + 100000 * skip);
 }
 
 static int fake_submit(void *ctx, const rpc_chunk *c, rpc_reply_fn done, void *arg, void **job, posy_err *err) {
@@ -30,7 +31,7 @@ static int fake_submit(void *ctx, const rpc_chunk *c, rpc_reply_fn done, void *a
     float *v = malloc((size_t)c->n_seqs * DIM * sizeof(float));
     int t = 0;
     for (int s = 0; s < c->n_seqs; s++) {
-        fake_vec(c->ids + t, c->lengths[s], v + s * DIM);
+        fake_vec(c->ids + t, c->lengths[s], c->pool_skip ? c->pool_skip[s] : 0, v + s * DIM);
         t += c->lengths[s];
     }
     done(arg, 0, NULL, v, c->n_seqs, DIM, 1, 2);
@@ -125,12 +126,21 @@ static void test_embed_roundtrip(void) {
     uint64_t q = 0, inf = 0;
     posy_err err;
     CHECK_EQ_INT(rpc_resp_decode(s.buf, s.len, 3, DIM, got, &q, &inf, &err), 0);
-    fake_vec(ids, 3, want);
-    fake_vec(ids + 3, 1, want + DIM);
-    fake_vec(ids + 4, 4, want + 2 * DIM);
+    fake_vec(ids, 3, 0, want);
+    fake_vec(ids + 3, 1, 0, want + DIM);
+    fake_vec(ids + 4, 4, 0, want + 2 * DIM);
     CHECK(memcmp(got, want, sizeof got) == 0);
     CHECK_EQ_INT(q, 1);
     CHECK_EQ_INT(inf, 2);
+    free(s.buf);
+    /* pool skips reach the backend, one per sequence */
+    int32_t skips[] = {2, 0, 3};
+    c.pool_skip = skips;
+    CHECK_EQ_INT(call(rpc_server_port(srv), "/posy.v1.Embedder/Embed", rpc_req_encode(&c, 8), &s), GRPC_STATUS_OK);
+    CHECK_EQ_INT(rpc_resp_decode(s.buf, s.len, 3, DIM, got, &q, &inf, &err), 0);
+    fake_vec(ids, 3, 2, want);
+    fake_vec(ids + 4, 4, 3, want + 2 * DIM);
+    CHECK(memcmp(got, want, sizeof got) == 0);
     free(s.buf);
     rpc_server_stop(srv, 1000);
 }
@@ -200,6 +210,23 @@ static void test_bad_input(void) {
     c.type_ids = types;
     CHECK_EQ_INT(embed_code(port, &c), GRPC_STATUS_INVALID_ARGUMENT);
     c.type_ids = NULL;
+    int32_t skip_len[] = {3}, skip_neg[] = {-1}, skip_ok[] = {2};
+    c.pool_skip = skip_len;                                                /* skip == length */
+    CHECK_EQ_INT(embed_code(port, &c), GRPC_STATUS_INVALID_ARGUMENT);
+    c.pool_skip = skip_neg;
+    CHECK_EQ_INT(embed_code(port, &c), GRPC_STATUS_INVALID_ARGUMENT);
+    c.pool_skip = skip_ok;
+    CHECK_EQ_INT(embed_code(port, &c), GRPC_STATUS_OK);
+    c.pool_skip = NULL;
+    /* one skip for two sequences (the encoder cannot produce it: hand-made) */
+    Posy__V1__EmbedRequest m = POSY__V1__EMBED_REQUEST__INIT;
+    int32_t two_lens[] = {1, 2}, one_skip[] = {0};
+    m.n_ids = 3; m.ids = ids; m.n_lengths = 2; m.lengths = two_lens; m.n_pool_skip = 1; m.pool_skip = one_skip;
+    uint8_t wire[64];
+    size_t wn = posy__v1__embed_request__pack(&m, wire);
+    CHECK_EQ_INT(call(port, "/posy.v1.Embedder/Embed", rpc_bb_copy((const char *)wire, wn), &s),
+                 GRPC_STATUS_INVALID_ARGUMENT);
+    CHECK_STR_CONTAINS(s.details, "pool_skip");
     fake_busy = 1;
     CHECK_EQ_INT(embed_code(port, &c), GRPC_STATUS_RESOURCE_EXHAUSTED);
     fake_busy = 0;
@@ -261,7 +288,7 @@ static int check_vectors(const rpc_chunk *req, const float *out) {
     int t = 0, bad = 0;
     for (int s = 0; s < req->n_seqs; s++) {
         float want[DIM];
-        fake_vec(req->ids + t, req->lengths[s], want);
+        fake_vec(req->ids + t, req->lengths[s], req->pool_skip ? req->pool_skip[s] : 0, want);
         bad += memcmp(want, out + s * DIM, sizeof want) != 0;
         t += req->lengths[s];
     }
@@ -314,6 +341,72 @@ static void test_pool_spread_and_failover(void) {
     rpc_pool_close(p);
 }
 
+/* Skips follow their sequences into chunks (the request is split at
+ * sequence boundaries into many chunks over two workers). */
+static void test_pool_skips_follow_chunks(void) {
+    rpc_server *srv[2];
+    char addr[2][64];
+    const char *backends[2];
+    for (int i = 0; i < 2; i++) {
+        srv[i] = fake_server(NULL);
+        if (!srv[i]) { CHECK(0); return; }
+        snprintf(addr[i], sizeof addr[i], "127.0.0.1:%d", rpc_server_port(srv[i]));
+        backends[i] = addr[i];
+    }
+    rpc_pool_opts o = {.backends = backends, .n_backends = 2, .fingerprint = "fp-1", .dim = DIM,
+                       .chunk_tokens = 40, .timeout_ms = 5000, .health_ms = 100};
+    posy_err err;
+    rpc_pool *p = rpc_pool_open(&o, &err);
+    CHECK(p != NULL);
+    if (p) {
+        static int32_t ids[NSEQ * 8], lens[NSEQ], skips[NSEQ];
+        static float out[NSEQ * DIM];
+        rpc_chunk req;
+        make_request(ids, lens, &req);
+        for (int s = 0; s < NSEQ; s++) skips[s] = (s * 5) % lens[s];
+        req.pool_skip = skips;
+        CHECK_EQ_INT(pool_run(p, &req, out), 0);
+        CHECK_EQ_INT(check_vectors(&req, out), 0);
+        rpc_pool_close(p);
+    }
+    for (int i = 0; i < 2; i++) rpc_server_stop(srv[i], 100);
+}
+
+/* A model that needs pool skips is never sent to a worker that does not
+ * apply them (an older worker would pool the prompt); one that does is used. */
+static void test_pool_needs_pool_skip(void) {
+    rpc_info i = fake_info();
+    rpc_backend be = {.ctx = NULL, .submit = fake_submit};
+    posy_err err;
+    rpc_server *old = rpc_server_start("127.0.0.1:0", &i, &be, &err);
+    i.pool_skip = 1;
+    rpc_server *cur = rpc_server_start("127.0.0.1:0", &i, &be, &err);
+    if (!old || !cur) { CHECK(0); return; }
+    char a_old[64], a_cur[64];
+    snprintf(a_old, sizeof a_old, "127.0.0.1:%d", rpc_server_port(old));
+    snprintf(a_cur, sizeof a_cur, "127.0.0.1:%d", rpc_server_port(cur));
+    const char *b_old[] = {a_old}, *b_cur[] = {a_cur};
+    rpc_pool_opts o = {.backends = b_old, .n_backends = 1, .fingerprint = "fp-1", .dim = DIM, .need_pool_skip = 1};
+    posy_err_clear(&err);
+    rpc_pool *p = rpc_pool_open(&o, &err);
+    CHECK(p == NULL);
+    CHECK_STR_CONTAINS(err.msg, "pool skips");
+    o.need_pool_skip = 0;                     /* a model without include_prompt false can use it */
+    p = rpc_pool_open(&o, &err);
+    CHECK(p != NULL);
+    if (p) rpc_pool_close(p);
+    o.backends = b_cur;
+    o.need_pool_skip = 1;
+    p = rpc_pool_open(&o, &err);
+    CHECK(p != NULL);
+    if (p) {
+        CHECK_EQ_INT(rpc_pool_healthy(p), 1);
+        rpc_pool_close(p);
+    }
+    rpc_server_stop(old, 100);
+    rpc_server_stop(cur, 100);
+}
+
 static void test_pool_refuses_other_model(void) {
     rpc_server *srv = fake_server("another-model");
     if (!srv) { CHECK(0); return; }
@@ -343,4 +436,5 @@ static void setup(void) { rpc_loop_start(&loop); }
 
 
 TEST_MAIN(TEST(setup), TEST(test_embed_roundtrip), TEST(test_info_and_health), TEST(test_bad_input),
-          TEST(test_pool_spread_and_failover), TEST(test_pool_refuses_other_model), TEST(test_fingerprint))
+          TEST(test_pool_spread_and_failover), TEST(test_pool_skips_follow_chunks), TEST(test_pool_needs_pool_skip),
+          TEST(test_pool_refuses_other_model), TEST(test_fingerprint))

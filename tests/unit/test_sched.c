@@ -34,6 +34,8 @@ typedef struct fake {
     int has_types[MAXB];     /* the batch carried type ids */
     int types[MAXB][32];     /* its first type ids */
     int tokens;              /* tokens seen, reported as the engine's counter */
+    int has_skip[MAXB];      /* the batch carried pool skips */
+    int skips[MAXB][16];     /* its pool skips */
 } fake;
 
 static void vec_for(const int32_t *ids, int len, float *out) {
@@ -63,7 +65,9 @@ static int fake_step(void *ctx, const posy_batch *b, posy_result *done, int max_
     f->nseq[i] = b->n_seqs;
     f->has_types[i] = b->type_ids != NULL;
     for (int t = 0; b->type_ids && t < b->n_tokens && t < 32; t++) f->types[i][t] = b->type_ids[t];
+    f->has_skip[i] = b->pool_skip != NULL;
     for (int s = 0; s < b->n_seqs && s < 16; s++) {
+        f->skips[i][s] = b->pool_skip ? b->pool_skip[s] : -1;
         f->lens[i][s] = b->cu_seqlens[s + 1] - b->cu_seqlens[s];
         f->first_ids[i][s] = b->ids[b->cu_seqlens[s]];
     }
@@ -281,6 +285,54 @@ static void test_type_ids(void) {
     sched_close(s);
 }
 
+/* Pool skips travel with their sequences, also when a request's sequences
+ * land in two batches; sequences of requests without skips read 0 in a
+ * batch that has some; a batch with none passes NULL; a skip outside
+ * [0, length) is refused at submit. */
+static void test_pool_skip(void) {
+    fake f; sched_engine se; fake_init(&f, &se);
+    sched *s = open_s(&se, 100, 3, 100);
+    static treq x, a, b, c, d, e;
+    static const int32_t bskip[] = {2, 1}, dskip[] = {0, 3};
+    posy_err err;
+    fake_hold(&f);
+    treq_make(&x, 9, 1, (int[]){1});
+    CHECK_EQ_INT(sched_submit(s, &x.r, &err), 0);
+    fake_wait_held(&f);                       /* batch 0 = x, held */
+    treq_make(&a, 1, 2, (int[]){2, 2});
+    treq_make(&b, 2, 2, (int[]){3, 2});
+    b.r.pool_skip = bskip;
+    treq_make(&c, 3, 1, (int[]){2});
+    treq_make(&d, 4, 2, (int[]){1, 5});
+    d.r.pool_skip = dskip;
+    CHECK_EQ_INT(sched_submit(s, &a.r, &err), 0);
+    CHECK_EQ_INT(sched_submit(s, &b.r, &err), 0);
+    CHECK_EQ_INT(sched_submit(s, &c.r, &err), 0);
+    CHECK_EQ_INT(sched_submit(s, &d.r, &err), 0);
+    fake_release(&f);
+    wait_fired(&a); wait_fired(&b); wait_fired(&c); wait_fired(&d);
+    CHECK_EQ_INT(f.nb, 4);                    /* [x] [a0 a1 b0] [b1 c0 d0] [d1] */
+    CHECK_EQ_INT(f.has_skip[0], 0);
+    CHECK_EQ_INT(f.has_skip[1], 1);
+    CHECK_EQ_INT(f.first_ids[1][2], 201);
+    CHECK_EQ_INT(f.skips[1][0], 0); CHECK_EQ_INT(f.skips[1][1], 0); CHECK_EQ_INT(f.skips[1][2], 2);
+    CHECK_EQ_INT(f.has_skip[2], 1);
+    CHECK_EQ_INT(f.first_ids[2][0], 211); CHECK_EQ_INT(f.first_ids[2][2], 401);
+    CHECK_EQ_INT(f.skips[2][0], 1); CHECK_EQ_INT(f.skips[2][1], 0); CHECK_EQ_INT(f.skips[2][2], 0);
+    CHECK_EQ_INT(f.has_skip[3], 1);
+    CHECK_EQ_INT(f.first_ids[3][0], 411); CHECK_EQ_INT(f.skips[3][0], 3);
+    CHECK(treq_outputs_ok(&a) && treq_outputs_ok(&b) && treq_outputs_ok(&c) && treq_outputs_ok(&d));
+    static const int32_t bad_len[] = {0, 2}, bad_neg[] = {-1, 0};
+    treq_make(&e, 5, 2, (int[]){3, 2});
+    e.r.pool_skip = bad_len;                  /* skip == length leaves nothing to pool */
+    CHECK_EQ_INT(sched_submit(s, &e.r, &err), POSY_E_INVALID);
+    CHECK_STR_CONTAINS(err.msg, "pool skip");
+    e.r.pool_skip = bad_neg;
+    CHECK_EQ_INT(sched_submit(s, &e.r, &err), POSY_E_INVALID);
+    CHECK_EQ_INT(e.fired, 0);
+    sched_close(s);
+}
+
 static void test_admission(void) {
     fake f; sched_engine se; fake_init(&f, &se);
     sched *s = open_s(&se, 100, 8, 2);
@@ -464,6 +516,6 @@ static void test_close_drains(void) {
     }
 }
 
-TEST_MAIN(TEST(test_order_and_budgets), TEST(test_seq_budget_packs_across_requests), TEST(test_admission), TEST(test_type_ids),
+TEST_MAIN(TEST(test_order_and_budgets), TEST(test_seq_budget_packs_across_requests), TEST(test_admission), TEST(test_type_ids), TEST(test_pool_skip),
           TEST(test_cancel), TEST(test_async_overlap), TEST(test_async_submits_while_running), TEST(test_invalid_and_failure), TEST(test_engine_stats),
           TEST(test_close_drains))

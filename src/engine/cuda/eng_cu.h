@@ -218,8 +218,11 @@ enum { ENG_CU_POOL_MEAN = 0, ENG_CU_POOL_CLS = 1, ENG_CU_POOL_LAST = 2 };
 
 /* out[s, 0..dims) = pool(x rows of sequence s)[0..dims), L2-normalised over
  * those dims when `normalize` (Matryoshka truncation: dims < H).  fp32 out,
- * for s < *n_seqs_dev; grid covers max_seqs. */
-cudaError_t eng_cu_pool(cudaStream_t s, const bf16 *x, const int32_t *cu_seqlens,
+ * for s < *n_seqs_dev; grid covers max_seqs.  skip (device, per sequence;
+ * NULL: none) leaves that many leading rows out first, as the CPU's
+ * eng_cpu_pool: mean and CLS start after them, last-token is unaffected;
+ * 0 <= skip < length (the engine validated it). */
+cudaError_t eng_cu_pool(cudaStream_t s, const bf16 *x, const int32_t *cu_seqlens, const int32_t *skip,
                         const int *n_seqs_dev, int max_seqs, int H, int dims, int mode,
                         int normalize, float *out);
 

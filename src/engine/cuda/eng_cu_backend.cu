@@ -188,6 +188,8 @@ static int pack(cu_state *st, cu_slot *sl, const cu_bucket *bk, const posy_batch
     int32_t *in = sl->h_in;
     const eng_cu_model *m = &st->m;
     memcpy(in + L.cu, b->cu_seqlens, ((size_t)b->n_seqs + 1) * 4);
+    if (b->pool_skip) memcpy(in + L.skip, b->pool_skip, (size_t)b->n_seqs * 4);
+    else memset(in + L.skip, 0, (size_t)b->n_seqs * 4);
     const int n_tiles = eng_cu_attn_tiles(b->cu_seqlens, b->n_seqs, in + L.tiles);
     in[L.meta + ENG_CU_META_TOKENS] = b->n_tokens;
     in[L.meta + ENG_CU_META_SEQS] = b->n_seqs;
@@ -279,10 +281,6 @@ static int cu_submit(posy_engine *e, const posy_batch *b, posy_err *err) {
         return posy_err_set(err, POSY_E_INTERNAL, "cuda backend: an earlier device error");
     if (b->n_tokens <= 0 || b->n_seqs <= 0)
         return posy_err_set(err, POSY_E_INVALID, "empty batch");
-    for (int s = 0; b->pool_skip && s < b->n_seqs; s++)   /* the pooling kernel has no skip yet */
-        if (b->pool_skip[s] != 0)
-            return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: leaving prompt tokens out of pooling "
-                                "(include_prompt false) is not supported on the GPU; use --device cpu");
     cu_bucket *bk = bucket_for(st, b->n_tokens, b->n_seqs);
     if (!bk)
         return posy_err_set(err, POSY_E_TOO_LONG, "batch of %d tokens / %d sequences exceeds the "

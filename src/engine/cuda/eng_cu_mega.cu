@@ -67,7 +67,7 @@ typedef struct mega_args {
     float eps, scale;
     const bf16 *word, *pos, *type;
     const float *emb_g, *emb_b;
-    const int32_t *meta, *cu, *ids, *pos_ids, *type_ids;
+    const int32_t *meta, *cu, *skip, *ids, *pos_ids, *type_ids;   /* skip: per sequence, rows not pooled */
     bf16 *x, *qkv, *ctx, *y, *inter;
     float *pooled;
     unsigned long long *bar, *prof; /* arrival counter; profile (NULL: off) */
@@ -511,7 +511,7 @@ static __device__ void mg_stage_pool(const mega_args &a, int n, bf16 *rows_s, fl
     const int n_seqs = a.meta[ENG_CU_META_SEQS];
     const eng_cu_layer *lw = &a.layers[a.L - 1];
     for (int s = blockIdx.x; s < n_seqs; s += gridDim.x) {
-        int r0 = a.cu[s], r1 = a.cu[s + 1];
+        int r0 = a.cu[s] + a.skip[s], r1 = a.cu[s + 1];   /* as eng_cu_pool: skip moves mean / CLS */
         if (a.pool_mode == ENG_CU_POOL_CLS) r1 = r0 + 1;
         if (a.pool_mode == ENG_CU_POOL_LAST) r0 = r1 - 1;
         /* LayerNorm the pooled rows into shared memory (bf16, as the graph
@@ -671,7 +671,7 @@ cudaError_t eng_cu_mega_forward(eng_cu_model *m, cudaStream_t s, int T, int S) {
     a.scale = 1.f / sqrtf((float)m->head_dim);
     a.word = m->word; a.pos = m->pos; a.type = m->type;
     a.emb_g = m->emb_g; a.emb_b = m->emb_b;
-    a.meta = in + lay.meta; a.cu = in + lay.cu; a.ids = in + lay.ids; a.pos_ids = in + lay.pos;
+    a.meta = in + lay.meta; a.cu = in + lay.cu; a.skip = in + lay.skip; a.ids = in + lay.ids; a.pos_ids = in + lay.pos;
     a.type_ids = in + lay.type;
     a.x = m->x; a.qkv = m->qkv; a.ctx = m->ctx; a.y = m->y; a.inter = m->inter;
     a.pooled = m->pooled;

@@ -38,6 +38,7 @@ eng_cu_in_layout eng_cu_in_layout_for(int tokens, int seqs) {
     size_t o = 0;
     l.meta = o; o += ENG_CU_META_N;
     l.cu = o; o += (size_t)seqs + 1;
+    l.skip = o; o += (size_t)seqs;
     o = (o + 3) & ~(size_t)3;
     l.tiles = o; o += 2 * (size_t)l.max_tiles;
     l.ids = o; o += (size_t)tokens;
@@ -287,7 +288,7 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
         GEMM(m->inter, w->down_w, w->down_b, m->x, m->y, H, m->I, ENG_CU_EPI_BIAS);
         CK("layernorm", eng_cu_add_ln(s, m->y, NULL, w->ln2_g, w->ln2_b, m->x, T, n_tok, H, m->eps));
     }
-    CK("pooling", eng_cu_pool(s, m->x, in + lay.cu, in + lay.meta + ENG_CU_META_SEQS, S, H, H,
+    CK("pooling", eng_cu_pool(s, m->x, in + lay.cu, in + lay.skip, in + lay.meta + ENG_CU_META_SEQS, S, H, H,
                               m->pool_mode, m->normalize, m->pooled));
     return 0;
 }

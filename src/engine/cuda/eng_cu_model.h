@@ -7,7 +7,7 @@
  *
  * The forward reads its inputs from a device block whose layout depends on
  * the bucket alone (eng_cu_in_layout): real token and sequence counts,
- * cu_seqlens, attention tiles, ids, positions, token types.  The backend
+ * cu_seqlens, pool skips, attention tiles, ids, positions, token types.  The backend
  * fills the same layout in pinned memory and copies it in before each run.
  */
 #ifndef ENG_CU_MODEL_H
@@ -33,7 +33,7 @@ enum { ENG_CU_ARCH_BERT = 0, ENG_CU_ARCH_QWEN3 = 1 };
 /* Offsets (in int32 units) of the input block for a bucket. */
 typedef struct eng_cu_in_layout {
     int tokens, seqs, max_tiles;        /* the bucket's bounds */
-    size_t meta, cu, tiles, ids, pos, type, total;
+    size_t meta, cu, skip, tiles, ids, pos, type, total;   /* skip: per sequence, leading tokens not pooled */
 } eng_cu_in_layout;
 
 enum { ENG_CU_META_TOKENS = 0, ENG_CU_META_SEQS = 1, ENG_CU_META_TILES = 2, ENG_CU_META_N = 4 };

@@ -158,6 +158,6 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
         const float *g = l + 1 < m->L ? m->layers[l + 1].ln1_g : m->emb_g;
         CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, g, m->h, T, n_tok, H, m->eps));
     }
-    CK("pooling", eng_cu_pool(s, m->h, in + lay.cu, n_seq, S, H, H, m->pool_mode, m->normalize, m->pooled));
+    CK("pooling", eng_cu_pool(s, m->h, in + lay.cu, in + lay.skip, n_seq, S, H, H, m->pool_mode, m->normalize, m->pooled));
     return 0;
 }

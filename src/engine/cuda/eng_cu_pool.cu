@@ -9,7 +9,10 @@
  * memory reduction adds the groups, a block reduction gives the norm.
  * Sums are fp32, the normaliser is torch's F.normalize (x / max(|x|, 1e-12))
  * over the first `dims` values only, which is exactly "truncate, then
- * normalise" as sentence-transformers does for truncate_dim.
+ * normalise" as sentence-transformers does for truncate_dim.  A per-
+ * sequence skip (include_prompt false: the prompt's tokens) moves the first
+ * pooled row, as eng_cpu_pool does: mean and CLS start at start + skip,
+ * last-token stays end - 1.
  */
 #include "eng_cu.h"
 
@@ -24,7 +27,7 @@ static __device__ __forceinline__ float pool_warp_sum(float v) {
 /* Threads are (column pair, row group): cpt threads cover the columns in
  * pairs, G groups split the rows; partial sums meet in shared memory. */
 __global__ void __launch_bounds__(POOL_THREADS)
-pool_kernel(const bf16 *x, const int32_t *cu, const int *n_seqs_dev, int H, int dims, int mode,
+pool_kernel(const bf16 *x, const int32_t *cu, const int32_t *skip, const int *n_seqs_dev, int H, int dims, int mode,
             int normalize, float *out, int cpt, int G) {
     ENG_CU_PDL_WAIT();
     extern __shared__ float acc[]; /* [G][dims + 1] */
@@ -33,8 +36,8 @@ pool_kernel(const bf16 *x, const int32_t *cu, const int *n_seqs_dev, int H, int 
     if (s >= *n_seqs_dev) return;
     const int start = cu[s], end = cu[s + 1];
     const int tx = threadIdx.x % cpt, grp = threadIdx.x / cpt, DP = dims + 1;
-    int r0 = start, r1 = end;
-    if (mode == ENG_CU_POOL_CLS) r1 = start + 1;
+    int r0 = start + (skip ? skip[s] : 0), r1 = end;
+    if (mode == ENG_CU_POOL_CLS) r1 = r0 + 1;
     if (mode == ENG_CU_POOL_LAST) r0 = end - 1;
     const float inv = 1.f / (float)(r1 - r0);
     if (grp < G)
@@ -78,7 +81,7 @@ pool_kernel(const bf16 *x, const int32_t *cu, const int *n_seqs_dev, int H, int 
     for (int c = threadIdx.x; c < dims; c += blockDim.x) out_s[c] = acc[c] * scale;
 }
 
-cudaError_t eng_cu_pool(cudaStream_t s, const bf16 *x, const int32_t *cu_seqlens,
+cudaError_t eng_cu_pool(cudaStream_t s, const bf16 *x, const int32_t *cu_seqlens, const int32_t *skip,
                         const int *n_seqs_dev, int max_seqs, int H, int dims, int mode,
                         int normalize, float *out) {
     if (max_seqs <= 0 || H % 2 || H > 4096 || dims <= 0 || dims > H)
@@ -90,7 +93,7 @@ cudaError_t eng_cu_pool(cudaStream_t s, const bf16 *x, const int32_t *cu_seqlens
     const size_t smem = (size_t)G * (dims + 1) * sizeof(float);
     if (smem > 48 * 1024) G = 1;
     cudaError_t e = eng_cu_launch(pool_kernel, dim3(max_seqs), dim3(cpt * G),
-                                  (size_t)G * (dims + 1) * sizeof(float), s, x, cu_seqlens,
+                                  (size_t)G * (dims + 1) * sizeof(float), s, x, cu_seqlens, skip,
                                   n_seqs_dev, H, dims, mode, normalize, out, cpt, G);
     return e != cudaSuccess ? e : cudaGetLastError();
 }
