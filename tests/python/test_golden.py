@@ -77,13 +77,13 @@ def test_golden_small_batches(posy, golden, tmp_path):
 
 
 def test_golden_one_short_sentence_per_batch(posy, golden, monkeypatch):
-    """One short sentence per forward (a batch of <= 32 tokens) runs every
+    """One short sentence per forward (a batch of a few tokens) runs every
     linear on the packed small-batch kernel (eng_cpu_gemm_small.c) where the
     CPU has AVX2+FMA or AVX-512; POSY_CPU_SMALL_GEMM=0 keeps OpenBLAS.  Both
     must meet the golden bar."""
     sentences, ref = golden
     idx = list(range(16))
-    assert all(len(sentences[i]) < 64 for i in idx)  # short: well under 32 tokens
+    assert all(len(sentences[i]) < 64 for i in idx)  # short: a few tokens each
     for env in ("1", "0"):
         monkeypatch.setenv("POSY_CPU_SMALL_GEMM", env)
         got = np.concatenate([posy.embed_jsonl("--", sentences[i]) for i in idx])

@@ -1,8 +1,9 @@
 /* test_cpu_gemm_small: the packed small-M linear (eng_cpu_gemm_small.h)
  * against eng_cpu_linear_ref (double sums), for every kernel this CPU can
- * run (AVX-512 and AVX2 both on an AVX-512 machine), at M = 1..32, N and K
- * with and without a multiple of the 16-wide panel (masked tail columns),
- * with and without bias, and through OpenMP (large products) and not.
+ * run (AVX-512 and AVX2 both on an AVX-512 machine), at every M = 1..40 and
+ * larger M across the 96-row chunks up to the engine's bound, N and K with
+ * and without a multiple of the 16-wide panel (masked tail columns), with
+ * and without bias, and through OpenMP (large products) and not.
  *
  * Tolerance, |fast - ref| <= atol + rtol*|ref| with inputs in [-1, 1]:
  *   atol = 1e-5 * sqrt(K), rtol = 1e-5
@@ -65,7 +66,7 @@ static void test_every_m(void) {
     find_isas();
     static const int nk[][2] = {{16, 16}, {37, 5}, {33, 384}, {48, 7}, {1, 3}};
     for (int i = 0; i < n_isas; i++)
-        for (int M = 1; M <= ENG_CPU_SMALL_M_MAX; M++)
+        for (int M = 1; M <= 40; M++)
             for (int s = 0; s < 5; s++)
                 CHECK(one_shape(isas[i], M, nk[s][0], nk[s][1], (M + s) % 2));
 }
@@ -73,23 +74,25 @@ static void test_every_m(void) {
 /* MiniLM-sized products (through OpenMP) and odd large ones. */
 static void test_large(void) {
     static const int shapes[][3] = {{12, 1152, 384}, {12, 384, 1536}, {5, 1536, 384},
-                                    {32, 400, 129}, {1, 385, 1000}, {17, 1000, 77}};
+                                    {32, 400, 129}, {1, 385, 1000}, {17, 1000, 77},
+                                    {96, 33, 40}, {97, 50, 17}, {130, 64, 31}, {200, 47, 64},
+                                    {ENG_CPU_SMALL_M_MAX, 80, 24}};
     for (int i = 0; i < n_isas; i++)
-        for (int s = 0; s < 6; s++)
+        for (int s = 0; s < 11; s++)
             for (int bias = 0; bias < 2; bias++)
                 CHECK(one_shape(isas[i], shapes[s][0], shapes[s][1], shapes[s][2], bias));
 }
 
-/* The engine's entry: packed below 33 rows, OpenBLAS (same result within
- * tolerance) above and without a pack. */
+/* The engine's entry: packed up to ENG_CPU_SMALL_M_MAX rows, OpenBLAS (same
+ * result within tolerance) above it and without a pack. */
 static void test_dispatch(void) {
-    int M = 40, N = 50, K = 70;
+    int M = ENG_CPU_SMALL_M_MAX + 8, N = 50, K = 70;
     float *x = rand_vec((size_t)M * K), *W = rand_vec((size_t)N * K), *b = rand_vec(N);
     float *y = malloc(sizeof(float) * M * N), *r = malloc(sizeof(float) * M * N);
     eng_cpu_pack p;
     CHECK(eng_cpu_pack_init(&p, W, N, K) == 0);
     eng_cpu_linear_ref(r, x, W, b, M, N, K);
-    for (int m = 1; m <= M; m += 13) {
+    for (int m = 1; m <= M; m += m < 40 ? 13 : 241) {
         eng_cpu_linear_pk(eng_cpu_small_gemm_isa(), y, x, W, &p, b, m, N, K);
         CHECK(posy_test_close(y, r, (size_t)m * N, 1e-5f * sqrtf((float)K), 1e-5f));
         eng_cpu_linear_pk(ENG_CPU_ISA_NONE, y, x, W, &p, b, m, N, K);

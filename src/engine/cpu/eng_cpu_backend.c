@@ -19,8 +19,8 @@
  * asynchronous CUDA backend.  Threads: OpenBLAS and OpenMP both use
  * n_threads (opts.n_threads, 0 = every core).
  *
- * Batches of at most ENG_CPU_SMALL_M_MAX tokens (one short query) run their
- * linears on eng_cpu_gemm_small's kernel over weights packed here at open,
+ * Batches of at most ENG_CPU_SMALL_M_MAX (512) tokens, e.g. one query, run
+ * their linears on eng_cpu_gemm_small's kernel over weights packed at open,
  * a second copy of the layer weights (MiniLM-L6: +40 MiB) that saves
  * OpenBLAS's per-call repacking; POSY_CPU_SMALL_GEMM=0 packs nothing and
  * keeps OpenBLAS for every batch.  Qwen3 (eng_cpu_qwen3.c) is not packed.
@@ -78,7 +78,8 @@ static void cpu_free_packs(cpu_backend *c, int n_layers) {
 }
 
 /* Packs every layer's linear weights for the small-M kernel (batches of at
- * most ENG_CPU_SMALL_M_MAX tokens), a second copy beside the loaded ones.
+ * most ENG_CPU_SMALL_M_MAX tokens), a second copy beside the loaded ones
+ * (those stay: OpenBLAS reads them for larger batches, CUDA uploads them).
  * Not packing is never an error: without the memory, on a CPU without
  * AVX2+FMA, or with POSY_CPU_SMALL_GEMM=0, every linear stays on OpenBLAS. */
 static void cpu_pack_layers(posy_engine *e, cpu_backend *c) {

@@ -21,6 +21,11 @@
 
 #define P ENG_CPU_PANEL
 
+/* Rows per chunk: a chunk of x (96 x K floats, 144 KiB at K = 384) stays
+ * in L2 while a thread streams column groups past it; a multiple of both
+ * kernels' row-block sizes. */
+#define ENG_CPU_ROW_CHUNK 96
+
 size_t eng_cpu_pack_bytes(int N, int K) {
     return (size_t)((N + P - 1) / P) * (size_t)K * P * sizeof(float);
 }
@@ -81,17 +86,17 @@ static inline __mmask16 mask16(int cols) {
     return cols >= 16 ? (__mmask16)0xffff : cols <= 0 ? (__mmask16)0 : (__mmask16)((1u << cols) - 1);
 }
 
-/* y[0..MR, 0..cols) = x[0..MR] . panels pan .. pan+NV-1, + b (cols <= 16 NV). */
+/* y[0..MR, 0..cols) = x[0..MR] . panels pan, pan+1 (when NV = 2) + b, cols
+ * <= 16 NV.  Accumulator arrays indexed only by unrolled r stay in zmm. */
 static inline __attribute__((always_inline)) T512 void tile512(
     const int MR, const int NV, float *y, int ldy, const float *x, int K, const float *pan,
     const float *b, int cols) {
-    __m512 acc[MR512][2];
-    for (int v = 0; v < NV; v++) {
-        __mmask16 m = mask16(cols - 16 * v);
-        __m512 bv = b ? _mm512_maskz_loadu_ps(m, b + 16 * v) : _mm512_setzero_ps();
+    __m512 lo[MR512], hi[MR512];
+    __mmask16 m0 = mask16(cols), m1 = mask16(cols - 16);
+    __m512 b0 = b ? _mm512_maskz_loadu_ps(m0, b) : _mm512_setzero_ps();
+    __m512 b1 = b && NV > 1 ? _mm512_maskz_loadu_ps(m1, b + 16) : _mm512_setzero_ps();
 #pragma GCC unroll 12
-        for (int r = 0; r < MR; r++) acc[r][v] = bv;
-    }
+    for (int r = 0; r < MR; r++) { lo[r] = b0; hi[r] = b1; }
     const float *p1 = pan + (size_t)K * P;
     for (int k = 0; k < K; k++) {
         __m512 w0 = _mm512_load_ps(pan + (size_t)k * P);
@@ -99,14 +104,14 @@ static inline __attribute__((always_inline)) T512 void tile512(
 #pragma GCC unroll 12
         for (int r = 0; r < MR; r++) {
             __m512 a = _mm512_set1_ps(x[(size_t)r * K + k]);
-            acc[r][0] = _mm512_fmadd_ps(a, w0, acc[r][0]);
-            if (NV > 1) acc[r][1] = _mm512_fmadd_ps(a, w1, acc[r][1]);
+            lo[r] = _mm512_fmadd_ps(a, w0, lo[r]);
+            if (NV > 1) hi[r] = _mm512_fmadd_ps(a, w1, hi[r]);
         }
     }
-    for (int v = 0; v < NV; v++) {
-        __mmask16 m = mask16(cols - 16 * v);
 #pragma GCC unroll 12
-        for (int r = 0; r < MR; r++) _mm512_mask_storeu_ps(y + (size_t)r * ldy + 16 * v, m, acc[r][v]);
+    for (int r = 0; r < MR; r++) {
+        _mm512_mask_storeu_ps(y + (size_t)r * ldy, m0, lo[r]);
+        if (NV > 1) _mm512_mask_storeu_ps(y + (size_t)r * ldy + 16, m1, hi[r]);
     }
 }
 
@@ -129,6 +134,7 @@ static T512 void tile512_any(int mr, int nv, float *y, int ldy, const float *x, 
 static T512 void group512(int g, float *y, const float *x, const eng_cpu_pack *p, const float *b,
                           int M) {
     int N = p->N, K = p->K, n0 = g * 2 * P, cols = N - n0 < 2 * P ? N - n0 : 2 * P;
+    if (M <= 0) return;
     int nv = cols > P ? 2 : 1, nb = (M + MR512 - 1) / MR512;
     const float *pan = p->panels + (size_t)n0 * K;
     for (int i = 0; i < nb; i++) {
@@ -148,29 +154,30 @@ static inline T256 __m256i mask8(int cols) {
     return _mm256_cmpgt_epi32(_mm256_set1_epi32(cols), idx);
 }
 
+/* Two accumulator arrays (columns 0-7, 8-15) indexed only by unrolled r,
+ * so that GCC keeps all of them in registers. */
 static inline __attribute__((always_inline)) T256 void tile256(
     const int MR, float *y, int ldy, const float *x, int K, const float *pan, const float *b,
     int cols) {
-    __m256 acc[MR256][2];
-    for (int v = 0; v < 2; v++) {
-        __m256i m = mask8(cols - 8 * v);
-        __m256 bv = b ? _mm256_maskload_ps(b + 8 * v, m) : _mm256_setzero_ps();
+    __m256 lo[MR256], hi[MR256];
+    __m256i m0 = mask8(cols), m1 = mask8(cols - 8);
+    __m256 b0 = b ? _mm256_maskload_ps(b, m0) : _mm256_setzero_ps();
+    __m256 b1 = b ? _mm256_maskload_ps(b + 8, m1) : _mm256_setzero_ps();
 #pragma GCC unroll 6
-        for (int r = 0; r < MR; r++) acc[r][v] = bv;
-    }
+    for (int r = 0; r < MR; r++) { lo[r] = b0; hi[r] = b1; }
     for (int k = 0; k < K; k++) {
         __m256 w0 = _mm256_load_ps(pan + (size_t)k * P), w1 = _mm256_load_ps(pan + (size_t)k * P + 8);
 #pragma GCC unroll 6
         for (int r = 0; r < MR; r++) {
             __m256 a = _mm256_broadcast_ss(x + (size_t)r * K + k);
-            acc[r][0] = _mm256_fmadd_ps(a, w0, acc[r][0]);
-            acc[r][1] = _mm256_fmadd_ps(a, w1, acc[r][1]);
+            lo[r] = _mm256_fmadd_ps(a, w0, lo[r]);
+            hi[r] = _mm256_fmadd_ps(a, w1, hi[r]);
         }
     }
-    for (int v = 0; v < 2; v++) {
-        __m256i m = mask8(cols - 8 * v);
 #pragma GCC unroll 6
-        for (int r = 0; r < MR; r++) _mm256_maskstore_ps(y + (size_t)r * ldy + 8 * v, m, acc[r][v]);
+    for (int r = 0; r < MR; r++) {
+        _mm256_maskstore_ps(y + (size_t)r * ldy, m0, lo[r]);
+        _mm256_maskstore_ps(y + (size_t)r * ldy + 8, m1, hi[r]);
     }
 }
 
@@ -188,6 +195,7 @@ static T256 void tile256_any(int mr, float *y, int ldy, const float *x, int K, c
 static T256 void group256(int g, float *y, const float *x, const eng_cpu_pack *p, const float *b,
                           int M) {
     int N = p->N, K = p->K, n0 = g * P, cols = N - n0 < P ? N - n0 : P;
+    if (M <= 0) return;
     int nb = (M + MR256 - 1) / MR256;
     const float *pan = p->panels + (size_t)n0 * K;
     for (int i = 0; i < nb; i++) {
@@ -197,18 +205,29 @@ static T256 void group256(int g, float *y, const float *x, const eng_cpu_pack *p
     }
 }
 
+/* Tile (chunk c, column group g) of the flattened index t = c * ng + g:
+ * the rows of chunk c (near-equal chunks of at most ROW_CHUNK rows, so
+ * that threads splitting the tiles get equal work) against column group g. */
+static void run_tile(eng_cpu_isa isa, long t, int ng, int nc, float *y, const float *x,
+                     const eng_cpu_pack *p, const float *b, int M) {
+    int c = (int)(t / ng), g = (int)(t % ng), r0 = row0(c, nc, M), m = row0(c + 1, nc, M) - r0;
+    float *yc = y + (size_t)r0 * p->N;
+    const float *xc = x + (size_t)r0 * p->K;
+    if (isa == ENG_CPU_ISA_AVX512) group512(g, yc, xc, p, b, m);
+    else group256(g, yc, xc, p, b, m);
+}
+
 void eng_cpu_linear_small(eng_cpu_isa isa, float *y, const float *x, const eng_cpu_pack *p,
                           const float *b, int M) {
-    int np = (p->N + P - 1) / P;
-    int par = (long)M * p->N * p->K >= ENG_CPU_GEMM_PAR_MIN;
-    if (isa == ENG_CPU_ISA_AVX512) {
-        int ng = (np + 1) / 2;
-#pragma omp parallel for schedule(static) if (par && ng > 1)
-        for (int g = 0; g < ng; g++) group512(g, y, x, p, b, M);
-    } else if (isa == ENG_CPU_ISA_AVX2) {
-#pragma omp parallel for schedule(static) if (par && np > 1)
-        for (int g = 0; g < np; g++) group256(g, y, x, p, b, M);
-    }
+    if (isa != ENG_CPU_ISA_AVX512 && isa != ENG_CPU_ISA_AVX2) return;
+    int np = (p->N + P - 1) / P, ng = isa == ENG_CPU_ISA_AVX512 ? (np + 1) / 2 : np;
+    int nc = (M + ENG_CPU_ROW_CHUNK - 1) / ENG_CPU_ROW_CHUNK;
+    long n_tiles = (long)nc * ng;
+    int par = (long)M * p->N * p->K >= ENG_CPU_GEMM_PAR_MIN && n_tiles > 1;
+    /* static: a thread's tiles are consecutive, the same row chunk (kept
+     * in L2) against successive column groups (streamed). */
+#pragma omp parallel for schedule(static) if (par)
+    for (long t = 0; t < n_tiles; t++) run_tile(isa, t, ng, nc, y, x, p, b, M);
 }
 
 #else /* not x86-64 GCC/Clang: OpenBLAS only */

@@ -1,8 +1,12 @@
-/* eng_cpu_gemm_small: the CPU engine's own linear layer for short batches
+/* eng_cpu_gemm_small: the CPU engine's own linear layer for small batches
  * (M <= ENG_CPU_SMALL_M_MAX tokens), on weights packed once at model load.
  *
  * For one short query OpenBLAS's sgemm repacks the whole weight matrix on
- * every call, work that a handful of rows cannot amortise.  Here the weight
+ * every call, work that a handful of rows cannot amortise.  The kernel
+ * itself takes any M (rows are cut into chunks of 96 that stay in L2); the
+ * bound is where it was measured no slower than OpenBLAS at MiniLM's shapes
+ * (bench/bench_linear_small.c, docs/BENCHMARKS.md): ~3.3x at 12 rows, 1.5x
+ * at 32, 1.3x at 65, 1.1x at 512 (AVX-512, 2 threads), parity from ~1024.  Here the weight
  * W[N,K] (nn.Linear layout) is copied once into column panels of
  * ENG_CPU_PANEL = 16 outputs: panel p holds, for k = 0..K-1, the 16 floats
  * W[16p + j][k] side by side (64-byte aligned, columns past N zero), so the
@@ -23,7 +27,7 @@
 #include <stddef.h>
 
 #define ENG_CPU_PANEL 16
-#define ENG_CPU_SMALL_M_MAX 32
+#define ENG_CPU_SMALL_M_MAX 512
 
 typedef enum eng_cpu_isa {
     ENG_CPU_ISA_NONE = 0,   /* no small-M kernel: OpenBLAS for every M */
@@ -50,8 +54,9 @@ int eng_cpu_pack_init(eng_cpu_pack *p, const float *W, int N, int K);
 void eng_cpu_pack_free(eng_cpu_pack *p);
 size_t eng_cpu_pack_bytes(int N, int K);
 
-/* y[M,N] = x[M,K] W^T + b (b may be NULL) with the given kernel, 1 <= M <=
- * ENG_CPU_SMALL_M_MAX, isa not NONE and no better than the CPU supports.
+/* y[M,N] = x[M,K] W^T + b (b may be NULL) with the given kernel, any M >= 1
+ * (the engine passes at most ENG_CPU_SMALL_M_MAX), isa no better than the
+ * CPU supports (NONE: nothing is computed).
  * OpenMP over column panels when the product is large enough.  y must not
  * alias x. */
 void eng_cpu_linear_small(eng_cpu_isa isa, float *y, const float *x, const eng_cpu_pack *p,
