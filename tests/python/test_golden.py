@@ -77,10 +77,10 @@ def test_golden_small_batches(posy, golden, tmp_path):
 
 
 def test_golden_one_short_sentence_per_batch(posy, golden, monkeypatch):
-    """One short sentence per forward (a batch of a few tokens) runs every
-    linear on the packed small-batch kernel (eng_cpu_gemm_small.c) where the
-    CPU has AVX2+FMA or AVX-512; POSY_CPU_SMALL_GEMM=0 keeps OpenBLAS.  Both
-    must meet the golden bar."""
+    """One short sentence per forward (a batch of a few tokens), on the
+    packed linear kernel (eng_cpu_gemm_packed.c, where the CPU has AVX2+FMA
+    or AVX-512) and with POSY_CPU_SMALL_GEMM=0 on OpenBLAS: both must meet
+    the golden bar."""
     sentences, ref = golden
     idx = list(range(16))
     assert all(len(sentences[i]) < 64 for i in idx)  # short: a few tokens each

@@ -1,18 +1,21 @@
-/* eng_cpu_gemm_small: packing and the small-M linear kernels (see the header).
+/* eng_cpu_gemm_packed: packing and the packed linear kernels (see the header).
  *
  * Work split: a "column group" is what one tile covers across (two panels =
- * 32 outputs for AVX-512, one panel = 16 for AVX2); the M rows are cut into
+ * 32 outputs for AVX-512, one panel = 16 for AVX2).  The M rows are cut into
+ * near-equal chunks of at most 96 (one for a single query), and a chunk into
  * near-equal row blocks of at most MR rows (12 resp. 6, so that MR x vectors
  * accumulators + the weight vectors fit the 32 zmm / 16 ymm registers).
- * A thread takes whole column groups and runs every row block on each, so a
- * panel is read from memory once and re-read from L1/L2 for the next block.
- * Each tile is a compile-time (rows, panels) instance of one always-inline
- * body, picked by a switch, so the accumulators live in registers.
+ * OpenMP splits the (chunk, column group) tiles; a tile runs every row block
+ * of its chunk on its column group, so a panel is read from memory once per
+ * chunk and re-read from L1/L2 for the next block.  Each row block is a
+ * compile-time (rows, panels) instance of one always-inline body, picked by
+ * a switch, so the accumulators live in registers (tile512_any and
+ * tile256_any must show no stack stores in their k loops).
  */
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "eng_cpu_gemm_small.h"
+#include "eng_cpu_gemm_packed.h"
 #include "eng_cpu_kernels.h"
 
 /* Multiply-adds (M*N*K) below which one thread does the whole product: an
@@ -57,23 +60,23 @@ void eng_cpu_pack_free(eng_cpu_pack *p) {
     memset(p, 0, sizeof *p);
 }
 
-eng_cpu_isa eng_cpu_small_gemm_choice(void) {
+eng_cpu_isa eng_cpu_gemm_choice(void) {
     const char *env = getenv("POSY_CPU_SMALL_GEMM");
     if (env && !strcmp(env, "0")) return ENG_CPU_ISA_NONE;
-    return eng_cpu_small_gemm_isa();
+    return eng_cpu_gemm_isa();
 }
 
 #if defined(__x86_64__) && defined(__GNUC__)
 #include <immintrin.h>
 
-eng_cpu_isa eng_cpu_small_gemm_isa(void) {
+eng_cpu_isa eng_cpu_gemm_isa(void) {
     __builtin_cpu_init();
     if (__builtin_cpu_supports("avx512f")) return ENG_CPU_ISA_AVX512;
     if (__builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma")) return ENG_CPU_ISA_AVX2;
     return ENG_CPU_ISA_NONE;
 }
 
-/* Near-equal row blocks of at most mr_max rows: block i is rows
+/* Near-equal split of M rows into nb blocks: block i is rows
  * [row0(i), row0(i+1)). */
 static inline int row0(int i, int nb, int M) { return (int)((long)i * M / nb); }
 
@@ -217,7 +220,7 @@ static void run_tile(eng_cpu_isa isa, long t, int ng, int nc, float *y, const fl
     else group256(g, yc, xc, p, b, m);
 }
 
-void eng_cpu_linear_small(eng_cpu_isa isa, float *y, const float *x, const eng_cpu_pack *p,
+void eng_cpu_linear_packed(eng_cpu_isa isa, float *y, const float *x, const eng_cpu_pack *p,
                           const float *b, int M) {
     if (isa != ENG_CPU_ISA_AVX512 && isa != ENG_CPU_ISA_AVX2) return;
     int np = (p->N + P - 1) / P, ng = isa == ENG_CPU_ISA_AVX512 ? (np + 1) / 2 : np;
@@ -232,9 +235,9 @@ void eng_cpu_linear_small(eng_cpu_isa isa, float *y, const float *x, const eng_c
 
 #else /* not x86-64 GCC/Clang: OpenBLAS only */
 
-eng_cpu_isa eng_cpu_small_gemm_isa(void) { return ENG_CPU_ISA_NONE; }
+eng_cpu_isa eng_cpu_gemm_isa(void) { return ENG_CPU_ISA_NONE; }
 
-void eng_cpu_linear_small(eng_cpu_isa isa, float *y, const float *x, const eng_cpu_pack *p,
+void eng_cpu_linear_packed(eng_cpu_isa isa, float *y, const float *x, const eng_cpu_pack *p,
                           const float *b, int M) {
     (void)isa; (void)y; (void)x; (void)p; (void)b; (void)M;
 }
@@ -243,8 +246,8 @@ void eng_cpu_linear_small(eng_cpu_isa isa, float *y, const float *x, const eng_c
 
 void eng_cpu_linear_pk(eng_cpu_isa isa, float *y, const float *x, const float *W,
                        const eng_cpu_pack *pk, const float *b, int M, int N, int K) {
-    if (isa != ENG_CPU_ISA_NONE && pk && pk->panels && M >= 1 && M <= ENG_CPU_SMALL_M_MAX)
-        eng_cpu_linear_small(isa, y, x, pk, b, M);
+    if (isa != ENG_CPU_ISA_NONE && pk && pk->panels)
+        eng_cpu_linear_packed(isa, y, x, pk, b, M);
     else
         eng_cpu_linear(y, x, W, b, M, N, K);
 }

@@ -1,9 +1,11 @@
-/* test_cpu_gemm_small: the packed small-M linear (eng_cpu_gemm_small.h)
- * against eng_cpu_linear_ref (double sums), for every kernel this CPU can
- * run (AVX-512 and AVX2 both on an AVX-512 machine), at every M = 1..40 and
- * larger M across the 96-row chunks up to the engine's bound, N and K with
- * and without a multiple of the 16-wide panel (masked tail columns), with
- * and without bias, and through OpenMP (large products) and not.
+/* test_cpu_gemm_packed: the packed linear (eng_cpu_gemm_packed.h) against
+ * eng_cpu_linear_ref (double sums), for every kernel this CPU can run
+ * (AVX-512 and AVX2 both on an AVX-512 machine), at every M = 1..40 and
+ * larger M across the 96-row chunks, N and K with and without a multiple of
+ * the 16-wide panel (masked tail columns), with and without bias, and
+ * through OpenMP (large products) and not.  Also the property the engine
+ * relies on: a row's result is bit-identical whatever the batch around it
+ * and whichever kernel ran it.
  *
  * Tolerance, |fast - ref| <= atol + rtol*|ref| with inputs in [-1, 1]:
  *   atol = 1e-5 * sqrt(K), rtol = 1e-5
@@ -15,7 +17,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#include "cpu/eng_cpu_gemm_small.h"
+#include "cpu/eng_cpu_gemm_packed.h"
 #include "cpu/eng_cpu_kernels.h"
 #include "posy_test.h"
 
@@ -40,7 +42,7 @@ static int one_shape(eng_cpu_isa isa, int M, int N, int K, int with_bias) {
     int ok = eng_cpu_pack_init(&p, W, N, K) == 0;
     CHECK(ok);
     if (ok) {
-        eng_cpu_linear_small(isa, y, x, &p, with_bias ? b : NULL, M);
+        eng_cpu_linear_packed(isa, y, x, &p, with_bias ? b : NULL, M);
         eng_cpu_linear_ref(r, x, W, with_bias ? b : NULL, M, N, K);
         ok = posy_test_close(y, r, (size_t)M * N, 1e-5f * sqrtf((float)K), 1e-5f);
         for (int i = 0; i < 16; i++) ok &= y[(size_t)M * N + i] == 12345.0f;
@@ -55,11 +57,11 @@ static eng_cpu_isa isas[2];
 static int n_isas;
 
 static void find_isas(void) {
-    eng_cpu_isa best = eng_cpu_small_gemm_isa();
+    eng_cpu_isa best = eng_cpu_gemm_isa();
     n_isas = 0;
     if (best >= ENG_CPU_ISA_AVX512) isas[n_isas++] = ENG_CPU_ISA_AVX512;
     if (best >= ENG_CPU_ISA_AVX2) isas[n_isas++] = ENG_CPU_ISA_AVX2;
-    printf("small-M kernels on this CPU: %d\n", n_isas);
+    printf("packed kernels on this CPU: %d\n", n_isas);
 }
 
 static void test_every_m(void) {
@@ -76,24 +78,24 @@ static void test_large(void) {
     static const int shapes[][3] = {{12, 1152, 384}, {12, 384, 1536}, {5, 1536, 384},
                                     {32, 400, 129}, {1, 385, 1000}, {17, 1000, 77},
                                     {96, 33, 40}, {97, 50, 17}, {130, 64, 31}, {200, 47, 64},
-                                    {ENG_CPU_SMALL_M_MAX, 80, 24}};
+                                    {600, 80, 24}};
     for (int i = 0; i < n_isas; i++)
         for (int s = 0; s < 11; s++)
             for (int bias = 0; bias < 2; bias++)
                 CHECK(one_shape(isas[i], shapes[s][0], shapes[s][1], shapes[s][2], bias));
 }
 
-/* The engine's entry: packed up to ENG_CPU_SMALL_M_MAX rows, OpenBLAS (same
- * result within tolerance) above it and without a pack. */
+/* The engine's entry: packed with a pack and a kernel, OpenBLAS (same
+ * result within tolerance) with ENG_CPU_ISA_NONE. */
 static void test_dispatch(void) {
-    int M = ENG_CPU_SMALL_M_MAX + 8, N = 50, K = 70;
+    int M = 600, N = 50, K = 70;
     float *x = rand_vec((size_t)M * K), *W = rand_vec((size_t)N * K), *b = rand_vec(N);
     float *y = malloc(sizeof(float) * M * N), *r = malloc(sizeof(float) * M * N);
     eng_cpu_pack p;
     CHECK(eng_cpu_pack_init(&p, W, N, K) == 0);
     eng_cpu_linear_ref(r, x, W, b, M, N, K);
-    for (int m = 1; m <= M; m += m < 40 ? 13 : 241) {
-        eng_cpu_linear_pk(eng_cpu_small_gemm_isa(), y, x, W, &p, b, m, N, K);
+    for (int m = 1; m <= M; m += m < 40 ? 13 : 280) {
+        eng_cpu_linear_pk(eng_cpu_gemm_isa(), y, x, W, &p, b, m, N, K);
         CHECK(posy_test_close(y, r, (size_t)m * N, 1e-5f * sqrtf((float)K), 1e-5f));
         eng_cpu_linear_pk(ENG_CPU_ISA_NONE, y, x, W, &p, b, m, N, K);
         CHECK(posy_test_close(y, r, (size_t)m * N, 1e-5f * sqrtf((float)K), 1e-5f));
@@ -109,6 +111,30 @@ static void test_dispatch(void) {
     }
     eng_cpu_pack_free(&p);
     free(x); free(W); free(b); free(y); free(r);
+}
+
+/* Row r of a 300-row batch (4 chunks, OpenMP) equals row r computed alone,
+ * bit for bit, in every kernel; and the kernels agree bit for bit. */
+static void test_batch_invariant(void) {
+    int M = 300, N = 70, K = 390;
+    float *x = rand_vec((size_t)M * K), *W = rand_vec((size_t)N * K), *b = rand_vec(N);
+    float *all = malloc(sizeof(float) * M * N), *one = malloc(sizeof(float) * N);
+    float *first = malloc(sizeof(float) * M * N);
+    eng_cpu_pack p;
+    CHECK(eng_cpu_pack_init(&p, W, N, K) == 0);
+    for (int i = 0; i < n_isas; i++) {
+        eng_cpu_linear_packed(isas[i], all, x, &p, b, M);
+        int diff = 0;
+        for (int r = 0; r < M; r += 7) {
+            eng_cpu_linear_packed(isas[i], one, x + (size_t)r * K, &p, b, 1);
+            diff += memcmp(one, all + (size_t)r * N, sizeof(float) * N) != 0;
+        }
+        CHECK_EQ_INT(diff, 0);
+        if (i == 0) memcpy(first, all, sizeof(float) * M * N);
+        else CHECK(memcmp(first, all, sizeof(float) * M * N) == 0);
+    }
+    eng_cpu_pack_free(&p);
+    free(x); free(W); free(b); free(all); free(one); free(first);
 }
 
 /* Packed layout: panel q, row k, lane j holds W[16q + j][k]; pad lanes 0. */
@@ -133,4 +159,5 @@ static void test_pack_layout(void) {
     free(W);
 }
 
-TEST_MAIN(TEST(test_every_m), TEST(test_large), TEST(test_dispatch), TEST(test_pack_layout))
+TEST_MAIN(TEST(test_every_m), TEST(test_large), TEST(test_dispatch), TEST(test_batch_invariant),
+          TEST(test_pack_layout))
