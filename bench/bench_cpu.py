@@ -18,6 +18,11 @@ and the ratios.  This is a measurement script, not a test: it asserts
 nothing about speed.
 
   python3 bench/bench_cpu.py [--threads 2] [--seconds 3] [--repeat 1] [--wait-policy passive]
+                             [--posy-ab-env VAR=VALUE]
+
+--posy-ab-env runs posy a second time in each round with VAR=VALUE in its
+environment (e.g. POSY_CPU_SMALL_GEMM=0, the OpenBLAS-only engine) and adds
+a table of the default build against that variant.
 """
 import argparse
 import json
@@ -59,10 +64,14 @@ def make_sentences(tokenizer_json, n, target, seed=7):
 
 # ---- posy -----------------------------------------------------------------
 
-def run_posy(bin_path, model, sent_file, threads, batch, seconds, latency_runs):
+def run_posy(bin_path, model, sent_file, threads, batch, seconds, latency_runs, env_kv=None):
     cmd = [bin_path, "--model", model, "--input", sent_file, "--threads", str(threads),
            "--batches", str(batch), "--seconds", str(seconds), "--latency-runs", str(latency_runs)]
-    r = subprocess.run(cmd, capture_output=True, text=True)
+    env = dict(os.environ)
+    if env_kv:
+        k, v = env_kv.split("=", 1)
+        env[k] = v
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env)
     if r.returncode != 0:
         sys.exit(f"{' '.join(cmd)} failed:\n{r.stderr}")
     return json.loads(r.stdout)
@@ -182,6 +191,22 @@ def fmt_table(rows, lat):
     return "\n".join(out)
 
 
+def fmt_ab(rows, lat, env_kv):
+    out = [f"| batch | posy engine (sent/s) | posy engine, {env_kv} | ratio | posy e2e (sent/s) "
+           f"| posy e2e, {env_kv} | ratio |", "|---:|---:|---:|---:|---:|---:|---:|"]
+    for r in rows:
+        out.append(f"| {r['batch']} | {r['posy_engine']:.1f} | {r['posy_engine_b']:.1f} "
+                   f"| {r['posy_engine'] / r['posy_engine_b']:.2f}x | {r['posy_e2e']:.1f} "
+                   f"| {r['posy_e2e_b']:.1f} | {r['posy_e2e'] / r['posy_e2e_b']:.2f}x |")
+    out.append("")
+    out.append(f"| single-sentence p50 (ms) | posy | posy, {env_kv} | ratio (B / default) |")
+    out.append("|---|---:|---:|---:|")
+    out.append(f"| tokenize + step | {lat['posy']:.2f} | {lat['posy_b']:.2f} | {lat['posy_b'] / lat['posy']:.2f}x |")
+    out.append(f"| step only | {lat['posy_engine']:.2f} | {lat['posy_engine_b']:.2f} "
+               f"| {lat['posy_engine_b'] / lat['posy_engine']:.2f}x |")
+    return "\n".join(out)
+
+
 def main():
     ap = argparse.ArgumentParser(description="posy CPU vs sentence-transformers vs ONNX Runtime")
     ap.add_argument("--model", default=os.path.join(ROOT, "models", "all-MiniLM-L6-v2"))
@@ -199,6 +224,8 @@ def main():
                     help="idle threads sleep (passive) or spin (active), for all three: OpenMP "
                          "(posy, torch) via OMP_WAIT_POLICY, ONNX Runtime via allow_spinning. "
                          "Spinning collapses on a machine shared with other work.")
+    ap.add_argument("--posy-ab-env", metavar="VAR=VALUE",
+                    help="also run posy with this environment variable in each round and compare")
     args = ap.parse_args()
     # Read by libgomp when it loads: set before torch is imported and for posy's process.
     os.environ["OMP_WAIT_POLICY"] = args.wait_policy.upper()
@@ -221,12 +248,19 @@ def main():
     batches = [int(x) for x in args.batches.split(",")]
     rows = []
     for bsz in batches:
-        best = {"batch": bsz, "posy_engine": 0.0, "posy_e2e": 0.0, "st": 0.0, "ort": 0.0}
+        best = {"batch": bsz, "posy_engine": 0.0, "posy_e2e": 0.0, "st": 0.0, "ort": 0.0,
+                "posy_engine_b": 0.0, "posy_e2e_b": 0.0}
         for _ in range(args.repeat):
             p = run_posy(args.bench_bin, args.model, sent_file, args.threads, bsz, args.seconds, 1)
             t = p["throughput"][0]
             best["posy_engine"] = max(best["posy_engine"], t["engine_sentences_per_s"])
             best["posy_e2e"] = max(best["posy_e2e"], t["e2e_sentences_per_s"])
+            if args.posy_ab_env:
+                p = run_posy(args.bench_bin, args.model, sent_file, args.threads, bsz, args.seconds,
+                             1, args.posy_ab_env)
+                t = p["throughput"][0]
+                best["posy_engine_b"] = max(best["posy_engine_b"], t["engine_sentences_per_s"])
+                best["posy_e2e_b"] = max(best["posy_e2e_b"], t["e2e_sentences_per_s"])
             best["st"] = max(best["st"], timed_loop(st, sentences, bsz, args.seconds))
             best["ort"] = max(best["ort"], timed_loop(ort_r, sentences, bsz, args.seconds))
         rows.append(best)
@@ -236,6 +270,10 @@ def main():
     lat = {"posy": p["latency_ms"]["p50"], "posy_engine": p["latency_ms"]["engine_p50"],
            "st": latency_ms(st, sentences, args.latency_runs),
            "ort": latency_ms(ort_r, sentences, args.latency_runs)}
+    if args.posy_ab_env:
+        p = run_posy(args.bench_bin, args.model, sent_file, args.threads, 1, 0.1, args.latency_runs,
+                     args.posy_ab_env)
+        lat["posy_b"], lat["posy_engine_b"] = p["latency_ms"]["p50"], p["latency_ms"]["engine_p50"]
 
     import onnxruntime
     import sentence_transformers
@@ -248,6 +286,9 @@ def main():
           f"ORT export vs ST min cosine {cos_ort:.6f}; posy tokenizer alone "
           f"{p['tokenize_sentences_per_s']:.0f} sent/s\n")
     print(fmt_table(rows, lat))
+    if args.posy_ab_env:
+        print(f"\nposy against posy with {args.posy_ab_env} (same rounds):\n")
+        print(fmt_ab(rows, lat, args.posy_ab_env))
     if args.json:
         with open(args.json, "w") as f:
             json.dump({"rows": rows, "latency_ms": lat, "threads": args.threads,

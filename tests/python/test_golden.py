@@ -74,3 +74,18 @@ def test_golden_small_batches(posy, golden, tmp_path):
     posy.embed("--input", os.path.join(GOLDEN, "sentences.jsonl"), "--output", str(out),
                "--max-batch-tokens", "256")
     compare(np.load(out), ref, sentences, "batches of <= 256 tokens")
+
+
+def test_golden_one_short_sentence_per_batch(posy, golden, monkeypatch):
+    """One short sentence per forward (a batch of a few tokens), on the
+    packed linear kernel (eng_cpu_gemm_packed.c, where the CPU has AVX2+FMA
+    or AVX-512) and with POSY_CPU_SMALL_GEMM=0 on OpenBLAS: both must meet
+    the golden bar."""
+    sentences, ref = golden
+    idx = list(range(16))
+    assert all(len(sentences[i]) < 64 for i in idx)  # short: a few tokens each
+    for env in ("1", "0"):
+        monkeypatch.setenv("POSY_CPU_SMALL_GEMM", env)
+        got = np.concatenate([posy.embed_jsonl("--", sentences[i]) for i in idx])
+        compare(got, ref[idx], [sentences[i] for i in idx],
+                f"one sentence per batch, POSY_CPU_SMALL_GEMM={env}")
