@@ -1,6 +1,6 @@
 """End-to-end GPU check of posy's CUDA backend on Qwen3 against transformers
 fp32 on the same random weights (run on a GPU machine by
-tests/cuda/run_qwen3_gpu.sh; needs POSY_CUDA_QWEN3=1, which that script sets).
+tests/cuda/run_qwen3_gpu.sh; the Qwen3 GPU path is on unless POSY_CUDA_QWEN3=0).
 
 The model is Qwen3-Embedding-0.6B's configuration (hidden 1024, 16 heads, 8
 KV heads, head_dim 128, intermediate 3072, rope_theta 1e6, rms_norm_eps
@@ -171,7 +171,7 @@ def main():
     seqs = sequences(QWEN3_06B["vocab_size"])
     sp = os.path.join(root, "qwen3-seqs.bin")
     write_seqs(sp, seqs)
-    env = dict(os.environ, POSY_CUDA_QWEN3="1")
+    env = dict(os.environ)
     ok = True
     H = QWEN3_06B["hidden_size"]
     for mode in modes:

@@ -29,7 +29,7 @@ WORK=${WORK:-/tmp/posy-qwen3}
 PEER_DIR=${PEER_DIR:-.peer}
 LAYERS=${LAYERS:-28}
 STAGES=${STAGES:-"build lab e2e bench peer"}
-export POSY_CUDA_QWEN3=1 PYTHONUNBUFFERED=1
+export PYTHONUNBUFFERED=1
 mkdir -p "$OUT" "$WORK"
 LOG="$OUT/qwen3.log"
 T0=$(date +%s)
