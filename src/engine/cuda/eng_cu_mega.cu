@@ -506,7 +506,7 @@ static __device__ void mg_stage_attention(const mega_args &a, int n) {
 
 /* ---- pooling: a block per sequence --------------------------------------- */
 
-static __device__ void mg_stage_pool(const mega_args &a, int n, bf16 *rows_s, float *red) {
+static __device__ void mg_stage_pool(const mega_args &a, bf16 *rows_s, float *red) {
     const int warp = threadIdx.x >> 5, H = a.H;
     const int n_seqs = a.meta[ENG_CU_META_SEQS];
     const eng_cu_layer *lw = &a.layers[a.L - 1];
@@ -554,7 +554,6 @@ static __device__ void mg_stage_pool(const mega_args &a, int n, bf16 *rows_s, fl
         for (int c = threadIdx.x; c < H; c += MG_THREADS) a.pooled[(size_t)s * H + c] = red[32 + c] * sc;
         __syncthreads();
     }
-    (void)n;
 }
 
 /* ---- the kernel ------------------------------------------------------------ */
@@ -598,7 +597,7 @@ __global__ void __launch_bounds__(MG_THREADS, 1) mega_bert_kernel(mega_args a) {
         mg_grid_sync(a.bar, &target, a.prof, &nb);
     }
 #undef PH
-    mg_stage_pool(a, n, As, acc);
+    mg_stage_pool(a, As, acc);
     if (a.prof) {
         __syncthreads();
         if (threadIdx.x == 0) atomicMax(a.prof + 1, mg_now());
