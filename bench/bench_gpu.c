@@ -19,10 +19,16 @@
  * the latency rows.
  * With --once TOKENS it runs one eager forward of one query and exits, for
  * a kernel profiler (bench_gpu.sh runs it under ncu when present).
+ * With --step TOKENS SEQLEN it runs a throughput step (TOKENS tokens in
+ * sequences of SEQLEN) three times -- eager with GEMM tuning, capture,
+ * replay -- and brackets only the replay with cudaProfilerStart/Stop, so
+ * `ncu --profile-from-start off` times the kernels a saturated step really
+ * runs (bench/profile_gpu.sh).
  * Token ids are random: speed does not depend on them.
  */
 #include "gpu_harness.h"
 #include "posy_clock.h"
+#include <cuda_profiler_api.h>
 
 static uint64_t rng = 42;
 static int rnd(int lo, int hi) { /* [lo, hi] */
@@ -117,16 +123,34 @@ static double throughput(posy_engine *e, const char *name, const char *pattern, 
 }
 
 int main(int argc, char **argv) {
-    if (argc != 3 && !(argc == 5 && !strcmp(argv[3], "--once"))) {
-        fprintf(stderr, "usage: %s MODEL_DIR NAME [--once TOKENS]\n", argv[0]);
+    const int once = argc == 5 && !strcmp(argv[3], "--once");
+    const int step = argc == 6 && !strcmp(argv[3], "--step");
+    if (argc != 3 && !once && !step) {
+        fprintf(stderr, "usage: %s MODEL_DIR NAME [--once TOKENS | --step TOKENS SEQLEN]\n", argv[0]);
         return 2;
     }
     posy_err err;
-    posy_engine *e = gh_open(argv[1], argc == 5 ? 4096 : 65536, 2048, &err);
+    posy_engine *e = gh_open(argv[1], once ? 4096 : 65536, 2048, &err);
     if (!e) { fprintf(stderr, "open: %s\n", err.msg); return 1; }
     const int H = e->cfg.info.hidden, V = e->cfg.info.vocab;
     const char *name = argv[2];
-    if (argc == 5) { /* one eager forward of one query, for a profiler (ncu) */
+    if (step) { /* one saturated step, only its replay inside the profiler range */
+        const int T = atoi(argv[4]), L = atoi(argv[5]);
+        if (T < 1 || T > 65536 || L < 1 || L > T) { fprintf(stderr, "bad --step %d %d\n", T, L); return 2; }
+        int *lens = (int *)malloc(sizeof(int) * (size_t)(T / L));
+        for (int i = 0; i < T / L; i++) lens[i] = L;
+        gh_batch g;
+        make(&g, lens, T / L, V, H);
+        int rc = gh_run_sync(e, &g) || gh_run_sync(e, &g);
+        cudaProfilerStart();
+        rc = rc || gh_run_sync(e, &g);
+        cudaProfilerStop();
+        gh_batch_free(&g);
+        free(lens);
+        e->ops->close(e);
+        return rc ? 1 : 0;
+    }
+    if (once) { /* one eager forward of one query, for a profiler (ncu) */
         int L = atoi(argv[4]);
         gh_batch g;
         make(&g, &L, 1, V, H);

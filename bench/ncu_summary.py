@@ -1,10 +1,11 @@
 """Summarise an ncu --csv run (metric gpu__time_duration.sum) of one
 forward: kernel count, sum of kernel durations, and time per kernel kind.
-usage: ncu_summary.py NCU.csv MODEL"""
+usage: ncu_summary.py NCU.csv MODEL [WHAT]   (WHAT: the title's subject)"""
 import csv, re, sys
 from collections import defaultdict
 
 path, model = sys.argv[1], sys.argv[2]
+what = sys.argv[3] if len(sys.argv) > 3 else "one 16-token forward (ncu, eager, each kernel timed alone)"
 rows = []
 try:
     lines = [l for l in open(path) if l.startswith('"')]
@@ -22,14 +23,14 @@ if not rows:
 kinds = defaultdict(lambda: [0, 0.0])
 for name, us in rows:
     base = re.sub(r"<.*", "", name.split("(")[0]).replace("void ", "").strip()
-    own = ("embed_ln_kernel", "add_ln_kernel", "add_rmsnorm_kernel", "attn_kernel_v1",
-           "attn_kernel_v2", "pool_kernel")
-    k = base if base in own else "cuBLASLt: " + base[:48]
+    lib = base.startswith(("nvjet", "cublas", "sm90_", "sm80_", "cutlass")) or "splitK" in base
+    k = "cuBLASLt: " + base[:48] if lib else base
     kinds[k][0] += 1
     kinds[k][1] += us
-print(f"\n### {model}: kernels of one 16-token forward (ncu, eager, each kernel timed alone)\n")
+print(f"\n### {model}: kernels of {what}\n")
 print(f"{len(rows)} kernels, sum of kernel times {sum(u for _, u in rows):.1f} us\n")
-print("| kernel | count | total us | us each |")
-print("|---|---|---|---|")
+total = sum(u for _, u in rows)
+print("| kernel | count | total us | us each | share |")
+print("|---|---|---|---|---|")
 for k, (c, t) in sorted(kinds.items(), key=lambda x: -x[1][1]):
-    print(f"| {k} | {c} | {t:.1f} | {t / c:.2f} |")
+    print(f"| {k} | {c} | {t:.1f} | {t / c:.2f} | {100 * t / total:.1f}% |")

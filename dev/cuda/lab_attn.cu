@@ -1,5 +1,7 @@
-/* lab_attn: variable-length attention (eng_cu_attn.cu) against an fp64 CPU
- * reference on the same bf16-rounded inputs.
+/* lab_attn: variable-length attention (eng_cu_attn.cu: v1, v2;
+ * eng_cu_attn_v3.cu: v3, persistent, optionally with Qwen3's q/k norm +
+ * rotary fused) against an fp64 CPU reference on the same bf16-rounded
+ * inputs.
  *
  * Cases: head_dim 32 / 64 / 128; bidirectional and causal; grouped-query
  * (4 q heads per kv head); packed batches mixing lengths 1, 2, 17, 63, 64,
@@ -8,11 +10,30 @@
  * bf16 before P.V (as in FlashAttention), so the tolerance is atol 1e-2,
  * rtol 2e-2 on outputs of magnitude <= 1.  Timing: 64 x 512 and 256 x 128
  * tokens, TFLOP/s counting 4*L^2*D per head per sequence (halved if
- * causal).
+ * causal).  The fused q/k cases (qkn) give the reference Q/K after the
+ * same per-head RMSNorm + rotary as eng_cu_qk_norm_rope (fp32, one bf16
+ * rounding), and also time "qk_norm_rope kernel + v3" against "v3 fused"
+ * on the same data.
  */
 #include "lab.h"
 
-typedef struct acase { int d, heads, kv_heads, causal; std::vector<int> lens; } acase;
+typedef struct acase { int d, heads, kv_heads, causal; std::vector<int> lens; int qkn; } acase;
+
+/* CPU mirror of eng_cu_qk_norm_rope on one head of one row (D values, in
+ * place, bf16-rounded results): RMSNorm * w, then rotate_half by (c, s). */
+static void ref_qk_head(float *x, int D, const float *w, const float *cs, float eps) {
+    const int half = D / 2;
+    float ss = 0.f;
+    for (int j = 0; j < D; j++) ss += x[j] * x[j];
+    const float r = 1.f / sqrtf(ss / (float)D + eps);
+    for (int j = 0; j < half; j++) {
+        const float v1 = x[j] * r * w[j], v2 = x[j + half] * r * w[j + half];
+        const float c = cs[2 * j], sn = cs[2 * j + 1];
+        x[j] = bfr(v1 * c - v2 * sn);
+        x[j + half] = bfr(v2 * c + v1 * sn);
+    }
+}
+
 
 static void ref_attn(const std::vector<float> &qkv, int ld, int H, const acase &c,
                      const std::vector<int> &cu, std::vector<float> &out, int ldo, size_t n_seqs) {
@@ -56,6 +77,27 @@ static void run_case(const acase &c, int time_it) {
     std::vector<float> f;
     std::vector<uint16_t> b;
     lab_rand_bf16(f, b, (size_t)T * ld, 1.f);
+    /* q/k fusion: weights near 1, a rotary table of the real formula; the
+     * reference attends over the transformed Q/K (f), the GPU gets raw b */
+    const float qk_eps = 1e-6f;
+    const int rope_rows = 1024;
+    std::vector<float> qw(D), kw(D), rope((size_t)rope_rows * D);
+    if (c.qkn) {
+        for (int j = 0; j < D; j++) { qw[j] = 1.f + 0.5f * lab_uniform(); kw[j] = 1.f + 0.5f * lab_uniform(); }
+        for (int p = 0; p < rope_rows; p++)
+            for (int j = 0; j < D / 2; j++) {
+                const double th = p * pow(1e6, -2.0 * j / D);
+                rope[(size_t)p * D + 2 * j] = (float)cos(th);
+                rope[(size_t)p * D + 2 * j + 1] = (float)sin(th);
+            }
+        for (int s_ = 0; s_ < S; s_++)
+            for (int t = cu[s_]; t < cu[s_ + 1]; t++) {
+                const float *cs = &rope[(size_t)(t - cu[s_]) * D];
+                for (int h = 0; h < c.heads; h++) ref_qk_head(&f[(size_t)t * ld + h * D], D, qw.data(), cs, qk_eps);
+                for (int h = 0; h < c.kv_heads; h++)
+                    ref_qk_head(&f[(size_t)t * ld + Hq + h * D], D, kw.data(), cs, qk_eps);
+            }
+    }
     /* the reference sees K at column Hq, V at Hq+Hkv: adapt ref's indexing */
     std::vector<float> fr((size_t)T * (Hq + 2 * Hq));
     for (int t = 0; t < T; t++)
@@ -86,15 +128,26 @@ static void run_case(const acase &c, int time_it) {
     a.cu_seqlens = dcu; a.tiles = dtiles; a.n_tiles_dev = dnt; a.max_tiles = max_tiles;
     a.scale = 1.f / sqrtf((float)D);
     a.causal = c.causal;
-    for (int version : {0, 1}) { /* 0: shipped (v2), 1: first version */
+    float *dqw = NULL, *dkw = NULL, *drope = NULL;
+    if (c.qkn) {
+        dqw = lab_upload(qw); dkw = lab_upload(kw); drope = lab_upload(rope);
+        a.q_norm = dqw; a.k_norm = dkw; a.rope = drope; a.rope_rows = rope_rows; a.qk_eps = qk_eps;
+    }
+    /* 4, 5: v2 with more resident blocks (key tiles of 32 / 64), d < 128 */
+    std::vector<int> versions = {1, 2, 3};
+    if (D < 128) versions.insert(versions.end(), {4, 5});
+    if (c.qkn) versions = {3};
+    std::vector<float> got3;
+    for (int version : versions) {
         a.version = version;
         lab_poison(dout, (size_t)T * Hq * 2);
         CUCHECK(eng_cu_attention(0, &a));
         CUCHECK(cudaDeviceSynchronize());
         std::vector<float> got = lab_download_bf16(dout, (size_t)T * Hq);
+        if (version == 3) got3 = got;
         char name[128];
-        snprintf(name, sizeof name, "attn v%d d=%d h=%d kv=%d %s seqs=%d tokens=%d",
-                 version ? 1 : 2, D, c.heads, c.kv_heads, c.causal ? "causal" : "bidir", S, T);
+        snprintf(name, sizeof name, "attn v%d%s d=%d h=%d kv=%d %s seqs=%d tokens=%d", version,
+                 c.qkn ? " qkn" : "", D, c.heads, c.kv_heads, c.causal ? "causal" : "bidir", S, T);
         lab_check(name, got.data(), ref.data(), (size_t)cu[ref_seqs] * Hq, 1e-2f, 2e-2f);
         if (time_it) {
             double fl = 0;
@@ -103,6 +156,40 @@ static void run_case(const acase &c, int time_it) {
             printf("  bench %s: %.1f us, %.1f TFLOP/s\n", name, ms * 1e3, fl / (ms * 1e-3) / 1e12);
         }
     }
+    if (c.qkn) { /* the unfused pair on a copy: qk_norm_rope in place, then v3 */
+        bf16 *dcopy;
+        CUCHECK(cudaMalloc(&dcopy, (size_t)T * ld * 2));
+        eng_cu_qk_args q;
+        memset(&q, 0, sizeof q);
+        q.qkv = dcopy; q.ld = ld; q.n_heads = c.heads; q.n_kv_heads = c.kv_heads; q.head_dim = D;
+        q.q_norm = dqw; q.k_norm = dkw; q.eps = qk_eps; q.rope = drope; q.rope_rows = rope_rows;
+        q.cu_seqlens = dcu; q.n_seqs_dev = lab_upload(std::vector<int>(1, S));
+        q.rows = T; q.n_rows_dev = lab_upload(std::vector<int>(1, T));
+        eng_cu_attn_args u = a;
+        u.q = dcopy; u.k = dcopy + Hq; u.v = dcopy + Hq + Hkv;
+        u.q_norm = u.k_norm = u.rope = NULL;
+        CUCHECK(cudaMemcpy(dcopy, dqkv, (size_t)T * ld * 2, cudaMemcpyDeviceToDevice));
+        lab_poison(dout, (size_t)T * Hq * 2);
+        CUCHECK(eng_cu_qk_norm_rope(0, &q));
+        CUCHECK(eng_cu_attention(0, &u));
+        CUCHECK(cudaDeviceSynchronize());
+        std::vector<float> got = lab_download_bf16(dout, (size_t)T * Hq);
+        size_t differ = 0;
+        for (size_t i = 0; i < (size_t)cu[ref_seqs] * Hq; i++) differ += got[i] != got3[i];
+        printf("  qkn d=%d %s tokens=%d: fused vs qk_norm_rope + v3: %zu of %zu outputs differ in bits\n", D,
+               c.causal ? "causal" : "bidir", T, differ, (size_t)cu[ref_seqs] * Hq);
+        if (time_it) {
+            const float ms_u = lab_time_ms([&] {
+                CUCHECK(eng_cu_qk_norm_rope(0, &q));
+                CUCHECK(eng_cu_attention(0, &u));
+            }, 20);
+            const float ms_f = lab_time_ms([&] { CUCHECK(eng_cu_attention(0, &a)); }, 20);
+            printf("  bench qkn d=%d h=%d kv=%d %s tokens=%d: qk_norm_rope + v3 %.1f us, fused %.1f us\n", D,
+                   c.heads, c.kv_heads, c.causal ? "causal" : "bidir", T, ms_u * 1e3, ms_f * 1e3);
+        }
+        cudaFree(dcopy); cudaFree((void *)q.n_seqs_dev); cudaFree((void *)q.n_rows_dev);
+    }
+    cudaFree(dqw); cudaFree(dkw); cudaFree(drope);
     cudaFree(dqkv); cudaFree(dcu); cudaFree(dtiles); cudaFree(dnt); cudaFree(dout);
 }
 
@@ -110,15 +197,21 @@ int main(void) {
     const std::vector<int> mix = {1, 17, 64, 65, 2, 200, 63, 512, 5};
     for (int d : {32, 64, 128})
         for (int causal : {0, 1}) {
-            run_case({d, d == 128 ? 8 : 4, d == 128 ? 2 : 4, causal, mix}, 0);
-            run_case({d, 2, 2, causal, {1}}, 0);
-            run_case({d, 2, 2, causal, {129}}, 0);
+            run_case({d, d == 128 ? 8 : 4, d == 128 ? 2 : 4, causal, mix, 0}, 0);
+            run_case({d, 2, 2, causal, {1}, 0}, 0);
+            run_case({d, 2, 2, causal, {129}, 0}, 0);
+            run_case({d, 4, 2, causal, mix, 1}, 0);
         }
     if (getenv("LAB_QUICK")) return lab_finish("lab_attn");
-    run_case({64, 12, 12, 0, std::vector<int>(64, 512)}, 1);
-    run_case({64, 12, 12, 0, std::vector<int>(256, 128)}, 1);
-    run_case({32, 12, 12, 0, std::vector<int>(64, 512)}, 1);
-    run_case({128, 16, 8, 1, std::vector<int>(16, 1024)}, 1);
-    run_case({64, 12, 12, 0, std::vector<int>(2048, 16)}, 1);
+    run_case({64, 12, 12, 0, std::vector<int>(64, 512), 0}, 1);
+    run_case({64, 12, 12, 0, std::vector<int>(256, 128), 0}, 1);
+    run_case({32, 12, 12, 0, std::vector<int>(64, 512), 0}, 1);
+    run_case({128, 16, 8, 1, std::vector<int>(16, 1024), 0}, 1);
+    run_case({64, 12, 12, 0, std::vector<int>(2048, 16), 0}, 1);
+    /* the saturated step of bench/profile_gpu.sh: 65536 tokens of 128 */
+    run_case({32, 12, 12, 0, std::vector<int>(512, 128), 0}, 1);
+    run_case({64, 12, 12, 0, std::vector<int>(512, 128), 0}, 1);
+    run_case({128, 16, 8, 1, std::vector<int>(512, 128), 0}, 1);
+    run_case({128, 16, 8, 1, std::vector<int>(512, 128), 1}, 1);
     return lab_finish("lab_attn");
 }

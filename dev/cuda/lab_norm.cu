@@ -1,7 +1,7 @@
 /* lab_norm: embedding gather + LayerNorm, residual add + LayerNorm, and
  * residual add + RMSNorm (eng_cu_norm.cu) against fp64 CPU references, at
  * rows 1, 7, 64, 1000 and hidden 384, 768, 1024, 4096; then bandwidth at
- * 16384 rows.  The device-side real row count is set below the launch's
+ * 16384 and 65536 rows.  The device-side real row count is set below the launch's
  * bucket to check that padded rows are left alone.
  *
  * Tolerance: outputs are bf16 (relative rounding 2^-8), so atol 2e-2 on
@@ -121,6 +121,10 @@ static void bench(int rows, int H) {
     const float ms = lab_time_ms([&] { CUCHECK(eng_cu_add_ln(0, x, r, g, g, o, rows, dn, H, 1e-12f)); }, 50);
     const double gb = 3.0 * rows * H * 2 / 1e9;
     printf("  bench add_ln rows=%d H=%d: %.2f us, %.0f GB/s\n", rows, H, ms * 1e3, gb / (ms * 1e-3));
+    /* as the encoder calls it: the residual already added by the GEMM epilogue */
+    const float ms0 = lab_time_ms([&] { CUCHECK(eng_cu_add_ln(0, x, NULL, g, g, o, rows, dn, H, 1e-12f)); }, 50);
+    printf("  bench add_ln (no residual) rows=%d H=%d: %.2f us, %.0f GB/s\n", rows, H, ms0 * 1e3,
+           2.0 * rows * H * 2 / 1e9 / (ms0 * 1e-3));
     const float ms1 = lab_time_ms([&] { CUCHECK(eng_cu_add_ln(0, x, r, g, g, o, 16, dn, H, 1e-12f)); }, 50);
     printf("  bench add_ln rows=16 H=%d (one launch, event-timed): %.2f us\n", H, ms1 * 1e3);
     cudaFree(x); cudaFree(r); cudaFree(o); cudaFree(g); cudaFree(dn);
@@ -134,5 +138,7 @@ int main(void) {
     if (getenv("LAB_QUICK")) return lab_finish("lab_norm");
     bench(16384, 384);
     bench(16384, 768);
+    bench(65536, 384); /* a saturated step: past L2 */
+    bench(65536, 768);
     return lab_finish("lab_norm");
 }

@@ -18,6 +18,10 @@
 #          scripts/gpu-bundle.sh, carried)                            (~3 min)
 #   bench  bench/bench_gpu.sh with the peer from .peer (carried)      (~6 min)
 #   qbench tests/cuda/run_qwen3_gpu.sh, STAGES="bench peer"           (~3 min)
+#   prof   bench/profile_gpu.sh: per-kernel time of a saturated step (~2 min)
+#   labs   the kernel labs named in LABS (default lab_attn), full run and
+#          compute-sanitizer memcheck (LAB_QUICK); builds build-gpu when
+#          no earlier part did                                       (~1-2 min)
 # Writes $OUT/all_gpu.md (a line per part: exit status, seconds, its last
 # line) and $OUT/parts.tgz (every part's $OUT and stdout).  DRY=1 prints
 # the plan without running anything.
@@ -69,6 +73,15 @@ for p in $PARTS; do
         skipped=$((skipped + 1)); fi ;;
     bench) run_part bench 420 env PEER_DIR=.peer bash bench/bench_gpu.sh ;;
     qbench) run_part qbench 240 env STAGES="bench peer" bash tests/cuda/run_qwen3_gpu.sh ;;
+    prof) run_part prof 240 bash bench/profile_gpu.sh ;;
+    labs) run_part labs 240 env LABS="${LABS:-lab_attn}" bash -c '[ -x build-gpu/lab_attn ] || {
+            cmake -S . -B build-gpu -DPOSY_ENGINE_ONLY=ON -DPOSY_CUDA=ON -DCMAKE_BUILD_TYPE=Release >/dev/null &&
+            cmake --build build-gpu -j"$(nproc)" > "$OUT/build.log" 2>&1 || { echo BUILD FAILED; exit 1; }; }
+          st=0; for l in $LABS; do
+            ./build-gpu/$l > "$OUT/$l.log" 2>&1 || st=1
+            LAB_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 3 ./build-gpu/$l > "$OUT/$l.memcheck.log" 2>&1 || st=1
+            echo "$l: $(tail -1 "$OUT/$l.log"); memcheck: $(tail -1 "$OUT/$l.memcheck.log")"; done
+          grep -h -E "bench|FAIL|differ" "$OUT"/*.log; exit $st' ;;
     *) echo "| $p | unknown part | - | - |" >> "$SUM"; status=1 ;;
   esac
 done

@@ -201,8 +201,25 @@ typedef struct eng_cu_attn_args {
     int max_tiles;                /* grid size (bucket bound) */
     float scale;                  /* softmax scale, usually 1/sqrt(head_dim) */
     int causal;
-    int version;                  /* 0 = the shipped kernel; 1 = the first version (labs) */
+    int version;                  /* 0 = the shipped kernel (eng_cu_attn_version); 1, 2, 3 (labs) */
+    /* Qwen3 only, v3 only: when q_norm != NULL, Q and K arrive raw and the
+     * kernel applies eng_cu_qk_norm_rope's per-head RMSNorm (q_norm /
+     * k_norm weights, qk_eps) and rotary embedding (rope table of
+     * rope_rows positions) to each tile as it lands. */
+    const float *q_norm, *k_norm, *rope;
+    int rope_rows;
+    float qk_eps;
 } eng_cu_attn_args;
+
+/* The version `version = 0` runs for a head size: 3 (persistent,
+ * eng_cu_attn_v3.cu) for 32 and 128, 2 for 64, where v3 measured slower on
+ * the H200 (dev/cuda/NOTES.md); POSY_CUDA_ATTN=2 or 3 forces one. */
+int eng_cu_attn_version(int head_dim);
+/* Whether the shipped kernel for this head size also does Qwen3's q/k norm
+ * + rotary (v3, and POSY_CUDA_QK_FUSE is not 0); the forward then skips
+ * eng_cu_qk_norm_rope. */
+int eng_cu_attn_fuses_qk(int head_dim);
+cudaError_t eng_cu_attention_v3(cudaStream_t s, const eng_cu_attn_args *a);
 
 /* Host: write the tile list for cu_seqlens[0..n_seqs] into tiles (pairs);
  * returns the tile count.  tiles must hold 2*eng_cu_attn_max_tiles(..). */
@@ -254,6 +271,9 @@ void eng_cu_gemm_set_tuning(eng_cu_gemm_ctx *g, int on);
  * used by the engine by default (it wins alone but made the whole one-query
  * graph slower on the H200); POSY_CUDA_SKINNY=1 races it at tuning. */
 int eng_cu_gemm_small_ok(int M, int N, int K);
+/* Which skinny kernel eng_cu_gemm_small runs: 1, or 2 (deep weight
+ * prefetch; POSY_CUDA_SKINNY=2 at engine open, labs set it directly). */
+extern int eng_cu_skinny_version;
 cudaError_t eng_cu_gemm_small(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias,
                               const bf16 *R, bf16 *Y, int M, int N, int K, int epi);
 

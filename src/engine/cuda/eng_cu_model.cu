@@ -220,6 +220,10 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
     /* measured on the H200 (bench/results/h200-latency-modes-pdl-*): no
      * latency gain, throughput 2-3% lower in that run -- opt-in only */
     eng_cu_pdl_on = getenv("POSY_CUDA_PDL") != NULL;
+    {
+        const char *sk = getenv("POSY_CUDA_SKINNY");
+        eng_cu_skinny_version = sk && !strcmp(sk, "2") ? 2 : 1;
+    }
     if ((is_q3 ? eng_cu_qwen3_upload(m, cfg, q3, err) : upload_weights(m, bert, err)) ||
         reserve_arena(m, err) || eng_cu_mega_prepare(m, err)) {
         eng_cu_model_close(m);

@@ -16,8 +16,10 @@
  *   x = embed[ids]; h = RMSNorm(x) * ln1[0]                 1 launch
  *   per layer:
  *     qkv = h Wqkv^T (+ b)                                  cuBLASLt
- *     q, k = rotary(RMSNorm_head(q|k) * q_norm|k_norm)      1 launch, in place
+ *     q, k = rotary(RMSNorm_head(q|k) * q_norm|k_norm)      in the attention kernel
  *     ctx = attention(q, k, v) (causal or not, GQA)         1 launch
+ *       (POSY_CUDA_QK_FUSE=0 or POSY_CUDA_ATTN=2: q/k norm + rotary as a
+ *       launch of its own before it, in place)
  *     y = x + ctx Wo^T (+ b)   -- residual in the epilogue; y becomes x
  *     h = RMSNorm(x) * ln2                                  1 launch
  *     gu = h Wgu^T                                          cuBLASLt
@@ -25,7 +27,7 @@
  *     y = x + act Wd^T         -- residual in the epilogue; y becomes x
  *     h = RMSNorm(x) * (next layer's ln1, or the final norm)
  *   pooled = L2(pool(h))  (last token or mean, per the model's files)
- * Nine launches a layer.  x and y swap roles after every residual GEMM
+ * Eight launches a layer (nine without the q/k fusion).  x and y swap roles after every residual GEMM
  * (pointer ping-pong, fixed at capture), so no GEMM writes its own input.
  */
 #include "eng_cu_model.h"
@@ -142,11 +144,17 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
     a.max_tiles = lay.max_tiles;
     a.scale = 1.f / sqrtf((float)d);
     a.causal = m->causal;
+    const int fuse = eng_cu_attn_fuses_qk(d);
+    a.rope = m->rope; a.rope_rows = m->rope_rows; a.qk_eps = m->eps;
     for (int l = 0; l < m->L; l++) {
         const eng_cu_layer *w = &m->layers[l];
         GEMM(m->h, w->qkv_w, w->qkv_b, NULL, m->qkv, m->qkv_n, H);
-        q.q_norm = w->q_norm; q.k_norm = w->k_norm;
-        CK("q/k norm + rotary", eng_cu_qk_norm_rope(s, &q));
+        if (fuse) { /* the attention kernel normalises and rotates Q/K tiles as they land */
+            a.q_norm = w->q_norm; a.k_norm = w->k_norm;
+        } else {
+            q.q_norm = w->q_norm; q.k_norm = w->k_norm;
+            CK("q/k norm + rotary", eng_cu_qk_norm_rope(s, &q));
+        }
         CK("attention", eng_cu_attention(s, &a));
         GEMM(m->ctx, w->ao_w, w->ao_b, x, y, H, m->attn_n);
         t = x; x = y; y = t;

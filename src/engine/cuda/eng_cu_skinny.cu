@@ -13,19 +13,61 @@
  * keeps enough loads in flight.  Rows past M read as zero; no split-K
  * reduce kernel, no workspace.
  */
-#include "eng_cu.h"
-
-static __device__ __forceinline__ void mma16816s(float *c, const uint32_t *a, uint32_t b0,
-                                                 uint32_t b1) {
-    asm volatile(
-        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
-        "{%8,%9}, {%0,%1,%2,%3};\n"
-        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
-        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
-}
+#include "eng_cu_frag.h"
 
 static __device__ __forceinline__ uint32_t ldg32(const bf16 *p) {
     return __ldg((const unsigned int *)p);
+}
+
+/* One k-step (16 columns of X from k) of the block's 16 output columns
+ * for all M rows: A fragments of X straight from global (tiny, L1/L2),
+ * the weight fragments given; rows past M read as zero. */
+template <int MT>
+static __device__ __forceinline__ void skinny_step(float (*acc)[2][4], const bf16 *X, int M, int K, int k,
+                                                   uint32_t b00, uint32_t b01, uint32_t b10, uint32_t b11) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++) {
+        const int r0 = mt * 16 + g, r1 = r0 + 8;
+        const bf16 *x0 = X + (size_t)r0 * K + k + 2 * t;
+        const bf16 *x1 = X + (size_t)r1 * K + k + 2 * t;
+        uint32_t a[4];
+        a[0] = r0 < M ? ldg32(x0) : 0u;
+        a[1] = r1 < M ? ldg32(x1) : 0u;
+        a[2] = r0 < M ? ldg32(x0 + 8) : 0u;
+        a[3] = r1 < M ? ldg32(x1 + 8) : 0u;
+        eng_mma16816(acc[mt][0], a, b00, b01);
+        eng_mma16816(acc[mt][1], a, b10, b11);
+    }
+}
+
+/* The warps' partial sums of the block's 16 columns meet in shared memory;
+ * one pass adds bias, GELU (the tanh form, as cuBLASLt's epilogue, so both
+ * paths agree), the residual, and stores bf16. */
+template <int MT, int WARPS>
+static __device__ __forceinline__ void skinny_finish(const float (*acc)[2][4], float (*part)[MT * 16][17],
+                                                     const bf16 *bias, const bf16 *R, bf16 *Y, int M, int N,
+                                                     int n0, int epi) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                part[warp][mt * 16 + g + (e >> 1) * 8][nt * 8 + 2 * t + (e & 1)] = acc[mt][nt][e];
+    __syncthreads();
+    for (int i = threadIdx.x; i < M * 16; i += WARPS * 32) {
+        const int r = i >> 4, c = i & 15;
+        float v = 0.f;
+#pragma unroll
+        for (int w = 0; w < WARPS; w++) v += part[w][r][c];
+        if (epi != ENG_CU_EPI_NONE) v += __bfloat162float(bias[n0 + c]);
+        if (epi == ENG_CU_EPI_BIAS_GELU)
+            v = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+        if (R) v += __bfloat162float(R[(size_t)r * N + n0 + c]);
+        Y[(size_t)r * N + n0 + c] = __float2bfloat16(v);
+    }
 }
 
 template <int MT, int WARPS>
@@ -48,45 +90,81 @@ skinny_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf1
         const int k = ks * 16;
         const uint32_t b00 = ldg32(w0 + k), b01 = ldg32(w0 + k + 8);
         const uint32_t b10 = ldg32(w1 + k), b11 = ldg32(w1 + k + 8);
-#pragma unroll
-        for (int mt = 0; mt < MT; mt++) {
-            const int r0 = mt * 16 + g, r1 = r0 + 8;
-            const bf16 *x0 = X + (size_t)r0 * K + kb + k + 2 * t;
-            const bf16 *x1 = X + (size_t)r1 * K + kb + k + 2 * t;
-            uint32_t a[4];
-            a[0] = r0 < M ? ldg32(x0) : 0u;
-            a[1] = r1 < M ? ldg32(x1) : 0u;
-            a[2] = r0 < M ? ldg32(x0 + 8) : 0u;
-            a[3] = r1 < M ? ldg32(x1 + 8) : 0u;
-            mma16816s(acc[mt][0], a, b00, b01);
-            mma16816s(acc[mt][1], a, b10, b11);
-        }
+        skinny_step<MT>(acc, X, M, K, kb + k, b00, b01, b10, b11);
     }
-#pragma unroll
-    for (int mt = 0; mt < MT; mt++)
-#pragma unroll
-        for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-                part[warp][mt * 16 + g + (e >> 1) * 8][nt * 8 + 2 * t + (e & 1)] = acc[mt][nt][e];
-    __syncthreads();
-    for (int i = threadIdx.x; i < M * 16; i += WARPS * 32) {
-        const int r = i >> 4, c = i & 15;
-        float v = 0.f;
-#pragma unroll
-        for (int w = 0; w < WARPS; w++) v += part[w][r][c];
-        if (epi != ENG_CU_EPI_NONE) v += __bfloat162float(bias[n0 + c]);
-        if (epi == ENG_CU_EPI_BIAS_GELU)
-            v = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-        if (R) v += __bfloat162float(R[(size_t)r * N + n0 + c]);
-        Y[(size_t)r * N + n0 + c] = __float2bfloat16(v);
-    }
+    skinny_finish<MT, WARPS>(acc, part, bias, R, Y, M, N, n0, epi);
 }
+
+/* Version 2: the same block shape, but each warp issues the weight loads
+ * of KU k-steps before any of their products, so a warp keeps KU x 512
+ * bytes of weights in flight instead of ~1 KB: v1 streamed weights at
+ * 0.5-0.7 TB/s (lab_gemm, L2-resident weights) and Qwen3's one-query GEMMs
+ * (4-12 MB each, from HBM) ran at ~1 TB/s under cuBLASLt.  Blocks of 16
+ * warps for long K on narrow N (Qwen3's o and down projections: 64 blocks)
+ * split K further so enough warps stream. */
+template <int MT, int WARPS, int KU>
+__global__ void __launch_bounds__(WARPS * 32)
+skinny2_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y, int M,
+               int N, int K, int epi) {
+    __shared__ float part[WARPS][MT * 16][17];
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int n0 = blockIdx.x * 16;
+    const int ksteps = K / 16 / WARPS, kb = warp * ksteps * 16;
+    float acc[MT][2][4];
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+    const bf16 *w0 = W + (size_t)(n0 + g) * K + kb + 2 * t;
+    const bf16 *w1 = W + (size_t)(n0 + 8 + g) * K + kb + 2 * t;
+    for (int ks = 0; ks < ksteps; ks += KU) {
+        uint32_t wb[KU][4];
+#pragma unroll
+        for (int u = 0; u < KU; u++)
+            if (ks + u < ksteps) {
+                const int k = (ks + u) * 16;
+                wb[u][0] = ldg32(w0 + k); wb[u][1] = ldg32(w0 + k + 8);
+                wb[u][2] = ldg32(w1 + k); wb[u][3] = ldg32(w1 + k + 8);
+            }
+#pragma unroll
+        for (int u = 0; u < KU; u++)
+            if (ks + u < ksteps) {
+                const int k = (ks + u) * 16;
+                skinny_step<MT>(acc, X, M, K, kb + k, wb[u][0], wb[u][1], wb[u][2], wb[u][3]);
+            }
+    }
+    skinny_finish<MT, WARPS>(acc, part, bias, R, Y, M, N, n0, epi);
+}
+
+/* v2's warps a block: 16 for K >= 2048 on N <= 2048 (up to 32 rows: the
+ * partial sums must fit 48 KB of shared memory), 8 for K >= 768, else 4. */
+static int skinny2_warps(int M, int N, int K) {
+    if (K >= 2048 && N <= 2048 && M <= 32) return 16;
+    return K >= 768 ? 8 : 4;
+}
+
+int eng_cu_skinny_version = 1;
 
 int eng_cu_gemm_small_ok(int M, int N, int K) {
     if (M < 1 || M > 64 || N % 16 || K % 16) return 0;
     const int warps = K >= 768 ? 8 : 4;
-    return (K / 16) % warps == 0;
+    return (K / 16) % warps == 0 && (K / 16) % skinny2_warps(M, N, K) == 0;
+}
+
+template <int MT>
+static void launch2_mt(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias,
+                       const bf16 *R, bf16 *Y, int M, int N, int K, int epi) {
+    const int w = skinny2_warps(M, N, K);
+    if constexpr (MT <= 2) {
+        if (w == 16) {
+            skinny2_kernel<MT, 16, 8><<<N / 16, 512, 0, s>>>(X, W, bias, R, Y, M, N, K, epi);
+            return;
+        }
+    }
+    if (w == 8)
+        skinny2_kernel<MT, 8, 8><<<N / 16, 256, 0, s>>>(X, W, bias, R, Y, M, N, K, epi);
+    else
+        skinny2_kernel<MT, 4, 8><<<N / 16, 128, 0, s>>>(X, W, bias, R, Y, M, N, K, epi);
 }
 
 template <int MT>
@@ -101,6 +179,15 @@ static void launch_mt(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *
 cudaError_t eng_cu_gemm_small(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias,
                               const bf16 *R, bf16 *Y, int M, int N, int K, int epi) {
     if (!eng_cu_gemm_small_ok(M, N, K)) return cudaErrorInvalidValue;
+    if (eng_cu_skinny_version == 2) {
+        switch ((M + 15) / 16) {
+        case 1: launch2_mt<1>(s, X, W, bias, R, Y, M, N, K, epi); break;
+        case 2: launch2_mt<2>(s, X, W, bias, R, Y, M, N, K, epi); break;
+        case 3: launch2_mt<3>(s, X, W, bias, R, Y, M, N, K, epi); break;
+        default: launch2_mt<4>(s, X, W, bias, R, Y, M, N, K, epi); break;
+        }
+        return cudaGetLastError();
+    }
     switch ((M + 15) / 16) {
     case 1: launch_mt<1>(s, X, W, bias, R, Y, M, N, K, epi); break;
     case 2: launch_mt<2>(s, X, W, bias, R, Y, M, N, K, epi); break;

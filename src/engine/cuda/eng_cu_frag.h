@@ -1,0 +1,185 @@
+/* eng_cu_frag: the warp-level building blocks the attention kernels share
+ * (eng_cu_attn.cu's v1/v2, eng_cu_attn_v3.cu; the mma also eng_cu_skinny.cu):
+ * mma.sync m16n8k16 bf16 -> fp32, ldmatrix (plain and transposed), packing
+ * two floats into a bf16x2 register, ex2.approx, cp.async of row tiles into
+ * padded shared rows, and the attention kernels' per-key-tile step and
+ * final store.
+ * Kept in one header so every version is built from the same parts and a
+ * lab comparing versions compares algorithms, not copies.
+ */
+#ifndef ENG_CU_FRAG_H
+#define ENG_CU_FRAG_H
+
+#include "eng_cu.h"
+
+static __device__ __forceinline__ uint32_t eng_ld32(const bf16 *p) { return *(const uint32_t *)p; }
+
+static __device__ __forceinline__ void eng_mma16816(float *c, const uint32_t *a, uint32_t b0,
+                                                    uint32_t b1) {
+    asm volatile(
+        "mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+        "{%8,%9}, {%0,%1,%2,%3};\n"
+        : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+        : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+static __device__ __forceinline__ void eng_ldmatrix_x4(uint32_t *r, const bf16 *p) {
+    const uint32_t addr = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+static __device__ __forceinline__ void eng_ldmatrix_x4_trans(uint32_t *r, const bf16 *p) {
+    const uint32_t addr = (uint32_t)__cvta_generic_to_shared(p);
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr));
+}
+
+static __device__ __forceinline__ uint32_t eng_pack_bf16(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    return *(uint32_t *)&h;
+}
+
+static __device__ __forceinline__ float eng_fast_exp2(float x) {
+    float y;
+    asm("ex2.approx.ftz.f32 %0, %1;" : "=f"(y) : "f"(x));
+    return y;
+}
+
+/* cp.async of a [R][D] bf16 tile (global stride ld) into [R][D+8] shared
+ * rows by a block of NT threads; rows >= rows_valid are zero-filled by the
+ * copy engine (src-size 0).  Does not commit: the caller groups copies. */
+template <int R, int D, int NT>
+static __device__ __forceinline__ void eng_async_rows(bf16 *dst, const bf16 *src, int ld,
+                                                      int rows_valid) {
+    constexpr int LD = D + 8, CPR = D / 8;
+#pragma unroll
+    for (int c = threadIdx.x; c < R * CPR; c += NT) {
+        const int r = c / CPR, cc = (c % CPR) * 8;
+        const bool ok = r < rows_valid;
+        const bf16 *g = ok ? src + (size_t)r * ld + cc : src;
+        const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst + r * LD + cc);
+        asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(g),
+                     "r"(ok ? 16 : 0));
+    }
+}
+
+static __device__ __forceinline__ void eng_async_commit() {
+    asm volatile("cp.async.commit_group;\n" ::);
+}
+
+template <int N>
+static __device__ __forceinline__ void eng_async_wait() {
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+/* One key tile of the FlashAttention-2 loop, for the calling warp's 16
+ * query rows (wrow0 = the first, relative to the sequence; qf = their Q
+ * fragments): S = Q K^T from ldmatrix'd K, the mask only when the tile
+ * crosses the sequence end (len) or, causal, the diagonal; online softmax
+ * in the log2 domain (sl2 = scale * log2 e) with FFMA + ex2.approx, the
+ * accumulator rescaled; P repacked from the S accumulators as A fragments;
+ * O += P V with ldmatrix.trans.  K, V: [BN][D+8] shared tiles of keys
+ * k0.., zero rows past the end.  Shared by attention v2 and v3. */
+template <int D, int BN, bool CAUSAL>
+static __device__ __forceinline__ void eng_attn_tile(const uint32_t (*qf)[4], const bf16 *K, const bf16 *V,
+                                                     int k0, int len, int wrow0, float sl2, float (*o)[4],
+                                                     float *m, float *l) {
+    constexpr int LD = D + 8;
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, mi = lane >> 3, mr = lane & 7;
+    const int qi[2] = {wrow0 + g, wrow0 + g + 8};
+    float sc[BN / 8][4];
+#pragma unroll
+    for (int nt = 0; nt < BN / 8; nt += 2) {
+        sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
+        sc[nt + 1][0] = sc[nt + 1][1] = sc[nt + 1][2] = sc[nt + 1][3] = 0.f;
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) {
+            uint32_t kb[4];
+            eng_ldmatrix_x4(kb, K + (nt * 8 + (mi >> 1) * 8 + mr) * LD + kk * 16 + (mi & 1) * 8);
+            eng_mma16816(sc[nt], qf[kk], kb[0], kb[1]);
+            eng_mma16816(sc[nt + 1], qf[kk], kb[2], kb[3]);
+        }
+    }
+    const bool need_mask = k0 + BN > len || (CAUSAL && k0 + BN - 1 > wrow0);
+    if (need_mask) {
+#pragma unroll
+        for (int nt = 0; nt < BN / 8; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = k0 + nt * 8 + 2 * t + (e & 1);
+                if (key >= len || (CAUSAL && key > qi[e >> 1])) sc[nt][e] = -INFINITY;
+            }
+    }
+    float mx[2] = {m[0], m[1]};
+#pragma unroll
+    for (int nt = 0; nt < BN / 8; nt++) {
+        mx[0] = fmaxf(mx[0], fmaxf(sc[nt][0], sc[nt][1]));
+        mx[1] = fmaxf(mx[1], fmaxf(sc[nt][2], sc[nt][3]));
+    }
+    float alpha[2], nms[2];
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 1));
+        mx[r] = fmaxf(mx[r], __shfl_xor_sync(0xffffffffu, mx[r], 2));
+        const float mu = mx[r] == -INFINITY ? 0.f : mx[r];
+        nms[r] = -mu * sl2;
+        alpha[r] = eng_fast_exp2(fmaf(m[r], sl2, nms[r]));
+        m[r] = mx[r];
+        l[r] *= alpha[r];
+    }
+#pragma unroll
+    for (int i = 0; i < D / 8; i++) {
+        o[i][0] *= alpha[0]; o[i][1] *= alpha[0];
+        o[i][2] *= alpha[1]; o[i][3] *= alpha[1];
+    }
+#pragma unroll
+    for (int nt = 0; nt < BN / 8; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            sc[nt][e] = eng_fast_exp2(fmaf(sc[nt][e], sl2, nms[e >> 1]));
+            l[e >> 1] += sc[nt][e];
+        }
+#pragma unroll
+    for (int kk = 0; kk < BN / 16; kk++) {
+        uint32_t pa[4];
+        pa[0] = eng_pack_bf16(sc[2 * kk][0], sc[2 * kk][1]);
+        pa[1] = eng_pack_bf16(sc[2 * kk][2], sc[2 * kk][3]);
+        pa[2] = eng_pack_bf16(sc[2 * kk + 1][0], sc[2 * kk + 1][1]);
+        pa[3] = eng_pack_bf16(sc[2 * kk + 1][2], sc[2 * kk + 1][3]);
+#pragma unroll
+        for (int dn = 0; dn < D / 8; dn += 2) {
+            uint32_t vb[4];
+            eng_ldmatrix_x4_trans(vb, V + (kk * 16 + (mi & 1) * 8 + mr) * LD + (dn + (mi >> 1)) * 8);
+            eng_mma16816(o[dn], pa, vb[0], vb[1]);
+            eng_mma16816(o[dn + 1], pa, vb[2], vb[3]);
+        }
+    }
+}
+
+/* The end of a query tile: the row sums reduced over the quad, O / l
+ * written as bf16 for the warp's rows below qrows (dst: the tile's first
+ * row at its head's column; rows ldo apart). */
+template <int D>
+static __device__ __forceinline__ void eng_attn_store(float (*o)[4], float *l, int qrows, bf16 *dst, int ldo) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 1);
+        l[r] += __shfl_xor_sync(0xffffffffu, l[r], 2);
+        l[r] = l[r] > 0.f ? 1.f / l[r] : 0.f;
+    }
+#pragma unroll
+    for (int r = 0; r < 2; r++) {
+        const int row = warp * 16 + g + 8 * r;
+        if (row >= qrows) continue;
+        bf16 *p = dst + (size_t)row * ldo + 2 * t;
+#pragma unroll
+        for (int dn = 0; dn < D / 8; dn++)
+            *(uint32_t *)(p + dn * 8) = eng_pack_bf16(o[dn][2 * r] * l[r], o[dn][2 * r + 1] * l[r]);
+    }
+}
+
+#endif
