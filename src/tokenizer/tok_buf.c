@@ -1,6 +1,7 @@
 /* tok_buf: the growable arrays of tok_internal.h.  Growth doubles, so a
  * reused tok_encoding stops allocating after its first few calls. */
 #include <stdlib.h>
+#include <string.h>
 
 #include "tok_internal.h"
 
@@ -88,3 +89,18 @@ void *tok_mem_get(tok_mem *m, size_t bytes) {
     m->p = np; m->cap = nc;
     return np;
 }
+
+void tok_sbuf_put(tok_sbuf *b, const char *s, size_t n) {
+    if (b->oom) return;
+    if (b->n + n + 1 > b->cap) {
+        size_t nc = (b->n + n + 1) * 2;
+        char *np = realloc(b->p, nc);
+        if (!np) { b->oom = 1; return; }
+        b->p = np; b->cap = nc;
+    }
+    memcpy(b->p + b->n, s, n);
+    b->n += n;
+    b->p[b->n] = '\0';
+}
+
+void tok_sbuf_puts(tok_sbuf *b, const char *s) { tok_sbuf_put(b, s, strlen(s)); }

@@ -52,27 +52,14 @@ static void sv_free(strv *sv) {
     memset(sv, 0, sizeof *sv);
 }
 
-/* A growable byte buffer for building one token. */
-typedef struct { char *p; size_t n, cap; int oom; } bbuf;
-static void bb_put(bbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t nc = (b->n + n + 1) * 2;
-        char *np = realloc(b->p, nc);
-        if (!np) { b->oom = 1; return; }
-        b->p = np; b->cap = nc;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-}
-static void bb_cp(bbuf *b, uint32_t cp) { char t[4]; bb_put(b, t, (size_t)tok_utf8_encode(cp, t)); }
+static void bb_cp(tok_sbuf *b, uint32_t cp) { char t[4]; tok_sbuf_put(b, t, (size_t)tok_utf8_encode(cp, t)); }
 
 /* Rust's String::from_utf8_lossy: each maximal invalid subpart -> U+FFFD. */
-static void lossy(bbuf *o, const char *s, size_t n) {
+static void lossy(tok_sbuf *o, const char *s, size_t n) {
     for (size_t i = 0; i < n;) {
         uint32_t cp;
         int l = tok_utf8_decode((const uint8_t *)s + i, n - i, &cp);
-        if (l) { bb_put(o, s + i, (size_t)l); i += (size_t)l; continue; }
+        if (l) { tok_sbuf_put(o, s + i, (size_t)l); i += (size_t)l; continue; }
         /* length of the maximal subpart: a valid prefix of a multi-byte sequence */
         uint8_t c = (uint8_t)s[i];
         size_t need = c >= 0xF0 && c <= 0xF4 ? 4 : c >= 0xE0 && c <= 0xEF ? 3 : c >= 0xC2 && c <= 0xDF ? 2 : 1;
@@ -97,7 +84,7 @@ static int starts_with(const str *t, const char *p, size_t n) { return t->n >= n
 
 /* ---- the decoders ------------------------------------------------------ */
 static void dec_bytelevel(const strv *in, strv *out) {
-    bbuf raw = {0}, o = {0};
+    tok_sbuf raw = {0}, o = {0};
     for (size_t i = 0; i < in->n; i++) {
         const str *t = &in->v[i];
         size_t mark = raw.n;
@@ -107,9 +94,9 @@ static void dec_bytelevel(const strv *in, strv *out) {
             k += (size_t)tok_utf8_next(t->s + k, &cp);
             int b = tok_char_byte(cp);
             if (b < 0) ok = 0;
-            else { char c = (char)b; bb_put(&raw, &c, 1); }
+            else { char c = (char)b; tok_sbuf_put(&raw, &c, 1); }
         }
-        if (!ok) { raw.n = mark; bb_put(&raw, t->s, t->n); }
+        if (!ok) { raw.n = mark; tok_sbuf_put(&raw, t->s, t->n); }
     }
     lossy(&o, raw.p ? raw.p : "", raw.n);
     sv_push(out, o.p ? o.p : "", o.n);
@@ -117,25 +104,25 @@ static void dec_bytelevel(const strv *in, strv *out) {
     free(raw.p); free(o.p);
 }
 
-static void replace_all(bbuf *o, const char *s, size_t n, const char *pat, size_t pl, const char *rep, size_t rl) {
+static void replace_all(tok_sbuf *o, const char *s, size_t n, const char *pat, size_t pl, const char *rep, size_t rl) {
     size_t i = 0;
     while (i < n) {
         const char *f = pl ? memmem(s + i, n - i, pat, pl) : NULL;
         if (!f) break;
-        bb_put(o, s + i, (size_t)(f - (s + i)));
-        bb_put(o, rep, rl);
+        tok_sbuf_put(o, s + i, (size_t)(f - (s + i)));
+        tok_sbuf_put(o, rep, rl);
         i = (size_t)(f - s) + pl;
     }
-    bb_put(o, s + i, n - i);
+    tok_sbuf_put(o, s + i, n - i);
 }
 
 /* HF's WordPiece cleanup(): a fixed list of str::replace calls, in order. */
-static void wp_cleanup(bbuf *b) {
+static void wp_cleanup(tok_sbuf *b) {
     static const char *pairs[][2] = {{" .", "."}, {" ?", "?"}, {" !", "!"}, {" ,", ","}, {" ' ", "'"},
                                      {" n't", "n't"}, {" 'm", "'m"}, {" do not", " don't"}, {" 's", "'s"},
                                      {" 've", "'ve"}, {" 're", "'re"}};
     for (size_t k = 0; k < sizeof pairs / sizeof pairs[0]; k++) {
-        bbuf o = {0};
+        tok_sbuf o = {0};
         replace_all(&o, b->p ? b->p : "", b->n, pairs[k][0], strlen(pairs[k][0]), pairs[k][1], strlen(pairs[k][1]));
         free(b->p);
         *b = o;
@@ -145,11 +132,11 @@ static void wp_cleanup(bbuf *b) {
 static void dec_wordpiece(const tok_decoder *d, const strv *in, strv *out) {
     for (size_t i = 0; i < in->n; i++) {
         const str *t = &in->v[i];
-        bbuf b = {0};
-        if (i != 0 && starts_with(t, d->str, d->str_len)) bb_put(&b, t->s + d->str_len, t->n - d->str_len);
+        tok_sbuf b = {0};
+        if (i != 0 && starts_with(t, d->str, d->str_len)) tok_sbuf_put(&b, t->s + d->str_len, t->n - d->str_len);
         else {
-            if (i != 0) bb_put(&b, " ", 1);
-            bb_put(&b, t->s, t->n);
+            if (i != 0) tok_sbuf_put(&b, " ", 1);
+            tok_sbuf_put(&b, t->s, t->n);
         }
         if (d->cleanup) wp_cleanup(&b);
         sv_push(out, b.p ? b.p : "", b.n);
@@ -161,12 +148,12 @@ static void dec_wordpiece(const tok_decoder *d, const strv *in, strv *out) {
 static void dec_metaspace(const tok_decoder *d, const strv *in, strv *out) {
     for (size_t i = 0; i < in->n; i++) {
         const str *t = &in->v[i];
-        bbuf b = {0};
+        tok_sbuf b = {0};
         for (size_t k = 0; k < t->n;) {
             uint32_t cp;
             int l = tok_utf8_next(t->s + k, &cp);
-            if (cp != d->ch) bb_put(&b, t->s + k, (size_t)l);
-            else if (!(i == 0 && !d->prepend_never)) bb_put(&b, " ", 1);
+            if (cp != d->ch) tok_sbuf_put(&b, t->s + k, (size_t)l);
+            else if (!(i == 0 && !d->prepend_never)) tok_sbuf_put(&b, " ", 1);
             k += (size_t)l;
         }
         sv_push(out, b.p ? b.p : "", b.n);
@@ -177,7 +164,7 @@ static void dec_metaspace(const tok_decoder *d, const strv *in, strv *out) {
 
 static void dec_bpe(const tok_decoder *d, const strv *in, strv *out) {
     for (size_t i = 0; i < in->n; i++) {
-        bbuf b = {0};
+        tok_sbuf b = {0};
         replace_all(&b, in->v[i].s, in->v[i].n, d->str, d->str_len, i + 1 == in->n ? "" : " ", i + 1 == in->n ? 0 : 1);
         sv_push(out, b.p ? b.p : "", b.n);
         out->oom |= b.oom;
@@ -189,7 +176,7 @@ static int hexval(char c) {
     return c >= '0' && c <= '9' ? c - '0' : c >= 'a' && c <= 'f' ? c - 'a' + 10 : c >= 'A' && c <= 'F' ? c - 'A' + 10 : -1;
 }
 
-static void flush_bytes(strv *out, bbuf *bytes) {
+static void flush_bytes(strv *out, tok_sbuf *bytes) {
     if (!bytes->n) return;
     if (tok_utf8_valid_prefix(bytes->p, bytes->n) == bytes->n) sv_push(out, bytes->p, bytes->n);
     else for (size_t k = 0; k < bytes->n; k++) sv_push(out, "\xEF\xBF\xBD", 3);
@@ -197,13 +184,13 @@ static void flush_bytes(strv *out, bbuf *bytes) {
 }
 
 static void dec_bytefallback(const strv *in, strv *out) {
-    bbuf bytes = {0};
+    tok_sbuf bytes = {0};
     for (size_t i = 0; i < in->n; i++) {
         const str *t = &in->v[i];
         int hi = t->n == 6 ? hexval(t->s[3]) : -1, lo = t->n == 6 ? hexval(t->s[4]) : -1;
         if (t->n == 6 && !memcmp(t->s, "<0x", 3) && t->s[5] == '>' && hi >= 0 && lo >= 0) {
             char c = (char)(hi * 16 + lo);
-            bb_put(&bytes, &c, 1);
+            tok_sbuf_put(&bytes, &c, 1);
             continue;
         }
         flush_bytes(out, &bytes);
@@ -215,8 +202,8 @@ static void dec_bytefallback(const strv *in, strv *out) {
 }
 
 static void dec_fuse(const strv *in, strv *out) {
-    bbuf b = {0};
-    for (size_t i = 0; i < in->n; i++) bb_put(&b, in->v[i].s, in->v[i].n);
+    tok_sbuf b = {0};
+    for (size_t i = 0; i < in->n; i++) tok_sbuf_put(&b, in->v[i].s, in->v[i].n);
     sv_push(out, b.p ? b.p : "", b.n);
     out->oom |= b.oom;
     free(b.p);
@@ -236,7 +223,7 @@ static void dec_strip(const tok_decoder *d, const strv *in, strv *out) {
 
 static void dec_replace(const tok_decoder *d, const strv *in, strv *out) {
     for (size_t i = 0; i < in->n; i++) {
-        bbuf b = {0};
+        tok_sbuf b = {0};
         const str *t = &in->v[i];
         if (!d->regex) {
             replace_all(&b, t->s, t->n, d->str, d->str_len, d->content, d->content_len);
@@ -244,12 +231,12 @@ static void dec_replace(const tok_decoder *d, const strv *in, strv *out) {
             void *md = NULL;
             size_t pos = 0, from = 0, ms, me;
             while (tok_regex_next(d->regex, t->s, t->n, from, &ms, &me, &md) == 1) {
-                bb_put(&b, t->s + pos, ms - pos);
-                bb_put(&b, d->content, d->content_len);
+                tok_sbuf_put(&b, t->s + pos, ms - pos);
+                tok_sbuf_put(&b, d->content, d->content_len);
                 pos = from = me;
                 if (me == ms) { if (me >= t->n) break; from = me + (size_t)tok_utf8_len((uint8_t)t->s[me]); }
             }
-            bb_put(&b, t->s + pos, t->n - pos);
+            tok_sbuf_put(&b, t->s + pos, t->n - pos);
             tok_regex_md_free(md);
         }
         sv_push(out, b.p ? b.p : "", b.n);
@@ -304,14 +291,14 @@ int tok_decode(const tok_tokenizer *t, const int32_t *ids, int n, int skip_speci
         if (!s || (skip_special && is_special(t, s, l))) continue; /* HF drops unknown ids */
         sv_push(&tokens, s, l);
     }
-    bbuf o = {0};
+    tok_sbuf o = {0};
     int rc = tokens.oom;
     if (!rc && t->decoder) rc = run_decoder(t->decoder, &tokens);
     for (size_t i = 0; !rc && i < tokens.n; i++) {
-        if (!t->decoder && i) bb_put(&o, " ", 1);
-        bb_put(&o, tokens.v[i].s, tokens.v[i].n);
+        if (!t->decoder && i) tok_sbuf_put(&o, " ", 1);
+        tok_sbuf_put(&o, tokens.v[i].s, tokens.v[i].n);
     }
-    bb_put(&o, "", 0);
+    tok_sbuf_put(&o, "", 0);
     sv_free(&tokens);
     if (rc || o.oom || !o.p) {
         free(o.p);

@@ -78,6 +78,13 @@ typedef struct { tok_tok *t; size_t n, cap; } tok_toks;
 
 int tok_buf_reserve(tok_buf *b, size_t n);
 void tok_buf_free(tok_buf *b);
+
+/* A growable NUL-terminated string (decoder output, regex rewriting):
+ * appends never fail loudly -- an allocation failure sets oom and later
+ * appends do nothing, so a caller checks once at the end.  Zero-init. */
+typedef struct { char *p; size_t n, cap; int oom; } tok_sbuf;
+void tok_sbuf_put(tok_sbuf *b, const char *s, size_t n);
+void tok_sbuf_puts(tok_sbuf *b, const char *s);
 /* Append the UTF-8 of cp with span sp on every byte.  Caller reserved room. */
 static inline void tok_buf_put(tok_buf *b, uint32_t cp, tok_span sp) {
     char tmp[4];

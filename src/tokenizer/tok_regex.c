@@ -18,22 +18,6 @@
 #include "tok_regex.h"
 #include "tok_regex_tables.h"
 
-/* Growable output for the rewrite. */
-typedef struct { char *p; size_t n, cap; int oom; } sbuf;
-static void put(sbuf *b, const char *s, size_t n) {
-    if (b->oom) return;
-    if (b->n + n + 1 > b->cap) {
-        size_t nc = (b->n + n + 1) * 2;
-        char *np = realloc(b->p, nc);
-        if (!np) { b->oom = 1; return; }
-        b->p = np; b->cap = nc;
-    }
-    memcpy(b->p + b->n, s, n);
-    b->n += n;
-    b->p[b->n] = '\0';
-}
-static void puts_(sbuf *b, const char *s) { put(b, s, strlen(s)); }
-
 static const char *class_body(char name) {
     for (size_t i = 0; i < sizeof tok_re_classes / sizeof tok_re_classes[0]; i++)
         if (tok_re_classes[i].name == name) return tok_re_classes[i].body;
@@ -61,7 +45,7 @@ static char escape_class(const char *pat, size_t len, size_t i, int *neg, size_t
 /* Replace \p{L}, \s, \w, ... by the reference's class bodies (see
  * tok_regex_tables.h).  Negated forms are rewritten outside classes only. */
 static char *rewrite(const char *pat, size_t len, size_t *out_len) {
-    sbuf b = {0};
+    tok_sbuf b = {0};
     int in_class = 0;
     for (size_t i = 0; i < len; i++) {
         char c = pat[i];
@@ -71,32 +55,32 @@ static char *rewrite(const char *pat, size_t len, size_t *out_len) {
             char name = escape_class(pat, len, i + 1, &neg, &el);
             const char *body = name ? class_body(name) : NULL;
             if (body && (!neg || !in_class)) {
-                if (!in_class) puts_(&b, neg ? "[^" : "[");
-                puts_(&b, body);
-                if (!in_class) puts_(&b, "]");
+                if (!in_class) tok_sbuf_puts(&b, neg ? "[^" : "[");
+                tok_sbuf_puts(&b, body);
+                if (!in_class) tok_sbuf_puts(&b, "]");
                 i += el;
                 continue;
             }
-            put(&b, pat + i, 2);
+            tok_sbuf_put(&b, pat + i, 2);
             i++;
             continue;
         }
         if (!in_class && c == '[') {
             in_class = 1;
-            put(&b, pat + i, 1);
-            if (i + 1 < len && pat[i + 1] == '^') put(&b, pat + ++i, 1);
-            if (i + 1 < len && pat[i + 1] == ']') put(&b, pat + ++i, 1);
+            tok_sbuf_put(&b, pat + i, 1);
+            if (i + 1 < len && pat[i + 1] == '^') tok_sbuf_put(&b, pat + ++i, 1);
+            if (i + 1 < len && pat[i + 1] == ']') tok_sbuf_put(&b, pat + ++i, 1);
             continue;
         }
         if (in_class && c == '[' && i + 1 < len && pat[i + 1] == ':') {
             const char *end = memmem(pat + i, len - i, ":]", 2);
             size_t n = end ? (size_t)(end - (pat + i)) + 2 : 1;
-            put(&b, pat + i, n);
+            tok_sbuf_put(&b, pat + i, n);
             i += n - 1;
             continue;
         }
         if (in_class && c == ']') in_class = 0;
-        put(&b, pat + i, 1);
+        tok_sbuf_put(&b, pat + i, 1);
     }
     if (b.oom || !b.p) { free(b.p); return NULL; }
     *out_len = b.n;
@@ -130,13 +114,13 @@ void *tok_regex_compile(const char *pat, size_t len, const char *field, posy_err
  * the pattern is built from them and compiled as is (no rewrite). */
 void *tok_regex_compile_whitespace(const char *field, posy_err *err) {
     const char *w = class_body('W'), *z = class_body('Z');
-    sbuf b = {0};
-    puts_(&b, "[");
-    puts_(&b, w);
-    puts_(&b, "]+|[^");
-    puts_(&b, w);
-    puts_(&b, z);
-    puts_(&b, "]+");
+    tok_sbuf b = {0};
+    tok_sbuf_puts(&b, "[");
+    tok_sbuf_puts(&b, w);
+    tok_sbuf_puts(&b, "]+|[^");
+    tok_sbuf_puts(&b, w);
+    tok_sbuf_puts(&b, z);
+    tok_sbuf_puts(&b, "]+");
     if (b.oom || !b.p) {
         free(b.p);
         posy_err_set(err, POSY_E_NOMEM, "%s: out of memory", field);
@@ -161,10 +145,10 @@ static pcre2_code *g_word_re;
 static pthread_once_t g_word_once = PTHREAD_ONCE_INIT;
 
 static void word_re_init(void) {
-    sbuf b = {0};
-    puts_(&b, "[");
-    puts_(&b, class_body('W'));
-    puts_(&b, "]");
+    tok_sbuf b = {0};
+    tok_sbuf_puts(&b, "[");
+    tok_sbuf_puts(&b, class_body('W'));
+    tok_sbuf_puts(&b, "]");
     if (b.oom || !b.p) { free(b.p); return; }
     int ec;
     PCRE2_SIZE eo;
