@@ -22,6 +22,7 @@
 #include "cli.h"
 #include "cli_flags.h"
 #include "cli_gateway.h"
+#include "cli_http_flags.h"
 #include "eng_config.h"
 #include "gw_server.h"
 #include "posy_log.h"
@@ -37,8 +38,7 @@ typedef struct gwc_opts {
 #define GO(f) offsetof(gwc_opts, f)
 static const cli_flag gwc_flags[] = {
     {"--model", "POSY_MODEL", "model directory: config, tokenizer, sentence-transformers files (default models/all-MiniLM-L6-v2)", CLI_F_STR, 0, 0, GO(model)},
-    {"--host", "POSY_HOST", "address to listen on (default 0.0.0.0)", CLI_F_STR, 0, 0, GO(host)},
-    {"--port", "POSY_PORT", "HTTP port (default 8080; 0 picks a free one)", CLI_F_INT, 0, 65535, GO(port)},
+    CLI_HTTP_FRONT_FLAGS(GO),
     {"--backend", "POSY_BACKEND", "worker HOST:PORT; repeat for more (env: comma-separated)", CLI_F_LIST, 0, 0, GO(backends)},
     {"--backend-dns", "POSY_BACKEND_DNS", "NAME:PORT resolved to every worker, re-resolved every --dns-ms", CLI_F_STR, 0, 0, GO(dns)},
     {"--chunk-tokens", "POSY_CHUNK_TOKENS", "most tokens per chunk sent to one worker (default 2048)", CLI_F_INT, 1, 1 << 24, GO(chunk_tokens)},
@@ -46,14 +46,6 @@ static const cli_flag gwc_flags[] = {
     {"--chunk-timeout-ms", "POSY_CHUNK_TIMEOUT_MS", "a chunk not answered by then is retried on another worker (default 30000)", CLI_F_INT, 1, 3600000, GO(chunk_timeout_ms)},
     {"--health-ms", "POSY_HEALTH_MS", "worker health-check period (default 500)", CLI_F_INT, 10, 3600000, GO(health_ms)},
     {"--dns-ms", "POSY_DNS_MS", "--backend-dns re-resolution period (default 5000)", CLI_F_INT, 100, 3600000, GO(dns_ms)},
-    {"--http-threads", "POSY_HTTP_THREADS", "event-loop threads (default 2)", CLI_F_INT, 1, 256, GO(http_threads)},
-    {"--tokenization-workers", "POSY_TOKENIZATION_WORKERS", "parse/tokenize/serialize threads (default: cores)", CLI_F_INT, 1, 1024, GO(workers)},
-    {"--max-concurrent", "POSY_MAX_CONCURRENT", "requests in flight before 429 (default 512)", CLI_F_INT, 1, 1 << 24, GO(max_concurrent)},
-    {"--max-client-batch", "POSY_MAX_CLIENT_BATCH", "inputs per request (default 2048)", CLI_F_INT, 1, 1 << 24, GO(max_client_batch)},
-    {"--max-body-bytes", "POSY_MAX_BODY_BYTES", "request body limit (default 4194304)", CLI_F_INT, 1, 1L << 32, GO(max_body_bytes)},
-    {"--request-timeout", "POSY_REQUEST_TIMEOUT", "seconds a client has to send a request (default 10)", CLI_F_INT, 1, 3600, GO(request_timeout)},
-    {"--drain-timeout", "POSY_DRAIN_TIMEOUT", "seconds to finish in-flight requests on SIGTERM (default 30)", CLI_F_INT, 0, 3600, GO(drain_timeout)},
-    {"--auto-truncate", "POSY_AUTO_TRUNCATE", "0 | 1: truncate over-long inputs by default (default 0: answer 422)", CLI_F_INT, 0, 1, GO(auto_truncate)},
 };
 #define GWC_N (sizeof gwc_flags / sizeof gwc_flags[0])
 #define GWC_SUMMARY "HTTP gateway (the posy serve front: OpenAI /v1/embeddings, TEI /embed) that tokenizes,\n" \

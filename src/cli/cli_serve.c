@@ -20,6 +20,7 @@
 #include "cli.h"
 #include "cli_attention.h"
 #include "cli_flags.h"
+#include "cli_http_flags.h"
 #include "eng_config.h"
 #include "gw_server.h"
 #include "posy_log.h"
@@ -35,23 +36,14 @@ typedef struct serve_flags {
 #define FS(f) offsetof(serve_flags, f)
 static const cli_flag flag_defs[] = {
     {"--model", "POSY_MODEL", "model directory (default models/all-MiniLM-L6-v2)", CLI_F_STR, 0, 0, FS(model)},
-    {"--host", "POSY_HOST", "address to listen on (default 0.0.0.0)", CLI_F_STR, 0, 0, FS(host)},
-    {"--port", "POSY_PORT", "port (default 8080; 0 picks a free one)", CLI_F_INT, 0, 65535, FS(port)},
+    CLI_HTTP_FRONT_FLAGS(FS),
     {"--device", "POSY_DEVICE", "auto | cpu | cuda | cuda:N (default auto: CUDA when a GPU is present)", CLI_F_STR, 0, 0, FS(device)},
     {"--attention", "POSY_ATTENTION", "model | causal | bidirectional: decoder attention (default model: as config.json says)", CLI_F_STR, 0, 0, FS(attention)},
     {"--engine", "POSY_ENGINE", "model | noop (noop: benchmarking only, skips the model math, returns a fixed vector)", CLI_F_STR, 0, 0, FS(engine)},
     {"--threads", "POSY_THREADS", "CPU engine threads (default 0 = all cores)", CLI_F_INT, 0, 4096, FS(threads)},
-    {"--http-threads", "POSY_HTTP_THREADS", "event-loop threads (default 2)", CLI_F_INT, 1, 256, FS(http_threads)},
-    {"--tokenization-workers", "POSY_TOKENIZATION_WORKERS", "parse/tokenize/serialize threads (default: cores)", CLI_F_INT, 1, 1024, FS(workers)},
     {"--max-batch-tokens", "POSY_MAX_BATCH_TOKENS", "tokens per engine batch (default 16384)", CLI_F_INT, 1, 1 << 24, FS(max_batch_tokens)},
     {"--max-batch-seqs", "POSY_MAX_BATCH_SEQS", "sequences per engine batch (default 512)", CLI_F_INT, 1, 1 << 20, FS(max_batch_seqs)},
-    {"--max-concurrent", "POSY_MAX_CONCURRENT", "requests in flight before 429 (default 512)", CLI_F_INT, 1, 1 << 24, FS(max_concurrent)},
-    {"--max-client-batch", "POSY_MAX_CLIENT_BATCH", "inputs per request (default 2048)", CLI_F_INT, 1, 1 << 24, FS(max_client_batch)},
-    {"--max-body-bytes", "POSY_MAX_BODY_BYTES", "request body limit (default 4194304)", CLI_F_INT, 1, 1L << 32, FS(max_body_bytes)},
-    {"--request-timeout", "POSY_REQUEST_TIMEOUT", "seconds a client has to send a request (default 10)", CLI_F_INT, 1, 3600, FS(request_timeout)},
-    {"--drain-timeout", "POSY_DRAIN_TIMEOUT", "seconds to finish in-flight requests on SIGTERM (default 30)", CLI_F_INT, 0, 3600, FS(drain_timeout)},
     {"--noop-delay-us", "POSY_NOOP_DELAY_US", "with --engine noop: microseconds each batch pretends to take (tests)", CLI_F_INT, 0, 60000000, FS(noop_delay_us)},
-    {"--auto-truncate", "POSY_AUTO_TRUNCATE", "0 | 1: truncate over-long inputs by default (default 0: answer 422)", CLI_F_SWITCH, 0, 1, FS(auto_truncate)},
 };
 #define SERVE_SUMMARY "HTTP server: OpenAI POST /v1/embeddings, TEI POST /embed and /, /tokenize, /decode,\n" \
     "GET /health /info /v1/models /metrics.  SIGTERM/SIGINT drain and exit 0."

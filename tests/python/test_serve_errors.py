@@ -313,6 +313,29 @@ def test_help_and_bad_flags(posy_bin, posy_model):
     assert r.returncode == 1 and b"/nonexistent-model-dir" in r.stderr
 
 
+def test_serve_and_gateway_share_the_http_front_flags(posy_bin):
+    """The front's flags are one table (cli_http_flags.h): same names, help and
+    kinds in `posy serve` and `posy gateway`; --auto-truncate is a switch in
+    both (the gateway once wanted a value), so a bare flag gets past parsing
+    and the run fails on the model directory instead."""
+    import subprocess
+
+    def flag_lines(cmd):
+        out = subprocess.run([posy_bin, cmd, "--help"], capture_output=True, timeout=10, text=True).stdout
+        return {l.split()[0]: " ".join(l.split()[1:]) for l in out.splitlines() if l.startswith("  --")}
+    serve, gw = flag_lines("serve"), flag_lines("gateway")
+    front = ("--host", "--port", "--http-threads", "--tokenization-workers", "--max-concurrent",
+             "--max-client-batch", "--max-body-bytes", "--request-timeout", "--drain-timeout", "--auto-truncate")
+    for f in front:
+        assert f in serve and f in gw and serve[f] == gw[f], (f, serve.get(f), gw.get(f))
+    for cmd, extra in (("serve", []), ("gateway", ["--backend", "127.0.0.1:1"])):
+        r = subprocess.run([posy_bin, cmd, "--auto-truncate", "--port", "0", *extra, "--model", "/nonexistent-model-dir"],
+                           capture_output=True, timeout=10)
+        assert r.returncode == 1 and b"/nonexistent-model-dir" in r.stderr, (cmd, r.returncode, r.stderr)
+        r = subprocess.run([posy_bin, cmd, "--auto-truncate=2", *extra], capture_output=True, timeout=10)
+        assert r.returncode == 2 and b"--auto-truncate" in r.stderr, (cmd, r.returncode, r.stderr)
+
+
 def test_env_configures_the_server(posy_bin, posy_model):
     s = Server(posy_bin, posy_model, "--engine", "noop", env={"POSY_MAX_CLIENT_BATCH": "3", "POSY_MAX_BATCH_SEQS": "7"})
     try:
