@@ -201,7 +201,7 @@ typedef struct eng_cu_attn_args {
     int max_tiles;                /* grid size (bucket bound) */
     float scale;                  /* softmax scale, usually 1/sqrt(head_dim) */
     int causal;
-    int version;                  /* 0 = the shipped kernel (eng_cu_attn_version); 1, 2, 3 (labs) */
+    int version;                  /* 0 = the shipped kernel (eng_cu_attn_version); 1..5 (labs) */
     /* Qwen3 only, v3 only: when q_norm != NULL, Q and K arrive raw and the
      * kernel applies eng_cu_qk_norm_rope's per-head RMSNorm (q_norm /
      * k_norm weights, qk_eps) and rotary embedding (rope table of
@@ -211,13 +211,14 @@ typedef struct eng_cu_attn_args {
     float qk_eps;
 } eng_cu_attn_args;
 
-/* The version `version = 0` runs for a head size: 3 (persistent,
- * eng_cu_attn_v3.cu) for 32 and 128, 2 for 64, where v3 measured slower on
- * the H200 (dev/cuda/NOTES.md); POSY_CUDA_ATTN=2 or 3 forces one. */
+/* The version `version = 0` runs for a head size: 2, unless POSY_CUDA_ATTN
+ * names 3 (persistent, eng_cu_attn_v3.cu), 4 or 5 (v2 with more resident
+ * blocks; head sizes below 128).  None of 3-5 was faster across lengths on
+ * the H200 (docs/BENCHMARKS.md, dev/cuda/NOTES.md). */
 int eng_cu_attn_version(int head_dim);
-/* Whether the shipped kernel for this head size also does Qwen3's q/k norm
- * + rotary (v3, and POSY_CUDA_QK_FUSE is not 0); the forward then skips
- * eng_cu_qk_norm_rope. */
+/* Whether the attention kernel for this head size also does Qwen3's q/k
+ * norm + rotary: v3 and POSY_CUDA_QK_FUSE=1 (measured slower than the
+ * separate kernel); the forward then skips eng_cu_qk_norm_rope. */
 int eng_cu_attn_fuses_qk(int head_dim);
 cudaError_t eng_cu_attention_v3(cudaStream_t s, const eng_cu_attn_args *a);
 

@@ -159,7 +159,6 @@ __global__ void __launch_bounds__(128) attn_kernel_v1(eng_cu_attn_args a) {
     eng_attn_store<D>(o, l, qrows, a.o + (size_t)(start + q0) * a.ldo + h * D, a.ldo);
 }
 
-
 /* Version 2 (shipped; BN/MINB other than the defaults: versions 4, 5): K/V tiles double-buffered with cp.async so the next
  * tile streams in while this one is computed; K fragments by ldmatrix;
  * the mask is applied only on tiles that cross the sequence end or the

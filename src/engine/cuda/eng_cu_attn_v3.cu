@@ -14,17 +14,18 @@
  * is computed, the next tile -- of w, or the first of the next item, with
  * that item's Q -- is already in flight (cp.async, two stages of Q, K, V).
  *
- * Per tile the arithmetic is v2's: 4 warps x 16 query rows, S = Q K^T with
- * ldmatrix'd K fragments, the mask only on tiles crossing the sequence end
- * or the causal diagonal, online softmax with FFMA + ex2.approx, P from the
- * S accumulators as A fragments, O += P V with ldmatrix.trans.  Items in
- * head-minor order keep a sequence's K/V (and a GQA group's) hot in L2.
+ * Per tile the arithmetic is v2's own code (eng_attn_tile in
+ * eng_cu_frag.h): 4 warps x 16 query rows, S = Q K^T, the mask only where
+ * needed, online softmax, O += P V.  Items in head-minor order keep a
+ * sequence's K/V (and a GQA group's) hot in L2.
  *
  * The q/k fusion (a.q_norm != NULL): Q and K arrive raw from the QKV GEMM;
  * after a tile lands, each warp normalises rows of it in shared memory
  * (sum of squares by shuffles, weight, rotate_half with the cos/sin table
- * row of the token's position) with the same fp32 expressions and single
- * bf16 rounding as eng_cu_qk_norm_rope, then a block barrier.  It saves
+ * row of the token's position) with eng_cu_qk_norm_rope's fp32 formula and
+ * single bf16 rounding -- the sum of squares runs in another order, so a
+ * few outputs differ in the last bit (lab_attn counts them) -- then a
+ * block barrier.  It saves
  * that kernel's full read and write of Q and K; K rows are normalised once
  * per (query tile, q head) that reads them.
  *

@@ -16,10 +16,10 @@
  *   x = embed[ids]; h = RMSNorm(x) * ln1[0]                 1 launch
  *   per layer:
  *     qkv = h Wqkv^T (+ b)                                  cuBLASLt
- *     q, k = rotary(RMSNorm_head(q|k) * q_norm|k_norm)      in the attention kernel
+ *     q, k = rotary(RMSNorm_head(q|k) * q_norm|k_norm)      1 launch, in place
  *     ctx = attention(q, k, v) (causal or not, GQA)         1 launch
- *       (POSY_CUDA_QK_FUSE=0 or POSY_CUDA_ATTN=2: q/k norm + rotary as a
- *       launch of its own before it, in place)
+ *       (POSY_CUDA_ATTN=3 POSY_CUDA_QK_FUSE=1: the attention kernel does
+ *       the q/k norm + rotary on its tiles instead; measured slower)
  *     y = x + ctx Wo^T (+ b)   -- residual in the epilogue; y becomes x
  *     h = RMSNorm(x) * ln2                                  1 launch
  *     gu = h Wgu^T                                          cuBLASLt
@@ -27,8 +27,9 @@
  *     y = x + act Wd^T         -- residual in the epilogue; y becomes x
  *     h = RMSNorm(x) * (next layer's ln1, or the final norm)
  *   pooled = L2(pool(h))  (last token or mean, per the model's files)
- * Eight launches a layer (nine without the q/k fusion).  x and y swap roles after every residual GEMM
- * (pointer ping-pong, fixed at capture), so no GEMM writes its own input.
+ * Nine launches a layer (eight with the q/k fusion).  x and y swap roles
+ * after every residual GEMM (pointer ping-pong, fixed at capture), so no
+ * GEMM writes its own input.
  */
 #include "eng_cu_model.h"
 #include "eng_cu_qwen3_pack.h"
