@@ -81,7 +81,7 @@ for p in $PARTS; do
             ./build-gpu/$l > "$OUT/$l.log" 2>&1 || st=1
             LAB_QUICK=1 compute-sanitizer --tool memcheck --error-exitcode 3 ./build-gpu/$l > "$OUT/$l.memcheck.log" 2>&1 || st=1
             echo "$l: $(tail -1 "$OUT/$l.log"); memcheck: $(tail -1 "$OUT/$l.memcheck.log")"; done
-          grep -h -E "bench|FAIL|differ" "$OUT"/*.log; exit $st' ;;
+          grep -h -E "bench|FAIL|differ" "$OUT"/lab_*.log; exit $st' ;;
     *) echo "| $p | unknown part | - | - |" >> "$SUM"; status=1 ;;
   esac
 done
