@@ -12,6 +12,13 @@
  * and the bf16 store.  Grid = N/16 blocks, so K split over warps is what
  * keeps enough loads in flight.  Rows past M read as zero; no split-K
  * reduce kernel, no workspace.
+ *
+ * Both versions (v1 below, v2 with deep weight prefetch) are opt-in
+ * (POSY_CUDA_SKINNY=1 or 2 races them against cuBLASLt per GEMM): neither
+ * made a whole one-query forward faster on the H200.  With weights read
+ * from HBM, as in a real forward, cuBLASLt's small-M kernels take 7.5-11
+ * us a GEMM back to back and v2 matches them at best (lab_gemm,
+ * bench/results/h200-skinny-*-2026-11-29-evening.*).
  */
 #include "eng_cu_frag.h"
 
