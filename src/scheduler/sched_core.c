@@ -67,26 +67,18 @@ static void queue_unlink(sched *s, sched_req *r) {
     }
 }
 
-/* Copy one sequence's type ids into the batch (zeros for a request without
- * them); the batch carries type ids only once some request brought them. */
-static void copy_types(sched_slot *sl, const sched_req *r, int ntok, int len) {
-    if (!r->type_ids && !sl->has_types) return;
-    if (!sl->has_types) {
-        memset(sl->types, 0, (size_t)ntok * sizeof(int32_t));
-        sl->has_types = 1;
+/* Append n per-request values (a sequence's type ids, or its pool skip)
+ * at position `at` of an optional batch array: zeros for a request that
+ * brought none (src NULL).  The batch carries the array only once some
+ * request brought values; then the positions before `at` read 0. */
+static void copy_optional(int32_t *dst, int *has, const int32_t *src, int at, int n) {
+    if (!src && !*has) return;
+    if (!*has) {
+        memset(dst, 0, (size_t)at * sizeof(int32_t));
+        *has = 1;
     }
-    if (r->type_ids) memcpy(sl->types + ntok, r->type_ids + r->cu_seqlens[r->next_seq], (size_t)len * sizeof(int32_t));
-    else memset(sl->types + ntok, 0, (size_t)len * sizeof(int32_t));
-}
-
-/* The same for pool skips, one per sequence (nseq sequences are in already). */
-static void copy_skip(sched_slot *sl, const sched_req *r, int nseq) {
-    if (!r->pool_skip && !sl->has_skip) return;
-    if (!sl->has_skip) {
-        memset(sl->skip, 0, (size_t)nseq * sizeof(int32_t));
-        sl->has_skip = 1;
-    }
-    sl->skip[nseq] = r->pool_skip ? r->pool_skip[r->next_seq] : 0;
+    if (src) memcpy(dst + at, src, (size_t)n * sizeof(int32_t));
+    else memset(dst + at, 0, (size_t)n * sizeof(int32_t));
 }
 
 /* Fill `sl` from the head of the queue in arrival order while the budgets
@@ -100,8 +92,9 @@ static void form_batch(sched *s, sched_slot *sl, uint64_t now) {
         int len = seq_len(r, r->next_seq);
         if (ntok + len > s->opts.max_batch_tokens) break;
         memcpy(sl->ids + ntok, r->ids + r->cu_seqlens[r->next_seq], (size_t)len * sizeof(int32_t));
-        copy_types(sl, r, ntok, len);
-        copy_skip(sl, r, nseq);
+        copy_optional(sl->types, &sl->has_types, r->type_ids ? r->type_ids + r->cu_seqlens[r->next_seq] : NULL,
+                      ntok, len);
+        copy_optional(sl->skip, &sl->has_skip, r->pool_skip ? r->pool_skip + r->next_seq : NULL, nseq, 1);
         ntok += len;
         sl->cu[nseq + 1] = ntok;
         sl->entries[nseq].req = r;
