@@ -160,6 +160,7 @@ int main(int argc, char **argv) {
         return rc ? 1 : 0;
     }
     latency(e, name, 16, V, H);
+    if (getenv("BENCH_LATENCY_ONLY")) latency(e, name, 32, V, H); /* where the one-query chain ends */
     latency(e, name, 64, V, H);
     if (getenv("BENCH_LATENCY_ONLY")) { e->ops->close(e); return 0; }
     const int budgets[] = {256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};

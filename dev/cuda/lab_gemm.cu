@@ -12,7 +12,21 @@
  */
 #include "lab.h"
 
-static int use_small = 0; /* check(): run eng_cu_gemm_small instead of the cuBLASLt path */
+static int use_small = 0; /* check(): 1 runs eng_cu_gemm_small, 3 eng_cu_gemm_chain, instead of cuBLASLt */
+
+/* fp64 reference of Y = epi(X W^T + b) (+ R): GELU exact (erf) */
+static void ref_linear(const float *x, const float *w, const float *b, const float *r, float *y, int M, int N, int K,
+                       int epi) {
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double s = 0;
+            for (int k = 0; k < K; k++) s += (double)x[(size_t)m * K + k] * w[(size_t)n * K + k];
+            if (epi) s += b[n];
+            if (epi == ENG_CU_EPI_BIAS_GELU) s = 0.5 * s * (1.0 + erf(s / sqrt(2.0)));
+            if (r) s += r[(size_t)m * N + n];
+            y[(size_t)m * N + n] = (float)s;
+        }
+}
 
 static void check(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, int with_r = 0) {
     std::vector<float> xf, wf, bfv, rf;
@@ -26,7 +40,9 @@ static void check(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, int with_r =
     CUCHECK(cudaMalloc(&dy, (size_t)M * N * 2));
     lab_poison(dy, (size_t)M * N * 2);
     char err[256];
-    if (use_small) {
+    if (use_small == 3) {
+        CUCHECK(eng_cu_gemm_chain(0, dx, dw, epi ? db : NULL, with_r ? dr : NULL, dy, M, N, K, epi, NULL));
+    } else if (use_small) {
         CUCHECK(eng_cu_gemm_small(0, dx, dw, epi ? db : NULL, with_r ? dr : NULL, dy, M, N, K, epi));
     } else if (eng_cu_gemm(g, 0, dx, dw, epi ? db : NULL, with_r ? dr : NULL, dy, M, N, K, epi, err, sizeof err)) {
         printf("  FAIL gemm %dx%dx%d: %s\n", M, N, K, err);
@@ -35,20 +51,58 @@ static void check(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, int with_r =
     }
     CUCHECK(cudaDeviceSynchronize());
     std::vector<float> got = lab_download_bf16(dy, (size_t)M * N), ref((size_t)M * N);
-    for (int m = 0; m < M; m++)
-        for (int n = 0; n < N; n++) {
-            double s = 0;
-            for (int k = 0; k < K; k++) s += (double)xf[(size_t)m * K + k] * wf[(size_t)n * K + k];
-            if (epi) s += bfv[n];
-            if (epi == ENG_CU_EPI_BIAS_GELU) s = 0.5 * s * (1.0 + erf(s / sqrt(2.0)));
-            if (with_r) s += rf[(size_t)m * N + n];
-            ref[(size_t)m * N + n] = (float)s;
-        }
+    ref_linear(xf.data(), wf.data(), bfv.data(), with_r ? rf.data() : NULL, ref.data(), M, N, K, epi);
     char name[96];
-    snprintf(name, sizeof name, "gemm%s M=%d N=%d K=%d epi=%d%s", !use_small ? "" : eng_cu_skinny_version == 2 ? "-skinny2" : "-skinny", M, N, K,
+    snprintf(name, sizeof name, "gemm%s M=%d N=%d K=%d epi=%d%s", !use_small ? "" : use_small == 3 ? "-chain" : eng_cu_skinny_version == 2 ? "-skinny2" : "-skinny", M, N, K,
              epi, with_r ? " +residual" : "");
     lab_check(name, got.data(), ref.data(), got.size(), 3e-2f, 1e-2f);
     cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy); cudaFree(dr);
+}
+
+/* The chain kernel's norm prologue: Y = epi(norm(X) W^T + b), LayerNorm
+ * (rms = 0) or RMSNorm, against fp64 on the same bf16 inputs, the
+ * normalised rows rounded to bf16 as the kernel feeds them to the
+ * products; rows at or past n_real must come out as zero-input rows, and
+ * the stored normalised rows (out) must match the norm itself. */
+static void check_norm(int M, int n_real, int N, int K, int epi, int rms) {
+    std::vector<float> xf, wf, bfv, gf, bef;
+    std::vector<uint16_t> xb, wb, bb, tmp;
+    lab_rand_bf16(xf, xb, (size_t)M * K, 2.f);
+    lab_rand_bf16(wf, wb, (size_t)N * K, 1.f);
+    lab_rand_bf16(bfv, bb, (size_t)N, 1.f);
+    lab_rand_bf16(gf, tmp, (size_t)K, 1.f);
+    lab_rand_bf16(bef, tmp, (size_t)K, 0.5f);
+    for (float &v : gf) v += 1.f;
+    for (int k = 0; k < K; k++) xf[k] += 3.f, xb[k] = eng_cu_f2bf_bits(xf[k]), xf[k] = eng_cu_bf_bits2f(xb[k]);
+    bf16 *dx = (bf16 *)lab_upload(xb), *dw = (bf16 *)lab_upload(wb), *db = (bf16 *)lab_upload(bb), *dy, *dn;
+    float *dg = lab_upload(gf), *dbe = lab_upload(bef);
+    int *dnr = lab_upload(std::vector<int>{n_real});
+    CUCHECK(cudaMalloc(&dy, (size_t)M * N * 2));
+    CUCHECK(cudaMalloc(&dn, (size_t)M * K * 2));
+    lab_poison(dy, (size_t)M * N * 2);
+    lab_poison(dn, (size_t)M * K * 2);
+    const eng_cu_chain_norm nm = {dg, rms ? NULL : dbe, 1e-6f, dnr, dn};
+    CUCHECK(eng_cu_gemm_chain(0, dx, dw, epi ? db : NULL, NULL, dy, M, N, K, epi, &nm));
+    CUCHECK(cudaDeviceSynchronize());
+    std::vector<float> xn((size_t)M * K, 0.f), ref((size_t)M * N);
+    for (int m = 0; m < M && m < n_real; m++) {
+        double mu = 0, var = 0;
+        for (int k = 0; k < K; k++) mu += xf[(size_t)m * K + k];
+        mu = rms ? 0 : mu / K;
+        for (int k = 0; k < K; k++) var += (xf[(size_t)m * K + k] - mu) * (xf[(size_t)m * K + k] - mu);
+        const double rs = 1.0 / sqrt(var / K + 1e-6);
+        for (int k = 0; k < K; k++)
+            xn[(size_t)m * K + k] = bfr((float)((xf[(size_t)m * K + k] - mu) * rs * gf[k] + (rms ? 0 : bef[k])));
+    }
+    ref_linear(xn.data(), wf.data(), bfv.data(), NULL, ref.data(), M, N, K, epi);
+    char name[96];
+    std::vector<float> got = lab_download_bf16(dy, (size_t)M * N), gotn = lab_download_bf16(dn, (size_t)M * K);
+    snprintf(name, sizeof name, "gemm-chain %s M=%d (real %d) N=%d K=%d epi=%d", rms ? "rmsnorm" : "layernorm", M,
+             n_real, N, K, epi);
+    lab_check(name, got.data(), ref.data(), got.size(), 3e-2f, 1e-2f);
+    snprintf(name, sizeof name, "  its normalised rows (out)");
+    lab_check(name, gotn.data(), xn.data(), gotn.size(), 1e-2f, 1e-2f);
+    cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy); cudaFree(dn); cudaFree(dg); cudaFree(dbe); cudaFree(dnr);
 }
 
 static void bench(eng_cu_gemm_ctx *g, const char *what, int N, int K, int epi) {
@@ -105,6 +159,8 @@ static void bench_small(eng_cu_gemm_ctx *g) {
     CUCHECK(cudaMemset(x, 0x3c, (size_t)64 * 3072 * 2));
     CUCHECK(cudaMemset(w, 0x3b, pool));
     CUCHECK(cudaMemset(b, 0x3a, (size_t)6144 * 2));
+    cudaStream_t st; /* blocking: lab_time_ms's events on the legacy stream bracket it */
+    CUCHECK(cudaStreamCreate(&st));
     char err[256];
     for (auto &sh : shapes)
         for (int M : {16, 64}) {
@@ -125,12 +181,24 @@ static void bench_small(eng_cu_gemm_ctx *g) {
                 }, 10) / 20;
             }
             eng_cu_skinny_version = 1;
+            /* v3 back to back as in the chain: PDL on, so each launch's
+             * weight requests overlap the previous one */
+            float t3 = 0.f;
+            if (eng_cu_gemm_chain_ok(M, N, K, 0)) {
+                eng_cu_pdl_on = 1;
+                t3 = lab_time_ms([&] {
+                    for (int i = 0; i < 20; i++)
+                        CUCHECK(eng_cu_gemm_chain(st, x, w + (i % copies) * wn, b, NULL, y, M, N, K, ENG_CU_EPI_BIAS, NULL));
+                }, 10) / 20;
+                eng_cu_pdl_on = 0;
+            }
             const double gbs = (double)wn * 2 / 1e9 / 1e-3;
             printf("  bench small-M M=%-3d N=%-5d K=%-5d cuBLASLt %6.2f us (%4.0f GB/s)  skinny v1 %6.2f us  "
-                   "v2 %6.2f us (%4.0f GB/s)\n",
-                   M, N, K, tl * 1e3, gbs / tl, ts[0] * 1e3, ts[1] * 1e3, gbs / ts[1]);
+                   "v2 %6.2f us (%4.0f GB/s)  v3+PDL %6.2f us (%4.0f GB/s)\n",
+                   M, N, K, tl * 1e3, gbs / tl, ts[0] * 1e3, ts[1] * 1e3, gbs / ts[1], t3 * 1e3, t3 > 0 ? gbs / t3 : 0.);
         }
     cudaFree(x); cudaFree(w); cudaFree(b); cudaFree(y);
+    CUCHECK(cudaStreamDestroy(st));
 }
 
 int main(void) {
@@ -175,6 +243,37 @@ int main(void) {
     }
     check(g, 16, 1024, 3072, ENG_CU_EPI_NONE, 1);
     eng_cu_skinny_version = 1;
+    /* v3 (the chain kernel): every K split (warps x groups) it is built
+     * for, every M tile count (X in one chunk or several) */
+    use_small = 3;
+    {
+        const int shapes[][3] = {{1152, 384, ENG_CU_EPI_BIAS}, {3072, 768, ENG_CU_EPI_BIAS_GELU},
+                                 {384, 1536, ENG_CU_EPI_BIAS}, {768, 3072, ENG_CU_EPI_BIAS},
+                                 {4096, 1024, ENG_CU_EPI_NONE}, {1024, 2048, ENG_CU_EPI_NONE}};
+        for (int M : {1, 16, 17, 33, 64})
+            for (auto &sh : shapes) {
+                const int expect = 1;
+                if (eng_cu_gemm_chain_ok(M, sh[0], sh[1], 0) != expect) {
+                    printf("  FAIL chain_ok(%d, %d, %d) = %d, expected %d\n", M, sh[0], sh[1],
+                           eng_cu_gemm_chain_ok(M, sh[0], sh[1], 0), expect);
+                    lab_failures++;
+                }
+                if (expect) check(g, M, sh[0], sh[1], sh[2], M % 2);
+            }
+        /* the norm prologue: K = 384 (6 warps x 1 group), 768 (6 x 2),
+         * 1024 (8 x 2); padded rows; 1, 2 and 4 m tiles */
+        check_norm(1, 1, 1152, 384, ENG_CU_EPI_BIAS, 0);
+        check_norm(16, 11, 1536, 384, ENG_CU_EPI_BIAS_GELU, 0);
+        check_norm(16, 16, 2304, 768, ENG_CU_EPI_BIAS, 0);
+        check_norm(32, 29, 3072, 768, ENG_CU_EPI_BIAS_GELU, 0);
+        check_norm(64, 50, 1536, 384, ENG_CU_EPI_BIAS_GELU, 0);
+        check_norm(16, 13, 4096, 1024, ENG_CU_EPI_NONE, 1);
+        check_norm(32, 32, 6144, 1024, ENG_CU_EPI_NONE, 1);
+        if (eng_cu_gemm_chain_ok(64, 2304, 768, 1) || eng_cu_gemm_chain_ok(17, 768, 3072, 1)) {
+            printf("  FAIL chain_ok with a norm where X would not stay in registers\n");
+            lab_failures++;
+        }
+    }
     use_small = 0;
     if (!getenv("LAB_QUICK")) bench_small(g);
     if (getenv("LAB_SMALL_ONLY")) { eng_cu_gemm_destroy(g); return lab_finish("lab_gemm"); }

@@ -11,12 +11,11 @@ BUILD=${BUILD:-build-gpu}
 WORK=${WORK:-/tmp/posy-e2e}
 mkdir -p "$OUT"
 nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv | tee "$OUT/labs.log"
-cmake -S . -B "$BUILD" -DPOSY_ENGINE_ONLY=ON -DPOSY_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
-  > /tmp/posy_build.log 2>&1 && cmake --build "$BUILD" -j"$(nproc)" >> /tmp/posy_build.log 2>&1
-if [ $? -ne 0 ]; then cp /tmp/posy_build.log "$OUT/build.log"; grep -E "error|Error" /tmp/posy_build.log | head -40; echo "BUILD FAILED"; exit 1; fi
+. tests/cuda/gpu_lib.sh
+gpu_build "$OUT" || { echo "BUILD FAILED"; exit 1; }
 echo "build ok"
 status=0
-for lab in lab_norm lab_pool lab_gemm lab_attn lab_qwen3; do
+for lab in lab_norm lab_pool lab_gemm lab_attn lab_qwen3 lab_chain; do
   "./$BUILD/$lab" >> "$OUT/labs.log" 2>&1
   rc=$?
   echo "$lab: rc=$rc" | tee -a "$OUT/labs.log"

@@ -32,21 +32,14 @@ STAGES=${STAGES:-"build lab e2e bench peer"}
 export PYTHONUNBUFFERED=1
 mkdir -p "$OUT" "$WORK"
 LOG="$OUT/qwen3.log"
-T0=$(date +%s)
-say() { echo "[$(($(date +%s) - T0)) s] $*" | tee -a "$LOG"; }
+. tests/cuda/gpu_lib.sh
 has() { case " $STAGES " in *" $1 "*) return 0 ;; esac; return 1; }
 status=0
 nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | tee -a "$LOG"
 git log -1 --format='commit %h %s' 2>/dev/null | tee -a "$LOG"
 
 if has build; then
-  cmake -S . -B "$BUILD" -DPOSY_ENGINE_ONLY=ON -DPOSY_CUDA=ON -DCMAKE_BUILD_TYPE=Release > /tmp/posy_build.log 2>&1 &&
-    timeout 300 cmake --build "$BUILD" -j"$(nproc)" >> /tmp/posy_build.log 2>&1
-  if [ $? -ne 0 ]; then
-    cp /tmp/posy_build.log "$OUT/build.log"
-    grep -E "error|Error" /tmp/posy_build.log | head -40
-    say "BUILD FAILED (see build.log)"; exit 1
-  fi
+  gpu_build "$OUT" || { say "BUILD FAILED (see build.log)"; exit 1; }
   say "build ok"
 fi
 

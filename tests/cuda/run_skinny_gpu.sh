@@ -10,10 +10,9 @@ BUILD=${BUILD:-build-gpu}
 QWORK=${QWORK:-/tmp/posy-qwen3}
 WORK=${WORK:-/tmp/posy-e2e}
 mkdir -p "$OUT"
-T0=$(date +%s)
-say() { echo "[$(($(date +%s) - T0)) s] $*"; }
-cmake -S . -B "$BUILD" -DPOSY_ENGINE_ONLY=ON -DPOSY_CUDA=ON -DCMAKE_BUILD_TYPE=Release > /tmp/sk_build.log 2>&1 &&
-  cmake --build "$BUILD" -j"$(nproc)" >> /tmp/sk_build.log 2>&1 || { cp /tmp/sk_build.log "$OUT/"; say "BUILD FAILED"; exit 1; }
+LOG="$OUT/skinny.log"
+. tests/cuda/gpu_lib.sh
+gpu_build "$OUT" || { say "BUILD FAILED"; exit 1; }
 say "build ok"
 status=0
 LAB_SMALL_ONLY=1 timeout 120 "./$BUILD/lab_gemm" > "$OUT/lab_gemm.log" 2>&1 || status=1

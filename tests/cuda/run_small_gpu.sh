@@ -11,17 +11,11 @@ BUILD=${BUILD:-build-gpu}
 WORK=${WORK:-/tmp/posy-e2e}
 mkdir -p "$OUT" "$WORK"
 LOG="$OUT/small.log"
-T0=$(date +%s)
-say() { echo "[$(($(date +%s) - T0)) s] $*" | tee -a "$LOG"; }
+. tests/cuda/gpu_lib.sh
 status=0
 nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$LOG"
 git log -1 --format='commit %h %s' 2>/dev/null | tee -a "$LOG"
-cmake -S . -B "$BUILD" -DPOSY_ENGINE_ONLY=ON -DPOSY_CUDA=ON -DCMAKE_BUILD_TYPE=Release > /tmp/posy_build.log 2>&1 &&
-  timeout 300 cmake --build "$BUILD" -j"$(nproc)" >> /tmp/posy_build.log 2>&1
-if [ $? -ne 0 ]; then
-  cp /tmp/posy_build.log "$OUT/build.log"; grep -E "error" /tmp/posy_build.log | head -20
-  say "BUILD FAILED"; exit 1
-fi
+gpu_build "$OUT" || { say "BUILD FAILED"; exit 1; }
 say "build ok"
 export POSY_CUDA_MEGA=1 # the kernel is opt-in
 PYTHONUNBUFFERED=1 timeout 330 python3 tests/cuda/e2e_vs_transformers.py "$BUILD" "$WORK" 2>&1 |

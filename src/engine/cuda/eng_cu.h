@@ -31,9 +31,11 @@ typedef __nv_bfloat16 bf16;
  * launch can overlap its predecessor's tail; each of our kernels starts
  * with ENG_CU_PDL_WAIT (griddepcontrol.wait: blocks until the predecessor
  * has finished and its writes are visible -- a no-op when launched
- * normally) and then lets its own dependents launch early.  Off by default
- * (no gain measured on the H200); POSY_CUDA_PDL=1 turns it on. */
-extern int eng_cu_pdl_on;
+ * normally) and then lets its own dependents launch early.  On for the
+ * one-query chain path (eng_cu_model.cu), where every kernel is ours; for
+ * the rest only with POSY_CUDA_PDL=1 (no gain where cuBLASLt's kernels sit
+ * between ours).  Per thread: the flag is set around one forward. */
+extern thread_local int eng_cu_pdl_on;
 
 #define ENG_CU_PDL_WAIT()                                                       \
     do {                                                                        \
@@ -277,6 +279,26 @@ int eng_cu_gemm_small_ok(int M, int N, int K);
 extern int eng_cu_skinny_version;
 cudaError_t eng_cu_gemm_small(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias,
                               const bf16 *R, bf16 *Y, int M, int N, int K, int epi);
+
+/* Version 3 of the skinny kernel, for the one-query chain (all kernels
+ * ours, launched with PDL): the weight slice is requested before
+ * griddepcontrol.wait, so it streams while the predecessor runs.  Launched
+ * through eng_cu_launch (PDL when eng_cu_pdl_on).  ok: M <= 64, N % 16 == 0,
+ * K = 64 x {4,6,8 warps} x G with G in {1,2,3,4,6}; with a norm, also
+ * (M tiles: 1, 2 or 4) x G <= 4 (so K <= 1024 up to 32 rows).
+ * nm (optional): X is first normalised row-wise -- LayerNorm (gamma, beta)
+ * or RMSNorm (beta NULL), rows at or past *n_rows_dev as zero -- and, if
+ * out != NULL, the normalised [M, K] rows are also stored there (the
+ * residual a post-norm encoder needs later). */
+typedef struct eng_cu_chain_norm {
+    const float *gamma, *beta;
+    float eps;
+    const int *n_rows_dev;
+    bf16 *out;
+} eng_cu_chain_norm;
+int eng_cu_gemm_chain_ok(int M, int N, int K, int norm);
+cudaError_t eng_cu_gemm_chain(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
+                              bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm *nm);
 
 /* Lab use: run the same GEMM with the i-th heuristic candidate instead of
  * the cached choice.  Returns -1 when there is no such candidate. */

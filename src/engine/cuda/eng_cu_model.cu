@@ -12,8 +12,11 @@
  * Wo^T + b + X; X = LN(y); inter = gelu(X Wup^T + b); y = inter Wdown^T
  * + b + X; X = LN(y).  The residual adds ride in the GEMM epilogues
  * (beta = 1), so each LayerNorm reads one tensor.  Seven launches a layer,
- * plus embedding and pooling.  Buckets of at most 64 tokens take the
- * persistent kernel of eng_cu_mega.cu instead (one launch).
+ * plus embedding and pooling.  Buckets of at most 32 tokens run them as
+ * the one-query chain: the GEMMs through eng_cu_gemm_chain instead of
+ * cuBLASLt, every kernel with programmatic dependent launch, so each
+ * kernel's weights stream while its predecessor runs.  The persistent
+ * kernel of eng_cu_mega.cu (opt-in) takes buckets of at most 64 instead.
  */
 #include "eng_cu_model.h"
 #include <math.h>
@@ -217,9 +220,20 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         return -1;
     }
     eng_cu_gemm_set_tuning(m->gemm, getenv("POSY_CUDA_NO_TUNE") == NULL);
-    /* measured on the H200 (bench/results/h200-latency-modes-pdl-*): no
-     * latency gain, throughput 2-3% lower in that run -- opt-in only */
-    eng_cu_pdl_on = getenv("POSY_CUDA_PDL") != NULL;
+    /* PDL for every bucket: measured on the H200 (bench/results/
+     * h200-latency-modes-pdl-*) no latency gain while cuBLASLt's kernels sit
+     * between ours, throughput 2-3% lower in that run -- opt-in only */
+    m->pdl_env = getenv("POSY_CUDA_PDL") != NULL;
+    {
+        /* the one-query chain: on for buckets of up to 32 tokens, where it
+         * was faster for every model measured (MiniLM, BERT-base; Qwen3 level
+         * at 32); slower at 64 (docs/BENCHMARKS.md, "One query") */
+        const char *c = getenv("POSY_CUDA_CHAIN");
+        m->chain_max = c ? atoi(c) : 32;
+        if (m->chain_max < 0 || m->chain_max > 64) m->chain_max = 64;
+        const char *cn = getenv("POSY_CUDA_CHAIN_NORM");
+        m->chain_norm = cn && !strcmp(cn, "1");
+    }
     {
         const char *sk = getenv("POSY_CUDA_SKINNY");
         eng_cu_skinny_version = sk && !strcmp(sk, "2") ? 2 : 1;
@@ -249,14 +263,44 @@ void eng_cu_model_close(eng_cu_model *m) {
         if (ce_ != cudaSuccess) return eng_cu_model_fail(err, what, ce_);             \
     } while (0)
 
+/* Every GEMM of the architecture's layer as the chain kernel, with the
+ * norm prologue where the chain forward fuses one. */
+static int chain_fits(const eng_cu_model *m, int T) {
+    const int H = m->H, I = m->I, nrm = m->chain_norm;
+    if (m->arch == ENG_CU_ARCH_QWEN3)
+        return eng_cu_gemm_chain_ok(T, m->qkv_n, H, nrm) && eng_cu_gemm_chain_ok(T, H, m->attn_n, 0) &&
+               eng_cu_gemm_chain_ok(T, 2 * I, H, nrm) && eng_cu_gemm_chain_ok(T, H, I, 0);
+    return eng_cu_gemm_chain_ok(T, 3 * H, H, nrm) && eng_cu_gemm_chain_ok(T, H, H, 0) &&
+           eng_cu_gemm_chain_ok(T, I, H, nrm) && eng_cu_gemm_chain_ok(T, H, I, 0);
+}
+
+int eng_cu_model_chain_begin(const eng_cu_model *m, int T) {
+    const int chain = T <= m->chain_max && chain_fits(m, T);
+    eng_cu_pdl_on = chain || m->pdl_env;
+    return chain;
+}
+
+int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, const bf16 *W, const bf16 *B,
+                      const bf16 *R, bf16 *Y, int T, int N, int K, int epi, const eng_cu_chain_norm *nm,
+                      posy_err *err) {
+    if (chain) {
+        CK("chain gemm", eng_cu_gemm_chain(s, X, W, B, R, Y, T, N, K, epi, nm));
+        return 0;
+    }
+    char msg[256];
+    if (eng_cu_gemm(m->gemm, s, X, W, B, R, Y, T, N, K, epi, msg, sizeof msg))
+        return posy_err_set(err, POSY_E_INTERNAL, "cuda backend: %s", msg);
+    return 0;
+}
+
 #define GEMM(X, W, B, R, Y, N, K, EPI)                                                       \
     do {                                                                                     \
-        if (eng_cu_gemm(m->gemm, s, X, W, B, R, Y, T, N, K, EPI, msg, sizeof msg))           \
-            return posy_err_set(err, POSY_E_INTERNAL, "cuda backend: %s", msg);             \
+        if (eng_cu_model_gemm(m, s, chain, X, W, B, R, Y, T, N, K, EPI, NULL, err)) return -1; \
     } while (0)
 
 int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *err) {
     if (m->arch == ENG_CU_ARCH_QWEN3) return eng_cu_qwen3_forward(m, s, T, S, err);
+    const int chain = eng_cu_model_chain_begin(m, T);
     if (eng_cu_mega_usable(m, T)) {
         CK("small-batch kernel", eng_cu_mega_forward(m, s, T, S));
         return 0;
@@ -265,7 +309,6 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
     const int32_t *in = m->d_in;
     const int *n_tok = in + lay.meta + ENG_CU_META_TOKENS;
     const int H = m->H;
-    char msg[256];
     CK("embedding", eng_cu_embed_ln(s, in + lay.ids, in + lay.pos, in + lay.type, m->word, m->pos,
                                     m->type, m->emb_g, m->emb_b, m->x, T, n_tok, H, m->eps));
     eng_cu_attn_args a;
@@ -281,6 +324,27 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
     a.max_tiles = lay.max_tiles;
     a.scale = 1.f / sqrtf((float)m->head_dim);
     a.causal = 0;
+    if (chain && m->chain_norm) { /* norms fused into the next GEMM's prologue: five kernels a layer */
+        eng_cu_chain_norm nm = {NULL, NULL, m->eps, n_tok, m->x};
+        for (int l = 0; l < m->L; l++) {
+            const eng_cu_layer *w = &m->layers[l];
+            /* x = LN2(y) of the layer before (layer 0: the embedding output in x) */
+            nm.gamma = l ? m->layers[l - 1].ln2_g : NULL;
+            nm.beta = l ? m->layers[l - 1].ln2_b : NULL;
+            if (eng_cu_model_gemm(m, s, 1, l ? m->y : m->x, w->qkv_w, w->qkv_b, NULL, m->qkv, T, 3 * H, H,
+                                  ENG_CU_EPI_BIAS, l ? &nm : NULL, err))
+                return -1;
+            CK("attention", eng_cu_attention(s, &a));
+            GEMM(m->ctx, w->ao_w, w->ao_b, m->x, m->y, H, H, ENG_CU_EPI_BIAS);
+            nm.gamma = w->ln1_g;
+            nm.beta = w->ln1_b;
+            if (eng_cu_model_gemm(m, s, 1, m->y, w->up_w, w->up_b, NULL, m->inter, T, m->I, H, m->epi_up, &nm, err))
+                return -1;
+            GEMM(m->inter, w->down_w, w->down_b, m->x, m->y, H, m->I, ENG_CU_EPI_BIAS);
+        }
+        const eng_cu_layer *last = &m->layers[m->L - 1];
+        CK("layernorm", eng_cu_add_ln(s, m->y, NULL, last->ln2_g, last->ln2_b, m->x, T, n_tok, H, m->eps));
+    } else
     for (int l = 0; l < m->L; l++) {
         const eng_cu_layer *w = &m->layers[l];
         GEMM(m->x, w->qkv_w, w->qkv_b, NULL, m->qkv, 3 * H, H, ENG_CU_EPI_BIAS);

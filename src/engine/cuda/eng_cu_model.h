@@ -62,6 +62,13 @@ typedef struct eng_cu_model {
     float *pooled;                      /* [max_seqs, H] */
     int32_t *d_in;                      /* input block, eng_cu_in_layout(max) ints */
     eng_cu_gemm_ctx *gemm;
+    /* the one-query chain: buckets of at most chain_max tokens run every
+     * kernel with programmatic dependent launch and the GEMMs through
+     * eng_cu_gemm_chain (default 32; POSY_CUDA_CHAIN=N sets it, 0: off);
+     * chain_norm: the norms fused into the next GEMM's prologue
+     * (POSY_CUDA_CHAIN_NORM=1; slower on the H200 so far); pdl_env:
+     * POSY_CUDA_PDL=1 (PDL for the other buckets too) */
+    int chain_max, chain_norm, pdl_env;
     /* the small-batch persistent kernel (eng_cu_mega.cu), when it fits */
     int mega_ok, mega_grid, mega_nt;
     size_t mega_smem;
@@ -94,6 +101,16 @@ cudaError_t eng_cu_mega_forward(eng_cu_model *m, cudaStream_t s, int tokens, int
 
 /* Shared by the architectures' files: a cudaError_t as a posy_err. */
 int eng_cu_model_fail(posy_err *err, const char *what, cudaError_t ce);
+/* Whether a bucket of T tokens runs as the one-query chain; sets this
+ * thread's PDL flag for the forward that follows. */
+int eng_cu_model_chain_begin(const eng_cu_model *m, int T);
+/* One GEMM of a forward (Y = epi(X W^T + b) + R, M = T rows): the chain
+ * kernel (with the norm prologue nm, optional) when `chain` -- which
+ * chain_begin granted only if every GEMM of the layer fits it -- else
+ * cuBLASLt (nm must be NULL then). */
+int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, const bf16 *W, const bf16 *B,
+                      const bf16 *R, bf16 *Y, int T, int N, int K, int epi, const eng_cu_chain_norm *nm,
+                      posy_err *err);
 
 /* Qwen3 (eng_cu_model_qwen3.cu): the shape check (which also holds the
  * POSY_CUDA_QWEN3=0 off switch), the weights upload, and the forward. */

@@ -110,9 +110,9 @@ int eng_cu_qwen3_upload(eng_cu_model *m, const eng_config *cfg, const eng_qwen3_
 
 #define GEMM(X, W, B, R, Y, N, K)                                                              \
     do {                                                                                       \
-        if (eng_cu_gemm(m->gemm, s, X, W, B, R, Y, T, N, K,                                    \
-                        (B) ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, msg, sizeof msg))             \
-            return posy_err_set(err, POSY_E_INTERNAL, "cuda backend: %s", msg);               \
+        if (eng_cu_model_gemm(m, s, chain, X, W, B, R, Y, T, N, K,                             \
+                              (B) ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, NULL, err))             \
+            return -1;                                                                         \
     } while (0)
 
 int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *err) {
@@ -120,7 +120,7 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
     const int32_t *in = m->d_in;
     const int *n_tok = in + lay.meta + ENG_CU_META_TOKENS, *n_seq = in + lay.meta + ENG_CU_META_SEQS;
     const int H = m->H, I = m->I, d = m->head_dim;
-    char msg[256];
+    const int chain = eng_cu_model_chain_begin(m, T);
     bf16 *x = m->x, *y = m->y, *t;
     CK("embedding", eng_cu_embed_rmsnorm(s, in + lay.ids, m->word, m->layers[0].ln1_g, x, m->h, T, n_tok,
                                          H, m->eps));
@@ -147,6 +147,29 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
     a.causal = m->causal;
     const int fuse = eng_cu_attn_fuses_qk(d);
     a.rope = m->rope; a.rope_rows = m->rope_rows; a.qk_eps = m->eps;
+    if (chain && m->chain_norm) { /* RMSNorms fused into the next GEMM's prologue; q/k norm as its own kernel */
+        eng_cu_chain_norm nm = {NULL, NULL, m->eps, n_tok, NULL};
+        for (int l = 0; l < m->L; l++) {
+            const eng_cu_layer *w = &m->layers[l];
+            nm.gamma = w->ln1_g; /* layer 0: h is the embedding's norm already */
+            if (eng_cu_model_gemm(m, s, 1, l ? x : m->h, w->qkv_w, w->qkv_b, NULL, m->qkv, T, m->qkv_n, H,
+                                  w->qkv_b ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, l ? &nm : NULL, err))
+                return -1;
+            q.q_norm = w->q_norm; q.k_norm = w->k_norm;
+            CK("q/k norm + rotary", eng_cu_qk_norm_rope(s, &q));
+            CK("attention", eng_cu_attention(s, &a));
+            GEMM(m->ctx, w->ao_w, w->ao_b, x, y, H, m->attn_n);
+            t = x; x = y; y = t;
+            nm.gamma = w->ln2_g;
+            if (eng_cu_model_gemm(m, s, 1, x, w->up_w, NULL, NULL, m->inter, T, 2 * I, H, ENG_CU_EPI_NONE, &nm,
+                                  err))
+                return -1;
+            CK("swiglu", eng_cu_swiglu(s, m->inter, m->act, T, n_tok, I));
+            GEMM(m->act, w->down_w, (const bf16 *)NULL, x, y, H, I);
+            t = x; x = y; y = t;
+        }
+        CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, m->emb_g, m->h, T, n_tok, H, m->eps));
+    } else
     for (int l = 0; l < m->L; l++) {
         const eng_cu_layer *w = &m->layers[l];
         GEMM(m->h, w->qkv_w, w->qkv_b, NULL, m->qkv, m->qkv_n, H);
