@@ -15,12 +15,12 @@
  *
  * v1 below and v2 (deep weight prefetch) are opt-in (POSY_CUDA_SKINNY=1
  * or 2 races them against cuBLASLt per GEMM): neither made a whole
- * one-query forward faster on the H200 as nodes between cuBLASLt's.  v3,
+ * one-query forward faster on the H200 as nodes between cuBLASLt's.  With
+ * weights read from HBM, as in a real forward, cuBLASLt's small-M kernels
+ * take 7.5-11 us a GEMM back to back and v2 matches them at best
+ * (lab_gemm, bench/results/h200-skinny-*-2026-11-29-evening.*).  v3,
  * further down, is what the engine runs for buckets of <= 32 tokens: the
- * one-query chain, where every kernel is ours and launched with PDL.  With weights read
- * from HBM, as in a real forward, cuBLASLt's small-M kernels take 7.5-11
- * us a GEMM back to back and v2 matches them at best (lab_gemm,
- * bench/results/h200-skinny-*-2026-11-29-evening.*).
+ * one-query chain, where every kernel is ours and launched with PDL.
  */
 #include "eng_cu_frag.h"
 
