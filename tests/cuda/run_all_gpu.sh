@@ -14,6 +14,9 @@
 #          skips), encoders end to end against transformers        (~3-4 min)
 #   qwen3  tests/cuda/run_qwen3_gpu.sh, STAGES="build lab e2e"     (~1.5 min)
 #   small  tests/cuda/run_small_gpu.sh: the opt-in small-batch kernel (~1.5 min)
+#   chain  tests/cuda/run_chain_gpu.sh, QWEN3=1: the one-query chain --
+#          lab_gemm checks + memcheck, latency off / on / norms fused,
+#          e2e against transformers with the chain on up to 64    (~4.5 min)
 #   serve  tests/cuda/run_serve_gpu.sh with DUR=4 (needs .carry/gpu from
 #          scripts/gpu-bundle.sh, carried)                            (~3 min)
 #   bench  bench/bench_gpu.sh with the peer from .peer (carried)      (~6 min)
@@ -67,6 +70,7 @@ for p in $PARTS; do
     tests) run_part tests 300 env SANITIZE=1 bash tests/cuda/run_gpu_tests.sh ;;
     qwen3) run_part qwen3 200 env STAGES="build lab e2e" bash tests/cuda/run_qwen3_gpu.sh ;;
     small) run_part small 200 bash tests/cuda/run_small_gpu.sh ;;
+    chain) run_part chain 330 env QWEN3=1 bash tests/cuda/run_chain_gpu.sh ;;
     serve)
       if [ -d .carry/gpu ]; then run_part serve 260 env DUR=4 bash tests/cuda/run_serve_gpu.sh
       else echo "| serve | skipped | - | no .carry/gpu: run scripts/gpu-bundle.sh and carry .carry |" >> "$SUM"
