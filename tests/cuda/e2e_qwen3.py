@@ -33,6 +33,9 @@ import numpy as np
 import torch
 from transformers import Qwen3Config, Qwen3Model
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_common import check_outputs, cosines  # noqa: E402
+
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 
@@ -145,10 +148,6 @@ def reference(m, seqs, mode, dev):
     return out
 
 
-def cosines(a, b):
-    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1) + 1e-30)
-
-
 def main():
     args = sys.argv[1:]
     build_only = "--build-only" in args
@@ -198,16 +197,8 @@ def main():
                            env=env)
         log(f"qwen3-{mode}: gpu_backend_e2e rc={r.returncode} in {time.time() - t0:.1f} s")
         ok &= r.returncode == 0
-        for suf in ("single", "mix1024", "mix4096", "mix16384"):
-            p = f"{prefix}.{suf}.bin"
-            if not os.path.exists(p):
-                log(f"qwen3-{mode} {suf}: missing output"); ok = False; continue
-            got = np.fromfile(p, dtype=np.float32).reshape(-1, H)
-            c = cosines(got, ref)
-            worst = int(np.argmin(c))
-            log(f"qwen3-{mode} {suf:9s} vs transformers fp32: min cosine {c.min():.6f} (len {len(seqs[worst])}), "
-                f"mean {c.mean():.6f}, max abs err {np.abs(got - ref).max():.2e}")
-            ok &= bool(c.min() >= 0.999)
+        ok &= check_outputs(f"qwen3-{mode}", prefix, ("single", "mix1024", "mix4096", "mix16384"), H, ref, seqs,
+                            log=log)
     log("e2e_qwen3:", "PASS" if ok else "FAIL")
     sys.exit(0 if ok else 1)
 

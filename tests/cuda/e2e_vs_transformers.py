@@ -18,6 +18,9 @@ import numpy as np
 import torch
 from transformers import BertConfig, BertModel
 
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_common import check_outputs, cosines  # noqa: E402,F401  (cosines: compare_cpu.py uses it from here)
+
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
 
@@ -127,10 +130,6 @@ def reference(m, seqs):
     return np.stack(out)
 
 
-def cosines(a, b):
-    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1) + 1e-30)
-
-
 def main():
     build_only = "--build-only" in sys.argv
     args = [a for a in sys.argv[1:] if a != "--build-only"]
@@ -151,17 +150,8 @@ def main():
         prefix = os.path.join(root, name + "-gpu")
         r = subprocess.run([os.path.join(build_dir, "gpu_backend_e2e"), hdir, sp, prefix])
         ok &= r.returncode == 0
-        H = kw["hidden_size"]
-        for suf in ("single", "mix64", "mix1024", "mix4096", "mix16384"):
-            p = f"{prefix}.{suf}.bin"
-            if not os.path.exists(p):
-                print(f"{name} {suf}: missing output"); ok = False; continue
-            got = np.fromfile(p, dtype=np.float32).reshape(-1, H)
-            c = cosines(got, ref)
-            worst = int(np.argmin(c))
-            print(f"{name} {suf:9s} vs transformers fp32: min cosine {c.min():.6f} (len {len(seqs[worst])}), "
-                  f"mean {c.mean():.6f}, max abs err {np.abs(got - ref).max():.2e}")
-            ok &= bool(c.min() >= 0.999)
+        ok &= check_outputs(name, prefix, ("single", "mix64", "mix1024", "mix4096", "mix16384"),
+                            kw["hidden_size"], ref, seqs)
     print("e2e_vs_transformers:", "PASS" if ok else "FAIL")
     sys.exit(0 if ok else 1)
 

@@ -25,6 +25,7 @@ import numpy as np
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 sys.path.insert(0, os.path.join(os.path.dirname(HERE), "python"))
+from e2e_common import cosines  # noqa: E402
 
 BERT_BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072)
 CARRIED = ["tokenizer.json", "tokenizer_config.json", "modules.json", "sentence_bert_config.json",
@@ -92,10 +93,6 @@ class Reference:
 
     def embed_text(self, s):
         return self.embed_ids(self.tok.encode(s).ids)
-
-
-def cosines(a, b):
-    return (a * b).sum(1) / (np.linalg.norm(a, axis=1) * np.linalg.norm(b, axis=1) + 1e-30)
 
 
 def check(url, model_dir, device):
