@@ -280,10 +280,11 @@ extern int eng_cu_skinny_version;
 cudaError_t eng_cu_gemm_small(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias,
                               const bf16 *R, bf16 *Y, int M, int N, int K, int epi);
 
-/* Version 3 of the skinny kernel, for the one-query chain (all kernels
- * ours, launched with PDL): the weight slice is requested before
- * griddepcontrol.wait, so it streams while the predecessor runs.  Launched
- * through eng_cu_launch (PDL when eng_cu_pdl_on).  ok: M <= 64, N % 16 == 0,
+/* Version 3 of the skinny kernel (eng_cu_chain_gemm.cu), for the
+ * one-query chain (all kernels ours, launched with PDL): the weight slice
+ * is requested before griddepcontrol.wait, so it streams while the
+ * predecessor runs.  Launched through eng_cu_launch (PDL when
+ * eng_cu_pdl_on).  ok: M <= 64, N % 16 == 0,
  * K = 64 x {4,6,8 warps} x G with G in {1,2,3,4,6}; with a norm, also
  * (M tiles: 1, 2 or 4) x G <= 4 (so K <= 1024 up to 32 rows).
  * nm (optional): X is first normalised row-wise -- LayerNorm (gamma, beta)

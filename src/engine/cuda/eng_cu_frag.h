@@ -1,5 +1,5 @@
 /* eng_cu_frag: the warp-level building blocks the attention kernels share
- * (eng_cu_attn.cu's v1/v2, eng_cu_attn_v3.cu; the mma also eng_cu_skinny.cu):
+ * (eng_cu_attn.cu's v1/v2, eng_cu_attn_v3.cu; the mma also the skinny GEMMs):
  * mma.sync m16n8k16 bf16 -> fp32, ldmatrix (plain and transposed), packing
  * two floats into a bf16x2 register, ex2.approx, cp.async of row tiles into
  * padded shared rows, and the attention kernels' per-key-tile step and

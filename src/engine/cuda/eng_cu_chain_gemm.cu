@@ -1,0 +1,273 @@
+/* eng_cu_chain_gemm: the GEMM of the one-query chain (skinny v3), which
+ * the engine runs for buckets of <= 32 tokens (eng_cu_model.cu).
+ *
+ * In the chain every kernel of the forward is ours and launched with
+ * programmatic dependent launch, so this one can start while its
+ * predecessor still runs.  Before griddepcontrol.wait -- i.e. overlapping
+ * the predecessor -- it lets its own dependents launch and requests its
+ * whole weight slice (16 columns x K) into shared memory with cp.async;
+ * after the wait only X (tiny, in L2) remains to be read, a warp's share
+ * in one burst of 16-byte loads into registers (a few bursts for 17-64
+ * rows and long K, at most 64 registers of X at a time).  lab_chain
+ * measured the floor of such a step at ~1.5 us (2.1 us as a plain graph
+ * node); on the H200 the chain took a 16-token MiniLM query from 131 to
+ * 87 us (docs/BENCHMARKS.md, "One query").
+ *
+ * A warp owns G groups of 64 k (K = 64 * G * WARPS).  Inside a group a
+ * lane loads 16 consecutive values of its X row and of its weight row and
+ * feeds them to 4 mma steps: the k order inside the group is permuted
+ * identically for A and B, which the sum does not see.  The warps'
+ * partial tiles meet in shared memory in a fixed order (skinny_finish),
+ * so results are reproducible bit for bit.  Tested by dev/cuda/lab_gemm.cu
+ * (v3 checks against fp64, with and without the norm prologue).
+ */
+#include "eng_cu_skinny.h"
+
+/* groups of X a lane holds at once: the largest divisor of G with at most
+ * 8 uint4 pairs (64 registers) for the MT m tiles */
+static __host__ __device__ constexpr int skinny3_chunk(int MT, int G) {
+    int c = G;
+    while (c > 1 && (G % c || MT * c > 8)) c--;
+    return c;
+}
+
+static __device__ __forceinline__ void sk3_cp16(void *dst, const void *src) {
+    const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+}
+
+/* The norm prologue (NORM): X's rows are normalised in registers before
+ * the products -- LayerNorm (mean and variance in two exact passes, as
+ * eng_cu_ln_finish) or, with no beta, RMSNorm -- with the row statistics
+ * summed over the lanes and warps that hold the row; rows at or past the
+ * real count read as zero, as the norm kernels write them.  Block 0 also
+ * stores the normalised rows (out) when the forward needs them again as a
+ * residual.  Needs a warp's whole share of X in registers (one chunk). */
+template <int MT, int G, int WARPS>
+static __device__ __forceinline__ void sk3_norm(uint4 (*xa)[2][G][2], const eng_cu_chain_norm &nm, const float *gs,
+                                                const float *bs, float (*red)[MT * 16], int M, int K, int kw) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2;
+    const int n_real = min(M, *nm.n_rows_dev);
+    const bool rms = nm.beta == NULL;
+    float mean[MT][2], rstd[MT][2];
+    for (int pass = rms ? 1 : 0; pass < 2; pass++) {
+        float sum[MT][2];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float a = 0.f;
+                const float mu = pass ? (rms ? 0.f : mean[mt][h]) : 0.f;
+#pragma unroll
+                for (int q = 0; q < G; q++)
+#pragma unroll
+                    for (int e = 0; e < 2; e++) {
+                        const __nv_bfloat162 *b2 = (const __nv_bfloat162 *)&xa[mt][h][q][e];
+#pragma unroll
+                        for (int i = 0; i < 4; i++) {
+                            const float2 f = __bfloat1622float2(b2[i]);
+                            if (pass) a += (f.x - mu) * (f.x - mu) + (f.y - mu) * (f.y - mu);
+                            else a += f.x + f.y;
+                        }
+                    }
+                a += __shfl_xor_sync(0xffffffffu, a, 1);
+                a += __shfl_xor_sync(0xffffffffu, a, 2);
+                sum[mt][h] = a;
+            }
+        if ((lane & 3) == 0)
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+                for (int h = 0; h < 2; h++) red[warp][mt * 16 + 8 * h + g] = sum[mt][h];
+        __syncthreads();
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                float a = 0.f;
+                for (int w = 0; w < WARPS; w++) a += red[w][mt * 16 + 8 * h + g];
+                if (pass) rstd[mt][h] = rsqrtf(a / (float)K + nm.eps);
+                else mean[mt][h] = a / (float)K;
+            }
+        __syncthreads(); /* red is reused by the next pass */
+    }
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = mt * 16 + 8 * h + g;
+            const float mu = rms ? 0.f : mean[mt][h], rs = rstd[mt][h];
+#pragma unroll
+            for (int q = 0; q < G; q++)
+#pragma unroll
+                for (int e = 0; e < 2; e++) {
+                    const int k = kw + 64 * q + 8 * e;
+                    __nv_bfloat162 *b2 = (__nv_bfloat162 *)&xa[mt][h][q][e];
+#pragma unroll
+                    for (int i = 0; i < 4; i++) {
+                        const float2 f = __bfloat1622float2(b2[i]);
+                        float y0 = (f.x - mu) * rs * gs[k + 2 * i], y1 = (f.y - mu) * rs * gs[k + 2 * i + 1];
+                        if (!rms) { y0 += bs[k + 2 * i]; y1 += bs[k + 2 * i + 1]; }
+                        b2[i] = r < n_real ? __floats2bfloat162_rn(y0, y1) : __floats2bfloat162_rn(0.f, 0.f);
+                    }
+                    if (nm.out && blockIdx.x == 0 && r < M) *(uint4 *)(nm.out + (size_t)r * K + k) = xa[mt][h][q][e];
+                }
+        }
+}
+
+template <int MT, int WARPS, int G, bool NORM>
+__global__ void __launch_bounds__(WARPS * 32)
+skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y, int M,
+               int N, int K, int epi, eng_cu_chain_norm nm) {
+    extern __shared__ __align__(16) unsigned char sk3_smem[];
+    bf16 *Ws = (bf16 *)sk3_smem; /* [16][K + 8] */
+    float *gs = (float *)(sk3_smem + (size_t)16 * (K + 8) * 2), *bs = gs + K; /* NORM: gamma, beta [K] */
+    float(*part)[MT * 16][17] = (float(*)[MT * 16][17])(NORM ? bs + K : gs);
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    const int n0 = blockIdx.x * 16, ldw = K + 8, cpr = K / 8;
+    for (int c = threadIdx.x; c < 16 * cpr; c += WARPS * 32) {
+        const int r = c / cpr, cc = (c - r * cpr) * 8;
+        sk3_cp16(Ws + r * ldw + cc, W + (size_t)(n0 + r) * K + cc);
+    }
+    if constexpr (NORM)
+        for (int c = threadIdx.x; c < K / 4; c += WARPS * 32) {
+            sk3_cp16(gs + 4 * c, nm.gamma + 4 * c);
+            if (nm.beta) sk3_cp16(bs + 4 * c, nm.beta + 4 * c);
+        }
+    eng_async_commit();
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int kw = warp * G * 64 + 16 * t; /* this lane's first k */
+    float acc[MT][2][4];
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+    constexpr int GC = skinny3_chunk(MT, G);
+#pragma unroll
+    for (int c = 0; c < G / GC; c++) {
+        /* X: rows g + 8h of every m tile, GC groups of 16 values, all in
+         * flight at once (the first chunk also while the weights land) */
+        uint4 xa[MT][2][GC][2];
+#pragma unroll
+        for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int r = mt * 16 + 8 * h + g;
+#pragma unroll
+                for (int q = 0; q < GC; q++) {
+                    const uint4 *src = (const uint4 *)(X + (size_t)r * K + kw + 64 * (c * GC + q));
+                    xa[mt][h][q][0] = r < M ? __ldcg(src) : make_uint4(0, 0, 0, 0);
+                    xa[mt][h][q][1] = r < M ? __ldcg(src + 1) : make_uint4(0, 0, 0, 0);
+                }
+            }
+        if (c == 0) {
+            eng_async_wait<0>();
+            __syncthreads();
+        }
+        if constexpr (NORM) {
+            static_assert(!NORM || GC == G, "the norm needs the whole row share in registers");
+            sk3_norm<MT, G, WARPS>(xa, nm, gs, bs, (float(*)[MT * 16])part, M, K, kw);
+        }
+#pragma unroll
+        for (int q = 0; q < GC; q++) {
+            uint32_t wb[2][8];
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++) {
+                const uint4 *ws = (const uint4 *)(Ws + (nt * 8 + g) * ldw + kw + 64 * (c * GC + q));
+                *(uint4 *)&wb[nt][0] = ws[0];
+                *(uint4 *)&wb[nt][4] = ws[1];
+            }
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    const uint32_t *lo = (const uint32_t *)&xa[mt][0][q][0], *hi = (const uint32_t *)&xa[mt][1][q][0];
+                    const uint32_t a[4] = {lo[2 * j], hi[2 * j], lo[2 * j + 1], hi[2 * j + 1]};
+                    eng_mma16816(acc[mt][0], a, wb[0][2 * j], wb[0][2 * j + 1]);
+                    eng_mma16816(acc[mt][1], a, wb[1][2 * j], wb[1][2 * j + 1]);
+                }
+        }
+    }
+    skinny_finish<MT, WARPS>(acc, part, bias, R, Y, M, N, n0, epi);
+}
+
+/* v3's split of K: G groups of 64 a warp, at most 8 warps, G from the
+ * list its kernels are built for; 0 when K does not split so. */
+static void skinny3_split(int K, int *warps, int *groups) {
+    static const int gs[] = {1, 2, 3, 4, 6};
+    *warps = *groups = 0;
+    if (K % 64) return;
+    for (int i = 0; i < 5; i++) {
+        const int n = K / 64;
+        if (n % gs[i] == 0 && (n / gs[i] == 8 || n / gs[i] == 6 || n / gs[i] == 4)) {
+            *warps = n / gs[i];
+            *groups = gs[i];
+            return;
+        }
+    }
+}
+
+/* m tiles a launch is built for: 1, 2 or 4 (33..64 rows take 4) */
+static int skinny3_mt(int M) { return M <= 16 ? 1 : M <= 32 ? 2 : 4; }
+
+static size_t skinny3_smem(int M, int K, int warps, int norm) {
+    return (size_t)16 * (K + 8) * 2 + (norm ? (size_t)8 * K : 0) + (size_t)warps * skinny3_mt(M) * 16 * 17 * 4;
+}
+
+int eng_cu_gemm_chain_ok(int M, int N, int K, int norm) {
+    int w, gq;
+    skinny3_split(K, &w, &gq);
+    const int mt = skinny3_mt(M);
+    /* the norm prologue needs X in one chunk (see skinny3_chunk), and its
+     * statistics spill registers beyond 4 uint4 pairs of X a lane */
+    return M >= 1 && M <= 64 && N % 16 == 0 && w > 0 && (!norm || mt * gq <= 4) &&
+           skinny3_smem(M, K, w, norm) <= 200 * 1024;
+}
+
+template <int MT, int WARPS, int G, bool NORM>
+static cudaError_t launch3(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
+                           bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm &nm) {
+    if constexpr (NORM && MT * G > 4) {
+        return cudaErrorInvalidValue;
+    } else {
+        const size_t smem = skinny3_smem(M, K, WARPS, NORM);
+        static int attr_done = 0; /* per instantiation: raise the shared-memory cap once */
+        if (!attr_done) {
+            cudaError_t e = cudaFuncSetAttribute(skinny3_kernel<MT, WARPS, G, NORM>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+            if (e != cudaSuccess) return e;
+            attr_done = 1;
+        }
+        return eng_cu_launch(skinny3_kernel<MT, WARPS, G, NORM>, dim3(N / 16), dim3(WARPS * 32), smem, s, X, W,
+                             bias, R, Y, M, N, K, epi, nm);
+    }
+}
+
+template <int MT>
+static cudaError_t launch3_mt(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
+                              bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm *nm) {
+    int w, gq;
+    skinny3_split(K, &w, &gq);
+    const eng_cu_chain_norm none = {NULL, NULL, 0.f, NULL, NULL};
+#define SK3(WW, GG)                                                                          \
+    if (w == WW && gq == GG)                                                                 \
+        return nm ? launch3<MT, WW, GG, true>(s, X, W, bias, R, Y, M, N, K, epi, *nm)        \
+                  : launch3<MT, WW, GG, false>(s, X, W, bias, R, Y, M, N, K, epi, none)
+    SK3(8, 1); SK3(8, 2); SK3(8, 3); SK3(8, 4); SK3(8, 6);
+    SK3(6, 1); SK3(6, 2); SK3(6, 3); SK3(6, 4); SK3(6, 6);
+    SK3(4, 1); SK3(4, 2); SK3(4, 3);
+#undef SK3
+    return cudaErrorInvalidValue;
+}
+
+cudaError_t eng_cu_gemm_chain(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
+                              bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm *nm) {
+    if (!eng_cu_gemm_chain_ok(M, N, K, nm != NULL) || (nm && (!nm->gamma || !nm->n_rows_dev)))
+        return cudaErrorInvalidValue;
+    switch (skinny3_mt(M)) {
+    case 1: return launch3_mt<1>(s, X, W, bias, R, Y, M, N, K, epi, nm);
+    case 2: return launch3_mt<2>(s, X, W, bias, R, Y, M, N, K, epi, nm);
+    default: return launch3_mt<4>(s, X, W, bias, R, Y, M, N, K, epi, nm);
+    }
+}

@@ -1,0 +1,40 @@
+/* eng_cu_skinny.h: what the few-row GEMM kernels share -- the skinny
+ * kernels v1 and v2 (eng_cu_skinny.cu) and the one-query chain's v3
+ * (eng_cu_chain_gemm.cu): a block owns 16 output columns for all M rows,
+ * its warps split K, and their partial tiles meet here.
+ */
+#ifndef ENG_CU_SKINNY_H
+#define ENG_CU_SKINNY_H
+
+#include "eng_cu_frag.h"
+
+/* The warps' partial sums of the block's 16 columns meet in shared memory;
+ * one pass adds bias, GELU (the tanh form, as cuBLASLt's epilogue, so both
+ * paths agree), the residual, and stores bf16. */
+template <int MT, int WARPS>
+static __device__ __forceinline__ void skinny_finish(const float (*acc)[2][4], float (*part)[MT * 16][17],
+                                                     const bf16 *bias, const bf16 *R, bf16 *Y, int M, int N,
+                                                     int n0, int epi) {
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+                part[warp][mt * 16 + g + (e >> 1) * 8][nt * 8 + 2 * t + (e & 1)] = acc[mt][nt][e];
+    __syncthreads();
+    for (int i = threadIdx.x; i < M * 16; i += WARPS * 32) {
+        const int r = i >> 4, c = i & 15;
+        float v = 0.f;
+#pragma unroll
+        for (int w = 0; w < WARPS; w++) v += part[w][r][c];
+        if (epi != ENG_CU_EPI_NONE) v += __bfloat162float(bias[n0 + c]);
+        if (epi == ENG_CU_EPI_BIAS_GELU)
+            v = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+        if (R) v += __bfloat162float(R[(size_t)r * N + n0 + c]);
+        Y[(size_t)r * N + n0 + c] = __float2bfloat16(v);
+    }
+}
+
+#endif
