@@ -139,10 +139,7 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int kw = warp * G * 64 + 16 * t; /* this lane's first k */
     float acc[MT][2][4];
-#pragma unroll
-    for (int i = 0; i < MT; i++)
-#pragma unroll
-        for (int j = 0; j < 2; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+    skinny_zero<MT>(acc);
     constexpr int GC = skinny3_chunk(MT, G);
 #pragma unroll
     for (int c = 0; c < G / GC; c++) {

@@ -60,10 +60,7 @@ skinny_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf1
     const int n0 = blockIdx.x * 16;
     const int ksteps = K / 16 / WARPS, kb = warp * ksteps * 16;
     float acc[MT][2][4];
-#pragma unroll
-    for (int i = 0; i < MT; i++)
-#pragma unroll
-        for (int j = 0; j < 2; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+    skinny_zero<MT>(acc);
     const bf16 *w0 = W + (size_t)(n0 + g) * K + kb + 2 * t;
     const bf16 *w1 = W + (size_t)(n0 + 8 + g) * K + kb + 2 * t;
 #pragma unroll 2
@@ -92,10 +89,7 @@ skinny2_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
     const int n0 = blockIdx.x * 16;
     const int ksteps = K / 16 / WARPS, kb = warp * ksteps * 16;
     float acc[MT][2][4];
-#pragma unroll
-    for (int i = 0; i < MT; i++)
-#pragma unroll
-        for (int j = 0; j < 2; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+    skinny_zero<MT>(acc);
     const bf16 *w0 = W + (size_t)(n0 + g) * K + kb + 2 * t;
     const bf16 *w1 = W + (size_t)(n0 + 8 + g) * K + kb + 2 * t;
     for (int ks = 0; ks < ksteps; ks += KU) {

@@ -8,6 +8,15 @@
 
 #include "eng_cu_frag.h"
 
+/* A warp's accumulators: MT m tiles x the block's two n tiles of 8. */
+template <int MT>
+static __device__ __forceinline__ void skinny_zero(float (*acc)[2][4]) {
+#pragma unroll
+    for (int i = 0; i < MT; i++)
+#pragma unroll
+        for (int j = 0; j < 2; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+}
+
 /* The warps' partial sums of the block's 16 columns meet in shared memory;
  * one pass adds bias, GELU (the tanh form, as cuBLASLt's epilogue, so both
  * paths agree), the residual, and stores bf16. */
