@@ -106,6 +106,25 @@ static float lab_time_ms(F fn, int iters) {
     return t[iters / 2];
 }
 
+/* `fn` (launches on the blocking stream st) captured once as a CUDA graph
+ * with eng_cu_pdl_on set, as the engine's chain is; the median time of
+ * one replay in ms.  Launch costs are the graph's, not the host's. */
+template <typename F>
+static float lab_graph_ms(cudaStream_t st, F fn, int iters) {
+    cudaGraph_t g;
+    cudaGraphExec_t ge;
+    CUCHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
+    eng_cu_pdl_on = 1;
+    fn();
+    eng_cu_pdl_on = 0;
+    CUCHECK(cudaStreamEndCapture(st, &g));
+    CUCHECK(cudaGraphInstantiate(&ge, g, 0));
+    const float ms = lab_time_ms([&] { CUCHECK(cudaGraphLaunch(ge, st)); }, iters);
+    CUCHECK(cudaGraphExecDestroy(ge));
+    CUCHECK(cudaGraphDestroy(g));
+    return ms;
+}
+
 static int lab_finish(const char *name) {
     printf("%s: %s (%d failing checks)\n", name, lab_failures ? "FAIL" : "PASS", lab_failures);
     return lab_failures ? 1 : 0;

@@ -28,6 +28,18 @@ static void ref_linear(const float *x, const float *w, const float *b, const flo
         }
 }
 
+/* The chain kernel's SwiGLU epilogue: y[m][j] = silu(y[m][j]) * y[m][N/2 + j]
+ * of the full product, in place, into [M, N/2]. */
+static size_t ref_swiglu(float *y, int M, int N) {
+    const int h = N / 2;
+    for (int m = 0; m < M; m++)
+        for (int j = 0; j < h; j++) {
+            const double gv = y[(size_t)m * N + j], uv = y[(size_t)m * N + h + j];
+            y[(size_t)m * h + j] = (float)(gv / (1.0 + exp(-gv)) * uv);
+        }
+    return (size_t)M * h;
+}
+
 static void check(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, int with_r = 0) {
     std::vector<float> xf, wf, bfv, rf;
     std::vector<uint16_t> xb, wb, bb, rb;
@@ -40,8 +52,11 @@ static void check(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, int with_r =
     CUCHECK(cudaMalloc(&dy, (size_t)M * N * 2));
     lab_poison(dy, (size_t)M * N * 2);
     char err[256];
+    /* SwiGLU's bias is optional: odd M have one */
+    const bool sw_nob = epi == ENG_CU_EPI_SWIGLU && !(M & 1);
+    if (sw_nob) std::fill(bfv.begin(), bfv.end(), 0.f);
     if (use_small == 3) {
-        CUCHECK(eng_cu_gemm_chain(0, dx, dw, epi ? db : NULL, with_r ? dr : NULL, dy, M, N, K, epi, NULL));
+        CUCHECK(eng_cu_gemm_chain(0, dx, dw, epi && !sw_nob ? db : NULL, with_r ? dr : NULL, dy, M, N, K, epi, NULL));
     } else if (use_small) {
         CUCHECK(eng_cu_gemm_small(0, dx, dw, epi ? db : NULL, with_r ? dr : NULL, dy, M, N, K, epi));
     } else if (eng_cu_gemm(g, 0, dx, dw, epi ? db : NULL, with_r ? dr : NULL, dy, M, N, K, epi, err, sizeof err)) {
@@ -50,8 +65,10 @@ static void check(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, int with_r =
         return;
     }
     CUCHECK(cudaDeviceSynchronize());
-    std::vector<float> got = lab_download_bf16(dy, (size_t)M * N), ref((size_t)M * N);
+    std::vector<float> ref((size_t)M * N);
     ref_linear(xf.data(), wf.data(), bfv.data(), with_r ? rf.data() : NULL, ref.data(), M, N, K, epi);
+    if (epi == ENG_CU_EPI_SWIGLU) ref.resize(ref_swiglu(ref.data(), M, N));
+    std::vector<float> got = lab_download_bf16(dy, ref.size());
     char name[96];
     snprintf(name, sizeof name, "gemm%s M=%d N=%d K=%d epi=%d%s", !use_small ? "" : use_small == 3 ? "-chain" : eng_cu_skinny_version == 2 ? "-skinny2" : "-skinny", M, N, K,
              epi, with_r ? " +residual" : "");
@@ -95,8 +112,9 @@ static void check_norm(int M, int n_real, int N, int K, int epi, int rms) {
             xn[(size_t)m * K + k] = bfr((float)((xf[(size_t)m * K + k] - mu) * rs * gf[k] + (rms ? 0 : bef[k])));
     }
     ref_linear(xn.data(), wf.data(), bfv.data(), NULL, ref.data(), M, N, K, epi);
+    if (epi == ENG_CU_EPI_SWIGLU) ref.resize(ref_swiglu(ref.data(), M, N));
     char name[96];
-    std::vector<float> got = lab_download_bf16(dy, (size_t)M * N), gotn = lab_download_bf16(dn, (size_t)M * K);
+    std::vector<float> got = lab_download_bf16(dy, ref.size()), gotn = lab_download_bf16(dn, (size_t)M * K);
     snprintf(name, sizeof name, "gemm-chain %s M=%d (real %d) N=%d K=%d epi=%d", rms ? "rmsnorm" : "layernorm", M,
              n_real, N, K, epi);
     lab_check(name, got.data(), ref.data(), got.size(), 3e-2f, 1e-2f);
@@ -161,11 +179,19 @@ static void bench_small(eng_cu_gemm_ctx *g) {
     CUCHECK(cudaMemset(b, 0x3a, (size_t)6144 * 2));
     cudaStream_t st; /* blocking: lab_time_ms's events on the legacy stream bracket it */
     CUCHECK(cudaStreamCreate(&st));
+    /* the norm prologue's parameters (LayerNorm) and real row count */
+    float *gam;
+    int *nrows;
+    CUCHECK(cudaMalloc(&gam, 2 * 3072 * 4));
+    CUCHECK(cudaMemset(gam, 0, 2 * 3072 * 4));
+    CUCHECK(cudaMalloc(&nrows, 4));
+    eng_cu_chain_norm nm = {gam, gam + 3072, 1e-6f, nrows, NULL};
     char err[256];
     for (auto &sh : shapes)
         for (int M : {16, 64}) {
             const int N = sh[0], K = sh[1];
             const size_t wn = (size_t)N * K;
+            CUCHECK(cudaMemcpy(nrows, &M, 4, cudaMemcpyHostToDevice));
             const int copies = (int)(pool / (wn * 2)) < 20 ? (int)(pool / (wn * 2)) : 20;
             const float tl = lab_time_ms([&] {
                 for (int i = 0; i < 20; i++)
@@ -182,22 +208,38 @@ static void bench_small(eng_cu_gemm_ctx *g) {
             }
             eng_cu_skinny_version = 1;
             /* v3 back to back as in the chain: PDL on, so each launch's
-             * weight requests overlap the previous one */
-            float t3 = 0.f;
+             * weight requests overlap the previous one; launched from the
+             * host, then as a captured graph (what the chain runs), plain
+             * and with the norm prologue */
+            float t3 = 0.f, tg = 0.f, tgc = 0.f, tgn = 0.f, tgp = 0.f;
+            auto v3 = [&](const eng_cu_chain_norm *nm, int pf = 0) {
+                for (int i = 0; i < 20; i++)
+                    CUCHECK(eng_cu_gemm_chain(st, x, w + (i % copies) * wn, b, NULL, y, M, N, K, ENG_CU_EPI_BIAS, nm,
+                                              pf ? w + ((i + 1) % copies) * wn : NULL, wn * 2));
+            };
             if (eng_cu_gemm_chain_ok(M, N, K, 0)) {
                 eng_cu_pdl_on = 1;
-                t3 = lab_time_ms([&] {
-                    for (int i = 0; i < 20; i++)
-                        CUCHECK(eng_cu_gemm_chain(st, x, w + (i % copies) * wn, b, NULL, y, M, N, K, ENG_CU_EPI_BIAS, NULL));
-                }, 10) / 20;
+                t3 = lab_time_ms([&] { v3(NULL); }, 10) / 20;
                 eng_cu_pdl_on = 0;
+                tg = lab_graph_ms(st, [&] { v3(NULL); }, 10) / 20;
+                tgp = lab_graph_ms(st, [&] { v3(NULL, 1); }, 10) / 20; /* each one prefetches the next one's weights */
+                eng_cu_chain_bulk = 0;
+                tgc = lab_graph_ms(st, [&] { v3(NULL); }, 10) / 20;
+                eng_cu_chain_bulk = 1;
+            }
+            if (eng_cu_gemm_chain_ok(M, N, K, 1)) {
+                v3(&nm); /* outside the capture: the first call sets the kernel's shared-memory cap */
+                CUCHECK(cudaStreamSynchronize(st));
+                tgn = lab_graph_ms(st, [&] { v3(&nm); }, 10) / 20;
             }
             const double gbs = (double)wn * 2 / 1e9 / 1e-3;
             printf("  bench small-M M=%-3d N=%-5d K=%-5d cuBLASLt %6.2f us (%4.0f GB/s)  skinny v1 %6.2f us  "
-                   "v2 %6.2f us (%4.0f GB/s)  v3+PDL %6.2f us (%4.0f GB/s)\n",
-                   M, N, K, tl * 1e3, gbs / tl, ts[0] * 1e3, ts[1] * 1e3, gbs / ts[1], t3 * 1e3, t3 > 0 ? gbs / t3 : 0.);
+                   "v2 %6.2f us (%4.0f GB/s)  v3+PDL %6.2f us (%4.0f GB/s)  graph: v3 %5.2f us (%4.0f GB/s)  "
+                   "+L2 prefetch %5.2f us  cp.async %5.2f us  +norm %5.2f us\n",
+                   M, N, K, tl * 1e3, gbs / tl, ts[0] * 1e3, ts[1] * 1e3, gbs / ts[1], t3 * 1e3, t3 > 0 ? gbs / t3 : 0.,
+                   tg * 1e3, tg > 0 ? gbs / tg : 0., tgp * 1e3, tgc * 1e3, tgn * 1e3);
         }
-    cudaFree(x); cudaFree(w); cudaFree(b); cudaFree(y);
+    cudaFree(x); cudaFree(w); cudaFree(b); cudaFree(y); cudaFree(gam); cudaFree(nrows);
     CUCHECK(cudaStreamDestroy(st));
 }
 
@@ -250,8 +292,10 @@ int main(void) {
         const int shapes[][3] = {{1152, 384, ENG_CU_EPI_BIAS}, {3072, 768, ENG_CU_EPI_BIAS_GELU},
                                  {384, 1536, ENG_CU_EPI_BIAS}, {768, 3072, ENG_CU_EPI_BIAS},
                                  {4096, 1024, ENG_CU_EPI_NONE}, {1024, 2048, ENG_CU_EPI_NONE}};
+        for (int bulk : {1, 0})
         for (int M : {1, 16, 17, 33, 64})
             for (auto &sh : shapes) {
+                eng_cu_chain_bulk = bulk; /* the weight slice by bulk copies, then by cp.async */
                 if (!eng_cu_gemm_chain_ok(M, sh[0], sh[1], 0)) {
                     printf("  FAIL chain_ok(%d, %d, %d) = 0: every shape here should run\n", M, sh[0], sh[1]);
                     lab_failures++;
@@ -259,6 +303,7 @@ int main(void) {
                 }
                 check(g, M, sh[0], sh[1], sh[2], M % 2);
             }
+        eng_cu_chain_bulk = 1;
         /* the norm prologue: K = 384 (6 warps x 1 group), 768 (6 x 2),
          * 1024 (8 x 2); padded rows; 1, 2 and 4 m tiles */
         check_norm(1, 1, 1152, 384, ENG_CU_EPI_BIAS, 0);
@@ -268,6 +313,19 @@ int main(void) {
         check_norm(64, 50, 1536, 384, ENG_CU_EPI_BIAS_GELU, 0);
         check_norm(16, 13, 4096, 1024, ENG_CU_EPI_NONE, 1);
         check_norm(32, 32, 6144, 1024, ENG_CU_EPI_NONE, 1);
+        /* the SwiGLU epilogue (Qwen3's gate|up): 8 gate and 8 up columns a
+         * block; with bias (odd M) and without, with the RMSNorm prologue */
+        for (int M : {1, 16, 29, 64}) check(g, M, 6144, 1024, ENG_CU_EPI_SWIGLU);
+        check(g, 16, 3072, 768, ENG_CU_EPI_SWIGLU);
+        check_norm(16, 13, 6144, 1024, ENG_CU_EPI_SWIGLU, 1);
+        /* refused: a residual with SwiGLU; SwiGLU anywhere but the chain */
+        if (eng_cu_gemm_chain(0, NULL, NULL, NULL, (const bf16 *)16, (bf16 *)16, 16, 6144, 1024, ENG_CU_EPI_SWIGLU,
+                              NULL) != cudaErrorInvalidValue ||
+            eng_cu_gemm_small(0, NULL, NULL, NULL, NULL, NULL, 16, 6144, 1024, ENG_CU_EPI_SWIGLU) !=
+                cudaErrorInvalidValue) {
+            printf("  FAIL a SwiGLU call that must be refused was accepted\n");
+            lab_failures++;
+        }
         if (eng_cu_gemm_chain_ok(64, 2304, 768, 1) || eng_cu_gemm_chain_ok(17, 768, 3072, 1)) {
             printf("  FAIL chain_ok with a norm where X would not stay in registers\n");
             lab_failures++;

@@ -3,7 +3,8 @@
 # sourcing, on stdout and appended to $LOG.  gpu_build OUTDIR builds $BUILD
 # (default build-gpu) with POSY_ENGINE_ONLY (no tokenizer or server
 # dependencies) and returns 0, or copies the log to OUTDIR/build.log,
-# prints its errors and returns 1.
+# prints its errors and returns 1.  gpu_name: the GPU and driver, on
+# stdout and appended to $LOG.
 gpu_build() {
   local log=/tmp/posy_build.log
   cmake -S . -B "${BUILD:-build-gpu}" -DPOSY_ENGINE_ONLY=ON -DPOSY_CUDA=ON -DCMAKE_BUILD_TYPE=Release > "$log" 2>&1 &&
@@ -15,3 +16,5 @@ gpu_build() {
 
 GPU_T0=$(date +%s)
 say() { echo "[$(($(date +%s) - GPU_T0)) s] $*" | tee -a "$LOG"; }
+
+gpu_name() { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$LOG"; }

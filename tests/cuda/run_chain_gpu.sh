@@ -17,7 +17,7 @@ mkdir -p "$OUT" "$WORK"
 LOG="$OUT/chain.log"
 . tests/cuda/gpu_lib.sh
 status=0
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$LOG"
+gpu_name
 gpu_build "$OUT" || { say "BUILD FAILED"; exit 1; }
 say "build ok"
 LAB_SMALL_ONLY=1 timeout 120 "./$BUILD/lab_gemm" > "$OUT/lab_gemm.log" 2>&1 || status=1

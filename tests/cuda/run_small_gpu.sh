@@ -13,7 +13,7 @@ mkdir -p "$OUT" "$WORK"
 LOG="$OUT/small.log"
 . tests/cuda/gpu_lib.sh
 status=0
-nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$LOG"
+gpu_name
 git log -1 --format='commit %h %s' 2>/dev/null | tee -a "$LOG"
 gpu_build "$OUT" || { say "BUILD FAILED"; exit 1; }
 say "build ok"

@@ -31,17 +31,37 @@ typedef __nv_bfloat16 bf16;
  * launch can overlap its predecessor's tail; each of our kernels starts
  * with ENG_CU_PDL_WAIT (griddepcontrol.wait: blocks until the predecessor
  * has finished and its writes are visible -- a no-op when launched
- * normally) and then lets its own dependents launch early.  On for the
- * one-query chain path (eng_cu_model.cu), where every kernel is ours; for
- * the rest only with POSY_CUDA_PDL=1 (no gain where cuBLASLt's kernels sit
- * between ours).  Per thread: the flag is set around one forward. */
+ * normally) and then lets its own dependents launch early.  (The chain's
+ * GEMM triggers before its wait, eng_cu_chain_gemm.cu.)  Triggering
+ * before the wait in every kernel is safe -- no kernel writes before its
+ * wait and every block reaches the wait -- and is built with
+ * -DENG_CU_PDL_EARLY; on the H200 it made the one-query chain slower
+ * (MiniLM 16 tokens 100 against 85 us, bench/results/h200-ab-2026-11-30.*),
+ * so it is not the default.  On for the one-query chain path
+ * (eng_cu_model.cu), where every kernel is ours; for the rest only with
+ * POSY_CUDA_PDL=1 (no gain where cuBLASLt's kernels sit between ours).
+ * Per thread: the flag is set around one forward.
+ * What a kernel may read before its wait: weights and norm parameters,
+ * and the forward's input block (real counts, cu_seqlens, attention
+ * tiles, pool skips), which the forward's first copy wrote before any of
+ * its kernels started and no kernel writes.  The norm, attention, q/k
+ * norm and pooling kernels read those first, so after the wait only the
+ * activations remain on the chain's path. */
 extern thread_local int eng_cu_pdl_on;
 
+#ifndef ENG_CU_PDL_EARLY
 #define ENG_CU_PDL_WAIT()                                                       \
     do {                                                                        \
         asm volatile("griddepcontrol.wait;\n" ::: "memory");                    \
         asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");       \
     } while (0)
+#else
+#define ENG_CU_PDL_WAIT()                                                       \
+    do {                                                                        \
+        asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");       \
+        asm volatile("griddepcontrol.wait;\n" ::: "memory");                    \
+    } while (0)
+#endif
 
 template <typename... KArgs, typename... Args>
 static inline cudaError_t eng_cu_launch(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem,
@@ -248,7 +268,9 @@ cudaError_t eng_cu_pool(cudaStream_t s, const bf16 *x, const int32_t *cu_seqlens
 
 /* ---- GEMM through cuBLASLt (eng_cu_gemm.cu) ------------------------------ */
 
-enum { ENG_CU_EPI_NONE = 0, ENG_CU_EPI_BIAS = 1, ENG_CU_EPI_BIAS_GELU = 2 };
+/* ENG_CU_EPI_SWIGLU: the chain kernel only (eng_cu_gemm_chain): W's N rows
+ * are gate | up halves, Y[M, N/2] = silu(gate) * up. */
+enum { ENG_CU_EPI_NONE = 0, ENG_CU_EPI_BIAS = 1, ENG_CU_EPI_BIAS_GELU = 2, ENG_CU_EPI_SWIGLU = 3 };
 
 typedef struct eng_cu_gemm_ctx eng_cu_gemm_ctx;
 
@@ -290,7 +312,9 @@ cudaError_t eng_cu_gemm_small(cudaStream_t s, const bf16 *X, const bf16 *W, cons
  * nm (optional): X is first normalised row-wise -- LayerNorm (gamma, beta)
  * or RMSNorm (beta NULL), rows at or past *n_rows_dev as zero -- and, if
  * out != NULL, the normalised [M, K] rows are also stored there (the
- * residual a post-norm encoder needs later). */
+ * residual a post-norm encoder needs later).  X, W, bias, R and out must
+ * be 16-byte aligned.  epi may be ENG_CU_EPI_SWIGLU (R NULL; Y is
+ * [M, N/2]). */
 typedef struct eng_cu_chain_norm {
     const float *gamma, *beta;
     float eps;
@@ -298,8 +322,16 @@ typedef struct eng_cu_chain_norm {
     bf16 *out;
 } eng_cu_chain_norm;
 int eng_cu_gemm_chain_ok(int M, int N, int K, int norm);
+/* How the chain kernel fetches its weight slice: 1 (default) one bulk copy
+ * (TMA) a row, completing on an mbarrier; 0 16-byte cp.async by every
+ * thread (POSY_CUDA_CHAIN_BULK=0 at engine open; labs set it directly). */
+extern int eng_cu_chain_bulk;
+/* pf (optional): pf_bytes of the weights the forward needs next, which
+ * the blocks request into L2 (cp.async.bulk.prefetch) once their own
+ * slice has landed, so the next GEMM's slice comes from L2, not HBM. */
 cudaError_t eng_cu_gemm_chain(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
-                              bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm *nm);
+                              bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm *nm,
+                              const void *pf = NULL, size_t pf_bytes = 0);
 
 /* Lab use: run the same GEMM with the i-th heuristic candidate instead of
  * the cached choice.  Returns -1 when there is no such candidate. */

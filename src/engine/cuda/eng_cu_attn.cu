@@ -167,17 +167,25 @@ __global__ void __launch_bounds__(128) attn_kernel_v1(eng_cu_attn_args a) {
  * D=128 keeps one stage (two would pass the 48 KB static shared limit). */
 template <int D, bool CAUSAL, int BN = (D >= 128 ? 32 : 64), int MINB = (D >= 128 ? 2 : 4)>
 __global__ void __launch_bounds__(128, MINB) attn_kernel_v2(eng_cu_attn_args a) {
-    ENG_CU_PDL_WAIT();
     constexpr int BM = ENG_CU_ATTN_BM, LD = D + 8;
     constexpr int ST = D >= 128 ? 1 : 2;
     __shared__ __align__(16) bf16 sQ[BM * LD];
     __shared__ __align__(16) bf16 sK[ST][BN * LD];
     __shared__ __align__(16) bf16 sV[ST][BN * LD];
 
-    if ((int)blockIdx.x >= *a.n_tiles_dev) return;
-    const int seq = a.tiles[2 * blockIdx.x], q0 = a.tiles[2 * blockIdx.x + 1];
+    /* the tile and its sequence come from the input block: read before
+     * the wait (three dependent loads off a one-query chain's path) */
+    const bool live = (int)blockIdx.x < *a.n_tiles_dev;
+    int seq = 0, q0 = 0, start = 0, len = 0;
+    if (live) {
+        seq = a.tiles[2 * blockIdx.x];
+        q0 = a.tiles[2 * blockIdx.x + 1];
+        start = a.cu_seqlens[seq];
+        len = a.cu_seqlens[seq + 1] - start;
+    }
+    ENG_CU_PDL_WAIT();
+    if (!live) return;
     const int h = blockIdx.y, kvh = h / (a.n_heads / a.n_kv_heads);
-    const int start = a.cu_seqlens[seq], len = a.cu_seqlens[seq + 1] - start;
     const int qrows = min(BM, len - q0);
     const int kend = CAUSAL ? min(len, q0 + BM) : len;
     const int ntiles = (kend + BN - 1) / BN;

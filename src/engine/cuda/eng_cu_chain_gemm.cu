@@ -1,17 +1,26 @@
 /* eng_cu_chain_gemm: the GEMM of the one-query chain (skinny v3), which
- * the engine runs for buckets of <= 32 tokens (eng_cu_model.cu).
+ * the engine runs for buckets of <= 64 tokens (Qwen3: 32; eng_cu_model.cu).
  *
  * In the chain every kernel of the forward is ours and launched with
  * programmatic dependent launch, so this one can start while its
  * predecessor still runs.  Before griddepcontrol.wait -- i.e. overlapping
  * the predecessor -- it lets its own dependents launch and requests its
- * whole weight slice (16 columns x K) into shared memory with cp.async;
+ * whole weight slice (16 columns x K) into shared memory -- one bulk copy
+ * (TMA) a row, landing on an mbarrier (POSY_CUDA_CHAIN_BULK=0: 16-byte
+ * cp.async by every thread; the bulk copies took Qwen3-0.6B's 16-token
+ * query from 864 to 786 us on the H200);
  * after the wait only X (tiny, in L2) remains to be read, a warp's share
  * in one burst of 16-byte loads into registers (a few bursts for 17-64
- * rows and long K, at most 64 registers of X at a time).  lab_chain
- * measured the floor of such a step at ~1.5 us (2.1 us as a plain graph
- * node); on the H200 the chain took a 16-token MiniLM query from 131 to
- * 87 us (docs/BENCHMARKS.md, "One query").
+ * rows and long K, at most 64 registers of X at a time).  The bias comes
+ * into shared memory with the weights, the residual rows right after the
+ * wait, beside X -- so the epilogue waits on no load of its own.  With
+ * ENG_CU_EPI_SWIGLU a block takes 8 gate rows of W and the matching 8 up
+ * rows and writes silu(gate) * up (Qwen3's MLP: one kernel fewer).
+ * Optionally (pf, POSY_CUDA_CHAIN_L2=1) each block then asks L2 for its
+ * share of the next GEMM's weights.  lab_chain measured the floor of such
+ * a step at ~1.5 us (2.1 us as a plain graph node); on the H200 the chain
+ * takes a 16-token MiniLM query from 132 to 75 us (docs/BENCHMARKS.md,
+ * "One query").
  *
  * A warp owns G groups of 64 k (K = 64 * G * WARPS).  Inside a group a
  * lane loads 16 consecutive values of its X row and of its weight row and
@@ -19,9 +28,12 @@
  * identically for A and B, which the sum does not see.  The warps'
  * partial tiles meet in shared memory in a fixed order (skinny_finish),
  * so results are reproducible bit for bit.  Tested by dev/cuda/lab_gemm.cu
- * (v3 checks against fp64, with and without the norm prologue).
+ * (v3 checks against fp64: bulk and cp.async, with and without the norm
+ * prologue, the SwiGLU epilogue).
  */
 #include "eng_cu_skinny.h"
+
+int eng_cu_chain_bulk = 1;
 
 /* groups of X a lane holds at once: the largest divisor of G with at most
  * 8 uint4 pairs (64 registers) for the MT m tiles */
@@ -115,27 +127,82 @@ static __device__ __forceinline__ void sk3_norm(uint4 (*xa)[2][G][2], const eng_
         }
 }
 
+/* Bulk copies (the copy engine, TMA): an mbarrier, armed by one thread
+ * with the bytes to expect, completes its phase 0 when they have landed;
+ * one cp.async.bulk a row. */
+static __device__ __forceinline__ void sk3_bulk_init(uint64_t *bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"((uint32_t)__cvta_generic_to_shared(bar)) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+static __device__ __forceinline__ void sk3_bulk_arm(uint64_t *bar, int bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(
+                     (uint32_t)__cvta_generic_to_shared(bar)),
+                 "r"(bytes)
+                 : "memory");
+}
+
+static __device__ __forceinline__ void sk3_bulk_row(uint64_t *bar, bf16 *dst, const bf16 *src, int bytes) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                     (uint32_t)__cvta_generic_to_shared(dst)),
+                 "l"(src), "r"(bytes), "r"((uint32_t)__cvta_generic_to_shared(bar))
+                 : "memory");
+}
+
+static __device__ __forceinline__ void sk3_bulk_wait(uint64_t *bar) {
+    const uint32_t b = (uint32_t)__cvta_generic_to_shared(bar);
+    uint32_t done = 0;
+    while (!done)
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n"
+                     " selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(b)
+                     : "memory");
+}
+
 template <int MT, int WARPS, int G, bool NORM>
 __global__ void __launch_bounds__(WARPS * 32)
 skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y, int M,
-               int N, int K, int epi, eng_cu_chain_norm nm) {
+               int N, int K, int epi, eng_cu_chain_norm nm, int bulk, const char *pf, unsigned pf_slice) {
     extern __shared__ __align__(16) unsigned char sk3_smem[];
+    __shared__ uint64_t wbar; /* bulk: the weight slice's arrival */
     bf16 *Ws = (bf16 *)sk3_smem; /* [16][K + 8] */
     float *gs = (float *)(sk3_smem + (size_t)16 * (K + 8) * 2), *bs = gs + K; /* NORM: gamma, beta [K] */
     float(*part)[MT * 16][17] = (float(*)[MT * 16][17])(NORM ? bs + K : gs);
+    bf16 *bsm = (bf16 *)(part + WARPS), *Rs = bsm + 16; /* the block's bias [16], residual [MT * 16][16] */
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-    const int n0 = blockIdx.x * 16, ldw = K + 8, cpr = K / 8;
-    for (int c = threadIdx.x; c < 16 * cpr; c += WARPS * 32) {
-        const int r = c / cpr, cc = (c - r * cpr) * 8;
-        sk3_cp16(Ws + r * ldw + cc, W + (size_t)(n0 + r) * K + cc);
-    }
+    /* the block's 16 weight rows: columns n_lo.. and n_hi.., 8 each (SwiGLU:
+     * 8 gate columns and the same 8 of the up half) */
+    const bool swiglu = epi == ENG_CU_EPI_SWIGLU, has_b = bias && epi != ENG_CU_EPI_NONE;
+    const int n_lo = swiglu ? 8 * blockIdx.x : 16 * blockIdx.x, n_hi = swiglu ? (N >> 1) + n_lo : n_lo + 8;
+    const int ldw = K + 8, cpr = K / 8;
+    if (bulk) {
+        if (threadIdx.x == 0) {
+            sk3_bulk_init(&wbar);
+            sk3_bulk_arm(&wbar, 16 * K * 2);
+            for (int r = 0; r < 16; r++)
+                sk3_bulk_row(&wbar, Ws + r * ldw, W + (size_t)(r < 8 ? n_lo + r : n_hi + r - 8) * K, K * 2);
+        }
+    } else
+        for (int c = threadIdx.x; c < 16 * cpr; c += WARPS * 32) {
+            const int r = c / cpr, cc = (c - r * cpr) * 8;
+            sk3_cp16(Ws + r * ldw + cc, W + (size_t)(r < 8 ? n_lo + r : n_hi + r - 8) * K + cc);
+        }
     if constexpr (NORM)
         for (int c = threadIdx.x; c < K / 4; c += WARPS * 32) {
             sk3_cp16(gs + 4 * c, nm.gamma + 4 * c);
             if (nm.beta) sk3_cp16(bs + 4 * c, nm.beta + 4 * c);
         }
+    if (has_b && threadIdx.x < 2) sk3_cp16(bsm + 8 * threadIdx.x, bias + (threadIdx.x ? n_hi : n_lo));
     eng_async_commit();
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    /* the residual (written two kernels back) lands with X, not after the
+     * products */
+    if (R) {
+        for (int i = threadIdx.x; i < 2 * M; i += WARPS * 32)
+            sk3_cp16(Rs + 8 * i, R + (size_t)(i >> 1) * N + n_lo + 8 * (i & 1));
+        eng_async_commit();
+    }
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int kw = warp * G * 64 + 16 * t; /* this lane's first k */
     float acc[MT][2][4];
@@ -160,7 +227,13 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
             }
         if (c == 0) {
             eng_async_wait<0>();
-            __syncthreads();
+            __syncthreads(); /* also orders the barrier's init before the polls */
+            if (bulk) sk3_bulk_wait(&wbar);
+            /* the next GEMM's weights into L2, this block's share */
+            if (pf && threadIdx.x == 0)
+                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(pf + (size_t)blockIdx.x * pf_slice),
+                             "r"(pf_slice)
+                             : "memory");
         }
         if constexpr (NORM) {
             static_assert(!NORM || GC == G, "the norm needs the whole row share in registers");
@@ -186,7 +259,8 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
                 }
         }
     }
-    skinny_finish<MT, WARPS>(acc, part, bias, R, Y, M, N, n0, epi);
+    skinny_finish<MT, WARPS>(acc, part, has_b ? bsm : NULL, R ? Rs : NULL, 16, Y + n_lo, swiglu ? N >> 1 : N, M,
+                             epi);
 }
 
 /* v3's split of K: G groups of 64 a warp, at most 8 warps, G from the
@@ -209,7 +283,9 @@ static void skinny3_split(int K, int *warps, int *groups) {
 static int skinny3_mt(int M) { return M <= 16 ? 1 : M <= 32 ? 2 : 4; }
 
 static size_t skinny3_smem(int M, int K, int warps, int norm) {
-    return (size_t)16 * (K + 8) * 2 + (norm ? (size_t)8 * K : 0) + (size_t)warps * skinny3_mt(M) * 16 * 17 * 4;
+    const size_t mt = (size_t)skinny3_mt(M);
+    return (size_t)16 * (K + 8) * 2 + (norm ? (size_t)8 * K : 0) + (size_t)warps * mt * 16 * 17 * 4 + 32 +
+           mt * 16 * 16 * 2;
 }
 
 int eng_cu_gemm_chain_ok(int M, int N, int K, int norm) {
@@ -224,7 +300,8 @@ int eng_cu_gemm_chain_ok(int M, int N, int K, int norm) {
 
 template <int MT, int WARPS, int G, bool NORM>
 static cudaError_t launch3(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
-                           bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm &nm) {
+                           bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm &nm, const char *pf,
+                           unsigned pf_slice) {
     if constexpr (NORM && MT * G > 4) {
         return cudaErrorInvalidValue;
     } else {
@@ -237,20 +314,21 @@ static cudaError_t launch3(cudaStream_t s, const bf16 *X, const bf16 *W, const b
             attr_done = 1;
         }
         return eng_cu_launch(skinny3_kernel<MT, WARPS, G, NORM>, dim3(N / 16), dim3(WARPS * 32), smem, s, X, W,
-                             bias, R, Y, M, N, K, epi, nm);
+                             bias, R, Y, M, N, K, epi, nm, eng_cu_chain_bulk, pf, pf_slice);
     }
 }
 
 template <int MT>
 static cudaError_t launch3_mt(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
-                              bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm *nm) {
+                              bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm *nm, const char *pf,
+                              unsigned pf_slice) {
     int w, gq;
     skinny3_split(K, &w, &gq);
     const eng_cu_chain_norm none = {NULL, NULL, 0.f, NULL, NULL};
 #define SK3(WW, GG)                                                                          \
     if (w == WW && gq == GG)                                                                 \
-        return nm ? launch3<MT, WW, GG, true>(s, X, W, bias, R, Y, M, N, K, epi, *nm)        \
-                  : launch3<MT, WW, GG, false>(s, X, W, bias, R, Y, M, N, K, epi, none)
+        return nm ? launch3<MT, WW, GG, true>(s, X, W, bias, R, Y, M, N, K, epi, *nm, pf, pf_slice) \
+                  : launch3<MT, WW, GG, false>(s, X, W, bias, R, Y, M, N, K, epi, none, pf, pf_slice)
     SK3(8, 1); SK3(8, 2); SK3(8, 3); SK3(8, 4); SK3(8, 6);
     SK3(6, 1); SK3(6, 2); SK3(6, 3); SK3(6, 4); SK3(6, 6);
     SK3(4, 1); SK3(4, 2); SK3(4, 3);
@@ -259,12 +337,19 @@ static cudaError_t launch3_mt(cudaStream_t s, const bf16 *X, const bf16 *W, cons
 }
 
 cudaError_t eng_cu_gemm_chain(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
-                              bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm *nm) {
-    if (!eng_cu_gemm_chain_ok(M, N, K, nm != NULL) || (nm && (!nm->gamma || !nm->n_rows_dev)))
-        return cudaErrorInvalidValue;
+                              bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm *nm, const void *pf,
+                              size_t pf_bytes) {
+    if (!eng_cu_gemm_chain_ok(M, N, K, nm != NULL) || (nm && (!nm->gamma || !nm->n_rows_dev)) ||
+        (epi == ENG_CU_EPI_SWIGLU && R) || (epi != ENG_CU_EPI_NONE && epi != ENG_CU_EPI_SWIGLU && !bias) ||
+        (((uintptr_t)X | (uintptr_t)W | (uintptr_t)bias | (uintptr_t)R | (uintptr_t)(nm ? nm->out : NULL)) & 15))
+        return cudaErrorInvalidValue; /* 16-byte accesses to X, W, bias, R and the normalised rows */
+    /* each block prefetches an equal 16-byte-multiple slice; the few bytes
+     * past the last whole slice are left to the next GEMM's own loads */
+    const unsigned slice = pf && ((uintptr_t)pf & 15) == 0 ? (unsigned)(pf_bytes / (N / 16) / 16 * 16) : 0;
+    const char *p = slice ? (const char *)pf : NULL;
     switch (skinny3_mt(M)) {
-    case 1: return launch3_mt<1>(s, X, W, bias, R, Y, M, N, K, epi, nm);
-    case 2: return launch3_mt<2>(s, X, W, bias, R, Y, M, N, K, epi, nm);
-    default: return launch3_mt<4>(s, X, W, bias, R, Y, M, N, K, epi, nm);
+    case 1: return launch3_mt<1>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice);
+    case 2: return launch3_mt<2>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice);
+    default: return launch3_mt<4>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice);
     }
 }

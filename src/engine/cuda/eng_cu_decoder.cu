@@ -41,30 +41,40 @@ static __device__ __forceinline__ int pos_in_seq(const int32_t *cu, int n_seqs, 
 
 template <int D>
 __global__ void __launch_bounds__(32 * QK_WARPS) qk_norm_rope_kernel(eng_cu_qk_args a) {
-    ENG_CU_PDL_WAIT();
     constexpr int HALF = D / 2, NP = (HALF + 31) / 32;
     const int row = blockIdx.x;
-    if (row >= a.rows || row >= *a.n_rows_dev) return;
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
-    int p = pos_in_seq(a.cu_seqlens, *a.n_seqs_dev, row);
-    p = min(max(p, 0), a.rope_rows - 1); /* never past the table (the host keeps p inside) */
-    const float2 *cs = (const float2 *)(a.rope + (size_t)p * D);
-    float c[NP], sn[NP];
+    /* before the wait: the row's position (input block), its cos/sin and
+     * the q/k norm weights -- nothing the predecessor writes */
+    const bool live = row < a.rows && row < *a.n_rows_dev;
+    float c[NP], sn[NP], gq[2][NP], gk[2][NP];
 #pragma unroll
-    for (int i = 0; i < NP; i++) {
-        const int j = lane + 32 * i;
-        c[i] = sn[i] = 0.f;
-        if (j < HALF) {
-            const float2 t = cs[j];
-            c[i] = t.x;
-            sn[i] = t.y;
+    for (int i = 0; i < NP; i++) c[i] = sn[i] = gq[0][i] = gq[1][i] = gk[0][i] = gk[1][i] = 0.f;
+    if (live) {
+        int p = pos_in_seq(a.cu_seqlens, *a.n_seqs_dev, row);
+        p = min(max(p, 0), a.rope_rows - 1); /* never past the table (the host keeps p inside) */
+        const float2 *cs = (const float2 *)(a.rope + (size_t)p * D);
+#pragma unroll
+        for (int i = 0; i < NP; i++) {
+            const int j = lane + 32 * i;
+            if (j < HALF) {
+                const float2 t = cs[j];
+                c[i] = t.x;
+                sn[i] = t.y;
+                gq[0][i] = a.q_norm[j];
+                gq[1][i] = a.q_norm[j + HALF];
+                gk[0][i] = a.k_norm[j];
+                gk[1][i] = a.k_norm[j + HALF];
+            }
         }
     }
+    ENG_CU_PDL_WAIT();
+    if (!live) return;
     bf16 *base = a.qkv + (size_t)row * a.ld;
     const int nrot = a.n_heads + a.n_kv_heads;
     for (int h = warp; h < nrot; h += QK_WARPS) {
         bf16 *x = base + (size_t)h * D;
-        const float *g = h < a.n_heads ? a.q_norm : a.k_norm;
+        const bool isq = h < a.n_heads;
         float x1[NP], x2[NP], ss = 0.f;
 #pragma unroll
         for (int i = 0; i < NP; i++) {
@@ -81,7 +91,8 @@ __global__ void __launch_bounds__(32 * QK_WARPS) qk_norm_rope_kernel(eng_cu_qk_a
         for (int i = 0; i < NP; i++) {
             const int j = lane + 32 * i;
             if (j < HALF) {
-                const float v1 = x1[i] * r * g[j], v2 = x2[i] * r * g[j + HALF];
+                const float v1 = x1[i] * r * (isq ? gq[0][i] : gk[0][i]);
+                const float v2 = x2[i] * r * (isq ? gq[1][i] : gk[1][i]);
                 x[j] = __float2bfloat16(v1 * c[i] - v2 * sn[i]);
                 x[j + HALF] = __float2bfloat16(v2 * c[i] + v1 * sn[i]);
             }
@@ -106,11 +117,12 @@ cudaError_t eng_cu_qk_norm_rope(cudaStream_t s, const eng_cu_qk_args *a) {
 
 __global__ void __launch_bounds__(SWIGLU_THREADS)
 swiglu_kernel(const bf16 *gu, bf16 *out, int rows, const int *n_rows_dev, int inter) {
-    ENG_CU_PDL_WAIT();
     const int cpr = inter >> 3; /* 8-value chunks per output row */
     const size_t idx = (size_t)blockIdx.x * SWIGLU_THREADS + threadIdx.x;
     const int row = (int)(idx / (size_t)cpr), c = (int)(idx % (size_t)cpr);
-    if (row >= rows || row >= *n_rows_dev) return;
+    const bool live = row < rows && row < *n_rows_dev; /* the count: input block, before the wait */
+    ENG_CU_PDL_WAIT();
+    if (!live) return;
     const bf16 *g = gu + (size_t)row * 2 * inter + (size_t)c * 8;
     float gv[8], uv[8], y[8];
     eng_cu_load8(g, gv);

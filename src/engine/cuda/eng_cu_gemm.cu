@@ -202,6 +202,10 @@ static void tune(eng_cu_gemm_ctx *g, gemm_entry *e, cudaStream_t s, const bf16 *
 int eng_cu_gemm(eng_cu_gemm_ctx *g, cudaStream_t s, const bf16 *X, const bf16 *W,
                 const bf16 *bias, const bf16 *R, bf16 *Y, int M, int N, int K, int epi, char *err,
                 size_t errlen) {
+    if (epi == ENG_CU_EPI_SWIGLU) {
+        snprintf(err, errlen, "gemm %dx%dx%d: the SwiGLU epilogue is the chain kernel's only", M, N, K);
+        return -1;
+    }
     gemm_entry *e = entry_get(g, M, N, K, epi, err, errlen);
     if (!e) return -1;
     if (!e->tuned) tune(g, e, s, X, W, bias, R, Y);

@@ -12,8 +12,8 @@
  * Wo^T + b + X; X = LN(y); inter = gelu(X Wup^T + b); y = inter Wdown^T
  * + b + X; X = LN(y).  The residual adds ride in the GEMM epilogues
  * (beta = 1), so each LayerNorm reads one tensor.  Seven launches a layer,
- * plus embedding and pooling.  Buckets of at most 32 tokens run them as
- * the one-query chain: the GEMMs through eng_cu_gemm_chain instead of
+ * plus embedding and pooling.  Buckets of at most 64 tokens run them as
+ * the one-query chain (m->chain_max): the GEMMs through eng_cu_gemm_chain instead of
  * cuBLASLt, every kernel with programmatic dependent launch, so each
  * kernel's weights stream while its predecessor runs.  The persistent
  * kernel of eng_cu_mega.cu (opt-in) takes buckets of at most 64 instead.
@@ -225,15 +225,22 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
      * between ours, throughput 2-3% lower in that run -- opt-in only */
     m->pdl_env = getenv("POSY_CUDA_PDL") != NULL;
     {
-        /* the one-query chain: on for buckets of up to 32 tokens, where it
-         * was faster for every model measured (MiniLM, BERT-base; Qwen3 level
-         * at 32); slower at 64 (docs/BENCHMARKS.md, "One query") */
+        /* the one-query chain: on for buckets of up to 64 tokens for
+         * encoders and 32 for decoders, where it was faster on the H200
+         * (MiniLM, BERT-base up to 64; Qwen3-0.6B up to 32, slower at 64:
+         * docs/BENCHMARKS.md, "One query") */
         const char *c = getenv("POSY_CUDA_CHAIN");
-        m->chain_max = c ? atoi(c) : 32; /* 0 (or not a number): off */
+        m->chain_max = c ? atoi(c) : is_q3 ? 32 : 64; /* 0 (or not a number): off */
         if (m->chain_max < 0) m->chain_max = 0;
         if (m->chain_max > 64) m->chain_max = 64; /* the chain kernel's row limit */
         const char *cn = getenv("POSY_CUDA_CHAIN_NORM");
         m->chain_norm = cn && !strcmp(cn, "1");
+        const char *cs = getenv("POSY_CUDA_CHAIN_SWIGLU");
+        m->chain_swiglu = !(cs && !strcmp(cs, "0"));
+        const char *cl = getenv("POSY_CUDA_CHAIN_L2");
+        m->chain_l2 = cl && !strcmp(cl, "1"); /* mixed on the H200: opt-in */
+        const char *cb = getenv("POSY_CUDA_CHAIN_BULK");
+        eng_cu_chain_bulk = !(cb && !strcmp(cb, "0"));
     }
     {
         const char *sk = getenv("POSY_CUDA_SKINNY");
@@ -281,11 +288,29 @@ int eng_cu_model_chain_begin(const eng_cu_model *m, int T) {
     return chain;
 }
 
+/* The weights the forward multiplies by after W (qkv -> o -> up -> down ->
+ * the next layer's qkv) and their bytes, for the chain's L2 prefetch; NULL
+ * after the last layer's down projection or for a W not in the table. */
+static const bf16 *next_weights(const eng_cu_model *m, const bf16 *W, size_t *bytes) {
+    const size_t H = m->H, I = m->I, up_n = m->arch == ENG_CU_ARCH_QWEN3 ? 2 * I : I;
+    for (int l = 0; l < m->L; l++) {
+        const eng_cu_layer *w = &m->layers[l];
+        if (W == w->qkv_w) { *bytes = H * m->attn_n * 2; return w->ao_w; }
+        if (W == w->ao_w) { *bytes = up_n * H * 2; return w->up_w; }
+        if (W == w->up_w) { *bytes = H * I * 2; return w->down_w; }
+        if (W == w->down_w && l + 1 < m->L) { *bytes = (size_t)m->qkv_n * H * 2; return m->layers[l + 1].qkv_w; }
+    }
+    return NULL;
+}
+
 int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, const bf16 *W, const bf16 *B,
                       const bf16 *R, bf16 *Y, int T, int N, int K, int epi, const eng_cu_chain_norm *nm,
                       posy_err *err) {
+    if (eng_cu_ablate("gemm")) return 0;
     if (chain) {
-        CK("chain gemm", eng_cu_gemm_chain(s, X, W, B, R, Y, T, N, K, epi, nm));
+        size_t pfb = 0;
+        const bf16 *pf = m->chain_l2 ? next_weights(m, W, &pfb) : NULL;
+        CK("chain gemm", eng_cu_gemm_chain(s, X, W, B, R, Y, T, N, K, epi, nm, pf, pfb));
         return 0;
     }
     char msg[256];
@@ -335,7 +360,7 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
             if (eng_cu_model_gemm(m, s, 1, l ? m->y : m->x, w->qkv_w, w->qkv_b, NULL, m->qkv, T, 3 * H, H,
                                   ENG_CU_EPI_BIAS, l ? &nm : NULL, err))
                 return -1;
-            CK("attention", eng_cu_attention(s, &a));
+            if (!eng_cu_ablate("attn")) CK("attention", eng_cu_attention(s, &a));
             GEMM(m->ctx, w->ao_w, w->ao_b, m->x, m->y, H, H, ENG_CU_EPI_BIAS);
             nm.gamma = w->ln1_g;
             nm.beta = w->ln1_b;
@@ -344,18 +369,21 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
             GEMM(m->inter, w->down_w, w->down_b, m->x, m->y, H, m->I, ENG_CU_EPI_BIAS);
         }
         const eng_cu_layer *last = &m->layers[m->L - 1];
-        CK("layernorm", eng_cu_add_ln(s, m->y, NULL, last->ln2_g, last->ln2_b, m->x, T, n_tok, H, m->eps));
+        if (!eng_cu_ablate("norm"))
+            CK("layernorm", eng_cu_add_ln(s, m->y, NULL, last->ln2_g, last->ln2_b, m->x, T, n_tok, H, m->eps));
     } else
     for (int l = 0; l < m->L; l++) {
         const eng_cu_layer *w = &m->layers[l];
         GEMM(m->x, w->qkv_w, w->qkv_b, NULL, m->qkv, 3 * H, H, ENG_CU_EPI_BIAS);
-        CK("attention", eng_cu_attention(s, &a));
+        if (!eng_cu_ablate("attn")) CK("attention", eng_cu_attention(s, &a));
         /* y = ctx Wo^T + b + x (residual in the epilogue), x = LN(y) */
         GEMM(m->ctx, w->ao_w, w->ao_b, m->x, m->y, H, H, ENG_CU_EPI_BIAS);
-        CK("layernorm", eng_cu_add_ln(s, m->y, NULL, w->ln1_g, w->ln1_b, m->x, T, n_tok, H, m->eps));
+        if (!eng_cu_ablate("norm"))
+            CK("layernorm", eng_cu_add_ln(s, m->y, NULL, w->ln1_g, w->ln1_b, m->x, T, n_tok, H, m->eps));
         GEMM(m->x, w->up_w, w->up_b, NULL, m->inter, m->I, H, m->epi_up);
         GEMM(m->inter, w->down_w, w->down_b, m->x, m->y, H, m->I, ENG_CU_EPI_BIAS);
-        CK("layernorm", eng_cu_add_ln(s, m->y, NULL, w->ln2_g, w->ln2_b, m->x, T, n_tok, H, m->eps));
+        if (!eng_cu_ablate("norm"))
+            CK("layernorm", eng_cu_add_ln(s, m->y, NULL, w->ln2_g, w->ln2_b, m->x, T, n_tok, H, m->eps));
     }
     CK("pooling", eng_cu_pool(s, m->x, in + lay.cu, in + lay.skip, in + lay.meta + ENG_CU_META_SEQS, S, H, H,
                               m->pool_mode, m->normalize, m->pooled));

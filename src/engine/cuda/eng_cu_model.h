@@ -64,11 +64,16 @@ typedef struct eng_cu_model {
     eng_cu_gemm_ctx *gemm;
     /* the one-query chain: buckets of at most chain_max tokens run every
      * kernel with programmatic dependent launch and the GEMMs through
-     * eng_cu_gemm_chain (default 32; POSY_CUDA_CHAIN=N sets it, 0: off);
+     * eng_cu_gemm_chain (default 64, Qwen3 32; POSY_CUDA_CHAIN=N sets it,
+     * 0: off);
      * chain_norm: the norms fused into the next GEMM's prologue
-     * (POSY_CUDA_CHAIN_NORM=1; slower on the H200 so far); pdl_env:
-     * POSY_CUDA_PDL=1 (PDL for the other buckets too) */
-    int chain_max, chain_norm, pdl_env;
+     * (POSY_CUDA_CHAIN_NORM=1; slower on the H200 so far); chain_swiglu:
+     * Qwen3's SwiGLU in the gate|up GEMM's epilogue (default on,
+     * POSY_CUDA_CHAIN_SWIGLU=0: its own kernel); chain_l2: each chain GEMM
+     * prefetches the next GEMM's weights into L2 (POSY_CUDA_CHAIN_L2=1;
+     * mixed on the H200, so opt-in); pdl_env: POSY_CUDA_PDL=1 (PDL for
+     * the other buckets too) */
+    int chain_max, chain_norm, chain_swiglu, chain_l2, pdl_env;
     /* the small-batch persistent kernel (eng_cu_mega.cu), when it fits */
     int mega_ok, mega_grid, mega_nt;
     size_t mega_smem;
@@ -104,6 +109,22 @@ int eng_cu_model_fail(posy_err *err, const char *what, cudaError_t ce);
 /* Whether a bucket of T tokens runs as the one-query chain; sets this
  * thread's PDL flag for the forward that follows. */
 int eng_cu_model_chain_begin(const eng_cu_model *m, int T);
+/* Timing experiments only: built with -DENG_CU_ABLATE, the forward skips
+ * the launches of the kinds named in POSY_CUDA_ABLATE ("gemm", "attn",
+ * "qk", "norm", "swiglu"), so a same-run difference shows what a kind
+ * costs inside the chain (the results are then wrong).  In every other
+ * build it is the constant 0. */
+#ifdef ENG_CU_ABLATE
+#include <stdlib.h>
+#include <string.h>
+static inline int eng_cu_ablate(const char *kind) {
+    const char *a = getenv("POSY_CUDA_ABLATE");
+    return a && strstr(a, kind);
+}
+#else
+#define eng_cu_ablate(kind) 0
+#endif
+
 /* One GEMM of a forward (Y = epi(X W^T + b) + R, M = T rows): the chain
  * kernel (with the norm prologue nm, optional) when `chain` -- which
  * chain_begin granted only if every GEMM of the layer fits it -- else

@@ -115,6 +115,21 @@ int eng_cu_qwen3_upload(eng_cu_model *m, const eng_config *cfg, const eng_qwen3_
             return -1;                                                                         \
     } while (0)
 
+/* act = SwiGLU(X Wup^T): in the chain, one GEMM with the SwiGLU epilogue
+ * (unless POSY_CUDA_CHAIN_SWIGLU=0); otherwise the gate|up GEMM into
+ * inter, then the SwiGLU kernel. */
+static int mlp_up(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, const eng_cu_layer *w, int T,
+                  const int *n_tok, const eng_cu_chain_norm *nm, posy_err *err) {
+    const int I = m->I;
+    if (chain && m->chain_swiglu)
+        return eng_cu_model_gemm(m, s, 1, X, w->up_w, NULL, NULL, m->act, T, 2 * I, m->H, ENG_CU_EPI_SWIGLU, nm,
+                                 err);
+    if (eng_cu_model_gemm(m, s, chain, X, w->up_w, NULL, NULL, m->inter, T, 2 * I, m->H, ENG_CU_EPI_NONE, nm, err))
+        return -1;
+    if (!eng_cu_ablate("swiglu")) CK("swiglu", eng_cu_swiglu(s, m->inter, m->act, T, n_tok, I));
+    return 0;
+}
+
 int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *err) {
     const eng_cu_in_layout lay = eng_cu_in_layout_for(T, S);
     const int32_t *in = m->d_in;
@@ -156,19 +171,17 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
                                   w->qkv_b ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, l ? &nm : NULL, err))
                 return -1;
             q.q_norm = w->q_norm; q.k_norm = w->k_norm;
-            CK("q/k norm + rotary", eng_cu_qk_norm_rope(s, &q));
-            CK("attention", eng_cu_attention(s, &a));
+            if (!eng_cu_ablate("qk")) CK("q/k norm + rotary", eng_cu_qk_norm_rope(s, &q));
+            if (!eng_cu_ablate("attn")) CK("attention", eng_cu_attention(s, &a));
             GEMM(m->ctx, w->ao_w, w->ao_b, x, y, H, m->attn_n);
             t = x; x = y; y = t;
             nm.gamma = w->ln2_g;
-            if (eng_cu_model_gemm(m, s, 1, x, w->up_w, NULL, NULL, m->inter, T, 2 * I, H, ENG_CU_EPI_NONE, &nm,
-                                  err))
-                return -1;
-            CK("swiglu", eng_cu_swiglu(s, m->inter, m->act, T, n_tok, I));
+            if (mlp_up(m, s, 1, x, w, T, n_tok, &nm, err)) return -1;
             GEMM(m->act, w->down_w, (const bf16 *)NULL, x, y, H, I);
             t = x; x = y; y = t;
         }
-        CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, m->emb_g, m->h, T, n_tok, H, m->eps));
+        if (!eng_cu_ablate("norm"))
+            CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, m->emb_g, m->h, T, n_tok, H, m->eps));
     } else
     for (int l = 0; l < m->L; l++) {
         const eng_cu_layer *w = &m->layers[l];
@@ -177,18 +190,18 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
             a.q_norm = w->q_norm; a.k_norm = w->k_norm;
         } else {
             q.q_norm = w->q_norm; q.k_norm = w->k_norm;
-            CK("q/k norm + rotary", eng_cu_qk_norm_rope(s, &q));
+            if (!eng_cu_ablate("qk")) CK("q/k norm + rotary", eng_cu_qk_norm_rope(s, &q));
         }
-        CK("attention", eng_cu_attention(s, &a));
+        if (!eng_cu_ablate("attn")) CK("attention", eng_cu_attention(s, &a));
         GEMM(m->ctx, w->ao_w, w->ao_b, x, y, H, m->attn_n);
         t = x; x = y; y = t;
-        CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, w->ln2_g, m->h, T, n_tok, H, m->eps));
-        GEMM(m->h, w->up_w, (const bf16 *)NULL, NULL, m->inter, 2 * I, H);
-        CK("swiglu", eng_cu_swiglu(s, m->inter, m->act, T, n_tok, I));
+        if (!eng_cu_ablate("norm"))
+            CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, w->ln2_g, m->h, T, n_tok, H, m->eps));
+        if (mlp_up(m, s, chain, m->h, w, T, n_tok, NULL, err)) return -1;
         GEMM(m->act, w->down_w, (const bf16 *)NULL, x, y, H, I);
         t = x; x = y; y = t;
         const float *g = l + 1 < m->L ? m->layers[l + 1].ln1_g : m->emb_g;
-        CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, g, m->h, T, n_tok, H, m->eps));
+        if (!eng_cu_ablate("norm")) CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, g, m->h, T, n_tok, H, m->eps));
     }
     CK("pooling", eng_cu_pool(s, m->h, in + lay.cu, in + lay.skip, n_seq, S, H, H, m->pool_mode, m->normalize, m->pooled));
     return 0;

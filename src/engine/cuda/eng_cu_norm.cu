@@ -70,14 +70,16 @@ template <int MAXC>
 __global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
 add_ln_kernel(const bf16 *x, const bf16 *res, const float *gamma, const float *beta, bf16 *out,
               int rows, const int *n_rows_dev, int H, float eps) {
-    ENG_CU_PDL_WAIT();
     const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
-    if (row >= rows) return;
     const int lane = threadIdx.x & 31, nc = H >> 3;
     if (MAXC <= 4) {
-        /* rows below the bucket bound are valid memory: load the row and the
-         * parameters before the real row count arrives (one round trip) */
+        /* the parameters and the real row count (input block) before the
+         * wait: after it, one round trip (the row) */
         float v[MAXC][8], g[MAXC][8], b[MAXC][8];
+        const bool live = row < rows && !(n_rows_dev && row >= *n_rows_dev);
+        if (live) load_params<MAXC>(gamma, beta, H, g, b);
+        ENG_CU_PDL_WAIT();
+        if (!live) return;
 #pragma unroll
         for (int i = 0; i < MAXC; i++) {
             const int c = lane + 32 * i;
@@ -91,8 +93,6 @@ add_ln_kernel(const bf16 *x, const bf16 *res, const float *gamma, const float *b
                 }
             }
         }
-        load_params<MAXC>(gamma, beta, H, g, b);
-        if (n_rows_dev && row >= *n_rows_dev) return;
         float s = 0.f;
 #pragma unroll
         for (int i = 0; i < MAXC; i++)
@@ -120,6 +120,7 @@ add_ln_kernel(const bf16 *x, const bf16 *res, const float *gamma, const float *b
         return;
     }
     const int n = n_rows_dev ? min(*n_rows_dev, rows) : rows;
+    ENG_CU_PDL_WAIT();
     if (row >= n) return;
     float v[MAXC][8];
 #pragma unroll
@@ -142,11 +143,21 @@ template <int MAXC>
 __global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
 add_rmsnorm_kernel(const bf16 *x, bf16 *res, const float *gamma, bf16 *out, int rows,
                    const int *n_rows_dev, int H, float eps) {
-    ENG_CU_PDL_WAIT();
     const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
     const int n = n_rows_dev ? min(*n_rows_dev, rows) : rows;
-    if (row >= n) return;
     const int lane = threadIdx.x & 31, nc = H >> 3;
+    /* before the wait: the real row count (input block) and, for short
+     * rows, gamma in registers -- after it, one round trip (the row) */
+    constexpr int GP = MAXC <= 4 ? MAXC : 1;
+    float g[GP][8];
+    if (MAXC <= 4 && row < n)
+#pragma unroll
+        for (int i = 0; i < GP; i++)
+            if (lane + 32 * i < nc)
+#pragma unroll
+                for (int j = 0; j < 8; j++) g[i][j] = gamma[(lane + 32 * i) * 8 + j];
+    ENG_CU_PDL_WAIT();
+    if (row >= n) return;
     float v[MAXC][8];
     float q = 0.f;
 #pragma unroll
@@ -174,7 +185,10 @@ add_rmsnorm_kernel(const bf16 *x, bf16 *res, const float *gamma, bf16 *out, int 
         if (c < nc) {
             float y[8];
 #pragma unroll
-            for (int j = 0; j < 8; j++) y[j] = v[i][j] * r * gamma[c * 8 + j];
+            for (int j = 0; j < 8; j++) {
+                if constexpr (MAXC <= 4) y[j] = v[i][j] * r * g[i][j];
+                else y[j] = v[i][j] * r * gamma[c * 8 + j];
+            }
             eng_cu_store8(out + (size_t)row * H + c * 8, y);
         }
     }

@@ -29,14 +29,21 @@ static __device__ __forceinline__ float pool_warp_sum(float v) {
 __global__ void __launch_bounds__(POOL_THREADS)
 pool_kernel(const bf16 *x, const int32_t *cu, const int32_t *skip, const int *n_seqs_dev, int H, int dims, int mode,
             int normalize, float *out, int cpt, int G) {
-    ENG_CU_PDL_WAIT();
     extern __shared__ float acc[]; /* [G][dims + 1] */
     __shared__ float red[32];
     const int s = blockIdx.x;
-    if (s >= *n_seqs_dev) return;
-    const int start = cu[s], end = cu[s + 1];
+    /* the sequence's bounds come from the input block: read before the wait */
+    const bool live = s < *n_seqs_dev;
+    int start = 0, end = 0, sk = 0;
+    if (live) {
+        start = cu[s];
+        end = cu[s + 1];
+        sk = skip ? skip[s] : 0;
+    }
+    ENG_CU_PDL_WAIT();
+    if (!live) return;
     const int tx = threadIdx.x % cpt, grp = threadIdx.x / cpt, DP = dims + 1;
-    int r0 = start + (skip ? skip[s] : 0), r1 = end;
+    int r0 = start + sk, r1 = end;
     if (mode == ENG_CU_POOL_CLS) r1 = r0 + 1;
     if (mode == ENG_CU_POOL_LAST) r0 = end - 1;
     const float inv = 1.f / (float)(r1 - r0);

@@ -20,7 +20,7 @@
  * take 7.5-11 us a GEMM back to back and v2 matches them at best
  * (lab_gemm, bench/results/h200-skinny-*-2026-11-29-evening.*).  Their
  * successor, v3 (eng_cu_chain_gemm.cu), is what the engine runs for buckets
- * of <= 32 tokens: the one-query chain, where every kernel is ours and
+ * of <= 64 tokens (Qwen3: 32): the one-query chain, where every kernel is ours and
  * launched with PDL.
  */
 #include "eng_cu_skinny.h"
@@ -70,7 +70,8 @@ skinny_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf1
         const uint32_t b10 = ldg32(w1 + k), b11 = ldg32(w1 + k + 8);
         skinny_step<MT>(acc, X, M, K, kb + k, b00, b01, b10, b11);
     }
-    skinny_finish<MT, WARPS>(acc, part, bias, R, Y, M, N, n0, epi);
+    skinny_finish<MT, WARPS>(acc, part, epi != ENG_CU_EPI_NONE ? bias + n0 : NULL, R ? R + n0 : NULL, N, Y + n0, N,
+                             M, epi);
 }
 
 /* Version 2: the same block shape, but each warp issues the weight loads
@@ -108,7 +109,8 @@ skinny2_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
                 skinny_step<MT>(acc, X, M, K, kb + k, wb[u][0], wb[u][1], wb[u][2], wb[u][3]);
             }
     }
-    skinny_finish<MT, WARPS>(acc, part, bias, R, Y, M, N, n0, epi);
+    skinny_finish<MT, WARPS>(acc, part, epi != ENG_CU_EPI_NONE ? bias + n0 : NULL, R ? R + n0 : NULL, N, Y + n0, N,
+                             M, epi);
 }
 
 /* v2's warps a block: 16 for K >= 2048 on N <= 2048 (up to 32 rows: the
@@ -153,7 +155,7 @@ static void launch_mt(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *
 
 cudaError_t eng_cu_gemm_small(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias,
                               const bf16 *R, bf16 *Y, int M, int N, int K, int epi) {
-    if (!eng_cu_gemm_small_ok(M, N, K)) return cudaErrorInvalidValue;
+    if (!eng_cu_gemm_small_ok(M, N, K) || epi == ENG_CU_EPI_SWIGLU) return cudaErrorInvalidValue;
     if (eng_cu_skinny_version == 2) {
         switch ((M + 15) / 16) {
         case 1: launch2_mt<1>(s, X, W, bias, R, Y, M, N, K, epi); break;

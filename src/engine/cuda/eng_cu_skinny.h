@@ -19,11 +19,15 @@ static __device__ __forceinline__ void skinny_zero(float (*acc)[2][4]) {
 
 /* The warps' partial sums of the block's 16 columns meet in shared memory;
  * one pass adds bias, GELU (the tanh form, as cuBLASLt's epilogue, so both
- * paths agree), the residual, and stores bf16. */
+ * paths agree), the residual, and stores bf16.  b16: the block's 16 bias
+ * values (NULL: none); r16 + r * ldr: row r's 16 residual values (NULL:
+ * none); y16 + r * ldy: where row r's outputs go.  ENG_CU_EPI_SWIGLU (the
+ * chain kernel only): the block's columns are 8 gate then 8 up columns,
+ * and row r gets the 8 values silu(gate) * up, from the fp32 sums. */
 template <int MT, int WARPS>
 static __device__ __forceinline__ void skinny_finish(const float (*acc)[2][4], float (*part)[MT * 16][17],
-                                                     const bf16 *bias, const bf16 *R, bf16 *Y, int M, int N,
-                                                     int n0, int epi) {
+                                                     const bf16 *b16, const bf16 *r16, int ldr, bf16 *y16,
+                                                     int ldy, int M, int epi) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -33,16 +37,33 @@ static __device__ __forceinline__ void skinny_finish(const float (*acc)[2][4], f
             for (int e = 0; e < 4; e++)
                 part[warp][mt * 16 + g + (e >> 1) * 8][nt * 8 + 2 * t + (e & 1)] = acc[mt][nt][e];
     __syncthreads();
+    if (epi == ENG_CU_EPI_SWIGLU) {
+        for (int i = threadIdx.x; i < M * 8; i += WARPS * 32) {
+            const int r = i >> 3, c = i & 7;
+            float gv = 0.f, uv = 0.f;
+#pragma unroll
+            for (int w = 0; w < WARPS; w++) {
+                gv += part[w][r][c];
+                uv += part[w][r][c + 8];
+            }
+            if (b16) {
+                gv += __bfloat162float(b16[c]);
+                uv += __bfloat162float(b16[c + 8]);
+            }
+            y16[(size_t)r * ldy + c] = __float2bfloat16(gv / (1.f + expf(-gv)) * uv);
+        }
+        return;
+    }
     for (int i = threadIdx.x; i < M * 16; i += WARPS * 32) {
         const int r = i >> 4, c = i & 15;
         float v = 0.f;
 #pragma unroll
         for (int w = 0; w < WARPS; w++) v += part[w][r][c];
-        if (epi != ENG_CU_EPI_NONE) v += __bfloat162float(bias[n0 + c]);
+        if (b16) v += __bfloat162float(b16[c]);
         if (epi == ENG_CU_EPI_BIAS_GELU)
             v = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-        if (R) v += __bfloat162float(R[(size_t)r * N + n0 + c]);
-        Y[(size_t)r * N + n0 + c] = __float2bfloat16(v);
+        if (r16) v += __bfloat162float(r16[(size_t)r * ldr + c]);
+        y16[(size_t)r * ldy + c] = __float2bfloat16(v);
     }
 }
 
