@@ -8,7 +8,13 @@
 # ATTN="2 4" profiles each model once per attention version (POSY_CUDA_ATTN);
 # empty (the default) profiles the shipped one.  Missing encoder folders are
 # made as bench_gpu.sh makes them.
-#   usage: OUT=dir [STEP="65536 128"] [MODELS="minilm-l6 bert-base qwen3-0.6b"] [ATTN=".."] bench/profile_gpu.sh
+# KERNEL=regex instead profiles COUNT (default 4) launches of the kernels
+# whose names match, with ncu's full set of sections and source-level
+# stall sampling, into $OUT/ncu_kernel_<model>.txt -- e.g. KERNEL=skinny3
+# STEP="16 16": the one-query chain's GEMM, where its time goes inside
+# (ncu serializes kernels, so the overlap PDL gives is not in these times).
+#   usage: OUT=dir [STEP="65536 128"] [MODELS="minilm-l6 bert-base qwen3-0.6b"] [ATTN=".."]
+#          [KERNEL=regex [COUNT=n]] bench/profile_gpu.sh
 set -o pipefail
 OUT=${OUT:-out}
 BUILD=${BUILD:-build-gpu}
@@ -27,6 +33,13 @@ for m in $MODELS; do
   [ "$m" = qwen3-0.6b ] && dir="${QWORK:-/tmp/posy-qwen3}/qwen3-causal-harness"
   [ -d "$dir" ] || { echo "profile_gpu: no $dir, skipped"; continue; }
   set -- $STEP
+  if [ -n "$KERNEL" ]; then
+    timeout 300 ncu --profile-from-start off --clock-control none --set full --import-source yes \
+      -k "regex:$KERNEL" --launch-count "${COUNT:-4}" \
+      "./$BUILD/bench_gpu" "$dir" "$m" --step "$1" "$2" > "$OUT/ncu_kernel_$m.txt" 2>&1 || status=1
+    grep -E "Duration|Warp Cycles Per Issued|Stall|Memory Throughput|Registers Per" "$OUT/ncu_kernel_$m.txt" | head -40
+    continue
+  fi
   timeout 300 ncu --profile-from-start off --clock-control none --csv --metrics gpu__time_duration.sum \
     "./$BUILD/bench_gpu" "$dir" "$m" --step "$1" "$2" > "$OUT/ncu_step_$m.$v.csv" 2> "$OUT/ncu_step_$m.$v.err" || status=1
   python3 bench/ncu_summary.py "$OUT/ncu_step_$m.$v.csv" "$m" \
