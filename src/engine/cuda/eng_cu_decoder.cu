@@ -21,7 +21,12 @@
  * the CPU reference computes it.
  *
  * No cuBLASLt epilogue computes silu(gate) * up of two column halves, so
- * SwiGLU stays a kernel of its own after the gate|up GEMM.
+ * SwiGLU stays a kernel of its own after the gate|up GEMM -- except in the
+ * one-query chain, whose GEMM has a SwiGLU epilogue (eng_cu_chain_gemm.cu).
+ *
+ * Both kernels read what does not come from their predecessor (the real
+ * counts, cu_seqlens, the rotary table, the norm weights) before their
+ * PDL wait (eng_cu.h).
  */
 #include "eng_cu.h"
 
