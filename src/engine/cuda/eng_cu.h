@@ -36,7 +36,7 @@ typedef __nv_bfloat16 bf16;
  * before the wait in every kernel is safe -- no kernel writes before its
  * wait and every block reaches the wait -- and is built with
  * -DENG_CU_PDL_EARLY; on the H200 it made the one-query chain slower
- * (MiniLM 16 tokens 100 against 85 us, bench/results/h200-ab-2026-11-30.*),
+ * (MiniLM 16 tokens 100 against 85 us, bench/results/h200-ab-2026-11-30-run1.*),
  * so it is not the default.  On for the one-query chain path
  * (eng_cu_model.cu), where every kernel is ours; for the rest only with
  * POSY_CUDA_PDL=1 (no gain where cuBLASLt's kernels sit between ours).
