@@ -10,10 +10,10 @@
  * bf16 before P.V (as in FlashAttention), so the tolerance is atol 1e-2,
  * rtol 2e-2 on outputs of magnitude <= 1.  Timing: 64 x 512 and 256 x 128
  * tokens, TFLOP/s counting 4*L^2*D per head per sequence (halved if
- * causal).  The fused q/k cases (qkn) give the reference Q/K after the
- * same per-head RMSNorm + rotary as eng_cu_qk_norm_rope (fp32, one bf16
- * rounding), and also time "qk_norm_rope kernel + v3" against "v3 fused"
- * on the same data.
+ * causal).  The fused q/k cases (qkn: v2, as the one-query chain runs it,
+ * and v3) give the reference Q/K after the same per-head RMSNorm + rotary
+ * as eng_cu_qk_norm_rope (fp32, one bf16 rounding), and also time
+ * "qk_norm_rope kernel + v3" against "v3 fused" on the same data.
  */
 #include "lab.h"
 
@@ -136,7 +136,7 @@ static void run_case(const acase &c, int time_it) {
     /* 4, 5: v2 with more resident blocks (key tiles of 32 / 64), d < 128 */
     std::vector<int> versions = {1, 2, 3};
     if (D < 128) versions.insert(versions.end(), {4, 5});
-    if (c.qkn) versions = {3};
+    if (c.qkn) versions = {2, 3}; /* v2's: the one-query chain's (Qwen3) */
     std::vector<float> got3;
     for (int version : versions) {
         a.version = version;
@@ -201,6 +201,8 @@ int main(void) {
             run_case({d, 2, 2, causal, {1}, 0}, 0);
             run_case({d, 2, 2, causal, {129}, 0}, 0);
             run_case({d, 4, 2, causal, mix, 1}, 0);
+            run_case({d, 16, 8, causal, {16}, 1}, 0); /* a one-query chain's shape */
+            run_case({d, 16, 8, causal, {7, 40}, 1}, 0);
         }
     if (getenv("LAB_QUICK")) return lab_finish("lab_attn");
     run_case({64, 12, 12, 0, std::vector<int>(64, 512), 0}, 1);

@@ -12,7 +12,10 @@
 #           norms (and Qwen3's q/k norm) in turn, tagged no-gemm etc. --
 #           what each kind of kernel costs inside the chain.
 # GPU_ENVS="tag:VAR=value ..." also times this tree under each setting
-# (tagged gpu-tag), e.g. "nol2:POSY_CUDA_CHAIN_L2=0".
+# (tagged gpu-tag), e.g. "l2:POSY_CUDA_CHAIN_L2=2"; commas join several
+# settings in one tag: "v3qk:POSY_CUDA_ATTN=3,POSY_CUDA_QK_FUSE=1".
+# ABLATE_KINDS (default "gemm attn norm qk") picks the ablations; "wshare"
+# gives every layer layer 0's weights (what streaming them from HBM costs).
 # Then lab_gemm's few-row checks and timings; LABS (default lab_norm
 # lab_pool lab_attn lab_qwen3) with LAB_QUICK; SANITIZE=1 adds
 # compute-sanitizer memcheck of lab_gemm and LABS.  Then bench_gpu's
@@ -86,9 +89,10 @@ for mh in $models; do
   n=${mh%%:*} h=${mh#*:}
   for r in $(seq "${REPEAT:-2}"); do
     for b in $builds; do lat "$b" "${b#build-}" "$h" "$n"; done
-    for te in $GPU_ENVS; do lat build-gpu "gpu-${te%%:*}" "$h" "$n" "${te#*:}"; done
+    for te in $GPU_ENVS; do lat build-gpu "gpu-${te%%:*}" "$h" "$n" $(echo "${te#*:}" | tr , ' '); done
     if [ -n "$ablate" ]; then
-      for k in gemm attn norm $([ "$n" = qwen3-0.6b ] && echo qk); do
+      for k in ${ABLATE_KINDS:-gemm attn norm $([ "$n" = qwen3-0.6b ] && echo qk)}; do
+        [ "$k" = qk ] && [ "$n" != qwen3-0.6b ] && continue
         lat build-ablate "no-$k" "$h" "$n" POSY_CUDA_ABLATE=$k
       done
     fi

@@ -224,10 +224,12 @@ typedef struct eng_cu_attn_args {
     float scale;                  /* softmax scale, usually 1/sqrt(head_dim) */
     int causal;
     int version;                  /* 0 = the shipped kernel (eng_cu_attn_version); 1..5 (labs) */
-    /* Qwen3 only, v3 only: when q_norm != NULL, Q and K arrive raw and the
-     * kernel applies eng_cu_qk_norm_rope's per-head RMSNorm (q_norm /
-     * k_norm weights, qk_eps) and rotary embedding (rope table of
-     * rope_rows positions) to each tile as it lands. */
+    /* Qwen3 only, v2 and v3 (v1 refuses it): when q_norm != NULL, Q and K
+     * arrive raw and the kernel applies eng_cu_qk_norm_rope's per-head
+     * RMSNorm (q_norm / k_norm weights, qk_eps) and rotary embedding (rope
+     * table of rope_rows positions) to each tile as it lands.  The
+     * one-query chain does this with v2; for throughput it is opt-in with
+     * v3 (eng_cu_attn_fuses_qk). */
     const float *q_norm, *k_norm, *rope;
     int rope_rows;
     float qk_eps;
@@ -326,9 +328,9 @@ int eng_cu_gemm_chain_ok(int M, int N, int K, int norm);
  * (TMA) a row, completing on an mbarrier; 0 16-byte cp.async by every
  * thread (POSY_CUDA_CHAIN_BULK=0 at engine open; labs set it directly). */
 extern int eng_cu_chain_bulk;
-/* pf (optional): pf_bytes of the weights the forward needs next, which
- * the blocks request into L2 (cp.async.bulk.prefetch) once their own
- * slice has landed, so the next GEMM's slice comes from L2, not HBM. */
+/* pf (optional): pf_bytes of weights a later GEMM of the forward needs,
+ * which the blocks request into L2 (cp.async.bulk.prefetch, each block an
+ * equal share) before their wait, so that GEMM's slices come from L2. */
 cudaError_t eng_cu_gemm_chain(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
                               bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm *nm,
                               const void *pf = NULL, size_t pf_bytes = 0);

@@ -164,8 +164,12 @@ __global__ void __launch_bounds__(128) attn_kernel_v1(eng_cu_attn_args a) {
  * the mask is applied only on tiles that cross the sequence end or the
  * causal diagonal; softmax on raw scores with one FFMA + ex2.approx per
  * element (scale folded into the exponent), as FlashAttention-2 does.
- * D=128 keeps one stage (two would pass the 48 KB static shared limit). */
-template <int D, bool CAUSAL, int BN = (D >= 128 ? 32 : 64), int MINB = (D >= 128 ? 2 : 4)>
+ * D=128 keeps one stage (two would pass the 48 KB static shared limit).
+ * QKN (a.q_norm set; the one-query chain of Qwen3): Q and K arrive raw
+ * from the QKV GEMM and each tile is normalised and rotated in shared
+ * memory as it lands (eng_attn_qk_rows) -- for a short query one block
+ * barrier instead of the q/k kernel's node of the chain. */
+template <int D, bool CAUSAL, int BN = (D >= 128 ? 32 : 64), int MINB = (D >= 128 ? 2 : 4), bool QKN = false>
 __global__ void __launch_bounds__(128, MINB) attn_kernel_v2(eng_cu_attn_args a) {
     constexpr int BM = ENG_CU_ATTN_BM, LD = D + 8;
     constexpr int ST = D >= 128 ? 1 : 2;
@@ -221,6 +225,11 @@ __global__ void __launch_bounds__(128, MINB) attn_kernel_v2(eng_cu_attn_args a) 
             eng_async_wait<0>();
         }
         __syncthreads();
+        if constexpr (QKN) {
+            if (j == 0) eng_attn_qk_rows<D, 128>(sQ, qrows, q0, a.q_norm, a);
+            eng_attn_qk_rows<D, 128>(sK[buf], min(BN, len - k0), k0, a.k_norm, a);
+            __syncthreads();
+        }
         if (j == 0) {
 #pragma unroll
             for (int kk = 0; kk < D / 16; kk++)
@@ -268,13 +277,19 @@ static cudaError_t launch_d(cudaStream_t s, const eng_cu_attn_args *a, int v) {
     } else {
         cudaError_t e = cudaErrorInvalidValue;
         bool done = false;
+        if (a->q_norm) { /* v2 with the q/k norm, whatever BN/MINB version was asked */
+            constexpr int BN = D >= 128 ? 32 : 64, MB = D >= 128 ? 2 : 4;
+            e = a->causal ? eng_cu_launch(attn_kernel_v2<D, true, BN, MB, true>, grid, dim3(128), 0, s, *a)
+                          : eng_cu_launch(attn_kernel_v2<D, false, BN, MB, true>, grid, dim3(128), 0, s, *a);
+            done = true;
+        }
         if constexpr (D < 128) { /* lab variants: more blocks resident (spills measured in NOTES.md) */
-            if (v == 4) { /* key tiles of 32 */
+            if (!done && v == 4) { /* key tiles of 32 */
                 constexpr int MB = D == 32 ? 8 : 6;
                 e = a->causal ? eng_cu_launch(attn_kernel_v2<D, true, 32, MB>, grid, dim3(128), 0, s, *a)
                               : eng_cu_launch(attn_kernel_v2<D, false, 32, MB>, grid, dim3(128), 0, s, *a);
                 done = true;
-            } else if (v == 5) { /* key tiles of 64 */
+            } else if (!done && v == 5) { /* key tiles of 64 */
                 constexpr int MB = D == 32 ? 6 : 5;
                 e = a->causal ? eng_cu_launch(attn_kernel_v2<D, true, 64, MB>, grid, dim3(128), 0, s, *a)
                               : eng_cu_launch(attn_kernel_v2<D, false, 64, MB>, grid, dim3(128), 0, s, *a);
@@ -307,7 +322,7 @@ cudaError_t eng_cu_attention(cudaStream_t s, const eng_cu_attn_args *a) {
         return cudaErrorInvalidValue;
     const int v = a->version ? a->version : eng_cu_attn_version(a->head_dim);
     if (v == 3) return eng_cu_attention_v3(s, a);
-    if (a->q_norm) return cudaErrorInvalidValue; /* only v3 fuses the q/k norm */
+    if (a->q_norm && (v == 1 || !a->k_norm || !a->rope)) return cudaErrorInvalidValue; /* v2 and v3 fuse it */
     switch (a->head_dim) {
     case 32: return launch_d<32>(s, a, v);
     case 64: return launch_d<64>(s, a, v);

@@ -16,16 +16,21 @@
  * wait, beside X -- so the epilogue waits on no load of its own.  With
  * ENG_CU_EPI_SWIGLU a block takes 8 gate rows of W and the matching 8 up
  * rows and writes silu(gate) * up (Qwen3's MLP: one kernel fewer).
- * Optionally (pf, POSY_CUDA_CHAIN_L2=1) each block then asks L2 for its
- * share of the next GEMM's weights.  lab_chain measured the floor of such
+ * Optionally (pf, POSY_CUDA_CHAIN_L2=d) each block also asks L2, before
+ * its wait, for its share of the weights of the GEMM d GEMMs later, so HBM
+ * keeps streaming through the nodes that read none.  lab_chain measured the floor of such
  * a step at ~1.5 us (2.1 us as a plain graph node); on the H200 the chain
  * takes a 16-token MiniLM query from 132 to 75 us (docs/BENCHMARKS.md,
  * "One query").
  *
  * A warp owns G groups of 64 k (K = 64 * G * WARPS).  Inside a group a
- * lane loads 16 consecutive values of its X row and of its weight row and
- * feeds them to 4 mma steps: the k order inside the group is permuted
- * identically for A and B, which the sum does not see.  The warps'
+ * lane loads 8 values of its X row and of its weight row at 8t and 8 more
+ * at 32 + 8t (t = lane % 4; where sk3_half says so) and feeds them to 4
+ * mma steps: the k order inside the group is permuted identically for A
+ * and B, which the sum does not see.  So each 16-byte load instruction of
+ * X reads whole 32-byte sectors -- 16 consecutive values a lane used half
+ * of each sector an instruction (ncu on the H200); the change took a
+ * 16-token BERT-base query from 252 to 220 us.  The warps'
  * partial tiles meet in shared memory in a fixed order (skinny_finish),
  * so results are reproducible bit for bit.  Tested by dev/cuda/lab_gemm.cu
  * (v3 checks against fp64: bulk and cp.async, with and without the norm
@@ -34,6 +39,17 @@
 #include "eng_cu_skinny.h"
 
 int eng_cu_chain_bulk = 1;
+
+/* Where a lane's second 8 values of a 64-value group start: 32 (whole
+ * sectors a load instruction) for one m tile and K >= 768 (G > 1), 8 (16
+ * consecutive values a lane) otherwise, where the first layout measured
+ * 1-5% slower on the H200 (same-run A/B: 32 and 64 tokens, and MiniLM's
+ * K = 384) -- and the padding after each weight
+ * row in shared memory that keeps the 8 lanes of a 16-byte load phase on
+ * distinct banks with that layout (rows 64 bytes apart mod 128 for the
+ * first, 16 for the second). */
+static __host__ __device__ constexpr int sk3_half(int MT, int G) { return MT == 1 && G > 1 ? 32 : 8; }
+static __host__ __device__ constexpr int sk3_pad(int MT, int G) { return sk3_half(MT, G); }
 
 /* groups of X a lane holds at once: the largest divisor of G with at most
  * 8 uint4 pairs (64 registers) for the MT m tiles */
@@ -113,7 +129,7 @@ static __device__ __forceinline__ void sk3_norm(uint4 (*xa)[2][G][2], const eng_
             for (int q = 0; q < G; q++)
 #pragma unroll
                 for (int e = 0; e < 2; e++) {
-                    const int k = kw + 64 * q + 8 * e;
+                    const int k = kw + 64 * q + sk3_half(MT, G) * e;
                     __nv_bfloat162 *b2 = (__nv_bfloat162 *)&xa[mt][h][q][e];
 #pragma unroll
                     for (int i = 0; i < 4; i++) {
@@ -166,8 +182,8 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
                int N, int K, int epi, eng_cu_chain_norm nm, int bulk, const char *pf, unsigned pf_slice) {
     extern __shared__ __align__(16) unsigned char sk3_smem[];
     __shared__ uint64_t wbar; /* bulk: the weight slice's arrival */
-    bf16 *Ws = (bf16 *)sk3_smem; /* [16][K + 8] */
-    float *gs = (float *)(sk3_smem + (size_t)16 * (K + 8) * 2), *bs = gs + K; /* NORM: gamma, beta [K] */
+    bf16 *Ws = (bf16 *)sk3_smem; /* [16][K + sk3_pad(MT, G)] */
+    float *gs = (float *)(sk3_smem + (size_t)16 * (K + sk3_pad(MT, G)) * 2), *bs = gs + K; /* NORM: gamma, beta [K] */
     float(*part)[MT * 16][17] = (float(*)[MT * 16][17])(NORM ? bs + K : gs);
     bf16 *bsm = (bf16 *)(part + WARPS), *Rs = bsm + 16; /* the block's bias [16], residual [MT * 16][16] */
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -175,7 +191,7 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
      * 8 gate columns and the same 8 of the up half) */
     const bool swiglu = epi == ENG_CU_EPI_SWIGLU, has_b = bias && epi != ENG_CU_EPI_NONE;
     const int n_lo = swiglu ? 8 * blockIdx.x : 16 * blockIdx.x, n_hi = swiglu ? (N >> 1) + n_lo : n_lo + 8;
-    const int ldw = K + 8, cpr = K / 8;
+    const int ldw = K + sk3_pad(MT, G), cpr = K / 8;
     if (bulk) {
         if (threadIdx.x == 0) {
             sk3_bulk_init(&wbar);
@@ -195,6 +211,12 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
         }
     if (has_b && threadIdx.x < 2) sk3_cp16(bsm + 8 * threadIdx.x, bias + (threadIdx.x ? n_hi : n_lo));
     eng_async_commit();
+    /* a later GEMM's weights into L2, this block's share, while the
+     * predecessor still runs (weights are never written by the forward) */
+    if (pf && threadIdx.x == 32)
+        asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(pf + (size_t)blockIdx.x * pf_slice),
+                     "r"(pf_slice)
+                     : "memory");
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     /* the residual (written two kernels back) lands with X, not after the
      * products */
@@ -204,7 +226,7 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
         eng_async_commit();
     }
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int kw = warp * G * 64 + 16 * t; /* this lane's first k */
+    const int kw = warp * G * 64 + (sk3_half(MT, G) == 32 ? 8 : 16) * t; /* this lane's first k */
     float acc[MT][2][4];
     skinny_zero<MT>(acc);
     constexpr int GC = skinny3_chunk(MT, G);
@@ -222,18 +244,13 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
                 for (int q = 0; q < GC; q++) {
                     const uint4 *src = (const uint4 *)(X + (size_t)r * K + kw + 64 * (c * GC + q));
                     xa[mt][h][q][0] = r < M ? __ldcg(src) : make_uint4(0, 0, 0, 0);
-                    xa[mt][h][q][1] = r < M ? __ldcg(src + 1) : make_uint4(0, 0, 0, 0);
+                    xa[mt][h][q][1] = r < M ? __ldcg(src + sk3_half(MT, G) / 8) : make_uint4(0, 0, 0, 0);
                 }
             }
         if (c == 0) {
             eng_async_wait<0>();
             __syncthreads(); /* also orders the barrier's init before the polls */
             if (bulk) sk3_bulk_wait(&wbar);
-            /* the next GEMM's weights into L2, this block's share */
-            if (pf && threadIdx.x == 0)
-                asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(pf + (size_t)blockIdx.x * pf_slice),
-                             "r"(pf_slice)
-                             : "memory");
         }
         if constexpr (NORM) {
             static_assert(!NORM || GC == G, "the norm needs the whole row share in registers");
@@ -246,7 +263,7 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
             for (int nt = 0; nt < 2; nt++) {
                 const uint4 *ws = (const uint4 *)(Ws + (nt * 8 + g) * ldw + kw + 64 * (c * GC + q));
                 *(uint4 *)&wb[nt][0] = ws[0];
-                *(uint4 *)&wb[nt][4] = ws[1];
+                *(uint4 *)&wb[nt][4] = ws[sk3_half(MT, G) / 8];
             }
 #pragma unroll
             for (int j = 0; j < 4; j++)
@@ -284,7 +301,8 @@ static int skinny3_mt(int M) { return M <= 16 ? 1 : M <= 32 ? 2 : 4; }
 
 static size_t skinny3_smem(int M, int K, int warps, int norm) {
     const size_t mt = (size_t)skinny3_mt(M);
-    return (size_t)16 * (K + 8) * 2 + (norm ? (size_t)8 * K : 0) + (size_t)warps * mt * 16 * 17 * 4 + 32 +
+    return (size_t)16 * (K + sk3_pad((int)mt, K / 64 / warps)) * 2 + (norm ? (size_t)8 * K : 0) +
+           (size_t)warps * mt * 16 * 17 * 4 + 32 +
            mt * 16 * 16 * 2;
 }
 

@@ -182,4 +182,58 @@ static __device__ __forceinline__ void eng_attn_store(float (*o)[4], float *l, i
     }
 }
 
+/* Qwen3's q/k norm + rotary on `rows` rows of a shared tile (row stride
+ * D + 8) whose first row is position pos0 of its sequence, as
+ * eng_cu_qk_norm_rope computes it, by a block of THREADS threads (v2 in the
+ * one-query chain, v3 opt-in: eng_cu_attn.cu, eng_cu_attn_v3.cu).
+ * LPR = D/16 lanes share a row, each owning 8 consecutive pairs (j, j+D/2),
+ * so a warp transforms 32/LPR rows at once with 16-byte shared accesses and
+ * a log2(LPR)-step shuffle sum.  (A warp walking rows one at a time, the
+ * first version, cost a latency chain per row: 2.6x slower attention.) */
+template <int D, int THREADS>
+static __device__ __forceinline__ void eng_attn_qk_rows(bf16 *tile, int rows, int pos0, const float *g,
+                                                        const eng_cu_attn_args &a) {
+    constexpr int LD = D + 8, HALF = D / 2, LPR = HALF / 8, RPI = THREADS / LPR;
+    const int k = threadIdx.x % LPR, j0 = 8 * k;
+    float4 ga[2], gb[2];
+    ga[0] = *(const float4 *)(g + j0); ga[1] = *(const float4 *)(g + j0 + 4);
+    gb[0] = *(const float4 *)(g + HALF + j0); gb[1] = *(const float4 *)(g + HALF + j0 + 4);
+    const float w1[8] = {ga[0].x, ga[0].y, ga[0].z, ga[0].w, ga[1].x, ga[1].y, ga[1].z, ga[1].w};
+    const float w2[8] = {gb[0].x, gb[0].y, gb[0].z, gb[0].w, gb[1].x, gb[1].y, gb[1].z, gb[1].w};
+    for (int r0 = 0; r0 < rows; r0 += RPI) { /* rows is uniform: every lane takes every shuffle */
+        const int r = r0 + threadIdx.x / LPR;
+        const bool ok = r < rows;
+        float x1[8], x2[8], ss = 0.f;
+        if (ok) {
+            eng_cu_load8(tile + r * LD + j0, x1);
+            eng_cu_load8(tile + r * LD + HALF + j0, x2);
+        } else {
+#pragma unroll
+            for (int e = 0; e < 8; e++) x1[e] = x2[e] = 0.f;
+        }
+#pragma unroll
+        for (int e = 0; e < 8; e++) ss += x1[e] * x1[e] + x2[e] * x2[e];
+#pragma unroll
+        for (int o = LPR / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        if (!ok) continue;
+        const float rs = rsqrtf(ss / (float)D + a.qk_eps);
+        const float4 *cs = (const float4 *)(a.rope + (size_t)min(pos0 + r, a.rope_rows - 1) * D + 2 * j0);
+        float y1[8], y2[8];
+#pragma unroll
+        for (int q = 0; q < 4; q++) {
+            const float4 t = cs[q]; /* (c, s) of pairs j0 + 2q, j0 + 2q + 1 */
+#pragma unroll
+            for (int h = 0; h < 2; h++) {
+                const int e = 2 * q + h;
+                const float c = h ? t.z : t.x, sn = h ? t.w : t.y;
+                const float v1 = x1[e] * rs * w1[e], v2 = x2[e] * rs * w2[e];
+                y1[e] = v1 * c - v2 * sn;
+                y2[e] = v2 * c + v1 * sn;
+            }
+        }
+        eng_cu_store8(tile + r * LD + j0, y1);
+        eng_cu_store8(tile + r * LD + HALF + j0, y2);
+    }
+}
+
 #endif

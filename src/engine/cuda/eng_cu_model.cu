@@ -235,10 +235,13 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         if (m->chain_max > 64) m->chain_max = 64; /* the chain kernel's row limit */
         const char *cn = getenv("POSY_CUDA_CHAIN_NORM");
         m->chain_norm = cn && !strcmp(cn, "1");
+        const char *cq = getenv("POSY_CUDA_CHAIN_QK");
+        m->chain_qk = !(cq && !strcmp(cq, "0"));
         const char *cs = getenv("POSY_CUDA_CHAIN_SWIGLU");
         m->chain_swiglu = !(cs && !strcmp(cs, "0"));
         const char *cl = getenv("POSY_CUDA_CHAIN_L2");
-        m->chain_l2 = cl && !strcmp(cl, "1"); /* mixed on the H200: opt-in */
+        m->chain_l2 = cl ? atoi(cl) : 0; /* GEMMs ahead; 0 (or not a number): off */
+        if (m->chain_l2 < 0 || m->chain_l2 > 8) m->chain_l2 = 0;
         const char *cb = getenv("POSY_CUDA_CHAIN_BULK");
         eng_cu_chain_bulk = !(cb && !strcmp(cb, "0"));
     }
@@ -288,19 +291,26 @@ int eng_cu_model_chain_begin(const eng_cu_model *m, int T) {
     return chain;
 }
 
-/* The weights the forward multiplies by after W (qkv -> o -> up -> down ->
- * the next layer's qkv) and their bytes, for the chain's L2 prefetch; NULL
- * after the last layer's down projection or for a W not in the table. */
-static const bf16 *next_weights(const eng_cu_model *m, const bf16 *W, size_t *bytes) {
+/* The weights the forward multiplies by `ahead` GEMMs after W, in the
+ * order qkv -> o -> up -> down -> the next layer's qkv, and their bytes,
+ * for the chain's L2 prefetch; NULL past the last layer's down projection
+ * or for a W not in the table. */
+static const bf16 *weights_ahead(const eng_cu_model *m, const bf16 *W, int ahead, size_t *bytes) {
     const size_t H = m->H, I = m->I, up_n = m->arch == ENG_CU_ARCH_QWEN3 ? 2 * I : I;
-    for (int l = 0; l < m->L; l++) {
+    int at = -1;
+    for (int l = 0; l < m->L && at < 0; l++) {
         const eng_cu_layer *w = &m->layers[l];
-        if (W == w->qkv_w) { *bytes = H * m->attn_n * 2; return w->ao_w; }
-        if (W == w->ao_w) { *bytes = up_n * H * 2; return w->up_w; }
-        if (W == w->up_w) { *bytes = H * I * 2; return w->down_w; }
-        if (W == w->down_w && l + 1 < m->L) { *bytes = (size_t)m->qkv_n * H * 2; return m->layers[l + 1].qkv_w; }
+        at = W == w->qkv_w ? 4 * l : W == w->ao_w ? 4 * l + 1 : W == w->up_w ? 4 * l + 2
+           : W == w->down_w ? 4 * l + 3 : -1;
     }
-    return NULL;
+    if (at < 0 || at + ahead >= 4 * m->L) return NULL;
+    const eng_cu_layer *w = &m->layers[(at + ahead) / 4];
+    switch ((at + ahead) % 4) {
+    case 0: *bytes = (size_t)m->qkv_n * H * 2; return w->qkv_w;
+    case 1: *bytes = H * m->attn_n * 2; return w->ao_w;
+    case 2: *bytes = up_n * H * 2; return w->up_w;
+    default: *bytes = H * I * 2; return w->down_w;
+    }
 }
 
 int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, const bf16 *W, const bf16 *B,
@@ -309,7 +319,7 @@ int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X,
     if (eng_cu_ablate("gemm")) return 0;
     if (chain) {
         size_t pfb = 0;
-        const bf16 *pf = m->chain_l2 ? next_weights(m, W, &pfb) : NULL;
+        const bf16 *pf = m->chain_l2 ? weights_ahead(m, W, m->chain_l2, &pfb) : NULL;
         CK("chain gemm", eng_cu_gemm_chain(s, X, W, B, R, Y, T, N, K, epi, nm, pf, pfb));
         return 0;
     }
@@ -353,7 +363,7 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
     if (chain && m->chain_norm) { /* norms fused into the next GEMM's prologue: five kernels a layer */
         eng_cu_chain_norm nm = {NULL, NULL, m->eps, n_tok, m->x};
         for (int l = 0; l < m->L; l++) {
-            const eng_cu_layer *w = &m->layers[l];
+            const eng_cu_layer *w = eng_cu_layer_at(m, l);
             /* x = LN2(y) of the layer before (layer 0: the embedding output in x) */
             nm.gamma = l ? m->layers[l - 1].ln2_g : NULL;
             nm.beta = l ? m->layers[l - 1].ln2_b : NULL;
@@ -373,7 +383,7 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
             CK("layernorm", eng_cu_add_ln(s, m->y, NULL, last->ln2_g, last->ln2_b, m->x, T, n_tok, H, m->eps));
     } else
     for (int l = 0; l < m->L; l++) {
-        const eng_cu_layer *w = &m->layers[l];
+        const eng_cu_layer *w = eng_cu_layer_at(m, l);
         GEMM(m->x, w->qkv_w, w->qkv_b, NULL, m->qkv, 3 * H, H, ENG_CU_EPI_BIAS);
         if (!eng_cu_ablate("attn")) CK("attention", eng_cu_attention(s, &a));
         /* y = ctx Wo^T + b + x (residual in the epilogue), x = LN(y) */

@@ -69,11 +69,13 @@ typedef struct eng_cu_model {
      * chain_norm: the norms fused into the next GEMM's prologue
      * (POSY_CUDA_CHAIN_NORM=1; slower on the H200 so far); chain_swiglu:
      * Qwen3's SwiGLU in the gate|up GEMM's epilogue (default on,
-     * POSY_CUDA_CHAIN_SWIGLU=0: its own kernel); chain_l2: each chain GEMM
-     * prefetches the next GEMM's weights into L2 (POSY_CUDA_CHAIN_L2=1;
-     * mixed on the H200, so opt-in); pdl_env: POSY_CUDA_PDL=1 (PDL for
+     * POSY_CUDA_CHAIN_SWIGLU=0: its own kernel); chain_qk: Qwen3's q/k
+     * norm + rotary inside attention (default on, POSY_CUDA_CHAIN_QK=0:
+     * its own kernel); chain_l2: each chain GEMM
+     * prefetches into L2 the weights of the GEMM chain_l2 GEMMs later
+     * (POSY_CUDA_CHAIN_L2=1..8, 0 off); pdl_env: POSY_CUDA_PDL=1 (PDL for
      * the other buckets too) */
-    int chain_max, chain_norm, chain_swiglu, chain_l2, pdl_env;
+    int chain_max, chain_norm, chain_swiglu, chain_qk, chain_l2, pdl_env;
     /* the small-batch persistent kernel (eng_cu_mega.cu), when it fits */
     int mega_ok, mega_grid, mega_nt;
     size_t mega_smem;
@@ -124,6 +126,10 @@ static inline int eng_cu_ablate(const char *kind) {
 #else
 #define eng_cu_ablate(kind) 0
 #endif
+/* Layer l's weights; POSY_CUDA_ABLATE=wshare (ablation builds only) gives
+ * every layer layer 0's, so the weights a forward reads fit in L2: the
+ * difference is what streaming them from HBM costs. */
+#define eng_cu_layer_at(m, l) (&(m)->layers[eng_cu_ablate("wshare") ? 0 : (l)])
 
 /* One GEMM of a forward (Y = epi(X W^T + b) + R, M = T rows): the chain
  * kernel (with the norm prologue nm, optional) when `chain` -- which

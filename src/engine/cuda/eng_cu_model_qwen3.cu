@@ -160,18 +160,25 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
     a.max_tiles = lay.max_tiles;
     a.scale = 1.f / sqrtf((float)d);
     a.causal = m->causal;
-    const int fuse = eng_cu_attn_fuses_qk(d);
+    /* q/k norm + rotary inside attention: in the one-query chain (v2, one
+     * node fewer a layer; POSY_CUDA_CHAIN_QK=0: its own kernel), or opt-in
+     * with v3 (POSY_CUDA_ATTN=3 POSY_CUDA_QK_FUSE=1) */
+    const int fuse = eng_cu_attn_fuses_qk(d) || (chain && m->chain_qk);
     a.rope = m->rope; a.rope_rows = m->rope_rows; a.qk_eps = m->eps;
-    if (chain && m->chain_norm) { /* RMSNorms fused into the next GEMM's prologue; q/k norm as its own kernel */
+    if (chain && m->chain_norm) { /* RMSNorms fused into the next GEMM's prologue */
         eng_cu_chain_norm nm = {NULL, NULL, m->eps, n_tok, NULL};
         for (int l = 0; l < m->L; l++) {
-            const eng_cu_layer *w = &m->layers[l];
+            const eng_cu_layer *w = eng_cu_layer_at(m, l);
             nm.gamma = w->ln1_g; /* layer 0: h is the embedding's norm already */
             if (eng_cu_model_gemm(m, s, 1, l ? x : m->h, w->qkv_w, w->qkv_b, NULL, m->qkv, T, m->qkv_n, H,
                                   w->qkv_b ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, l ? &nm : NULL, err))
                 return -1;
-            q.q_norm = w->q_norm; q.k_norm = w->k_norm;
-            if (!eng_cu_ablate("qk")) CK("q/k norm + rotary", eng_cu_qk_norm_rope(s, &q));
+            if (fuse) {
+                a.q_norm = w->q_norm; a.k_norm = w->k_norm;
+            } else {
+                q.q_norm = w->q_norm; q.k_norm = w->k_norm;
+                if (!eng_cu_ablate("qk")) CK("q/k norm + rotary", eng_cu_qk_norm_rope(s, &q));
+            }
             if (!eng_cu_ablate("attn")) CK("attention", eng_cu_attention(s, &a));
             GEMM(m->ctx, w->ao_w, w->ao_b, x, y, H, m->attn_n);
             t = x; x = y; y = t;
@@ -184,7 +191,7 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
             CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, m->emb_g, m->h, T, n_tok, H, m->eps));
     } else
     for (int l = 0; l < m->L; l++) {
-        const eng_cu_layer *w = &m->layers[l];
+        const eng_cu_layer *w = eng_cu_layer_at(m, l);
         GEMM(m->h, w->qkv_w, w->qkv_b, NULL, m->qkv, m->qkv_n, H);
         if (fuse) { /* the attention kernel normalises and rotates Q/K tiles as they land */
             a.q_norm = w->q_norm; a.k_norm = w->k_norm;
