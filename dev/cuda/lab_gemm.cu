@@ -98,7 +98,7 @@ static void check_norm(int M, int n_real, int N, int K, int epi, int rms) {
     CUCHECK(cudaMalloc(&dn, (size_t)M * K * 2));
     lab_poison(dy, (size_t)M * N * 2);
     lab_poison(dn, (size_t)M * K * 2);
-    const eng_cu_chain_norm nm = {dg, rms ? NULL : dbe, 1e-6f, dnr, dn};
+    const eng_cu_chain_norm nm = {dg, rms ? NULL : dbe, 1e-6f, dnr, dn, 0};
     CUCHECK(eng_cu_gemm_chain(0, dx, dw, epi ? db : NULL, NULL, dy, M, N, K, epi, &nm));
     CUCHECK(cudaDeviceSynchronize());
     std::vector<float> xn((size_t)M * K, 0.f), ref((size_t)M * N);
@@ -121,6 +121,45 @@ static void check_norm(int M, int n_real, int N, int K, int epi, int rms) {
     snprintf(name, sizeof name, "  its normalised rows (out)");
     lab_check(name, gotn.data(), xn.data(), gotn.size(), 1e-2f, 1e-2f);
     cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy); cudaFree(dn); cudaFree(dg); cudaFree(dbe); cudaFree(dnr);
+}
+
+/* The chain kernel's RMS fold: X raw in the products, each output row
+ * scaled by rsqrt(mean(x^2) + eps) before the bias (the norm's weights
+ * are already in W), rows at or past n_real as zero rows; the reference
+ * scales the rows in fp64 (unrounded, as the kernel scales its fp32
+ * sums).  The row sums of squares come from the tensor cores. */
+static void check_fold(int M, int n_real, int N, int K, int epi) {
+    std::vector<float> xf, wf, bfv;
+    std::vector<uint16_t> xb, wb, bb;
+    lab_rand_bf16(xf, xb, (size_t)M * K, 2.f);
+    lab_rand_bf16(wf, wb, (size_t)N * K, 1.f);
+    lab_rand_bf16(bfv, bb, (size_t)N, 1.f);
+    for (int k = 0; k < K; k++) xf[k] += 3.f, xb[k] = eng_cu_f2bf_bits(xf[k]), xf[k] = eng_cu_bf_bits2f(xb[k]);
+    const bool with_b = epi != ENG_CU_EPI_NONE && !(epi == ENG_CU_EPI_SWIGLU && !(M & 1));
+    if (!with_b) std::fill(bfv.begin(), bfv.end(), 0.f);
+    bf16 *dx = (bf16 *)lab_upload(xb), *dw = (bf16 *)lab_upload(wb), *db = (bf16 *)lab_upload(bb), *dy;
+    int *dnr = lab_upload(std::vector<int>{n_real});
+    const size_t ny = epi == ENG_CU_EPI_SWIGLU ? (size_t)M * N / 2 : (size_t)M * N;
+    CUCHECK(cudaMalloc(&dy, ny * 2));
+    lab_poison(dy, ny * 2);
+    const eng_cu_chain_norm nm = {NULL, NULL, 1e-6f, dnr, NULL, 1};
+    CUCHECK(eng_cu_gemm_chain(0, dx, dw, with_b ? db : NULL, NULL, dy, M, N, K, epi, &nm));
+    CUCHECK(cudaDeviceSynchronize());
+    std::vector<float> xs((size_t)M * K, 0.f), ref((size_t)M * N);
+    for (int m = 0; m < M && m < n_real; m++) {
+        double ss = 0;
+        for (int k = 0; k < K; k++) ss += (double)xf[(size_t)m * K + k] * xf[(size_t)m * K + k];
+        const double rs = 1.0 / sqrt(ss / K + 1e-6);
+        for (int k = 0; k < K; k++) xs[(size_t)m * K + k] = (float)(xf[(size_t)m * K + k] * rs);
+    }
+    ref_linear(xs.data(), wf.data(), bfv.data(), NULL, ref.data(), M, N, K, epi);
+    if (epi == ENG_CU_EPI_SWIGLU) ref.resize(ref_swiglu(ref.data(), M, N));
+    std::vector<float> got = lab_download_bf16(dy, ref.size());
+    char name[96];
+    snprintf(name, sizeof name, "gemm-chain rms-fold M=%d (real %d) N=%d K=%d epi=%d%s", M, n_real, N, K, epi,
+             with_b ? " +bias" : "");
+    lab_check(name, got.data(), ref.data(), got.size(), 3e-2f, 1e-2f);
+    cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy); cudaFree(dnr);
 }
 
 static void bench(eng_cu_gemm_ctx *g, const char *what, int N, int K, int epi) {
@@ -185,7 +224,7 @@ static void bench_small(eng_cu_gemm_ctx *g) {
     CUCHECK(cudaMalloc(&gam, 2 * 3072 * 4));
     CUCHECK(cudaMemset(gam, 0, 2 * 3072 * 4));
     CUCHECK(cudaMalloc(&nrows, 4));
-    eng_cu_chain_norm nm = {gam, gam + 3072, 1e-6f, nrows, NULL};
+    eng_cu_chain_norm nm = {gam, gam + 3072, 1e-6f, nrows, NULL, 0};
     char err[256];
     for (auto &sh : shapes)
         for (int M : {16, 64}) {
@@ -329,6 +368,26 @@ int main(void) {
         if (eng_cu_gemm_chain_ok(64, 2304, 768, 1) || eng_cu_gemm_chain_ok(17, 768, 3072, 1)) {
             printf("  FAIL chain_ok with a norm where X would not stay in registers\n");
             lab_failures++;
+        }
+        /* the RMS fold (Qwen3's norms in the chain): K = 1024 (8 warps x
+         * 2 groups: whole-sector X) and 384 (6 x 1: the other layout); 1
+         * and 2 m tiles; padded rows; every epilogue Qwen3 uses, plus bias */
+        check_fold(1, 1, 4096, 1024, ENG_CU_EPI_NONE);
+        check_fold(16, 13, 4096, 1024, ENG_CU_EPI_NONE);
+        check_fold(16, 16, 4096, 1024, ENG_CU_EPI_BIAS);
+        check_fold(16, 11, 1152, 384, ENG_CU_EPI_BIAS_GELU);
+        check_fold(16, 16, 6144, 1024, ENG_CU_EPI_SWIGLU);
+        check_fold(29, 23, 6144, 1024, ENG_CU_EPI_SWIGLU);
+        check_fold(32, 32, 4096, 1024, ENG_CU_EPI_NONE);
+        check_fold(24, 24, 2304, 768, ENG_CU_EPI_BIAS);
+        {
+            const eng_cu_chain_norm bad = {(const float *)16, NULL, 1e-6f, (const int *)16, NULL, 1};
+            if (eng_cu_gemm_chain_ok(33, 4096, 1024, 2) ||
+                eng_cu_gemm_chain(0, (const bf16 *)16, (const bf16 *)16, NULL, NULL, (bf16 *)16, 16, 4096, 1024,
+                                  ENG_CU_EPI_NONE, &bad) != cudaErrorInvalidValue) {
+                printf("  FAIL the fold past 32 rows, or with norm weights, was accepted\n");
+                lab_failures++;
+            }
         }
     }
     use_small = 0;

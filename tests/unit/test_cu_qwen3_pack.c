@@ -6,6 +6,8 @@
  *   read back independently from the safetensors file by its own name:
  *   Q, K, V rows stacked in that order, gate rows then up rows, bf16 =
  *   round-to-nearest-even of the fp32 value, norms fp32 bit-exact;
+ * - with fold_norms, qkv and gate|up rows are bf16(W * ln1 / ln2) and the
+ *   two norms ones, the rest of the image unchanged;
  * - the rotary table equals what the CPU reference rotation
  *   (eng_cpu_rope_ref) does to unit pairs, bit for bit, at positions up to
  *   299 and two head sizes / thetas;
@@ -197,6 +199,69 @@ static void test_rope_table(void) {
     check_rope(32, 10000.0, 300);
 }
 
+/* The fold (im.fold_norms): qkv rows = bf16(W[n][k] * ln1[k]) from the
+ * fp32 tensors, gate|up rows = bf16(W[n][k] * ln2[k]), ln1 and ln2 stored
+ * as ones; the layout and every other tensor exactly as without it. */
+static void check_fold_stack(const loaded *m, const char *img, size_t off, int l, const char *const *names, int k,
+                             const char *norm) {
+    char name[128];
+    size_t ng = 0;
+    snprintf(name, sizeof name, "layers.%d.%s.weight", l, norm);
+    float *g = tensor(m, name, &ng);
+    if (!g) return;
+    for (int i = 0; i < k; i++) {
+        size_t n = 0;
+        snprintf(name, sizeof name, "layers.%d.%s.weight", l, names[i]);
+        float *v = tensor(m, name, &n);
+        if (!v) break;
+        for (size_t j = 0; j < n; j++) v[j] *= g[j % ng];
+        CHECK_MSG(same_bf16(img, off, v, n), "layer %d %s rows times %s", l, names[i], norm);
+        off += n * 2;
+        free(v);
+    }
+    free(g);
+}
+
+static void test_image_fold(void) {
+    loaded m;
+    load(&m, "causal");
+    if (!m.ok) return;
+    eng_cu_q3_image plain, fold;
+    posy_err err;
+    posy_err_clear(&err);
+    CHECK_MSG(eng_cu_q3_plan(&plain, &m.cfg, &m.w, 64, &err) == 0, "%s", err.msg);
+    CHECK_MSG(eng_cu_q3_plan(&fold, &m.cfg, &m.w, 64, &err) == 0, "%s", err.msg);
+    fold.fold_norms = 1;
+    char *a = calloc(1, plain.bytes), *b = calloc(1, fold.bytes);
+    eng_cu_q3_fill(&plain, &m.w, m.cfg.rope_theta, a);
+    eng_cu_q3_fill(&fold, &m.w, m.cfg.rope_theta, b);
+    CHECK_EQ_INT((int)fold.bytes, (int)plain.bytes);
+    static const char *const qkv[3] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"};
+    static const char *const gu[2] = {"mlp.gate_proj", "mlp.up_proj"};
+    const size_t H = (size_t)fold.H;
+    float *ones = malloc(H * sizeof(float));
+    for (size_t i = 0; i < H; i++) ones[i] = 1.0f;
+    for (int l = 0; l < fold.L; l++) {
+        const eng_cu_q3_layer_off *o = &fold.layers[l], *p = &plain.layers[l];
+        CHECK(o->qkv_w == p->qkv_w && o->gu_w == p->gu_w && o->ln1 == p->ln1 && o->down_w == p->down_w);
+        check_fold_stack(&m, b, o->qkv_w, l, qkv, 3, "input_layernorm");
+        check_fold_stack(&m, b, o->gu_w, l, gu, 2, "post_attention_layernorm");
+        CHECK_MSG(same_f32(b, o->ln1, ones, H) && same_f32(b, o->ln2, ones, H), "layer %d norms as ones", l);
+        /* the rest is untouched */
+        CHECK(!memcmp(a + o->o_w, b + o->o_w, H * (size_t)fold.attn_n * 2));
+        CHECK(!memcmp(a + o->down_w, b + o->down_w, H * (size_t)fold.I * 2));
+        CHECK(!memcmp(a + o->q_norm, b + o->q_norm, (size_t)fold.head_dim * 4));
+    }
+    CHECK(!memcmp(a + fold.embed, b + fold.embed, (size_t)fold.vocab * H * 2));
+    CHECK(!memcmp(a + fold.norm, b + fold.norm, H * 4)); /* the final norm stays a norm */
+    free(ones);
+    free(a);
+    free(b);
+    eng_cu_q3_image_free(&plain);
+    eng_cu_q3_image_free(&fold);
+    unload(&m);
+}
+
 static void test_bf16_rounding(void) {
     CHECK_EQ_INT(eng_cu_f2bf_bits(1.0f), 0x3f80);
     CHECK_EQ_INT(eng_cu_f2bf_bits(1.0f + 1.0f / 256), 0x3f80);     /* tie: to even (down) */
@@ -243,5 +308,5 @@ static void test_gate_and_shapes(void) {
     unload(&m);
 }
 
-TEST_MAIN(TEST(test_bf16_rounding), TEST(test_image_causal), TEST(test_image_bidir), TEST(test_rope_table),
-          TEST(test_gate_and_shapes))
+TEST_MAIN(TEST(test_bf16_rounding), TEST(test_image_causal), TEST(test_image_bidir), TEST(test_image_fold),
+          TEST(test_rope_table), TEST(test_gate_and_shapes))

@@ -309,8 +309,9 @@ cudaError_t eng_cu_gemm_small(cudaStream_t s, const bf16 *X, const bf16 *W, cons
  * is requested before griddepcontrol.wait, so it streams while the
  * predecessor runs.  Launched through eng_cu_launch (PDL when
  * eng_cu_pdl_on).  ok: M <= 64, N % 16 == 0,
- * K = 64 x {4,6,8 warps} x G with G in {1,2,3,4,6}; with a norm, also
- * (M tiles: 1, 2 or 4) x G <= 4 (so K <= 1024 up to 32 rows).
+ * K = 64 x {4,6,8 warps} x G with G in {1,2,3,4,6}; with a norm (norm = 1),
+ * also (M tiles: 1, 2 or 4) x G <= 4 (so K <= 1024 up to 32 rows); with
+ * the fold (norm = 2), M <= 32.
  * nm (optional): X is first normalised row-wise -- LayerNorm (gamma, beta)
  * or RMSNorm (beta NULL), rows at or past *n_rows_dev as zero -- and, if
  * out != NULL, the normalised [M, K] rows are also stored there (the
@@ -322,6 +323,13 @@ typedef struct eng_cu_chain_norm {
     float eps;
     const int *n_rows_dev;
     bf16 *out;
+    /* 1: the RMS fold instead of the prologue -- X is used raw, gamma,
+     * beta and out must be NULL (RMSNorm's weights are already folded into
+     * W's columns), and output row r is scaled by rsqrt(mean_k x[r][k]^2 +
+     * eps) before the bias, rows at or past *n_rows_dev by 0; the row sums
+     * of squares come from the tensor cores (the diagonal of X X^T).  At
+     * most 32 rows. */
+    int fold;
 } eng_cu_chain_norm;
 int eng_cu_gemm_chain_ok(int M, int N, int K, int norm);
 /* How the chain kernel fetches its weight slice: 1 (default) one bulk copy

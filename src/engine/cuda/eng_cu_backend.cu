@@ -169,7 +169,8 @@ static int cu_open(posy_engine *e, posy_err *err) {
     snprintf(e->cfg.info.dtype, sizeof e->cfg.info.dtype, "bf16");
     char chain[48] = "off";
     if (st->m.chain_max)
-        snprintf(chain, sizeof chain, "<= %d tokens%s", st->m.chain_max, st->m.chain_norm ? ", norms fused" : "");
+        snprintf(chain, sizeof chain, "<= %d tokens%s", st->m.chain_max,
+                 st->m.chain_norm ? ", norms fused" : st->m.fold_norm ? ", norms folded" : "");
     POSY_INFO("cuda backend: device %d, weights %.1f MiB, arena %.1f MiB for %d tokens / %d "
                   "sequences, %d buckets, %d staging slots; small-batch kernel %s; one-query chain %s",
                   st->device, st->m.wbytes / 1048576.0, st->m.abytes / 1048576.0,

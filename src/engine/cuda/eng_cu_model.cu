@@ -235,6 +235,8 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         if (m->chain_max > 64) m->chain_max = 64; /* the chain kernel's row limit */
         const char *cn = getenv("POSY_CUDA_CHAIN_NORM");
         m->chain_norm = cn && !strcmp(cn, "1");
+        const char *fn = getenv("POSY_CUDA_FOLD_NORM");
+        m->fold_norm = is_q3 && !(fn && !strcmp(fn, "0"));
         const char *cq = getenv("POSY_CUDA_CHAIN_QK");
         m->chain_qk = !(cq && !strcmp(cq, "0"));
         const char *cs = getenv("POSY_CUDA_CHAIN_SWIGLU");
@@ -275,12 +277,16 @@ void eng_cu_model_close(eng_cu_model *m) {
     } while (0)
 
 /* Every GEMM of the architecture's layer as the chain kernel, with the
- * norm prologue where the chain forward fuses one. */
+ * norm prologue or the RMS fold where the chain forward uses one (the
+ * fold is built for up to 32 rows: with it, Qwen3's larger buckets take
+ * the graph path even if POSY_CUDA_CHAIN asks for more). */
 static int chain_fits(const eng_cu_model *m, int T) {
     const int H = m->H, I = m->I, nrm = m->chain_norm;
-    if (m->arch == ENG_CU_ARCH_QWEN3)
-        return eng_cu_gemm_chain_ok(T, m->qkv_n, H, nrm) && eng_cu_gemm_chain_ok(T, H, m->attn_n, 0) &&
-               eng_cu_gemm_chain_ok(T, 2 * I, H, nrm) && eng_cu_gemm_chain_ok(T, H, I, 0);
+    if (m->arch == ENG_CU_ARCH_QWEN3) {
+        const int q = nrm ? 1 : m->fold_norm ? 2 : 0; /* the prologue, or the RMS fold */
+        return eng_cu_gemm_chain_ok(T, m->qkv_n, H, q) && eng_cu_gemm_chain_ok(T, H, m->attn_n, 0) &&
+               eng_cu_gemm_chain_ok(T, 2 * I, H, q) && eng_cu_gemm_chain_ok(T, H, I, 0);
+    }
     return eng_cu_gemm_chain_ok(T, 3 * H, H, nrm) && eng_cu_gemm_chain_ok(T, H, H, 0) &&
            eng_cu_gemm_chain_ok(T, I, H, nrm) && eng_cu_gemm_chain_ok(T, H, I, 0);
 }
@@ -361,7 +367,7 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
     a.scale = 1.f / sqrtf((float)m->head_dim);
     a.causal = 0;
     if (chain && m->chain_norm) { /* norms fused into the next GEMM's prologue: five kernels a layer */
-        eng_cu_chain_norm nm = {NULL, NULL, m->eps, n_tok, m->x};
+        eng_cu_chain_norm nm = {NULL, NULL, m->eps, n_tok, m->x, 0};
         for (int l = 0; l < m->L; l++) {
             const eng_cu_layer *w = eng_cu_layer_at(m, l);
             /* x = LN2(y) of the layer before (layer 0: the embedding output in x) */

@@ -76,6 +76,10 @@ typedef struct eng_cu_model {
      * (POSY_CUDA_CHAIN_L2=1..8, 0 off); pdl_env: POSY_CUDA_PDL=1 (PDL for
      * the other buckets too) */
     int chain_max, chain_norm, chain_swiglu, chain_qk, chain_l2, pdl_env;
+    /* Qwen3: RMSNorm weights folded into the next matrices at load, the
+     * chain's norms applied as a GEMM row scale (default; POSY_CUDA_FOLD_NORM=0
+     * off; eng_cu_model_qwen3.cu) */
+    int fold_norm;
     /* the small-batch persistent kernel (eng_cu_mega.cu), when it fits */
     int mega_ok, mega_grid, mega_nt;
     size_t mega_smem;

@@ -30,6 +30,16 @@
  * Nine launches a layer (eight with the q/k fusion).  x and y swap roles
  * after every residual GEMM (pointer ping-pong, fixed at capture), so no
  * GEMM writes its own input.
+ *
+ * The one-query chain (buckets of <= 32 tokens, eng_cu_model.cu) runs five
+ * launches a layer: qkv (RMS fold), attention (q/k norm + rotary inside),
+ * o (+ residual), gate|up (RMS fold, SwiGLU epilogue), down (+ residual).
+ * The fold: at load each layer's ln1 / ln2 weights are multiplied into the
+ * columns of Wqkv / Wgu and stored as ones (eng_cu_qwen3_pack.c), so the
+ * graph path's norm kernels compute the same function with unit weights,
+ * and the chain's GEMMs take x raw and scale each output row by
+ * rsqrt(mean(x^2) + eps) (eng_cu_gemm_chain, nm.fold).  POSY_CUDA_FOLD_NORM=0
+ * keeps the weights as they are and the norms as kernels.
  */
 #include "eng_cu_model.h"
 #include "eng_cu_qwen3_pack.h"
@@ -61,6 +71,7 @@ int eng_cu_qwen3_upload(eng_cu_model *m, const eng_config *cfg, const eng_qwen3_
     m->rope_rows = m->max_pos < m->max_tokens ? m->max_pos : m->max_tokens;
     eng_cu_q3_image im;
     if (eng_cu_q3_plan(&im, cfg, w, m->rope_rows, err)) return -1;
+    im.fold_norms = m->fold_norm;
     m->wbytes = im.bytes;
     size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
@@ -165,13 +176,18 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
      * with v3 (POSY_CUDA_ATTN=3 POSY_CUDA_QK_FUSE=1) */
     const int fuse = eng_cu_attn_fuses_qk(d) || (chain && m->chain_qk);
     a.rope = m->rope; a.rope_rows = m->rope_rows; a.qk_eps = m->eps;
-    if (chain && m->chain_norm) { /* RMSNorms fused into the next GEMM's prologue */
-        eng_cu_chain_norm nm = {NULL, NULL, m->eps, n_tok, NULL};
+    if (chain && (m->chain_norm || m->fold_norm)) {
+        /* the two RMSNorms of a layer inside the GEMM that follows them:
+         * as the RMS fold (the default: the norm's weights are in W, the
+         * GEMM scales each output row by its rsqrt(mean(x^2) + eps)), or
+         * as the norm prologue (POSY_CUDA_CHAIN_NORM=1) */
+        const int fold = !m->chain_norm;
+        eng_cu_chain_norm nm = {NULL, NULL, m->eps, n_tok, NULL, fold};
         for (int l = 0; l < m->L; l++) {
             const eng_cu_layer *w = eng_cu_layer_at(m, l);
-            nm.gamma = w->ln1_g; /* layer 0: h is the embedding's norm already */
-            if (eng_cu_model_gemm(m, s, 1, l ? x : m->h, w->qkv_w, w->qkv_b, NULL, m->qkv, T, m->qkv_n, H,
-                                  w->qkv_b ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, l ? &nm : NULL, err))
+            nm.gamma = fold ? NULL : w->ln1_g; /* prologue, layer 0: h is the embedding's norm already */
+            if (eng_cu_model_gemm(m, s, 1, l || fold ? x : m->h, w->qkv_w, w->qkv_b, NULL, m->qkv, T, m->qkv_n, H,
+                                  w->qkv_b ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, l || fold ? &nm : NULL, err))
                 return -1;
             if (fuse) {
                 a.q_norm = w->q_norm; a.k_norm = w->k_norm;
@@ -182,7 +198,7 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
             if (!eng_cu_ablate("attn")) CK("attention", eng_cu_attention(s, &a));
             GEMM(m->ctx, w->ao_w, w->ao_b, x, y, H, m->attn_n);
             t = x; x = y; y = t;
-            nm.gamma = w->ln2_g;
+            nm.gamma = fold ? NULL : w->ln2_g;
             if (mlp_up(m, s, 1, x, w, T, n_tok, &nm, err)) return -1;
             GEMM(m->act, w->down_w, (const bf16 *)NULL, x, y, H, I);
             t = x; x = y; y = t;

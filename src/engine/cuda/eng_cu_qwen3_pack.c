@@ -67,6 +67,26 @@ static size_t q3_put(q3_walker *w, const float *src, size_t n, int f32) {
     return at;
 }
 
+/* Place a [rows, cols] matrix as bf16 with column k scaled by g[k] first
+ * (one rounding of the fp32 product): an RMSNorm's weights folded in. */
+static size_t q3_put_scaled(q3_walker *w, const float *src, size_t rows, size_t cols, const float *g) {
+    size_t at = q3_take(w, rows * cols * 2);
+    if (w->host && src) {
+        uint16_t *d = (uint16_t *)(void *)(w->host + at);
+        for (size_t r = 0; r < rows; r++)
+            for (size_t k = 0; k < cols; k++) d[r * cols + k] = eng_cu_f2bf_bits(src[r * cols + k] * g[k]);
+    }
+    return at;
+}
+
+/* Place n fp32 ones: the norm weights once they are folded into W. */
+static size_t q3_put_ones(q3_walker *w, size_t n) {
+    size_t at = q3_take(w, n * 4);
+    if (w->host)
+        for (size_t i = 0; i < n; i++) ((float *)(void *)(w->host + at))[i] = 1.0f;
+    return at;
+}
+
 static void q3_walk(eng_cu_q3_image *im, const eng_qwen3_weights *wt, double theta, q3_walker *w) {
     const size_t H = (size_t)im->H, I = (size_t)im->I, d = (size_t)im->head_dim;
     const size_t QKV = (size_t)im->qkv_n, A = (size_t)im->attn_n;
@@ -77,15 +97,16 @@ static void q3_walk(eng_cu_q3_image *im, const eng_qwen3_weights *wt, double the
     for (int l = 0; l < im->L; l++) {
         const eng_qwen3_layer *s = &wt->layers[l];
         eng_cu_q3_layer_off *o = &im->layers[l];
-        o->qkv_w = q3_put(w, s->qkv_w, QKV * H, 0);
+        const int fold = im->fold_norms;
+        o->qkv_w = fold ? q3_put_scaled(w, s->qkv_w, QKV, H, s->ln1) : q3_put(w, s->qkv_w, QKV * H, 0);
         o->qkv_b = s->qkv_b ? q3_put(w, s->qkv_b, QKV, 0) : ENG_CU_Q3_NONE;
         o->o_w = q3_put(w, s->o_w, H * A, 0);
         o->o_b = s->o_b ? q3_put(w, s->o_b, H, 0) : ENG_CU_Q3_NONE;
         o->q_norm = q3_put(w, s->q_norm, d, 1);
         o->k_norm = q3_put(w, s->k_norm, d, 1);
-        o->ln1 = q3_put(w, s->ln1, H, 1);
-        o->ln2 = q3_put(w, s->ln2, H, 1);
-        o->gu_w = q3_put(w, s->gu_w, 2 * I * H, 0);
+        o->ln1 = fold ? q3_put_ones(w, H) : q3_put(w, s->ln1, H, 1);
+        o->ln2 = fold ? q3_put_ones(w, H) : q3_put(w, s->ln2, H, 1);
+        o->gu_w = fold ? q3_put_scaled(w, s->gu_w, 2 * I, H, s->ln2) : q3_put(w, s->gu_w, 2 * I * H, 0);
         o->down_w = q3_put(w, s->down_w, H * I, 0);
     }
     im->bytes = (w->off + 255) & ~(size_t)255;

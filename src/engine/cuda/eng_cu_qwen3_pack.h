@@ -42,6 +42,13 @@ typedef struct eng_cu_q3_layer_off {
 
 typedef struct eng_cu_q3_image {
     int H, I, L, heads, kv_heads, head_dim, vocab, rope_rows;
+    /* set by the caller between plan and fill: 1 folds each layer's
+     * RMSNorm weights into the matrix that follows (qkv_w columns times
+     * ln1, gu_w columns times ln2, one bf16 rounding of the fp32 product)
+     * and stores ln1 / ln2 as ones, so RMSNorm(x) * g W^T is computed as
+     * RMSNorm(x) (W diag(g))^T -- what lets the one-query chain apply the
+     * norm as a per-row scale in the GEMM's epilogue */
+    int fold_norms;
     int qkv_n, attn_n;                  /* (heads + 2 kv_heads) * head_dim, heads * head_dim */
     size_t embed, norm, rope;           /* byte offsets */
     eng_cu_q3_layer_off *layers;        /* [L] */

@@ -17,6 +17,17 @@ static __device__ __forceinline__ void skinny_zero(float (*acc)[2][4]) {
         for (int j = 0; j < 2; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
 }
 
+/* The chain kernel's RMS fold (eng_cu_chain_gemm.cu, SK3_FOLD): with K > 0
+ * row r's sums are scaled by rsqrt(ssq_r / K + eps), ssq_r being the sum
+ * over the warps of part[w][r][16] (each warp's share of the row's sum of
+ * squares); rows at or past n_real get zero sums, as the norm kernels zero
+ * those rows.  K = 0: no fold. */
+typedef struct skinny_fold {
+    int K;
+    float eps;
+    int n_real;
+} skinny_fold;
+
 /* The warps' partial sums of the block's 16 columns meet in shared memory;
  * one pass adds bias, GELU (the tanh form, as cuBLASLt's epilogue, so both
  * paths agree), the residual, and stores bf16.  b16: the block's 16 bias
@@ -27,7 +38,8 @@ static __device__ __forceinline__ void skinny_zero(float (*acc)[2][4]) {
 template <int MT, int WARPS>
 static __device__ __forceinline__ void skinny_finish(const float (*acc)[2][4], float (*part)[MT * 16][17],
                                                      const bf16 *b16, const bf16 *r16, int ldr, bf16 *y16,
-                                                     int ldy, int M, int epi) {
+                                                     int ldy, int M, int epi,
+                                                     skinny_fold fold = skinny_fold{0, 0.f, 0}) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -37,6 +49,13 @@ static __device__ __forceinline__ void skinny_finish(const float (*acc)[2][4], f
             for (int e = 0; e < 4; e++)
                 part[warp][mt * 16 + g + (e >> 1) * 8][nt * 8 + 2 * t + (e & 1)] = acc[mt][nt][e];
     __syncthreads();
+    auto row_scale = [&](int r) -> float {
+        if (!fold.K) return 1.f;
+        float ss = 0.f;
+#pragma unroll
+        for (int w = 0; w < WARPS; w++) ss += part[w][r][16];
+        return r < fold.n_real ? rsqrtf(ss / (float)fold.K + fold.eps) : 0.f;
+    };
     if (epi == ENG_CU_EPI_SWIGLU) {
         for (int i = threadIdx.x; i < M * 8; i += WARPS * 32) {
             const int r = i >> 3, c = i & 7;
@@ -46,6 +65,9 @@ static __device__ __forceinline__ void skinny_finish(const float (*acc)[2][4], f
                 gv += part[w][r][c];
                 uv += part[w][r][c + 8];
             }
+            const float sc = row_scale(r);
+            gv *= sc;
+            uv *= sc;
             if (b16) {
                 gv += __bfloat162float(b16[c]);
                 uv += __bfloat162float(b16[c + 8]);
@@ -59,6 +81,7 @@ static __device__ __forceinline__ void skinny_finish(const float (*acc)[2][4], f
         float v = 0.f;
 #pragma unroll
         for (int w = 0; w < WARPS; w++) v += part[w][r][c];
+        v *= row_scale(r);
         if (b16) v += __bfloat162float(b16[c]);
         if (epi == ENG_CU_EPI_BIAS_GELU)
             v = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
