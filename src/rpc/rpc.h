@@ -66,7 +66,9 @@ typedef void (*rpc_reply_fn)(void *arg, int status, const char *msg, const float
  * Cancellation: when `job` is non-NULL (the server passes it only to a
  * backend with release()), an accepted submit stores a handle in *job and
  * the server hands it back through release() exactly once, when the call
- * ends; cancel != 0 means the client cancelled or its deadline passed, so
+ * ends (for a message of EmbedStream: when it is answered, or when the
+ * stream is cancelled first); cancel != 0 means the client cancelled or its
+ * deadline passed, so
  * queued work of the chunk is dropped (`done` still fires once, possibly
  * inside release(), with a non-zero status).  counters() (optional) reports
  * sequences the engine ran and sequences dropped unrun, for Info. */

@@ -10,9 +10,19 @@
  * The first invalid message ends the stream with INVALID_ARGUMENT (or
  * RESOURCE_EXHAUSTED when admission control refuses one) after the chunks
  * already accepted are answered.  `refs` counts batches in flight and
- * backend jobs; the stream is freed when the final batch is done and refs
- * is zero.  All state is under `mu`, which is never held across a backend
- * call (a backend may answer inline).
+ * backend jobs; the stream is freed when the final batch is done, refs is
+ * zero and the close op (below) has completed.  All state is under `mu`,
+ * which is never held across a backend call (a backend may answer inline).
+ *
+ * Cancellation: a {receive close} op is posted when the stream begins, as
+ * for unary calls (rpc_server.c), and completes early when the client
+ * cancels the stream or its deadline passes.  Every message's backend job
+ * handle is kept on the stream's list until the message is answered
+ * (then released plainly); on cancellation the handles still held are
+ * released with cancel set, so the scheduler drops the stream's queued
+ * sequences instead of computing them for a client that is gone.  A job
+ * whose submit is still returning when the cancellation comes is released
+ * with cancel by the submit path (cancel_seen).
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -26,8 +36,10 @@ typedef struct sq_item {
     struct sq_item *next;
 } sq_item;
 
+struct stream_job;
+
 typedef struct srv_stream {
-    rpc_op op_md, op_recv, op_send, op_final;
+    rpc_op op_md, op_recv, op_send, op_final, op_close;
     rpc_server *srv;
     grpc_call *call;
     pthread_mutex_t mu;
@@ -38,7 +50,10 @@ typedef struct srv_stream {
     int send_failed;
     int reading_done;
     int final_started, final_done;
-    int cancelled;
+    int cancelled;                   /* set by the close op: the client cancelled or timed out */
+    int cancel_seen;                 /* the close op saw cancelled: handles are released with cancel */
+    int closed;                      /* the close op is done with the stream */
+    struct stream_job *jobs;         /* submitted and not yet answered */
     grpc_status_code code;
     char msg[256];
     grpc_slice status_msg;
@@ -47,7 +62,18 @@ typedef struct srv_stream {
 typedef struct stream_job {
     srv_stream *st;
     rpc_req req;
+    void *handle;                    /* the backend's handle, until released */
+    int submitting;                  /* submit() has not returned yet: the submit path frees the job */
+    int done;                        /* the backend answered */
+    struct stream_job *prev, *next;  /* on st->jobs while not answered */
 } stream_job;
+
+static void st_unlink_locked(srv_stream *st, stream_job *j) {
+    if (j->prev) j->prev->next = j->next;
+    else if (st->jobs == j) st->jobs = j->next;
+    if (j->next) j->next->prev = j->prev;
+    j->prev = j->next = NULL;
+}
 
 static void st_free(srv_stream *st) {
     while (st->q_head) {
@@ -62,9 +88,15 @@ static void st_free(srv_stream *st) {
     free(st);
 }
 
+/* Whether nothing refers to the stream any more (under mu). */
+static int st_dead_locked(const srv_stream *st) {
+    return st->refs == 0 && st->final_done && st->closed;
+}
+
 /* Drop one reference under mu; returns 1 when the caller must free. */
 static int st_unref_locked(srv_stream *st) {
-    return --st->refs == 0 && st->final_done;
+    --st->refs;
+    return st_dead_locked(st);
 }
 
 static void st_batch_locked(srv_stream *st, grpc_op *ops, size_t n, rpc_op *op) {
@@ -94,15 +126,13 @@ static void st_kick_locked(srv_stream *st) {
     if (!st->reading_done || st->refs > 0 || st->final_started) return;
     st->final_started = 1;
     st->status_msg = grpc_slice_from_copied_string(st->msg);
-    grpc_op ops[2];
-    memset(ops, 0, sizeof ops);
-    ops[0].op = GRPC_OP_SEND_STATUS_FROM_SERVER;
-    ops[0].data.send_status_from_server.status = st->code;
-    ops[0].data.send_status_from_server.status_details = &st->status_msg;
-    ops[1].op = GRPC_OP_RECV_CLOSE_ON_SERVER;
-    ops[1].data.recv_close_on_server.cancelled = &st->cancelled;
+    grpc_op op;
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_SEND_STATUS_FROM_SERVER;
+    op.data.send_status_from_server.status = st->code;
+    op.data.send_status_from_server.status_details = &st->status_msg;
     st->refs++;
-    if (grpc_call_start_batch(st->call, ops, 2, &st->op_final, NULL) != GRPC_CALL_OK) {
+    if (grpc_call_start_batch(st->call, &op, 1, &st->op_final, NULL) != GRPC_CALL_OK) {
         st->refs--;
         st->final_done = 1;
     }
@@ -120,15 +150,20 @@ static void st_job_done(void *arg, int status, const char *msg, const float *v, 
                         uint64_t queue_us, uint64_t infer_us) {
     stream_job *j = arg;
     srv_stream *st = j->st;
+    rpc_server *srv = st->srv;       /* outlives the stream, which may be freed once mu is let go */
     grpc_byte_buffer *bb = NULL;
     if (!status) {
         rpc_server_count(st->srv, &j->req.chunk);
         bb = rpc_resp_encode(j->req.id, v, n, dim, queue_us, infer_us);
     }
     rpc_req_free(&j->req);
-    free(j);
     sq_item *it = bb ? calloc(1, sizeof *it) : NULL;
     pthread_mutex_lock(&st->mu);
+    j->done = 1;
+    st_unlink_locked(st, j);
+    void *handle = j->handle;        /* answered: the handle goes back plainly */
+    j->handle = NULL;
+    const int free_job = !j->submitting;
     if (status) st_fail_locked(st, status, msg ? msg : "engine failure");
     if (it) {
         it->bb = bb;
@@ -140,8 +175,10 @@ static void st_job_done(void *arg, int status, const char *msg, const float *v, 
     }
     st->refs--;                      /* the job's reference */
     st_kick_locked(st);
-    int dead = st->refs == 0 && st->final_done;
+    int dead = st_dead_locked(st);
     pthread_mutex_unlock(&st->mu);
+    if (handle) srv->be.release(srv->be.ctx, handle, 0);
+    if (free_job) free(j);
     if (dead) st_free(st);
 }
 
@@ -175,10 +212,31 @@ static int st_submit(srv_stream *st, grpc_byte_buffer *bb) {
     if (!rc) {
         pthread_mutex_lock(&st->mu);
         st->refs++;                  /* held by the job until st_job_done */
+        j->submitting = 1;
+        j->next = st->jobs;
+        if (st->jobs) st->jobs->prev = j;
+        st->jobs = j;
         pthread_mutex_unlock(&st->mu);
-        rc = st->srv->be.submit(st->srv->be.ctx, &j->req.chunk, st_job_done, j, NULL, &err);
-        if (!rc) return 0;
+        void *handle = NULL;
+        rc = st->srv->be.submit(st->srv->be.ctx, &j->req.chunk, st_job_done, j,
+                                st->srv->be.release ? &handle : NULL, &err);
+        if (!rc) {
+            /* the backend may already have answered (then the job is ours to
+             * free), or the client may already have cancelled the stream */
+            pthread_mutex_lock(&st->mu);
+            j->submitting = 0;
+            const int done = j->done, cancel = st->cancel_seen;
+            if (handle && !done && !cancel) {
+                j->handle = handle;
+                handle = NULL;
+            }
+            pthread_mutex_unlock(&st->mu);
+            if (handle) st->srv->be.release(st->srv->be.ctx, handle, cancel && !done);
+            if (done) free(j);
+            return 0;
+        }
         pthread_mutex_lock(&st->mu);
+        st_unlink_locked(st, j);
         st->refs--;
         pthread_mutex_unlock(&st->mu);
     }
@@ -201,7 +259,7 @@ static void st_on_recv(rpc_op *op, int ok) {
     else st->reading_done = 1;
     int dead = st_unref_locked(st);
     if (!dead) st_kick_locked(st);
-    dead = st->refs == 0 && st->final_done;
+    dead = st_dead_locked(st);
     pthread_mutex_unlock(&st->mu);
     if (dead) st_free(st);
 }
@@ -214,7 +272,7 @@ static void st_on_send(rpc_op *op, int ok) {
     if (!ok) st->send_failed = 1;
     st->refs--;
     st_kick_locked(st);
-    int dead = st->refs == 0 && st->final_done;
+    int dead = st_dead_locked(st);
     pthread_mutex_unlock(&st->mu);
     if (dead) st_free(st);
 }
@@ -225,7 +283,7 @@ static void st_on_md(rpc_op *op, int ok) {
     pthread_mutex_lock(&st->mu);
     st->refs--;
     st_kick_locked(st);
-    int dead = st->refs == 0 && st->final_done;
+    int dead = st_dead_locked(st);
     pthread_mutex_unlock(&st->mu);
     if (dead) st_free(st);
 }
@@ -236,7 +294,36 @@ static void st_on_final(rpc_op *op, int ok) {
     pthread_mutex_lock(&st->mu);
     st->final_done = 1;
     st->refs--;
-    int dead = st->refs == 0;
+    int dead = st_dead_locked(st);
+    pthread_mutex_unlock(&st->mu);
+    if (dead) st_free(st);
+}
+
+/* The call is over for gRPC: the status went out, or the client cancelled
+ * or let its deadline pass.  On a cancellation the messages still waiting
+ * for the backend are released with cancel, one at a time (a release may
+ * answer inline, which unlinks and may free that job).  `closed` is set
+ * last, so the stream cannot be freed while this runs. */
+static void st_on_close(rpc_op *op, int ok) {
+    (void)ok;
+    srv_stream *st = RPC_CONTAINER(op, srv_stream, op_close);
+    pthread_mutex_lock(&st->mu);
+    const int cancel = st->cancel_seen = st->cancelled != 0;
+    pthread_mutex_unlock(&st->mu);
+    for (;;) {
+        void *handle = NULL;
+        pthread_mutex_lock(&st->mu);
+        for (stream_job *j = cancel ? st->jobs : NULL; j && !handle; j = j->next) {
+            handle = j->handle;
+            j->handle = NULL;
+        }
+        pthread_mutex_unlock(&st->mu);
+        if (!handle) break;
+        st->srv->be.release(st->srv->be.ctx, handle, 1);
+    }
+    pthread_mutex_lock(&st->mu);
+    st->closed = 1;
+    int dead = st_dead_locked(st);
     pthread_mutex_unlock(&st->mu);
     if (dead) st_free(st);
 }
@@ -255,6 +342,7 @@ void rpc_stream_begin(rpc_server *s, grpc_call *call) {
     st->op_recv.fn = st_on_recv;
     st->op_send.fn = st_on_send;
     st->op_final.fn = st_on_final;
+    st->op_close.fn = st_on_close;
     pthread_mutex_init(&st->mu, NULL);
     grpc_op op;
     memset(&op, 0, sizeof op);
@@ -262,5 +350,12 @@ void rpc_stream_begin(rpc_server *s, grpc_call *call) {
     pthread_mutex_lock(&st->mu);
     st_batch_locked(st, &op, 1, &st->op_md);
     st_start_recv_locked(st);
+    memset(&op, 0, sizeof op);
+    op.op = GRPC_OP_RECV_CLOSE_ON_SERVER;
+    op.data.recv_close_on_server.cancelled = &st->cancelled;
+    if (grpc_call_start_batch(st->call, &op, 1, &st->op_close, NULL) != GRPC_CALL_OK) {
+        POSY_ERROR("rpc: stream close op refused by gRPC");
+        st->closed = 1;              /* no cancellation signal for this stream */
+    }
     pthread_mutex_unlock(&st->mu);
 }

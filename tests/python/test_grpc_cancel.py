@@ -7,8 +7,10 @@ every batch is one sequence and takes a second, so a first call holds the
 engine while later calls wait queued.  The check is on the worker's Info
 counters (sequences_run, sequences_dropped, cancelled), not on timing: the
 cancelled calls' sequences must show up as dropped and never as run, and
-calls that were not cancelled still complete.
+calls that were not cancelled still complete.  The same for the messages
+of an EmbedStream the client cancels.
 """
+import threading
 import time
 
 import grpc
@@ -66,3 +68,30 @@ def test_cancelled_and_expired_calls_are_dropped(worker):
         assert after.cancelled - before.cancelled == 2, after
         # the worker keeps serving
         assert vectors(stub.Embed(req(2, 5), timeout=30)).shape[0] == 2
+
+
+def test_cancelled_stream_drops_its_queued_messages(worker):
+    """An EmbedStream the client cancels: the messages still queued behind
+    the one the engine runs are dropped (sequences_dropped), not run."""
+    hold_open = threading.Event()
+
+    def messages():
+        yield req(1, 10)              # reaches the engine first
+        time.sleep(0.2)
+        yield req(4, 11)              # queued behind it
+        yield req(3, 12)
+        hold_open.wait(30)            # no half-close: the stream stays open until cancelled
+
+    with grpc.insecure_channel(worker.addr) as ch:
+        stub = stubs()[1].EmbedderStub(ch)
+        before = info(stub)
+        call = stub.EmbedStream(messages(), timeout=60)
+        time.sleep(0.5)               # all three messages reach the worker; the first runs for a second
+        assert call.cancel()
+        hold_open.set()
+        after = wait_for(lambda i: i.sequences_dropped - before.sequences_dropped >= 7, stub)
+        assert after.sequences_dropped - before.sequences_dropped == 7, after
+        assert after.sequences_run - before.sequences_run <= 1, after   # only the first, if it started
+        # the worker keeps serving, streams included
+        got = [r.request_id for r in stub.EmbedStream(iter([req(2, 13)]), timeout=30)]
+        assert got == [13]
