@@ -93,6 +93,14 @@ static int st_dead_locked(const srv_stream *st) {
     return st->refs == 0 && st->final_done && st->closed;
 }
 
+/* Let go of mu, freeing the stream if nothing refers to it any more (the
+ * caller must not touch it afterwards). */
+static void st_unlock(srv_stream *st) {
+    const int dead = st_dead_locked(st);
+    pthread_mutex_unlock(&st->mu);
+    if (dead) st_free(st);
+}
+
 /* Drop one reference under mu; returns 1 when the caller must free. */
 static int st_unref_locked(srv_stream *st) {
     --st->refs;
@@ -175,11 +183,9 @@ static void st_job_done(void *arg, int status, const char *msg, const float *v, 
     }
     st->refs--;                      /* the job's reference */
     st_kick_locked(st);
-    int dead = st_dead_locked(st);
-    pthread_mutex_unlock(&st->mu);
+    st_unlock(st);
     if (handle) srv->be.release(srv->be.ctx, handle, 0);
     if (free_job) free(j);
-    if (dead) st_free(st);
 }
 
 static void st_start_recv_locked(srv_stream *st) {
@@ -272,9 +278,7 @@ static void st_on_send(rpc_op *op, int ok) {
     if (!ok) st->send_failed = 1;
     st->refs--;
     st_kick_locked(st);
-    int dead = st_dead_locked(st);
-    pthread_mutex_unlock(&st->mu);
-    if (dead) st_free(st);
+    st_unlock(st);
 }
 
 static void st_on_md(rpc_op *op, int ok) {
@@ -283,9 +287,7 @@ static void st_on_md(rpc_op *op, int ok) {
     pthread_mutex_lock(&st->mu);
     st->refs--;
     st_kick_locked(st);
-    int dead = st_dead_locked(st);
-    pthread_mutex_unlock(&st->mu);
-    if (dead) st_free(st);
+    st_unlock(st);
 }
 
 static void st_on_final(rpc_op *op, int ok) {
@@ -294,9 +296,7 @@ static void st_on_final(rpc_op *op, int ok) {
     pthread_mutex_lock(&st->mu);
     st->final_done = 1;
     st->refs--;
-    int dead = st_dead_locked(st);
-    pthread_mutex_unlock(&st->mu);
-    if (dead) st_free(st);
+    st_unlock(st);
 }
 
 /* The call is over for gRPC: the status went out, or the client cancelled
@@ -323,9 +323,7 @@ static void st_on_close(rpc_op *op, int ok) {
     }
     pthread_mutex_lock(&st->mu);
     st->closed = 1;
-    int dead = st_dead_locked(st);
-    pthread_mutex_unlock(&st->mu);
-    if (dead) st_free(st);
+    st_unlock(st);
 }
 
 void rpc_stream_begin(rpc_server *s, grpc_call *call) {
