@@ -141,6 +141,21 @@ static int mlp_up(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, con
     return 0;
 }
 
+/* The middle of a layer: q/k norm + rotary (inside attention when fuse,
+ * else its own kernel on q), attention, and y = x + ctx Wo^T (+ b). */
+static int attn_block(eng_cu_model *m, cudaStream_t s, int chain, int fuse, const eng_cu_layer *w,
+                      eng_cu_qk_args *q, eng_cu_attn_args *a, const bf16 *x, bf16 *y, int T, posy_err *err) {
+    if (fuse) { /* the attention kernel normalises and rotates Q/K tiles as they land */
+        a->q_norm = w->q_norm; a->k_norm = w->k_norm;
+    } else {
+        q->q_norm = w->q_norm; q->k_norm = w->k_norm;
+        if (!eng_cu_ablate("qk")) CK("q/k norm + rotary", eng_cu_qk_norm_rope(s, q));
+    }
+    if (!eng_cu_ablate("attn")) CK("attention", eng_cu_attention(s, a));
+    return eng_cu_model_gemm(m, s, chain, m->ctx, w->ao_w, w->ao_b, x, y, T, m->H, m->attn_n,
+                             w->ao_b ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, NULL, err);
+}
+
 int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *err) {
     const eng_cu_in_layout lay = eng_cu_in_layout_for(T, S);
     const int32_t *in = m->d_in;
@@ -189,14 +204,7 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
             if (eng_cu_model_gemm(m, s, 1, l || fold ? x : m->h, w->qkv_w, w->qkv_b, NULL, m->qkv, T, m->qkv_n, H,
                                   w->qkv_b ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, l || fold ? &nm : NULL, err))
                 return -1;
-            if (fuse) {
-                a.q_norm = w->q_norm; a.k_norm = w->k_norm;
-            } else {
-                q.q_norm = w->q_norm; q.k_norm = w->k_norm;
-                if (!eng_cu_ablate("qk")) CK("q/k norm + rotary", eng_cu_qk_norm_rope(s, &q));
-            }
-            if (!eng_cu_ablate("attn")) CK("attention", eng_cu_attention(s, &a));
-            GEMM(m->ctx, w->ao_w, w->ao_b, x, y, H, m->attn_n);
+            if (attn_block(m, s, 1, fuse, w, &q, &a, x, y, T, err)) return -1;
             t = x; x = y; y = t;
             nm.gamma = fold ? NULL : w->ln2_g;
             if (mlp_up(m, s, 1, x, w, T, n_tok, &nm, err)) return -1;
@@ -209,14 +217,7 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
     for (int l = 0; l < m->L; l++) {
         const eng_cu_layer *w = eng_cu_layer_at(m, l);
         GEMM(m->h, w->qkv_w, w->qkv_b, NULL, m->qkv, m->qkv_n, H);
-        if (fuse) { /* the attention kernel normalises and rotates Q/K tiles as they land */
-            a.q_norm = w->q_norm; a.k_norm = w->k_norm;
-        } else {
-            q.q_norm = w->q_norm; q.k_norm = w->k_norm;
-            if (!eng_cu_ablate("qk")) CK("q/k norm + rotary", eng_cu_qk_norm_rope(s, &q));
-        }
-        if (!eng_cu_ablate("attn")) CK("attention", eng_cu_attention(s, &a));
-        GEMM(m->ctx, w->ao_w, w->ao_b, x, y, H, m->attn_n);
+        if (attn_block(m, s, chain, fuse, w, &q, &a, x, y, T, err)) return -1;
         t = x; x = y; y = t;
         if (!eng_cu_ablate("norm"))
             CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, w->ln2_g, m->h, T, n_tok, H, m->eps));
