@@ -14,6 +14,8 @@
  * and v3) give the reference Q/K after the same per-head RMSNorm + rotary
  * as eng_cu_qk_norm_rope (fp32, one bf16 rounding), and also time
  * "qk_norm_rope kernel + v3" against "v3 fused" on the same data.
+ * Also the one-query chain's attention + O projection kernel
+ * (eng_cu_chain_attn.cu, check_attn_o).
  */
 #include "lab.h"
 
@@ -35,8 +37,12 @@ static void ref_qk_head(float *x, int D, const float *w, const float *cs, float 
 }
 
 
+/* round_p: P rounded to bf16 before P.V (the normaliser from the unrounded
+ * values), as the kernels compute it -- for check_attn_o, whose projection
+ * over K up to 2048 columns magnifies that rounding past its tolerance */
 static void ref_attn(const std::vector<float> &qkv, int ld, int H, const acase &c,
-                     const std::vector<int> &cu, std::vector<float> &out, int ldo, size_t n_seqs) {
+                     const std::vector<int> &cu, std::vector<float> &out, int ldo, size_t n_seqs,
+                     bool round_p = false) {
     const int D = c.d, grp = c.heads / c.kv_heads;
     const double scale = 1.0 / sqrt((double)D);
     std::vector<double> p;
@@ -56,7 +62,11 @@ static void ref_attn(const std::vector<float> &qkv, int ld, int H, const acase &
                     p[j] = s_ * scale;
                     mx = p[j] > mx ? p[j] : mx;
                 }
-                for (int j = 0; j < kend; j++) { p[j] = exp(p[j] - mx); sum += p[j]; }
+                for (int j = 0; j < kend; j++) {
+                    p[j] = exp(p[j] - mx);
+                    sum += p[j];
+                    if (round_p) p[j] = bfr((float)p[j]);
+                }
                 for (int e = 0; e < D; e++) {
                     double o = 0;
                     for (int j = 0; j < kend; j++)
@@ -66,6 +76,66 @@ static void ref_attn(const std::vector<float> &qkv, int ld, int H, const acase &
             }
         }
     }
+}
+
+/* q/k fusion cases: weights near 1 (qw, kw), a rotary table of the real
+ * formula (rope, rope_rows positions); the reference attends over the
+ * transformed Q/K, so f's Q and K columns are transformed in place (the
+ * GPU gets the raw values) */
+static void ref_qkn_setup(const acase &c, const std::vector<int> &cu, std::vector<float> &f, int ld, int rope_rows,
+                          float qk_eps, std::vector<float> &qw, std::vector<float> &kw, std::vector<float> &rope) {
+    const int D = c.d, Hq = c.heads * D, S = (int)cu.size() - 1;
+    for (int j = 0; j < D; j++) { qw[j] = 1.f + 0.5f * lab_uniform(); kw[j] = 1.f + 0.5f * lab_uniform(); }
+    for (int p = 0; p < rope_rows; p++)
+        for (int j = 0; j < D / 2; j++) {
+            const double th = p * pow(1e6, -2.0 * j / D);
+            rope[(size_t)p * D + 2 * j] = (float)cos(th);
+            rope[(size_t)p * D + 2 * j + 1] = (float)sin(th);
+        }
+    for (int s_ = 0; s_ < S; s_++)
+        for (int t = cu[s_]; t < cu[s_ + 1]; t++) {
+            const float *cs = &rope[(size_t)(t - cu[s_]) * D];
+            for (int h = 0; h < c.heads; h++) ref_qk_head(&f[(size_t)t * ld + h * D], D, qw.data(), cs, qk_eps);
+            for (int h = 0; h < c.kv_heads; h++)
+                ref_qk_head(&f[(size_t)t * ld + Hq + h * D], D, kw.data(), cs, qk_eps);
+        }
+}
+
+/* The engine's row [Q (heads*D) | K (kv*D) | V (kv*D)] as ref_attn reads
+ * it: K at column Hq, V at 2*Hq. */
+static std::vector<float> ref_layout(const std::vector<float> &f, int T, int ld, int Hq, int Hkv) {
+    std::vector<float> fr((size_t)T * 3 * Hq, 0.f);
+    for (int t = 0; t < T; t++)
+        for (int i = 0; i < ld; i++) {
+            const int col = i < Hq ? i : i < Hq + Hkv ? Hq + (i - Hq) : 2 * Hq + (i - Hq - Hkv);
+            fr[(size_t)t * 3 * Hq + col] = f[(size_t)t * ld + i];
+        }
+    return fr;
+}
+
+/* The attention arguments of a case over a QKV buffer laid out as the
+ * engine's (row stride ld), cu_seqlens on the device; tiles and the
+ * output are the caller's. */
+static eng_cu_attn_args lab_attn_args(const acase &c, bf16 *dqkv, int ld, const int32_t *dcu) {
+    const int D = c.d, Hq = c.heads * D, Hkv = c.kv_heads * D;
+    eng_cu_attn_args a;
+    memset(&a, 0, sizeof a);
+    a.q = dqkv; a.k = dqkv + Hq; a.v = dqkv + Hq + Hkv;
+    a.ldq = a.ldk = a.ldv = ld;
+    a.n_heads = c.heads; a.n_kv_heads = c.kv_heads; a.head_dim = D;
+    a.cu_seqlens = dcu;
+    a.scale = 1.f / sqrtf((float)D);
+    a.causal = c.causal;
+    return a;
+}
+
+/* The q/k norm weights and rotary table uploaded and named in a (the
+ * caller frees *dq, *dk, *dr). */
+static void lab_attn_qkn(eng_cu_attn_args &a, const std::vector<float> &qw, const std::vector<float> &kw,
+                         const std::vector<float> &rope, int rope_rows, float qk_eps, float **dq, float **dk,
+                         float **dr) {
+    *dq = lab_upload(qw); *dk = lab_upload(kw); *dr = lab_upload(rope);
+    a.q_norm = *dq; a.k_norm = *dk; a.rope = *dr; a.rope_rows = rope_rows; a.qk_eps = qk_eps;
 }
 
 /* Layout as in the engine: row = [Q (heads*D) | K (kv*D) | V (kv*D)]. */
@@ -82,29 +152,8 @@ static void run_case(const acase &c, int time_it) {
     const float qk_eps = 1e-6f;
     const int rope_rows = 1024;
     std::vector<float> qw(D), kw(D), rope((size_t)rope_rows * D);
-    if (c.qkn) {
-        for (int j = 0; j < D; j++) { qw[j] = 1.f + 0.5f * lab_uniform(); kw[j] = 1.f + 0.5f * lab_uniform(); }
-        for (int p = 0; p < rope_rows; p++)
-            for (int j = 0; j < D / 2; j++) {
-                const double th = p * pow(1e6, -2.0 * j / D);
-                rope[(size_t)p * D + 2 * j] = (float)cos(th);
-                rope[(size_t)p * D + 2 * j + 1] = (float)sin(th);
-            }
-        for (int s_ = 0; s_ < S; s_++)
-            for (int t = cu[s_]; t < cu[s_ + 1]; t++) {
-                const float *cs = &rope[(size_t)(t - cu[s_]) * D];
-                for (int h = 0; h < c.heads; h++) ref_qk_head(&f[(size_t)t * ld + h * D], D, qw.data(), cs, qk_eps);
-                for (int h = 0; h < c.kv_heads; h++)
-                    ref_qk_head(&f[(size_t)t * ld + Hq + h * D], D, kw.data(), cs, qk_eps);
-            }
-    }
-    /* the reference sees K at column Hq, V at Hq+Hkv: adapt ref's indexing */
-    std::vector<float> fr((size_t)T * (Hq + 2 * Hq));
-    for (int t = 0; t < T; t++)
-        for (int i = 0; i < ld; i++) {
-            int col = i < Hq ? i : i < Hq + Hkv ? Hq + (i - Hq) : 2 * Hq + (i - Hq - Hkv);
-            fr[(size_t)t * 3 * Hq + col] = f[(size_t)t * ld + i];
-        }
+    if (c.qkn) ref_qkn_setup(c, cu, f, ld, rope_rows, qk_eps, qw, kw, rope);
+    const std::vector<float> fr = ref_layout(f, T, ld, Hq, Hkv);
     std::vector<float> ref((size_t)T * Hq);
     /* timing cases check their first two sequences only (the fp64
      * reference of a 32k-token batch would take minutes) */
@@ -119,20 +168,11 @@ static void run_case(const acase &c, int time_it) {
     int *dnt = lab_upload(std::vector<int>(1, nt));
     CUCHECK(cudaMalloc(&dout, (size_t)T * Hq * 2));
     lab_poison(dout, (size_t)T * Hq * 2);
-    eng_cu_attn_args a;
-    memset(&a, 0, sizeof a);
-    a.q = dqkv; a.k = dqkv + Hq; a.v = dqkv + Hq + Hkv;
-    a.ldq = a.ldk = a.ldv = ld;
+    eng_cu_attn_args a = lab_attn_args(c, dqkv, ld, dcu);
     a.o = dout; a.ldo = Hq;
-    a.n_heads = c.heads; a.n_kv_heads = c.kv_heads; a.head_dim = D;
-    a.cu_seqlens = dcu; a.tiles = dtiles; a.n_tiles_dev = dnt; a.max_tiles = max_tiles;
-    a.scale = 1.f / sqrtf((float)D);
-    a.causal = c.causal;
+    a.tiles = dtiles; a.n_tiles_dev = dnt; a.max_tiles = max_tiles;
     float *dqw = NULL, *dkw = NULL, *drope = NULL;
-    if (c.qkn) {
-        dqw = lab_upload(qw); dkw = lab_upload(kw); drope = lab_upload(rope);
-        a.q_norm = dqw; a.k_norm = dkw; a.rope = drope; a.rope_rows = rope_rows; a.qk_eps = qk_eps;
-    }
+    if (c.qkn) lab_attn_qkn(a, qw, kw, rope, rope_rows, qk_eps, &dqw, &dkw, &drope);
     /* 4, 5: v2 with more resident blocks (key tiles of 32 / 64), d < 128 */
     std::vector<int> versions = {1, 2, 3};
     if (D < 128) versions.insert(versions.end(), {4, 5});
@@ -193,6 +233,90 @@ static void run_case(const acase &c, int time_it) {
     cudaFree(dqkv); cudaFree(dcu); cudaFree(dtiles); cudaFree(dnt); cudaFree(dout);
 }
 
+/* The chain's attention + O projection in one kernel
+ * (eng_cu_chain_attn.cu): Y = attention(qkv) Wo^T + b + R for a bucket of
+ * M <= 16 rows holding the sequences `lens` (their total may be below M),
+ * against ref_attn (q/k norm + rotary applied to the reference's Q/K when
+ * c.qkn; P rounded to bf16 as the kernel rounds it: with the reference's
+ * exact P the first GPU run saw errors of 0.02-0.06 at K = 2048, the
+ * attention's own 2^-9 rounding magnified by the projection) with the
+ * attention output rounded to bf16, as the kernel feeds it
+ * to the projection, and an fp64 projection.  Rows past the real count
+ * hold NaN in the QKV buffer: the kernel must zero-fill, not read, them
+ * (their outputs are bias + residual).  Tolerance as lab_gemm's: atol
+ * 3e-2, rtol 1e-2. */
+static void check_attn_o(const acase &c, int M, int N) {
+    const int D = c.d, Hq = c.heads * D, Hkv = c.kv_heads * D, ld = Hq + 2 * Hkv;
+    std::vector<int> cu(1, 0);
+    for (int l : c.lens) cu.push_back(cu.back() + l);
+    const int T = cu.back(), S = (int)c.lens.size();
+    std::vector<float> f, wf, bfv, rf;
+    std::vector<uint16_t> b, wb, bb, rb;
+    lab_rand_bf16(f, b, (size_t)M * ld, 1.f);
+    lab_rand_bf16(wf, wb, (size_t)N * Hq, 1.f);
+    lab_rand_bf16(bfv, bb, (size_t)N, 1.f);
+    lab_rand_bf16(rf, rb, (size_t)M * N, 1.f);
+    for (size_t i = (size_t)T * ld; i < (size_t)M * ld; i++) b[i] = 0x7fc0; /* NaN: padding rows */
+    const float qk_eps = 1e-6f;
+    const int rope_rows = 64;
+    std::vector<float> qw(D), kw(D), rope((size_t)rope_rows * D);
+    if (c.qkn) ref_qkn_setup(c, cu, f, ld, rope_rows, qk_eps, qw, kw, rope);
+    const std::vector<float> fr = ref_layout(f, T, ld, Hq, Hkv);
+    std::vector<float> ctx((size_t)M * Hq, 0.f);
+    ref_attn(fr, 3 * Hq, Hq, c, cu, ctx, Hq, S, true);
+    for (float &v : ctx) v = bfr(v);
+    std::vector<float> ref((size_t)M * N);
+    for (int m = 0; m < M; m++)
+        for (int n = 0; n < N; n++) {
+            double acc = bfv[n] + (double)rf[(size_t)m * N + n];
+            for (int k = 0; k < Hq; k++) acc += (double)ctx[(size_t)m * Hq + k] * wf[(size_t)n * Hq + k];
+            ref[(size_t)m * N + n] = (float)acc;
+        }
+    bf16 *dqkv = (bf16 *)lab_upload(b), *dw = (bf16 *)lab_upload(wb), *db = (bf16 *)lab_upload(bb),
+         *dr = (bf16 *)lab_upload(rb), *dy;
+    int32_t *dcu = lab_upload(cu);
+    int *dnr = lab_upload(std::vector<int>{T}), *dns = lab_upload(std::vector<int>{S});
+    CUCHECK(cudaMalloc(&dy, (size_t)M * N * 2));
+    lab_poison(dy, (size_t)M * N * 2);
+    eng_cu_attn_args a = lab_attn_args(c, dqkv, ld, dcu);
+    float *dqw = NULL, *dkw = NULL, *drope = NULL;
+    if (c.qkn) lab_attn_qkn(a, qw, kw, rope, rope_rows, qk_eps, &dqw, &dkw, &drope);
+    char name[128];
+    snprintf(name, sizeof name, "attn+O d=%d heads %d/%d %s%s M=%d (%d seqs, %d real) N=%d", D, c.heads, c.kv_heads,
+             c.causal ? "causal" : "bidir", c.qkn ? " qkn" : "", M, S, T, N);
+    if (!eng_cu_chain_attn_o_ok(&a, M, N)) {
+        printf("  %-60s FAIL (not accepted)\n", name);
+        lab_failures++;
+    } else {
+        CUCHECK(eng_cu_chain_attn_o(0, &a, dnr, dns, dw, db, dr, dy, M, N));
+        CUCHECK(cudaDeviceSynchronize());
+        std::vector<float> got = lab_download_bf16(dy, ref.size());
+        lab_check(name, got.data(), ref.data(), got.size(), 3e-2f, 1e-2f);
+    }
+    cudaFree(dqkv); cudaFree(dw); cudaFree(db); cudaFree(dr); cudaFree(dy); cudaFree(dcu); cudaFree(dnr);
+    cudaFree(dns); cudaFree(dqw); cudaFree(dkw); cudaFree(drope);
+}
+
+/* What eng_cu_chain_attn_o refuses (the forward then runs attention and
+ * the GEMM apart): more than 16 rows, a head size or K it is not built
+ * for, N not a multiple of 16. */
+static void check_attn_o_refusals(void) {
+    eng_cu_attn_args a;
+    memset(&a, 0, sizeof a);
+    static bf16 dummy[64] __attribute__((aligned(16)));
+    a.q = a.k = a.v = dummy; a.ldq = a.ldk = a.ldv = 3 * 384;
+    a.n_heads = a.n_kv_heads = 12; a.head_dim = 32;
+    const int ok = eng_cu_chain_attn_o_ok(&a, 16, 384), no17 = !eng_cu_chain_attn_o_ok(&a, 17, 384),
+              non16 = !eng_cu_chain_attn_o_ok(&a, 16, 392);
+    a.n_heads = a.n_kv_heads = 10; /* K = 320: no split */
+    const int nok = !eng_cu_chain_attn_o_ok(&a, 16, 384);
+    a.n_heads = 12; a.n_kv_heads = 5;
+    const int badgrp = !eng_cu_chain_attn_o_ok(&a, 16, 384);
+    const int pass = ok && no17 && non16 && nok && badgrp;
+    printf("  %-60s %s\n", "attn+O refuses what it is not built for", pass ? "ok" : "FAIL");
+    if (!pass) lab_failures++;
+}
+
 int main(void) {
     const std::vector<int> mix = {1, 17, 64, 65, 2, 200, 63, 512, 5};
     for (int d : {32, 64, 128})
@@ -204,6 +328,23 @@ int main(void) {
             run_case({d, 16, 8, causal, {16}, 1}, 0); /* a one-query chain's shape */
             run_case({d, 16, 8, causal, {7, 40}, 1}, 0);
         }
+    /* the chain's attention + O projection: all-MiniLM, BERT-base,
+     * BERT-large-like and Qwen3-0.6B shapes; one sequence filling the
+     * bucket, several with padding rows, a single token */
+    check_attn_o({32, 12, 12, 0, {16}, 0}, 16, 384);
+    check_attn_o({32, 12, 12, 0, {5, 1, 7}, 0}, 16, 384);
+    check_attn_o({32, 12, 12, 0, {1}, 0}, 1, 384);
+    check_attn_o({32, 12, 12, 1, {9, 4}, 0}, 16, 384);
+    check_attn_o({64, 12, 12, 0, {16}, 0}, 16, 768);
+    check_attn_o({64, 12, 12, 0, {3, 9}, 0}, 16, 768);
+    check_attn_o({64, 12, 12, 0, {1}, 0}, 16, 768);
+    check_attn_o({64, 16, 16, 0, {11}, 0}, 16, 1024);
+    check_attn_o({128, 16, 8, 1, {16}, 1}, 16, 1024);
+    check_attn_o({128, 16, 8, 1, {7, 9}, 1}, 16, 1024);
+    check_attn_o({128, 16, 8, 1, {4}, 1}, 16, 1024);
+    check_attn_o({128, 16, 8, 0, {6, 8}, 1}, 16, 1024);
+    check_attn_o({128, 16, 8, 1, {13}, 0}, 16, 1024);
+    check_attn_o_refusals();
     if (getenv("LAB_QUICK")) return lab_finish("lab_attn");
     run_case({64, 12, 12, 0, std::vector<int>(64, 512), 0}, 1);
     run_case({64, 12, 12, 0, std::vector<int>(256, 128), 0}, 1);

@@ -2,10 +2,12 @@
 # run_chain_gpu.sh: the one-query chain (every kernel ours, launched with
 # programmatic dependent launch, GEMMs through eng_cu_gemm_chain) on a
 # Hopper GPU, in one call: build; lab_gemm's checks of the chain kernel and
-# its back-to-back time against cuBLASLt; the end-to-end checks against
+# its back-to-back time against cuBLASLt; lab_attn's quick checks (which
+# include the chain's attention + O projection kernel), both also under
+# compute-sanitizer memcheck; the end-to-end checks against
 # transformers with the chain on for every bucket of <= 64 tokens (which
 # includes gpu_backend_e2e: graph == eager bit for bit, batches in flight);
-# then batch-1 GPU time with the chain off and on, MiniLM and BERT-base
+# then batch-1 GPU time with the chain off and on (CHAIN_VARIANTS), MiniLM and BERT-base
 # (and Qwen3-0.6B, 28 layers, with QWEN3=1: its latency and e2e_qwen3).
 #   usage: OUT=dir tests/cuda/run_chain_gpu.sh
 set -o pipefail
@@ -29,9 +31,23 @@ if command -v compute-sanitizer >/dev/null; then
   say "compute-sanitizer memcheck lab_gemm: rc=$rc, $(grep -c Invalid "$OUT/lab_gemm.memcheck.log") invalid accesses"
   [ $rc -ne 0 ] && status=1
 fi
+LAB_QUICK=1 timeout 120 "./$BUILD/lab_attn" > "$OUT/lab_attn.log" 2>&1 || status=1
+grep -E "FAIL|attn\+O|lab_attn" "$OUT/lab_attn.log" | tee -a "$LOG"
+if command -v compute-sanitizer >/dev/null; then
+  LAB_QUICK=1 timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 "./$BUILD/lab_attn" > "$OUT/lab_attn.memcheck.log" 2>&1
+  rc=$?
+  say "compute-sanitizer memcheck lab_attn: rc=$rc, $(grep -c Invalid "$OUT/lab_attn.memcheck.log") invalid accesses"
+  [ $rc -ne 0 ] && status=1
+fi
+# chain variants (CHAIN_VARIANTS): 0 off, 64 on for every bucket <= 64 (the
+# default), a suffix n: with the norms fused (POSY_CUDA_CHAIN_NORM=1), a:
+# with attention always its own node (POSY_CUDA_CHAIN_ATTN=0), f: attention
+# inside the O projection for every head size (POSY_CUDA_CHAIN_ATTN=1)
 latency() { # harness name
-  for c in 0 64 64n; do # off, on for every bucket <= 64, on with the norms fused
-    POSY_CUDA_CHAIN=${c%n} POSY_CUDA_CHAIN_NORM=$([ "${c%n}" != "$c" ] && echo 1 || echo 0) BENCH_LATENCY_ONLY=1 \
+  for c in ${CHAIN_VARIANTS:-0 64 64a}; do
+    n=${c%%[naf]*}
+    POSY_CUDA_CHAIN=$n POSY_CUDA_CHAIN_NORM=$(case $c in *n*) echo 1;; *) echo 0;; esac) \
+    POSY_CUDA_CHAIN_ATTN=$(case $c in *a*) echo 0;; *f*) echo 1;; *) echo auto;; esac) BENCH_LATENCY_ONLY=1 \
       timeout 60 "./$BUILD/bench_gpu" "$1" "$2" 2>>"$OUT/bench_err.log" |
       sed "s/^{/{\"chain\": \"$c\", /" | tee -a "$OUT/chain_latency.jsonl" | tee -a "$LOG"
   done

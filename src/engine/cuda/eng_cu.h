@@ -343,6 +343,20 @@ cudaError_t eng_cu_gemm_chain(cudaStream_t s, const bf16 *X, const bf16 *W, cons
                               bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm *nm,
                               const void *pf = NULL, size_t pf_bytes = 0);
 
+/* The chain's attention + O projection in one kernel
+ * (eng_cu_chain_attn.cu): Y[M, N] = attention(a) Wo^T (+ bias) (+ R), for
+ * buckets of M <= 16 rows, the attention as eng_cu_attention computes it
+ * (a.o, a.tiles and a.version unused; a.q_norm: Qwen3's q/k norm + rotary
+ * as the chain's v2 applies it).  n_rows_dev / n_seqs_dev: the real token
+ * and sequence counts (device); rows of several sequences attend within
+ * their own (cu_seqlens).  ok: a head size and K = heads x head_dim that
+ * the kernel is built for (all-MiniLM, BERT-base and -large, Qwen3-0.6B),
+ * N % 16 == 0, 16-byte aligned rows.  Launched through eng_cu_launch. */
+int eng_cu_chain_attn_o_ok(const eng_cu_attn_args *a, int M, int N);
+cudaError_t eng_cu_chain_attn_o(cudaStream_t s, const eng_cu_attn_args *a, const int *n_rows_dev,
+                                const int *n_seqs_dev, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
+                                int M, int N);
+
 /* Lab use: run the same GEMM with the i-th heuristic candidate instead of
  * the cached choice.  Returns -1 when there is no such candidate. */
 int eng_cu_gemm_candidate(eng_cu_gemm_ctx *g, cudaStream_t s, const bf16 *X, const bf16 *W,

@@ -66,11 +66,6 @@ static __host__ __device__ constexpr int skinny3_chunk(int MT, int G) {
     return c;
 }
 
-static __device__ __forceinline__ void sk3_cp16(void *dst, const void *src) {
-    const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
-}
-
 /* The norm prologue (NORM): X's rows are normalised in registers before
  * the products -- LayerNorm (mean and variance in two exact passes, as
  * eng_cu_ln_finish) or, with no beta, RMSNorm -- with the row statistics
@@ -148,39 +143,6 @@ static __device__ __forceinline__ void sk3_norm(uint4 (*xa)[2][G][2], const eng_
                     if (nm.out && blockIdx.x == 0 && r < M) *(uint4 *)(nm.out + (size_t)r * K + k) = xa[mt][h][q][e];
                 }
         }
-}
-
-/* Bulk copies (the copy engine, TMA): an mbarrier, armed by one thread
- * with the bytes to expect, completes its phase 0 when they have landed;
- * one cp.async.bulk a row. */
-static __device__ __forceinline__ void sk3_bulk_init(uint64_t *bar) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"((uint32_t)__cvta_generic_to_shared(bar)) : "memory");
-    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-}
-
-static __device__ __forceinline__ void sk3_bulk_arm(uint64_t *bar, int bytes) {
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(
-                     (uint32_t)__cvta_generic_to_shared(bar)),
-                 "r"(bytes)
-                 : "memory");
-}
-
-static __device__ __forceinline__ void sk3_bulk_row(uint64_t *bar, bf16 *dst, const bf16 *src, int bytes) {
-    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                     (uint32_t)__cvta_generic_to_shared(dst)),
-                 "l"(src), "r"(bytes), "r"((uint32_t)__cvta_generic_to_shared(bar))
-                 : "memory");
-}
-
-static __device__ __forceinline__ void sk3_bulk_wait(uint64_t *bar) {
-    const uint32_t b = (uint32_t)__cvta_generic_to_shared(bar);
-    uint32_t done = 0;
-    while (!done)
-        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n"
-                     " selp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(b)
-                     : "memory");
 }
 
 /* what a launch does with X before its products: nothing, the norm
@@ -318,22 +280,6 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
                              epi, fold);
 }
 
-/* v3's split of K: G groups of 64 a warp, at most 8 warps, G from the
- * list its kernels are built for; 0 when K does not split so. */
-static void skinny3_split(int K, int *warps, int *groups) {
-    static const int gs[] = {1, 2, 3, 4, 6};
-    *warps = *groups = 0;
-    if (K % 64) return;
-    for (int i = 0; i < 5; i++) {
-        const int n = K / 64;
-        if (n % gs[i] == 0 && (n / gs[i] == 8 || n / gs[i] == 6 || n / gs[i] == 4)) {
-            *warps = n / gs[i];
-            *groups = gs[i];
-            return;
-        }
-    }
-}
-
 /* m tiles a launch is built for: 1, 2 or 4 (33..64 rows take 4) */
 static int skinny3_mt(int M) { return M <= 16 ? 1 : M <= 32 ? 2 : 4; }
 
@@ -346,7 +292,7 @@ static size_t skinny3_smem(int M, int K, int warps, int norm) {
 
 int eng_cu_gemm_chain_ok(int M, int N, int K, int norm) {
     int w, gq;
-    skinny3_split(K, &w, &gq);
+    eng_cu_chain_split(K, &w, &gq);
     const int mt = skinny3_mt(M);
     /* the norm prologue needs X in one chunk (see skinny3_chunk), and its
      * statistics spill registers beyond 4 uint4 pairs of X a lane; the
@@ -380,7 +326,7 @@ static cudaError_t launch3_mt(cudaStream_t s, const bf16 *X, const bf16 *W, cons
                               bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm *nm, const char *pf,
                               unsigned pf_slice) {
     int w, gq;
-    skinny3_split(K, &w, &gq);
+    eng_cu_chain_split(K, &w, &gq);
     const eng_cu_chain_norm none = {NULL, NULL, 0.f, NULL, NULL, 0};
 #define SK3(WW, GG)                                                                                       \
     if (w == WW && gq == GG)                                                                              \

@@ -189,19 +189,25 @@ static __device__ __forceinline__ void eng_attn_store(float (*o)[4], float *l, i
  * LPR = D/16 lanes share a row, each owning 8 consecutive pairs (j, j+D/2),
  * so a warp transforms 32/LPR rows at once with 16-byte shared accesses and
  * a log2(LPR)-step shuffle sum.  (A warp walking rows one at a time, the
- * first version, cost a latency chain per row: 2.6x slower attention.) */
+ * first version, cost a latency chain per row: 2.6x slower attention.)
+ * A single warp transforming its own tiles (the chain's attention + O
+ * projection, eng_cu_chain_attn.cu) passes THREADS = 32 and its lane as
+ * tid, and row_pos: row r's position is row_pos[r] (rows of several
+ * sequences in one tile) instead of pos0 + r. */
 template <int D, int THREADS>
 static __device__ __forceinline__ void eng_attn_qk_rows(bf16 *tile, int rows, int pos0, const float *g,
-                                                        const eng_cu_attn_args &a) {
+                                                        const eng_cu_attn_args &a, int tid = -1,
+                                                        const int *row_pos = nullptr) {
     constexpr int LD = D + 8, HALF = D / 2, LPR = HALF / 8, RPI = THREADS / LPR;
-    const int k = threadIdx.x % LPR, j0 = 8 * k;
+    const int me = tid < 0 ? (int)threadIdx.x : tid;
+    const int k = me % LPR, j0 = 8 * k;
     float4 ga[2], gb[2];
     ga[0] = *(const float4 *)(g + j0); ga[1] = *(const float4 *)(g + j0 + 4);
     gb[0] = *(const float4 *)(g + HALF + j0); gb[1] = *(const float4 *)(g + HALF + j0 + 4);
     const float w1[8] = {ga[0].x, ga[0].y, ga[0].z, ga[0].w, ga[1].x, ga[1].y, ga[1].z, ga[1].w};
     const float w2[8] = {gb[0].x, gb[0].y, gb[0].z, gb[0].w, gb[1].x, gb[1].y, gb[1].z, gb[1].w};
     for (int r0 = 0; r0 < rows; r0 += RPI) { /* rows is uniform: every lane takes every shuffle */
-        const int r = r0 + threadIdx.x / LPR;
+        const int r = r0 + me / LPR;
         const bool ok = r < rows;
         float x1[8], x2[8], ss = 0.f;
         if (ok) {
@@ -217,7 +223,8 @@ static __device__ __forceinline__ void eng_attn_qk_rows(bf16 *tile, int rows, in
         for (int o = LPR / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
         if (!ok) continue;
         const float rs = rsqrtf(ss / (float)D + a.qk_eps);
-        const float4 *cs = (const float4 *)(a.rope + (size_t)min(pos0 + r, a.rope_rows - 1) * D + 2 * j0);
+        const int pos = row_pos ? row_pos[r] : pos0 + r;
+        const float4 *cs = (const float4 *)(a.rope + (size_t)min(pos, a.rope_rows - 1) * D + 2 * j0);
         float y1[8], y2[8];
 #pragma unroll
         for (int q = 0; q < 4; q++) {

@@ -244,6 +244,8 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         const char *cl = getenv("POSY_CUDA_CHAIN_L2");
         m->chain_l2 = cl ? atoi(cl) : 0; /* GEMMs ahead; 0 (or not a number): off */
         if (m->chain_l2 < 0 || m->chain_l2 > 8) m->chain_l2 = 0;
+        const char *ca = getenv("POSY_CUDA_CHAIN_ATTN");
+        m->chain_attn = !ca ? 1 : !strcmp(ca, "0") ? 0 : !strcmp(ca, "1") ? 2 : 1; /* else: auto */
         const char *cb = getenv("POSY_CUDA_CHAIN_BULK");
         eng_cu_chain_bulk = !(cb && !strcmp(cb, "0"));
     }
@@ -335,6 +337,20 @@ int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X,
     return 0;
 }
 
+int eng_cu_model_attn_o(eng_cu_model *m, cudaStream_t s, int chain, const eng_cu_attn_args *a, const int *n_tok,
+                        const int *n_seq, const bf16 *Wo, const bf16 *bo, const bf16 *R, bf16 *Y, int T, int K,
+                        posy_err *err) {
+    if (chain && (m->chain_attn == 2 || (m->chain_attn == 1 && a->head_dim == 32)) &&
+        eng_cu_chain_attn_o_ok(a, T, m->H)) {
+        if (eng_cu_ablate("attn") && eng_cu_ablate("gemm")) return 0;
+        CK("attention + O projection", eng_cu_chain_attn_o(s, a, n_tok, n_seq, Wo, bo, R, Y, T, m->H));
+        return 0;
+    }
+    if (!eng_cu_ablate("attn")) CK("attention", eng_cu_attention(s, a));
+    return eng_cu_model_gemm(m, s, chain, m->ctx, Wo, bo, R, Y, T, m->H, K, bo ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE,
+                             NULL, err);
+}
+
 #define GEMM(X, W, B, R, Y, N, K, EPI)                                                       \
     do {                                                                                     \
         if (eng_cu_model_gemm(m, s, chain, X, W, B, R, Y, T, N, K, EPI, NULL, err)) return -1; \
@@ -349,7 +365,7 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
     }
     const eng_cu_in_layout lay = eng_cu_in_layout_for(T, S);
     const int32_t *in = m->d_in;
-    const int *n_tok = in + lay.meta + ENG_CU_META_TOKENS;
+    const int *n_tok = in + lay.meta + ENG_CU_META_TOKENS, *n_seq = in + lay.meta + ENG_CU_META_SEQS;
     const int H = m->H;
     CK("embedding", eng_cu_embed_ln(s, in + lay.ids, in + lay.pos, in + lay.type, m->word, m->pos,
                                     m->type, m->emb_g, m->emb_b, m->x, T, n_tok, H, m->eps));
@@ -376,8 +392,7 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
             if (eng_cu_model_gemm(m, s, 1, l ? m->y : m->x, w->qkv_w, w->qkv_b, NULL, m->qkv, T, 3 * H, H,
                                   ENG_CU_EPI_BIAS, l ? &nm : NULL, err))
                 return -1;
-            if (!eng_cu_ablate("attn")) CK("attention", eng_cu_attention(s, &a));
-            GEMM(m->ctx, w->ao_w, w->ao_b, m->x, m->y, H, H, ENG_CU_EPI_BIAS);
+            if (eng_cu_model_attn_o(m, s, 1, &a, n_tok, n_seq, w->ao_w, w->ao_b, m->x, m->y, T, H, err)) return -1;
             nm.gamma = w->ln1_g;
             nm.beta = w->ln1_b;
             if (eng_cu_model_gemm(m, s, 1, m->y, w->up_w, w->up_b, NULL, m->inter, T, m->I, H, m->epi_up, &nm, err))
@@ -391,9 +406,8 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
     for (int l = 0; l < m->L; l++) {
         const eng_cu_layer *w = eng_cu_layer_at(m, l);
         GEMM(m->x, w->qkv_w, w->qkv_b, NULL, m->qkv, 3 * H, H, ENG_CU_EPI_BIAS);
-        if (!eng_cu_ablate("attn")) CK("attention", eng_cu_attention(s, &a));
         /* y = ctx Wo^T + b + x (residual in the epilogue), x = LN(y) */
-        GEMM(m->ctx, w->ao_w, w->ao_b, m->x, m->y, H, H, ENG_CU_EPI_BIAS);
+        if (eng_cu_model_attn_o(m, s, chain, &a, n_tok, n_seq, w->ao_w, w->ao_b, m->x, m->y, T, H, err)) return -1;
         if (!eng_cu_ablate("norm"))
             CK("layernorm", eng_cu_add_ln(s, m->y, NULL, w->ln1_g, w->ln1_b, m->x, T, n_tok, H, m->eps));
         GEMM(m->x, w->up_w, w->up_b, NULL, m->inter, m->I, H, m->epi_up);

@@ -76,6 +76,13 @@ typedef struct eng_cu_model {
      * (POSY_CUDA_CHAIN_L2=1..8, 0 off); pdl_env: POSY_CUDA_PDL=1 (PDL for
      * the other buckets too) */
     int chain_max, chain_norm, chain_swiglu, chain_qk, chain_l2, pdl_env;
+    /* the chain's attention inside the O projection's kernel for buckets
+     * of <= 16 tokens (eng_cu_chain_attn.cu): 1 (default) for head size 32
+     * only -- on the H200 it took all-MiniLM's 16-token query from 76.6 to
+     * 73.7 us but BERT-base's from 220 to 251 and Qwen3-0.6B's from 698 to
+     * 899 (docs/BENCHMARKS.md); 2 for every shape it is built for
+     * (POSY_CUDA_CHAIN_ATTN=1); 0 off (=0) */
+    int chain_attn;
     /* Qwen3: RMSNorm weights folded into the next matrices at load, the
      * chain's norms applied as a GEMM row scale (default; POSY_CUDA_FOLD_NORM=0
      * off; eng_cu_model_qwen3.cu) */
@@ -139,6 +146,14 @@ static inline int eng_cu_ablate(const char *kind) {
  * kernel (with the norm prologue nm, optional) when `chain` -- which
  * chain_begin granted only if every GEMM of the layer fits it -- else
  * cuBLASLt (nm must be NULL then). */
+/* Attention then the O projection, Y = attn(a) Wo^T (+ bo) + R (Wo: [H,
+ * K], K = heads x head_dim): one kernel (eng_cu_chain_attn_o) when
+ * `chain`, m->chain_attn and the bucket fits it, else the attention kernel
+ * into m->ctx and eng_cu_model_gemm.  n_tok / n_seq: the input block's
+ * real counts. */
+int eng_cu_model_attn_o(eng_cu_model *m, cudaStream_t s, int chain, const eng_cu_attn_args *a, const int *n_tok,
+                        const int *n_seq, const bf16 *Wo, const bf16 *bo, const bf16 *R, bf16 *Y, int T, int K,
+                        posy_err *err);
 int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, const bf16 *W, const bf16 *B,
                       const bf16 *R, bf16 *Y, int T, int N, int K, int epi, const eng_cu_chain_norm *nm,
                       posy_err *err);

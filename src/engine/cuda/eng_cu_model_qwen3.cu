@@ -151,9 +151,8 @@ static int attn_block(eng_cu_model *m, cudaStream_t s, int chain, int fuse, cons
         q->q_norm = w->q_norm; q->k_norm = w->k_norm;
         if (!eng_cu_ablate("qk")) CK("q/k norm + rotary", eng_cu_qk_norm_rope(s, q));
     }
-    if (!eng_cu_ablate("attn")) CK("attention", eng_cu_attention(s, a));
-    return eng_cu_model_gemm(m, s, chain, m->ctx, w->ao_w, w->ao_b, x, y, T, m->H, m->attn_n,
-                             w->ao_b ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, NULL, err);
+    return eng_cu_model_attn_o(m, s, chain, a, q->n_rows_dev, q->n_seqs_dev, w->ao_w, w->ao_b, x, y, T, m->attn_n,
+                               err);
 }
 
 int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *err) {

@@ -1,7 +1,9 @@
 /* eng_cu_skinny.h: what the few-row GEMM kernels share -- the skinny
  * kernels v1 and v2 (eng_cu_skinny.cu) and the one-query chain's v3
- * (eng_cu_chain_gemm.cu): a block owns 16 output columns for all M rows,
- * its warps split K, and their partial tiles meet here.
+ * (eng_cu_chain_gemm.cu), and the chain's attention + O projection
+ * (eng_cu_chain_attn.cu): a block owns 16 output columns for all M rows,
+ * its warps split K, and their partial tiles meet here; the chain kernels
+ * also share the bulk-copy (TMA) helpers and the split of K over warps.
  */
 #ifndef ENG_CU_SKINNY_H
 #define ENG_CU_SKINNY_H
@@ -87,6 +89,62 @@ static __device__ __forceinline__ void skinny_finish(const float (*acc)[2][4], f
             v = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
         if (r16) v += __bfloat162float(r16[(size_t)r * ldr + c]);
         y16[(size_t)r * ldy + c] = __float2bfloat16(v);
+    }
+}
+
+/* one 16-byte cp.async, not committed */
+static __device__ __forceinline__ void sk3_cp16(void *dst, const void *src) {
+    const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src));
+}
+
+/* Bulk copies (the copy engine, TMA): an mbarrier, armed by one thread
+ * with the bytes to expect, completes its phase 0 when they have landed;
+ * one cp.async.bulk a row. */
+static __device__ __forceinline__ void sk3_bulk_init(uint64_t *bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"((uint32_t)__cvta_generic_to_shared(bar)) : "memory");
+    asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
+
+static __device__ __forceinline__ void sk3_bulk_arm(uint64_t *bar, int bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(
+                     (uint32_t)__cvta_generic_to_shared(bar)),
+                 "r"(bytes)
+                 : "memory");
+}
+
+static __device__ __forceinline__ void sk3_bulk_row(uint64_t *bar, bf16 *dst, const bf16 *src, int bytes) {
+    asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                     (uint32_t)__cvta_generic_to_shared(dst)),
+                 "l"(src), "r"(bytes), "r"((uint32_t)__cvta_generic_to_shared(bar))
+                 : "memory");
+}
+
+static __device__ __forceinline__ void sk3_bulk_wait(uint64_t *bar) {
+    const uint32_t b = (uint32_t)__cvta_generic_to_shared(bar);
+    uint32_t done = 0;
+    while (!done)
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], 0;\n"
+                     " selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(b)
+                     : "memory");
+}
+
+/* The chain kernels' split of K (eng_cu_chain_gemm.cu,
+ * eng_cu_chain_attn.cu): G groups of 64 a warp, at most 8 warps, G from
+ * the list their kernels are built for; 0 when K does not split so. */
+static inline void eng_cu_chain_split(int K, int *warps, int *groups) {
+    static const int gs[] = {1, 2, 3, 4, 6};
+    *warps = *groups = 0;
+    if (K % 64) return;
+    for (int i = 0; i < 5; i++) {
+        const int n = K / 64;
+        if (n % gs[i] == 0 && (n / gs[i] == 8 || n / gs[i] == 6 || n / gs[i] == 4)) {
+            *warps = n / gs[i];
+            *groups = gs[i];
+            return;
+        }
     }
 }
 

@@ -1,0 +1,279 @@
+/* eng_cu_chain_attn: attention folded into the O projection, for the
+ * one-query chain's buckets of up to 16 tokens (eng_cu_model.cu,
+ * eng_cu_model_qwen3.cu).
+ *
+ * In the chain every node costs ~1.5-2 us of launch and drain however
+ * little it computes, and attention on 16 tokens computes almost nothing
+ * (MiniLM: 0.4 MFLOP) -- yet it was a node of its own, 2.4-3.1 us a layer
+ * on the H200 (dev/cuda/NOTES.md, ablation).  Here the O projection's
+ * blocks compute it themselves.  The chain GEMM's split of K over warps
+ * gives each warp G x 64 consecutive columns of the attention output,
+ * which are whole heads (2 for all-MiniLM, BERT-base and Qwen3-0.6B), so a
+ * warp needs nothing from the other warps: it brings its heads' Q, K and V
+ * rows (<= 16 of each, from L2) into its own shared tiles, applies
+ * Qwen3's q/k RMSNorm + rotary there when asked (QKN), computes
+ * S = Q K^T, the masked softmax (one key tile: no online rescaling) and
+ * O = P V on tensor cores, and feeds O -- rounded to bf16 exactly as the
+ * attention kernels store it -- straight from its accumulators into the
+ * mma A fragments of the projection (the two layouts agree), against the
+ * block's 16 weight rows that were requested, by bulk copies, before
+ * griddepcontrol.wait.  Each block recomputes the attention (N / 16
+ * blocks: 24 to 64 times), which is cheap next to a node; the warps'
+ * partial tiles meet in skinny_finish with the bias and the residual, as
+ * in the chain GEMM.
+ *
+ * Rows may belong to several sequences (a bucket of 16 serves any mix):
+ * each query row gets its sequence's key range from cu_seqlens (and,
+ * causal, keys up to itself); rows at or past the real token count are
+ * zero-filled, so they attend to nothing and their outputs are the bias
+ * and residual alone.  Tested against an fp64 reference of attention then
+ * projection by dev/cuda/lab_attn.cu (one and several sequences, single
+ * token, causal, GQA, q/k norm + rotary).
+ *
+ * Measured on the H200 (docs/BENCHMARKS.md): all-MiniLM's 16-token query
+ * 75 against 77 us, but BERT-base 251 against 220 and Qwen3-0.6B 899
+ * against 698 -- every block ingests 3x the bytes the plain O GEMM reads
+ * and walks its heads serially -- so the engine uses it for head size 32
+ * only unless POSY_CUDA_CHAIN_ATTN=1 (eng_cu_model.h, chain_attn).
+ */
+#include "eng_cu_skinny.h"
+#include <math.h>
+
+/* Shared memory: the weight slice [16][K + 8] (8 bf16 of padding: the
+ * 32-bit B-fragment loads of 8 rows x 4 lanes fall on distinct banks), a
+ * warp's tiles (HPW Q tiles, KVW K and KVW V tiles of [16][D + 8]), the
+ * warps' partial tiles, the bias and the residual rows. */
+static size_t ca_smem(int K, int D, int warps, int hpw, int kvw) {
+    return (size_t)16 * (K + 8) * 2 + (size_t)warps * (hpw + 2 * kvw) * 16 * (D + 8) * 2 +
+           (size_t)warps * 16 * 17 * 4 + 32 + 16 * 16 * 2;
+}
+
+template <int WARPS, int G, int D, int KVW, bool CAUSAL, bool QKN>
+__global__ void __launch_bounds__(WARPS * 32)
+chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs_dev, const bf16 *W,
+                    const bf16 *bias, const bf16 *R, bf16 *Y, int M, int N) {
+    constexpr int K = WARPS * G * 64, HPW = G * 64 / D, LD = D + 8, LDW = K + 8, TILE = 16 * LD;
+    constexpr int TPW = HPW + 2 * KVW; /* tiles a warp */
+    extern __shared__ __align__(16) unsigned char ca_smem_buf[];
+    __shared__ uint64_t wbar;
+    __shared__ int rlo[16], rhi[16], rpos[16]; /* query row r sees keys [rlo, rhi); its position */
+    bf16 *Ws = (bf16 *)ca_smem_buf, *tiles = Ws + 16 * LDW;
+    float(*part)[16][17] = (float(*)[16][17])(tiles + WARPS * TPW * TILE);
+    bf16 *bsm = (bf16 *)(part + WARPS), *Rs = bsm + 16;
+    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    const int n_lo = 16 * blockIdx.x;
+    if (threadIdx.x == 0) {
+        sk3_bulk_init(&wbar);
+        sk3_bulk_arm(&wbar, 16 * K * 2);
+        for (int r = 0; r < 16; r++) sk3_bulk_row(&wbar, Ws + r * LDW, W + (size_t)(n_lo + r) * K, K * 2);
+    }
+    if (bias && threadIdx.x < 2) sk3_cp16(bsm + 8 * threadIdx.x, bias + n_lo + 8 * threadIdx.x);
+    eng_async_commit();
+    /* the batch's shape comes from the input block, which no kernel of the
+     * forward writes (eng_cu.h): read before the wait */
+    const int n_real = min(M, *n_rows_dev);
+    if (threadIdx.x < 16) {
+        const int r = threadIdx.x, ns = *n_seqs_dev;
+        int lo = 0, hi = 0, pos = 0;
+        if (r < n_real)
+            for (int q = 0; q < ns; q++) {
+                const int b = a.cu_seqlens[q], e = a.cu_seqlens[q + 1];
+                if (r >= b && r < e) {
+                    lo = b;
+                    hi = CAUSAL ? r + 1 : e;
+                    pos = r - b;
+                    break;
+                }
+            }
+        rlo[r] = lo;
+        rhi[r] = hi;
+        rpos[r] = pos;
+    }
+    asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    if (R)
+        for (int i = threadIdx.x; i < 2 * M; i += WARPS * 32)
+            sk3_cp16(Rs + 8 * i, R + (size_t)(i >> 1) * N + n_lo + 8 * (i & 1));
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int mi = lane >> 3, mr = lane & 7;
+    const int h0 = warp * HPW, grp = a.n_heads / a.n_kv_heads;
+    bf16 *wt = tiles + warp * TPW * TILE; /* Q tiles, then K, then V */
+    {
+        /* this warp's heads: rows at or past the real count as zeros (their
+         * Q/K/V are whatever the QKV GEMM made of padding) */
+        constexpr int CPR = D / 8;
+        for (int c = lane; c < TPW * 16 * CPR; c += 32) {
+            const int ti = c / (16 * CPR), rem = c - ti * 16 * CPR, r = rem / CPR, cc = (rem - r * CPR) * 8;
+            const bf16 *src;
+            if (ti < HPW) src = a.q + (size_t)r * a.ldq + (h0 + ti) * D;
+            else if (ti < HPW + KVW) src = a.k + (size_t)r * a.ldk + (h0 + (KVW == 1 ? 0 : ti - HPW)) / grp * D;
+            else src = a.v + (size_t)r * a.ldv + (h0 + (KVW == 1 ? 0 : ti - HPW - KVW)) / grp * D;
+            const bool ok = r < n_real;
+            const uint32_t d = (uint32_t)__cvta_generic_to_shared(wt + ti * TILE + r * LD + cc);
+            asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(ok ? src + cc : a.q),
+                         "r"(ok ? 16 : 0));
+        }
+        eng_async_commit();
+    }
+    eng_async_wait<0>();
+    __syncthreads(); /* the row ranges, bias and residual; orders the barrier's init before the polls */
+    if constexpr (QKN) {
+#pragma unroll
+        for (int j = 0; j < HPW; j++) eng_attn_qk_rows<D, 32>(wt + j * TILE, n_real, 0, a.q_norm, a, lane, rpos);
+#pragma unroll
+        for (int j = 0; j < KVW; j++)
+            eng_attn_qk_rows<D, 32>(wt + (HPW + j) * TILE, n_real, 0, a.k_norm, a, lane, rpos);
+        __syncwarp();
+    }
+    const float sl2 = a.scale * 1.4426950408889634f;
+    const int lo[2] = {rlo[g], rlo[g + 8]}, hi[2] = {rhi[g], rhi[g + 8]};
+    float acc[1][2][4];
+    skinny_zero<1>(acc);
+#pragma unroll
+    for (int j = 0; j < HPW; j++) {
+        const bf16 *Qs = wt + j * TILE, *Ks = wt + (HPW + (KVW == 1 ? 0 : j)) * TILE,
+                   *Vs = wt + (HPW + KVW + (KVW == 1 ? 0 : j)) * TILE;
+        float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
+#pragma unroll
+        for (int kk = 0; kk < D / 16; kk++) {
+            const bf16 *q = Qs + kk * 16 + 2 * t;
+            const uint32_t qf[4] = {eng_ld32(q + g * LD), eng_ld32(q + (g + 8) * LD), eng_ld32(q + g * LD + 8),
+                                    eng_ld32(q + (g + 8) * LD + 8)};
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++) {
+                const bf16 *k = Ks + (nt * 8 + g) * LD + kk * 16 + 2 * t;
+                eng_mma16816(sc[nt], qf, eng_ld32(k), eng_ld32(k + 8));
+            }
+        }
+        /* mask, then softmax over the (single) key tile in the log2 domain */
+        float mx[2] = {-INFINITY, -INFINITY};
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int key = nt * 8 + 2 * t + (e & 1), h = e >> 1;
+                if (key < lo[h] || key >= hi[h]) sc[nt][e] = -INFINITY;
+                mx[h] = fmaxf(mx[h], sc[nt][e]);
+            }
+        float l[2] = {0.f, 0.f};
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
+            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
+            mx[h] = mx[h] == -INFINITY ? 0.f : -mx[h] * sl2;
+        }
+#pragma unroll
+        for (int nt = 0; nt < 2; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                sc[nt][e] = eng_fast_exp2(fmaf(sc[nt][e], sl2, mx[e >> 1]));
+                l[e >> 1] += sc[nt][e];
+            }
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
+            l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
+            l[h] = l[h] > 0.f ? 1.f / l[h] : 0.f;
+        }
+        const uint32_t pa[4] = {eng_pack_bf16(sc[0][0], sc[0][1]), eng_pack_bf16(sc[0][2], sc[0][3]),
+                                eng_pack_bf16(sc[1][0], sc[1][1]), eng_pack_bf16(sc[1][2], sc[1][3])};
+        float o[D / 8][4];
+#pragma unroll
+        for (int dn = 0; dn < D / 8; dn++) o[dn][0] = o[dn][1] = o[dn][2] = o[dn][3] = 0.f;
+#pragma unroll
+        for (int dn = 0; dn < D / 8; dn += 2) {
+            uint32_t vb[4];
+            eng_ldmatrix_x4_trans(vb, Vs + ((mi & 1) * 8 + mr) * LD + (dn + (mi >> 1)) * 8);
+            eng_mma16816(o[dn], pa, vb[0], vb[1]);
+            eng_mma16816(o[dn + 1], pa, vb[2], vb[3]);
+        }
+        if (j == 0) sk3_bulk_wait(&wbar); /* the weight slice, requested before the wait */
+        /* O / l as bf16 (what the attention kernels store) is the A operand
+         * of the projection over this head's D columns of W */
+#pragma unroll
+        for (int s = 0; s < D / 16; s++) {
+            const uint32_t xa[4] = {eng_pack_bf16(o[2 * s][0] * l[0], o[2 * s][1] * l[0]),
+                                    eng_pack_bf16(o[2 * s][2] * l[1], o[2 * s][3] * l[1]),
+                                    eng_pack_bf16(o[2 * s + 1][0] * l[0], o[2 * s + 1][1] * l[0]),
+                                    eng_pack_bf16(o[2 * s + 1][2] * l[1], o[2 * s + 1][3] * l[1])};
+            const int k = (h0 + j) * D + 16 * s + 2 * t;
+#pragma unroll
+            for (int nt = 0; nt < 2; nt++) {
+                const bf16 *w = Ws + (nt * 8 + g) * LDW + k;
+                eng_mma16816(acc[0][nt], xa, eng_ld32(w), eng_ld32(w + 8));
+            }
+        }
+    }
+    skinny_finish<1, WARPS>(acc, part, bias ? bsm : NULL, R ? Rs : NULL, 16, Y + n_lo, N, M,
+                            bias ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE);
+}
+
+/* The instantiations: (warps, groups, head size, kv tiles a warp) for
+ * all-MiniLM (K = 384, d = 32), BERT-base (768, 64), BERT-large-like
+ * (1024, 64) and Qwen3-0.6B (2048, 128, two q heads a kv head); each
+ * causal or not, and q/k norm for d = 128. */
+#define CA_SHAPES(X) X(6, 1, 32, 2) X(6, 2, 64, 2) X(8, 2, 64, 2) X(8, 4, 128, 1)
+
+static int ca_shape(const eng_cu_attn_args *a, int K, int *warps, int *groups, int *kvw) {
+    const int D = a->head_dim;
+    eng_cu_chain_split(K, warps, groups);
+    if (!*warps || (*groups * 64) % D) return 0;
+    const int hpw = *groups * 64 / D, grp = a->n_heads / a->n_kv_heads;
+    *kvw = grp == 1 ? hpw : grp % hpw == 0 ? 1 : 0;
+    if (!*kvw) return 0;
+#define CA_HAS(W_, G_, D_, KV_) || (*warps == W_ && *groups == G_ && D == D_ && *kvw == KV_)
+    return 0 CA_SHAPES(CA_HAS);
+#undef CA_HAS
+}
+
+int eng_cu_chain_attn_o_ok(const eng_cu_attn_args *a, int M, int N) {
+    int w, gq, kvw;
+    const int K = a->n_heads * a->head_dim;
+    if (M < 1 || M > 16 || N % 16 || a->n_kv_heads < 1 || a->n_heads % a->n_kv_heads ||
+        !ca_shape(a, K, &w, &gq, &kvw))
+        return 0;
+    if (a->q_norm && (a->head_dim != 128 || !a->k_norm || !a->rope || a->rope_rows < 1)) return 0;
+    if ((a->ldq | a->ldk | a->ldv) % 8 || (((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v) & 15)) return 0;
+    return ca_smem(K, a->head_dim, w, gq * 64 / a->head_dim, kvw) <= 227 * 1024;
+}
+
+template <int WARPS, int G, int D, int KVW, bool CAUSAL, bool QKN>
+static cudaError_t ca_launch(cudaStream_t s, const eng_cu_attn_args &a, const int *n_rows_dev,
+                             const int *n_seqs_dev, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y, int M,
+                             int N) {
+    const size_t smem = ca_smem(WARPS * G * 64, D, WARPS, G * 64 / D, KVW);
+    static size_t attr = 0; /* per instantiation: the shared-memory cap raised once */
+    if (attr < smem) {
+        cudaError_t e = cudaFuncSetAttribute(chain_attn_o_kernel<WARPS, G, D, KVW, CAUSAL, QKN>,
+                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (e != cudaSuccess) return e;
+        attr = smem;
+    }
+    return eng_cu_launch(chain_attn_o_kernel<WARPS, G, D, KVW, CAUSAL, QKN>, dim3(N / 16), dim3(WARPS * 32), smem,
+                         s, a, n_rows_dev, n_seqs_dev, W, bias, R, Y, M, N);
+}
+
+cudaError_t eng_cu_chain_attn_o(cudaStream_t s, const eng_cu_attn_args *a, const int *n_rows_dev,
+                                const int *n_seqs_dev, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
+                                int M, int N) {
+    int w, gq, kvw;
+    const int K = a->n_heads * a->head_dim;
+    if (!eng_cu_chain_attn_o_ok(a, M, N) || !n_rows_dev || !n_seqs_dev ||
+        (((uintptr_t)W | (uintptr_t)bias | (uintptr_t)R) & 15))
+        return cudaErrorInvalidValue;
+    ca_shape(a, K, &w, &gq, &kvw);
+    const bool causal = a->causal != 0, qkn = a->q_norm != NULL;
+#define CA_GO(W_, G_, D_, KV_)                                                                                   \
+    if (w == W_ && gq == G_ && a->head_dim == D_ && kvw == KV_) {                                               \
+        if (qkn && D_ == 128)                                                                                    \
+            return causal ? ca_launch<W_, G_, D_, KV_, true, D_ == 128>(s, *a, n_rows_dev, n_seqs_dev, W, bias, \
+                                                                       R, Y, M, N)                              \
+                          : ca_launch<W_, G_, D_, KV_, false, D_ == 128>(s, *a, n_rows_dev, n_seqs_dev, W,      \
+                                                                        bias, R, Y, M, N);                      \
+        return causal ? ca_launch<W_, G_, D_, KV_, true, false>(s, *a, n_rows_dev, n_seqs_dev, W, bias, R, Y, M, N) \
+                      : ca_launch<W_, G_, D_, KV_, false, false>(s, *a, n_rows_dev, n_seqs_dev, W, bias, R, Y, M, \
+                                                                 N);                                            \
+    }
+    CA_SHAPES(CA_GO)
+#undef CA_GO
+    return cudaErrorInvalidValue;
+}
