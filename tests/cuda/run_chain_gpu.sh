@@ -25,20 +25,17 @@ say "build ok"
 LAB_SMALL_ONLY=1 timeout 120 "./$BUILD/lab_gemm" > "$OUT/lab_gemm.log" 2>&1 || status=1
 grep -E "FAIL|bench|lab_gemm" "$OUT/lab_gemm.log" | tee -a "$LOG"
 say "lab_gemm done"
-if command -v compute-sanitizer >/dev/null; then
-  LAB_QUICK=1 timeout 150 compute-sanitizer --tool memcheck --error-exitcode 3 "./$BUILD/lab_gemm" > "$OUT/lab_gemm.memcheck.log" 2>&1
-  rc=$?
-  say "compute-sanitizer memcheck lab_gemm: rc=$rc, $(grep -c Invalid "$OUT/lab_gemm.memcheck.log") invalid accesses"
-  [ $rc -ne 0 ] && status=1
-fi
+memcheck() { # lab timeout_s: its quick checks under compute-sanitizer memcheck
+  command -v compute-sanitizer >/dev/null || return 0
+  LAB_QUICK=1 timeout "$2" compute-sanitizer --tool memcheck --error-exitcode 3 "./$BUILD/$1" > "$OUT/$1.memcheck.log" 2>&1
+  local rc=$?
+  say "compute-sanitizer memcheck $1: rc=$rc, $(grep -c Invalid "$OUT/$1.memcheck.log") invalid accesses"
+  [ $rc -eq 0 ] || status=1
+}
+memcheck lab_gemm 150
 LAB_QUICK=1 timeout 120 "./$BUILD/lab_attn" > "$OUT/lab_attn.log" 2>&1 || status=1
 grep -E "FAIL|attn\+O|lab_attn" "$OUT/lab_attn.log" | tee -a "$LOG"
-if command -v compute-sanitizer >/dev/null; then
-  LAB_QUICK=1 timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 "./$BUILD/lab_attn" > "$OUT/lab_attn.memcheck.log" 2>&1
-  rc=$?
-  say "compute-sanitizer memcheck lab_attn: rc=$rc, $(grep -c Invalid "$OUT/lab_attn.memcheck.log") invalid accesses"
-  [ $rc -ne 0 ] && status=1
-fi
+memcheck lab_attn 200
 # chain variants (CHAIN_VARIANTS): 0 off, 64 on for every bucket <= 64 (the
 # default), a suffix n: with the norms fused (POSY_CUDA_CHAIN_NORM=1), a:
 # with attention always its own node (POSY_CUDA_CHAIN_ATTN=0), f: attention
