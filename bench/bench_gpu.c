@@ -16,7 +16,9 @@
  * - saturation: the smallest tokens per step reaching 90% of the peak.
  * BENCH_POINT_TOKENS (default 3e6) sets the tokens timed per throughput
  * point (at least 12 steps, at most 2000); BENCH_LATENCY_ONLY=1 stops after
- * the latency rows.
+ * the latency rows; BENCH_POINTS="equal128:65536 random16-512:16384 ..."
+ * times only those throughput points (pattern:tokens per step; no latency,
+ * saturation or mixed rows), for A/B runs of kernel switches.
  * With --once TOKENS it runs one eager forward of one query and exits, for
  * a kernel profiler (bench_gpu.sh runs it under ncu when present).
  * With --step TOKENS SEQLEN it runs a throughput step (TOKENS tokens in
@@ -158,6 +160,28 @@ int main(int argc, char **argv) {
         gh_batch_free(&g);
         e->ops->close(e);
         return rc ? 1 : 0;
+    }
+    const char *pts = getenv("BENCH_POINTS");
+    if (pts) { /* only the named points */
+        char buf[512];
+        snprintf(buf, sizeof buf, "%s", pts);
+        int rc = 0;
+        for (char *sv = NULL, *tk = strtok_r(buf, " ,", &sv); tk; tk = strtok_r(NULL, " ,", &sv)) {
+            char *colon = strchr(tk, ':');
+            const int L = !strncmp(tk, "equal128:", 9) ? 128 : !strncmp(tk, "equal512:", 9) ? 512
+                        : !strncmp(tk, "random16-512:", 13) ? 0 : -1;
+            const int T = colon ? atoi(colon + 1) : 0;
+            if (L < 0 || T < 1 || T > 65536 || T < L) {
+                fprintf(stderr, "BENCH_POINTS: bad point '%s' (pattern:tokens, pattern equal128, equal512 or "
+                        "random16-512, tokens 1..65536)\n", tk);
+                rc = 2;
+                break;
+            }
+            *colon = 0;
+            throughput(e, name, tk, L, T, V, H);
+        }
+        e->ops->close(e);
+        return rc;
     }
     latency(e, name, 16, V, H);
     if (getenv("BENCH_LATENCY_ONLY")) latency(e, name, 32, V, H); /* where the one-query chain ends */

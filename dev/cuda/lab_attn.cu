@@ -3,6 +3,7 @@
  * rotary fused) against an fp64 CPU reference on the same bf16-rounded
  * inputs.
  *
+ * Versions 4-7 are v2's variants (eng_cu_attn.cu's header).
  * Cases: head_dim 32 / 64 / 128; bidirectional and causal; grouped-query
  * (4 q heads per kv head); packed batches mixing lengths 1, 2, 17, 63, 64,
  * 65, 200 and 512 (tile edges on both sides), Q/K/V read with the stride of
@@ -173,10 +174,13 @@ static void run_case(const acase &c, int time_it) {
     a.tiles = dtiles; a.n_tiles_dev = dnt; a.max_tiles = max_tiles;
     float *dqw = NULL, *dkw = NULL, *drope = NULL;
     if (c.qkn) lab_attn_qkn(a, qw, kw, rope, rope_rows, qk_eps, &dqw, &dkw, &drope);
-    /* 4, 5: v2 with more resident blocks (key tiles of 32 / 64), d < 128 */
+    /* 4, 5: v2 with more resident blocks (key tiles of 32 / 64), d < 128;
+     * 6: v2 with the head fastest in a 1-D grid; 7: 6 with two stages at
+     * d = 128 (below 128 it is 6) */
     std::vector<int> versions = {1, 2, 3};
     if (D < 128) versions.insert(versions.end(), {4, 5});
-    if (c.qkn) versions = {2, 3}; /* v2's: the one-query chain's (Qwen3) */
+    versions.insert(versions.end(), {6, 7});
+    if (c.qkn) versions = {2, 3, 6, 7}; /* v2's: the one-query chain's (Qwen3) */
     std::vector<float> got3;
     for (int version : versions) {
         a.version = version;

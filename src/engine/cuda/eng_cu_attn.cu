@@ -29,6 +29,10 @@
  * 3-5 beat v2 across lengths: v3 wins on 128-token sequences at d=128
  * (-14%) and loses at 512-1024 (+12-25%); v4 wins on 16-token sequences
  * (-30%) and loses elsewhere (dev/cuda/NOTES.md, 2026-11-29 evening).
+ * 6 is v2 with the head varying fastest over a one-dimensional grid, 7 is
+ * 6 with two K/V stages at D = 128 too (dynamic shared memory): both aim
+ * at the saturated step, where v2 reads one head's slice of many rows at
+ * a time (1.4-2 TB/s at 128-token sequences, ncu, 2026-11-29 evening).
  */
 #include "eng_cu_frag.h"
 #include <math.h>
@@ -164,32 +168,47 @@ __global__ void __launch_bounds__(128) attn_kernel_v1(eng_cu_attn_args a) {
  * the mask is applied only on tiles that cross the sequence end or the
  * causal diagonal; softmax on raw scores with one FFMA + ex2.approx per
  * element (scale folded into the exponent), as FlashAttention-2 does.
- * D=128 keeps one stage (two would pass the 48 KB static shared limit).
+ * D=128 keeps one stage by default (ST = 0: two stages below D=128, one
+ * at 128); ST = 2 at D=128 (version 7) takes 52 KB of dynamic shared
+ * memory a block.  Shared memory is dynamic in every instantiation (the
+ * launcher passes attn_smem_bytes), so one body serves all.
+ * HM (versions 6, 7): a one-dimensional grid with the head varying
+ * fastest, so the blocks resident together read whole QKV rows (every
+ * head of the same tokens) instead of one head's 64-256 bytes of rows
+ * 2.3-6 KB apart; v2 keeps (tile, head) = (blockIdx.x, blockIdx.y).
  * QKN (a.q_norm set; the one-query chain of Qwen3): Q and K arrive raw
  * from the QKV GEMM and each tile is normalised and rotated in shared
  * memory as it lands (eng_attn_qk_rows) -- for a short query one block
  * barrier instead of the q/k kernel's node of the chain. */
-template <int D, bool CAUSAL, int BN = (D >= 128 ? 32 : 64), int MINB = (D >= 128 ? 2 : 4), bool QKN = false>
+template <int D, int BN, int ST>
+static constexpr size_t attn_smem_bytes() {
+    return ((size_t)ENG_CU_ATTN_BM + 2 * (size_t)ST * BN) * (D + 8) * sizeof(bf16);
+}
+
+template <int D, bool CAUSAL, int BN = (D >= 128 ? 32 : 64), int MINB = (D >= 128 ? 2 : 4), bool QKN = false,
+          int ST_ = 0, bool HM = false>
 __global__ void __launch_bounds__(128, MINB) attn_kernel_v2(eng_cu_attn_args a) {
     constexpr int BM = ENG_CU_ATTN_BM, LD = D + 8;
-    constexpr int ST = D >= 128 ? 1 : 2;
-    __shared__ __align__(16) bf16 sQ[BM * LD];
-    __shared__ __align__(16) bf16 sK[ST][BN * LD];
-    __shared__ __align__(16) bf16 sV[ST][BN * LD];
+    constexpr int ST = ST_ ? ST_ : (D >= 128 ? 1 : 2);
+    extern __shared__ __align__(16) unsigned char attn_smem[];
+    bf16 *sQ = (bf16 *)attn_smem;
+    bf16 *const sK0 = sQ + BM * LD, *const sV0 = sK0 + ST * BN * LD; /* stage b at + b * BN * LD */
 
     /* the tile and its sequence come from the input block: read before
      * the wait (three dependent loads off a one-query chain's path) */
-    const bool live = (int)blockIdx.x < *a.n_tiles_dev;
+    const int tile = HM ? (int)blockIdx.x / a.n_heads : (int)blockIdx.x;
+    const int h = HM ? (int)blockIdx.x - tile * a.n_heads : (int)blockIdx.y;
+    const bool live = tile < *a.n_tiles_dev;
     int seq = 0, q0 = 0, start = 0, len = 0;
     if (live) {
-        seq = a.tiles[2 * blockIdx.x];
-        q0 = a.tiles[2 * blockIdx.x + 1];
+        seq = a.tiles[2 * tile];
+        q0 = a.tiles[2 * tile + 1];
         start = a.cu_seqlens[seq];
         len = a.cu_seqlens[seq + 1] - start;
     }
     ENG_CU_PDL_WAIT();
     if (!live) return;
-    const int h = blockIdx.y, kvh = h / (a.n_heads / a.n_kv_heads);
+    const int kvh = h / (a.n_heads / a.n_kv_heads);
     const int qrows = min(BM, len - q0);
     const int kend = CAUSAL ? min(len, q0 + BM) : len;
     const int ntiles = (kend + BN - 1) / BN;
@@ -198,9 +217,9 @@ __global__ void __launch_bounds__(128, MINB) attn_kernel_v2(eng_cu_attn_args a) 
 
     eng_async_rows<BM, D, 128>(sQ, a.q + (size_t)(start + q0) * a.ldq + h * D, a.ldq, qrows);
     eng_async_commit();
-    eng_async_rows<BN, D, 128>(sK[0], kbase, a.ldk, len);
+    eng_async_rows<BN, D, 128>(sK0, kbase, a.ldk, len);
     eng_async_commit();
-    eng_async_rows<BN, D, 128>(sV[0], vbase, a.ldv, len);
+    eng_async_rows<BN, D, 128>(sV0, vbase, a.ldv, len);
     eng_async_commit();
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -216,9 +235,9 @@ __global__ void __launch_bounds__(128, MINB) attn_kernel_v2(eng_cu_attn_args a) 
     for (int j = 0; j < ntiles; j++) {
         const int k0 = j * BN, buf = ST == 2 ? (j & 1) : 0;
         if (ST == 2 && j + 1 < ntiles) {
-            eng_async_rows<BN, D, 128>(sK[(j + 1) & 1], kbase + (size_t)(k0 + BN) * a.ldk, a.ldk, len - k0 - BN);
+            eng_async_rows<BN, D, 128>(sK0 + ((j + 1) & 1) * BN * LD, kbase + (size_t)(k0 + BN) * a.ldk, a.ldk, len - k0 - BN);
             eng_async_commit();
-            eng_async_rows<BN, D, 128>(sV[(j + 1) & 1], vbase + (size_t)(k0 + BN) * a.ldv, a.ldv, len - k0 - BN);
+            eng_async_rows<BN, D, 128>(sV0 + ((j + 1) & 1) * BN * LD, vbase + (size_t)(k0 + BN) * a.ldv, a.ldv, len - k0 - BN);
             eng_async_commit();
             eng_async_wait<2>();
         } else {
@@ -227,7 +246,7 @@ __global__ void __launch_bounds__(128, MINB) attn_kernel_v2(eng_cu_attn_args a) 
         __syncthreads();
         if constexpr (QKN) {
             if (j == 0) eng_attn_qk_rows<D, 128>(sQ, qrows, q0, a.q_norm, a);
-            eng_attn_qk_rows<D, 128>(sK[buf], min(BN, len - k0), k0, a.k_norm, a);
+            eng_attn_qk_rows<D, 128>(sK0 + buf * BN * LD, min(BN, len - k0), k0, a.k_norm, a);
             __syncthreads();
         }
         if (j == 0) {
@@ -235,13 +254,13 @@ __global__ void __launch_bounds__(128, MINB) attn_kernel_v2(eng_cu_attn_args a) 
             for (int kk = 0; kk < D / 16; kk++)
                 eng_ldmatrix_x4(qf[kk], sQ + (warp * 16 + (mi & 1) * 8 + mr) * LD + kk * 16 + (mi >> 1) * 8);
         }
-        const bf16 *K = sK[buf], *V = sV[buf];
+        const bf16 *K = sK0 + buf * BN * LD, *V = sV0 + buf * BN * LD;
         eng_attn_tile<D, BN, CAUSAL>(qf, K, V, k0, len, wrow0, sl2, o, m, l);
         __syncthreads(); /* buffer `buf` is refilled by the next iteration's prefetch */
         if (ST == 1 && j + 1 < ntiles) {
-            eng_async_rows<BN, D, 128>(sK[0], kbase + (size_t)(k0 + BN) * a.ldk, a.ldk, len - k0 - BN);
+            eng_async_rows<BN, D, 128>(sK0, kbase + (size_t)(k0 + BN) * a.ldk, a.ldk, len - k0 - BN);
             eng_async_commit();
-            eng_async_rows<BN, D, 128>(sV[0], vbase + (size_t)(k0 + BN) * a.ldv, a.ldv, len - k0 - BN);
+            eng_async_rows<BN, D, 128>(sV0, vbase + (size_t)(k0 + BN) * a.ldv, a.ldv, len - k0 - BN);
             eng_async_commit();
         }
     }
@@ -265,60 +284,86 @@ int eng_cu_attn_max_tiles(int tokens, int seqs) {
     return tokens / ENG_CU_ATTN_BM + seqs;
 }
 
-/* v: the resolved version (1, 2, 4 or 5), not a->version (0 = shipped) */
+/* One v2-family kernel: its dynamic shared memory (above 48 KB only for
+ * ST = 2 at D = 128, which needs the opt-in attribute, set once per
+ * instantiation -- a repeated set from a second engine is harmless) and
+ * its grid, two-dimensional (tile, head) or, HM, one-dimensional with the
+ * head fastest. */
+template <int D, bool C, int BN, int MB, bool QKN, int ST, bool HM>
+static cudaError_t launch_v2(cudaStream_t s, const eng_cu_attn_args *a) {
+    constexpr size_t smem = attn_smem_bytes<D, BN, ST ? ST : (D >= 128 ? 1 : 2)>();
+    void (*k)(eng_cu_attn_args) = attn_kernel_v2<D, C, BN, MB, QKN, ST, HM>;
+    if constexpr (smem > 48 * 1024) {
+        static bool attr_set = false;
+        if (!attr_set) {
+            const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+            if (e != cudaSuccess) return e;
+            attr_set = true;
+        }
+    }
+    const dim3 grid = HM ? dim3((unsigned)(a->max_tiles * a->n_heads)) : dim3(a->max_tiles, a->n_heads);
+    return eng_cu_launch(k, grid, dim3(128), smem, s, *a);
+}
+
+/* v: the resolved version (1, 2, 4, 5, 6 or 7), not a->version (0 = shipped) */
 template <int D>
 static cudaError_t launch_d(cudaStream_t s, const eng_cu_attn_args *a, int v) {
-    dim3 grid(a->max_tiles, a->n_heads);
     if (v == 1) {
+        const dim3 grid(a->max_tiles, a->n_heads);
         if (a->causal)
             attn_kernel_v1<D, true><<<grid, 128, 0, s>>>(*a);
         else
             attn_kernel_v1<D, false><<<grid, 128, 0, s>>>(*a);
-    } else {
-        cudaError_t e = cudaErrorInvalidValue;
-        bool done = false;
-        if (a->q_norm) { /* v2 with the q/k norm, whatever BN/MINB version was asked */
-            constexpr int BN = D >= 128 ? 32 : 64, MB = D >= 128 ? 2 : 4;
-            e = a->causal ? eng_cu_launch(attn_kernel_v2<D, true, BN, MB, true>, grid, dim3(128), 0, s, *a)
-                          : eng_cu_launch(attn_kernel_v2<D, false, BN, MB, true>, grid, dim3(128), 0, s, *a);
-            done = true;
-        }
-        if constexpr (D < 128) { /* lab variants: more blocks resident (spills measured in NOTES.md) */
-            if (!done && v == 4) { /* key tiles of 32 */
-                constexpr int MB = D == 32 ? 8 : 6;
-                e = a->causal ? eng_cu_launch(attn_kernel_v2<D, true, 32, MB>, grid, dim3(128), 0, s, *a)
-                              : eng_cu_launch(attn_kernel_v2<D, false, 32, MB>, grid, dim3(128), 0, s, *a);
-                done = true;
-            } else if (!done && v == 5) { /* key tiles of 64 */
-                constexpr int MB = D == 32 ? 6 : 5;
-                e = a->causal ? eng_cu_launch(attn_kernel_v2<D, true, 64, MB>, grid, dim3(128), 0, s, *a)
-                              : eng_cu_launch(attn_kernel_v2<D, false, 64, MB>, grid, dim3(128), 0, s, *a);
-                done = true;
-            }
-        }
-        if (!done)
-            e = a->causal ? eng_cu_launch(attn_kernel_v2<D, true>, grid, dim3(128), 0, s, *a)
-                          : eng_cu_launch(attn_kernel_v2<D, false>, grid, dim3(128), 0, s, *a);
-        if (e != cudaSuccess) return e;
+        return cudaGetLastError();
     }
+    constexpr int BN = D >= 128 ? 32 : 64, MB = D >= 128 ? 2 : 4;
+    if (D < 128 && v == 7) v = 6; /* below D = 128 v2 already has two stages */
+    cudaError_t e;
+    if (a->q_norm) /* the q/k norm: v2's tiles (or 6 / 7's), whatever BN/MINB version was asked */
+        e = v == 6   ? (a->causal ? launch_v2<D, true, BN, MB, true, 0, true>(s, a)
+                                  : launch_v2<D, false, BN, MB, true, 0, true>(s, a))
+            : v == 7 ? (a->causal ? launch_v2<D, true, BN, MB, true, 2, true>(s, a)
+                                  : launch_v2<D, false, BN, MB, true, 2, true>(s, a))
+                     : (a->causal ? launch_v2<D, true, BN, MB, true, 0, false>(s, a)
+                                  : launch_v2<D, false, BN, MB, true, 0, false>(s, a));
+    else if (v == 4 || v == 5) { /* lab variants: more blocks resident (spills measured in NOTES.md) */
+        if constexpr (D < 128) {
+            constexpr int MB4 = D == 32 ? 8 : 6, MB5 = D == 32 ? 6 : 5;
+            e = v == 4 ? (a->causal ? launch_v2<D, true, 32, MB4, false, 0, false>(s, a) /* key tiles of 32 */
+                                    : launch_v2<D, false, 32, MB4, false, 0, false>(s, a))
+                       : (a->causal ? launch_v2<D, true, 64, MB5, false, 0, false>(s, a) /* key tiles of 64 */
+                                    : launch_v2<D, false, 64, MB5, false, 0, false>(s, a));
+        } else {
+            e = cudaErrorInvalidValue;
+        }
+    } else if (v == 6)
+        e = a->causal ? launch_v2<D, true, BN, MB, false, 0, true>(s, a) : launch_v2<D, false, BN, MB, false, 0, true>(s, a);
+    else if (v == 7)
+        e = a->causal ? launch_v2<D, true, BN, MB, false, 2, true>(s, a) : launch_v2<D, false, BN, MB, false, 2, true>(s, a);
+    else
+        e = a->causal ? launch_v2<D, true, BN, MB, false, 0, false>(s, a)
+                      : launch_v2<D, false, BN, MB, false, 0, false>(s, a);
+    if (e != cudaSuccess) return e;
     return cudaGetLastError();
 }
 
 int eng_cu_attn_version(int head_dim) {
     const char *e = getenv("POSY_CUDA_ATTN");
-    if (e && e[0] >= '2' && e[0] <= '5' && !e[1] && !(head_dim >= 128 && e[0] >= '4')) return e[0] - '0';
+    if (e && e[0] >= '2' && e[0] <= '7' && !e[1] && !(head_dim >= 128 && (e[0] == '4' || e[0] == '5')))
+        return e[0] - '0';
     return 2;
 }
 
 int eng_cu_attn_fuses_qk(int head_dim) {
     const char *e = getenv("POSY_CUDA_QK_FUSE");
-    return eng_cu_attn_version(head_dim) == 3 && e && !strcmp(e, "1");
+    (void)head_dim; /* every version but v1 (never the shipped one) fuses it */
+    return e && !strcmp(e, "1");
 }
 
 cudaError_t eng_cu_attention(cudaStream_t s, const eng_cu_attn_args *a) {
     if (a->max_tiles <= 0 || a->n_heads <= 0 || a->n_kv_heads <= 0 ||
-        a->n_heads % a->n_kv_heads || a->version < 0 || a->version > 5 ||
-        (a->version >= 4 && a->head_dim >= 128))
+        a->n_heads % a->n_kv_heads || a->version < 0 || a->version > 7 ||
+        ((a->version == 4 || a->version == 5) && a->head_dim >= 128))
         return cudaErrorInvalidValue;
     const int v = a->version ? a->version : eng_cu_attn_version(a->head_dim);
     if (v == 3) return eng_cu_attention_v3(s, a);

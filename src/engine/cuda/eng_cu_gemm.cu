@@ -10,7 +10,8 @@
  * choice per bucket", taken on the bucket's first (eager) run so that graph
  * capture only records launches.  With tuning on (the engine turns it on)
  * and M >= 1024 the choice is the fastest of cuBLASLt's first 8 heuristic
- * candidates, timed on the real operands at that first run
+ * candidates (POSY_CUDA_GEMM_CANDIDATES: up to 32), timed on the real
+ * operands at that first run
  * (dev/cuda/lab_gemm.cu measured up to 10% between candidates at large M);
  * otherwise the first heuristic answer (see tune() for why small M is not
  * timed).  An optional R adds a residual in the epilogue
@@ -23,13 +24,16 @@
 #include <stdlib.h>
 #include <string.h>
 
+/* Candidates asked of the heuristic: 8, or POSY_CUDA_GEMM_CANDIDATES
+ * (1..GEMM_CANDIDATES_MAX) for experiments with a wider race. */
 #define GEMM_CANDIDATES 8
+#define GEMM_CANDIDATES_MAX 32
 
 typedef struct gemm_entry {
     int M, N, K, epi;
     cublasLtMatmulDesc_t op;
     cublasLtMatrixLayout_t a, b, c;
-    cublasLtMatmulHeuristicResult_t cand[GEMM_CANDIDATES];
+    cublasLtMatmulHeuristicResult_t cand[GEMM_CANDIDATES_MAX];
     int n_cand;
     int best;        /* index into cand used by eng_cu_gemm; -1: the skinny kernel */
     int tuned;       /* candidates timed (or tuning impossible) */
@@ -43,6 +47,7 @@ struct eng_cu_gemm_ctx {
     gemm_entry *e;
     int n, cap;
     int tune;
+    int n_ask; /* heuristic candidates asked for */
 };
 
 void eng_cu_gemm_set_tuning(eng_cu_gemm_ctx *g, int on) { g->tune = on; }
@@ -65,6 +70,9 @@ eng_cu_gemm_ctx *eng_cu_gemm_create(size_t workspace_bytes, char *err, size_t er
         return NULL;
     }
     g->ws_bytes = workspace_bytes;
+    g->n_ask = GEMM_CANDIDATES;
+    const char *nc = getenv("POSY_CUDA_GEMM_CANDIDATES");
+    if (nc && atoi(nc) >= 1 && atoi(nc) <= GEMM_CANDIDATES_MAX) g->n_ask = atoi(nc);
     return g;
 }
 
@@ -120,7 +128,7 @@ static gemm_entry *entry_make(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, 
         pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &g->ws_bytes, sizeof g->ws_bytes);
     if (st == CUBLAS_STATUS_SUCCESS)
         st = cublasLtMatmulAlgoGetHeuristic(g->lt, e->op, e->a, e->b, e->c, e->c, pref,
-                                            GEMM_CANDIDATES, e->cand, &e->n_cand);
+                                            g->n_ask, e->cand, &e->n_cand);
     cublasLtMatmulPreferenceDestroy(pref);
     if (st != CUBLAS_STATUS_SUCCESS || e->n_cand == 0) {
         snprintf(err, errlen, "cuBLASLt has no algorithm for %dx%dx%d (epilogue %d): %s", M, N,
