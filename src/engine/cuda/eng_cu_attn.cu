@@ -33,6 +33,10 @@
  * 6 with two K/V stages at D = 128 too (dynamic shared memory): both aim
  * at the saturated step, where v2 reads one head's slice of many rows at
  * a time (1.4-2 TB/s at 128-token sequences, ncu, 2026-11-29 evening).
+ * 8: key tiles of 128, one pass for a sequence of <= 128 tokens, the copy
+ * of the next tile between the halves of this one (no q/k norm: a
+ * q_norm with version 8 runs v2's fused path); 9 is 8 capped to one
+ * more block an SM (d < 128).
  */
 #include "eng_cu_frag.h"
 #include <math.h>
@@ -267,6 +271,96 @@ __global__ void __launch_bounds__(128, MINB) attn_kernel_v2(eng_cu_attn_args a) 
     eng_attn_store<D>(o, l, qrows, a.o + (size_t)(start + q0) * a.ldo + h * D, a.ldo);
 }
 
+/* Version 8: key tiles of 128 with one buffer each for K and V, and the
+ * tile split at the softmax -- Q and K_j are waited for, S and the
+ * probabilities computed while V_j is still landing, then K_{j+1} is
+ * requested (every warp is past its Q K^T), V_j waited for and P V done,
+ * then V_{j+1} requested.  Aimed at the saturated step of short
+ * sequences: a sequence of <= 128 tokens is one pass with no rescale and
+ * 16 independent products per warp instead of v2's two dependent halves.
+ * Every commit group is committed even when empty, so the wait counts are
+ * the same on every iteration. */
+template <int D, bool CAUSAL, int MINB>
+__global__ void __launch_bounds__(128, MINB) attn_kernel_v8(eng_cu_attn_args a) {
+    constexpr int BM = ENG_CU_ATTN_BM, BN = 128, LD = D + 8;
+    extern __shared__ __align__(16) unsigned char attn_smem[];
+    bf16 *const sQ = (bf16 *)attn_smem, *const sK = sQ + BM * LD, *const sV = sK + BN * LD;
+    const bool live = (int)blockIdx.x < *a.n_tiles_dev;
+    int seq = 0, q0 = 0, start = 0, len = 0;
+    if (live) {
+        seq = a.tiles[2 * blockIdx.x];
+        q0 = a.tiles[2 * blockIdx.x + 1];
+        start = a.cu_seqlens[seq];
+        len = a.cu_seqlens[seq + 1] - start;
+    }
+    ENG_CU_PDL_WAIT();
+    if (!live) return;
+    const int h = blockIdx.y, kvh = h / (a.n_heads / a.n_kv_heads);
+    const int qrows = min(BM, len - q0);
+    const int kend = CAUSAL ? min(len, q0 + BM) : len;
+    const int ntiles = (kend + BN - 1) / BN;
+    const bf16 *kbase = a.k + (size_t)start * a.ldk + kvh * D;
+    const bf16 *vbase = a.v + (size_t)start * a.ldv + kvh * D;
+
+    eng_async_rows<BM, D, 128>(sQ, a.q + (size_t)(start + q0) * a.ldq + h * D, a.ldq, qrows);
+    eng_async_rows<BN, D, 128>(sK, kbase, a.ldk, len);
+    eng_async_commit();
+    eng_async_rows<BN, D, 128>(sV, vbase, a.ldv, len);
+    eng_async_commit();
+
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
+    const int mi = lane >> 3, mr = lane & 7;
+    uint32_t qf[D / 16][4];
+    float o[D / 8][4];
+#pragma unroll
+    for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    const float sl2 = a.scale * 1.4426950408889634f;
+    const int wrow0 = q0 + warp * 16;
+
+    for (int j = 0; j < ntiles; j++) {
+        const int k0 = j * BN;
+        eng_async_wait<1>(); /* Q and K_j (V_j may still be in flight) */
+        __syncthreads();
+        if (j == 0) {
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk++)
+                eng_ldmatrix_x4(qf[kk], sQ + (warp * 16 + (mi & 1) * 8 + mr) * LD + kk * 16 + (mi >> 1) * 8);
+        }
+        float sc[BN / 8][4];
+        eng_attn_scores<D, BN, CAUSAL>(qf, sK, k0, len, wrow0, sl2, o, m, l, sc);
+        __syncthreads(); /* every warp is done with K_j */
+        if (j + 1 < ntiles) eng_async_rows<BN, D, 128>(sK, kbase + (size_t)(k0 + BN) * a.ldk, a.ldk, len - k0 - BN);
+        eng_async_commit();
+        eng_async_wait<1>(); /* V_j (K_{j+1} may still be in flight) */
+        __syncthreads();
+        eng_attn_pv<D, BN>(sc, sV, o);
+        __syncthreads(); /* every warp is done with V_j */
+        if (j + 1 < ntiles) eng_async_rows<BN, D, 128>(sV, vbase + (size_t)(k0 + BN) * a.ldv, a.ldv, len - k0 - BN);
+        eng_async_commit();
+    }
+    eng_attn_store<D>(o, l, qrows, a.o + (size_t)(start + q0) * a.ldo + h * D, a.ldo);
+}
+
+/* v8 as the compiler sizes it (d = 32: 153 registers, 3 blocks an SM;
+ * 64: 194, 2; 128: 242, 2), or, tight (version 9), capped for one block
+ * more an SM (d = 32: 4, 64: 3) */
+template <int D, bool C, bool TIGHT>
+static cudaError_t launch_v8(cudaStream_t s, const eng_cu_attn_args *a) {
+    constexpr int MB = D >= 128 ? 1 : D == 64 ? 2 + TIGHT : 3 + TIGHT;
+    constexpr size_t smem = ((size_t)ENG_CU_ATTN_BM + 2 * 128) * (D + 8) * sizeof(bf16);
+    void (*k)(eng_cu_attn_args) = attn_kernel_v8<D, C, MB>;
+    if constexpr (smem > 48 * 1024) {
+        static bool attr_set = false; /* as in launch_v2 */
+        if (!attr_set) {
+            const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+            if (e != cudaSuccess) return e;
+            attr_set = true;
+        }
+    }
+    return eng_cu_launch(k, dim3(a->max_tiles, a->n_heads), dim3(128), smem, s, *a);
+}
+
 int eng_cu_attn_tiles(const int32_t *cu, int n_seqs, int32_t *tiles) {
     int n = 0;
     for (int s = 0; s < n_seqs; s++)
@@ -305,7 +399,7 @@ static cudaError_t launch_v2(cudaStream_t s, const eng_cu_attn_args *a) {
     return eng_cu_launch(k, grid, dim3(128), smem, s, *a);
 }
 
-/* v: the resolved version (1, 2, 4, 5, 6 or 7), not a->version (0 = shipped) */
+/* v: the resolved version (1, 2, 4 .. 8), not a->version (0 = shipped) */
 template <int D>
 static cudaError_t launch_d(cudaStream_t s, const eng_cu_attn_args *a, int v) {
     if (v == 1) {
@@ -319,7 +413,11 @@ static cudaError_t launch_d(cudaStream_t s, const eng_cu_attn_args *a, int v) {
     constexpr int BN = D >= 128 ? 32 : 64, MB = D >= 128 ? 2 : 4;
     if (D < 128 && v == 7) v = 6; /* below D = 128 v2 already has two stages */
     cudaError_t e;
-    if (a->q_norm) /* the q/k norm: v2's tiles (or 6 / 7's), whatever BN/MINB version was asked */
+    if (v == 8 && !a->q_norm)
+        e = a->causal ? launch_v8<D, true, false>(s, a) : launch_v8<D, false, false>(s, a);
+    else if (v == 9 && !a->q_norm && D < 128)
+        e = a->causal ? launch_v8<D, true, true>(s, a) : launch_v8<D, false, true>(s, a);
+    else if (a->q_norm) /* the q/k norm: v2's tiles (or 6 / 7's), whatever BN/MINB version was asked */
         e = v == 6   ? (a->causal ? launch_v2<D, true, BN, MB, true, 0, true>(s, a)
                                   : launch_v2<D, false, BN, MB, true, 0, true>(s, a))
             : v == 7 ? (a->causal ? launch_v2<D, true, BN, MB, true, 2, true>(s, a)
@@ -349,7 +447,7 @@ static cudaError_t launch_d(cudaStream_t s, const eng_cu_attn_args *a, int v) {
 
 int eng_cu_attn_version(int head_dim) {
     const char *e = getenv("POSY_CUDA_ATTN");
-    if (e && e[0] >= '2' && e[0] <= '7' && !e[1] && !(head_dim >= 128 && (e[0] == '4' || e[0] == '5')))
+    if (e && e[0] >= '2' && e[0] <= '9' && !e[1] && !(head_dim >= 128 && (e[0] == '4' || e[0] == '5' || e[0] == '9')))
         return e[0] - '0';
     return 2;
 }
@@ -362,8 +460,8 @@ int eng_cu_attn_fuses_qk(int head_dim) {
 
 cudaError_t eng_cu_attention(cudaStream_t s, const eng_cu_attn_args *a) {
     if (a->max_tiles <= 0 || a->n_heads <= 0 || a->n_kv_heads <= 0 ||
-        a->n_heads % a->n_kv_heads || a->version < 0 || a->version > 7 ||
-        ((a->version == 4 || a->version == 5) && a->head_dim >= 128))
+        a->n_heads % a->n_kv_heads || a->version < 0 || a->version > 9 ||
+        ((a->version == 4 || a->version == 5 || a->version == 9) && a->head_dim >= 128))
         return cudaErrorInvalidValue;
     const int v = a->version ? a->version : eng_cu_attn_version(a->head_dim);
     if (v == 3) return eng_cu_attention_v3(s, a);

@@ -77,20 +77,22 @@ static __device__ __forceinline__ void eng_async_wait() {
 
 /* One key tile of the FlashAttention-2 loop, for the calling warp's 16
  * query rows (wrow0 = the first, relative to the sequence; qf = their Q
- * fragments): S = Q K^T from ldmatrix'd K, the mask only when the tile
- * crosses the sequence end (len) or, causal, the diagonal; online softmax
- * in the log2 domain (sl2 = scale * log2 e) with FFMA + ex2.approx, the
- * accumulator rescaled; P repacked from the S accumulators as A fragments;
- * O += P V with ldmatrix.trans.  K, V: [BN][D+8] shared tiles of keys
- * k0.., zero rows past the end.  Shared by attention v2 and v3. */
+ * fragments), in two halves so a kernel may put a barrier or a copy
+ * between them (attention v8).  eng_attn_scores: S = Q K^T from
+ * ldmatrix'd K, the mask only when the tile crosses the sequence end (len)
+ * or, causal, the diagonal; online softmax in the log2 domain (sl2 = scale
+ * * log2 e) with FFMA + ex2.approx, the accumulator o rescaled, and the
+ * tile's probabilities left in sc.  eng_attn_pv: P repacked from the S
+ * accumulators as A fragments; O += P V with ldmatrix.trans.  K, V:
+ * [BN][D+8] shared tiles of keys k0.., zero rows past the end.
+ * eng_attn_tile does both (attention v2 and v3). */
 template <int D, int BN, bool CAUSAL>
-static __device__ __forceinline__ void eng_attn_tile(const uint32_t (*qf)[4], const bf16 *K, const bf16 *V,
-                                                     int k0, int len, int wrow0, float sl2, float (*o)[4],
-                                                     float *m, float *l) {
+static __device__ __forceinline__ void eng_attn_scores(const uint32_t (*qf)[4], const bf16 *K, int k0, int len,
+                                                       int wrow0, float sl2, float (*o)[4], float *m, float *l,
+                                                       float (*sc)[4]) {
     constexpr int LD = D + 8;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, mi = lane >> 3, mr = lane & 7;
     const int qi[2] = {wrow0 + g, wrow0 + g + 8};
-    float sc[BN / 8][4];
 #pragma unroll
     for (int nt = 0; nt < BN / 8; nt += 2) {
         sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
@@ -142,6 +144,12 @@ static __device__ __forceinline__ void eng_attn_tile(const uint32_t (*qf)[4], co
             sc[nt][e] = eng_fast_exp2(fmaf(sc[nt][e], sl2, nms[e >> 1]));
             l[e >> 1] += sc[nt][e];
         }
+}
+
+template <int D, int BN>
+static __device__ __forceinline__ void eng_attn_pv(const float (*sc)[4], const bf16 *V, float (*o)[4]) {
+    constexpr int LD = D + 8;
+    const int lane = threadIdx.x & 31, mi = lane >> 3, mr = lane & 7;
 #pragma unroll
     for (int kk = 0; kk < BN / 16; kk++) {
         uint32_t pa[4];
@@ -157,6 +165,15 @@ static __device__ __forceinline__ void eng_attn_tile(const uint32_t (*qf)[4], co
             eng_mma16816(o[dn + 1], pa, vb[2], vb[3]);
         }
     }
+}
+
+template <int D, int BN, bool CAUSAL>
+static __device__ __forceinline__ void eng_attn_tile(const uint32_t (*qf)[4], const bf16 *K, const bf16 *V,
+                                                     int k0, int len, int wrow0, float sl2, float (*o)[4],
+                                                     float *m, float *l) {
+    float sc[BN / 8][4];
+    eng_attn_scores<D, BN, CAUSAL>(qf, K, k0, len, wrow0, sl2, o, m, l, sc);
+    eng_attn_pv<D, BN>(sc, V, o);
 }
 
 /* The end of a query tile: the row sums reduced over the quad, O / l
