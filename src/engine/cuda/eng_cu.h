@@ -223,7 +223,7 @@ typedef struct eng_cu_attn_args {
     int max_tiles;                /* grid size (bucket bound) */
     float scale;                  /* softmax scale, usually 1/sqrt(head_dim) */
     int causal;
-    int version;                  /* 0 = the shipped kernel (eng_cu_attn_version); 1..5 (labs) */
+    int version;                  /* 0 = the shipped kernel (eng_cu_attn_version); 1..9 (labs) */
     /* Qwen3 only, v2 and v3 (v1 refuses it): when q_norm != NULL, Q and K
      * arrive raw and the kernel applies eng_cu_qk_norm_rope's per-head
      * RMSNorm (q_norm / k_norm weights, qk_eps) and rotary embedding (rope
@@ -235,14 +235,17 @@ typedef struct eng_cu_attn_args {
     float qk_eps;
 } eng_cu_attn_args;
 
-/* The version `version = 0` runs for a head size: 2, unless POSY_CUDA_ATTN
- * names 3 (persistent, eng_cu_attn_v3.cu), 4 or 5 (v2 with more resident
- * blocks; head sizes below 128).  None of 3-5 was faster across lengths on
- * the H200 (docs/BENCHMARKS.md, dev/cuda/NOTES.md). */
-int eng_cu_attn_version(int head_dim);
+/* The version `version = 0` runs for a head size: POSY_CUDA_ATTN when it
+ * names 2-9 (3 persistent, eng_cu_attn_v3.cu; 4, 5, 9 only below 128);
+ * else 7 at head size 128 and 2 below -- and 2 for the one-query chain
+ * (chain != 0; eng_cu_model_attn_o asks for it).  Versions 3-6, 8 and 9
+ * were not faster across lengths on the H200 (docs/BENCHMARKS.md,
+ * dev/cuda/NOTES.md). */
+int eng_cu_attn_version(int head_dim, int chain);
 /* Whether the attention kernel for this head size also does Qwen3's q/k
- * norm + rotary: v3 and POSY_CUDA_QK_FUSE=1 (measured slower than the
- * separate kernel); the forward then skips eng_cu_qk_norm_rope. */
+ * norm + rotary off the chain: POSY_CUDA_QK_FUSE=1 (v2, v3, v6, v7; measured
+ * no faster than the separate kernel); the forward then skips
+ * eng_cu_qk_norm_rope. */
 int eng_cu_attn_fuses_qk(int head_dim);
 cudaError_t eng_cu_attention_v3(cudaStream_t s, const eng_cu_attn_args *a);
 

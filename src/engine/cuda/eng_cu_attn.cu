@@ -22,8 +22,9 @@
  * tile: it is the prefill kernel the decoder models reuse.  Grouped-query
  * attention maps q head h to kv head h / (n_heads / n_kv_heads).
  *
- * Versions (args.version; 0 = eng_cu_attn_version(head_dim), which is v2
- * unless POSY_CUDA_ATTN names another): 1 the first kernel; 2 shipped;
+ * Versions (args.version; 0 = eng_cu_attn_version(head_dim, 0): v7 at
+ * head size 128, v2 below, unless POSY_CUDA_ATTN names another; the
+ * one-query chain asks for v2): 1 the first kernel; 2 shipped;
  * 3 persistent (eng_cu_attn_v3.cu); 4 and 5 are v2 with more blocks
  * resident (key tiles of 32 / 64, fewer registers).  On the H200 none of
  * 3-5 beat v2 across lengths: v3 wins on 128-token sequences at d=128
@@ -445,11 +446,14 @@ static cudaError_t launch_d(cudaStream_t s, const eng_cu_attn_args *a, int v) {
     return cudaGetLastError();
 }
 
-int eng_cu_attn_version(int head_dim) {
+int eng_cu_attn_version(int head_dim, int chain) {
     const char *e = getenv("POSY_CUDA_ATTN");
     if (e && e[0] >= '2' && e[0] <= '9' && !e[1] && !(head_dim >= 128 && (e[0] == '4' || e[0] == '5' || e[0] == '9')))
         return e[0] - '0';
-    return 2;
+    /* v7 at d = 128 off the chain: Qwen3-0.6B saturated steps +1.1-1.9%
+     * in two H200 runs (docs/BENCHMARKS.md); the chain's short buckets
+     * keep v2, whose 35 KB of shared memory was what they were tuned with */
+    return head_dim >= 128 && !chain ? 7 : 2;
 }
 
 int eng_cu_attn_fuses_qk(int head_dim) {
@@ -463,7 +467,7 @@ cudaError_t eng_cu_attention(cudaStream_t s, const eng_cu_attn_args *a) {
         a->n_heads % a->n_kv_heads || a->version < 0 || a->version > 9 ||
         ((a->version == 4 || a->version == 5 || a->version == 9) && a->head_dim >= 128))
         return cudaErrorInvalidValue;
-    const int v = a->version ? a->version : eng_cu_attn_version(a->head_dim);
+    const int v = a->version ? a->version : eng_cu_attn_version(a->head_dim, 0);
     if (v == 3) return eng_cu_attention_v3(s, a);
     if (a->q_norm && (v == 1 || !a->k_norm || !a->rope)) return cudaErrorInvalidValue; /* v2 and v3 fuse it */
     switch (a->head_dim) {

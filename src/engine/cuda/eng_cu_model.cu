@@ -346,7 +346,9 @@ int eng_cu_model_attn_o(eng_cu_model *m, cudaStream_t s, int chain, const eng_cu
         CK("attention + O projection", eng_cu_chain_attn_o(s, a, n_tok, n_seq, Wo, bo, R, Y, T, m->H));
         return 0;
     }
-    if (!eng_cu_ablate("attn")) CK("attention", eng_cu_attention(s, a));
+    eng_cu_attn_args b = *a;
+    if (chain && !b.version) b.version = eng_cu_attn_version(b.head_dim, 1);
+    if (!eng_cu_ablate("attn")) CK("attention", eng_cu_attention(s, &b));
     return eng_cu_model_gemm(m, s, chain, m->ctx, Wo, bo, R, Y, T, m->H, K, bo ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE,
                              NULL, err);
 }

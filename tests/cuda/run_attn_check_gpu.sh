@@ -1,0 +1,51 @@
+#!/bin/bash
+# run_attn_check_gpu.sh: what a change of the attention kernels or their
+# default needs on a Hopper GPU, in one call: build; lab_attn's checks of
+# every version against fp64 and the same under compute-sanitizer memcheck;
+# the Qwen3 saturated-step A/B of the default against TP_ENVS (default:
+# v2 forced) by run_tp_ab_gpu.sh; e2e_qwen3 (28 layers, causal and
+# bidirectional against transformers, graph == eager, batches in flight)
+# and e2e_vs_transformers (MiniLM, BERT-base), both with the defaults.
+#   usage: OUT=dir tests/cuda/run_attn_check_gpu.sh
+set -o pipefail
+OUT=${OUT:-out}
+BUILD=${BUILD:-build-gpu}
+WORK=${WORK:-/tmp/posy-e2e}
+QWORK=${QWORK:-/tmp/posy-qwen3}
+mkdir -p "$OUT" "$WORK"
+LOG="$OUT/check.log"
+. tests/cuda/gpu_lib.sh
+status=0
+gpu_name
+gpu_build "$OUT" || { say "BUILD FAILED"; exit 1; }
+say "build ok"
+timeout 150 python3 tests/cuda/e2e_vs_transformers.py --build-only "$BUILD" "$WORK" > "$OUT/enc_build.log" 2>&1 &
+timeout 240 python3 tests/cuda/e2e_qwen3.py --build-only --layers 28 "$BUILD" "$QWORK" > "$OUT/qwen3_build.log" 2>&1 &
+LAB_QUICK=1 timeout 120 "./$BUILD/lab_attn" > "$OUT/lab_attn.log" 2>&1 || status=1
+grep -E "FAIL|^lab_attn" "$OUT/lab_attn.log" | tee -a "$LOG"
+if command -v compute-sanitizer >/dev/null; then
+  LAB_QUICK=1 timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 "./$BUILD/lab_attn" \
+    > "$OUT/lab_attn.memcheck.log" 2>&1
+  rc=$?
+  say "compute-sanitizer memcheck lab_attn: rc=$rc, $(grep -c Invalid "$OUT/lab_attn.memcheck.log") invalid accesses"
+  [ $rc -eq 0 ] || status=1
+fi
+wait
+say "labs and harnesses done"
+MODELS=qwen3-0.6b NO_LAB=1 TP_ENVS=${TP_ENVS:-base: a2:POSY_CUDA_ATTN=2} \
+  POINTS=${POINTS:-equal128:65536 random16-512:65536} OUT="$OUT" timeout 200 bash tests/cuda/run_tp_ab_gpu.sh \
+  > "$OUT/tp_run.log" 2>&1 || status=1
+tail -4 "$OUT/tp.log" | tee -a "$LOG"
+PYTHONUNBUFFERED=1 timeout 240 python3 tests/cuda/e2e_qwen3.py --layers 28 "$BUILD" "$QWORK" > "$OUT/e2e_qwen3.log" 2>&1
+rc=$?
+grep -E "FAIL|vs transformers|PASS|bit|flight" "$OUT/e2e_qwen3.log" | tee -a "$LOG"
+say "e2e_qwen3: rc=$rc"
+[ $rc -eq 0 ] || status=1
+PYTHONUNBUFFERED=1 timeout 200 python3 tests/cuda/e2e_vs_transformers.py "$BUILD" "$WORK" 2>&1 |
+  grep -v "Writing model shards" > "$OUT/e2e.log"
+rc=${PIPESTATUS[0]}
+grep -E "FAIL|min cosine|PASS|bit|flight" "$OUT/e2e.log" | grep -v "INFO" | tail -30 | tee -a "$LOG"
+say "e2e_vs_transformers: rc=$rc"
+[ $rc -eq 0 ] || status=1
+say "run_attn_check_gpu: $([ $status -eq 0 ] && echo PASS || echo FAIL)"
+exit $status
