@@ -4,7 +4,10 @@
 # (default build-gpu) with POSY_ENGINE_ONLY (no tokenizer or server
 # dependencies) and returns 0, or copies the log to OUTDIR/build.log,
 # prints its errors and returns 1.  gpu_name: the GPU and driver, on
-# stdout and appended to $LOG.
+# stdout and appended to $LOG.  gpu_setup NAME (for scripts that source
+# this first): the defaults of OUT, BUILD, WORK (encoder harnesses) and
+# QWORK (Qwen3 harnesses), pipefail, LOG=$OUT/NAME, status=0, gpu_name.
+# gpu_bench_only SRC BUILD: bench_gpu alone from another source tree.
 gpu_build() {
   local log=/tmp/posy_build.log
   cmake -S . -B "${BUILD:-build-gpu}" -DPOSY_ENGINE_ONLY=ON -DPOSY_CUDA=ON -DCMAKE_BUILD_TYPE=Release > "$log" 2>&1 &&
@@ -18,3 +21,17 @@ GPU_T0=$(date +%s)
 say() { echo "[$(($(date +%s) - GPU_T0)) s] $*" | tee -a "$LOG"; }
 
 gpu_name() { nvidia-smi --query-gpu=name,driver_version --format=csv,noheader | tee -a "$LOG"; }
+
+gpu_setup() {
+  set -o pipefail
+  OUT=${OUT:-out} BUILD=${BUILD:-build-gpu} WORK=${WORK:-/tmp/posy-e2e} QWORK=${QWORK:-/tmp/posy-qwen3}
+  mkdir -p "$OUT" "$WORK"
+  LOG="$OUT/$1"
+  status=0
+  gpu_name
+}
+
+gpu_bench_only() {
+  cmake -S "$1" -B "$2" -DPOSY_ENGINE_ONLY=ON -DPOSY_CUDA=ON -DCMAKE_BUILD_TYPE=Release > "/tmp/$2.log" 2>&1 &&
+    timeout 300 cmake --build "$2" -j8 --target bench_gpu >> "/tmp/$2.log" 2>&1
+}

@@ -2,21 +2,15 @@
 # run_attn_check_gpu.sh: what a change of the attention kernels or their
 # default needs on a Hopper GPU, in one call: build; lab_attn's checks of
 # every version against fp64 and the same under compute-sanitizer memcheck;
-# the Qwen3 saturated-step A/B of the default against TP_ENVS (default:
-# v2 forced) by run_tp_ab_gpu.sh; e2e_qwen3 (28 layers, causal and
+# the saturated-step A/B of the default against TP_ENVS (default: v2
+# forced) by run_tp_ab_gpu.sh for MODELS (default Qwen3-0.6B; a carried
+# build-base-src adds that tree's bench_gpu); e2e_qwen3 (28 layers, causal and
 # bidirectional against transformers, graph == eager, batches in flight)
 # and e2e_vs_transformers (MiniLM, BERT-base), both with the defaults.
 #   usage: OUT=dir tests/cuda/run_attn_check_gpu.sh
-set -o pipefail
-OUT=${OUT:-out}
-BUILD=${BUILD:-build-gpu}
-WORK=${WORK:-/tmp/posy-e2e}
-QWORK=${QWORK:-/tmp/posy-qwen3}
-mkdir -p "$OUT" "$WORK"
-LOG="$OUT/check.log"
 . tests/cuda/gpu_lib.sh
-status=0
-gpu_name
+gpu_setup check.log
+[ -d build-base-src ] && gpu_bench_only build-base-src build-base &
 gpu_build "$OUT" || { say "BUILD FAILED"; exit 1; }
 say "build ok"
 timeout 150 python3 tests/cuda/e2e_vs_transformers.py --build-only "$BUILD" "$WORK" > "$OUT/enc_build.log" 2>&1 &
@@ -32,8 +26,8 @@ if command -v compute-sanitizer >/dev/null; then
 fi
 wait
 say "labs and harnesses done"
-MODELS=qwen3-0.6b NO_LAB=1 TP_ENVS=${TP_ENVS:-base: a2:POSY_CUDA_ATTN=2} \
-  POINTS=${POINTS:-equal128:65536 random16-512:65536} OUT="$OUT" timeout 200 bash tests/cuda/run_tp_ab_gpu.sh \
+MODELS=${MODELS:-qwen3-0.6b} NO_LAB=1 TP_ENVS=${TP_ENVS:-base: a2:POSY_CUDA_ATTN=2} \
+  POINTS=${POINTS:-equal128:65536 random16-512:65536} OUT="$OUT" timeout 300 bash tests/cuda/run_tp_ab_gpu.sh \
   > "$OUT/tp_run.log" 2>&1 || status=1
 tail -4 "$OUT/tp.log" | tee -a "$LOG"
 PYTHONUNBUFFERED=1 timeout 240 python3 tests/cuda/e2e_qwen3.py --layers 28 "$BUILD" "$QWORK" > "$OUT/e2e_qwen3.log" 2>&1

@@ -10,22 +10,20 @@
 #          [TP_ENVS="base: a6:POSY_CUDA_ATTN=6 ..."] [POINTS=...]
 #          tests/cuda/run_tp_ab_gpu.sh
 # TP_ENVS entries are tag:VAR=value[,VAR=value]; "base:" is the defaults.
-# QWEN3_ENVS adds settings for Qwen3 only.  Rows go to $OUT/tp/tp.jsonl
-# (tagged), GEMM tuning choices to $OUT/tp/tune-*.log, a table (mean
+# QWEN3_ENVS adds settings for Qwen3 only.  With BASE_SRC (default
+# build-base-src: `git archive --prefix=build-base-src/ REV | tar x` here,
+# carried) the base tree's bench_gpu runs too, tagged tree-base.  Rows go
+# to $OUT/tp/tp.jsonl (tagged), GEMM tuning choices to $OUT/tp/tune-*.log, a table (mean
 # tokens/s of the repeats, ratio to base, min-max) to $OUT/tp.log; the
 # folder is packed as $OUT/tp.tgz (the device tool returns few files).
-set -o pipefail
-OUT=${OUT:-out}
-BUILD=${BUILD:-build-gpu}
-WORK=${WORK:-/tmp/posy-e2e}
-QWORK=${QWORK:-/tmp/posy-qwen3}
-mkdir -p "$OUT/tp" "$WORK"
-LOG="$OUT/tp.log"
 . tests/cuda/gpu_lib.sh
-status=0
-gpu_name
+gpu_setup tp.log
+mkdir -p "$OUT/tp"
+BASE_SRC=${BASE_SRC:-build-base-src}
+[ -d "$BASE_SRC" ] && gpu_bench_only "$BASE_SRC" build-base &
 gpu_build "$OUT" || { say "BUILD FAILED"; exit 1; }
-say "build ok"
+wait
+say "build ok$([ -x build-base/bench_gpu ] && echo ", and build-base from $BASE_SRC")"
 [ -d "$WORK/bert-base-harness" ] ||
   timeout 150 python3 tests/cuda/e2e_vs_transformers.py --build-only "$BUILD" "$WORK" > "$OUT/tp/enc_build.log" 2>&1 &
 MODELS=${MODELS:-minilm-l6 bert-base qwen3-0.6b}
@@ -42,10 +40,10 @@ wait
 say "harnesses ready"
 TP_ENVS=${TP_ENVS:-base: a6:POSY_CUDA_ATTN=6 a7:POSY_CUDA_ATTN=7 c32:POSY_CUDA_GEMM_CANDIDATES=32}
 POINTS=${POINTS:-equal128:16384 equal128:65536 random16-512:65536}
-point() { # tag harness name env...
+point() { # tag harness name env...   (BIN: the bench_gpu to run)
   local tag=$1 h=$2 n=$3
   shift 3
-  env "$@" POSY_CUDA_TUNE_LOG=1 BENCH_POINTS="$POINTS" timeout 120 "./$BUILD/bench_gpu" "$h" "$n" \
+  env "$@" POSY_CUDA_TUNE_LOG=1 BENCH_POINTS="$POINTS" timeout 120 "./${BIN:-$BUILD/bench_gpu}" "$h" "$n" \
     2>>"$OUT/tp/tune-$n-$tag.log" | sed "s/^{/{\"tag\": \"$tag\", /" >> "$OUT/tp/tp.jsonl" || status=1
 }
 for n in $MODELS; do
@@ -57,6 +55,7 @@ for n in $MODELS; do
     for te in $envs; do
       BENCH_POINT_TOKENS=$pt point "${te%%:*}" "$h" "$n" $(echo "${te#*:}" | tr , ' ')
     done
+    [ -x build-base/bench_gpu ] && BIN=build-base/bench_gpu BENCH_POINT_TOKENS=$pt point tree-base "$h" "$n"
   done
   say "throughput $n done"
 done

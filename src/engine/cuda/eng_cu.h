@@ -224,12 +224,12 @@ typedef struct eng_cu_attn_args {
     float scale;                  /* softmax scale, usually 1/sqrt(head_dim) */
     int causal;
     int version;                  /* 0 = the shipped kernel (eng_cu_attn_version); 1..9 (labs) */
-    /* Qwen3 only, v2 and v3 (v1 refuses it): when q_norm != NULL, Q and K
-     * arrive raw and the kernel applies eng_cu_qk_norm_rope's per-head
-     * RMSNorm (q_norm / k_norm weights, qk_eps) and rotary embedding (rope
-     * table of rope_rows positions) to each tile as it lands.  The
-     * one-query chain does this with v2; for throughput it is opt-in with
-     * v3 (eng_cu_attn_fuses_qk). */
+    /* Qwen3 only; v2, v3, v6, v7 (v1 refuses it, v8 and v9 run v2 for
+     * it): when q_norm != NULL, Q and K arrive raw and the kernel applies
+     * eng_cu_qk_norm_rope's per-head RMSNorm (q_norm / k_norm weights,
+     * qk_eps) and rotary embedding (rope table of rope_rows positions) to
+     * each tile as it lands.  The one-query chain does this with v2; for
+     * throughput it is opt-in (eng_cu_attn_fuses_qk). */
     const float *q_norm, *k_norm, *rope;
     int rope_rows;
     float qk_eps;

@@ -24,7 +24,7 @@
  *
  * Versions (args.version; 0 = eng_cu_attn_version(head_dim, 0): v7 at
  * head size 128, v2 below, unless POSY_CUDA_ATTN names another; the
- * one-query chain asks for v2): 1 the first kernel; 2 shipped;
+ * one-query chain asks for v2): 1 the first kernel; 2 shipped below 128;
  * 3 persistent (eng_cu_attn_v3.cu); 4 and 5 are v2 with more blocks
  * resident (key tiles of 32 / 64, fewer registers).  On the H200 none of
  * 3-5 beat v2 across lengths: v3 wins on 128-token sequences at d=128
@@ -37,7 +37,12 @@
  * 8: key tiles of 128, one pass for a sequence of <= 128 tokens, the copy
  * of the next tile between the halves of this one (no q/k norm: a
  * q_norm with version 8 runs v2's fused path); 9 is 8 capped to one
- * more block an SM (d < 128).
+ * more block an SM (d < 128).  Measured 2026-12-01 (docs/BENCHMARKS.md,
+ * "Saturated-step attention variants"): 6, 8 and 9 are no faster (v2 is
+ * neither locality- nor ILP-bound at 128 tokens; v8's registers cost more
+ * blocks than its one pass saves); 7 takes d = 128 from 549 to 453 us at
+ * 512 x 128 tokens and Qwen3's saturated step up 1-2%: it is the default
+ * there.
  */
 #include "eng_cu_frag.h"
 #include <math.h>
@@ -168,6 +173,54 @@ __global__ void __launch_bounds__(128) attn_kernel_v1(eng_cu_attn_args a) {
     eng_attn_store<D>(o, l, qrows, a.o + (size_t)(start + q0) * a.ldo + h * D, a.ldo);
 }
 
+/* A block's work item of the v2 family and v8: query tile `tile` (its
+ * sequence, first row, length) read from the input block before the PDL
+ * wait (three dependent loads off a one-query chain's path), then, after
+ * it, the rows and key tiles it covers and its head's K/V bases.  live is
+ * false for blocks past the real tile count (they exit). */
+struct attn_item {
+    bool live;
+    int q0, start, len, qrows, ntiles;
+    const bf16 *kbase, *vbase;
+};
+
+template <int D, int BN, bool CAUSAL>
+static __device__ __forceinline__ attn_item attn_item_at(const eng_cu_attn_args &a, int tile, int h) {
+    attn_item it = {};
+    it.live = tile < *a.n_tiles_dev;
+    if (it.live) {
+        const int seq = a.tiles[2 * tile];
+        it.q0 = a.tiles[2 * tile + 1];
+        it.start = a.cu_seqlens[seq];
+        it.len = a.cu_seqlens[seq + 1] - it.start;
+    }
+    ENG_CU_PDL_WAIT();
+    if (!it.live) return it;
+    const int kvh = h / (a.n_heads / a.n_kv_heads);
+    const int kend = CAUSAL ? min(it.len, it.q0 + ENG_CU_ATTN_BM) : it.len;
+    it.qrows = min(ENG_CU_ATTN_BM, it.len - it.q0);
+    it.ntiles = (kend + BN - 1) / BN;
+    it.kbase = a.k + (size_t)it.start * a.ldk + kvh * D;
+    it.vbase = a.v + (size_t)it.start * a.ldv + kvh * D;
+    return it;
+}
+
+/* The opt-in a kernel needs for more than 48 KB of dynamic shared memory,
+ * set once per kernel (a repeated set from a second engine is harmless). */
+template <size_t SMEM>
+static cudaError_t attn_smem_optin(void (*k)(eng_cu_attn_args)) {
+    if constexpr (SMEM > 48 * 1024) {
+        static bool set = false;
+        if (!set) {
+            const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
+            if (e != cudaSuccess) return e;
+            set = true;
+        }
+    }
+    (void)k;
+    return cudaSuccess;
+}
+
 /* Version 2 (shipped; BN/MINB other than the defaults: versions 4, 5): K/V tiles double-buffered with cp.async so the next
  * tile streams in while this one is computed; K fragments by ldmatrix;
  * the mask is applied only on tiles that cross the sequence end or the
@@ -199,26 +252,12 @@ __global__ void __launch_bounds__(128, MINB) attn_kernel_v2(eng_cu_attn_args a) 
     bf16 *sQ = (bf16 *)attn_smem;
     bf16 *const sK0 = sQ + BM * LD, *const sV0 = sK0 + ST * BN * LD; /* stage b at + b * BN * LD */
 
-    /* the tile and its sequence come from the input block: read before
-     * the wait (three dependent loads off a one-query chain's path) */
     const int tile = HM ? (int)blockIdx.x / a.n_heads : (int)blockIdx.x;
     const int h = HM ? (int)blockIdx.x - tile * a.n_heads : (int)blockIdx.y;
-    const bool live = tile < *a.n_tiles_dev;
-    int seq = 0, q0 = 0, start = 0, len = 0;
-    if (live) {
-        seq = a.tiles[2 * tile];
-        q0 = a.tiles[2 * tile + 1];
-        start = a.cu_seqlens[seq];
-        len = a.cu_seqlens[seq + 1] - start;
-    }
-    ENG_CU_PDL_WAIT();
-    if (!live) return;
-    const int kvh = h / (a.n_heads / a.n_kv_heads);
-    const int qrows = min(BM, len - q0);
-    const int kend = CAUSAL ? min(len, q0 + BM) : len;
-    const int ntiles = (kend + BN - 1) / BN;
-    const bf16 *kbase = a.k + (size_t)start * a.ldk + kvh * D;
-    const bf16 *vbase = a.v + (size_t)start * a.ldv + kvh * D;
+    const attn_item it = attn_item_at<D, BN, CAUSAL>(a, tile, h);
+    if (!it.live) return;
+    const int q0 = it.q0, start = it.start, len = it.len, qrows = it.qrows, ntiles = it.ntiles;
+    const bf16 *kbase = it.kbase, *vbase = it.vbase;
 
     eng_async_rows<BM, D, 128>(sQ, a.q + (size_t)(start + q0) * a.ldq + h * D, a.ldq, qrows);
     eng_async_commit();
@@ -286,22 +325,11 @@ __global__ void __launch_bounds__(128, MINB) attn_kernel_v8(eng_cu_attn_args a) 
     constexpr int BM = ENG_CU_ATTN_BM, BN = 128, LD = D + 8;
     extern __shared__ __align__(16) unsigned char attn_smem[];
     bf16 *const sQ = (bf16 *)attn_smem, *const sK = sQ + BM * LD, *const sV = sK + BN * LD;
-    const bool live = (int)blockIdx.x < *a.n_tiles_dev;
-    int seq = 0, q0 = 0, start = 0, len = 0;
-    if (live) {
-        seq = a.tiles[2 * blockIdx.x];
-        q0 = a.tiles[2 * blockIdx.x + 1];
-        start = a.cu_seqlens[seq];
-        len = a.cu_seqlens[seq + 1] - start;
-    }
-    ENG_CU_PDL_WAIT();
-    if (!live) return;
-    const int h = blockIdx.y, kvh = h / (a.n_heads / a.n_kv_heads);
-    const int qrows = min(BM, len - q0);
-    const int kend = CAUSAL ? min(len, q0 + BM) : len;
-    const int ntiles = (kend + BN - 1) / BN;
-    const bf16 *kbase = a.k + (size_t)start * a.ldk + kvh * D;
-    const bf16 *vbase = a.v + (size_t)start * a.ldv + kvh * D;
+    const int h = blockIdx.y;
+    const attn_item it = attn_item_at<D, BN, CAUSAL>(a, blockIdx.x, h);
+    if (!it.live) return;
+    const int q0 = it.q0, start = it.start, len = it.len, qrows = it.qrows, ntiles = it.ntiles;
+    const bf16 *kbase = it.kbase, *vbase = it.vbase;
 
     eng_async_rows<BM, D, 128>(sQ, a.q + (size_t)(start + q0) * a.ldq + h * D, a.ldq, qrows);
     eng_async_rows<BN, D, 128>(sK, kbase, a.ldk, len);
@@ -351,14 +379,8 @@ static cudaError_t launch_v8(cudaStream_t s, const eng_cu_attn_args *a) {
     constexpr int MB = D >= 128 ? 1 : D == 64 ? 2 + TIGHT : 3 + TIGHT;
     constexpr size_t smem = ((size_t)ENG_CU_ATTN_BM + 2 * 128) * (D + 8) * sizeof(bf16);
     void (*k)(eng_cu_attn_args) = attn_kernel_v8<D, C, MB>;
-    if constexpr (smem > 48 * 1024) {
-        static bool attr_set = false; /* as in launch_v2 */
-        if (!attr_set) {
-            const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-            if (e != cudaSuccess) return e;
-            attr_set = true;
-        }
-    }
+    const cudaError_t e = attn_smem_optin<smem>(k);
+    if (e != cudaSuccess) return e;
     return eng_cu_launch(k, dim3(a->max_tiles, a->n_heads), dim3(128), smem, s, *a);
 }
 
@@ -380,27 +402,19 @@ int eng_cu_attn_max_tiles(int tokens, int seqs) {
 }
 
 /* One v2-family kernel: its dynamic shared memory (above 48 KB only for
- * ST = 2 at D = 128, which needs the opt-in attribute, set once per
- * instantiation -- a repeated set from a second engine is harmless) and
- * its grid, two-dimensional (tile, head) or, HM, one-dimensional with the
+ * ST = 2 at D = 128, which needs attn_smem_optin) and its grid, two-dimensional (tile, head) or, HM, one-dimensional with the
  * head fastest. */
 template <int D, bool C, int BN, int MB, bool QKN, int ST, bool HM>
 static cudaError_t launch_v2(cudaStream_t s, const eng_cu_attn_args *a) {
     constexpr size_t smem = attn_smem_bytes<D, BN, ST ? ST : (D >= 128 ? 1 : 2)>();
     void (*k)(eng_cu_attn_args) = attn_kernel_v2<D, C, BN, MB, QKN, ST, HM>;
-    if constexpr (smem > 48 * 1024) {
-        static bool attr_set = false;
-        if (!attr_set) {
-            const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-            if (e != cudaSuccess) return e;
-            attr_set = true;
-        }
-    }
+    const cudaError_t e = attn_smem_optin<smem>(k);
+    if (e != cudaSuccess) return e;
     const dim3 grid = HM ? dim3((unsigned)(a->max_tiles * a->n_heads)) : dim3(a->max_tiles, a->n_heads);
     return eng_cu_launch(k, grid, dim3(128), smem, s, *a);
 }
 
-/* v: the resolved version (1, 2, 4 .. 8), not a->version (0 = shipped) */
+/* v: the resolved version (1, 2, 4 .. 9), not a->version (0 = shipped) */
 template <int D>
 static cudaError_t launch_d(cudaStream_t s, const eng_cu_attn_args *a, int v) {
     if (v == 1) {
@@ -451,7 +465,7 @@ int eng_cu_attn_version(int head_dim, int chain) {
     if (e && e[0] >= '2' && e[0] <= '9' && !e[1] && !(head_dim >= 128 && (e[0] == '4' || e[0] == '5' || e[0] == '9')))
         return e[0] - '0';
     /* v7 at d = 128 off the chain: Qwen3-0.6B saturated steps +1.1-1.9%
-     * in two H200 runs (docs/BENCHMARKS.md); the chain's short buckets
+     * in three H200 runs (docs/BENCHMARKS.md); the chain's short buckets
      * keep v2, whose 35 KB of shared memory was what they were tuned with */
     return head_dim >= 128 && !chain ? 7 : 2;
 }

@@ -18,8 +18,8 @@
  *     qkv = h Wqkv^T (+ b)                                  cuBLASLt
  *     q, k = rotary(RMSNorm_head(q|k) * q_norm|k_norm)      1 launch, in place
  *     ctx = attention(q, k, v) (causal or not, GQA)         1 launch
- *       (POSY_CUDA_ATTN=3 POSY_CUDA_QK_FUSE=1: the attention kernel does
- *       the q/k norm + rotary on its tiles instead; measured slower)
+ *       (POSY_CUDA_QK_FUSE=1: the attention kernel does the q/k
+ *       norm + rotary on its tiles instead; measured no faster)
  *     y = x + ctx Wo^T (+ b)   -- residual in the epilogue; y becomes x
  *     h = RMSNorm(x) * ln2                                  1 launch
  *     gu = h Wgu^T                                          cuBLASLt
@@ -187,7 +187,7 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
     a.causal = m->causal;
     /* q/k norm + rotary inside attention: in the one-query chain (v2, one
      * node fewer a layer; POSY_CUDA_CHAIN_QK=0: its own kernel), or opt-in
-     * with v3 (POSY_CUDA_ATTN=3 POSY_CUDA_QK_FUSE=1) */
+     * everywhere (POSY_CUDA_QK_FUSE=1) */
     const int fuse = eng_cu_attn_fuses_qk(d) || (chain && m->chain_qk);
     a.rope = m->rope; a.rope_rows = m->rope_rows; a.qk_eps = m->eps;
     if (chain && (m->chain_norm || m->fold_norm)) {
