@@ -206,11 +206,14 @@ static __device__ __forceinline__ attn_item attn_item_at(const eng_cu_attn_args 
 }
 
 /* The opt-in a kernel needs for more than 48 KB of dynamic shared memory,
- * set once per kernel (a repeated set from a second engine is harmless). */
+ * set once per kernel: `set` is the launcher's own static flag, one per
+ * kernel instantiation (a flag shared by kernels of the same size would
+ * leave all but the first without the attribute: their launches fail).
+ * Set on a kernel's first, eager, launch, never inside a graph capture;
+ * a repeated set from a second engine is harmless. */
 template <size_t SMEM>
-static cudaError_t attn_smem_optin(void (*k)(eng_cu_attn_args)) {
+static cudaError_t attn_smem_optin(void (*k)(eng_cu_attn_args), bool &set) {
     if constexpr (SMEM > 48 * 1024) {
-        static bool set = false;
         if (!set) {
             const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
             if (e != cudaSuccess) return e;
@@ -218,6 +221,7 @@ static cudaError_t attn_smem_optin(void (*k)(eng_cu_attn_args)) {
         }
     }
     (void)k;
+    (void)set;
     return cudaSuccess;
 }
 
@@ -379,7 +383,8 @@ static cudaError_t launch_v8(cudaStream_t s, const eng_cu_attn_args *a) {
     constexpr int MB = D >= 128 ? 1 : D == 64 ? 2 + TIGHT : 3 + TIGHT;
     constexpr size_t smem = ((size_t)ENG_CU_ATTN_BM + 2 * 128) * (D + 8) * sizeof(bf16);
     void (*k)(eng_cu_attn_args) = attn_kernel_v8<D, C, MB>;
-    const cudaError_t e = attn_smem_optin<smem>(k);
+    static bool optin = false; /* this instantiation's own */
+    const cudaError_t e = attn_smem_optin<smem>(k, optin);
     if (e != cudaSuccess) return e;
     return eng_cu_launch(k, dim3(a->max_tiles, a->n_heads), dim3(128), smem, s, *a);
 }
@@ -402,13 +407,15 @@ int eng_cu_attn_max_tiles(int tokens, int seqs) {
 }
 
 /* One v2-family kernel: its dynamic shared memory (above 48 KB only for
- * ST = 2 at D = 128, which needs attn_smem_optin) and its grid, two-dimensional (tile, head) or, HM, one-dimensional with the
- * head fastest. */
+ * ST = 2 at D = 128, which needs attn_smem_optin) and its grid,
+ * two-dimensional (tile, head) or, HM, one-dimensional with the head
+ * fastest. */
 template <int D, bool C, int BN, int MB, bool QKN, int ST, bool HM>
 static cudaError_t launch_v2(cudaStream_t s, const eng_cu_attn_args *a) {
     constexpr size_t smem = attn_smem_bytes<D, BN, ST ? ST : (D >= 128 ? 1 : 2)>();
     void (*k)(eng_cu_attn_args) = attn_kernel_v2<D, C, BN, MB, QKN, ST, HM>;
-    const cudaError_t e = attn_smem_optin<smem>(k);
+    static bool optin = false; /* this instantiation's own */
+    const cudaError_t e = attn_smem_optin<smem>(k, optin);
     if (e != cudaSuccess) return e;
     const dim3 grid = HM ? dim3((unsigned)(a->max_tiles * a->n_heads)) : dim3(a->max_tiles, a->n_heads);
     return eng_cu_launch(k, grid, dim3(128), smem, s, *a);
