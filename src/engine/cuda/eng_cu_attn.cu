@@ -471,8 +471,8 @@ int eng_cu_attn_version(int head_dim, int chain) {
     const char *e = getenv("POSY_CUDA_ATTN");
     if (e && e[0] >= '2' && e[0] <= '9' && !e[1] && !(head_dim >= 128 && (e[0] == '4' || e[0] == '5' || e[0] == '9')))
         return e[0] - '0';
-    /* v7 at d = 128 off the chain: Qwen3-0.6B saturated steps +1.1-1.9%
-     * in three H200 runs (docs/BENCHMARKS.md); the chain's short buckets
+    /* v7 at d = 128 off the chain: Qwen3-0.6B saturated steps +1.1-2.2%
+     * in four H200 runs (docs/BENCHMARKS.md); the chain's short buckets
      * keep v2, whose 35 KB of shared memory was what they were tuned with */
     return head_dim >= 128 && !chain ? 7 : 2;
 }
