@@ -21,7 +21,7 @@ if command -v compute-sanitizer >/dev/null; then
   LAB_QUICK=1 timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 "./$BUILD/lab_attn" \
     > "$OUT/lab_attn.memcheck.log" 2>&1
   rc=$?
-  say "compute-sanitizer memcheck lab_attn: rc=$rc, $(grep -c Invalid "$OUT/lab_attn.memcheck.log") invalid accesses"
+  say "compute-sanitizer memcheck lab_attn: rc=$rc, $(grep -c "Invalid __" "$OUT/lab_attn.memcheck.log") invalid accesses, $(grep -c "Program hit" "$OUT/lab_attn.memcheck.log") failed API calls"
   [ $rc -eq 0 ] || status=1
 fi
 wait
