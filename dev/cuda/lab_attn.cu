@@ -3,7 +3,8 @@
  * rotary fused) against an fp64 CPU reference on the same bf16-rounded
  * inputs.
  *
- * Versions 4-7 are v2's variants (eng_cu_attn.cu's header).
+ * Versions 4-9 are variants of v2 (4-7) and of its one-pass cousin v8 (8, 9);
+ * eng_cu_attn.cu's header says what each changes and how it measured.
  * Cases: head_dim 32 / 64 / 128; bidirectional and causal; grouped-query
  * (4 q heads per kv head); packed batches mixing lengths 1, 2, 17, 63, 64,
  * 65, 200 and 512 (tile edges on both sides), Q/K/V read with the stride of
