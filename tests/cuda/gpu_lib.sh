@@ -7,7 +7,8 @@
 # stdout and appended to $LOG.  gpu_setup NAME (for scripts that source
 # this first): the defaults of OUT, BUILD, WORK (encoder harnesses) and
 # QWORK (Qwen3 harnesses), pipefail, LOG=$OUT/NAME, status=0, gpu_name.
-# gpu_bench_only SRC BUILD: bench_gpu alone from another source tree.
+# gpu_bench_only SRC BUILD [cuda flags]: bench_gpu alone from another
+# source tree (or this one with other flags), log in $OUT/BUILD.log.
 gpu_build() {
   local log=/tmp/posy_build.log
   cmake -S . -B "${BUILD:-build-gpu}" -DPOSY_ENGINE_ONLY=ON -DPOSY_CUDA=ON -DCMAKE_BUILD_TYPE=Release > "$log" 2>&1 &&
@@ -32,6 +33,7 @@ gpu_setup() {
 }
 
 gpu_bench_only() {
-  cmake -S "$1" -B "$2" -DPOSY_ENGINE_ONLY=ON -DPOSY_CUDA=ON -DCMAKE_BUILD_TYPE=Release > "/tmp/$2.log" 2>&1 &&
-    timeout 300 cmake --build "$2" -j8 --target bench_gpu >> "/tmp/$2.log" 2>&1
+  cmake -S "$1" -B "$2" -DPOSY_ENGINE_ONLY=ON -DPOSY_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
+    ${3:+-DCMAKE_CUDA_FLAGS="$3"} > "${OUT:-out}/$2.log" 2>&1 &&
+    timeout 300 cmake --build "$2" -j8 --target bench_gpu >> "${OUT:-out}/$2.log" 2>&1
 }

@@ -34,17 +34,12 @@ LOG="$OUT/ab.log"
 . tests/cuda/gpu_lib.sh
 status=0
 gpu_name
-bench_only() { # SRC BUILD [cuda flags]
-  cmake -S "$1" -B "$2" -DPOSY_ENGINE_ONLY=ON -DPOSY_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
-    ${3:+-DCMAKE_CUDA_FLAGS="$3"} > "$OUT/$2.log" 2>&1 &&
-    timeout 300 cmake --build "$2" -j8 --target bench_gpu >> "$OUT/$2.log" 2>&1
-}
 builds="build-gpu"
-[ -d "$BASE_SRC" ] && { bench_only "$BASE_SRC" build-base & builds="build-base $builds"; }
+[ -d "$BASE_SRC" ] && { gpu_bench_only "$BASE_SRC" build-base & builds="build-base $builds"; }
 for v in $VARIANTS; do
   case $v in
-  early) bench_only . build-early -DENG_CU_PDL_EARLY & builds="$builds build-early" ;;
-  ablate) bench_only . build-ablate -DENG_CU_ABLATE & ablate=1 ;;
+  early) gpu_bench_only . build-early -DENG_CU_PDL_EARLY & builds="$builds build-early" ;;
+  ablate) gpu_bench_only . build-ablate -DENG_CU_ABLATE & ablate=1 ;;
   *) say "unknown variant $v"; exit 2 ;;
   esac
 done
