@@ -295,6 +295,23 @@ int eng_cu_gemm(eng_cu_gemm_ctx *g, cudaStream_t s, const bf16 *X, const bf16 *W
 
 /* Time the heuristic candidates at a shape's first call (default off). */
 void eng_cu_gemm_set_tuning(eng_cu_gemm_ctx *g, int on);
+/* With tuning on, also race our own kernel (eng_cu_gemm_wg) where it takes
+ * the shape (default off; the engine turns it on with POSY_CUDA_WGMMA). */
+void eng_cu_gemm_set_own(eng_cu_gemm_ctx *g, int on);
+
+/* Our own Hopper GEMM for large M (eng_cu_wgmma.cu): the same product as
+ * eng_cu_gemm, plus ENG_CU_EPI_SWIGLU (W's N rows are gate | up halves,
+ * Y is [M, N/2] = silu(gate) * up; R must be NULL), which cuBLASLt lacks.
+ * _available: an sm_90 device and the driver's tensor-map encoder (looked
+ * up once); _ok: that, and N % 128 == 0 (SwiGLU: N/2 % 64), K % 64 == 0.
+ * X and W 16-byte aligned; bias, R and Y 4-byte aligned. */
+int eng_cu_gemm_wg_available(void);
+/* 1: one 128 x 128 tile a CTA, two CTAs an SM; 2 (default): persistent,
+ * one CTA an SM, tiles of 128 x (256 | 192 | 128) by N.  Labs set it. */
+extern int eng_cu_wg_version;
+int eng_cu_gemm_wg_ok(int M, int N, int K, int epi);
+cudaError_t eng_cu_gemm_wg(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
+                           int M, int N, int K, int epi);
 
 /* The same product for few rows (eng_cu_skinny.cu): M <= 64, N % 16 == 0,
  * K/16 divisible by the kernel's warp count (eng_cu_gemm_small_ok).  Not

@@ -172,10 +172,11 @@ static int cu_open(posy_engine *e, posy_err *err) {
         snprintf(chain, sizeof chain, "<= %d tokens%s", st->m.chain_max,
                  st->m.chain_norm ? ", norms fused" : st->m.fold_norm ? ", norms folded" : "");
     POSY_INFO("cuda backend: device %d, weights %.1f MiB, arena %.1f MiB for %d tokens / %d "
-                  "sequences, %d buckets, %d staging slots; small-batch kernel %s; one-query chain %s",
+                  "sequences, %d buckets, %d staging slots; small-batch kernel %s; one-query chain %s; own "
+                  "wgmma GEMM %s",
                   st->device, st->m.wbytes / 1048576.0, st->m.abytes / 1048576.0,
                   st->m.max_tokens, st->m.max_seqs, st->n_buckets, N_SLOTS,
-                  st->m.mega_ok ? "on (<= 64 tokens)" : "off", chain);
+                  st->m.mega_ok ? "on (<= 64 tokens)" : "off", chain, st->m.wg_on ? "on" : "off");
     return 0;
 }
 

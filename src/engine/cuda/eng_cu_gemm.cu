@@ -35,7 +35,7 @@ typedef struct gemm_entry {
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulHeuristicResult_t cand[GEMM_CANDIDATES_MAX];
     int n_cand;
-    int best;        /* index into cand used by eng_cu_gemm; -1: the skinny kernel */
+    int best;        /* index into cand used by eng_cu_gemm; -1: the skinny kernel, -2: ours (wgmma) */
     int tuned;       /* candidates timed (or tuning impossible) */
     float best_us;
 } gemm_entry;
@@ -47,10 +47,12 @@ struct eng_cu_gemm_ctx {
     gemm_entry *e;
     int n, cap;
     int tune;
+    int own;   /* race eng_cu_gemm_wg too */
     int n_ask; /* heuristic candidates asked for */
 };
 
 void eng_cu_gemm_set_tuning(eng_cu_gemm_ctx *g, int on) { g->tune = on; }
+void eng_cu_gemm_set_own(eng_cu_gemm_ctx *g, int on) { g->own = on; }
 
 eng_cu_gemm_ctx *eng_cu_gemm_create(size_t workspace_bytes, char *err, size_t errlen) {
     eng_cu_gemm_ctx *g = (eng_cu_gemm_ctx *)calloc(1, sizeof *g);
@@ -147,8 +149,13 @@ static gemm_entry *entry_get(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, c
     return entry_make(g, M, N, K, epi, err, errlen);
 }
 
+#define WHICH_OWN (-2)
+
 static cublasStatus_t run(eng_cu_gemm_ctx *g, gemm_entry *e, int which, cudaStream_t s,
                           const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y) {
+    if (which == WHICH_OWN)
+        return eng_cu_gemm_wg(s, X, W, bias, R, Y, e->M, e->N, e->K, e->epi) == cudaSuccess
+                   ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
     if (which < 0)
         return eng_cu_gemm_small(s, X, W, bias, R, Y, e->M, e->N, e->K, e->epi) == cudaSuccess
                    ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
@@ -172,7 +179,9 @@ static cublasStatus_t run(eng_cu_gemm_ctx *g, gemm_entry *e, int which, cudaStre
  * heuristic (bench/results/h200-latency-modes-2026-11-29.txt: MiniLM
  * 16 tokens 139 us raced vs 130 us heuristic, BERT-base 456 vs 366).
  * POSY_CUDA_SKINNY=1 still races the skinny kernel against the heuristic
- * for M <= 64, for experiments. */
+ * for M <= 64, for experiments.  With g->own, our Hopper kernel
+ * (eng_cu_wgmma.cu) runs in the race too wherever it takes the shape: it
+ * is kept only where it beats cuBLASLt on the real operands. */
 #define TUNE_MIN_M 1024
 
 static void tune(eng_cu_gemm_ctx *g, gemm_entry *e, cudaStream_t s, const bf16 *X,
@@ -187,8 +196,10 @@ static void tune(eng_cu_gemm_ctx *g, gemm_entry *e, cudaStream_t s, const bf16 *
     if (cudaEventCreate(&a) != cudaSuccess) return;
     if (cudaEventCreate(&b) != cudaSuccess) { cudaEventDestroy(a); return; }
     float best = 1e30f;
-    const int first = skinny ? -1 : 0, last = e->M < TUNE_MIN_M ? 1 : e->n_cand;
+    const int own = g->own && e->M >= TUNE_MIN_M && eng_cu_gemm_wg_ok(e->M, e->N, e->K, e->epi);
+    const int first = own ? WHICH_OWN : skinny ? -1 : 0, last = e->M < TUNE_MIN_M ? 1 : e->n_cand;
     for (int i = first; i < last; i++) {
+        if (i == -1 && !skinny) continue;
         if (run(g, e, i, s, X, W, bias, R, Y) != CUBLAS_STATUS_SUCCESS) continue;
         cudaEventRecord(a, s);
         for (int r = 0; r < 3; r++) run(g, e, i, s, X, W, bias, R, Y);
@@ -201,7 +212,8 @@ static void tune(eng_cu_gemm_ctx *g, gemm_entry *e, cudaStream_t s, const bf16 *
     e->best_us = best * 1e3f / 3.f;
     if (getenv("POSY_CUDA_TUNE_LOG"))
         fprintf(stderr, "gemm M=%d N=%d K=%d epi=%d: %s %d, %.2f us\n", e->M, e->N, e->K, e->epi,
-                e->best < 0 ? "skinny" : "cuBLASLt candidate", e->best, e->best_us);
+                e->best == WHICH_OWN ? "own wgmma" : e->best < 0 ? "skinny" : "cuBLASLt candidate", e->best,
+                e->best_us);
     cudaEventDestroy(a);
     cudaEventDestroy(b);
     cudaGetLastError(); /* a failed candidate must not leave a sticky launch error */

@@ -250,6 +250,11 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         eng_cu_chain_bulk = !(cb && !strcmp(cb, "0"));
     }
     {
+        const char *wg = getenv("POSY_CUDA_WGMMA");
+        m->wg_on = !(wg && !strcmp(wg, "0")) && eng_cu_gemm_wg_available();
+        eng_cu_gemm_set_own(m->gemm, m->wg_on);
+    }
+    {
         const char *sk = getenv("POSY_CUDA_SKINNY");
         eng_cu_skinny_version = sk && !strcmp(sk, "2") ? 2 : 1;
     }

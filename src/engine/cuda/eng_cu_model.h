@@ -87,6 +87,11 @@ typedef struct eng_cu_model {
      * chain's norms applied as a GEMM row scale (default; POSY_CUDA_FOLD_NORM=0
      * off; eng_cu_model_qwen3.cu) */
     int fold_norm;
+    /* our Hopper GEMM (eng_cu_wgmma.cu) on the graph path: Qwen3's gate|up
+     * product with SwiGLU in its epilogue instead of cuBLASLt + the SwiGLU
+     * kernel, and a contender in every large GEMM's tuning race (default
+     * on where the device has it; POSY_CUDA_WGMMA=0 off) */
+    int wg_on;
     /* the small-batch persistent kernel (eng_cu_mega.cu), when it fits */
     int mega_ok, mega_grid, mega_nt;
     size_t mega_smem;

@@ -1,0 +1,173 @@
+/* lab_wgmma: our Hopper GEMM (src/engine/cuda/eng_cu_wgmma.cu) against an
+ * fp64 reference, and timed beside cuBLASLt (eng_cu_gemm, tuned as the
+ * engine tunes it) at the saturated step's shapes of the three models.
+ *
+ * Checks (both versions): every epilogue (none, bias, bias + GELU, residual, SwiGLU with
+ * and without bias), M of 1, 127, 129 and 1000 (tails of the 128-row
+ * tile), K from 64 (one slice) to 3072 (the ring wrapping many times).
+ * Rows are sampled for the large M (every 7th) so the reference stays
+ * fast; the sampled rows include the first and last.  Unwritten outputs
+ * stay NaN (poisoned) and fail.  Tolerance: |a - b| <= 2e-2 + 1e-2 |ref|
+ * on outputs of O(1) -- bf16 rounding of the output plus fp32 sums.
+ *
+ * Timing (LAB_QUICK=1 skips it): median of 20 launches of each version,
+ * TFLOP/s; the same
+ * shape through cuBLASLt with the engine's tuning (fastest of 8
+ * candidates), and for SwiGLU cuBLASLt's gate|up product plus the
+ * engine's SwiGLU kernel -- what the graph path runs today.
+ */
+#include "lab.h"
+
+static double gelu_ref(double v) { return 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))); }
+
+static void check(int M, int N, int K, int epi, int with_bias, int with_r) {
+    std::vector<float> xf, wf, bf, rf;
+    std::vector<uint16_t> xb, wb, bb, rb;
+    lab_rand_bf16(xf, xb, (size_t)M * K, 1.f);
+    lab_rand_bf16(wf, wb, (size_t)N * K, 1.f / sqrtf((float)K));
+    lab_rand_bf16(bf, bb, (size_t)N, 0.5f);
+    const int No = epi == ENG_CU_EPI_SWIGLU ? N / 2 : N;
+    lab_rand_bf16(rf, rb, (size_t)M * No, 1.f);
+    bf16 *dx = (bf16 *)lab_upload(xb), *dw = (bf16 *)lab_upload(wb), *db = (bf16 *)lab_upload(bb);
+    bf16 *dr = (bf16 *)lab_upload(rb), *dy;
+    CUCHECK(cudaMalloc(&dy, (size_t)M * No * 2));
+    lab_poison(dy, (size_t)M * No * 2);
+    const cudaError_t e = eng_cu_gemm_wg(0, dx, dw, with_bias ? db : NULL, with_r ? dr : NULL, dy, M, N, K, epi);
+    char name[128];
+    snprintf(name, sizeof name, "wgmma v%d M=%d N=%d K=%d epi=%d%s%s", eng_cu_wg_version, M, N, K, epi, with_bias ? " +b" : "",
+             with_r ? " +R" : "");
+    if (e != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+        printf("  %-44s FAIL  launch: %s\n", name, cudaGetErrorString(e != cudaSuccess ? e : cudaGetLastError()));
+        lab_failures++;
+        return;
+    }
+    const std::vector<float> y = lab_download_bf16(dy, (size_t)M * No);
+    std::vector<float> got, ref;
+    const int step = M > 256 ? 7 : 1;
+    for (int r = 0; r < M; r = (r + step < M || r == M - 1) ? r + step : M - 1) {
+        std::vector<double> acc(N);
+        for (int n = 0; n < N; n++) {
+            double s = 0;
+            for (int k = 0; k < K; k++) s += (double)xf[(size_t)r * K + k] * wf[(size_t)n * K + k];
+            acc[n] = s;
+        }
+        for (int n = 0; n < No; n++) {
+            double v;
+            if (epi == ENG_CU_EPI_SWIGLU) {
+                double g = acc[n], u = acc[N / 2 + n];
+                if (with_bias) { g += bf[n]; u += bf[N / 2 + n]; }
+                v = g / (1.0 + exp(-g)) * u;
+            } else {
+                v = acc[n];
+                if (epi != ENG_CU_EPI_NONE) v += bf[n];
+                if (epi == ENG_CU_EPI_BIAS_GELU) v = gelu_ref(v);
+                if (with_r) v += rf[(size_t)r * No + n];
+            }
+            ref.push_back((float)v);
+            got.push_back(y[(size_t)r * No + n]);
+        }
+        if (r == M - 1) break;
+    }
+    lab_check(name, got.data(), ref.data(), got.size(), 2e-2f, 1e-2f);
+    cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dr); cudaFree(dy);
+}
+
+static void bench(eng_cu_gemm_ctx *g, const char *what, int M, int N, int K, int epi) {
+    bf16 *x, *w, *b, *y, *inter;
+    const int No = epi == ENG_CU_EPI_SWIGLU ? N / 2 : N;
+    CUCHECK(cudaMalloc(&x, (size_t)M * K * 2));
+    CUCHECK(cudaMalloc(&w, (size_t)N * K * 2));
+    CUCHECK(cudaMalloc(&b, (size_t)N * 2));
+    CUCHECK(cudaMalloc(&y, (size_t)M * N * 2));
+    CUCHECK(cudaMalloc(&inter, (size_t)M * N * 2));
+    std::vector<float> f;
+    std::vector<uint16_t> hb;
+    lab_rand_bf16(f, hb, (size_t)N * K, 1.f / sqrtf((float)K));
+    CUCHECK(cudaMemcpy(w, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice));
+    for (size_t off = 0; off < (size_t)M * K; off += hb.size())
+        CUCHECK(cudaMemcpy(x + off, hb.data(), std::min(hb.size(), (size_t)M * K - off) * 2, cudaMemcpyHostToDevice));
+    CUCHECK(cudaMemcpy(b, hb.data(), (size_t)N * 2, cudaMemcpyHostToDevice));
+    int *nt;
+    CUCHECK(cudaMalloc(&nt, sizeof(int)));
+    CUCHECK(cudaMemcpy(nt, &M, sizeof(int), cudaMemcpyHostToDevice));
+    const bf16 *bias = epi == ENG_CU_EPI_SWIGLU || epi == ENG_CU_EPI_NONE ? NULL : b;
+    char err[256];
+    float t_own[3];
+    for (int v = 1; v <= 3; v++) {
+        eng_cu_wg_version = v;
+        t_own[v - 1] = lab_time_ms([&] { CUCHECK(eng_cu_gemm_wg(0, x, w, bias, NULL, y, M, N, K, epi)); }, 20);
+    }
+    float t_lt;
+    if (epi == ENG_CU_EPI_SWIGLU) {
+        /* what the graph path runs: the gate|up product, then the SwiGLU kernel */
+        if (eng_cu_gemm(g, 0, x, w, NULL, NULL, inter, M, N, K, ENG_CU_EPI_NONE, err, sizeof err)) {
+            printf("%s\n", err);
+            exit(2);
+        }
+        t_lt = lab_time_ms([&] {
+            eng_cu_gemm(g, 0, x, w, NULL, NULL, inter, M, N, K, ENG_CU_EPI_NONE, err, sizeof err);
+            CUCHECK(eng_cu_swiglu(0, inter, y, M, nt, N / 2));
+        }, 20);
+    } else {
+        if (eng_cu_gemm(g, 0, x, w, bias, NULL, y, M, N, K, epi, err, sizeof err)) {
+            printf("%s\n", err);
+            exit(2);
+        }
+        t_lt = lab_time_ms([&] { eng_cu_gemm(g, 0, x, w, bias, NULL, y, M, N, K, epi, err, sizeof err); }, 20);
+    }
+    const double fl = 2.0 * M * N * K;
+    printf("  bench %-20s M=%-6d N=%-5d K=%-5d", what, M, N, K);
+    for (int v = 0; v < 3; v++) printf(" v%d %7.1f us %5.1f TF |", v + 1, t_own[v] * 1e3, fl / (t_own[v] * 1e-3) / 1e12);
+    printf(" cuBLASLt%s %7.1f us %5.1f TF | v1/lt %.3f v2/lt %.3f v3/lt %.3f\n",
+           epi == ENG_CU_EPI_SWIGLU ? "+swiglu" : "", t_lt * 1e3, fl / (t_lt * 1e-3) / 1e12, t_own[0] / t_lt,
+           t_own[1] / t_lt, t_own[2] / t_lt);
+    (void)No;
+    cudaFree(x); cudaFree(w); cudaFree(b); cudaFree(y); cudaFree(inter); cudaFree(nt);
+}
+
+int main(void) {
+    if (!eng_cu_gemm_wg_available()) {
+        printf("lab_wgmma: no sm_90 device (or no tensor-map encoder): nothing to check\n");
+        return 1;
+    }
+    /* version 2 picks its tile width from N: 128 (N = 128, 640), 192 (384,
+     * 1152), 256 (768, 1536; SwiGLU 256, 768, 6144) -- all three are checked */
+    for (int v = 1; v <= 3; v++) {
+        eng_cu_wg_version = v;
+        for (int M : {1, 127, 129, 1000}) {
+            check(M, 128, 64, ENG_CU_EPI_NONE, 0, 0);
+            check(M, 384, 384, ENG_CU_EPI_BIAS, 1, 0);
+            check(M, 1536, 384, ENG_CU_EPI_BIAS_GELU, 1, 0);
+            check(M, 768, 3072, ENG_CU_EPI_BIAS, 1, 1);
+            check(M, 256, 1024, ENG_CU_EPI_SWIGLU, 0, 0);
+            check(M, 768, 512, ENG_CU_EPI_SWIGLU, 1, 0);
+        }
+        check(4096, 1152, 384, ENG_CU_EPI_BIAS, 1, 0);
+        check(999, 640, 128, ENG_CU_EPI_BIAS, 1, 1);
+        check(2048, 6144, 1024, ENG_CU_EPI_SWIGLU, 0, 0);
+        check(300, 1024, 2048, ENG_CU_EPI_NONE, 0, 1);
+    }
+    const char *q = getenv("LAB_QUICK");
+    if (!(q && *q == '1')) {
+        char err[256];
+        eng_cu_gemm_ctx *g = eng_cu_gemm_create((size_t)32 << 20, err, sizeof err);
+        if (!g) { printf("FAIL: %s\n", err); return 1; }
+        eng_cu_gemm_set_tuning(g, 1);
+        const int M = 65536;
+        bench(g, "minilm qkv", M, 1152, 384, ENG_CU_EPI_BIAS);
+        bench(g, "minilm o", M, 384, 384, ENG_CU_EPI_BIAS);
+        bench(g, "minilm up+gelu", M, 1536, 384, ENG_CU_EPI_BIAS_GELU);
+        bench(g, "minilm down", M, 384, 1536, ENG_CU_EPI_BIAS);
+        bench(g, "bert qkv", M, 2304, 768, ENG_CU_EPI_BIAS);
+        bench(g, "bert o", M, 768, 768, ENG_CU_EPI_BIAS);
+        bench(g, "bert up+gelu", M, 3072, 768, ENG_CU_EPI_BIAS_GELU);
+        bench(g, "bert down", M, 768, 3072, ENG_CU_EPI_BIAS);
+        bench(g, "qwen3 qkv", M, 4096, 1024, ENG_CU_EPI_NONE);
+        bench(g, "qwen3 o", M, 1024, 2048, ENG_CU_EPI_NONE);
+        bench(g, "qwen3 gate|up+swiglu", M, 6144, 1024, ENG_CU_EPI_SWIGLU);
+        bench(g, "qwen3 down", M, 1024, 3072, ENG_CU_EPI_NONE);
+        eng_cu_gemm_destroy(g);
+    }
+    eng_cu_wg_version = 3;
+    return lab_finish("lab_wgmma");
+}

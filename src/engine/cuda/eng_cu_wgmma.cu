@@ -1,0 +1,346 @@
+/* eng_cu_wgmma: our own Hopper GEMM for large M (the saturated step), so
+ * that epilogues cuBLASLt does not offer can ride in it.
+ *
+ * Y[M,N] = epi(X[M,K] W[N,K]^T + b) (+ R), bf16 in and out, fp32
+ * accumulation -- the contract of eng_cu_gemm (eng_cu.h) -- plus
+ * ENG_CU_EPI_SWIGLU: W's N rows are gate | up halves and Y[M, N/2] =
+ * silu(gate) * up straight from the fp32 sums, which cuBLASLt cannot do
+ * (the graph path otherwise writes the whole gate|up product and runs a
+ * SwiGLU kernel over it: 7.7% of a saturated Qwen3-0.6B step on the H200).
+ *
+ * Why it is shaped so (sm_90a only; other chips and the PTX fallback never
+ * launch it, eng_cu_gemm_wg_ok says so):
+ *   - a CTA computes one 128 x 128 tile: two consumer warpgroups, 64 rows
+ *     each, issue wgmma m64n128k16 (A and B from shared memory, both
+ *     K-major, fp32 accumulators in 64 registers a thread), and one
+ *     producer warp feeds them with TMA tensor copies (128-byte swizzle,
+ *     the layout wgmma reads through its descriptors) into a ring of
+ *     STAGES k-slices of 64, with full / empty mbarriers per slot;
+ *   - two CTAs fit an SM (3 stages x 32 KB, <= 113 registers a thread), so
+ *     one CTA's epilogue runs under the other's products instead of idling
+ *     the tensor cores (a persistent kernel with an overlapped epilogue is
+ *     the other way to get that; this one is simpler and graph-friendly);
+ *   - blockIdx.x walks N fastest: the CTAs resident together share their
+ *     X rows, and every W here (at most 12 MB) stays in L2;
+ *   - rows past M come in as zeros (TMA's out-of-bounds fill) and are not
+ *     stored, so any M works; N % 128 == 0 (SwiGLU: (N/2) % 64 == 0) and
+ *     K % 64 == 0 are required.
+ * The epilogue stores each thread's column pairs straight from the
+ * accumulators (bias, GELU in cuBLASLt's tanh form so both paths agree,
+ * residual, or SwiGLU: the tile's B rows are 64 gate rows then the 64
+ * matching up rows, so a thread holds each gate sum and its up sum).
+ * Tested against an fp64 reference and timed beside cuBLASLt in
+ * dev/cuda/lab_wgmma.cu.
+ */
+#include "eng_cu_wgmma.h"
+#include <cudaTypedefs.h>
+#include <stdio.h>
+#include <string.h>
+
+#define WG_BM 128
+#define WG_BK 64
+#define WG_THREADS 288 /* two consumer warpgroups + one producer warp */
+#define WG_A_BYTES (WG_BM * WG_BK * 2) /* a 128 x 64 slice of X: 16 KB */
+/* version 3: a whole producer warpgroup, so setmaxnreg can move its
+ * registers to the consumers (9 warps cap every thread at 168: 3 warps of
+ * one SM quarter share its 16K registers; the 128 x 256 tile's epilogue
+ * spilled there) */
+#define WG3_THREADS 384
+
+/* version 1: one 128 x 128 tile a CTA, 3 stages, two CTAs an SM */
+#define WG1_STAGES 3
+#define WG1_SMEM (WG1_STAGES * 2 * WG_A_BYTES + 1024 + 64)
+/* version 2: persistent, 128 x BN tiles, as many stages as fit 192 KB */
+static __host__ __device__ constexpr int wg2_stages(int BN) { return 196608 / (WG_A_BYTES + BN * WG_BK * 2) > 6 ? 6 : 196608 / (WG_A_BYTES + BN * WG_BK * 2); }
+static __host__ __device__ constexpr int wg2_smem(int BN) { return wg2_stages(BN) * (WG_A_BYTES + BN * WG_BK * 2) + 1024 + 128; }
+
+/* version 3: version 2 with the output tile written to shared memory and
+ * stored by TMA, so the consumers go on to the next tile's products while
+ * the copy engine writes this one; the ring gets what the image leaves */
+static __host__ __device__ constexpr int wg3_cbytes(int BN) { return WG_BM * BN * 2; }
+static __host__ __device__ constexpr int wg3_stages(int BN) {
+    return (230400 - wg3_cbytes(BN) - 2048) / (WG_A_BYTES + BN * WG_BK * 2) > 6
+               ? 6
+               : (230400 - wg3_cbytes(BN) - 2048) / (WG_A_BYTES + BN * WG_BK * 2);
+}
+static __host__ __device__ constexpr int wg3_smem(int BN) {
+    return wg3_stages(BN) * (WG_A_BYTES + BN * WG_BK * 2) + wg3_cbytes(BN) + 1024 + 128;
+}
+
+int eng_cu_wg_version = 3;
+
+/* ---- device side -------------------------------------------------------------- */
+
+/* The producer warp's lane 0: the X and W slices of every k-step of the
+ * tiles this CTA computes into the ring (it = the CTA's running k-step
+ * count, shared with the consumers' numbering). */
+template <int BN, int ST>
+static __device__ __forceinline__ void wg_produce(const CUtensorMap *ta, const CUtensorMap *tb, unsigned char *sA,
+                                                  unsigned char *sB, uint64_t *full, uint64_t *empty, int &it,
+                                                  int m0, int n0, int N, int KT, bool swiglu) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int B_BYTES = BN * WG_BK * 2;
+    for (int kt = 0; kt < KT; kt++, it++) {
+        const int s = it % ST;
+        if (it >= ST) wg_bar_wait(&empty[s], ((it / ST) + 1) & 1);
+        wg_bar_arm(&full[s], WG_A_BYTES + B_BYTES);
+        wg_tma(ta, sA + s * WG_A_BYTES, &full[s], kt * WG_BK, m0);
+        if (swiglu) { /* BN/2 gate rows, then the BN/2 matching up rows */
+            wg_tma(tb, sB + s * B_BYTES, &full[s], kt * WG_BK, n0 >> 1);
+            wg_tma(tb, sB + s * B_BYTES + B_BYTES / 2, &full[s], kt * WG_BK, (N >> 1) + (n0 >> 1));
+        } else
+            wg_tma(tb, sB + s * B_BYTES, &full[s], kt * WG_BK, n0);
+    }
+#endif
+}
+
+/* A consumer warpgroup's products for one tile: d = X[rows] W[cols]^T over
+ * K, each slot released (one arrival a warp) once the wgmma reading it is
+ * done -- the last one too, so a persistent producer can run ahead. */
+template <int BN, int ST>
+static __device__ __forceinline__ void wg_consume(float *d, const unsigned char *sA, const unsigned char *sB,
+                                                  uint64_t *full, uint64_t *empty, int &it, int wgp, int KT) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int B_BYTES = BN * WG_BK * 2;
+    const int lane = threadIdx.x & 31;
+    for (int kt = 0; kt < KT; kt++, it++) {
+        const int s = it % ST;
+        wg_bar_wait(&full[s], (it / ST) & 1);
+        const unsigned char *a = sA + s * WG_A_BYTES + wgp * 64 * 128, *b = sB + s * B_BYTES;
+        wg_fence();
+#pragma unroll
+        for (int kk = 0; kk < WG_BK / 16; kk++) wg_mma<BN>(d, wg_desc(a + 32 * kk), wg_desc(b + 32 * kk), kt | kk);
+        wg_commit();
+        wg_wait<1>(); /* the group before this one is done: its slot may be refilled */
+        if (kt > 0 && lane == 0) wg_bar_arrive(&empty[(it - 1) % ST]);
+    }
+    wg_wait<0>();
+    wg_fence_regs<BN / 2>(d);
+    if (lane == 0) wg_bar_arrive(&empty[(it - 1) % ST]);
+#endif
+}
+
+/* barriers: full[s] (one arrival: the producer's expect_tx), empty[s] (one
+ * arrival per consumer warp) */
+template <int ST>
+static __device__ __forceinline__ void wg_init_bars(uint64_t *full, uint64_t *empty) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < ST; s++) {
+            wg_bar_init(&full[s], 1);
+            wg_bar_init(&empty[s], 8);
+        }
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+#endif
+}
+
+/* version 1: blockIdx.x walks N fastest, so the CTAs resident together
+ * share their X rows */
+__global__ void __launch_bounds__(WG_THREADS, 2)
+    wg1_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
+               const bf16 *__restrict__ bias, const bf16 *__restrict__ R, bf16 *__restrict__ Y, int M, int N, int K,
+               int epi) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    extern __shared__ unsigned char wg_raw[];
+    unsigned char *base = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *sA = base, *sB = base + WG1_STAGES * WG_A_BYTES;
+    uint64_t *full = (uint64_t *)(base + 2 * WG1_STAGES * WG_A_BYTES), *empty = full + WG1_STAGES;
+    const int warp = threadIdx.x >> 5, n0 = blockIdx.x * 128, m0 = blockIdx.y * WG_BM, KT = K / WG_BK;
+    int it = 0;
+    wg_init_bars<WG1_STAGES>(full, empty);
+    if (warp == 8) {
+        if ((threadIdx.x & 31) == 0)
+            wg_produce<128, WG1_STAGES>(&ta, &tb, sA, sB, full, empty, it, m0, n0, N, KT, epi == ENG_CU_EPI_SWIGLU);
+        return;
+    }
+    float d[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) d[i] = 0.f;
+    wg_consume<128, WG1_STAGES>(d, sA, sB, full, empty, it, warp >> 2, KT);
+    wg_epilogue<128>(d, m0 + (warp >> 2) * 64, n0, M, N, epi, bias, R, Y);
+#else
+    __trap(); /* eng_cu_gemm_wg_ok never lets another architecture launch this */
+#endif
+}
+
+/* version 2: one CTA an SM walks tiles t = blockIdx.x, + gridDim.x, ...
+ * (N fastest); the producer runs ahead into the next tile while the
+ * consumers store this one. */
+template <int BN>
+__global__ void __launch_bounds__(WG_THREADS, 1)
+    wg2_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
+               const bf16 *__restrict__ bias, const bf16 *__restrict__ R, bf16 *__restrict__ Y, int M, int N, int K,
+               int epi) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int ST = wg2_stages(BN), B_BYTES = BN * WG_BK * 2;
+    extern __shared__ unsigned char wg_raw[];
+    unsigned char *base = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *sA = base, *sB = base + ST * WG_A_BYTES;
+    uint64_t *full = (uint64_t *)(sB + ST * B_BYTES), *empty = full + ST;
+    const int warp = threadIdx.x >> 5, KT = K / WG_BK, nN = N / BN, tiles = nN * ((M + WG_BM - 1) / WG_BM);
+    int it = 0;
+    wg_init_bars<ST>(full, empty);
+    if (warp == 8) {
+        if ((threadIdx.x & 31) == 0)
+            for (int t = blockIdx.x; t < tiles; t += gridDim.x)
+                wg_produce<BN, ST>(&ta, &tb, sA, sB, full, empty, it, (t / nN) * WG_BM, (t % nN) * BN, N, KT,
+                                   epi == ENG_CU_EPI_SWIGLU);
+        return;
+    }
+    float d[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        wg_consume<BN, ST>(d, sA, sB, full, empty, it, warp >> 2, KT);
+        wg_epilogue<BN>(d, (t / nN) * WG_BM + (warp >> 2) * 64, (t % nN) * BN, M, N, epi, bias, R, Y);
+    }
+#else
+    __trap();
+#endif
+}
+
+template <int BN>
+__global__ void __launch_bounds__(WG3_THREADS, 1)
+    wg3_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
+               const __grid_constant__ CUtensorMap ty, const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
+               int M, int N, int K, int epi) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int ST = wg3_stages(BN), B_BYTES = BN * WG_BK * 2;
+    extern __shared__ unsigned char wg_raw[];
+    unsigned char *base = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *C = base, *sA = C + wg3_cbytes(BN), *sB = sA + ST * WG_A_BYTES;
+    uint64_t *full = (uint64_t *)(sB + ST * B_BYTES), *empty = full + ST;
+    const int warp = threadIdx.x >> 5, KT = K / WG_BK, nN = N / BN, tiles = nN * ((M + WG_BM - 1) / WG_BM);
+    const bool swiglu = epi == ENG_CU_EPI_SWIGLU;
+    int it = 0;
+    wg_init_bars<ST>(full, empty);
+    if (warp >= 8) { /* the producer warpgroup: one thread issues, all give registers back */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        if (threadIdx.x == 256) {
+            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&ta) : "memory");
+            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tb) : "memory");
+            for (int t = blockIdx.x; t < tiles; t += gridDim.x)
+                wg_produce<BN, ST>(&ta, &tb, sA, sB, full, empty, it, (t / nN) * WG_BM, (t % nN) * BN, N, KT,
+                                   swiglu);
+        }
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    float d[BN / 2];
+#pragma unroll
+    for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+        const int m0 = (t / nN) * WG_BM, n0 = (t % nN) * BN;
+        wg_consume<BN, ST>(d, sA, sB, full, empty, it, warp >> 2, KT);
+        if (threadIdx.x == 0) wg_store_wait_read(); /* the last tile's image has been read out */
+        wg_consumers_sync();
+        wg_epilogue_smem<BN>(d, (warp >> 2) * 64, m0, n0, M, N, epi, bias, R, C);
+        wg_fence_async_smem();
+        wg_consumers_sync();
+        if (threadIdx.x == 0) {
+            const int c0 = swiglu ? n0 >> 1 : n0;
+            for (int q = 0; q < (swiglu ? BN / 2 : BN) / 64; q++) wg_tma_store(&ty, C + q * 16384, c0 + 64 * q, m0);
+            wg_store_commit();
+        }
+    }
+    if (threadIdx.x == 0) wg_store_wait();
+#else
+    __trap();
+#endif
+}
+
+/* ---- host side ---------------------------------------------------------------- */
+
+static PFN_cuTensorMapEncodeTiled_v12000 wg_encode;
+static int wg_state; /* 0 unknown, 1 usable, -1 not on this device */
+static int wg_sms;
+
+template <typename Kern>
+static int wg_smem_optin(Kern k, int bytes) {
+    return cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes) == cudaSuccess ? 0 : -1;
+}
+
+/* sm_90 and the driver's tensor-map encoder, looked up once (no link
+ * against libcuda: the runtime hands out the driver's entry point). */
+int eng_cu_gemm_wg_available(void) {
+    if (wg_state) return wg_state > 0;
+    int dev = 0, major = 0;
+    cudaDriverEntryPointQueryResult q;
+    void *fn = NULL;
+    wg_state = -1;
+    if (cudaGetDevice(&dev) != cudaSuccess ||
+        cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major != 9 ||
+        cudaDeviceGetAttribute(&wg_sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
+        return 0;
+    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) !=
+            cudaSuccess ||
+        q != cudaDriverEntryPointSuccess || !fn)
+        return 0;
+    if (wg_smem_optin(wg1_kernel, WG1_SMEM) || wg_smem_optin(wg2_kernel<128>, wg2_smem(128)) ||
+        wg_smem_optin(wg2_kernel<192>, wg2_smem(192)) || wg_smem_optin(wg2_kernel<256>, wg2_smem(256)) ||
+        wg_smem_optin(wg3_kernel<128>, wg3_smem(128)) || wg_smem_optin(wg3_kernel<192>, wg3_smem(192)) ||
+        wg_smem_optin(wg3_kernel<256>, wg3_smem(256)))
+        return 0;
+    wg_encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
+    wg_state = 1;
+    return 1;
+}
+
+/* the tile width: version 1 128; version 2 the widest of 256, 192, 128
+ * that divides N (SwiGLU: whose half divides N/2) */
+static int wg_bn(int N, int epi) {
+    if (eng_cu_wg_version == 1) return 128;
+    for (int bn : {256, 192, 128})
+        if (epi == ENG_CU_EPI_SWIGLU ? (N / 2) % (bn / 2) == 0 && N % 2 == 0 : N % bn == 0) return bn;
+    return 0;
+}
+
+int eng_cu_gemm_wg_ok(int M, int N, int K, int epi) {
+    if (M < 1 || N < 128 || K < WG_BK || K % WG_BK || !wg_bn(N, epi)) return 0;
+    if (eng_cu_wg_version == 1 && (N % 128 || (epi == ENG_CU_EPI_SWIGLU && (N / 2) % 64))) return 0;
+    return eng_cu_gemm_wg_available();
+}
+
+/* rows x K bf16, row-major, boxes of box_rows x 64 with the 128-byte swizzle
+ * (the operands' slices; version 3's output sub-tiles: K = the output width) */
+static int wg_map(CUtensorMap *m, const bf16 *p, int rows, int K, int box_rows) {
+    const cuuint64_t dims[2] = {(cuuint64_t)K, (cuuint64_t)rows};
+    const cuuint64_t strides[1] = {(cuuint64_t)K * 2};
+    const cuuint32_t box[2] = {WG_BK, (cuuint32_t)box_rows}, estr[2] = {1, 1};
+    return wg_encode(m, CU_TENSOR_MAP_DATA_TYPE_BFLOAT16, 2, (void *)p, dims, strides, box, estr,
+                     CU_TENSOR_MAP_INTERLEAVE_NONE, CU_TENSOR_MAP_SWIZZLE_128B, CU_TENSOR_MAP_L2_PROMOTION_L2_256B,
+                     CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS
+               ? 0
+               : -1;
+}
+
+cudaError_t eng_cu_gemm_wg(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
+                           int M, int N, int K, int epi) {
+    if (!eng_cu_gemm_wg_ok(M, N, K, epi) || (epi == ENG_CU_EPI_SWIGLU && R) ||
+        (epi != ENG_CU_EPI_NONE && epi != ENG_CU_EPI_SWIGLU && !bias) || ((uintptr_t)X | (uintptr_t)W) & 15)
+        return cudaErrorInvalidValue;
+    const int bn = wg_bn(N, epi), swiglu = epi == ENG_CU_EPI_SWIGLU;
+    CUtensorMap ta, tb;
+    if (wg_map(&ta, X, M, K, WG_BM) || wg_map(&tb, W, N, K, swiglu ? bn / 2 : bn)) return cudaErrorInvalidValue;
+    const int mt = (M + WG_BM - 1) / WG_BM, tiles = mt * (N / bn), grid = tiles < wg_sms ? tiles : wg_sms;
+    if (eng_cu_wg_version == 3) {
+        CUtensorMap ty;
+        if (wg_map(&ty, Y, M, swiglu ? N / 2 : N, WG_BM) || ((uintptr_t)Y & 15)) return cudaErrorInvalidValue;
+        if (bn == 256)
+            wg3_kernel<256><<<grid, WG3_THREADS, wg3_smem(256), s>>>(ta, tb, ty, bias, R, M, N, K, epi);
+        else if (bn == 192)
+            wg3_kernel<192><<<grid, WG3_THREADS, wg3_smem(192), s>>>(ta, tb, ty, bias, R, M, N, K, epi);
+        else
+            wg3_kernel<128><<<grid, WG3_THREADS, wg3_smem(128), s>>>(ta, tb, ty, bias, R, M, N, K, epi);
+    } else if (eng_cu_wg_version == 1)
+        wg1_kernel<<<dim3(N / 128, mt), WG_THREADS, WG1_SMEM, s>>>(ta, tb, bias, R, Y, M, N, K, epi);
+    else if (bn == 256)
+        wg2_kernel<256><<<grid, WG_THREADS, wg2_smem(256), s>>>(ta, tb, bias, R, Y, M, N, K, epi);
+    else if (bn == 192)
+        wg2_kernel<192><<<grid, WG_THREADS, wg2_smem(192), s>>>(ta, tb, bias, R, Y, M, N, K, epi);
+    else
+        wg2_kernel<128><<<grid, WG_THREADS, wg2_smem(128), s>>>(ta, tb, bias, R, Y, M, N, K, epi);
+    return cudaGetLastError();
+}

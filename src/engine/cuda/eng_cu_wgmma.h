@@ -1,0 +1,307 @@
+/* eng_cu_wgmma.h: the device pieces of our Hopper GEMM (eng_cu_wgmma.cu)
+ * -- mbarriers, TMA tensor copies, wgmma's shared-memory descriptors, the
+ * wgmma instruction for the tile widths used (128, 192, 256 columns), and
+ * the epilogue that turns one warpgroup's accumulators into outputs.
+ * sm_90a only: everything here sits under __CUDA_ARCH_FEAT_SM90_ALL (the
+ * host side never launches these kernels elsewhere).
+ *
+ * Accumulator layout of wgmma m64nNk16 (fp32): thread `lane` of warp w
+ * (0..3 in its warpgroup) holds d[4j + 2i + e] = row 16w + lane/4 + 8i,
+ * column 8j + 2(lane%4) + e, for j < N/8 -- the mma.sync C layout repeated
+ * over the N/8 column groups.
+ */
+#ifndef POSY_ENG_CU_WGMMA_H
+#define POSY_ENG_CU_WGMMA_H
+
+#include "eng_cu.h"
+#include <cuda.h>
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+static __device__ __forceinline__ uint32_t wg_smem(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
+
+static __device__ __forceinline__ void wg_bar_init(uint64_t *b, int count) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(wg_smem(b)), "r"(count) : "memory");
+}
+static __device__ __forceinline__ void wg_bar_arm(uint64_t *b, int bytes) {
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(wg_smem(b)), "r"(bytes) : "memory");
+}
+static __device__ __forceinline__ void wg_bar_arrive(uint64_t *b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(wg_smem(b)) : "memory");
+}
+/* until the phase of the given parity has completed */
+static __device__ __forceinline__ void wg_bar_wait(uint64_t *b, uint32_t parity) {
+    uint32_t done = 0;
+    while (!done)
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     " selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(wg_smem(b)), "r"(parity)
+                     : "memory");
+}
+/* one TMA box (inner coordinate c0 = k, outer c1 = row) into shared memory */
+static __device__ __forceinline__ void wg_tma(const CUtensorMap *map, void *dst, uint64_t *bar, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n"
+                 ::"r"(wg_smem(dst)), "l"((uint64_t)map), "r"(wg_smem(bar)), "r"(c0), "r"(c1)
+                 : "memory");
+}
+
+/* wgmma's shared-memory matrix descriptor for a K-major tile with the
+ * 128-byte swizzle: rows of 128 bytes (64 values), 8-row groups 1024 bytes
+ * apart (the stride byte offset); the leading offset is unused in this
+ * layout.  A k-step of 16 inside the 64-wide slice is +32 bytes on the
+ * start address (the hardware applies the swizzle to the address).  The
+ * tile must start 1024-byte aligned. */
+static __device__ __forceinline__ uint64_t wg_desc(const void *tile) {
+    const uint32_t a = wg_smem(tile);
+    return (uint64_t)((a & 0x3FFFF) >> 4) | ((uint64_t)1 << 16) | ((uint64_t)(1024 >> 4) << 32) |
+           ((uint64_t)1 << 62);
+}
+
+/* TMA store of one box from shared memory (the bulk-group kind), its
+ * commit, and the waits: until the stores have read shared memory (the
+ * buffer may be rewritten), or have completed. */
+static __device__ __forceinline__ void wg_tma_store(const CUtensorMap *map, const void *src, int c0, int c1) {
+    asm volatile("cp.async.bulk.tensor.2d.global.shared::cta.bulk_group [%0, {%2, %3}], [%1];\n"
+                 ::"l"((uint64_t)map), "r"(wg_smem(src)), "r"(c0), "r"(c1)
+                 : "memory");
+}
+static __device__ __forceinline__ void wg_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+static __device__ __forceinline__ void wg_store_wait_read() {
+    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+}
+static __device__ __forceinline__ void wg_store_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
+/* ordinary shared-memory writes made visible to the TMA (async proxy) */
+static __device__ __forceinline__ void wg_fence_async_smem() {
+    asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+/* a barrier for the 256 consumer threads only (the producer warp has left) */
+static __device__ __forceinline__ void wg_consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
+
+static __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+static __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
+template <int N>
+static __device__ __forceinline__ void wg_wait() { asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(N) : "memory"); }
+
+/* keeps the compiler from moving accumulator uses across the async wgmma */
+template <int NR>
+static __device__ __forceinline__ void wg_fence_regs(float *d) {
+#pragma unroll
+    for (int i = 0; i < NR; i++) asm volatile("" : "+f"(d[i])::"memory");
+}
+
+/* D[64 x BN] (+)= A[64 x 16] B[BN x 16]^T, both from shared memory
+ * (descriptors), accumulate = 0 for the first k-step of a tile */
+template <int BN>
+__device__ __forceinline__ void wg_mma(float *d, uint64_t da, uint64_t db, int accumulate);
+
+template <>
+__device__ __forceinline__ void wg_mma<128>(float *d, uint64_t da, uint64_t db, int accumulate) {
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %66, 0;\n"
+                 " wgmma.mma_async.sync.aligned.m64n128k16.f32.bf16.bf16 {"
+                 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,"
+                 "%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,"
+                 "%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63"
+                 "}, %64, %65, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                   "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                   "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+                   "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+                   "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+                   "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                   "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+                   "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+                   "+f"(d[63])
+                 : "l"(da), "l"(db), "r"(accumulate));
+}
+
+template <>
+__device__ __forceinline__ void wg_mma<192>(float *d, uint64_t da, uint64_t db, int accumulate) {
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %98, 0;\n"
+                 " wgmma.mma_async.sync.aligned.m64n192k16.f32.bf16.bf16 {"
+                 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,"
+                 "%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,"
+                 "%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,"
+                 "%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95"
+                 "}, %96, %97, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                   "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                   "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+                   "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+                   "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+                   "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                   "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+                   "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+                   "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+                   "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+                   "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+                   "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+                   "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95])
+                 : "l"(da), "l"(db), "r"(accumulate));
+}
+
+template <>
+__device__ __forceinline__ void wg_mma<256>(float *d, uint64_t da, uint64_t db, int accumulate) {
+    asm volatile("{\n .reg .pred p;\n setp.ne.b32 p, %130, 0;\n"
+                 " wgmma.mma_async.sync.aligned.m64n256k16.f32.bf16.bf16 {"
+                 "%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,"
+                 "%26,%27,%28,%29,%30,%31,%32,%33,%34,%35,%36,%37,%38,%39,%40,%41,%42,%43,%44,%45,%46,%47,%48,%49,"
+                 "%50,%51,%52,%53,%54,%55,%56,%57,%58,%59,%60,%61,%62,%63,%64,%65,%66,%67,%68,%69,%70,%71,%72,%73,"
+                 "%74,%75,%76,%77,%78,%79,%80,%81,%82,%83,%84,%85,%86,%87,%88,%89,%90,%91,%92,%93,%94,%95,%96,%97,"
+                 "%98,%99,%100,%101,%102,%103,%104,%105,%106,%107,%108,%109,%110,%111,%112,%113,%114,%115,%116,"
+                 "%117,%118,%119,%120,%121,%122,%123,%124,%125,%126,%127"
+                 "}, %128, %129, p, 1, 1, 0, 0;\n}\n"
+                 : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]),
+                   "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]),
+                   "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]),
+                   "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]),
+                   "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]),
+                   "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+                   "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]), "+f"(d[48]),
+                   "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+                   "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]),
+                   "+f"(d[63]), "+f"(d[64]), "+f"(d[65]), "+f"(d[66]), "+f"(d[67]), "+f"(d[68]), "+f"(d[69]),
+                   "+f"(d[70]), "+f"(d[71]), "+f"(d[72]), "+f"(d[73]), "+f"(d[74]), "+f"(d[75]), "+f"(d[76]),
+                   "+f"(d[77]), "+f"(d[78]), "+f"(d[79]), "+f"(d[80]), "+f"(d[81]), "+f"(d[82]), "+f"(d[83]),
+                   "+f"(d[84]), "+f"(d[85]), "+f"(d[86]), "+f"(d[87]), "+f"(d[88]), "+f"(d[89]), "+f"(d[90]),
+                   "+f"(d[91]), "+f"(d[92]), "+f"(d[93]), "+f"(d[94]), "+f"(d[95]), "+f"(d[96]), "+f"(d[97]),
+                   "+f"(d[98]), "+f"(d[99]), "+f"(d[100]), "+f"(d[101]), "+f"(d[102]), "+f"(d[103]), "+f"(d[104]),
+                   "+f"(d[105]), "+f"(d[106]), "+f"(d[107]), "+f"(d[108]), "+f"(d[109]), "+f"(d[110]), "+f"(d[111]),
+                   "+f"(d[112]), "+f"(d[113]), "+f"(d[114]), "+f"(d[115]), "+f"(d[116]), "+f"(d[117]), "+f"(d[118]),
+                   "+f"(d[119]), "+f"(d[120]), "+f"(d[121]), "+f"(d[122]), "+f"(d[123]), "+f"(d[124]), "+f"(d[125]),
+                   "+f"(d[126]), "+f"(d[127])
+                 : "l"(da), "l"(db), "r"(accumulate));
+}
+
+static __device__ __forceinline__ float wg_gelu(float v) {
+    return 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+}
+
+/* One warpgroup's 64 x BN accumulators to Y: row0 is the warpgroup's first
+ * row, n0 the tile's first column (SwiGLU: of the gate|up tile, whose first
+ * BN/2 columns are gate rows n0/2.. of W and the rest the matching up
+ * rows; Y is [M, N/2] there).  Bias, GELU (cuBLASLt's tanh form), the
+ * residual R, or SwiGLU; rows at or past M are not stored. */
+template <int BN>
+static __device__ __forceinline__ void wg_epilogue(const float *d, int row0, int n0, int M, int N, int epi,
+                                                   const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
+                                                   bf16 *__restrict__ Y) {
+    const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, t2 = 2 * (lane & 3);
+#pragma unroll
+    for (int i = 0; i < 2; i++) {
+        const int row = row0 + warp * 16 + (lane >> 2) + 8 * i;
+        if (row >= M) continue;
+        if (epi == ENG_CU_EPI_SWIGLU) {
+            const int No = N >> 1, c0 = (n0 >> 1) + t2;
+            bf16 *y = Y + (size_t)row * No + c0;
+#pragma unroll
+            for (int j = 0; j < BN / 16; j++) {
+                float g0 = d[4 * j + 2 * i], g1 = d[4 * j + 2 * i + 1];
+                float u0 = d[4 * (j + BN / 16) + 2 * i], u1 = d[4 * (j + BN / 16) + 2 * i + 1];
+                if (bias) {
+                    const __nv_bfloat162 bg = *(const __nv_bfloat162 *)(bias + c0 + 8 * j);
+                    const __nv_bfloat162 bu = *(const __nv_bfloat162 *)(bias + No + c0 + 8 * j);
+                    g0 += __low2float(bg); g1 += __high2float(bg);
+                    u0 += __low2float(bu); u1 += __high2float(bu);
+                }
+                *(__nv_bfloat162 *)(y + 8 * j) =
+                    __floats2bfloat162_rn(g0 / (1.f + __expf(-g0)) * u0, g1 / (1.f + __expf(-g1)) * u1);
+            }
+            continue;
+        }
+        const int c0 = n0 + t2;
+        bf16 *y = Y + (size_t)row * N + c0;
+        const bf16 *r = R ? R + (size_t)row * N + c0 : NULL;
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++) {
+            float v0 = d[4 * j + 2 * i], v1 = d[4 * j + 2 * i + 1];
+            if (epi != ENG_CU_EPI_NONE) {
+                const __nv_bfloat162 bb = *(const __nv_bfloat162 *)(bias + c0 + 8 * j);
+                v0 += __low2float(bb);
+                v1 += __high2float(bb);
+                if (epi == ENG_CU_EPI_BIAS_GELU) {
+                    v0 = wg_gelu(v0);
+                    v1 = wg_gelu(v1);
+                }
+            }
+            if (r) {
+                const __nv_bfloat162 rr = *(const __nv_bfloat162 *)(r + 8 * j);
+                v0 += __low2float(rr);
+                v1 += __high2float(rr);
+            }
+            *(__nv_bfloat162 *)(y + 8 * j) = __floats2bfloat162_rn(v0, v1);
+        }
+    }
+}
+/* The same epilogue into a shared-memory image of the output tile for TMA
+ * stores (version 3): the tile's BN (SwiGLU: BN/2) output columns as
+ * sub-tiles of 128 rows x 64 columns, 16 KB each, in the 128-byte swizzle
+ * (16-byte chunk c of row r at chunk c ^ (r % 8)), so a warp's writes --
+ * 8 rows x 16 bytes -- fall on distinct banks.  Rows at or past M are
+ * written too (the TMA store clips them) but read no residual. */
+template <int BN>
+static __device__ __forceinline__ void wg_epilogue_smem(const float *d, int wrow, int row0, int n0, int M, int N,
+                                                        int epi, const bf16 *__restrict__ bias,
+                                                        const bf16 *__restrict__ R, unsigned char *C) {
+    const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, t2 = 2 * (lane & 3);
+    /* the thread's two rows (i = 0, 1: 8 apart): their line in the image and
+     * swizzle key; columns 8j + t2 (j < 8) of sub-tile q land in chunk
+     * j ^ key, byte 2 t2 */
+    const int r0 = wrow + warp * 16 + (lane >> 2), key = r0 & 7; /* r0 + 8 has the same key */
+    unsigned char *line = C + r0 * 128 + 2 * t2;
+    auto put = [&](int i, int j, float v0, float v1) {
+        *(__nv_bfloat162 *)(line + i * 1024 + (j >> 3) * 16384 + (((j & 7) ^ key) << 4)) =
+            __floats2bfloat162_rn(v0, v1);
+    };
+    if (epi == ENG_CU_EPI_SWIGLU) {
+        const int No = N >> 1, c0 = (n0 >> 1) + t2;
+#pragma unroll
+        for (int j = 0; j < BN / 16; j++) {
+            float bg0 = 0.f, bg1 = 0.f, bu0 = 0.f, bu1 = 0.f;
+            if (bias) {
+                const __nv_bfloat162 bg = *(const __nv_bfloat162 *)(bias + c0 + 8 * j);
+                const __nv_bfloat162 bu = *(const __nv_bfloat162 *)(bias + No + c0 + 8 * j);
+                bg0 = __low2float(bg); bg1 = __high2float(bg);
+                bu0 = __low2float(bu); bu1 = __high2float(bu);
+            }
+#pragma unroll
+            for (int i = 0; i < 2; i++) {
+                const float g0 = d[4 * j + 2 * i] + bg0, g1 = d[4 * j + 2 * i + 1] + bg1;
+                const float u0 = d[4 * (j + BN / 16) + 2 * i] + bu0, u1 = d[4 * (j + BN / 16) + 2 * i + 1] + bu1;
+                put(i, j, g0 / (1.f + __expf(-g0)) * u0, g1 / (1.f + __expf(-g1)) * u1);
+            }
+        }
+        return;
+    }
+    const int c0 = n0 + t2, row = row0 + r0;
+    const bf16 *rr0 = R && row < M ? R + (size_t)row * N + c0 : NULL;
+    const bf16 *rr1 = R && row + 8 < M ? R + (size_t)(row + 8) * N + c0 : NULL;
+#pragma unroll
+    for (int j = 0; j < BN / 8; j++) {
+        float b0 = 0.f, b1 = 0.f;
+        if (epi != ENG_CU_EPI_NONE) {
+            const __nv_bfloat162 bb = *(const __nv_bfloat162 *)(bias + c0 + 8 * j);
+            b0 = __low2float(bb);
+            b1 = __high2float(bb);
+        }
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            float v0 = d[4 * j + 2 * i] + b0, v1 = d[4 * j + 2 * i + 1] + b1;
+            if (epi == ENG_CU_EPI_BIAS_GELU) {
+                v0 = wg_gelu(v0);
+                v1 = wg_gelu(v1);
+            }
+            const bf16 *rr = i ? rr1 : rr0;
+            if (rr) {
+                const __nv_bfloat162 x = *(const __nv_bfloat162 *)(rr + 8 * j);
+                v0 += __low2float(x);
+                v1 += __high2float(x);
+            }
+            put(i, j, v0, v1);
+        }
+    }
+}
+#endif
+
+#endif
