@@ -2,7 +2,7 @@
  * fp64 reference, and timed beside cuBLASLt (eng_cu_gemm, tuned as the
  * engine tunes it) at the saturated step's shapes of the three models.
  *
- * Checks (both versions): every epilogue (none, bias, bias + GELU, residual, SwiGLU with
+ * Checks (every version): every epilogue (none, bias, bias + GELU, residual, SwiGLU with
  * and without bias), M of 1, 127, 129 and 1000 (tails of the 128-row
  * tile), K from 64 (one slice) to 3072 (the ring wrapping many times).
  * Rows are sampled for the large M (every 7th) so the reference stays
@@ -10,8 +10,9 @@
  * stay NaN (poisoned) and fail.  Tolerance: |a - b| <= 2e-2 + 1e-2 |ref|
  * on outputs of O(1) -- bf16 rounding of the output plus fp32 sums.
  *
- * Timing (LAB_QUICK=1 skips it): median of 20 launches of each version,
- * TFLOP/s; the same
+ * Timing (LAB_QUICK=1 skips it): every version and cuBLASLt in turn, three
+ * rounds, the best median of 10 launches each (so clock drift hits all
+ * alike), TFLOP/s and the ratio to cuBLASLt; the same
  * shape through cuBLASLt with the engine's tuning (fastest of 8
  * candidates), and for SwiGLU cuBLASLt's gate|up product plus the
  * engine's SwiGLU kernel -- what the graph path runs today.
@@ -72,7 +73,9 @@ static void check(int M, int N, int K, int epi, int with_bias, int with_r) {
     cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dr); cudaFree(dy);
 }
 
-static void bench(eng_cu_gemm_ctx *g, const char *what, int M, int N, int K, int epi) {
+#define WG_VERSIONS 5
+
+static void bench(eng_cu_gemm_ctx *g, const char *what, int M, int N, int K, int epi, int once = 0) {
     bf16 *x, *w, *b, *y, *inter;
     const int No = epi == ENG_CU_EPI_SWIGLU ? N / 2 : N;
     CUCHECK(cudaMalloc(&x, (size_t)M * K * 2));
@@ -92,35 +95,41 @@ static void bench(eng_cu_gemm_ctx *g, const char *what, int M, int N, int K, int
     CUCHECK(cudaMemcpy(nt, &M, sizeof(int), cudaMemcpyHostToDevice));
     const bf16 *bias = epi == ENG_CU_EPI_SWIGLU || epi == ENG_CU_EPI_NONE ? NULL : b;
     char err[256];
-    float t_own[3];
-    for (int v = 1; v <= 3; v++) {
-        eng_cu_wg_version = v;
-        t_own[v - 1] = lab_time_ms([&] { CUCHECK(eng_cu_gemm_wg(0, x, w, bias, NULL, y, M, N, K, epi)); }, 20);
-    }
-    float t_lt;
-    if (epi == ENG_CU_EPI_SWIGLU) {
-        /* what the graph path runs: the gate|up product, then the SwiGLU kernel */
-        if (eng_cu_gemm(g, 0, x, w, NULL, NULL, inter, M, N, K, ENG_CU_EPI_NONE, err, sizeof err)) {
-            printf("%s\n", err);
-            exit(2);
-        }
-        t_lt = lab_time_ms([&] {
-            eng_cu_gemm(g, 0, x, w, NULL, NULL, inter, M, N, K, ENG_CU_EPI_NONE, err, sizeof err);
+    /* variant 0: cuBLASLt as the graph path runs it (SwiGLU: the gate|up
+     * product, then the SwiGLU kernel); 1..4: our versions */
+    auto run = [&](int v) {
+        if (v) {
+            eng_cu_wg_version = v;
+            CUCHECK(eng_cu_gemm_wg(0, x, w, bias, NULL, y, M, N, K, epi));
+        } else if (epi == ENG_CU_EPI_SWIGLU) {
+            if (eng_cu_gemm(g, 0, x, w, NULL, NULL, inter, M, N, K, ENG_CU_EPI_NONE, err, sizeof err)) {
+                printf("%s\n", err);
+                exit(2);
+            }
             CUCHECK(eng_cu_swiglu(0, inter, y, M, nt, N / 2));
-        }, 20);
-    } else {
-        if (eng_cu_gemm(g, 0, x, w, bias, NULL, y, M, N, K, epi, err, sizeof err)) {
+        } else if (eng_cu_gemm(g, 0, x, w, bias, NULL, y, M, N, K, epi, err, sizeof err)) {
             printf("%s\n", err);
             exit(2);
         }
-        t_lt = lab_time_ms([&] { eng_cu_gemm(g, 0, x, w, bias, NULL, y, M, N, K, epi, err, sizeof err); }, 20);
+    };
+    if (once) { /* one launch of each, for a profiler */
+        for (int v = 0; v <= WG_VERSIONS; v++) run(v);
+        CUCHECK(cudaDeviceSynchronize());
+    } else {
+        /* rounds in turn, the best median of each: the clocks of a long run
+         * drift, and this way every variant sees the same drift */
+        float t[WG_VERSIONS + 1];
+        for (int v = 0; v <= WG_VERSIONS; v++) t[v] = 1e30f;
+        run(0); /* cuBLASLt's tuning */
+        for (int round = 0; round < 3; round++)
+            for (int v = 0; v <= WG_VERSIONS; v++) t[v] = std::min(t[v], lab_time_ms([&] { run(v); }, 10));
+        const double fl = 2.0 * M * N * K;
+        printf("  bench %-20s M=%-6d N=%-5d K=%-5d cuBLASLt%s %7.1f us %5.1f TF |", what, M, N, K,
+               epi == ENG_CU_EPI_SWIGLU ? "+swiglu" : "", t[0] * 1e3, fl / (t[0] * 1e-3) / 1e12);
+        for (int v = 1; v <= WG_VERSIONS; v++)
+            printf(" v%d %7.1f us %5.1f TF (%.3f)", v, t[v] * 1e3, fl / (t[v] * 1e-3) / 1e12, t[v] / t[0]);
+        printf("\n");
     }
-    const double fl = 2.0 * M * N * K;
-    printf("  bench %-20s M=%-6d N=%-5d K=%-5d", what, M, N, K);
-    for (int v = 0; v < 3; v++) printf(" v%d %7.1f us %5.1f TF |", v + 1, t_own[v] * 1e3, fl / (t_own[v] * 1e-3) / 1e12);
-    printf(" cuBLASLt%s %7.1f us %5.1f TF | v1/lt %.3f v2/lt %.3f v3/lt %.3f\n",
-           epi == ENG_CU_EPI_SWIGLU ? "+swiglu" : "", t_lt * 1e3, fl / (t_lt * 1e-3) / 1e12, t_own[0] / t_lt,
-           t_own[1] / t_lt, t_own[2] / t_lt);
     (void)No;
     cudaFree(x); cudaFree(w); cudaFree(b); cudaFree(y); cudaFree(inter); cudaFree(nt);
 }
@@ -130,9 +139,20 @@ int main(void) {
         printf("lab_wgmma: no sm_90 device (or no tensor-map encoder): nothing to check\n");
         return 1;
     }
-    /* version 2 picks its tile width from N: 128 (N = 128, 640), 192 (384,
-     * 1152), 256 (768, 1536; SwiGLU 256, 768, 6144) -- all three are checked */
-    for (int v = 1; v <= 3; v++) {
+    /* versions 2-4 pick their tile width from N: 128 (N = 128, 640), 192 (384,
+     * 1152), 256 (768, 1536; SwiGLU 256, 768, 6144) -- all three are checked
+     * (LAB_WG_ONE="N K epi" skips to one launch of each at M = 65536, for ncu) */
+    const char *one = getenv("LAB_WG_ONE"); /* "N K epi": that shape only, one launch a variant */
+    int n1, k1, e1;
+    if (one && sscanf(one, "%d %d %d", &n1, &k1, &e1) == 3) {
+        char err[256];
+        eng_cu_gemm_ctx *g = eng_cu_gemm_create((size_t)32 << 20, err, sizeof err);
+        if (!g) { printf("FAIL: %s\n", err); return 1; }
+        bench(g, "one", 65536, n1, k1, e1, 1);
+        eng_cu_gemm_destroy(g);
+        return lab_finish("lab_wgmma");
+    }
+    for (int v = 1; v <= WG_VERSIONS; v++) {
         eng_cu_wg_version = v;
         for (int M : {1, 127, 129, 1000}) {
             check(M, 128, 64, ENG_CU_EPI_NONE, 0, 0);
@@ -141,6 +161,7 @@ int main(void) {
             check(M, 768, 3072, ENG_CU_EPI_BIAS, 1, 1);
             check(M, 256, 1024, ENG_CU_EPI_SWIGLU, 0, 0);
             check(M, 768, 512, ENG_CU_EPI_SWIGLU, 1, 0);
+            check(M, 384, 256, ENG_CU_EPI_SWIGLU, 1, 0); /* N/2 = 192: tiles of 192, or 128 in v3/v4 */
         }
         check(4096, 1152, 384, ENG_CU_EPI_BIAS, 1, 0);
         check(999, 640, 128, ENG_CU_EPI_BIAS, 1, 1);
@@ -168,6 +189,6 @@ int main(void) {
         bench(g, "qwen3 down", M, 1024, 3072, ENG_CU_EPI_NONE);
         eng_cu_gemm_destroy(g);
     }
-    eng_cu_wg_version = 3;
+    eng_cu_wg_version = 4;
     return lab_finish("lab_wgmma");
 }

@@ -88,10 +88,15 @@ typedef struct eng_cu_model {
      * off; eng_cu_model_qwen3.cu) */
     int fold_norm;
     /* our Hopper GEMM (eng_cu_wgmma.cu) on the graph path: Qwen3's gate|up
-     * product with SwiGLU in its epilogue instead of cuBLASLt + the SwiGLU
-     * kernel, and a contender in every large GEMM's tuning race (default
-     * on where the device has it; POSY_CUDA_WGMMA=0 off) */
+     * product with SwiGLU in its epilogue against cuBLASLt + the SwiGLU
+     * kernel, and a contender in every large GEMM's tuning race (opt-in,
+     * POSY_CUDA_WGMMA=1, where the device has it: not faster on the H200
+     * yet).  swiglu_pick:
+     * per bucket (token count), which gate|up path won when the bucket was
+     * first run (1 fused, 0 not), timed on its real operands */
     int wg_on;
+#define ENG_CU_SWIGLU_PICKS 64
+    int swiglu_pick_T[ENG_CU_SWIGLU_PICKS], swiglu_pick[ENG_CU_SWIGLU_PICKS], n_swiglu_pick;
     /* the small-batch persistent kernel (eng_cu_mega.cu), when it fits */
     int mega_ok, mega_grid, mega_nt;
     size_t mega_smem;

@@ -126,20 +126,12 @@ int eng_cu_qwen3_upload(eng_cu_model *m, const eng_config *cfg, const eng_qwen3_
             return -1;                                                                         \
     } while (0)
 
-/* act = SwiGLU(X Wup^T): in the chain, one GEMM with the SwiGLU epilogue
- * (unless POSY_CUDA_CHAIN_SWIGLU=0); on the graph path our Hopper GEMM
- * with the same epilogue where it runs (m->wg_on: lab_wgmma on the H200,
- * 65536 x 6144 x 1024, 1330 us against 1637 for cuBLASLt + the SwiGLU
- * kernel; rows past the real count see zero X rows, so they come out 0 as
- * the SwiGLU kernel leaves them); otherwise the gate|up GEMM into inter,
- * then the SwiGLU kernel. */
-static int mlp_up(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, const eng_cu_layer *w, int T,
-                  const int *n_tok, const eng_cu_chain_norm *nm, posy_err *err) {
+/* gate|up + SwiGLU as two kernels (the GEMM into inter, then the SwiGLU
+ * kernel), or on the graph path (fused) our one kernel. */
+static int mlp_up_run(eng_cu_model *m, cudaStream_t s, int chain, int fused, const bf16 *X, const eng_cu_layer *w,
+                      int T, const int *n_tok, const eng_cu_chain_norm *nm, posy_err *err) {
     const int I = m->I;
-    if (chain && m->chain_swiglu)
-        return eng_cu_model_gemm(m, s, 1, X, w->up_w, NULL, NULL, m->act, T, 2 * I, m->H, ENG_CU_EPI_SWIGLU, nm,
-                                 err);
-    if (!chain && m->wg_on && eng_cu_gemm_wg_ok(T, 2 * I, m->H, ENG_CU_EPI_SWIGLU)) {
+    if (fused) {
         if (eng_cu_ablate("gemm")) return 0;
         CK("gate|up + SwiGLU (wgmma)", eng_cu_gemm_wg(s, X, w->up_w, NULL, NULL, m->act, T, 2 * I, m->H,
                                                       ENG_CU_EPI_SWIGLU));
@@ -149,6 +141,63 @@ static int mlp_up(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, con
         return -1;
     if (!eng_cu_ablate("swiglu")) CK("swiglu", eng_cu_swiglu(s, m->inter, m->act, T, n_tok, I));
     return 0;
+}
+
+/* Which of the two wins for T rows: decided once per bucket, on its first
+ * (eager) run, by timing both on the real operands (one warm-up, three
+ * runs each; both write the same act, so the forward is unaffected) --
+ * the lab's ratio moved from 0.81 to 1.11 between H200 runs, so a fixed
+ * choice would be wrong somewhere.  Never times under capture (the fused
+ * kernel is taken there; capture follows an eager run, which decided). */
+static int swiglu_fused_pick(eng_cu_model *m, cudaStream_t s, const bf16 *X, const eng_cu_layer *w, int T,
+                             const int *n_tok, posy_err *err) {
+    for (int i = 0; i < m->n_swiglu_pick; i++)
+        if (m->swiglu_pick_T[i] == T) return m->swiglu_pick[i];
+    cudaStreamCaptureStatus cs;
+    if (cudaStreamIsCapturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) return 1;
+    cudaEvent_t e[4];
+    int made = 0;
+    float ms[2] = {1e30f, 1e30f};
+    while (made < 4 && cudaEventCreate(&e[made]) == cudaSuccess) made++;
+    if (made == 4) {
+        for (int f = 0; f < 2; f++) {
+            if (mlp_up_run(m, s, 0, f, X, w, T, n_tok, NULL, err)) break; /* warm-up (cuBLASLt tunes here) */
+            cudaEventRecord(e[2 * f], s);
+            for (int r = 0; r < 3; r++) mlp_up_run(m, s, 0, f, X, w, T, n_tok, NULL, err);
+            cudaEventRecord(e[2 * f + 1], s);
+        }
+        if (cudaEventSynchronize(e[3]) == cudaSuccess) {
+            cudaEventElapsedTime(&ms[0], e[0], e[1]);
+            cudaEventElapsedTime(&ms[1], e[2], e[3]);
+        }
+    }
+    for (int i = 0; i < made; i++) cudaEventDestroy(e[i]);
+    cudaGetLastError(); /* a failed timing run must not leave a sticky launch error */
+    const int fused = ms[1] < ms[0];
+    if (getenv("POSY_CUDA_TUNE_LOG"))
+        fprintf(stderr, "gate|up + swiglu T=%d: %s (fused %.2f us, cuBLASLt + kernel %.2f us)\n", T,
+                fused ? "fused wgmma" : "cuBLASLt + kernel", ms[1] * 1e3f / 3.f, ms[0] * 1e3f / 3.f);
+    if (m->n_swiglu_pick < ENG_CU_SWIGLU_PICKS) {
+        m->swiglu_pick_T[m->n_swiglu_pick] = T;
+        m->swiglu_pick[m->n_swiglu_pick++] = fused;
+    }
+    return fused;
+}
+
+/* act = SwiGLU(X Wup^T): in the chain, one GEMM with the SwiGLU epilogue
+ * (unless POSY_CUDA_CHAIN_SWIGLU=0); on the graph path our fused kernel
+ * where it runs and won its race for this bucket (m->wg_on; rows past the
+ * real count see zero X rows and come out 0, as the SwiGLU kernel leaves
+ * them), otherwise the gate|up GEMM into inter, then the SwiGLU kernel. */
+static int mlp_up(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, const eng_cu_layer *w, int T,
+                  const int *n_tok, const eng_cu_chain_norm *nm, posy_err *err) {
+    const int I = m->I;
+    if (chain && m->chain_swiglu)
+        return eng_cu_model_gemm(m, s, 1, X, w->up_w, NULL, NULL, m->act, T, 2 * I, m->H, ENG_CU_EPI_SWIGLU, nm,
+                                 err);
+    const int fused = !chain && m->wg_on && eng_cu_gemm_wg_ok(T, 2 * I, m->H, ENG_CU_EPI_SWIGLU) &&
+                      swiglu_fused_pick(m, s, X, w, T, n_tok, err);
+    return mlp_up_run(m, s, chain, fused, X, w, T, n_tok, nm, err);
 }
 
 /* The middle of a layer: q/k norm + rotary (inside attention when fuse,
