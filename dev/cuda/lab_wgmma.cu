@@ -73,7 +73,7 @@ static void check(int M, int N, int K, int epi, int with_bias, int with_r) {
     cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dr); cudaFree(dy);
 }
 
-#define WG_VERSIONS 5
+#define WG_VERSIONS 3
 
 static void bench(eng_cu_gemm_ctx *g, const char *what, int M, int N, int K, int epi, int once = 0) {
     bf16 *x, *w, *b, *y, *inter;
@@ -96,7 +96,7 @@ static void bench(eng_cu_gemm_ctx *g, const char *what, int M, int N, int K, int
     const bf16 *bias = epi == ENG_CU_EPI_SWIGLU || epi == ENG_CU_EPI_NONE ? NULL : b;
     char err[256];
     /* variant 0: cuBLASLt as the graph path runs it (SwiGLU: the gate|up
-     * product, then the SwiGLU kernel); 1..4: our versions */
+     * product, then the SwiGLU kernel); 1..3: our versions */
     auto run = [&](int v) {
         if (v) {
             eng_cu_wg_version = v;
@@ -139,7 +139,7 @@ int main(void) {
         printf("lab_wgmma: no sm_90 device (or no tensor-map encoder): nothing to check\n");
         return 1;
     }
-    /* versions 2-4 pick their tile width from N: 128 (N = 128, 640), 192 (384,
+    /* versions 2 and 3 pick their tile width from N: 128 (N = 128, 640), 192 (384,
      * 1152), 256 (768, 1536; SwiGLU 256, 768, 6144) -- all three are checked
      * (LAB_WG_ONE="N K epi" skips to one launch of each at M = 65536, for ncu) */
     const char *one = getenv("LAB_WG_ONE"); /* "N K epi": that shape only, one launch a variant */
@@ -161,7 +161,7 @@ int main(void) {
             check(M, 768, 3072, ENG_CU_EPI_BIAS, 1, 1);
             check(M, 256, 1024, ENG_CU_EPI_SWIGLU, 0, 0);
             check(M, 768, 512, ENG_CU_EPI_SWIGLU, 1, 0);
-            check(M, 384, 256, ENG_CU_EPI_SWIGLU, 1, 0); /* N/2 = 192: tiles of 192, or 128 in v3/v4 */
+            check(M, 384, 256, ENG_CU_EPI_SWIGLU, 1, 0); /* N/2 = 192: tiles of 192, or 128 in v3 */
         }
         check(4096, 1152, 384, ENG_CU_EPI_BIAS, 1, 0);
         check(999, 640, 128, ENG_CU_EPI_BIAS, 1, 1);
@@ -189,6 +189,6 @@ int main(void) {
         bench(g, "qwen3 down", M, 1024, 3072, ENG_CU_EPI_NONE);
         eng_cu_gemm_destroy(g);
     }
-    eng_cu_wg_version = 4;
+    eng_cu_wg_version = 3;
     return lab_finish("lab_wgmma");
 }

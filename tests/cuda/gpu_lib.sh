@@ -9,6 +9,9 @@
 # QWORK (Qwen3 harnesses), pipefail, LOG=$OUT/NAME, status=0, gpu_name.
 # gpu_bench_only SRC BUILD [cuda flags]: bench_gpu alone from another
 # source tree (or this one with other flags), log in $OUT/BUILD.log.
+# gpu_memcheck LAB [TIMEOUT]: LAB_QUICK=1 $BUILD/LAB under compute-sanitizer
+# memcheck (where installed; else 0), log in $OUT/LAB.memcheck.log, a
+# summary line by say; returns the sanitizer's status.
 gpu_build() {
   local log=/tmp/posy_build.log
   cmake -S . -B "${BUILD:-build-gpu}" -DPOSY_ENGINE_ONLY=ON -DPOSY_CUDA=ON -DCMAKE_BUILD_TYPE=Release > "$log" 2>&1 &&
@@ -36,4 +39,13 @@ gpu_bench_only() {
   cmake -S "$1" -B "$2" -DPOSY_ENGINE_ONLY=ON -DPOSY_CUDA=ON -DCMAKE_BUILD_TYPE=Release \
     ${3:+-DCMAKE_CUDA_FLAGS="$3"} > "${OUT:-out}/$2.log" 2>&1 &&
     timeout 300 cmake --build "$2" -j8 --target bench_gpu >> "${OUT:-out}/$2.log" 2>&1
+}
+
+gpu_memcheck() {
+  command -v compute-sanitizer >/dev/null || return 0
+  local log="$OUT/$1.memcheck.log" rc
+  LAB_QUICK=1 timeout "${2:-200}" compute-sanitizer --tool memcheck --error-exitcode 3 "./$BUILD/$1" > "$log" 2>&1
+  rc=$?
+  say "compute-sanitizer memcheck $1: rc=$rc, $(grep -c "Invalid __" "$log") invalid accesses, $(grep -c "Program hit" "$log") failed API calls"
+  return $rc
 }

@@ -17,13 +17,7 @@ timeout 150 python3 tests/cuda/e2e_vs_transformers.py --build-only "$BUILD" "$WO
 timeout 240 python3 tests/cuda/e2e_qwen3.py --build-only --layers 28 "$BUILD" "$QWORK" > "$OUT/qwen3_build.log" 2>&1 &
 LAB_QUICK=1 timeout 120 "./$BUILD/lab_attn" > "$OUT/lab_attn.log" 2>&1 || status=1
 grep -E "FAIL|^lab_attn" "$OUT/lab_attn.log" | tee -a "$LOG"
-if command -v compute-sanitizer >/dev/null; then
-  LAB_QUICK=1 timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 "./$BUILD/lab_attn" \
-    > "$OUT/lab_attn.memcheck.log" 2>&1
-  rc=$?
-  say "compute-sanitizer memcheck lab_attn: rc=$rc, $(grep -c "Invalid __" "$OUT/lab_attn.memcheck.log") invalid accesses, $(grep -c "Program hit" "$OUT/lab_attn.memcheck.log") failed API calls"
-  [ $rc -eq 0 ] || status=1
-fi
+gpu_memcheck lab_attn || status=1
 wait
 say "labs and harnesses done"
 MODELS=${MODELS:-qwen3-0.6b} NO_LAB=1 TP_ENVS=${TP_ENVS:-base: a2:POSY_CUDA_ATTN=2} \

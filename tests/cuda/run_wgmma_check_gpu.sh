@@ -8,9 +8,9 @@
 # e2e_vs_transformers (MiniLM, BERT-base: the tuning race may pick our
 # kernel); then the saturated-step A/B of the defaults (our kernel off)
 # against POSY_CUDA_WGMMA=1 (TP_ENVS) by run_tp_ab_gpu.sh for MODELS.
-# E2E_VERSIONS="3 5" runs the e2e checks with POSY_CUDA_WGMMA=1 and each
+# E2E_VERSIONS="1 3" runs the e2e checks with POSY_CUDA_WGMMA=1 and each
 # POSY_CUDA_WG_VERSION (default: once, POSY_CUDA_WGMMA=1 alone).
-#   usage: OUT=dir [MODELS=...] [TP_ENVS=...] [REPEAT=n] [SKIP_E2E=1] [E2E_VERSIONS="3 5"]
+#   usage: OUT=dir [MODELS=...] [TP_ENVS=...] [REPEAT=n] [SKIP_E2E=1] [E2E_VERSIONS="1 3"]
 #          tests/cuda/run_wgmma_check_gpu.sh
 . tests/cuda/gpu_lib.sh
 gpu_setup wgmma.log
@@ -29,13 +29,7 @@ say "lab_wgmma checks: rc=$rc"
 [ $rc -eq 0 ] || { status=1; NO_BENCH=1; }
 [ -z "$NO_BENCH" ] && { timeout 150 "./$BUILD/lab_wgmma" > "$OUT/lab_wgmma.log" 2>&1 || status=1; }
 grep -E "bench" "$OUT/lab_wgmma.log" 2>/dev/null | tee -a "$LOG"
-if command -v compute-sanitizer >/dev/null && [ -z "$NO_BENCH" ]; then
-  LAB_QUICK=1 timeout 200 compute-sanitizer --tool memcheck --error-exitcode 3 "./$BUILD/lab_wgmma" \
-    > "$OUT/lab_wgmma.memcheck.log" 2>&1
-  rc=$?
-  say "compute-sanitizer memcheck lab_wgmma: rc=$rc, $(grep -c "Invalid __" "$OUT/lab_wgmma.memcheck.log") invalid accesses, $(grep -c "Program hit" "$OUT/lab_wgmma.memcheck.log") failed API calls"
-  [ $rc -eq 0 ] || status=1
-fi
+[ -z "$NO_BENCH" ] && { gpu_memcheck lab_wgmma || status=1; }
 wait
 say "labs and harnesses done"
 # the end-to-end checks once per version in E2E_VERSIONS (default: the

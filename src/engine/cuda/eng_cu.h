@@ -308,10 +308,8 @@ void eng_cu_gemm_set_own(eng_cu_gemm_ctx *g, int on);
 int eng_cu_gemm_wg_available(void);
 /* 1: one 128 x 128 tile a CTA, two CTAs an SM; 2: persistent, one CTA an
  * SM, tiles of 128 x (256 | 192 | 128) by N; 3 (default): 2 with the
- * output tile stored by TMA from shared memory; 4: 3 with 64 x 64
- * sub-tiles a warpgroup through two small images (one more ring stage);
- * 5: 4 in clusters of two sharing the W slice by TMA multicast.  Labs set
- * it; POSY_CUDA_WG_VERSION=N at engine open, for experiments. */
+ * output tile stored by TMA from shared memory.  Labs set it;
+ * POSY_CUDA_WG_VERSION=N at engine open, for experiments. */
 extern int eng_cu_wg_version;
 int eng_cu_gemm_wg_ok(int M, int N, int K, int epi);
 cudaError_t eng_cu_gemm_wg(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,

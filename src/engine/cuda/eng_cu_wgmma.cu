@@ -14,11 +14,11 @@
  * it runs at 0.69-0.91x cuBLASLt's speed (best version per shape, last
  * H200 run), and the fused SwiGLU at 0.91-1.23x cuBLASLt + the SwiGLU
  * kernel depending on the run, so the engine's races kept cuBLASLt at
- * every 65536-row shape
- * (docs/BENCHMARKS.md, "Our own Hopper GEMM").  ncu (65536 x 4096 x 1024):
+ * every 65536-row shape (docs/BENCHMARKS.md, "Our own Hopper GEMM").  ncu
+ * (65536 x 4096 x 1024):
  * our tensor pipe is busy 67-70% of the time, cuBLASLt's kernel (tile
  * 320 x 128, clusters of two) 85%; the gap is in the main loop, not the
- * epilogue (versions 3 and 4 store by TMA and did not close it).
+ * epilogue (storing by TMA, version 3, did not close it).
  *
  * Shared shape (sm_90a only; other chips and the PTX fallback never launch
  * these, eng_cu_gemm_wg_ok says so): consumer warpgroups of 64 rows issue
@@ -39,13 +39,13 @@
  *      (128-byte swizzle, conflict-free) and stored by TMA, so the
  *      consumers go on to the next tile while the copy engine writes; a
  *      producer warpgroup, so setmaxnreg moves its registers to the
- *      consumers (9 warps cap every thread at 168);
- *   4  3 storing 64 x 64 sub-tiles per warpgroup through two 8 KB images,
- *      which leaves room for a fourth ring stage at 128 x 256;
- *   5  4 in clusters of two vertically adjacent tiles, each CTA loading
- *      half of the W slice and multicasting it to both (a slot is refilled
- *      once both CTAs' consumers released it): correct, but 1.6-2.1x
- *      slower than cuBLASLt in its one H200 run, not yet understood.
+ *      consumers (9 warps cap every thread at 168).
+ * Two more were built, checked (lab and end to end) and measured on the
+ * H200, then removed as slower (their code is in commit f844b0d): 4, 3
+ * storing 64 x 64 sub-tiles a warpgroup through two 8 KB images (a fourth
+ * ring stage at 128 x 256; like 3, a little slower), and 5, 4 in clusters
+ * of two CTAs sharing the W slice by TMA multicast (1.6-2.1x cuBLASLt's
+ * time, not understood).
  * GELU is cuBLASLt's tanh form, so both paths agree.
  */
 #include "eng_cu_wgmma.h"
@@ -82,29 +82,6 @@ static __host__ __device__ constexpr int wg3_stages(int BN) {
 static __host__ __device__ constexpr int wg3_smem(int BN) {
     return wg3_stages(BN) * (WG_A_BYTES + BN * WG_BK * 2) + wg3_cbytes(BN) + 1024 + 128;
 }
-
-/* version 4: version 3 with each warpgroup storing its rows as 64 x 64
- * sub-tiles through two 8 KB images of its own, so the ring keeps a
- * fourth stage at 128 x 256 */
-#define WG4_IMG 8192
-#define WG4_CBYTES (4 * WG4_IMG)
-static __host__ __device__ constexpr int wg4_stages(int BN) {
-    return (232448 - 1024 - 256 - WG4_CBYTES) / (WG_A_BYTES + BN * WG_BK * 2) > 6
-               ? 6
-               : (232448 - 1024 - 256 - WG4_CBYTES) / (WG_A_BYTES + BN * WG_BK * 2);
-}
-static __host__ __device__ constexpr int wg4_smem(int BN) {
-    return wg4_stages(BN) * (WG_A_BYTES + BN * WG_BK * 2) + WG4_CBYTES + 1024 + 128;
-}
-
-/* version 5: version 4 in clusters of two CTAs on vertically adjacent
- * tiles (same columns): each loads half of the W slice and multicasts it
- * to both, so a CTA pulls 32 KB a k-step from L2 instead of 48 (ncu on
- * the H200, 65536 x 4096 x 1024: cuBLASLt's kernel moves ~0.6x the L2
- * bytes per FLOP of version 4 -- it runs clusters of two -- and keeps the
- * tensor pipe 85% busy against 67-70%).  A slot is refilled only when the
- * consumers of both CTAs have released it (empty barriers count 16). */
-#define WG5_SMEM(BN) wg4_smem(BN)
 
 int eng_cu_wg_version = 3;
 
@@ -290,160 +267,6 @@ __global__ void __launch_bounds__(WG3_THREADS, 1)
 #endif
 }
 
-template <int BN>
-__global__ void __launch_bounds__(WG3_THREADS, 1)
-    wg4_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
-               const __grid_constant__ CUtensorMap ty, const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
-               int M, int N, int K, int epi) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr int ST = wg4_stages(BN), B_BYTES = BN * WG_BK * 2;
-    extern __shared__ unsigned char wg_raw[];
-    unsigned char *base = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
-    unsigned char *C = base, *sA = C + WG4_CBYTES, *sB = sA + ST * WG_A_BYTES;
-    uint64_t *full = (uint64_t *)(sB + ST * B_BYTES), *empty = full + ST;
-    const int warp = threadIdx.x >> 5, KT = K / WG_BK, nN = N / BN, tiles = nN * ((M + WG_BM - 1) / WG_BM);
-    const bool swiglu = epi == ENG_CU_EPI_SWIGLU;
-    int it = 0;
-    wg_init_bars<ST>(full, empty);
-    if (warp >= 8) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-        if (threadIdx.x == 256) {
-            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&ta) : "memory");
-            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tb) : "memory");
-            for (int t = blockIdx.x; t < tiles; t += gridDim.x)
-                wg_produce<BN, ST>(&ta, &tb, sA, sB, full, empty, it, (t / nN) * WG_BM, (t % nN) * BN, N, KT,
-                                   swiglu);
-        }
-        return;
-    }
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
-    const int wgp = warp >> 2, lead = (threadIdx.x & 127) == 0, nq = (swiglu ? BN / 2 : BN) / 64;
-    unsigned char *img = C + wgp * 2 * WG4_IMG;
-    int sub = 0; /* the warpgroup's running sub-tile count: which image */
-    float d[BN / 2];
-#pragma unroll
-    for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        const int m0 = (t / nN) * WG_BM, n0 = (t % nN) * BN, c0 = swiglu ? n0 >> 1 : n0;
-        wg_consume<BN, ST>(d, sA, sB, full, empty, it, wgp, KT);
-#pragma unroll
-        for (int q = 0; q < nq; q++, sub++) {
-            unsigned char *im = img + (sub & 1) * WG4_IMG;
-            if (lead) wg_store_wait_read<1>(); /* the store that last read this image is done */
-            wg_group_sync(wgp);
-            wg_epilogue_sub<BN>(d, q, m0 + 64 * wgp, n0, M, N, epi, bias, R, im);
-            wg_fence_async_smem();
-            wg_group_sync(wgp);
-            if (lead) {
-                wg_tma_store(&ty, im, c0 + 64 * q, m0 + 64 * wgp);
-                wg_store_commit();
-            }
-        }
-    }
-    if (lead) wg_store_wait();
-#else
-    __trap();
-#endif
-}
-
-template <int BN>
-__global__ void __launch_bounds__(WG3_THREADS, 1)
-    wg5_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
-               const __grid_constant__ CUtensorMap ty, const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
-               int M, int N, int K, int epi) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr int ST = wg4_stages(BN), B_BYTES = BN * WG_BK * 2;
-    extern __shared__ unsigned char wg_raw[];
-    /* the same layout in both CTAs (same dynamic size, same alignment fix-up
-     * of the same static offset), which the multicast relies on */
-    unsigned char *base = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
-    unsigned char *C = base, *sA = C + WG4_CBYTES, *sB = sA + ST * WG_A_BYTES;
-    uint64_t *full = (uint64_t *)(sB + ST * B_BYTES), *empty = full + ST;
-    const int warp = threadIdx.x >> 5, KT = K / WG_BK, nN = N / BN;
-    const int pairs = nN * ((M + 2 * WG_BM - 1) / (2 * WG_BM)), cl = blockIdx.x >> 1, ncl = gridDim.x >> 1;
-    const uint32_t rank = wg_cluster_rank(), peer = rank ^ 1;
-    const bool swiglu = epi == ENG_CU_EPI_SWIGLU;
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < ST; s++) {
-            wg_bar_init(&full[s], 1);
-            wg_bar_init(&empty[s], 16); /* 8 consumer warps here, 8 in the peer */
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    wg_cluster_sync(); /* the peer's barriers exist before anything is multicast to it */
-    int it = 0;
-    if (warp >= 8) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
-        if (threadIdx.x == 256) {
-            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&ta) : "memory");
-            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tb) : "memory");
-            for (int p = cl; p < pairs; p += ncl) {
-                const int m0 = ((p / nN) * 2 + rank) * WG_BM, n0 = (p % nN) * BN;
-                /* this CTA's half of the slice: W rows from b_row, B_BYTES / 2 of them */
-                const int b_row = swiglu ? (rank ? (N >> 1) : 0) + (n0 >> 1) : n0 + rank * (BN / 2);
-                for (int kt = 0; kt < KT; kt++, it++) {
-                    const int s = it % ST;
-                    if (it >= ST) wg_bar_wait(&empty[s], ((it / ST) + 1) & 1);
-                    wg_bar_arm(&full[s], WG_A_BYTES + B_BYTES);
-                    wg_tma(&ta, sA + s * WG_A_BYTES, &full[s], kt * WG_BK, m0);
-                    wg_tma_multicast(&tb, sB + s * B_BYTES + rank * (B_BYTES / 2), &full[s], kt * WG_BK, b_row, 3);
-                }
-            }
-        }
-    } else {
-        asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
-        const int wgp = warp >> 2, lane = threadIdx.x & 31, lead = (threadIdx.x & 127) == 0;
-        const int nq = (swiglu ? BN / 2 : BN) / 64;
-        unsigned char *img = C + wgp * 2 * WG4_IMG;
-        int sub = 0;
-        float d[BN / 2];
-#pragma unroll
-        for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
-        for (int p = cl; p < pairs; p += ncl) {
-            const int m0 = ((p / nN) * 2 + rank) * WG_BM, n0 = (p % nN) * BN, c0 = swiglu ? n0 >> 1 : n0;
-            for (int kt = 0; kt < KT; kt++, it++) {
-                const int s = it % ST;
-                wg_bar_wait(&full[s], (it / ST) & 1);
-                const unsigned char *a = sA + s * WG_A_BYTES + wgp * 64 * 128, *b = sB + s * B_BYTES;
-                wg_fence();
-#pragma unroll
-                for (int kk = 0; kk < WG_BK / 16; kk++)
-                    wg_mma<BN>(d, wg_desc(a + 32 * kk), wg_desc(b + 32 * kk), kt | kk);
-                wg_commit();
-                wg_wait<1>();
-                if (kt > 0 && lane == 0) {
-                    wg_bar_arrive(&empty[(it - 1) % ST]);
-                    wg_bar_arrive_remote(&empty[(it - 1) % ST], peer);
-                }
-            }
-            wg_wait<0>();
-            wg_fence_regs<BN / 2>(d);
-            if (lane == 0) {
-                wg_bar_arrive(&empty[(it - 1) % ST]);
-                wg_bar_arrive_remote(&empty[(it - 1) % ST], peer);
-            }
-#pragma unroll
-            for (int q = 0; q < nq; q++, sub++) {
-                unsigned char *im = img + (sub & 1) * WG4_IMG;
-                if (lead) wg_store_wait_read<1>();
-                wg_group_sync(wgp);
-                wg_epilogue_sub<BN>(d, q, m0 + 64 * wgp, n0, M, N, epi, bias, R, im);
-                wg_fence_async_smem();
-                wg_group_sync(wgp);
-                if (lead) {
-                    wg_tma_store(&ty, im, c0 + 64 * q, m0 + 64 * wgp);
-                    wg_store_commit();
-                }
-            }
-        }
-        if (lead) wg_store_wait();
-    }
-    wg_cluster_sync(); /* no CTA leaves while its peer may still signal it */
-#else
-    __trap();
-#endif
-}
-
 /* ---- host side ---------------------------------------------------------------- */
 
 static PFN_cuTensorMapEncodeTiled_v12000 wg_encode;
@@ -474,23 +297,20 @@ int eng_cu_gemm_wg_available(void) {
     if (wg_smem_optin(wg1_kernel, WG1_SMEM) || wg_smem_optin(wg2_kernel<128>, wg2_smem(128)) ||
         wg_smem_optin(wg2_kernel<192>, wg2_smem(192)) || wg_smem_optin(wg2_kernel<256>, wg2_smem(256)) ||
         wg_smem_optin(wg3_kernel<128>, wg3_smem(128)) || wg_smem_optin(wg3_kernel<192>, wg3_smem(192)) ||
-        wg_smem_optin(wg3_kernel<256>, wg3_smem(256)) || wg_smem_optin(wg4_kernel<128>, wg4_smem(128)) ||
-        wg_smem_optin(wg4_kernel<192>, wg4_smem(192)) || wg_smem_optin(wg4_kernel<256>, wg4_smem(256)) ||
-        wg_smem_optin(wg5_kernel<128>, WG5_SMEM(128)) || wg_smem_optin(wg5_kernel<192>, WG5_SMEM(192)) ||
-        wg_smem_optin(wg5_kernel<256>, WG5_SMEM(256)))
+        wg_smem_optin(wg3_kernel<256>, wg3_smem(256)))
         return 0;
     wg_encode = (PFN_cuTensorMapEncodeTiled_v12000)fn;
     wg_state = 1;
     return 1;
 }
 
-/* the tile width: version 1 128; versions 2-4 the widest of 256, 192, 128
+/* the tile width: version 1 128; versions 2 and 3 the widest of 256, 192, 128
  * that divides N (SwiGLU: whose half divides N/2) */
 static int wg_bn(int N, int epi) {
     if (eng_cu_wg_version == 1) return 128;
     for (int bn : {256, 192, 128}) {
-        /* versions 3 and 4 store 64-column boxes: a SwiGLU tile's output
-         * (bn / 2 wide) must be whole boxes */
+        /* version 3 stores 64-column boxes: a SwiGLU tile's output (bn / 2
+         * wide) must be whole boxes */
         if (epi == ENG_CU_EPI_SWIGLU && eng_cu_wg_version >= 3 && (bn / 2) % 64) continue;
         if (epi == ENG_CU_EPI_SWIGLU ? N % 2 == 0 && (N / 2) % (bn / 2) == 0 : N % bn == 0) return bn;
     }
@@ -525,38 +345,7 @@ cudaError_t eng_cu_gemm_wg(cudaStream_t s, const bf16 *X, const bf16 *W, const b
     CUtensorMap ta, tb;
     if (wg_map(&ta, X, M, K, WG_BM) || wg_map(&tb, W, N, K, swiglu ? bn / 2 : bn)) return cudaErrorInvalidValue;
     const int mt = (M + WG_BM - 1) / WG_BM, tiles = mt * (N / bn), grid = tiles < wg_sms ? tiles : wg_sms;
-    if (eng_cu_wg_version == 5) {
-        CUtensorMap ty, tbh;
-        /* W's map with boxes of half the slice (bn / 2 rows: SwiGLU's gate or up half) */
-        if (wg_map(&ty, Y, M, swiglu ? N / 2 : N, 64) || wg_map(&tbh, W, N, K, bn / 2) || ((uintptr_t)Y & 15))
-            return cudaErrorInvalidValue;
-        const int pairs = ((mt + 1) / 2) * (N / bn), ncl = pairs < wg_sms / 2 ? pairs : wg_sms / 2;
-        cudaLaunchConfig_t cfg = {};
-        cfg.gridDim = dim3(2 * ncl);
-        cfg.blockDim = dim3(WG3_THREADS);
-        cfg.dynamicSmemBytes = WG5_SMEM(bn);
-        cfg.stream = s;
-        cudaLaunchAttribute at[1];
-        at[0].id = cudaLaunchAttributeClusterDimension;
-        at[0].val.clusterDim.x = 2;
-        at[0].val.clusterDim.y = 1;
-        at[0].val.clusterDim.z = 1;
-        cfg.attrs = at;
-        cfg.numAttrs = 1;
-        return bn == 256   ? cudaLaunchKernelEx(&cfg, wg5_kernel<256>, ta, tbh, ty, bias, R, M, N, K, epi)
-               : bn == 192 ? cudaLaunchKernelEx(&cfg, wg5_kernel<192>, ta, tbh, ty, bias, R, M, N, K, epi)
-                           : cudaLaunchKernelEx(&cfg, wg5_kernel<128>, ta, tbh, ty, bias, R, M, N, K, epi);
-    }
-    if (eng_cu_wg_version == 4) {
-        CUtensorMap ty;
-        if (wg_map(&ty, Y, M, swiglu ? N / 2 : N, 64) || ((uintptr_t)Y & 15)) return cudaErrorInvalidValue;
-        if (bn == 256)
-            wg4_kernel<256><<<grid, WG3_THREADS, wg4_smem(256), s>>>(ta, tb, ty, bias, R, M, N, K, epi);
-        else if (bn == 192)
-            wg4_kernel<192><<<grid, WG3_THREADS, wg4_smem(192), s>>>(ta, tb, ty, bias, R, M, N, K, epi);
-        else
-            wg4_kernel<128><<<grid, WG3_THREADS, wg4_smem(128), s>>>(ta, tb, ty, bias, R, M, N, K, epi);
-    } else if (eng_cu_wg_version == 3) {
+    if (eng_cu_wg_version == 3) {
         CUtensorMap ty;
         if (wg_map(&ty, Y, M, swiglu ? N / 2 : N, WG_BM) || ((uintptr_t)Y & 15)) return cudaErrorInvalidValue;
         if (bn == 256)

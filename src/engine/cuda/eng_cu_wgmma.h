@@ -45,32 +45,6 @@ static __device__ __forceinline__ void wg_tma(const CUtensorMap *map, void *dst,
                  : "memory");
 }
 
-/* the same box into the same offset of every CTA of the cluster in mask,
- * each CTA's barrier at bar's offset counting the bytes it receives */
-static __device__ __forceinline__ void wg_tma_multicast(const CUtensorMap *map, void *dst, uint64_t *bar, int c0,
-                                                        int c1, uint16_t mask) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-                 " [%0], [%1, {%3, %4}], [%2], %5;\n"
-                 ::"r"(wg_smem(dst)), "l"((uint64_t)map), "r"(wg_smem(bar)), "r"(c0), "r"(c1), "h"(mask)
-                 : "memory");
-}
-/* an arrival on the barrier at bar's offset in cluster CTA `rank` */
-static __device__ __forceinline__ void wg_bar_arrive_remote(uint64_t *bar, uint32_t rank) {
-    asm volatile("{\n .reg .b32 ra;\n mapa.shared::cluster.u32 ra, %0, %1;\n"
-                 " mbarrier.arrive.release.cluster.shared::cluster.b64 _, [ra];\n}\n"
-                 ::"r"(wg_smem(bar)), "r"(rank)
-                 : "memory");
-}
-/* every thread of every CTA of the cluster */
-static __device__ __forceinline__ void wg_cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\n barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-static __device__ __forceinline__ uint32_t wg_cluster_rank() {
-    uint32_t r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-    return r;
-}
-
 /* wgmma's shared-memory matrix descriptor for a K-major tile with the
  * 128-byte swizzle: rows of 128 bytes (64 values), 8-row groups 1024 bytes
  * apart (the stride byte offset); the leading offset is unused in this
@@ -92,21 +66,16 @@ static __device__ __forceinline__ void wg_tma_store(const CUtensorMap *map, cons
                  : "memory");
 }
 static __device__ __forceinline__ void wg_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
-template <int N = 0>
 static __device__ __forceinline__ void wg_store_wait_read() {
-    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
+    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
 }
 static __device__ __forceinline__ void wg_store_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 /* ordinary shared-memory writes made visible to the TMA (async proxy) */
 static __device__ __forceinline__ void wg_fence_async_smem() {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
-/* a barrier for the 256 consumer threads only (the producer warp has left),
- * and one for a consumer warpgroup's 128 (barriers 2 and 3) */
+/* a barrier for the 256 consumer threads only (the producer warp has left) */
 static __device__ __forceinline__ void wg_consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
-static __device__ __forceinline__ void wg_group_sync(int wgp) {
-    asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wgp) : "memory");
-}
 
 static __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 static __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -330,71 +299,6 @@ static __device__ __forceinline__ void wg_epilogue_smem(const float *d, int wrow
                 v1 += __high2float(x);
             }
             put(i, j, v0, v1);
-        }
-    }
-}
-/* Version 4's epilogue piece: sub-tile q (64 output columns) of one
- * warpgroup's 64 rows into an 8 KB image (64 lines of 128 bytes, the
- * 128-byte swizzle as above), for one TMA store of a 64 x 64 box.  SwiGLU:
- * output columns 64q.. pair gate group j with up group j + BN/16. */
-template <int BN>
-static __device__ __forceinline__ void wg_epilogue_sub(const float *d, int q, int row0, int n0, int M, int N,
-                                                       int epi, const bf16 *__restrict__ bias,
-                                                       const bf16 *__restrict__ R, unsigned char *img) {
-    const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, t2 = 2 * (lane & 3);
-    const int r0 = warp * 16 + (lane >> 2), key = r0 & 7;
-    unsigned char *line = img + r0 * 128 + 2 * t2;
-    auto put = [&](int i, int c, float v0, float v1) {
-        *(__nv_bfloat162 *)(line + i * 1024 + ((c ^ key) << 4)) = __floats2bfloat162_rn(v0, v1);
-    };
-    if (epi == ENG_CU_EPI_SWIGLU) {
-        const int No = N >> 1, c0 = (n0 >> 1) + t2;
-#pragma unroll
-        for (int c = 0; c < 8; c++) {
-            const int j = 8 * q + c;
-            if (j >= BN / 16) break;
-            float bg0 = 0.f, bg1 = 0.f, bu0 = 0.f, bu1 = 0.f;
-            if (bias) {
-                const __nv_bfloat162 bg = *(const __nv_bfloat162 *)(bias + c0 + 8 * j);
-                const __nv_bfloat162 bu = *(const __nv_bfloat162 *)(bias + No + c0 + 8 * j);
-                bg0 = __low2float(bg); bg1 = __high2float(bg);
-                bu0 = __low2float(bu); bu1 = __high2float(bu);
-            }
-#pragma unroll
-            for (int i = 0; i < 2; i++) {
-                const float g0 = d[4 * j + 2 * i] + bg0, g1 = d[4 * j + 2 * i + 1] + bg1;
-                const float u0 = d[4 * (j + BN / 16) + 2 * i] + bu0, u1 = d[4 * (j + BN / 16) + 2 * i + 1] + bu1;
-                put(i, c, g0 / (1.f + __expf(-g0)) * u0, g1 / (1.f + __expf(-g1)) * u1);
-            }
-        }
-        return;
-    }
-    const int c0 = n0 + t2, row = row0 + r0;
-    const bf16 *rr0 = R && row < M ? R + (size_t)row * N + c0 : NULL;
-    const bf16 *rr1 = R && row + 8 < M ? R + (size_t)(row + 8) * N + c0 : NULL;
-#pragma unroll
-    for (int c = 0; c < 8; c++) {
-        const int j = 8 * q + c;
-        float b0 = 0.f, b1 = 0.f;
-        if (epi != ENG_CU_EPI_NONE) {
-            const __nv_bfloat162 bb = *(const __nv_bfloat162 *)(bias + c0 + 8 * j);
-            b0 = __low2float(bb);
-            b1 = __high2float(bb);
-        }
-#pragma unroll
-        for (int i = 0; i < 2; i++) {
-            float v0 = d[4 * j + 2 * i] + b0, v1 = d[4 * j + 2 * i + 1] + b1;
-            if (epi == ENG_CU_EPI_BIAS_GELU) {
-                v0 = wg_gelu(v0);
-                v1 = wg_gelu(v1);
-            }
-            const bf16 *rr = i ? rr1 : rr0;
-            if (rr) {
-                const __nv_bfloat162 x = *(const __nv_bfloat162 *)(rr + 8 * j);
-                v0 += __low2float(x);
-                v1 += __high2float(x);
-            }
-            put(i, c, v0, v1);
         }
     }
 }
