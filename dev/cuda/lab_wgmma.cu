@@ -10,6 +10,8 @@
  * stay NaN (poisoned) and fail.  Tolerance: |a - b| <= 2e-2 + 1e-2 |ref|
  * on outputs of O(1) -- bf16 rounding of the output plus fp32 sums.
  *
+ * LAB_WG_PROF="N K epi ..." instead prints where version 3's time goes
+ * (its clock64 counters: waiting for data, for the tensor cores, storing).
  * Timing (LAB_QUICK=1 skips it): every version and cuBLASLt in turn, three
  * rounds, the best median of 10 launches each (so clock drift hits all
  * alike), TFLOP/s and the ratio to cuBLASLt; the same
@@ -134,6 +136,51 @@ static void bench(eng_cu_gemm_ctx *g, const char *what, int M, int N, int K, int
     cudaFree(x); cudaFree(w); cudaFree(b); cudaFree(y); cudaFree(inter); cudaFree(nt);
 }
 
+/* LAB_WG_PROF="N K epi": version 3 once at M = 65536 with its clock64
+ * counters; per CTA, where the time of each consumer warpgroup and of
+ * the producer went (averages over the CTAs, as fractions of each one's
+ * own total) -- waiting for data says the loads are behind, waiting for
+ * the wgmma group says the tensor cores are, the epilogue is what the
+ * consumers spend storing. */
+static void profile(int N, int K, int epi) {
+    const int M = 65536, No = epi == ENG_CU_EPI_SWIGLU ? N / 2 : N;
+    bf16 *x, *w, *b, *y;
+    unsigned long long *prof;
+    CUCHECK(cudaMalloc(&x, (size_t)M * K * 2));
+    CUCHECK(cudaMalloc(&w, (size_t)N * K * 2));
+    CUCHECK(cudaMalloc(&b, (size_t)N * 2));
+    CUCHECK(cudaMalloc(&y, (size_t)M * No * 2));
+    CUCHECK(cudaMalloc(&prof, 1024 * ENG_CU_WG_PROF_SLOTS * sizeof *prof));
+    std::vector<float> f;
+    std::vector<uint16_t> hb;
+    lab_rand_bf16(f, hb, (size_t)N * K, 1.f / sqrtf((float)K));
+    CUCHECK(cudaMemcpy(w, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice));
+    for (size_t off = 0; off < (size_t)M * K; off += hb.size())
+        CUCHECK(cudaMemcpy(x + off, hb.data(), std::min(hb.size(), (size_t)M * K - off) * 2, cudaMemcpyHostToDevice));
+    CUCHECK(cudaMemcpy(b, hb.data(), (size_t)N * 2, cudaMemcpyHostToDevice));
+    const bf16 *bias = epi == ENG_CU_EPI_SWIGLU || epi == ENG_CU_EPI_NONE ? NULL : b;
+    int ctas = 0;
+    for (int r = 0; r < 3; r++) CUCHECK(eng_cu_gemm_wg_profile(0, x, w, bias, NULL, y, M, N, K, epi, prof, &ctas));
+    CUCHECK(cudaDeviceSynchronize());
+    std::vector<unsigned long long> h((size_t)ctas * ENG_CU_WG_PROF_SLOTS);
+    CUCHECK(cudaMemcpy(h.data(), prof, h.size() * sizeof h[0], cudaMemcpyDeviceToHost));
+    double fr[3][3] = {{0}}, cyc = 0;
+    for (int c = 0; c < ctas; c++) {
+        const unsigned long long *p = &h[(size_t)c * ENG_CU_WG_PROF_SLOTS];
+        for (int g = 0; g < 2; g++)
+            for (int k = 0; k < 3; k++) fr[g][k] += (double)p[4 * g + k] / (double)p[4 * g + 3] / ctas;
+        fr[2][0] += (double)p[8] / (double)p[9] / ctas;
+        cyc += (double)p[3] / ctas;
+    }
+    printf("  profile N=%d K=%d epi=%d, %d CTAs, %.0f cycles a CTA\n", N, K, epi, ctas, cyc);
+    for (int g = 0; g < 2; g++)
+        printf("    consumer warpgroup %d: waiting for data %5.1f%%, for its wgmma group %5.1f%%, epilogue %5.1f%%, "
+               "the rest (issue, barriers) %5.1f%%\n",
+               g, 100 * fr[g][0], 100 * fr[g][1], 100 * fr[g][2], 100 * (1 - fr[g][0] - fr[g][1] - fr[g][2]));
+    printf("    producer: waiting for a free slot %5.1f%%\n", 100 * fr[2][0]);
+    cudaFree(x); cudaFree(w); cudaFree(b); cudaFree(y); cudaFree(prof);
+}
+
 int main(void) {
     if (!eng_cu_gemm_wg_available()) {
         printf("lab_wgmma: no sm_90 device (or no tensor-map encoder): nothing to check\n");
@@ -142,6 +189,15 @@ int main(void) {
     /* versions 2 and 3 pick their tile width from N: 128 (N = 128, 640), 192 (384,
      * 1152), 256 (768, 1536; SwiGLU 256, 768, 6144) -- all three are checked
      * (LAB_WG_ONE="N K epi" skips to one launch of each at M = 65536, for ncu) */
+    const char *pr = getenv("LAB_WG_PROF"); /* "N K epi [N K epi ...]": version 3's counters, then stop */
+    if (pr) {
+        int n, k, e, used = 0;
+        while (sscanf(pr, "%d %d %d%n", &n, &k, &e, &used) == 3) {
+            profile(n, k, e);
+            pr += used;
+        }
+        return lab_finish("lab_wgmma");
+    }
     const char *one = getenv("LAB_WG_ONE"); /* "N K epi": that shape only, one launch a variant */
     int n1, k1, e1;
     if (one && sscanf(one, "%d %d %d", &n1, &k1, &e1) == 3) {

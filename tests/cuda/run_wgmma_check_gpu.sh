@@ -1,8 +1,9 @@
 #!/bin/bash
 # run_wgmma_check_gpu.sh: what a change of our Hopper GEMM (eng_cu_wgmma.cu)
 # or of where the engine uses it needs on an H200, in one call: build;
-# lab_wgmma's checks of every version against fp64 and its timing beside
-# cuBLASLt; the checks again under compute-sanitizer memcheck; e2e_qwen3
+# lab_wgmma's checks of every version against fp64, its timing beside
+# cuBLASLt and version 3's stall counters; the checks again under
+# compute-sanitizer memcheck; e2e_qwen3
 # (28 layers against transformers, graph == eager, batches in flight:
 # Qwen3's graph path runs the fused gate|up + SwiGLU) and
 # e2e_vs_transformers (MiniLM, BERT-base: the tuning race may pick our
@@ -29,6 +30,10 @@ say "lab_wgmma checks: rc=$rc"
 [ $rc -eq 0 ] || { status=1; NO_BENCH=1; }
 [ -z "$NO_BENCH" ] && { timeout 150 "./$BUILD/lab_wgmma" > "$OUT/lab_wgmma.log" 2>&1 || status=1; }
 grep -E "bench" "$OUT/lab_wgmma.log" 2>/dev/null | tee -a "$LOG"
+# where version 3's time goes (clock64 counters) at Qwen3's QKV, MiniLM's
+# QKV and Qwen3's gate|up + SwiGLU shapes (WG_PROF overrides)
+[ -z "$NO_BENCH" ] && LAB_WG_PROF=${WG_PROF:-"4096 1024 0 1152 384 1 6144 1024 3"} timeout 60 "./$BUILD/lab_wgmma" 2>&1 |
+  grep -E "profile|consumer|producer|FAIL" | tee -a "$LOG"
 [ -z "$NO_BENCH" ] && { gpu_memcheck lab_wgmma || status=1; }
 wait
 say "labs and harnesses done"

@@ -314,6 +314,13 @@ extern int eng_cu_wg_version;
 int eng_cu_gemm_wg_ok(int M, int N, int K, int epi);
 cudaError_t eng_cu_gemm_wg(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
                            int M, int N, int K, int epi);
+/* Lab only: version 3 with clock64 counters, ENG_CU_WG_PROF_SLOTS per CTA
+ * in prof (for consumer warpgroup w at 4w: cycles waiting for data, for
+ * its wgmma group, in the epilogue, in all; at 8 / 9: the producer's
+ * cycles waiting for a free slot, in all); *ctas: how many CTAs ran. */
+#define ENG_CU_WG_PROF_SLOTS 10
+cudaError_t eng_cu_gemm_wg_profile(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
+                                   bf16 *Y, int M, int N, int K, int epi, unsigned long long *prof, int *ctas);
 
 /* The same product for few rows (eng_cu_skinny.cu): M <= 64, N % 16 == 0,
  * K/16 divisible by the kernel's warp count (eng_cu_gemm_small_ok).  Not

@@ -62,6 +62,7 @@
  * one SM quarter share its 16K registers; the 128 x 256 tile's epilogue
  * spilled there) */
 #define WG3_THREADS 384
+#define WG_PROF_SLOTS ENG_CU_WG_PROF_SLOTS
 
 /* version 1: one 128 x 128 tile a CTA, 3 stages, two CTAs an SM */
 #define WG1_STAGES 3
@@ -90,15 +91,19 @@ int eng_cu_wg_version = 3;
 /* The producer warp's lane 0: the X and W slices of every k-step of the
  * tiles this CTA computes into the ring (it = the CTA's running k-step
  * count, shared with the consumers' numbering). */
-template <int BN, int ST>
+template <int BN, int ST, bool PROF = false>
 static __device__ __forceinline__ void wg_produce(const CUtensorMap *ta, const CUtensorMap *tb, unsigned char *sA,
                                                   unsigned char *sB, uint64_t *full, uint64_t *empty, int &it,
-                                                  int m0, int n0, int N, int KT, bool swiglu) {
+                                                  int m0, int n0, int N, int KT, bool swiglu,
+                                                  unsigned long long *pc = nullptr) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int B_BYTES = BN * WG_BK * 2;
     for (int kt = 0; kt < KT; kt++, it++) {
         const int s = it % ST;
+        unsigned long long t0 = 0;
+        if constexpr (PROF) t0 = clock64();
         if (it >= ST) wg_bar_wait(&empty[s], ((it / ST) + 1) & 1);
+        if constexpr (PROF) pc[0] += clock64() - t0; /* waiting for a free slot */
         wg_bar_arm(&full[s], WG_A_BYTES + B_BYTES);
         wg_tma(ta, sA + s * WG_A_BYTES, &full[s], kt * WG_BK, m0);
         if (swiglu) { /* BN/2 gate rows, then the BN/2 matching up rows */
@@ -113,21 +118,27 @@ static __device__ __forceinline__ void wg_produce(const CUtensorMap *ta, const C
 /* A consumer warpgroup's products for one tile: d = X[rows] W[cols]^T over
  * K, each slot released (one arrival a warp) once the wgmma reading it is
  * done -- the last one too, so a persistent producer can run ahead. */
-template <int BN, int ST>
+template <int BN, int ST, bool PROF = false>
 static __device__ __forceinline__ void wg_consume(float *d, const unsigned char *sA, const unsigned char *sB,
-                                                  uint64_t *full, uint64_t *empty, int &it, int wgp, int KT) {
+                                                  uint64_t *full, uint64_t *empty, int &it, int wgp, int KT,
+                                                  unsigned long long *pc = nullptr) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int B_BYTES = BN * WG_BK * 2;
     const int lane = threadIdx.x & 31;
     for (int kt = 0; kt < KT; kt++, it++) {
         const int s = it % ST;
+        unsigned long long t0 = 0;
+        if constexpr (PROF) t0 = clock64();
         wg_bar_wait(&full[s], (it / ST) & 1);
+        if constexpr (PROF) pc[0] += clock64() - t0; /* waiting for data */
         const unsigned char *a = sA + s * WG_A_BYTES + wgp * 64 * 128, *b = sB + s * B_BYTES;
         wg_fence();
 #pragma unroll
         for (int kk = 0; kk < WG_BK / 16; kk++) wg_mma<BN>(d, wg_desc(a + 32 * kk), wg_desc(b + 32 * kk), kt | kk);
         wg_commit();
+        if constexpr (PROF) t0 = clock64();
         wg_wait<1>(); /* the group before this one is done: its slot may be refilled */
+        if constexpr (PROF) pc[1] += clock64() - t0; /* waiting for the tensor cores */
         if (kt > 0 && lane == 0) wg_bar_arrive(&empty[(it - 1) % ST]);
     }
     wg_wait<0>();
@@ -217,11 +228,16 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
 #endif
 }
 
-template <int BN>
+/* PROF (lab only, eng_cu_gemm_wg_profile): clock64 sums per CTA into
+ * prof[WG_PROF_SLOTS blockIdx.x ..]: for consumer warpgroup w (its first
+ * thread) at 4w.. the cycles waiting for data, waiting for its wgmma
+ * group, in the epilogue, and in all; at 8 and 9 the producer's cycles
+ * waiting for a free slot, and in all */
+template <int BN, bool PROF = false>
 __global__ void __launch_bounds__(WG3_THREADS, 1)
     wg3_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
                const __grid_constant__ CUtensorMap ty, const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
-               int M, int N, int K, int epi) {
+               int M, int N, int K, int epi, unsigned long long *prof = nullptr) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int ST = wg3_stages(BN), B_BYTES = BN * WG_BK * 2;
     extern __shared__ unsigned char wg_raw[];
@@ -231,6 +247,8 @@ __global__ void __launch_bounds__(WG3_THREADS, 1)
     const int warp = threadIdx.x >> 5, KT = K / WG_BK, nN = N / BN, tiles = nN * ((M + WG_BM - 1) / WG_BM);
     const bool swiglu = epi == ENG_CU_EPI_SWIGLU;
     int it = 0;
+    unsigned long long pc[2] = {0, 0}, t_start = 0, t_epi = 0;
+    if constexpr (PROF) t_start = clock64();
     wg_init_bars<ST>(full, empty);
     if (warp >= 8) { /* the producer warpgroup: one thread issues, all give registers back */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
@@ -238,8 +256,12 @@ __global__ void __launch_bounds__(WG3_THREADS, 1)
             asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&ta) : "memory");
             asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tb) : "memory");
             for (int t = blockIdx.x; t < tiles; t += gridDim.x)
-                wg_produce<BN, ST>(&ta, &tb, sA, sB, full, empty, it, (t / nN) * WG_BM, (t % nN) * BN, N, KT,
-                                   swiglu);
+                wg_produce<BN, ST, PROF>(&ta, &tb, sA, sB, full, empty, it, (t / nN) * WG_BM, (t % nN) * BN, N, KT,
+                                         swiglu, pc);
+            if constexpr (PROF) {
+                prof[WG_PROF_SLOTS * blockIdx.x + 8] = pc[0];
+                prof[WG_PROF_SLOTS * blockIdx.x + 9] = clock64() - t_start;
+            }
         }
         return;
     }
@@ -249,7 +271,9 @@ __global__ void __launch_bounds__(WG3_THREADS, 1)
     for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
         const int m0 = (t / nN) * WG_BM, n0 = (t % nN) * BN;
-        wg_consume<BN, ST>(d, sA, sB, full, empty, it, warp >> 2, KT);
+        wg_consume<BN, ST, PROF>(d, sA, sB, full, empty, it, warp >> 2, KT, pc);
+        unsigned long long t0 = 0;
+        if constexpr (PROF) t0 = clock64();
         if (threadIdx.x == 0) wg_store_wait_read(); /* the last tile's image has been read out */
         wg_consumers_sync();
         wg_epilogue_smem<BN>(d, (warp >> 2) * 64, m0, n0, M, N, epi, bias, R, C);
@@ -260,8 +284,18 @@ __global__ void __launch_bounds__(WG3_THREADS, 1)
             for (int q = 0; q < (swiglu ? BN / 2 : BN) / 64; q++) wg_tma_store(&ty, C + q * 16384, c0 + 64 * q, m0);
             wg_store_commit();
         }
+        if constexpr (PROF) t_epi += clock64() - t0;
     }
     if (threadIdx.x == 0) wg_store_wait();
+    if constexpr (PROF) {
+        if ((threadIdx.x & 127) == 0) {
+            unsigned long long *o = prof + WG_PROF_SLOTS * blockIdx.x + 4 * (threadIdx.x >> 7);
+            o[0] = pc[0];
+            o[1] = pc[1];
+            o[2] = t_epi;
+            o[3] = clock64() - t_start;
+        }
+    }
 #else
     __trap();
 #endif
@@ -334,6 +368,37 @@ static int wg_map(CUtensorMap *m, const bf16 *p, int rows, int K, int box_rows) 
                      CU_TENSOR_MAP_FLOAT_OOB_FILL_NONE) == CUDA_SUCCESS
                ? 0
                : -1;
+}
+
+/* Version 3 with PROF, for lab_wgmma: prof holds ENG_CU_WG_PROF_SLOTS
+ * values per CTA, *ctas gets the grid size. */
+cudaError_t eng_cu_gemm_wg_profile(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
+                                   bf16 *Y, int M, int N, int K, int epi, unsigned long long *prof, int *ctas) {
+    const int v = eng_cu_wg_version;
+    eng_cu_wg_version = 3;
+    const int ok = eng_cu_gemm_wg_ok(M, N, K, epi), bn = wg_bn(N, epi);
+    eng_cu_wg_version = v;
+    if (!ok || (epi == ENG_CU_EPI_SWIGLU && R) || (epi != ENG_CU_EPI_NONE && epi != ENG_CU_EPI_SWIGLU && !bias) ||
+        (((uintptr_t)X | (uintptr_t)W | (uintptr_t)Y) & 15))
+        return cudaErrorInvalidValue;
+    const int swiglu = epi == ENG_CU_EPI_SWIGLU;
+    CUtensorMap ta, tb, ty;
+    if (wg_map(&ta, X, M, K, WG_BM) || wg_map(&tb, W, N, K, swiglu ? bn / 2 : bn) ||
+        wg_map(&ty, Y, M, swiglu ? N / 2 : N, WG_BM))
+        return cudaErrorInvalidValue;
+    const int tiles = ((M + WG_BM - 1) / WG_BM) * (N / bn), grid = tiles < wg_sms ? tiles : wg_sms;
+    *ctas = grid;
+    if (bn == 256) {
+        if (wg_smem_optin(wg3_kernel<256, true>, wg3_smem(256))) return cudaErrorInvalidValue;
+        wg3_kernel<256, true><<<grid, WG3_THREADS, wg3_smem(256), s>>>(ta, tb, ty, bias, R, M, N, K, epi, prof);
+    } else if (bn == 192) {
+        if (wg_smem_optin(wg3_kernel<192, true>, wg3_smem(192))) return cudaErrorInvalidValue;
+        wg3_kernel<192, true><<<grid, WG3_THREADS, wg3_smem(192), s>>>(ta, tb, ty, bias, R, M, N, K, epi, prof);
+    } else {
+        if (wg_smem_optin(wg3_kernel<128, true>, wg3_smem(128))) return cudaErrorInvalidValue;
+        wg3_kernel<128, true><<<grid, WG3_THREADS, wg3_smem(128), s>>>(ta, tb, ty, bias, R, M, N, K, epi, prof);
+    }
+    return cudaGetLastError();
 }
 
 cudaError_t eng_cu_gemm_wg(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
