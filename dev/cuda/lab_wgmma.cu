@@ -77,21 +77,33 @@ static void check(int M, int N, int K, int epi, int with_bias, int with_r) {
 
 #define WG_VERSIONS 3
 
-static void bench(eng_cu_gemm_ctx *g, const char *what, int M, int N, int K, int epi, int once = 0) {
-    bf16 *x, *w, *b, *y, *inter;
-    const int No = epi == ENG_CU_EPI_SWIGLU ? N / 2 : N;
-    CUCHECK(cudaMalloc(&x, (size_t)M * K * 2));
-    CUCHECK(cudaMalloc(&w, (size_t)N * K * 2));
-    CUCHECK(cudaMalloc(&b, (size_t)N * 2));
-    CUCHECK(cudaMalloc(&y, (size_t)M * N * 2));
-    CUCHECK(cudaMalloc(&inter, (size_t)M * N * 2));
+/* The timing runs' operands on the device: X [M, K], W [N, K], a bias
+ * [N], Y [M, N] -- random values, not zeros (zeros run faster than real
+ * data), X repeating W's bits. */
+struct operands {
+    bf16 *x, *w, *b, *y;
+};
+static operands operands_make(int M, int N, int K) {
+    operands o;
+    CUCHECK(cudaMalloc(&o.x, (size_t)M * K * 2));
+    CUCHECK(cudaMalloc(&o.w, (size_t)N * K * 2));
+    CUCHECK(cudaMalloc(&o.b, (size_t)N * 2));
+    CUCHECK(cudaMalloc(&o.y, (size_t)M * N * 2));
     std::vector<float> f;
     std::vector<uint16_t> hb;
     lab_rand_bf16(f, hb, (size_t)N * K, 1.f / sqrtf((float)K));
-    CUCHECK(cudaMemcpy(w, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice));
+    CUCHECK(cudaMemcpy(o.w, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice));
     for (size_t off = 0; off < (size_t)M * K; off += hb.size())
-        CUCHECK(cudaMemcpy(x + off, hb.data(), std::min(hb.size(), (size_t)M * K - off) * 2, cudaMemcpyHostToDevice));
-    CUCHECK(cudaMemcpy(b, hb.data(), (size_t)N * 2, cudaMemcpyHostToDevice));
+        CUCHECK(cudaMemcpy(o.x + off, hb.data(), std::min(hb.size(), (size_t)M * K - off) * 2, cudaMemcpyHostToDevice));
+    CUCHECK(cudaMemcpy(o.b, hb.data(), (size_t)N * 2, cudaMemcpyHostToDevice));
+    return o;
+}
+static void operands_free(operands &o) { cudaFree(o.x); cudaFree(o.w); cudaFree(o.b); cudaFree(o.y); }
+
+static void bench(eng_cu_gemm_ctx *g, const char *what, int M, int N, int K, int epi, int once = 0) {
+    operands o = operands_make(M, N, K);
+    bf16 *x = o.x, *w = o.w, *b = o.b, *y = o.y, *inter;
+    CUCHECK(cudaMalloc(&inter, (size_t)M * N * 2));
     int *nt;
     CUCHECK(cudaMalloc(&nt, sizeof(int)));
     CUCHECK(cudaMemcpy(nt, &M, sizeof(int), cudaMemcpyHostToDevice));
@@ -132,8 +144,9 @@ static void bench(eng_cu_gemm_ctx *g, const char *what, int M, int N, int K, int
             printf(" v%d %7.1f us %5.1f TF (%.3f)", v, t[v] * 1e3, fl / (t[v] * 1e-3) / 1e12, t[v] / t[0]);
         printf("\n");
     }
-    (void)No;
-    cudaFree(x); cudaFree(w); cudaFree(b); cudaFree(y); cudaFree(inter); cudaFree(nt);
+    operands_free(o);
+    cudaFree(inter);
+    cudaFree(nt);
 }
 
 /* LAB_WG_PROF="N K epi": version 3 once at M = 65536 with its clock64
@@ -143,21 +156,11 @@ static void bench(eng_cu_gemm_ctx *g, const char *what, int M, int N, int K, int
  * the wgmma group says the tensor cores are, the epilogue is what the
  * consumers spend storing. */
 static void profile(int N, int K, int epi) {
-    const int M = 65536, No = epi == ENG_CU_EPI_SWIGLU ? N / 2 : N;
-    bf16 *x, *w, *b, *y;
+    const int M = 65536;
+    operands o = operands_make(M, N, K);
+    bf16 *x = o.x, *w = o.w, *b = o.b, *y = o.y;
     unsigned long long *prof;
-    CUCHECK(cudaMalloc(&x, (size_t)M * K * 2));
-    CUCHECK(cudaMalloc(&w, (size_t)N * K * 2));
-    CUCHECK(cudaMalloc(&b, (size_t)N * 2));
-    CUCHECK(cudaMalloc(&y, (size_t)M * No * 2));
     CUCHECK(cudaMalloc(&prof, 1024 * ENG_CU_WG_PROF_SLOTS * sizeof *prof));
-    std::vector<float> f;
-    std::vector<uint16_t> hb;
-    lab_rand_bf16(f, hb, (size_t)N * K, 1.f / sqrtf((float)K));
-    CUCHECK(cudaMemcpy(w, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice));
-    for (size_t off = 0; off < (size_t)M * K; off += hb.size())
-        CUCHECK(cudaMemcpy(x + off, hb.data(), std::min(hb.size(), (size_t)M * K - off) * 2, cudaMemcpyHostToDevice));
-    CUCHECK(cudaMemcpy(b, hb.data(), (size_t)N * 2, cudaMemcpyHostToDevice));
     const bf16 *bias = epi == ENG_CU_EPI_SWIGLU || epi == ENG_CU_EPI_NONE ? NULL : b;
     int ctas = 0;
     for (int r = 0; r < 3; r++) CUCHECK(eng_cu_gemm_wg_profile(0, x, w, bias, NULL, y, M, N, K, epi, prof, &ctas));
@@ -178,7 +181,8 @@ static void profile(int N, int K, int epi) {
                "the rest (issue, barriers) %5.1f%%\n",
                g, 100 * fr[g][0], 100 * fr[g][1], 100 * fr[g][2], 100 * (1 - fr[g][0] - fr[g][1] - fr[g][2]));
     printf("    producer: waiting for a free slot %5.1f%%\n", 100 * fr[2][0]);
-    cudaFree(x); cudaFree(w); cudaFree(b); cudaFree(y); cudaFree(prof);
+    operands_free(o);
+    cudaFree(prof);
 }
 
 int main(void) {
