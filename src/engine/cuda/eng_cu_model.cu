@@ -252,8 +252,8 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
     {
         /* our Hopper GEMM: opt-in (POSY_CUDA_WGMMA=1) -- on the H200 it
          * lost every 65536-row race to cuBLASLt and the saturated steps
-         * moved by -0.5..+1.0% with it, within run-to-run noise (docs/BENCHMARKS.md, "Our own
-         * Hopper GEMM") */
+         * moved by -0.5..+1.0% with it, within run-to-run noise
+         * (docs/BENCHMARKS.md, "Our own Hopper GEMM") */
         const char *wg = getenv("POSY_CUDA_WGMMA"), *wv = getenv("POSY_CUDA_WG_VERSION");
         if (wv && atoi(wv) >= 1 && atoi(wv) <= 3) eng_cu_wg_version = atoi(wv); /* experiments */
         m->wg_on = wg && !strcmp(wg, "1") && eng_cu_gemm_wg_available();
