@@ -324,10 +324,13 @@ int eng_cu_gemm_wg_available(void) {
         cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev) != cudaSuccess || major != 9 ||
         cudaDeviceGetAttribute(&wg_sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess)
         return 0;
-    if (cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q) !=
-            cudaSuccess ||
-        q != cudaDriverEntryPointSuccess || !fn)
-        return 0;
+#if CUDART_VERSION >= 12050 /* the versioned lookup; the plain one is deprecated from CUDA 13 */
+    const cudaError_t le =
+        cudaGetDriverEntryPointByVersion("cuTensorMapEncodeTiled", &fn, 12000, cudaEnableDefault, &q);
+#else
+    const cudaError_t le = cudaGetDriverEntryPoint("cuTensorMapEncodeTiled", &fn, cudaEnableDefault, &q);
+#endif
+    if (le != cudaSuccess || q != cudaDriverEntryPointSuccess || !fn) return 0;
     if (wg_smem_optin(wg1_kernel, WG1_SMEM) || wg_smem_optin(wg2_kernel<128>, wg2_smem(128)) ||
         wg_smem_optin(wg2_kernel<192>, wg2_smem(192)) || wg_smem_optin(wg2_kernel<256>, wg2_smem(256)) ||
         wg_smem_optin(wg3_kernel<128>, wg3_smem(128)) || wg_smem_optin(wg3_kernel<192>, wg3_smem(192)) ||
