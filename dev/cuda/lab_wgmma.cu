@@ -10,8 +10,10 @@
  * stay NaN (poisoned) and fail.  Tolerance: |a - b| <= 2e-2 + 1e-2 |ref|
  * on outputs of O(1) -- bf16 rounding of the output plus fp32 sums.
  *
- * LAB_WG_PROF="N K epi ..." instead prints where version 3's time goes
- * (its clock64 counters: waiting for data, for the tensor cores, storing).
+ * LAB_WG_PROF="N K epi ..." instead prints where the time of versions 3
+ * and 7 goes (their clock64 counters: waiting for data, for the tensor
+ * cores, storing), version 3 without its epilogue (the products alone),
+ * and how many CTAs ran.
  * Timing (LAB_QUICK=1 skips it): every version and cuBLASLt in turn, three
  * rounds, the best median of 10 launches each (so clock drift hits all
  * alike), TFLOP/s and the ratio to cuBLASLt; the same
@@ -75,7 +77,7 @@ static void check(int M, int N, int K, int epi, int with_bias, int with_r) {
     cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dr); cudaFree(dy);
 }
 
-#define WG_VERSIONS 3
+#define WG_VERSIONS 7
 
 /* The timing runs' operands on the device: X [M, K], W [N, K], a bias
  * [N], Y [M, N] -- random values, not zeros (zeros run faster than real
@@ -149,13 +151,13 @@ static void bench(eng_cu_gemm_ctx *g, const char *what, int M, int N, int K, int
     cudaFree(nt);
 }
 
-/* LAB_WG_PROF="N K epi": version 3 once at M = 65536 with its clock64
+/* LAB_WG_PROF="N K epi": version 3 or 4 once at M = 65536 with its clock64
  * counters; per CTA, where the time of each consumer warpgroup and of
  * the producer went (averages over the CTAs, as fractions of each one's
  * own total) -- waiting for data says the loads are behind, waiting for
  * the wgmma group says the tensor cores are, the epilogue is what the
  * consumers spend storing. */
-static void profile(int N, int K, int epi) {
+static void profile(int version, int N, int K, int epi, int no_epilogue = 0) {
     const int M = 65536;
     operands o = operands_make(M, N, K);
     bf16 *x = o.x, *w = o.w, *b = o.b, *y = o.y;
@@ -163,29 +165,37 @@ static void profile(int N, int K, int epi) {
     CUCHECK(cudaMalloc(&prof, 1024 * ENG_CU_WG_PROF_SLOTS * sizeof *prof));
     const bf16 *bias = epi == ENG_CU_EPI_SWIGLU || epi == ENG_CU_EPI_NONE ? NULL : b;
     int ctas = 0;
-    for (int r = 0; r < 3; r++) CUCHECK(eng_cu_gemm_wg_profile(0, x, w, bias, NULL, y, M, N, K, epi, prof, &ctas));
+    eng_cu_wg_version = version;
+    for (int r = 0; r < 3; r++)
+        CUCHECK(eng_cu_gemm_wg_profile(0, x, w, bias, NULL, y, M, N, K, epi, no_epilogue, prof, &ctas));
     CUCHECK(cudaDeviceSynchronize());
     std::vector<unsigned long long> h((size_t)ctas * ENG_CU_WG_PROF_SLOTS);
     CUCHECK(cudaMemcpy(h.data(), prof, h.size() * sizeof h[0], cudaMemcpyDeviceToHost));
-    double fr[3][3] = {{0}}, cyc = 0;
+    /* per consumer warpgroup: data, wgmma, epilogue, (total), epilogue
+     * waits, image writes -- fractions of its own total */
+    double fr[3][5] = {{0}}, cyc = 0;
+    const int k_slot[5] = {0, 1, 2, 4, 5};
     for (int c = 0; c < ctas; c++) {
         const unsigned long long *p = &h[(size_t)c * ENG_CU_WG_PROF_SLOTS];
         for (int g = 0; g < 2; g++)
-            for (int k = 0; k < 3; k++) fr[g][k] += (double)p[4 * g + k] / (double)p[4 * g + 3] / ctas;
-        fr[2][0] += (double)p[8] / (double)p[9] / ctas;
+            for (int k = 0; k < 5; k++) fr[g][k] += (double)p[6 * g + k_slot[k]] / (double)p[6 * g + 3] / ctas;
+        fr[2][0] += (double)p[12] / (double)p[13] / ctas;
         cyc += (double)p[3] / ctas;
     }
-    printf("  profile N=%d K=%d epi=%d, %d CTAs, %.0f cycles a CTA\n", N, K, epi, ctas, cyc);
+    printf("  profile v%d%s N=%d K=%d epi=%d, %d CTAs, %.0f cycles a CTA\n", version,
+           no_epilogue ? " (no epilogue)" : "", N, K, epi, ctas, cyc);
     for (int g = 0; g < 2; g++)
-        printf("    consumer warpgroup %d: waiting for data %5.1f%%, for its wgmma group %5.1f%%, epilogue %5.1f%%, "
-               "the rest (issue, barriers) %5.1f%%\n",
-               g, 100 * fr[g][0], 100 * fr[g][1], 100 * fr[g][2], 100 * (1 - fr[g][0] - fr[g][1] - fr[g][2]));
+        printf("    consumer warpgroup %d: waiting for data %5.1f%%, for its wgmma group %5.1f%%, epilogue %5.1f%% "
+               "(waits %4.1f%%, image writes %4.1f%%), the rest (wgmma issue, barriers) %5.1f%%\n",
+               g, 100 * fr[g][0], 100 * fr[g][1], 100 * fr[g][2], 100 * fr[g][3], 100 * fr[g][4],
+               100 * (1 - fr[g][0] - fr[g][1] - fr[g][2]));
     printf("    producer: waiting for a free slot %5.1f%%\n", 100 * fr[2][0]);
     operands_free(o);
     cudaFree(prof);
 }
 
 int main(void) {
+    setvbuf(stdout, NULL, _IOLBF, 0); /* lines survive a timeout's kill */
     if (!eng_cu_gemm_wg_available()) {
         printf("lab_wgmma: no sm_90 device (or no tensor-map encoder): nothing to check\n");
         return 1;
@@ -193,11 +203,13 @@ int main(void) {
     /* versions 2 and 3 pick their tile width from N: 128 (N = 128, 640), 192 (384,
      * 1152), 256 (768, 1536; SwiGLU 256, 768, 6144) -- all three are checked
      * (LAB_WG_ONE="N K epi" skips to one launch of each at M = 65536, for ncu) */
-    const char *pr = getenv("LAB_WG_PROF"); /* "N K epi [N K epi ...]": version 3's counters, then stop */
+    const char *pr = getenv("LAB_WG_PROF"); /* "N K epi [N K epi ...]": versions 3 and 4's counters, then stop */
     if (pr) {
         int n, k, e, used = 0;
         while (sscanf(pr, "%d %d %d%n", &n, &k, &e, &used) == 3) {
-            profile(n, k, e);
+            profile(3, n, k, e);
+            profile(3, n, k, e, 1); /* the products alone: what the epilogue costs */
+            profile(7, n, k, e);
             pr += used;
         }
         return lab_finish("lab_wgmma");
