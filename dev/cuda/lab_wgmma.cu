@@ -10,10 +10,10 @@
  * stay NaN (poisoned) and fail.  Tolerance: |a - b| <= 2e-2 + 1e-2 |ref|
  * on outputs of O(1) -- bf16 rounding of the output plus fp32 sums.
  *
- * LAB_WG_PROF="N K epi ..." instead prints where the time of versions 3
- * and 7 goes (their clock64 counters: waiting for data, for the tensor
- * cores, storing), version 3 without its epilogue (the products alone),
- * and how many CTAs ran.
+ * LAB_WG_PROF="N K epi ..." instead prints where the time of version 3
+ * goes (its clock64 counters: waiting for data, for the tensor cores,
+ * storing), the same without its epilogue (the products alone), and how
+ * many CTAs ran.
  * Timing (LAB_QUICK=1 skips it): every version and cuBLASLt in turn, three
  * rounds, the best median of 10 launches each (so clock drift hits all
  * alike), TFLOP/s and the ratio to cuBLASLt; the same
@@ -77,7 +77,7 @@ static void check(int M, int N, int K, int epi, int with_bias, int with_r) {
     cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dr); cudaFree(dy);
 }
 
-#define WG_VERSIONS 7
+#define WG_VERSIONS 3
 
 /* The timing runs' operands on the device: X [M, K], W [N, K], a bias
  * [N], Y [M, N] -- random values, not zeros (zeros run faster than real
@@ -151,13 +151,13 @@ static void bench(eng_cu_gemm_ctx *g, const char *what, int M, int N, int K, int
     cudaFree(nt);
 }
 
-/* LAB_WG_PROF="N K epi": version 3 or 4 once at M = 65536 with its clock64
+/* LAB_WG_PROF="N K epi": version 3 once at M = 65536 with its clock64
  * counters; per CTA, where the time of each consumer warpgroup and of
  * the producer went (averages over the CTAs, as fractions of each one's
  * own total) -- waiting for data says the loads are behind, waiting for
  * the wgmma group says the tensor cores are, the epilogue is what the
  * consumers spend storing. */
-static void profile(int version, int N, int K, int epi, int no_epilogue = 0) {
+static void profile(int N, int K, int epi, int no_epilogue = 0) {
     const int M = 65536;
     operands o = operands_make(M, N, K);
     bf16 *x = o.x, *w = o.w, *b = o.b, *y = o.y;
@@ -165,7 +165,6 @@ static void profile(int version, int N, int K, int epi, int no_epilogue = 0) {
     CUCHECK(cudaMalloc(&prof, 1024 * ENG_CU_WG_PROF_SLOTS * sizeof *prof));
     const bf16 *bias = epi == ENG_CU_EPI_SWIGLU || epi == ENG_CU_EPI_NONE ? NULL : b;
     int ctas = 0;
-    eng_cu_wg_version = version;
     for (int r = 0; r < 3; r++)
         CUCHECK(eng_cu_gemm_wg_profile(0, x, w, bias, NULL, y, M, N, K, epi, no_epilogue, prof, &ctas));
     CUCHECK(cudaDeviceSynchronize());
@@ -182,8 +181,7 @@ static void profile(int version, int N, int K, int epi, int no_epilogue = 0) {
         fr[2][0] += (double)p[12] / (double)p[13] / ctas;
         cyc += (double)p[3] / ctas;
     }
-    printf("  profile v%d%s N=%d K=%d epi=%d, %d CTAs, %.0f cycles a CTA\n", version,
-           no_epilogue ? " (no epilogue)" : "", N, K, epi, ctas, cyc);
+    printf("  profile v3%s N=%d K=%d epi=%d, %d CTAs, %.0f cycles a CTA\n", no_epilogue ? " (no epilogue)" : "", N, K, epi, ctas, cyc);
     for (int g = 0; g < 2; g++)
         printf("    consumer warpgroup %d: waiting for data %5.1f%%, for its wgmma group %5.1f%%, epilogue %5.1f%% "
                "(waits %4.1f%%, image writes %4.1f%%), the rest (wgmma issue, barriers) %5.1f%%\n",
@@ -203,13 +201,12 @@ int main(void) {
     /* versions 2 and 3 pick their tile width from N: 128 (N = 128, 640), 192 (384,
      * 1152), 256 (768, 1536; SwiGLU 256, 768, 6144) -- all three are checked
      * (LAB_WG_ONE="N K epi" skips to one launch of each at M = 65536, for ncu) */
-    const char *pr = getenv("LAB_WG_PROF"); /* "N K epi [N K epi ...]": versions 3 and 4's counters, then stop */
+    const char *pr = getenv("LAB_WG_PROF"); /* "N K epi [N K epi ...]": version 3's counters, then stop */
     if (pr) {
         int n, k, e, used = 0;
         while (sscanf(pr, "%d %d %d%n", &n, &k, &e, &used) == 3) {
-            profile(3, n, k, e);
-            profile(3, n, k, e, 1); /* the products alone: what the epilogue costs */
-            profile(7, n, k, e);
+            profile(n, k, e);
+            profile(n, k, e, 1); /* the products alone: what the epilogue costs */
             pr += used;
         }
         return lab_finish("lab_wgmma");
@@ -239,6 +236,7 @@ int main(void) {
         check(999, 640, 128, ENG_CU_EPI_BIAS, 1, 1);
         check(2048, 6144, 1024, ENG_CU_EPI_SWIGLU, 0, 0);
         check(300, 1024, 2048, ENG_CU_EPI_NONE, 0, 1);
+        check(129, 768, 256, ENG_CU_EPI_BIAS_GELU, 1, 1); /* every compiled epilogue of version 3 */
     }
     const char *q = getenv("LAB_QUICK");
     if (!(q && *q == '1')) {

@@ -31,7 +31,7 @@ say "lab_wgmma checks: rc=$rc"
 [ $rc -eq 0 ] || { status=1; NO_BENCH=1; }
 [ -z "$NO_BENCH" ] && { timeout 150 "./$BUILD/lab_wgmma" > "$OUT/lab_wgmma.log" 2>&1 || status=1; }
 grep -E "bench" "$OUT/lab_wgmma.log" 2>/dev/null | tee -a "$LOG"
-# where the time of versions 3 and 4 goes (clock64 counters) at Qwen3's QKV, MiniLM's
+# where version 3's time goes (clock64 counters; with and without its epilogue) at Qwen3's QKV, MiniLM's
 # QKV and Qwen3's gate|up + SwiGLU shapes (WG_PROF overrides)
 [ -z "$NO_BENCH" ] && LAB_WG_PROF=${WG_PROF:-"4096 1024 0 1152 384 1 6144 1024 3"} timeout 90 "./$BUILD/lab_wgmma" \
   > "$OUT/lab_wgmma_prof.log" 2>&1

@@ -308,22 +308,19 @@ void eng_cu_gemm_set_own(eng_cu_gemm_ctx *g, int on);
 int eng_cu_gemm_wg_available(void);
 /* 1: one 128 x 128 tile a CTA, two CTAs an SM; 2: persistent, one CTA an
  * SM, tiles of 128 x (256 | 192 | 128) by N; 3 (default): 2 with the
- * output tile stored by TMA from shared memory; 4: 3 in clusters of two
- * sharing the W slice by multicast; 5 and 6: 3 and 4 with a half-tile
- * image and a fourth ring stage for 256-wide tiles; 7: 3 writing its
- * output image by stmatrix.  Labs set it;
+ * output tile stored by TMA from shared memory.  Labs set it;
  * POSY_CUDA_WG_VERSION=N at engine open, for experiments. */
 extern int eng_cu_wg_version;
 int eng_cu_gemm_wg_ok(int M, int N, int K, int epi);
 cudaError_t eng_cu_gemm_wg(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
                            int M, int N, int K, int epi);
-/* Lab only: versions 3-7 with clock64 counters (the current version if
- * 4-7, else 3), ENG_CU_WG_PROF_SLOTS per CTA in prof (for consumer
- * warpgroup w at 6w: cycles waiting for data, for its wgmma group, in the
- * epilogue, in all, in the epilogue's waits, writing the output image; at
- * 12 / 13: the producer's cycles waiting for a free slot, in all);
- * no_epilogue: the products alone, nothing stored (an ablation); *ctas:
- * how many CTAs ran. */
+/* Lab only: version 3 with clock64 counters, ENG_CU_WG_PROF_SLOTS per CTA
+ * in prof (for consumer warpgroup w at 6w: cycles waiting for data, for
+ * its wgmma group, in the epilogue, in all, in the epilogue's waits,
+ * writing the output image; at 12 / 13: the producer's cycles waiting for
+ * a free slot, in all);
+ * no_epilogue: the products alone, nothing stored (an ablation); epi
+ * none, bias or SwiGLU and R NULL; *ctas: how many CTAs ran. */
 #define ENG_CU_WG_PROF_SLOTS 14
 cudaError_t eng_cu_gemm_wg_profile(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
                                    bf16 *Y, int M, int N, int K, int epi, int no_epilogue, unsigned long long *prof,

@@ -255,7 +255,7 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
          * moved by -0.5..+1.0% with it, within run-to-run noise
          * (docs/BENCHMARKS.md, "Our own Hopper GEMM") */
         const char *wg = getenv("POSY_CUDA_WGMMA"), *wv = getenv("POSY_CUDA_WG_VERSION");
-        if (wv && atoi(wv) >= 1 && atoi(wv) <= 7) eng_cu_wg_version = atoi(wv); /* experiments */
+        if (wv && atoi(wv) >= 1 && atoi(wv) <= 3) eng_cu_wg_version = atoi(wv); /* experiments */
         m->wg_on = wg && !strcmp(wg, "1") && eng_cu_gemm_wg_available();
         eng_cu_gemm_set_own(m->gemm, m->wg_on);
     }

@@ -45,35 +45,6 @@ static __device__ __forceinline__ void wg_tma(const CUtensorMap *map, void *dst,
                  : "memory");
 }
 
-/* the same box into the same offset of every CTA of the cluster in mask,
- * each CTA's barrier at bar's offset counting the bytes it receives */
-static __device__ __forceinline__ void wg_tma_multicast(const CUtensorMap *map, void *dst, uint64_t *bar, int c0,
-                                                        int c1, uint16_t mask) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-                 " [%0], [%1, {%3, %4}], [%2], %5;\n"
-                 ::"r"(wg_smem(dst)), "l"((uint64_t)map), "r"(wg_smem(bar)), "r"(c0), "r"(c1), "h"(mask)
-                 : "memory");
-}
-/* an arrival on the barrier at bar's offset in the cluster's CTA `rank`;
- * CTA-scope release (the default) as for a local arrival: it only has to
- * order this warp's finished wgmma reads of the slot before the peer's
- * multicast refills it (a cluster-scope release is a far costlier fence) */
-static __device__ __forceinline__ void wg_bar_arrive_remote(uint64_t *bar, uint32_t rank) {
-    asm volatile("{\n .reg .b32 ra;\n mapa.shared::cluster.u32 ra, %0, %1;\n"
-                 " mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n"
-                 ::"r"(wg_smem(bar)), "r"(rank)
-                 : "memory");
-}
-/* every thread of every CTA of the cluster */
-static __device__ __forceinline__ void wg_cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\n barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-static __device__ __forceinline__ uint32_t wg_cluster_rank() {
-    uint32_t r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-    return r;
-}
-
 /* wgmma's shared-memory matrix descriptor for a K-major tile with the
  * 128-byte swizzle: rows of 128 bytes (64 values), 8-row groups 1024 bytes
  * apart (the stride byte offset); the leading offset is unused in this
@@ -203,9 +174,19 @@ __device__ __forceinline__ void wg_mma<256>(float *d, uint64_t da, uint64_t db, 
                  : "l"(da), "l"(db), "r"(accumulate));
 }
 
-static __device__ __forceinline__ float wg_gelu(float v) {
-    return 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+/* tanh by the SFU (one instruction, relative error ~2^-11, below the
+ * bf16 output's 2^-8): tanhf and an exact division made the GELU and
+ * SwiGLU epilogues the slowest part of their tiles (lab profile, H200) */
+static __device__ __forceinline__ float wg_tanh(float x) {
+    float y;
+    asm("tanh.approx.f32 %0, %1;\n" : "=f"(y) : "f"(x));
+    return y;
 }
+static __device__ __forceinline__ float wg_gelu(float v) {
+    return 0.5f * v * (1.f + wg_tanh(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+}
+/* silu(g) u = g sigmoid(g) u, sigmoid(g) = (1 + tanh(g / 2)) / 2 */
+static __device__ __forceinline__ float wg_swiglu(float g, float u) { return 0.5f * g * (1.f + wg_tanh(0.5f * g)) * u; }
 
 /* One warpgroup's 64 x BN accumulators to Y: row0 is the warpgroup's first
  * row, n0 the tile's first column (SwiGLU: of the gate|up tile, whose first
@@ -235,7 +216,7 @@ static __device__ __forceinline__ void wg_epilogue(const float *d, int row0, int
                     u0 += __low2float(bu); u1 += __high2float(bu);
                 }
                 *(__nv_bfloat162 *)(y + 8 * j) =
-                    __floats2bfloat162_rn(g0 / (1.f + __expf(-g0)) * u0, g1 / (1.f + __expf(-g1)) * u1);
+                    __floats2bfloat162_rn(wg_swiglu(g0, u0), wg_swiglu(g1, u1));
             }
             continue;
         }
@@ -263,103 +244,87 @@ static __device__ __forceinline__ void wg_epilogue(const float *d, int row0, int
         }
     }
 }
-/* The same epilogue into a shared-memory image of the output tile for TMA
- * stores (version 3): the tile's BN (SwiGLU: BN/2) output columns as
- * sub-tiles of 128 rows x 64 columns, 16 KB each, in the 128-byte swizzle
- * (16-byte chunk c of row r at chunk c ^ (r % 8)), so a warp's writes --
- * 8 rows x 16 bytes -- fall on distinct banks.  Rows at or past M are
- * written too (the TMA store clips them) but read no residual.  J0..J1:
- * the 8-column groups written (not SwiGLU), from the image's start -- the
- * half-image variant (versions 5, 6) stores a 256-wide tile in two
- * passes.  STM (version 7): two column groups at a time by one stmatrix
- * x4 (four 8 x 8 bf16 matrices: rows 0-7 and 8-15 of the warp's 16, each
- * of the two groups -- exactly the accumulators' fragment layout), a
- * quarter of the store instructions of one 4-byte store a value pair. */
-template <int BN, int J0 = 0, int J1 = BN / 8, bool STM = false>
-static __device__ __forceinline__ void wg_epilogue_smem(const float *d, int wrow, int row0, int n0, int M, int N,
-                                                        int epi, const bf16 *__restrict__ bias,
-                                                        const bf16 *__restrict__ R, unsigned char *C) {
+/* a 4-byte store to shared memory by its 32-bit address (a generic store
+ * through a pointer the compiler cannot place costs more) */
+static __device__ __forceinline__ void wg_sts32(uint32_t a, uint32_t v) {
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(a), "r"(v));
+}
+static __device__ __forceinline__ uint32_t wg_pack(float v0, float v1) {
+    const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
+    return *(const uint32_t *)&h;
+}
+
+/* The epilogue into a shared-memory image of the output tile for TMA
+ * stores (version 3), EPI and the residual (HASR) fixed at compile time:
+ * the tile's BN (SwiGLU: BN/2) output columns as sub-tiles of 128 rows x
+ * 64 columns, 16 KB each, at C (a shared-memory address), in the 128-byte
+ * swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)), so a warp's
+ * writes -- 8 rows x 16 bytes -- fall on distinct banks.  Rows at or past
+ * M are written too (the TMA store clips them) but read no residual.
+ * SwiGLU's bias is optional (checked at run time), the others' required. */
+template <int BN, int EPI, bool HASR>
+static __device__ __forceinline__ void wg_epilogue_img(const float *d, int wrow, int row0, int n0, int M, int N,
+                                                       const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
+                                                       uint32_t C) {
     const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, t2 = 2 * (lane & 3);
     /* the thread's two rows (i = 0, 1: 8 apart): their line in the image and
-     * swizzle key; columns 8j + t2 (j < 8) of sub-tile q land in chunk
-     * j ^ key, byte 2 t2 */
-    const int r0 = wrow + warp * 16 + (lane >> 2), key = r0 & 7; /* r0 + 8 has the same key */
-    unsigned char *line = C + r0 * 128 + 2 * t2;
-    /* stmatrix: lane l names row l % 8 of matrix l / 8 -- warp row
-     * 8 ((l / 8) % 2) + l % 8, column group j + l / 16 */
-    const int sr = wrow + warp * 16 + ((lane >> 3) & 1) * 8 + (lane & 7), sg = lane >> 4, skey = sr & 7;
-    unsigned char *sline = C + sr * 128;
-    auto pack = [](float v0, float v1) {
-        const __nv_bfloat162 h = __floats2bfloat162_rn(v0, v1);
-        return *(const uint32_t *)&h;
-    };
-    /* one value pair: row r0 + 8i, columns 8j + t2, + 1 */
-    auto put = [&](int i, int j, uint32_t v) {
-        *(uint32_t *)(line + i * 1024 + ((j - J0) >> 3) * 16384 + (((j & 7) ^ key) << 4)) = v;
-    };
-    /* stmatrix: column groups j, j + 1 (j even): a = group j's rows r0,
-     * r0 + 8, b = group j + 1's */
-    auto emit = [&](int j, uint32_t a0, uint32_t a1, uint32_t b0, uint32_t b1) {
-        const int g = j + sg;
-        asm volatile("stmatrix.sync.aligned.m8n8.x4.shared.b16 [%0], {%1, %2, %3, %4};\n" ::"r"(
-                         wg_smem(sline + ((g - J0) >> 3) * 16384 + (((g & 7) ^ skey) << 4))),
-                     "r"(a0), "r"(a1), "r"(b0), "r"(b1)
-                     : "memory");
-    };
-    if (epi == ENG_CU_EPI_SWIGLU) {
+     * swizzle key (r0 + 8 has the same); columns 8j + t2 land in sub-tile
+     * j / 8, chunk (j % 8) ^ key, byte 2 t2 */
+    const int r0 = wrow + warp * 16 + (lane >> 2), key = r0 & 7;
+    const uint32_t line = C + r0 * 128 + 2 * t2;
+    auto put = [&](int i, int j, uint32_t v) { wg_sts32(line + i * 1024 + (j >> 3) * 16384 + (((j & 7) ^ key) << 4), v); };
+    if constexpr (EPI == ENG_CU_EPI_SWIGLU) {
         const int No = N >> 1, c0 = (n0 >> 1) + t2;
-        auto val = [&](int i, int j) {
-            float g0 = d[4 * j + 2 * i], g1 = d[4 * j + 2 * i + 1];
-            float u0 = d[4 * (j + BN / 16) + 2 * i], u1 = d[4 * (j + BN / 16) + 2 * i + 1];
+#pragma unroll
+        for (int j = 0; j < BN / 16; j++) {
+            float bg0 = 0.f, bg1 = 0.f, bu0 = 0.f, bu1 = 0.f;
             if (bias) {
                 const __nv_bfloat162 bg = *(const __nv_bfloat162 *)(bias + c0 + 8 * j);
                 const __nv_bfloat162 bu = *(const __nv_bfloat162 *)(bias + No + c0 + 8 * j);
-                g0 += __low2float(bg); g1 += __high2float(bg);
-                u0 += __low2float(bu); u1 += __high2float(bu);
+                bg0 = __low2float(bg); bg1 = __high2float(bg);
+                bu0 = __low2float(bu); bu1 = __high2float(bu);
             }
-            return pack(g0 / (1.f + __expf(-g0)) * u0, g1 / (1.f + __expf(-g1)) * u1);
-        };
-        if constexpr (STM) {
 #pragma unroll
-            for (int j = 0; j < BN / 16; j += 2) emit(j, val(0, j), val(1, j), val(0, j + 1), val(1, j + 1));
-        } else {
-#pragma unroll
-            for (int j = 0; j < BN / 16; j++)
-#pragma unroll
-                for (int i = 0; i < 2; i++) put(i, j, val(i, j));
-        }
-        return;
-    }
-    const int c0 = n0 + t2, row = row0 + r0;
-    const bf16 *rr0 = R && row < M ? R + (size_t)row * N + c0 : NULL;
-    const bf16 *rr1 = R && row + 8 < M ? R + (size_t)(row + 8) * N + c0 : NULL;
-    auto val = [&](int i, int j) {
-        float v0 = d[4 * j + 2 * i], v1 = d[4 * j + 2 * i + 1];
-        if (epi != ENG_CU_EPI_NONE) {
-            const __nv_bfloat162 bb = *(const __nv_bfloat162 *)(bias + c0 + 8 * j);
-            v0 += __low2float(bb);
-            v1 += __high2float(bb);
-            if (epi == ENG_CU_EPI_BIAS_GELU) {
-                v0 = wg_gelu(v0);
-                v1 = wg_gelu(v1);
+            for (int i = 0; i < 2; i++) {
+                const float g0 = d[4 * j + 2 * i] + bg0, g1 = d[4 * j + 2 * i + 1] + bg1;
+                const float u0 = d[4 * (j + BN / 16) + 2 * i] + bu0, u1 = d[4 * (j + BN / 16) + 2 * i + 1] + bu1;
+                put(i, j, wg_pack(wg_swiglu(g0, u0), wg_swiglu(g1, u1)));
             }
         }
-        const bf16 *rr = i ? rr1 : rr0;
-        if (rr) {
-            const __nv_bfloat162 x = *(const __nv_bfloat162 *)(rr + 8 * j);
-            v0 += __low2float(x);
-            v1 += __high2float(x);
-        }
-        return pack(v0, v1);
-    };
-    if constexpr (STM) {
-#pragma unroll
-        for (int j = J0; j < J1; j += 2) emit(j, val(0, j), val(1, j), val(0, j + 1), val(1, j + 1));
     } else {
+        const int c0 = n0 + t2, row = row0 + r0;
+        const bf16 *rr0 = HASR && row < M ? R + (size_t)row * N + c0 : NULL;
+        const bf16 *rr1 = HASR && row + 8 < M ? R + (size_t)(row + 8) * N + c0 : NULL;
 #pragma unroll
-        for (int j = J0; j < J1; j++)
+        for (int j = 0; j < BN / 8; j++) {
+            float b0 = 0.f, b1 = 0.f;
+            if constexpr (EPI != ENG_CU_EPI_NONE) {
+                const __nv_bfloat162 bb = *(const __nv_bfloat162 *)(bias + c0 + 8 * j);
+                b0 = __low2float(bb);
+                b1 = __high2float(bb);
+            }
 #pragma unroll
-            for (int i = 0; i < 2; i++) put(i, j, val(i, j));
+            for (int i = 0; i < 2; i++) {
+                float v0 = d[4 * j + 2 * i], v1 = d[4 * j + 2 * i + 1];
+                if constexpr (EPI != ENG_CU_EPI_NONE) { /* (+ 0.f is not free: -0 + 0 = +0) */
+                    v0 += b0;
+                    v1 += b1;
+                }
+                if constexpr (EPI == ENG_CU_EPI_BIAS_GELU) {
+                    v0 = wg_gelu(v0);
+                    v1 = wg_gelu(v1);
+                }
+                if constexpr (HASR) {
+                    const bf16 *rr = i ? rr1 : rr0;
+                    if (rr) {
+                        const __nv_bfloat162 x = *(const __nv_bfloat162 *)(rr + 8 * j);
+                        v0 += __low2float(x);
+                        v1 += __high2float(x);
+                    }
+                }
+                put(i, j, wg_pack(v0, v1));
+            }
+        }
     }
 }
 #endif
