@@ -11,15 +11,16 @@
  * Status: correct (dev/cuda/lab_wgmma.cu against fp64, every version and
  * epilogue, compute-sanitizer clean; the engine's end-to-end checks pass
  * with it) but OPT-IN (POSY_CUDA_WGMMA=1).  Version 3, last H200 run
- * (docs/BENCHMARKS.md, "Our own Hopper GEMM"): at the saturated step's
- * shapes 0.98-1.05x cuBLASLt's time on the MiniLM and BERT-base shapes
+ * (docs/BENCHMARKS.md, "Where our GEMM lost its time"): at the saturated
+ * step's shapes 0.98-1.05x cuBLASLt's time on the MiniLM and BERT-base shapes
  * but BERT's down 1.16, 1.11-1.23x on Qwen3's plain products, and the
  * fused gate|up + SwiGLU 0.93x the time of cuBLASLt + the SwiGLU kernel
  * -- after its epilogue became compile-time code (2026-12-02: the
  * run-time one was 22-60% of the consumers' time, instruction-fetch
  * bound).  Without any epilogue the main loop still waits for data 24-30%
- * of the time (the lab's profile ablation).  Saturated steps with it on
- * are not yet measured since that change.
+ * of the time (the lab's profile ablation).  Saturated steps with it on:
+ * 0.991-1.002 of off after the compile-time epilogue; not yet measured
+ * with the SFU tanh, which made the fused SwiGLU win in the lab.
  *
  * Shared shape (sm_90a only; other chips and the PTX fallback never launch
  * these, eng_cu_gemm_wg_ok says so): consumer warpgroups of 64 rows issue
