@@ -67,7 +67,7 @@ static int gwr_submit(void *ctx, sched_req *r, posy_err *err) {
     for (int i = 0; i < r->n_seqs; i++) j->lengths[i] = r->cu_seqlens[i + 1] - r->cu_seqlens[i];
     int n_tokens = r->cu_seqlens[r->n_seqs];
     rpc_chunk c = {.n_seqs = r->n_seqs, .n_tokens = n_tokens, .ids = r->ids, .lengths = j->lengths,
-                   .pool_skip = r->pool_skip};
+                   .type_ids = r->type_ids, .pool_skip = r->pool_skip};
     atomic_fetch_add(&g->outstanding_reqs, 1);
     atomic_fetch_add(&g->outstanding_seqs, r->n_seqs);
     atomic_fetch_add(&g->outstanding_tokens, n_tokens);

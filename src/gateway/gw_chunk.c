@@ -21,7 +21,8 @@
 #include "gw_internal.h"
 #include "posy_chunk.h"
 
-int gw_chunk_push(gw_call *c, int idx, const int32_t *ids, int n, const uint8_t *special, int max_len, int skip) {
+int gw_chunk_push(gw_call *c, int idx, const int32_t *ids, const int32_t *types, int n, const uint8_t *special,
+                  int max_len, int skip) {
     int p, s;
     posy_chunk_specials(special, n, &p, &s);
     int k = posy_chunk_count(n, p, s, max_len);
@@ -36,10 +37,17 @@ int gw_chunk_push(gw_call *c, int idx, const int32_t *ids, int n, const uint8_t 
         return -1;
     }
     size_t total = posy_chunk_total_tokens(n, p, s, max_len);
+    /* the type ids are windowed like the ids (the same positions kept) */
     int32_t *win = malloc(total * sizeof *win), *cu = malloc(((size_t)k + 1) * sizeof *cu);
-    int rc = win && cu && posy_chunk_split(ids, n, p, s, max_len, win, total, cu, k + 1) == k ? 0 : -1;
-    for (int w = 0; !rc && w < k; w++) rc = gw_push_seq(c, win + cu[w], cu[w + 1] - cu[w], w ? 0 : skip);
+    int32_t *twin = types ? malloc(total * sizeof *twin) : NULL;
+    int rc = win && cu && (!types || twin) && posy_chunk_split(ids, n, p, s, max_len, win, total, cu, k + 1) == k &&
+                     (!types || posy_chunk_split(types, n, p, s, max_len, twin, total, cu, k + 1) == k)
+                 ? 0
+                 : -1;
+    for (int w = 0; !rc && w < k; w++)
+        rc = gw_push_seq(c, win + cu[w], twin ? twin + cu[w] : NULL, cu[w + 1] - cu[w], w ? 0 : skip);
     free(win);
+    free(twin);
     free(cu);
     if (rc) {
         c->status = 500;   /* tokenize_all turns it into out_of_memory */

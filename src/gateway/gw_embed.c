@@ -30,6 +30,10 @@ static int grow(gw_call *c, int add_tokens) {
         int32_t *p = realloc(c->ids, (size_t)cap * sizeof *p);
         if (!p) return -1;
         c->ids = p;
+        if (c->types) {
+            if (!(p = realloc(c->types, (size_t)cap * sizeof *p))) return -1;
+            c->types = p;
+        }
         c->cap_ids = cap;
     }
     return 0;
@@ -51,9 +55,27 @@ static int grow_seqs(gw_call *c) {
     return 0;
 }
 
-int gw_push_seq(gw_call *c, const int32_t *ids, int n, int skip) {
+/* The type ids of tokens [at, at + n): the call keeps none while all are
+ * 0 (the usual single-text template), and makes its array, zeros before
+ * `at`, at the first non-zero one. */
+static int put_types(gw_call *c, int at, const int32_t *types, int n) {
+    int nonzero = 0;
+    for (int i = 0; types && i < n && !nonzero; i++) nonzero = types[i] != 0;
+    if (!c->types && !nonzero) return 0;
+    if (!c->types) {
+        if (!(c->types = calloc((size_t)c->cap_ids, sizeof *c->types))) return -1;
+    }
+    if (nonzero)
+        memcpy(c->types + at, types, (size_t)n * sizeof *types);
+    else
+        memset(c->types + at, 0, (size_t)n * sizeof *c->types);
+    return 0;
+}
+
+int gw_push_seq(gw_call *c, const int32_t *ids, const int32_t *types, int n, int skip) {
     if (grow(c, n) || grow_seqs(c)) return -1;
     int at = c->cu[c->n_seqs];
+    if (put_types(c, at, types, n)) return -1;
     memcpy(c->ids + at, ids, (size_t)n * sizeof *ids);
     if (c->skip) c->skip[c->n_seqs] = skip;
     c->cu[++c->n_seqs] = at + n;
@@ -74,7 +96,7 @@ static int add_ids_chunked(gw_call *c, int idx, json_t *arr, int n, int vocab) {
         }
         tmp[i] = (int32_t)v;
     }
-    int rc = gw_chunk_push(c, idx, tmp, n, NULL, c->srv->model.max_input_tokens, 0);
+    int rc = gw_chunk_push(c, idx, tmp, NULL, n, NULL, c->srv->model.max_input_tokens, 0);
     free(tmp);
     return rc;
 }
@@ -102,6 +124,7 @@ static int add_ids(gw_call *c, const gw_embed_req *r, int idx, json_t *arr) {
         }
         c->ids[at + i] = (int32_t)v;
     }
+    if (put_types(c, at, NULL, len)) return -1;   /* token-id inputs: type 0 */
     if (c->skip) c->skip[c->n_seqs] = 0;   /* no prompt in front of token ids */
     c->cu[++c->n_seqs] = at + len;
     return 0;
@@ -174,7 +197,8 @@ static int add_text(gw_call *c, const gw_embed_req *r, int idx, const char *text
     int n_full;
     if (encode_text(c, r, idx, text, len, prompt, skip, &n_full)) return -1;
     if (tl_enc.n > m->max_input_tokens && r->chunked)
-        return gw_chunk_push(c, idx, tl_enc.ids, tl_enc.n, tl_enc.special_mask, m->max_input_tokens, skip);
+        return gw_chunk_push(c, idx, tl_enc.ids, tl_enc.type_ids, tl_enc.n, tl_enc.special_mask, m->max_input_tokens,
+                             skip);
     if (tl_enc.n > m->max_input_tokens) {
         gw_call_fail(c, 422, GW_F_VALIDATION, "input_too_long",
                      "input %d has %d tokens, more than the model's limit of %d (set \"truncate\": true)", idx,
@@ -191,7 +215,7 @@ static int add_text(gw_call *c, const gw_embed_req *r, int idx, const char *text
                      "than the %d prompt tokens left out of pooling", idx, tl_enc.n, skip);
         return -1;
     }
-    return gw_push_seq(c, tl_enc.ids, tl_enc.n, skip);
+    return gw_push_seq(c, tl_enc.ids, tl_enc.type_ids, tl_enc.n, skip);
 }
 
 static const char *pick_prompt(gw_call *c, const gw_embed_req *r) {
@@ -263,6 +287,7 @@ static void submit(gw_call *c) {
         return;
     }
     c->job.ids = c->ids;
+    c->job.type_ids = c->types;
     c->job.cu_seqlens = c->cu;
     c->job.pool_skip = c->skip;
     c->job.n_seqs = c->n_seqs;

@@ -85,6 +85,9 @@ typedef struct gw_call {
     /* the job */
     sched_req job;
     int32_t *ids, *cu;
+    int32_t *types;                   /* token type ids beside ids, or NULL while all are 0 (the
+                                         tokenizer's single-text template sets them, as `posy embed`
+                                         sends them); grows with ids */
     int32_t *skip;                    /* per sequence: prompt tokens left out of pooling (include_prompt
                                          false and a prompt), or NULL; grows with cu */
     int n_seqs, cap_ids, cap_seqs;
@@ -101,13 +104,15 @@ typedef struct gw_call {
 /* gw_embed.c: the worker-pool stages of the POST routes. */
 void gw_stage_parse(gw_task *t);
 void gw_stage_serialize(gw_task *t);
-/* Append one sequence to the call's packed batch (grows ids, cu and skip);
- * `skip` is its pool skip, kept when the call has a skip array. */
-int gw_push_seq(gw_call *c, const int32_t *ids, int n, int skip);
+/* Append one sequence to the call's packed batch (grows ids, types, cu and
+ * skip); `types` its token type ids (NULL: all 0), `skip` its pool skip,
+ * kept when the call has a skip array. */
+int gw_push_seq(gw_call *c, const int32_t *ids, const int32_t *types, int n, int skip);
 
 /* gw_chunk.c: over-long inputs as windows ("chunked": true); `skip` prompt
  * tokens are left out of the first window's pooling. */
-int gw_chunk_push(gw_call *c, int idx, const int32_t *ids, int n, const uint8_t *special, int max_len, int skip);
+int gw_chunk_push(gw_call *c, int idx, const int32_t *ids, const int32_t *types, int n, const uint8_t *special,
+                  int max_len, int skip);
 void gw_chunk_combine(gw_call *c, int normalize);
 void gw_worker_exit(void);   /* frees the pool thread's tokenizer scratch */
 /* gw_decode.c: POST /decode, answered inside the parse stage. */

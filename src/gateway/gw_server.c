@@ -95,6 +95,7 @@ static void call_free(gw_call *c) {
     if (c->json) json_decref(c->json);
     free(c->body);
     free(c->ids);
+    free(c->types);
     free(c->cu);
     free(c->skip);
     free(c->n_windows);
