@@ -129,8 +129,11 @@ static int slot_fill(embed_state *st, embed_slot *s, posy_err *err) {
         st->next_text++;
         st->have_pending = 0;
     }
+    /* type ids only for a model with token type embeddings (BERT family):
+     * a decoder takes none, as transformers passes it none */
+    const int typed = posy_engine_info(j->engine)->type_vocab > 1;
     s->b = (posy_batch){.tag = (uint64_t)(s - st->slots), .n_seqs = ns, .n_tokens = nt,
-                        .ids = s->ids, .type_ids = s->type_ids, .cu_seqlens = s->cu,
+                        .ids = s->ids, .type_ids = typed ? s->type_ids : NULL, .cu_seqlens = s->cu,
                         .pool_skip = st->prompt_skip ? s->skip : NULL, .out = s->out};
     s->busy = 1;
     s->done = 0;

@@ -57,8 +57,12 @@ static int grow_seqs(gw_call *c) {
 
 /* The type ids of tokens [at, at + n): the call keeps none while all are
  * 0 (the usual single-text template), and makes its array, zeros before
- * `at`, at the first non-zero one. */
+ * `at`, at the first non-zero one.  A model without token type embeddings
+ * (type vocabulary 0 or 1: decoders) takes none, as transformers passes it
+ * none, whatever the tokenizer's template says. */
 static int put_types(gw_call *c, int at, const int32_t *types, int n) {
+    const eng_config *cfg = c->srv->model.cfg;
+    if (!cfg || cfg->info.type_vocab <= 1) return 0;
     int nonzero = 0;
     for (int i = 0; types && i < n && !nonzero; i++) nonzero = types[i] != 0;
     if (!c->types && !nonzero) return 0;

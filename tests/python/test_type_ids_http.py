@@ -120,3 +120,27 @@ def test_gateway_and_worker_send_type_ids(posy_bin, typed_model, typed_server):
             g.stop()
     finally:
         w.stop()
+
+
+def test_decoder_takes_no_type_ids(posy, posy_bin, tmp_path):
+    """A model without token type embeddings (the Qwen3 fixture: type
+    vocabulary 0) gets no type ids even when its tokenizer's template sets
+    them, as transformers passes it none: the same vectors as unchanged,
+    from `posy serve` and `posy embed` alike."""
+    from conftest import FIXTURES
+    src = os.path.join(FIXTURES, "qwen3", "causal")
+    for name in os.listdir(src):
+        if name != "tokenizer.json":
+            os.symlink(os.path.join(src, name), tmp_path / name)
+    with open(os.path.join(src, "tokenizer.json")) as f:
+        tok = json.load(f)
+    for item in tok["post_processor"]["single"]:
+        next(iter(item.values()))["type_id"] = 1
+    (tmp_path / "tokenizer.json").write_text(json.dumps(tok))
+    want = posy.embed_jsonl("--", *TEXTS, model=src)
+    np.testing.assert_array_equal(posy.embed_jsonl("--", *TEXTS, model=str(tmp_path)), want)
+    s = Server(posy_bin, str(tmp_path), "--device", "cpu")
+    try:
+        np.testing.assert_allclose(embed(s, TEXTS), want, atol=2e-6, rtol=0)
+    finally:
+        assert s.stop() == 0, s.output()
