@@ -18,7 +18,9 @@ import numpy as np
 import pytest
 from tokenizers import Tokenizer
 
-from serve_util import Server, post_json
+from conftest import FIXTURES
+from grpc_util import Proc, wait_http, wait_serving
+from serve_util import Server, free_port, post_json
 
 TEXTS = ["a query about type ids", "The quick brown fox jumps over the lazy dog."]
 
@@ -102,8 +104,7 @@ def test_chunked_windows_keep_type_ids(typed_server, plain_server):
 def test_gateway_and_worker_send_type_ids(posy_bin, typed_model, typed_server):
     """`posy gateway` in front of a `posy worker`, requests split into
     chunks of a few tokens: each chunk carries its own slice of type ids."""
-    from grpc_util import Proc, free_port as grpc_free_port, wait_http, wait_serving
-    wport, gport = grpc_free_port(), grpc_free_port()
+    wport, gport = free_port(), free_port()
     w = Proc([posy_bin, "worker", "--model", typed_model, "--listen", f"127.0.0.1:{wport}", "--device", "cpu",
               "--threads", "1"], f"worker-typed-{wport}")
     w.addr = f"127.0.0.1:{wport}"
@@ -127,7 +128,6 @@ def test_decoder_takes_no_type_ids(posy, posy_bin, tmp_path):
     vocabulary 0) gets no type ids even when its tokenizer's template sets
     them, as transformers passes it none: the same vectors as unchanged,
     from `posy serve` and `posy embed` alike."""
-    from conftest import FIXTURES
     src = os.path.join(FIXTURES, "qwen3", "causal")
     for name in os.listdir(src):
         if name != "tokenizer.json":
