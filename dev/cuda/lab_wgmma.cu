@@ -10,8 +10,8 @@
  * stay NaN (poisoned) and fail.  Tolerance: |a - b| <= 2e-2 + 1e-2 |ref|
  * on outputs of O(1) -- bf16 rounding of the output plus fp32 sums.
  *
- * LAB_WG_PROF="N K epi ..." instead prints where the time of version 3
- * goes (its clock64 counters: waiting for data, for the tensor cores,
+ * LAB_WG_PROF="N K epi ..." instead prints where the time of versions 3
+ * and 4 goes (its clock64 counters: waiting for data, for the tensor cores,
  * storing), the same without its epilogue (the products alone), and how
  * many CTAs ran.
  * Timing (LAB_QUICK=1 skips it): every version and cuBLASLt in turn, three
@@ -77,7 +77,7 @@ static void check(int M, int N, int K, int epi, int with_bias, int with_r) {
     cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dr); cudaFree(dy);
 }
 
-#define WG_VERSIONS 3
+#define WG_VERSIONS 4
 
 /* The timing runs' operands on the device: X [M, K], W [N, K], a bias
  * [N], Y [M, N] -- random values, not zeros (zeros run faster than real
@@ -151,7 +151,7 @@ static void bench(eng_cu_gemm_ctx *g, const char *what, int M, int N, int K, int
     cudaFree(nt);
 }
 
-/* LAB_WG_PROF="N K epi": version 3 once at M = 65536 with its clock64
+/* LAB_WG_PROF="N K epi": versions 3 and 4 once at M = 65536 with their clock64
  * counters; per CTA, where the time of each consumer warpgroup and of
  * the producer went (averages over the CTAs, as fractions of each one's
  * own total) -- waiting for data says the loads are behind, waiting for
@@ -181,7 +181,8 @@ static void profile(int N, int K, int epi, int no_epilogue = 0) {
         fr[2][0] += (double)p[12] / (double)p[13] / ctas;
         cyc += (double)p[3] / ctas;
     }
-    printf("  profile v3%s N=%d K=%d epi=%d, %d CTAs, %.0f cycles a CTA\n", no_epilogue ? " (no epilogue)" : "", N, K, epi, ctas, cyc);
+    printf("  profile v%d%s N=%d K=%d epi=%d, %d CTAs, %.0f cycles a CTA\n", eng_cu_wg_version, no_epilogue ? " (no epilogue)" : "",
+           N, K, epi, ctas, cyc);
     for (int g = 0; g < 2; g++)
         printf("    consumer warpgroup %d: waiting for data %5.1f%%, for its wgmma group %5.1f%%, epilogue %5.1f%% "
                "(waits %4.1f%%, image writes %4.1f%%), the rest (wgmma issue, barriers) %5.1f%%\n",
@@ -205,10 +206,14 @@ int main(void) {
     if (pr) {
         int n, k, e, used = 0;
         while (sscanf(pr, "%d %d %d%n", &n, &k, &e, &used) == 3) {
-            profile(n, k, e);
-            profile(n, k, e, 1); /* the products alone: what the epilogue costs */
+            for (int v = 3; v <= 4; v++) { /* the whole image, and version 4's two buffers */
+                eng_cu_wg_version = v;
+                profile(n, k, e);
+                profile(n, k, e, 1); /* the products alone: what the epilogue costs */
+            }
             pr += used;
         }
+        eng_cu_wg_version = 3;
         return lab_finish("lab_wgmma");
     }
     const char *one = getenv("LAB_WG_ONE"); /* "N K epi": that shape only, one launch a variant */

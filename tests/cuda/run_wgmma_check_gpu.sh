@@ -7,8 +7,8 @@
 # (28 layers against transformers, graph == eager, batches in flight:
 # Qwen3's graph path runs the fused gate|up + SwiGLU) and
 # e2e_vs_transformers (MiniLM, BERT-base: the tuning race may pick our
-# kernel); then the saturated-step A/B of the defaults (our kernel off)
-# against POSY_CUDA_WGMMA=1 (TP_ENVS) by run_tp_ab_gpu.sh for MODELS.
+# kernel); then the saturated-step A/B of our kernel off (POSY_CUDA_WGMMA=0)
+# against on (=1; TP_ENVS) by run_tp_ab_gpu.sh for MODELS.
 # E2E_VERSIONS="1 3" runs the e2e checks with POSY_CUDA_WGMMA=1 and each
 # POSY_CUDA_WG_VERSION (default: once, POSY_CUDA_WGMMA=1 alone).
 # SKIP_E2E=1 / SKIP_TP=1 leave out the end-to-end checks / the A/B.
@@ -57,7 +57,7 @@ for v in ${E2E_VERSIONS:-default}; do
   say "e2e_vs_transformers (version $v): rc=$rc"
   [ $rc -eq 0 ] || status=1
 done
-[ -n "$SKIP_TP" ] || MODELS=${MODELS:-qwen3-0.6b bert-base minilm-l6} NO_LAB=1 TP_ENVS=${TP_ENVS:-base: wg:POSY_CUDA_WGMMA=1} \
+[ -n "$SKIP_TP" ] || MODELS=${MODELS:-qwen3-0.6b bert-base minilm-l6} NO_LAB=1 TP_ENVS=${TP_ENVS:-off:POSY_CUDA_WGMMA=0 on:POSY_CUDA_WGMMA=1} \
   POINTS=${POINTS:-equal128:65536 random16-512:65536} OUT="$OUT" timeout ${TP_TIMEOUT:-300} bash tests/cuda/run_tp_ab_gpu.sh \
   > "$OUT/tp_run.log" 2>&1 || status=1
 [ -n "$SKIP_TP" ] || tail -8 "$OUT/tp.log" | tee -a "$LOG"

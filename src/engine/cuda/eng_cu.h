@@ -296,7 +296,8 @@ int eng_cu_gemm(eng_cu_gemm_ctx *g, cudaStream_t s, const bf16 *X, const bf16 *W
 /* Time the heuristic candidates at a shape's first call (default off). */
 void eng_cu_gemm_set_tuning(eng_cu_gemm_ctx *g, int on);
 /* With tuning on, also race our own kernel (eng_cu_gemm_wg) where it takes
- * the shape (default off; the engine turns it on with POSY_CUDA_WGMMA). */
+ * the shape (default off; the engine turns it on for Qwen3, or with
+ * POSY_CUDA_WGMMA=1). */
 void eng_cu_gemm_set_own(eng_cu_gemm_ctx *g, int on);
 
 /* Our own Hopper GEMM for large M (eng_cu_wgmma.cu): the same product as
@@ -308,13 +309,14 @@ void eng_cu_gemm_set_own(eng_cu_gemm_ctx *g, int on);
 int eng_cu_gemm_wg_available(void);
 /* 1: one 128 x 128 tile a CTA, two CTAs an SM; 2: persistent, one CTA an
  * SM, tiles of 128 x (256 | 192 | 128) by N; 3 (default): 2 with the
- * output tile stored by TMA from shared memory.  Labs set it;
+ * output tile stored by TMA from shared memory; 4: 3 through two 64-column
+ * image buffers (a deeper ring).  Labs set it;
  * POSY_CUDA_WG_VERSION=N at engine open, for experiments. */
 extern int eng_cu_wg_version;
 int eng_cu_gemm_wg_ok(int M, int N, int K, int epi);
 cudaError_t eng_cu_gemm_wg(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
                            int M, int N, int K, int epi);
-/* Lab only: version 3 with clock64 counters, ENG_CU_WG_PROF_SLOTS per CTA
+/* Lab only: version 3 (4 where eng_cu_wg_version is 4) with clock64 counters, ENG_CU_WG_PROF_SLOTS per CTA
  * in prof (for consumer warpgroup w at 6w: cycles waiting for data, for
  * its wgmma group, in the epilogue, in all, in the epilogue's waits,
  * writing the output image; at 12 / 13: the producer's cycles waiting for

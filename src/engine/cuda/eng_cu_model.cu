@@ -250,13 +250,16 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         eng_cu_chain_bulk = !(cb && !strcmp(cb, "0"));
     }
     {
-        /* our Hopper GEMM: opt-in (POSY_CUDA_WGMMA=1) -- on the H200 it
-         * lost every 65536-row race to cuBLASLt and the saturated steps
-         * moved by -0.5..+1.0% with it, within run-to-run noise
-         * (docs/BENCHMARKS.md, "Our own Hopper GEMM") */
+        /* our Hopper GEMM: on by default for Qwen3 (its fused gate|up +
+         * SwiGLU; H200 saturated steps 1.048-1.050x faster with it, run
+         * of 2026-12-02), off for the encoders, where it only races
+         * cuBLASLt at the plain products and moved their steps by
+         * 0.988-1.002, within noise (docs/BENCHMARKS.md, "Our own Hopper
+         * GEMM in the engine"); POSY_CUDA_WGMMA=1 / =0 force it */
         const char *wg = getenv("POSY_CUDA_WGMMA"), *wv = getenv("POSY_CUDA_WG_VERSION");
-        if (wv && atoi(wv) >= 1 && atoi(wv) <= 3) eng_cu_wg_version = atoi(wv); /* experiments */
-        m->wg_on = wg && !strcmp(wg, "1") && eng_cu_gemm_wg_available();
+        if (wv && atoi(wv) >= 1 && atoi(wv) <= 4) eng_cu_wg_version = atoi(wv); /* experiments */
+        const int want = wg && !strcmp(wg, "1") ? 1 : wg && !strcmp(wg, "0") ? 0 : is_q3;
+        m->wg_on = want && eng_cu_gemm_wg_available();
         eng_cu_gemm_set_own(m->gemm, m->wg_on);
     }
     {

@@ -89,9 +89,9 @@ typedef struct eng_cu_model {
     int fold_norm;
     /* our Hopper GEMM (eng_cu_wgmma.cu) on the graph path: Qwen3's gate|up
      * product with SwiGLU in its epilogue against cuBLASLt + the SwiGLU
-     * kernel, and a contender in every large GEMM's tuning race (opt-in,
-     * POSY_CUDA_WGMMA=1, where the device has it: not faster on the H200
-     * yet).  swiglu_pick:
+     * kernel, and a contender in every large GEMM's tuning race (where the
+     * device has it: on by default for Qwen3, off for the encoders;
+     * POSY_CUDA_WGMMA=1 / =0 force it).  swiglu_pick:
      * per bucket (token count), which gate|up path won when the bucket was
      * first run (1 fused, 0 not), timed on its real operands */
     int wg_on;

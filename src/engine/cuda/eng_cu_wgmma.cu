@@ -42,7 +42,10 @@
  *      consumers go on to the next tile while the copy engine writes; a
  *      producer warpgroup, so setmaxnreg moves its registers to the
  *      consumers (9 warps cap every thread at 168); one kernel per tile
- *      width and epilogue (with or without a residual).
+ *      width and epilogue (with or without a residual);
+ *   4  3 with the output written through two 64-column image buffers in
+ *      turn (32 KB instead of the tile's 48-64 KB), so 256-wide tiles get
+ *      a fourth ring stage.
  * More were built, checked and measured on the H200, then removed as no
  * faster than 3: 64 x 64 sub-tile stores (f844b0d); 2-CTA clusters sharing
  * the W slice by TMA multicast (f844b0d: 1.6-2.1x slower because its
@@ -78,16 +81,22 @@ static __host__ __device__ constexpr int wg2_smem(int BN) { return wg2_stages(BN
  * stored by TMA, so the consumers go on to the next tile's products while
  * the copy engine writes this one; the ring gets what the image leaves of
  * the opt-in maximum (227 KB), less the 1024-byte alignment fix-up and the
- * barriers */
+ * barriers.  The image holds the tile's output columns (BN, SwiGLU BN/2)
+ * -- or, version 4 (IMG = 2), two 64-column sub-tiles in turn, so a
+ * 256-wide tile's ring gets a fourth stage (the third one's consumers
+ * waited for data 25-30% of the time at Qwen3's shapes) */
 #define WG_SMEM_MAX 232448
-static __host__ __device__ constexpr int wg3_cbytes(int BN) { return WG_BM * BN * 2; }
-static __host__ __device__ constexpr int wg3_stages(int BN) {
-    return (WG_SMEM_MAX - wg3_cbytes(BN) - 1024 - 128) / (WG_A_BYTES + BN * WG_BK * 2) > 6
-               ? 6
-               : (WG_SMEM_MAX - wg3_cbytes(BN) - 1024 - 128) / (WG_A_BYTES + BN * WG_BK * 2);
+static __host__ __device__ constexpr int wg3_outc(int BN, int EPI) { return EPI == ENG_CU_EPI_SWIGLU ? BN / 2 : BN; }
+static __host__ __device__ constexpr int wg3_cbytes(int BN, int EPI, int IMG) {
+    return IMG ? IMG * 16384 : WG_BM * wg3_outc(BN, EPI) * 2;
 }
-static __host__ __device__ constexpr int wg3_smem(int BN) {
-    return wg3_stages(BN) * (WG_A_BYTES + BN * WG_BK * 2) + wg3_cbytes(BN) + 1024 + 128;
+static __host__ __device__ constexpr int wg3_stages(int BN, int EPI, int IMG) {
+    return (WG_SMEM_MAX - wg3_cbytes(BN, EPI, IMG) - 1024 - 128) / (WG_A_BYTES + BN * WG_BK * 2) > 6
+               ? 6
+               : (WG_SMEM_MAX - wg3_cbytes(BN, EPI, IMG) - 1024 - 128) / (WG_A_BYTES + BN * WG_BK * 2);
+}
+static __host__ __device__ constexpr int wg3_smem(int BN, int EPI, int IMG) {
+    return wg3_stages(BN, EPI, IMG) * (WG_A_BYTES + BN * WG_BK * 2) + wg3_cbytes(BN, EPI, IMG) + 1024 + 128;
 }
 
 int eng_cu_wg_version = 3;
@@ -246,21 +255,61 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
  * epilogue it runs (ncu, 2026-12-02: the epilogue chosen at run time was
  * 890 SASS instructions a tile for EPI_NONE, stalled on instruction
  * fetch, 22-60% of the consumers' time). */
-template <int BN, int EPI, bool HASR, bool PROF = false>
+/* Version 4's epilogue: the output's 64-column sub-tiles Q, Q + 1, ...
+ * through IMG 16 KB buffers in turn (running count *img), each written
+ * once the store that last read its buffer has (wait_group.read IMG - 1),
+ * then stored by TMA while the next one is written. */
+template <int BN, int EPI, bool HASR, int IMG, int Q>
+static __device__ __forceinline__ void wg3_epi_ring(const float *d, int wrow, int m0, int n0, int M, int N,
+                                                    const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
+                                                    unsigned char *C, const CUtensorMap *ty, int &img) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (Q < wg3_outc(BN, EPI) / 64) {
+        unsigned char *buf = C + (img % IMG) * 16384;
+        if (threadIdx.x == 0) wg_store_wait_read<IMG - 1>();
+        wg_consumers_sync();
+        wg_epilogue_img<BN, EPI, HASR, 8 * Q, 8>(d, wrow, m0, n0, M, N, bias, R, wg_smem(buf));
+        wg_fence_async_smem();
+        wg_consumers_sync();
+        if (threadIdx.x == 0) {
+            wg_tma_store(ty, buf, (EPI == ENG_CU_EPI_SWIGLU ? n0 >> 1 : n0) + 64 * Q, m0);
+            wg_store_commit();
+        }
+        img++;
+        wg3_epi_ring<BN, EPI, HASR, IMG, Q + 1>(d, wrow, m0, n0, M, N, bias, R, C, ty, img);
+    }
+#endif
+}
+
+/* PROF (lab only, eng_cu_gemm_wg_profile): clock64 sums per CTA into
+ * prof[WG_PROF_SLOTS blockIdx.x ..]: for consumer warpgroup w (its first
+ * thread) at 6w.. the cycles waiting for data, waiting for its wgmma
+ * group, in the epilogue, in all, and the parts of the epilogue spent
+ * waiting (for the image's last store to read it out, and for the other
+ * warpgroup) and writing the image (version 4: the whole epilogue counts
+ * as writes); at 12 and 13 the producer's cycles waiting for a free slot,
+ * and in all.  0x100 in flags: no epilogue at all (the lab's ablation;
+ * outputs unwritten).
+ * EPI and HASR (a residual) are compile-time, so a kernel holds the one
+ * epilogue it runs (ncu, 2026-12-02: the epilogue chosen at run time was
+ * 890 SASS instructions a tile for EPI_NONE, stalled on instruction
+ * fetch, 22-60% of the consumers' time).  IMG: 0 the whole output tile's
+ * image (version 3), 2 two 64-column buffers (version 4). */
+template <int BN, int EPI, bool HASR, bool PROF, int IMG>
 __global__ void __launch_bounds__(WG3_THREADS, 1)
     wg3_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
                const __grid_constant__ CUtensorMap ty, const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
                int M, int N, int K, int flags, unsigned long long *prof = nullptr) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr int ST = wg3_stages(BN), B_BYTES = BN * WG_BK * 2;
+    constexpr int ST = wg3_stages(BN, EPI, IMG), B_BYTES = BN * WG_BK * 2;
     constexpr bool swiglu = EPI == ENG_CU_EPI_SWIGLU;
     extern __shared__ unsigned char wg_raw[];
     unsigned char *base = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
-    unsigned char *C = base, *sA = C + wg3_cbytes(BN), *sB = sA + ST * WG_A_BYTES;
+    unsigned char *C = base, *sA = C + wg3_cbytes(BN, EPI, IMG), *sB = sA + ST * WG_A_BYTES;
     uint64_t *full = (uint64_t *)(sB + ST * B_BYTES), *empty = full + ST;
     const int warp = threadIdx.x >> 5, KT = K / WG_BK, nN = N / BN, tiles = nN * ((M + WG_BM - 1) / WG_BM);
     const bool skip = PROF && (flags & 0x100);
-    int it = 0;
+    int it = 0, img = 0;
     unsigned long long pc[2] = {0, 0}, t_start = 0, t_epi = 0, t_wait = 0, t_img = 0;
     if constexpr (PROF) t_start = clock64();
     wg_init_bars<ST>(full, empty);
@@ -290,17 +339,22 @@ __global__ void __launch_bounds__(WG3_THREADS, 1)
         if (skip) continue;
         unsigned long long t0 = 0, t1 = 0;
         if constexpr (PROF) t0 = clock64();
-        if (threadIdx.x == 0) wg_store_wait_read(); /* the last tile's image has been read out */
-        wg_consumers_sync();
-        if constexpr (PROF) t1 = clock64();
-        wg_epilogue_img<BN, EPI, HASR>(d, (warp >> 2) * 64, m0, n0, M, N, bias, R, Cs);
-        if constexpr (PROF) t_img += clock64() - t1, t_wait += t1 - t0;
-        wg_fence_async_smem();
-        wg_consumers_sync();
-        if (threadIdx.x == 0) {
-            const int c0 = swiglu ? n0 >> 1 : n0;
-            for (int q = 0; q < (swiglu ? BN / 2 : BN) / 64; q++) wg_tma_store(&ty, C + q * 16384, c0 + 64 * q, m0);
-            wg_store_commit();
+        if constexpr (IMG) {
+            wg3_epi_ring<BN, EPI, HASR, IMG, 0>(d, (warp >> 2) * 64, m0, n0, M, N, bias, R, C, &ty, img);
+            if constexpr (PROF) t_img += clock64() - t0;
+        } else {
+            if (threadIdx.x == 0) wg_store_wait_read(); /* the last tile's image has been read out */
+            wg_consumers_sync();
+            if constexpr (PROF) t1 = clock64();
+            wg_epilogue_img<BN, EPI, HASR>(d, (warp >> 2) * 64, m0, n0, M, N, bias, R, Cs);
+            if constexpr (PROF) t_img += clock64() - t1, t_wait += t1 - t0;
+            wg_fence_async_smem();
+            wg_consumers_sync();
+            if (threadIdx.x == 0) {
+                const int c0 = swiglu ? n0 >> 1 : n0;
+                for (int q = 0; q < wg3_outc(BN, EPI) / 64; q++) wg_tma_store(&ty, C + q * 16384, c0 + 64 * q, m0);
+                wg_store_commit();
+            }
         }
         if constexpr (PROF) t_epi += clock64() - t0;
     }
@@ -391,42 +445,45 @@ static int wg_map(CUtensorMap *m, const bf16 *p, int rows, int K, int box_rows) 
                : -1;
 }
 
-/* Version 3: the shared-memory opt-in once per kernel (the first launch
- * of each instantiation), then one CTA an SM. */
-template <int BN, int EPI, bool HASR, bool PROF>
+/* Versions 3 and 4: the shared-memory opt-in once per kernel (the first
+ * launch of each instantiation), then one CTA an SM. */
+template <int BN, int EPI, bool HASR, bool PROF, int IMG>
 static cudaError_t wg3_launch(cudaStream_t s, const CUtensorMap &ta, const CUtensorMap &tb, const CUtensorMap &ty,
                               const bf16 *bias, const bf16 *R, int M, int N, int K, int flags,
                               unsigned long long *prof, int *ctas) {
+    constexpr int smem = wg3_smem(BN, EPI, IMG);
     static int ready;
     if (!ready) {
-        if (wg_smem_optin(wg3_kernel<BN, EPI, HASR, PROF>, wg3_smem(BN))) return cudaErrorInvalidValue;
+        if (wg_smem_optin(wg3_kernel<BN, EPI, HASR, PROF, IMG>, smem)) return cudaErrorInvalidValue;
         ready = 1;
     }
     const int tiles = (N / BN) * ((M + WG_BM - 1) / WG_BM), grid = tiles < wg_sms ? tiles : wg_sms;
     if (ctas) *ctas = grid;
-    wg3_kernel<BN, EPI, HASR, PROF><<<grid, WG3_THREADS, wg3_smem(BN), s>>>(ta, tb, ty, bias, R, M, N, K, flags, prof);
+    wg3_kernel<BN, EPI, HASR, PROF, IMG><<<grid, WG3_THREADS, smem, s>>>(ta, tb, ty, bias, R, M, N, K, flags, prof);
     return cudaGetLastError();
 }
 template <int EPI, bool HASR, bool PROF>
 static cudaError_t wg3_pick(cudaStream_t s, const CUtensorMap &ta, const CUtensorMap &tb, const CUtensorMap &ty,
-                            const bf16 *bias, const bf16 *R, int M, int N, int K, int bn, int flags,
+                            const bf16 *bias, const bf16 *R, int M, int N, int K, int bn, int img, int flags,
                             unsigned long long *prof, int *ctas) {
-    return bn == 256   ? wg3_launch<256, EPI, HASR, PROF>(s, ta, tb, ty, bias, R, M, N, K, flags, prof, ctas)
-           : bn == 192 ? wg3_launch<192, EPI, HASR, PROF>(s, ta, tb, ty, bias, R, M, N, K, flags, prof, ctas)
-                       : wg3_launch<128, EPI, HASR, PROF>(s, ta, tb, ty, bias, R, M, N, K, flags, prof, ctas);
+#define WG3_L(B, I) wg3_launch<B, EPI, HASR, PROF, I>(s, ta, tb, ty, bias, R, M, N, K, flags, prof, ctas)
+    if (img) return bn == 256 ? WG3_L(256, 2) : bn == 192 ? WG3_L(192, 2) : WG3_L(128, 2);
+    return bn == 256 ? WG3_L(256, 0) : bn == 192 ? WG3_L(192, 0) : WG3_L(128, 0);
+#undef WG3_L
 }
 /* the operands' tensor maps (W's boxes: the tile's rows, or SwiGLU's gate
  * and up halves), then the kernel of this epilogue; PROF has the lab's
- * profile epilogues only (none, bias, SwiGLU; no residual) */
+ * profile epilogues only (none, bias, SwiGLU; no residual); img: version
+ * 4's two-buffer image */
 template <bool PROF>
 static cudaError_t wg3_run(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
-                           int M, int N, int K, int epi, int flags, unsigned long long *prof, int *ctas) {
+                           int M, int N, int K, int epi, int img, int flags, unsigned long long *prof, int *ctas) {
     const int bn = wg_bn(N, epi), swiglu = epi == ENG_CU_EPI_SWIGLU;
     CUtensorMap ta, tb, ty;
     if (wg_map(&ta, X, M, K, WG_BM) || wg_map(&tb, W, N, K, swiglu ? bn / 2 : bn) ||
         wg_map(&ty, Y, M, swiglu ? N / 2 : N, WG_BM) || ((uintptr_t)Y & 15))
         return cudaErrorInvalidValue;
-#define WG3_PICK(E, H) wg3_pick<E, H, PROF>(s, ta, tb, ty, bias, R, M, N, K, bn, flags, prof, ctas)
+#define WG3_PICK(E, H) wg3_pick<E, H, PROF>(s, ta, tb, ty, bias, R, M, N, K, bn, img, flags, prof, ctas)
     if constexpr (PROF) {
         if (R) return cudaErrorInvalidValue;
         return epi == ENG_CU_EPI_SWIGLU ? WG3_PICK(ENG_CU_EPI_SWIGLU, false)
@@ -444,19 +501,20 @@ static cudaError_t wg3_run(cudaStream_t s, const bf16 *X, const bf16 *W, const b
 #undef WG3_PICK
 }
 
-/* Version 3 with PROF, for lab_wgmma: prof holds ENG_CU_WG_PROF_SLOTS
- * values per CTA, *ctas gets the grid size. */
+/* Version 3 (or 4, where eng_cu_wg_version says 4) with PROF, for
+ * lab_wgmma: prof holds ENG_CU_WG_PROF_SLOTS values per CTA, *ctas gets
+ * the grid size. */
 cudaError_t eng_cu_gemm_wg_profile(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
                                    bf16 *Y, int M, int N, int K, int epi, int no_epilogue, unsigned long long *prof,
                                    int *ctas) {
-    const int v = eng_cu_wg_version;
+    const int v = eng_cu_wg_version, img = v == 4 ? 2 : 0;
     eng_cu_wg_version = 3;
     const int ok = eng_cu_gemm_wg_ok(M, N, K, epi);
     eng_cu_wg_version = v;
     if (!ok || R || (epi != ENG_CU_EPI_NONE && epi != ENG_CU_EPI_SWIGLU && !bias) ||
         (((uintptr_t)X | (uintptr_t)W) & 15))
         return cudaErrorInvalidValue;
-    return wg3_run<true>(s, X, W, bias, R, Y, M, N, K, epi, no_epilogue ? 0x100 : 0, prof, ctas);
+    return wg3_run<true>(s, X, W, bias, R, Y, M, N, K, epi, img, no_epilogue ? 0x100 : 0, prof, ctas);
 }
 
 cudaError_t eng_cu_gemm_wg(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
@@ -468,8 +526,9 @@ cudaError_t eng_cu_gemm_wg(cudaStream_t s, const bf16 *X, const bf16 *W, const b
     CUtensorMap ta, tb;
     if (wg_map(&ta, X, M, K, WG_BM) || wg_map(&tb, W, N, K, swiglu ? bn / 2 : bn)) return cudaErrorInvalidValue;
     const int mt = (M + WG_BM - 1) / WG_BM, tiles = mt * (N / bn), grid = tiles < wg_sms ? tiles : wg_sms;
-    if (eng_cu_wg_version == 3) {
-        const cudaError_t e = wg3_run<false>(s, X, W, bias, R, Y, M, N, K, epi, 0, NULL, NULL);
+    if (eng_cu_wg_version >= 3) {
+        const cudaError_t e =
+            wg3_run<false>(s, X, W, bias, R, Y, M, N, K, epi, eng_cu_wg_version == 4 ? 2 : 0, 0, NULL, NULL);
         if (e != cudaSuccess) return e;
     } else if (eng_cu_wg_version == 1)
         wg1_kernel<<<dim3(N / 128, mt), WG_THREADS, WG1_SMEM, s>>>(ta, tb, bias, R, Y, M, N, K, epi);

@@ -66,8 +66,9 @@ static __device__ __forceinline__ void wg_tma_store(const CUtensorMap *map, cons
                  : "memory");
 }
 static __device__ __forceinline__ void wg_store_commit() { asm volatile("cp.async.bulk.commit_group;\n" ::: "memory"); }
+template <int N = 0>
 static __device__ __forceinline__ void wg_store_wait_read() {
-    asm volatile("cp.async.bulk.wait_group.read 0;\n" ::: "memory");
+    asm volatile("cp.async.bulk.wait_group.read %0;\n" ::"n"(N) : "memory");
 }
 static __device__ __forceinline__ void wg_store_wait() { asm volatile("cp.async.bulk.wait_group 0;\n" ::: "memory"); }
 /* ordinary shared-memory writes made visible to the TMA (async proxy) */
@@ -255,14 +256,16 @@ static __device__ __forceinline__ uint32_t wg_pack(float v0, float v1) {
 }
 
 /* The epilogue into a shared-memory image of the output tile for TMA
- * stores (version 3), EPI and the residual (HASR) fixed at compile time:
- * the tile's BN (SwiGLU: BN/2) output columns as sub-tiles of 128 rows x
- * 64 columns, 16 KB each, at C (a shared-memory address), in the 128-byte
+ * stores (versions 3 and 4), EPI and the residual (HASR) fixed at compile
+ * time: output columns 8 J0 .. 8 (J0 + JN) of the tile's BN (SwiGLU: BN/2)
+ * -- all of them by default; version 4 writes one 64-column sub-tile at a
+ * time -- as sub-tiles of 128 rows x 64 columns, 16 KB each, from C (a
+ * shared-memory address), in the 128-byte
  * swizzle (16-byte chunk c of row r at chunk c ^ (r % 8)), so a warp's
  * writes -- 8 rows x 16 bytes -- fall on distinct banks.  Rows at or past
  * M are written too (the TMA store clips them) but read no residual.
  * SwiGLU's bias is optional (checked at run time), the others' required. */
-template <int BN, int EPI, bool HASR>
+template <int BN, int EPI, bool HASR, int J0 = 0, int JN = (EPI == ENG_CU_EPI_SWIGLU ? BN / 16 : BN / 8)>
 static __device__ __forceinline__ void wg_epilogue_img(const float *d, int wrow, int row0, int n0, int M, int N,
                                                        const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
                                                        uint32_t C) {
@@ -272,11 +275,13 @@ static __device__ __forceinline__ void wg_epilogue_img(const float *d, int wrow,
      * j / 8, chunk (j % 8) ^ key, byte 2 t2 */
     const int r0 = wrow + warp * 16 + (lane >> 2), key = r0 & 7;
     const uint32_t line = C + r0 * 128 + 2 * t2;
-    auto put = [&](int i, int j, uint32_t v) { wg_sts32(line + i * 1024 + (j >> 3) * 16384 + (((j & 7) ^ key) << 4), v); };
+    auto put = [&](int i, int j, uint32_t v) {
+        wg_sts32(line + i * 1024 + ((j - J0) >> 3) * 16384 + (((j & 7) ^ key) << 4), v);
+    };
     if constexpr (EPI == ENG_CU_EPI_SWIGLU) {
         const int No = N >> 1, c0 = (n0 >> 1) + t2;
 #pragma unroll
-        for (int j = 0; j < BN / 16; j++) {
+        for (int j = J0; j < J0 + JN; j++) {
             float bg0 = 0.f, bg1 = 0.f, bu0 = 0.f, bu1 = 0.f;
             if (bias) {
                 const __nv_bfloat162 bg = *(const __nv_bfloat162 *)(bias + c0 + 8 * j);
@@ -296,7 +301,7 @@ static __device__ __forceinline__ void wg_epilogue_img(const float *d, int wrow,
         const bf16 *rr0 = HASR && row < M ? R + (size_t)row * N + c0 : NULL;
         const bf16 *rr1 = HASR && row + 8 < M ? R + (size_t)(row + 8) * N + c0 : NULL;
 #pragma unroll
-        for (int j = 0; j < BN / 8; j++) {
+        for (int j = J0; j < J0 + JN; j++) {
             float b0 = 0.f, b1 = 0.f;
             if constexpr (EPI != ENG_CU_EPI_NONE) {
                 const __nv_bfloat162 bb = *(const __nv_bfloat162 *)(bias + c0 + 8 * j);
