@@ -19,7 +19,9 @@
  * alike), TFLOP/s and the ratio to cuBLASLt; the same
  * shape through cuBLASLt with the engine's tuning (fastest of 8
  * candidates), and for SwiGLU cuBLASLt's gate|up product plus the
- * engine's SwiGLU kernel -- what the graph path runs today.
+ * engine's SwiGLU kernel -- what the graph path runs today; and Qwen3's
+ * QKV product with the q/k norm + rotary in our epilogue (checked against
+ * fp64 too) beside cuBLASLt's product + the q/k kernel.
  */
 #include "lab.h"
 
@@ -75,6 +77,94 @@ static void check(int M, int N, int K, int epi, int with_bias, int with_r) {
     }
     lab_check(name, got.data(), ref.data(), got.size(), 2e-2f, 1e-2f);
     cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dr); cudaFree(dy);
+}
+
+/* Qwen3's QKV product with the q/k RMSNorm + rotary in the epilogue
+ * (eng_cu_gemm_wg_qk) against fp64: X W^T per row, then per Q and K head
+ * of 128 x / rms(x) * w and the rotate-half rotation by the row's
+ * position in its sequence (lens: the sequences, padded to M with zero
+ * rows); V heads plain.  The rotary table is the engine's layout
+ * ([rows][64][cos, sin], theta 1e6). */
+static std::vector<float> qk_rope_table(int rows) {
+    std::vector<float> t((size_t)rows * 128);
+    for (int p = 0; p < rows; p++)
+        for (int c = 0; c < 64; c++) {
+            const double f = pow(1e6, -2.0 * c / 128.0);
+            t[(size_t)p * 128 + 2 * c] = (float)cos(p * f);
+            t[(size_t)p * 128 + 2 * c + 1] = (float)sin(p * f);
+        }
+    return t;
+}
+
+static void check_qk(int M, const std::vector<int> &lens, int nh, int nkv, int K) {
+    const int N = (nh + 2 * nkv) * 128, rope_rows = 2048;
+    std::vector<float> xf, wf, qn(128), kn(128);
+    std::vector<uint16_t> xb, wb;
+    lab_rand_bf16(xf, xb, (size_t)M * K, 1.f);
+    lab_rand_bf16(wf, wb, (size_t)N * K, 1.f / sqrtf((float)K));
+    for (int c = 0; c < 128; c++) qn[c] = 1.f + 0.5f * lab_uniform(), kn[c] = 1.f + 0.5f * lab_uniform();
+    std::vector<int32_t> cu(1, 0);
+    for (int l : lens) cu.push_back(cu.back() + l);
+    const int real = cu.back();
+    for (size_t i = (size_t)real * K; i < (size_t)M * K; i++) xf[i] = 0.f, xb[i] = 0; /* padding rows */
+    const std::vector<float> rope = qk_rope_table(rope_rows);
+    std::vector<int> ns(1, (int)lens.size());
+    bf16 *dx = (bf16 *)lab_upload(xb), *dw = (bf16 *)lab_upload(wb), *dy;
+    float *dqn = lab_upload(qn), *dkn = lab_upload(kn), *drope = lab_upload(rope);
+    int32_t *dcu = lab_upload(cu);
+    int *dns = lab_upload(ns);
+    CUCHECK(cudaMalloc(&dy, (size_t)M * N * 2));
+    lab_poison(dy, (size_t)M * N * 2);
+    eng_cu_qk_args qk;
+    memset(&qk, 0, sizeof qk);
+    qk.ld = N; qk.n_heads = nh; qk.n_kv_heads = nkv; qk.head_dim = 128;
+    qk.q_norm = dqn; qk.k_norm = dkn; qk.eps = 1e-6f; qk.rope = drope; qk.rope_rows = rope_rows;
+    qk.cu_seqlens = dcu; qk.n_seqs_dev = dns;
+    char name[128];
+    snprintf(name, sizeof name, "wgmma qkv + q/k norm + rotary M=%d (%d real) N=%d K=%d", M, real, N, K);
+    const cudaError_t e = eng_cu_gemm_wg_qk(0, dx, dw, dy, M, N, K, &qk);
+    if (e != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
+        printf("  %-56s FAIL  launch: %s\n", name, cudaGetErrorString(e != cudaSuccess ? e : cudaGetLastError()));
+        lab_failures++;
+        return;
+    }
+    const std::vector<float> y = lab_download_bf16(dy, (size_t)M * N);
+    std::vector<float> got, ref;
+    const int step = M > 256 ? 5 : 1;
+    for (int r = 0; r < M; r = (r + step < M || r == M - 1) ? r + step : M - 1) {
+        int sq = 0;
+        while (sq + 1 < (int)lens.size() && cu[sq + 1] <= r) sq++;
+        const int pos = r < real ? r - cu[sq] : 0;
+        std::vector<double> acc(N);
+        for (int n = 0; n < N; n++) {
+            double sum = 0;
+            for (int k = 0; k < K; k++) sum += (double)xf[(size_t)r * K + k] * wf[(size_t)n * K + k];
+            acc[n] = sum;
+        }
+        for (int h = 0; h < nh + 2 * nkv; h++) {
+            double *x = &acc[(size_t)h * 128];
+            if (h < nh + nkv) {
+                const float *g = h < nh ? qn.data() : kn.data();
+                double ss = 0;
+                for (int c = 0; c < 128; c++) ss += x[c] * x[c];
+                const double inv = 1.0 / sqrt(ss / 128 + 1e-6);
+                double v[128];
+                for (int c = 0; c < 128; c++) v[c] = x[c] * inv * g[c];
+                for (int c = 0; c < 64; c++) {
+                    const double co = rope[(size_t)pos * 128 + 2 * c], si = rope[(size_t)pos * 128 + 2 * c + 1];
+                    x[c] = v[c] * co - v[c + 64] * si;
+                    x[c + 64] = v[c + 64] * co + v[c] * si;
+                }
+            }
+        }
+        for (int n = 0; n < N; n++) {
+            ref.push_back((float)acc[n]);
+            got.push_back(y[(size_t)r * N + n]);
+        }
+        if (r == M - 1) break;
+    }
+    lab_check(name, got.data(), ref.data(), got.size(), 2e-2f, 1e-2f);
+    cudaFree(dx); cudaFree(dw); cudaFree(dy); cudaFree(dqn); cudaFree(dkn); cudaFree(drope); cudaFree(dcu); cudaFree(dns);
 }
 
 #define WG_VERSIONS 4
@@ -149,6 +239,46 @@ static void bench(eng_cu_gemm_ctx *g, const char *what, int M, int N, int K, int
     operands_free(o);
     cudaFree(inter);
     cudaFree(nt);
+}
+
+/* Qwen3's QKV product + q/k norm + rotary at M = 65536 (512 sequences of
+ * 128): our fused kernel against what the graph path runs otherwise,
+ * cuBLASLt's tuned GEMM and then eng_cu_qk_norm_rope. */
+static void bench_qk(eng_cu_gemm_ctx *g, int nh, int nkv, int K) {
+    const int M = 65536, N = (nh + 2 * nkv) * 128, S = 512, rope_rows = 2048;
+    operands o = operands_make(M, N, K);
+    std::vector<float> qn(128, 1.f), rope = qk_rope_table(rope_rows);
+    std::vector<int32_t> cu(S + 1);
+    for (int i = 0; i <= S; i++) cu[i] = i * (M / S);
+    std::vector<int> ns(1, S), nr(1, M);
+    float *dqn = lab_upload(qn), *drope = lab_upload(rope);
+    int32_t *dcu = lab_upload(cu);
+    int *dns = lab_upload(ns), *dnr = lab_upload(nr);
+    eng_cu_qk_args qk;
+    memset(&qk, 0, sizeof qk);
+    qk.qkv = o.y; qk.ld = N; qk.n_heads = nh; qk.n_kv_heads = nkv; qk.head_dim = 128;
+    qk.q_norm = qk.k_norm = dqn; qk.eps = 1e-6f; qk.rope = drope; qk.rope_rows = rope_rows;
+    qk.cu_seqlens = dcu; qk.n_seqs_dev = dns; qk.rows = M; qk.n_rows_dev = dnr;
+    char err[256];
+    auto run = [&](int fused) {
+        if (fused) {
+            CUCHECK(eng_cu_gemm_wg_qk(0, o.x, o.w, o.y, M, N, K, &qk));
+            return;
+        }
+        if (eng_cu_gemm(g, 0, o.x, o.w, NULL, NULL, o.y, M, N, K, ENG_CU_EPI_NONE, err, sizeof err)) {
+            printf("%s\n", err);
+            exit(2);
+        }
+        CUCHECK(eng_cu_qk_norm_rope(0, &qk));
+    };
+    float t[2] = {1e30f, 1e30f};
+    run(0);
+    for (int round = 0; round < 3; round++)
+        for (int f = 0; f < 2; f++) t[f] = std::min(t[f], lab_time_ms([&] { run(f); }, 10));
+    printf("  bench qwen3 qkv+q/k rope  M=%-6d N=%-5d K=%-5d cuBLASLt+q/k kernel %7.1f us | fused v3 %7.1f us (%.3f)\n", M, N, K,
+           t[0] * 1e3, t[1] * 1e3, t[1] / t[0]);
+    operands_free(o);
+    cudaFree(dqn); cudaFree(drope); cudaFree(dcu); cudaFree(dns); cudaFree(dnr);
 }
 
 /* LAB_WG_PROF="N K epi": versions 3 and 4 once at M = 65536 with their clock64
@@ -243,6 +373,11 @@ int main(void) {
         check(300, 1024, 2048, ENG_CU_EPI_NONE, 0, 1);
         check(129, 768, 256, ENG_CU_EPI_BIAS_GELU, 1, 1); /* every compiled epilogue of version 3 */
     }
+    eng_cu_wg_version = 3;
+    check_qk(1, {1}, 4, 2, 256);
+    check_qk(129, {129}, 2, 2, 128);
+    check_qk(1024, {1, 300, 129, 570}, 4, 2, 256); /* 24 padding rows */
+    check_qk(600, {17, 583}, 16, 8, 1024);         /* Qwen3-0.6B's heads */
     const char *q = getenv("LAB_QUICK");
     if (!(q && *q == '1')) {
         char err[256];
@@ -262,6 +397,7 @@ int main(void) {
         bench(g, "qwen3 o", M, 1024, 2048, ENG_CU_EPI_NONE);
         bench(g, "qwen3 gate|up+swiglu", M, 6144, 1024, ENG_CU_EPI_SWIGLU);
         bench(g, "qwen3 down", M, 1024, 3072, ENG_CU_EPI_NONE);
+        bench_qk(g, 16, 8, 1024);
         eng_cu_gemm_destroy(g);
     }
     eng_cu_wg_version = 3;

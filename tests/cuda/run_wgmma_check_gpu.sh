@@ -1,16 +1,19 @@
 #!/bin/bash
 # run_wgmma_check_gpu.sh: what a change of our Hopper GEMM (eng_cu_wgmma.cu)
 # or of where the engine uses it needs on an H200, in one call: build;
-# lab_wgmma's checks of every version against fp64, its timing beside
-# cuBLASLt and version 3's stall counters; the checks again under
+# lab_wgmma's checks of every version (and the fused QKV epilogue) against
+# fp64, its timing beside cuBLASLt and versions 3 and 4's stall counters; the checks again under
 # compute-sanitizer memcheck; e2e_qwen3
 # (28 layers against transformers, graph == eager, batches in flight:
 # Qwen3's graph path runs the fused gate|up + SwiGLU) and
 # e2e_vs_transformers (MiniLM, BERT-base: the tuning race may pick our
-# kernel); then the saturated-step A/B of our kernel off (POSY_CUDA_WGMMA=0)
-# against on (=1; TP_ENVS) by run_tp_ab_gpu.sh for MODELS.
-# E2E_VERSIONS="1 3" runs the e2e checks with POSY_CUDA_WGMMA=1 and each
-# POSY_CUDA_WG_VERSION (default: once, POSY_CUDA_WGMMA=1 alone).
+# kernel); then the saturated-step A/B of the defaults (base; our kernel on
+# where the device has it) against it off (POSY_CUDA_WGMMA=0; TP_ENVS), and
+# for Qwen3 the opt-in fused QKV + q/k norm + rotary (QWEN3_ENVS), by
+# run_tp_ab_gpu.sh for MODELS.
+# The e2e checks run with POSY_CUDA_WGMMA=1 POSY_CUDA_QKV_FUSE=1 (so the
+# opt-in path is covered too); E2E_VERSIONS="1 3" runs them once per
+# POSY_CUDA_WG_VERSION (default: once, the engine's own race of 3 and 4).
 # SKIP_E2E=1 / SKIP_TP=1 leave out the end-to-end checks / the A/B.
 #   usage: OUT=dir [MODELS=...] [TP_ENVS=...] [REPEAT=n] [SKIP_E2E=1] [SKIP_TP=1] [E2E_VERSIONS="1 3"]
 #          tests/cuda/run_wgmma_check_gpu.sh
@@ -43,10 +46,13 @@ say "labs and harnesses done"
 # engine's own default), POSY_CUDA_WG_VERSION set accordingly
 for v in ${E2E_VERSIONS:-default}; do
   [ -n "$SKIP_E2E" ] && break
-  ve="POSY_CUDA_WGMMA=1 $([ "$v" = default ] || echo "POSY_CUDA_WG_VERSION=$v")"
-  PYTHONUNBUFFERED=1 timeout 200 env $ve python3 tests/cuda/e2e_qwen3.py --layers 28 "$BUILD" "$QWORK" > "$OUT/e2e_qwen3-$v.log" 2>&1
+  ve="POSY_CUDA_WGMMA=1 POSY_CUDA_QKV_FUSE=1 $([ "$v" = default ] || echo "POSY_CUDA_WG_VERSION=$v")"
+  PYTHONUNBUFFERED=1 POSY_CUDA_TUNE_LOG=1 timeout 200 env $ve python3 tests/cuda/e2e_qwen3.py --layers 28 "$BUILD" "$QWORK" \
+    > "$OUT/e2e_qwen3-$v.log" 2>&1
   rc=$?
-  grep -E "FAIL|vs transformers|PASS|bit|flight" "$OUT/e2e_qwen3-$v.log" | tee -a "$LOG"
+  grep -E "FAIL|vs transformers|PASS|bit|flight" "$OUT/e2e_qwen3-$v.log" | grep -v "^gemm M=" | tee -a "$LOG"
+  # which fused paths the races picked (bucket sizes), so the checks above are known to cover them
+  grep -E "^(qkv \+ q/k|gate\|up \+ swiglu) T=[0-9]+: [a-zA-Z]+.*\(" "$OUT/e2e_qwen3-$v.log" | sort | uniq -c | tee -a "$LOG"
   say "e2e_qwen3 (version $v): rc=$rc"
   [ $rc -eq 0 ] || status=1
   PYTHONUNBUFFERED=1 POSY_CUDA_TUNE_LOG=1 timeout 150 env $ve python3 tests/cuda/e2e_vs_transformers.py "$BUILD" "$WORK" 2>&1 |
@@ -57,7 +63,8 @@ for v in ${E2E_VERSIONS:-default}; do
   say "e2e_vs_transformers (version $v): rc=$rc"
   [ $rc -eq 0 ] || status=1
 done
-[ -n "$SKIP_TP" ] || MODELS=${MODELS:-qwen3-0.6b bert-base minilm-l6} NO_LAB=1 TP_ENVS=${TP_ENVS:-off:POSY_CUDA_WGMMA=0 on:POSY_CUDA_WGMMA=1} \
+[ -n "$SKIP_TP" ] || MODELS=${MODELS:-qwen3-0.6b bert-base minilm-l6} NO_LAB=1 TP_ENVS=${TP_ENVS:-base: off:POSY_CUDA_WGMMA=0} \
+  QWEN3_ENVS=${QWEN3_ENVS-qkv1:POSY_CUDA_QKV_FUSE=1} \
   POINTS=${POINTS:-equal128:65536 random16-512:65536} OUT="$OUT" timeout ${TP_TIMEOUT:-300} bash tests/cuda/run_tp_ab_gpu.sh \
   > "$OUT/tp_run.log" 2>&1 || status=1
 [ -n "$SKIP_TP" ] || tail -8 "$OUT/tp.log" | tee -a "$LOG"

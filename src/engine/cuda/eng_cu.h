@@ -82,6 +82,20 @@ static inline cudaError_t eng_cu_launch(void (*k)(KArgs...), dim3 grid, dim3 blo
 /* ---- device helpers shared by the row-wise kernels ------------------------ */
 
 #ifdef __CUDACC__
+/* The index of `row` within its sequence: cu[s] <= row < cu[s + 1] (a
+ * binary search of cu_seqlens in device memory, tiny and cached), so one
+ * captured graph serves any batch (the q/k kernel, our GEMM's q/k
+ * epilogue). */
+static __device__ __forceinline__ int eng_cu_pos_in_seq(const int32_t *cu, int n_seqs, int row) {
+    int lo = 0, hi = n_seqs - 1;
+    while (lo < hi) {
+        const int mid = (lo + hi + 1) >> 1;
+        if (cu[mid] <= row) lo = mid;
+        else hi = mid - 1;
+    }
+    return row - cu[lo];
+}
+
 static __device__ __forceinline__ float eng_cu_warp_sum(float v) {
 #pragma unroll
     for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
@@ -295,10 +309,11 @@ int eng_cu_gemm(eng_cu_gemm_ctx *g, cudaStream_t s, const bf16 *X, const bf16 *W
 
 /* Time the heuristic candidates at a shape's first call (default off). */
 void eng_cu_gemm_set_tuning(eng_cu_gemm_ctx *g, int on);
-/* With tuning on, also race our own kernel (eng_cu_gemm_wg) where it takes
- * the shape (default off; the engine turns it on for Qwen3, or with
- * POSY_CUDA_WGMMA=1). */
-void eng_cu_gemm_set_own(eng_cu_gemm_ctx *g, int on);
+/* With tuning on, also race our own kernel (eng_cu_gemm_wg_v) where it
+ * takes the shape, in each version whose bit (1 << version) is set in
+ * versions (default 0: none; the engine races 3 and 4 on sm_90 unless
+ * POSY_CUDA_WGMMA=0). */
+void eng_cu_gemm_set_own(eng_cu_gemm_ctx *g, int versions);
 
 /* Our own Hopper GEMM for large M (eng_cu_wgmma.cu): the same product as
  * eng_cu_gemm, plus ENG_CU_EPI_SWIGLU (W's N rows are gate | up halves,
@@ -316,6 +331,17 @@ extern int eng_cu_wg_version;
 int eng_cu_gemm_wg_ok(int M, int N, int K, int epi);
 cudaError_t eng_cu_gemm_wg(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
                            int M, int N, int K, int epi);
+/* the same in a given version (1..4), whatever eng_cu_wg_version says */
+cudaError_t eng_cu_gemm_wg_v(int version, cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias,
+                             const bf16 *R, bf16 *Y, int M, int N, int K, int epi);
+/* Qwen3's QKV product with the per-head q/k RMSNorm + rotary in the
+ * epilogue (version 3; Y = eng_cu_qk_norm_rope applied to X W^T, from the
+ * fp32 sums): head_dim 128, even head counts, N = (n_heads + 2 n_kv_heads)
+ * 128 = qk->ld, no bias; qk's qkv / rows / n_rows_dev are not used.
+ * _ok says whether it takes the shape (and the device has it). */
+int eng_cu_gemm_wg_qk_ok(int M, int N, int K, const eng_cu_qk_args *qk);
+cudaError_t eng_cu_gemm_wg_qk(cudaStream_t s, const bf16 *X, const bf16 *W, bf16 *Y, int M, int N, int K,
+                              const eng_cu_qk_args *qk);
 /* Lab only: version 3 (4 where eng_cu_wg_version is 4) with clock64 counters, ENG_CU_WG_PROF_SLOTS per CTA
  * in prof (for consumer warpgroup w at 6w: cycles waiting for data, for
  * its wgmma group, in the epilogue, in all, in the epilogue's waits,

@@ -33,17 +33,6 @@
 #define QK_WARPS 8
 #define SWIGLU_THREADS 256
 
-/* The index of `row` within its sequence: cu[s] <= row < cu[s + 1]. */
-static __device__ __forceinline__ int pos_in_seq(const int32_t *cu, int n_seqs, int row) {
-    int lo = 0, hi = n_seqs - 1;
-    while (lo < hi) {
-        const int mid = (lo + hi + 1) >> 1;
-        if (cu[mid] <= row) lo = mid;
-        else hi = mid - 1;
-    }
-    return row - cu[lo];
-}
-
 template <int D>
 __global__ void __launch_bounds__(32 * QK_WARPS) qk_norm_rope_kernel(eng_cu_qk_args a) {
     constexpr int HALF = D / 2, NP = (HALF + 31) / 32;
@@ -56,7 +45,7 @@ __global__ void __launch_bounds__(32 * QK_WARPS) qk_norm_rope_kernel(eng_cu_qk_a
 #pragma unroll
     for (int i = 0; i < NP; i++) c[i] = sn[i] = gq[0][i] = gq[1][i] = gk[0][i] = gk[1][i] = 0.f;
     if (live) {
-        int p = pos_in_seq(a.cu_seqlens, *a.n_seqs_dev, row);
+        int p = eng_cu_pos_in_seq(a.cu_seqlens, *a.n_seqs_dev, row);
         p = min(max(p, 0), a.rope_rows - 1); /* never past the table (the host keeps p inside) */
         const float2 *cs = (const float2 *)(a.rope + (size_t)p * D);
 #pragma unroll

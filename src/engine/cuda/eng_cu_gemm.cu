@@ -35,7 +35,7 @@ typedef struct gemm_entry {
     cublasLtMatrixLayout_t a, b, c;
     cublasLtMatmulHeuristicResult_t cand[GEMM_CANDIDATES_MAX];
     int n_cand;
-    int best;        /* index into cand used by eng_cu_gemm; -1: the skinny kernel, -2: ours (wgmma) */
+    int best;        /* index into cand used by eng_cu_gemm; -1: the skinny kernel, WHICH_OWN(v): ours, version v */
     int tuned;       /* candidates timed (or tuning impossible) */
     float best_us;
 } gemm_entry;
@@ -47,12 +47,12 @@ struct eng_cu_gemm_ctx {
     gemm_entry *e;
     int n, cap;
     int tune;
-    int own;   /* race eng_cu_gemm_wg too */
+    int own;   /* race eng_cu_gemm_wg_v too, in the versions whose bits (1 << v) are set */
     int n_ask; /* heuristic candidates asked for */
 };
 
 void eng_cu_gemm_set_tuning(eng_cu_gemm_ctx *g, int on) { g->tune = on; }
-void eng_cu_gemm_set_own(eng_cu_gemm_ctx *g, int on) { g->own = on; }
+void eng_cu_gemm_set_own(eng_cu_gemm_ctx *g, int versions) { g->own = versions; }
 
 eng_cu_gemm_ctx *eng_cu_gemm_create(size_t workspace_bytes, char *err, size_t errlen) {
     eng_cu_gemm_ctx *g = (eng_cu_gemm_ctx *)calloc(1, sizeof *g);
@@ -149,12 +149,13 @@ static gemm_entry *entry_get(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, c
     return entry_make(g, M, N, K, epi, err, errlen);
 }
 
-#define WHICH_OWN (-2)
+#define WHICH_OWN(v) (-10 - (v)) /* our kernel in version v (1..4): best = -11..-14 */
+#define OWN_VERSION(which) (-10 - (which))
 
 static cublasStatus_t run(eng_cu_gemm_ctx *g, gemm_entry *e, int which, cudaStream_t s,
                           const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y) {
-    if (which == WHICH_OWN)
-        return eng_cu_gemm_wg(s, X, W, bias, R, Y, e->M, e->N, e->K, e->epi) == cudaSuccess
+    if (which <= WHICH_OWN(1))
+        return eng_cu_gemm_wg_v(OWN_VERSION(which), s, X, W, bias, R, Y, e->M, e->N, e->K, e->epi) == cudaSuccess
                    ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
     if (which < 0)
         return eng_cu_gemm_small(s, X, W, bias, R, Y, e->M, e->N, e->K, e->epi) == cudaSuccess
@@ -197,9 +198,10 @@ static void tune(eng_cu_gemm_ctx *g, gemm_entry *e, cudaStream_t s, const bf16 *
     if (cudaEventCreate(&b) != cudaSuccess) { cudaEventDestroy(a); return; }
     float best = 1e30f;
     const int own = g->own && e->M >= TUNE_MIN_M && eng_cu_gemm_wg_ok(e->M, e->N, e->K, e->epi);
-    const int first = own ? WHICH_OWN : skinny ? -1 : 0, last = e->M < TUNE_MIN_M ? 1 : e->n_cand;
+    const int first = own ? WHICH_OWN(4) : skinny ? -1 : 0, last = e->M < TUNE_MIN_M ? 1 : e->n_cand;
     for (int i = first; i < last; i++) {
         if (i == -1 && !skinny) continue;
+        if (i < -1 && (i < WHICH_OWN(4) || i > WHICH_OWN(1) || !(g->own >> OWN_VERSION(i) & 1))) continue;
         if (run(g, e, i, s, X, W, bias, R, Y) != CUBLAS_STATUS_SUCCESS) continue;
         cudaEventRecord(a, s);
         for (int r = 0; r < 3; r++) run(g, e, i, s, X, W, bias, R, Y);
@@ -212,8 +214,8 @@ static void tune(eng_cu_gemm_ctx *g, gemm_entry *e, cudaStream_t s, const bf16 *
     e->best_us = best * 1e3f / 3.f;
     if (getenv("POSY_CUDA_TUNE_LOG"))
         fprintf(stderr, "gemm M=%d N=%d K=%d epi=%d: %s %d, %.2f us\n", e->M, e->N, e->K, e->epi,
-                e->best == WHICH_OWN ? "own wgmma" : e->best < 0 ? "skinny" : "cuBLASLt candidate", e->best,
-                e->best_us);
+                e->best <= WHICH_OWN(1) ? "own wgmma version" : e->best < 0 ? "skinny" : "cuBLASLt candidate",
+                e->best <= WHICH_OWN(1) ? OWN_VERSION(e->best) : e->best, e->best_us);
     cudaEventDestroy(a);
     cudaEventDestroy(b);
     cudaGetLastError(); /* a failed candidate must not leave a sticky launch error */

@@ -250,17 +250,29 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         eng_cu_chain_bulk = !(cb && !strcmp(cb, "0"));
     }
     {
-        /* our Hopper GEMM: on by default for Qwen3 (its fused gate|up +
-         * SwiGLU; H200 saturated steps 1.048-1.050x faster with it, run
-         * of 2026-12-02), off for the encoders, where it only races
-         * cuBLASLt at the plain products and moved their steps by
-         * 0.988-1.002, within noise (docs/BENCHMARKS.md, "Our own Hopper
-         * GEMM in the engine"); POSY_CUDA_WGMMA=1 / =0 force it */
+        /* our Hopper GEMM, on by default where the device has it (sm_90):
+         * it races cuBLASLt at every large product, and for Qwen3 also
+         * runs the gate|up + SwiGLU as one kernel where that wins its
+         * race.  H200 saturated steps with it against without, runs of
+         * 2026-12-02 (docs/BENCHMARKS.md, "Our own Hopper GEMM in the
+         * engine"): Qwen3-0.6B 1.051 / 1.052x, MiniLM 1.010 / 1.003x,
+         * BERT-base 1.004 / 1.003x (equal 128 / random 16-512).
+         * POSY_CUDA_WGMMA=0 turns it off */
         const char *wg = getenv("POSY_CUDA_WGMMA"), *wv = getenv("POSY_CUDA_WG_VERSION");
-        if (wv && atoi(wv) >= 1 && atoi(wv) <= 4) eng_cu_wg_version = atoi(wv); /* experiments */
-        const int want = wg && !strcmp(wg, "1") ? 1 : wg && !strcmp(wg, "0") ? 0 : is_q3;
-        m->wg_on = want && eng_cu_gemm_wg_available();
-        eng_cu_gemm_set_own(m->gemm, m->wg_on);
+        const int want = !(wg && !strcmp(wg, "0"));
+        /* the versions raced: 3 and 4 (each wins somewhere), or the one
+         * POSY_CUDA_WG_VERSION names (1..4, for experiments) */
+        const int v = wv ? atoi(wv) : 0;
+        m->wg_versions = want && eng_cu_gemm_wg_available() ? (v >= 1 && v <= 4 ? 1 << v : 1 << 3 | 1 << 4) : 0;
+        m->wg_on = m->wg_versions != 0;
+        eng_cu_gemm_set_own(m->gemm, m->wg_versions);
+        /* Qwen3's QKV + q/k norm + rotary in our GEMM: opt-in until it has
+         * run end to end (lab_wgmma checks it against fp64 and timed it at
+         * 0.945x cuBLASLt + the q/k kernel on the H200, 2026-12-02; the
+         * engine's first run of it did not take the path: a bug, fixed
+         * since, unmeasured) */
+        const char *qf = getenv("POSY_CUDA_QKV_FUSE");
+        m->qkv_fuse = qf && !strcmp(qf, "1");
     }
     {
         const char *sk = getenv("POSY_CUDA_SKINNY");

@@ -89,14 +89,22 @@ typedef struct eng_cu_model {
     int fold_norm;
     /* our Hopper GEMM (eng_cu_wgmma.cu) on the graph path: Qwen3's gate|up
      * product with SwiGLU in its epilogue against cuBLASLt + the SwiGLU
-     * kernel, and a contender in every large GEMM's tuning race (where the
-     * device has it: on by default for Qwen3, off for the encoders;
-     * POSY_CUDA_WGMMA=1 / =0 force it).  swiglu_pick:
-     * per bucket (token count), which gate|up path won when the bucket was
-     * first run (1 fused, 0 not), timed on its real operands */
-    int wg_on;
+     * kernel, and a contender in every large GEMM's tuning race (on by
+     * default where the device has it; POSY_CUDA_WGMMA=0 off); wg_versions: the versions raced,
+     * bit 1 << v.  swiglu_pick: per bucket (token count), which gate|up
+     * path won when the bucket was first run (0 cuBLASLt + the SwiGLU
+     * kernel, else the version of ours that won), timed on its real
+     * operands */
+    int wg_on, wg_versions;
 #define ENG_CU_SWIGLU_PICKS 64
     int swiglu_pick_T[ENG_CU_SWIGLU_PICKS], swiglu_pick[ENG_CU_SWIGLU_PICKS], n_swiglu_pick;
+    /* Qwen3's QKV product with the q/k norm + rotary in our GEMM's
+     * epilogue (eng_cu_gemm_wg_qk) on the graph path, where wg_on and
+     * qkv_fuse (opt-in, POSY_CUDA_QKV_FUSE=1) and it won its
+     * race against cuBLASLt + the q/k kernel for the bucket: qkv_pick as
+     * swiglu_pick, 1 fused, 0 not */
+    int qkv_fuse;
+    int qkv_pick_T[ENG_CU_SWIGLU_PICKS], qkv_pick[ENG_CU_SWIGLU_PICKS], n_qkv_pick;
     /* the small-batch persistent kernel (eng_cu_mega.cu), when it fits */
     int mega_ok, mega_grid, mega_nt;
     size_t mega_smem;

@@ -17,6 +17,9 @@
  *   per layer:
  *     qkv = h Wqkv^T (+ b)                                  cuBLASLt
  *     q, k = rotary(RMSNorm_head(q|k) * q_norm|k_norm)      1 launch, in place
+ *       (POSY_CUDA_QKV_FUSE=1, sm_90: both in our GEMM,
+ *       eng_cu_gemm_wg_qk, where that wins the bucket's race; lab-checked,
+ *       not yet run end to end, so opt-in)
  *     ctx = attention(q, k, v) (causal or not, GQA)         1 launch
  *       (POSY_CUDA_QK_FUSE=1: the attention kernel does the q/k
  *       norm + rotary on its tiles instead; measured no faster)
@@ -24,6 +27,7 @@
  *     h = RMSNorm(x) * ln2                                  1 launch
  *     gu = h Wgu^T                                          cuBLASLt
  *     act = silu(gate) * up                                 1 launch
+ *       (on sm_90 both in our GEMM where that wins its race)
  *     y = x + act Wd^T         -- residual in the epilogue; y becomes x
  *     h = RMSNorm(x) * (next layer's ln1, or the final norm)
  *   pooled = L2(pool(h))  (last token or mean, per the model's files)
@@ -127,14 +131,15 @@ int eng_cu_qwen3_upload(eng_cu_model *m, const eng_config *cfg, const eng_qwen3_
     } while (0)
 
 /* gate|up + SwiGLU as two kernels (the GEMM into inter, then the SwiGLU
- * kernel), or on the graph path (fused) our one kernel. */
+ * kernel), or on the graph path (fused: the version, 3 or 4) our one
+ * kernel. */
 static int mlp_up_run(eng_cu_model *m, cudaStream_t s, int chain, int fused, const bf16 *X, const eng_cu_layer *w,
                       int T, const int *n_tok, const eng_cu_chain_norm *nm, posy_err *err) {
     const int I = m->I;
     if (fused) {
         if (eng_cu_ablate("gemm")) return 0;
-        CK("gate|up + SwiGLU (wgmma)", eng_cu_gemm_wg(s, X, w->up_w, NULL, NULL, m->act, T, 2 * I, m->H,
-                                                      ENG_CU_EPI_SWIGLU));
+        CK("gate|up + SwiGLU (wgmma)", eng_cu_gemm_wg_v(fused, s, X, w->up_w, NULL, NULL, m->act, T, 2 * I, m->H,
+                                                        ENG_CU_EPI_SWIGLU));
         return 0;
     }
     if (eng_cu_model_gemm(m, s, chain, X, w->up_w, NULL, NULL, m->inter, T, 2 * I, m->H, ENG_CU_EPI_NONE, nm, err))
@@ -143,45 +148,57 @@ static int mlp_up_run(eng_cu_model *m, cudaStream_t s, int chain, int fused, con
     return 0;
 }
 
-/* Which of the two wins for T rows: decided once per bucket, on its first
- * (eager) run, by timing both on the real operands (one warm-up, three
- * runs each; both write the same act, so the forward is unaffected) --
- * the lab's ratio moved from 0.81 to 1.11 between H200 runs, so a fixed
- * choice would be wrong somewhere.  Never times under capture (the fused
- * kernel is taken there; capture follows an eager run, which decided). */
+/* Which wins for T rows -- the two kernels or ours in each version raced
+ * (m->wg_versions): decided once per bucket, on its first (eager) run, by
+ * timing each on the real operands (one warm-up, three runs; all write
+ * the same act, so the forward is unaffected) -- the lab's ratio moved
+ * from 0.81 to 1.11 between H200 runs, so a fixed choice would be wrong
+ * somewhere.  Returns 0 (the two kernels) or the version.  Never times
+ * under capture (ours, in its highest version raced, is taken there;
+ * capture follows an eager run, which decided). */
 static int swiglu_fused_pick(eng_cu_model *m, cudaStream_t s, const bf16 *X, const eng_cu_layer *w, int T,
                              const int *n_tok, posy_err *err) {
     for (int i = 0; i < m->n_swiglu_pick; i++)
         if (m->swiglu_pick_T[i] == T) return m->swiglu_pick[i];
     cudaStreamCaptureStatus cs;
-    if (cudaStreamIsCapturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) return 1;
-    cudaEvent_t e[4];
-    int made = 0;
-    float ms[2] = {1e30f, 1e30f};
-    while (made < 4 && cudaEventCreate(&e[made]) == cudaSuccess) made++;
-    if (made == 4) {
-        for (int f = 0; f < 2; f++) {
-            if (mlp_up_run(m, s, 0, f, X, w, T, n_tok, NULL, err)) break; /* warm-up (cuBLASLt tunes here) */
-            cudaEventRecord(e[2 * f], s);
-            for (int r = 0; r < 3; r++) mlp_up_run(m, s, 0, f, X, w, T, n_tok, NULL, err);
-            cudaEventRecord(e[2 * f + 1], s);
-        }
-        if (cudaEventSynchronize(e[3]) == cudaSuccess) {
-            cudaEventElapsedTime(&ms[0], e[0], e[1]);
-            cudaEventElapsedTime(&ms[1], e[2], e[3]);
-        }
+    if (cudaStreamIsCapturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) {
+        int top = 4;
+        while (top > 1 && !(m->wg_versions >> top & 1)) top--;
+        return top;
     }
-    for (int i = 0; i < made; i++) cudaEventDestroy(e[i]);
+    cudaEvent_t a, b;
+    float best = 1e30f, t_unfused = 0.f;
+    int pick = 0;
+    if (cudaEventCreate(&a) == cudaSuccess) {
+        if (cudaEventCreate(&b) == cudaSuccess) {
+            for (int f = 0; f <= 4; f++) { /* 0: the two kernels; 1..4: ours in that version */
+                if (f && !(m->wg_versions >> f & 1)) continue;
+                if (mlp_up_run(m, s, 0, f, X, w, T, n_tok, NULL, err)) break; /* warm-up (cuBLASLt tunes here) */
+                cudaEventRecord(a, s);
+                for (int r = 0; r < 3; r++) mlp_up_run(m, s, 0, f, X, w, T, n_tok, NULL, err);
+                cudaEventRecord(b, s);
+                float ms = 1e30f;
+                if (cudaEventSynchronize(b) != cudaSuccess || cudaEventElapsedTime(&ms, a, b) != cudaSuccess) continue;
+                if (getenv("POSY_CUDA_TUNE_LOG")) {
+                    if (f) fprintf(stderr, "gate|up + swiglu T=%d: fused wgmma version %d %.2f us\n", T, f, ms * 1e3f / 3.f);
+                    else fprintf(stderr, "gate|up + swiglu T=%d: cuBLASLt + kernel %.2f us\n", T, ms * 1e3f / 3.f);
+                }
+                if (!f) t_unfused = ms;
+                if (ms < best) best = ms, pick = f;
+            }
+            cudaEventDestroy(b);
+        }
+        cudaEventDestroy(a);
+    }
     cudaGetLastError(); /* a failed timing run must not leave a sticky launch error */
-    const int fused = ms[1] < ms[0];
     if (getenv("POSY_CUDA_TUNE_LOG"))
-        fprintf(stderr, "gate|up + swiglu T=%d: %s (fused %.2f us, cuBLASLt + kernel %.2f us)\n", T,
-                fused ? "fused wgmma" : "cuBLASLt + kernel", ms[1] * 1e3f / 3.f, ms[0] * 1e3f / 3.f);
+        fprintf(stderr, "gate|up + swiglu T=%d: %s %d (%.2f us; cuBLASLt + kernel %.2f us)\n", T,
+                pick ? "fused wgmma version" : "cuBLASLt + kernel", pick, best * 1e3f / 3.f, t_unfused * 1e3f / 3.f);
     if (m->n_swiglu_pick < ENG_CU_SWIGLU_PICKS) {
         m->swiglu_pick_T[m->n_swiglu_pick] = T;
-        m->swiglu_pick[m->n_swiglu_pick++] = fused;
+        m->swiglu_pick[m->n_swiglu_pick++] = pick;
     }
-    return fused;
+    return pick;
 }
 
 /* act = SwiGLU(X Wup^T): in the chain, one GEMM with the SwiGLU epilogue
@@ -195,18 +212,77 @@ static int mlp_up(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, con
     if (chain && m->chain_swiglu)
         return eng_cu_model_gemm(m, s, 1, X, w->up_w, NULL, NULL, m->act, T, 2 * I, m->H, ENG_CU_EPI_SWIGLU, nm,
                                  err);
-    const int fused = !chain && m->wg_on && eng_cu_gemm_wg_ok(T, 2 * I, m->H, ENG_CU_EPI_SWIGLU) &&
-                      swiglu_fused_pick(m, s, X, w, T, n_tok, err);
+    const int fused = !chain && m->wg_on && eng_cu_gemm_wg_ok(T, 2 * I, m->H, ENG_CU_EPI_SWIGLU)
+                          ? swiglu_fused_pick(m, s, X, w, T, n_tok, err)
+                          : 0;
     return mlp_up_run(m, s, chain, fused, X, w, T, n_tok, nm, err);
 }
 
+/* qkv = X Wqkv^T (+ b), with the q/k norm + rotary applied (done = 1) by
+ * our GEMM's epilogue where `fused`, else left to attn_block. */
+static int qkv_run(eng_cu_model *m, cudaStream_t s, int chain, int fused, const bf16 *X, const eng_cu_layer *w,
+                   eng_cu_qk_args *q, int T, posy_err *err) {
+    if (fused) {
+        if (eng_cu_ablate("gemm")) return 0;
+        q->q_norm = w->q_norm; q->k_norm = w->k_norm;
+        CK("qkv + q/k norm + rotary (wgmma)", eng_cu_gemm_wg_qk(s, X, w->qkv_w, m->qkv, T, m->qkv_n, m->H, q));
+        return 0;
+    }
+    return eng_cu_model_gemm(m, s, chain, X, w->qkv_w, w->qkv_b, NULL, m->qkv, T, m->qkv_n, m->H,
+                             w->qkv_b ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, NULL, err);
+}
+
+/* Whether the fused QKV wins for T rows: timed once per bucket on its
+ * first (eager) run, as swiglu_fused_pick does -- the fused kernel against
+ * the product and the q/k kernel, both leaving the same qkv -- and taken
+ * under capture only if that run chose it. */
+static int qkv_fused_pick(eng_cu_model *m, cudaStream_t s, const bf16 *X, const eng_cu_layer *w,
+                          eng_cu_qk_args *q, int T, posy_err *err) {
+    for (int i = 0; i < m->n_qkv_pick; i++)
+        if (m->qkv_pick_T[i] == T) return m->qkv_pick[i];
+    cudaStreamCaptureStatus cs;
+    if (cudaStreamIsCapturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) return 0;
+    cudaEvent_t a, b;
+    float ms[2] = {1e30f, 1e30f};
+    if (cudaEventCreate(&a) == cudaSuccess) {
+        if (cudaEventCreate(&b) == cudaSuccess) {
+            q->q_norm = w->q_norm; q->k_norm = w->k_norm;
+            for (int f = 0; f < 2; f++) {
+                auto once = [&]() {
+                    if (qkv_run(m, s, 0, f, X, w, q, T, err)) return -1;
+                    return f ? 0 : eng_cu_qk_norm_rope(s, q) == cudaSuccess ? 0 : -1;
+                };
+                if (once()) break; /* warm-up (cuBLASLt tunes here) */
+                cudaEventRecord(a, s);
+                for (int r = 0; r < 3; r++) once();
+                cudaEventRecord(b, s);
+                if (cudaEventSynchronize(b) != cudaSuccess || cudaEventElapsedTime(&ms[f], a, b) != cudaSuccess)
+                    ms[f] = 1e30f;
+            }
+            cudaEventDestroy(b);
+        }
+        cudaEventDestroy(a);
+    }
+    cudaGetLastError(); /* a failed timing run must not leave a sticky launch error */
+    const int fused = ms[1] < ms[0];
+    if (getenv("POSY_CUDA_TUNE_LOG"))
+        fprintf(stderr, "qkv + q/k norm + rotary T=%d: %s (fused %.2f us, cuBLASLt + kernel %.2f us)\n", T,
+                fused ? "fused wgmma" : "cuBLASLt + kernel", ms[1] * 1e3f / 3.f, ms[0] * 1e3f / 3.f);
+    if (m->n_qkv_pick < ENG_CU_SWIGLU_PICKS) {
+        m->qkv_pick_T[m->n_qkv_pick] = T;
+        m->qkv_pick[m->n_qkv_pick++] = fused;
+    }
+    return fused;
+}
+
 /* The middle of a layer: q/k norm + rotary (inside attention when fuse,
- * else its own kernel on q), attention, and y = x + ctx Wo^T (+ b). */
-static int attn_block(eng_cu_model *m, cudaStream_t s, int chain, int fuse, const eng_cu_layer *w,
+ * already done by the QKV GEMM when qk_done, else its own kernel on q),
+ * attention, and y = x + ctx Wo^T (+ b). */
+static int attn_block(eng_cu_model *m, cudaStream_t s, int chain, int fuse, int qk_done, const eng_cu_layer *w,
                       eng_cu_qk_args *q, eng_cu_attn_args *a, const bf16 *x, bf16 *y, int T, posy_err *err) {
     if (fuse) { /* the attention kernel normalises and rotates Q/K tiles as they land */
         a->q_norm = w->q_norm; a->k_norm = w->k_norm;
-    } else {
+    } else if (!qk_done) {
         q->q_norm = w->q_norm; q->k_norm = w->k_norm;
         if (!eng_cu_ablate("qk")) CK("q/k norm + rotary", eng_cu_qk_norm_rope(s, q));
     }
@@ -262,7 +338,7 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
             if (eng_cu_model_gemm(m, s, 1, l || fold ? x : m->h, w->qkv_w, w->qkv_b, NULL, m->qkv, T, m->qkv_n, H,
                                   w->qkv_b ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, l || fold ? &nm : NULL, err))
                 return -1;
-            if (attn_block(m, s, 1, fuse, w, &q, &a, x, y, T, err)) return -1;
+            if (attn_block(m, s, 1, fuse, 0, w, &q, &a, x, y, T, err)) return -1;
             t = x; x = y; y = t;
             nm.gamma = fold ? NULL : w->ln2_g;
             if (mlp_up(m, s, 1, x, w, T, n_tok, &nm, err)) return -1;
@@ -271,19 +347,27 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
         }
         if (!eng_cu_ablate("norm"))
             CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, m->emb_g, m->h, T, n_tok, H, m->eps));
-    } else
-    for (int l = 0; l < m->L; l++) {
-        const eng_cu_layer *w = eng_cu_layer_at(m, l);
-        GEMM(m->h, w->qkv_w, w->qkv_b, NULL, m->qkv, m->qkv_n, H);
-        if (attn_block(m, s, chain, fuse, w, &q, &a, x, y, T, err)) return -1;
-        t = x; x = y; y = t;
-        if (!eng_cu_ablate("norm"))
-            CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, w->ln2_g, m->h, T, n_tok, H, m->eps));
-        if (mlp_up(m, s, chain, m->h, w, T, n_tok, NULL, err)) return -1;
-        GEMM(m->act, w->down_w, (const bf16 *)NULL, x, y, H, I);
-        t = x; x = y; y = t;
-        const float *g = l + 1 < m->L ? m->layers[l + 1].ln1_g : m->emb_g;
-        if (!eng_cu_ablate("norm")) CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, g, m->h, T, n_tok, H, m->eps));
+    } else {
+        /* the fused QKV (picked on layer 0's operands, then for every layer;
+         * _ok looks at the norm weights, which each layer sets) */
+        q.q_norm = m->layers[0].q_norm; q.k_norm = m->layers[0].k_norm;
+        const int qkv_fused = !chain && !fuse && m->wg_on && m->qkv_fuse && !m->layers[0].qkv_b &&
+                                      eng_cu_gemm_wg_qk_ok(T, m->qkv_n, H, &q)
+                                  ? qkv_fused_pick(m, s, m->h, eng_cu_layer_at(m, 0), &q, T, err)
+                                  : 0;
+        for (int l = 0; l < m->L; l++) {
+            const eng_cu_layer *w = eng_cu_layer_at(m, l);
+            if (qkv_run(m, s, chain, qkv_fused, m->h, w, &q, T, err)) return -1;
+            if (attn_block(m, s, chain, fuse, qkv_fused, w, &q, &a, x, y, T, err)) return -1;
+            t = x; x = y; y = t;
+            if (!eng_cu_ablate("norm"))
+                CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, w->ln2_g, m->h, T, n_tok, H, m->eps));
+            if (mlp_up(m, s, chain, m->h, w, T, n_tok, NULL, err)) return -1;
+            GEMM(m->act, w->down_w, (const bf16 *)NULL, x, y, H, I);
+            t = x; x = y; y = t;
+            const float *g = l + 1 < m->L ? m->layers[l + 1].ln1_g : m->emb_g;
+            if (!eng_cu_ablate("norm")) CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, g, m->h, T, n_tok, H, m->eps));
+        }
     }
     CK("pooling", eng_cu_pool(s, m->h, in + lay.cu, in + lay.skip, n_seq, S, H, H, m->pool_mode, m->normalize, m->pooled));
     return 0;

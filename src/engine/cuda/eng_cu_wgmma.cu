@@ -10,17 +10,19 @@
  *
  * Status: correct (dev/cuda/lab_wgmma.cu against fp64, every version and
  * epilogue, compute-sanitizer clean; the engine's end-to-end checks pass
- * with it) but OPT-IN (POSY_CUDA_WGMMA=1).  Version 3, last H200 run
- * (docs/BENCHMARKS.md, "Where our GEMM lost its time"): at the saturated
- * step's shapes 0.98-1.05x cuBLASLt's time on the MiniLM and BERT-base shapes
- * but BERT's down 1.16, 1.11-1.23x on Qwen3's plain products, and the
- * fused gate|up + SwiGLU 0.93x the time of cuBLASLt + the SwiGLU kernel
- * -- after its epilogue became compile-time code (2026-12-02: the
- * run-time one was 22-60% of the consumers' time, instruction-fetch
- * bound).  Without any epilogue the main loop still waits for data 24-30%
- * of the time (the lab's profile ablation).  Saturated steps with it on:
- * 0.991-1.002 of off after the compile-time epilogue; not yet measured
- * with the SFU tanh, which made the fused SwiGLU win in the lab.
+ * with it) and ON by default on sm_90 (POSY_CUDA_WGMMA=0 off): the engine
+ * races versions 3 and 4 beside cuBLASLt's candidates at every product of
+ * >= 1024 rows and Qwen3's fused gate|up + SwiGLU against cuBLASLt + the
+ * SwiGLU kernel per bucket.  Last H200 run (docs/BENCHMARKS.md, "Our own
+ * Hopper GEMM in the engine"): 0.89-1.04x cuBLASLt's time at the MiniLM
+ * and BERT-base shapes, 1.05-1.22x on Qwen3's plain products, the fused
+ * SwiGLU 0.94x cuBLASLt + the kernel, the fused QKV + q/k norm + rotary
+ * (eng_cu_gemm_wg_qk, opt-in POSY_CUDA_QKV_FUSE=1: not yet run end to
+ * end) 0.945x cuBLASLt + the q/k kernel; saturated steps with it 1.05x
+ * (Qwen3-0.6B), 1.00-1.01x (MiniLM, BERT-base).  What is left against
+ * cuBLASLt on the plain products is the epilogue's time, when no wgmma
+ * runs (without it version 4's main loop is within 1% of the tensor
+ * cores' floor at Qwen3's QKV shape).
  *
  * Shared shape (sm_90a only; other chips and the PTX fallback never launch
  * these, eng_cu_gemm_wg_ok says so): consumer warpgroups of 64 rows issue
@@ -38,7 +40,8 @@
  *      192 / 128 by N, as many stages as fit 192 KB, the producer running
  *      ahead into the next tile during the epilogue;
  *   3  (default when on) 2 with the output tile written to shared memory
- *      (128-byte swizzle, conflict-free) and stored by TMA, so the
+ *      (128-byte swizzle, conflict-free) and stored by TMA -- each
+ *      consumer warpgroup its 64 rows on its own -- so the
  *      consumers go on to the next tile while the copy engine writes; a
  *      producer warpgroup, so setmaxnreg moves its registers to the
  *      consumers (9 warps cap every thread at 168); one kernel per tile
@@ -69,6 +72,9 @@
  * spilled there) */
 #define WG3_THREADS 384
 #define WG_PROF_SLOTS ENG_CU_WG_PROF_SLOTS
+/* the epilogue beside eng_cu.h's ENG_CU_EPI_*: Qwen3's q/k RMSNorm +
+ * rotary on the QKV product (eng_cu_gemm_wg_qk) */
+#define WG_EPI_QK 16
 
 /* version 1: one 128 x 128 tile a CTA, 3 stages, two CTAs an SM */
 #define WG1_STAGES 3
@@ -88,7 +94,7 @@ static __host__ __device__ constexpr int wg2_smem(int BN) { return wg2_stages(BN
 #define WG_SMEM_MAX 232448
 static __host__ __device__ constexpr int wg3_outc(int BN, int EPI) { return EPI == ENG_CU_EPI_SWIGLU ? BN / 2 : BN; }
 static __host__ __device__ constexpr int wg3_cbytes(int BN, int EPI, int IMG) {
-    return IMG ? IMG * 16384 : WG_BM * wg3_outc(BN, EPI) * 2;
+    return IMG ? 2 * IMG * 8192 : WG_BM * wg3_outc(BN, EPI) * 2;
 }
 static __host__ __device__ constexpr int wg3_stages(int BN, int EPI, int IMG) {
     return (WG_SMEM_MAX - wg3_cbytes(BN, EPI, IMG) - 1024 - 128) / (WG_A_BYTES + BN * WG_BK * 2) > 6
@@ -243,40 +249,31 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
 #endif
 }
 
-/* PROF (lab only, eng_cu_gemm_wg_profile): clock64 sums per CTA into
- * prof[WG_PROF_SLOTS blockIdx.x ..]: for consumer warpgroup w (its first
- * thread) at 6w.. the cycles waiting for data, waiting for its wgmma
- * group, in the epilogue, in all, and the parts of the epilogue spent
- * waiting (for the image's last store to read it out, and for the other
- * warpgroup) and writing the image; at 12 and 13 the producer's cycles
- * waiting for a free slot, and in all.  0x100 in flags: no epilogue at
- * all (the lab's ablation; outputs unwritten).
- * EPI and HASR (a residual) are compile-time, so a kernel holds the one
- * epilogue it runs (ncu, 2026-12-02: the epilogue chosen at run time was
- * 890 SASS instructions a tile for EPI_NONE, stalled on instruction
- * fetch, 22-60% of the consumers' time). */
-/* Version 4's epilogue: the output's 64-column sub-tiles Q, Q + 1, ...
- * through IMG 16 KB buffers in turn (running count *img), each written
- * once the store that last read its buffer has (wait_group.read IMG - 1),
- * then stored by TMA while the next one is written. */
+/* Version 4's epilogue, per consumer warpgroup (its 64 rows): the
+ * output's 64-column sub-tiles Q, Q + 1, ... through IMG 8 KB buffers of
+ * its own in turn (running count img), each stored by TMA while the next
+ * is written.  One barrier a sub-tile: before it the warpgroup's first
+ * thread, which issues its stores, waits until every earlier store has
+ * read its buffer, so after it the other buffer is free. */
 template <int BN, int EPI, bool HASR, int IMG, int Q>
-static __device__ __forceinline__ void wg3_epi_ring(const float *d, int wrow, int m0, int n0, int M, int N,
+static __device__ __forceinline__ void wg3_epi_ring(const float *d, int wgp, int m0, int n0, int M, int N,
                                                     const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
                                                     unsigned char *C, const CUtensorMap *ty, int &img) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     if constexpr (Q < wg3_outc(BN, EPI) / 64) {
-        unsigned char *buf = C + (img % IMG) * 16384;
-        if (threadIdx.x == 0) wg_store_wait_read<IMG - 1>();
-        wg_consumers_sync();
-        wg_epilogue_img<BN, EPI, HASR, 8 * Q, 8>(d, wrow, m0, n0, M, N, bias, R, wg_smem(buf));
+        unsigned char *buf = C + (wgp * IMG + img % IMG) * 8192;
+        const bool lead = (threadIdx.x & 127) == 0;
+        /* the image rows are the warpgroup's own 0..63: shift the base by its first row */
+        wg_epilogue_img<BN, EPI, HASR, 8 * Q, 8>(d, wgp * 64, m0, n0, M, N, bias, R, wg_smem(buf) - wgp * 64 * 128);
         wg_fence_async_smem();
-        wg_consumers_sync();
-        if (threadIdx.x == 0) {
-            wg_tma_store(ty, buf, (EPI == ENG_CU_EPI_SWIGLU ? n0 >> 1 : n0) + 64 * Q, m0);
+        if (lead) wg_store_wait_read<0>();
+        wg_group_sync(wgp);
+        if (lead) {
+            wg_tma_store(ty, buf, (EPI == ENG_CU_EPI_SWIGLU ? n0 >> 1 : n0) + 64 * Q, m0 + wgp * 64);
             wg_store_commit();
         }
         img++;
-        wg3_epi_ring<BN, EPI, HASR, IMG, Q + 1>(d, wrow, m0, n0, M, N, bias, R, C, ty, img);
+        wg3_epi_ring<BN, EPI, HASR, IMG, Q + 1>(d, wgp, m0, n0, M, N, bias, R, C, ty, img);
     }
 #endif
 }
@@ -285,9 +282,9 @@ static __device__ __forceinline__ void wg3_epi_ring(const float *d, int wrow, in
  * prof[WG_PROF_SLOTS blockIdx.x ..]: for consumer warpgroup w (its first
  * thread) at 6w.. the cycles waiting for data, waiting for its wgmma
  * group, in the epilogue, in all, and the parts of the epilogue spent
- * waiting (for the image's last store to read it out, and for the other
- * warpgroup) and writing the image (version 4: the whole epilogue counts
- * as writes); at 12 and 13 the producer's cycles waiting for a free slot,
+ * waiting (for the image's last store to read it out, and for the
+ * warpgroup's other warps) and writing the image (version 4: the whole
+ * epilogue counts as writes); at 12 and 13 the producer's cycles waiting for a free slot,
  * and in all.  0x100 in flags: no epilogue at all (the lab's ablation;
  * outputs unwritten).
  * EPI and HASR (a residual) are compile-time, so a kernel holds the one
@@ -299,7 +296,7 @@ template <int BN, int EPI, bool HASR, bool PROF, int IMG>
 __global__ void __launch_bounds__(WG3_THREADS, 1)
     wg3_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
                const __grid_constant__ CUtensorMap ty, const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
-               int M, int N, int K, int flags, unsigned long long *prof = nullptr) {
+               int M, int N, int K, int flags, unsigned long long *prof, const __grid_constant__ eng_cu_qk_args qk) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int ST = wg3_stages(BN, EPI, IMG), B_BYTES = BN * WG_BK * 2;
     constexpr bool swiglu = EPI == ENG_CU_EPI_SWIGLU;
@@ -330,35 +327,39 @@ __global__ void __launch_bounds__(WG3_THREADS, 1)
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
     const uint32_t Cs = wg_smem(C);
+    const int wgp = warp >> 2;                 /* this consumer warpgroup: rows 64 wgp .. of each tile */
+    const bool lead = (threadIdx.x & 127) == 0; /* its thread that issues and waits for its stores */
     float d[BN / 2];
 #pragma unroll
     for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
         const int m0 = (t / nN) * WG_BM, n0 = (t % nN) * BN;
-        wg_consume<BN, ST, PROF>(d, sA, sB, full, empty, it, warp >> 2, KT, pc);
+        wg_consume<BN, ST, PROF>(d, sA, sB, full, empty, it, wgp, KT, pc);
         if (skip) continue;
         unsigned long long t0 = 0, t1 = 0;
         if constexpr (PROF) t0 = clock64();
-        if constexpr (IMG) {
-            wg3_epi_ring<BN, EPI, HASR, IMG, 0>(d, (warp >> 2) * 64, m0, n0, M, N, bias, R, C, &ty, img);
+        if constexpr (IMG && EPI != WG_EPI_QK) {
+            wg3_epi_ring<BN, EPI, HASR, IMG, 0>(d, wgp, m0, n0, M, N, bias, R, C, &ty, img);
             if constexpr (PROF) t_img += clock64() - t0;
-        } else {
-            if (threadIdx.x == 0) wg_store_wait_read(); /* the last tile's image has been read out */
-            wg_consumers_sync();
+        } else { /* each warpgroup its 64 rows of the image, on its own */
+            if (lead) wg_store_wait_read(); /* its last tile's image has been read out */
+            wg_group_sync(wgp);
             if constexpr (PROF) t1 = clock64();
-            wg_epilogue_img<BN, EPI, HASR>(d, (warp >> 2) * 64, m0, n0, M, N, bias, R, Cs);
+            if constexpr (EPI == WG_EPI_QK) wg_epilogue_img_qk<BN>(d, wgp * 64, m0, n0, qk, Cs);
+            else wg_epilogue_img<BN, EPI, HASR>(d, wgp * 64, m0, n0, M, N, bias, R, Cs);
             if constexpr (PROF) t_img += clock64() - t1, t_wait += t1 - t0;
             wg_fence_async_smem();
-            wg_consumers_sync();
-            if (threadIdx.x == 0) {
+            wg_group_sync(wgp);
+            if (lead) {
                 const int c0 = swiglu ? n0 >> 1 : n0;
-                for (int q = 0; q < wg3_outc(BN, EPI) / 64; q++) wg_tma_store(&ty, C + q * 16384, c0 + 64 * q, m0);
+                for (int q = 0; q < wg3_outc(BN, EPI) / 64; q++)
+                    wg_tma_store(&ty, C + q * 16384 + wgp * 8192, c0 + 64 * q, m0 + wgp * 64);
                 wg_store_commit();
             }
         }
         if constexpr (PROF) t_epi += clock64() - t0;
     }
-    if (threadIdx.x == 0) wg_store_wait();
+    if (lead) wg_store_wait();
     if constexpr (PROF) {
         if ((threadIdx.x & 127) == 0) {
             unsigned long long *o = prof + WG_PROF_SLOTS * blockIdx.x + 6 * (threadIdx.x >> 7);
@@ -413,24 +414,25 @@ int eng_cu_gemm_wg_available(void) {
     return 1;
 }
 
-/* the tile width: version 1 128; versions 2 and 3 the widest of 256, 192, 128
+/* the tile width of version v: 1 128; 2-4 the widest of 256, 192, 128
  * that divides N (SwiGLU: whose half divides N/2) */
-static int wg_bn(int N, int epi) {
-    if (eng_cu_wg_version == 1) return 128;
+static int wg_bn(int N, int epi, int v) {
+    if (v == 1) return 128;
     for (int bn : {256, 192, 128}) {
-        /* version 3 stores 64-column boxes: a SwiGLU tile's output (bn / 2
-         * wide) must be whole boxes */
-        if (epi == ENG_CU_EPI_SWIGLU && eng_cu_wg_version >= 3 && (bn / 2) % 64) continue;
+        /* versions 3 and 4 store 64-column boxes: a SwiGLU tile's output
+         * (bn / 2 wide) must be whole boxes */
+        if (epi == ENG_CU_EPI_SWIGLU && v >= 3 && (bn / 2) % 64) continue;
         if (epi == ENG_CU_EPI_SWIGLU ? N % 2 == 0 && (N / 2) % (bn / 2) == 0 : N % bn == 0) return bn;
     }
     return 0;
 }
 
-int eng_cu_gemm_wg_ok(int M, int N, int K, int epi) {
-    if (M < 1 || N < 128 || K < WG_BK || K % WG_BK || !wg_bn(N, epi)) return 0;
-    if (eng_cu_wg_version == 1 && (N % 128 || (epi == ENG_CU_EPI_SWIGLU && (N / 2) % 64))) return 0;
+static int wg_ok(int M, int N, int K, int epi, int v) {
+    if (v < 1 || v > 4 || M < 1 || N < 128 || K < WG_BK || K % WG_BK || !wg_bn(N, epi, v)) return 0;
+    if (v == 1 && (N % 128 || (epi == ENG_CU_EPI_SWIGLU && (N / 2) % 64))) return 0;
     return eng_cu_gemm_wg_available();
 }
+int eng_cu_gemm_wg_ok(int M, int N, int K, int epi) { return wg_ok(M, N, K, epi, eng_cu_wg_version); }
 
 /* rows x K bf16, row-major, boxes of box_rows x 64 with the 128-byte swizzle
  * (the operands' slices; version 3's output sub-tiles: K = the output width) */
@@ -450,7 +452,7 @@ static int wg_map(CUtensorMap *m, const bf16 *p, int rows, int K, int box_rows) 
 template <int BN, int EPI, bool HASR, bool PROF, int IMG>
 static cudaError_t wg3_launch(cudaStream_t s, const CUtensorMap &ta, const CUtensorMap &tb, const CUtensorMap &ty,
                               const bf16 *bias, const bf16 *R, int M, int N, int K, int flags,
-                              unsigned long long *prof, int *ctas) {
+                              unsigned long long *prof, int *ctas, const eng_cu_qk_args *qk = nullptr) {
     constexpr int smem = wg3_smem(BN, EPI, IMG);
     static int ready;
     if (!ready) {
@@ -459,7 +461,12 @@ static cudaError_t wg3_launch(cudaStream_t s, const CUtensorMap &ta, const CUten
     }
     const int tiles = (N / BN) * ((M + WG_BM - 1) / WG_BM), grid = tiles < wg_sms ? tiles : wg_sms;
     if (ctas) *ctas = grid;
-    wg3_kernel<BN, EPI, HASR, PROF, IMG><<<grid, WG3_THREADS, smem, s>>>(ta, tb, ty, bias, R, M, N, K, flags, prof);
+    eng_cu_qk_args none;
+    if (!qk) {
+        memset(&none, 0, sizeof none);
+        qk = &none;
+    }
+    wg3_kernel<BN, EPI, HASR, PROF, IMG><<<grid, WG3_THREADS, smem, s>>>(ta, tb, ty, bias, R, M, N, K, flags, prof, *qk);
     return cudaGetLastError();
 }
 template <int EPI, bool HASR, bool PROF>
@@ -478,10 +485,10 @@ static cudaError_t wg3_pick(cudaStream_t s, const CUtensorMap &ta, const CUtenso
 template <bool PROF>
 static cudaError_t wg3_run(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
                            int M, int N, int K, int epi, int img, int flags, unsigned long long *prof, int *ctas) {
-    const int bn = wg_bn(N, epi), swiglu = epi == ENG_CU_EPI_SWIGLU;
+    const int bn = wg_bn(N, epi, 3), swiglu = epi == ENG_CU_EPI_SWIGLU;
     CUtensorMap ta, tb, ty;
     if (wg_map(&ta, X, M, K, WG_BM) || wg_map(&tb, W, N, K, swiglu ? bn / 2 : bn) ||
-        wg_map(&ty, Y, M, swiglu ? N / 2 : N, WG_BM) || ((uintptr_t)Y & 15))
+        wg_map(&ty, Y, M, swiglu ? N / 2 : N, 64) || ((uintptr_t)Y & 15))
         return cudaErrorInvalidValue;
 #define WG3_PICK(E, H) wg3_pick<E, H, PROF>(s, ta, tb, ty, bias, R, M, N, K, bn, img, flags, prof, ctas)
     if constexpr (PROF) {
@@ -507,30 +514,29 @@ static cudaError_t wg3_run(cudaStream_t s, const bf16 *X, const bf16 *W, const b
 cudaError_t eng_cu_gemm_wg_profile(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
                                    bf16 *Y, int M, int N, int K, int epi, int no_epilogue, unsigned long long *prof,
                                    int *ctas) {
-    const int v = eng_cu_wg_version, img = v == 4 ? 2 : 0;
-    eng_cu_wg_version = 3;
-    const int ok = eng_cu_gemm_wg_ok(M, N, K, epi);
-    eng_cu_wg_version = v;
-    if (!ok || R || (epi != ENG_CU_EPI_NONE && epi != ENG_CU_EPI_SWIGLU && !bias) ||
+    if (!wg_ok(M, N, K, epi, 3) || R || (epi != ENG_CU_EPI_NONE && epi != ENG_CU_EPI_SWIGLU && !bias) ||
         (((uintptr_t)X | (uintptr_t)W) & 15))
         return cudaErrorInvalidValue;
-    return wg3_run<true>(s, X, W, bias, R, Y, M, N, K, epi, img, no_epilogue ? 0x100 : 0, prof, ctas);
+    return wg3_run<true>(s, X, W, bias, R, Y, M, N, K, epi, eng_cu_wg_version == 4 ? 2 : 0,
+                         no_epilogue ? 0x100 : 0, prof, ctas);
 }
 
 cudaError_t eng_cu_gemm_wg(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
                            int M, int N, int K, int epi) {
-    if (!eng_cu_gemm_wg_ok(M, N, K, epi) || (epi == ENG_CU_EPI_SWIGLU && R) ||
+    return eng_cu_gemm_wg_v(eng_cu_wg_version, s, X, W, bias, R, Y, M, N, K, epi);
+}
+
+cudaError_t eng_cu_gemm_wg_v(int v, cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
+                             bf16 *Y, int M, int N, int K, int epi) {
+    if (!wg_ok(M, N, K, epi, v) || (epi == ENG_CU_EPI_SWIGLU && R) ||
         (epi != ENG_CU_EPI_NONE && epi != ENG_CU_EPI_SWIGLU && !bias) || ((uintptr_t)X | (uintptr_t)W) & 15)
         return cudaErrorInvalidValue;
-    const int bn = wg_bn(N, epi), swiglu = epi == ENG_CU_EPI_SWIGLU;
+    if (v >= 3) return wg3_run<false>(s, X, W, bias, R, Y, M, N, K, epi, v == 4 ? 2 : 0, 0, NULL, NULL);
+    const int bn = wg_bn(N, epi, v), swiglu = epi == ENG_CU_EPI_SWIGLU;
     CUtensorMap ta, tb;
     if (wg_map(&ta, X, M, K, WG_BM) || wg_map(&tb, W, N, K, swiglu ? bn / 2 : bn)) return cudaErrorInvalidValue;
     const int mt = (M + WG_BM - 1) / WG_BM, tiles = mt * (N / bn), grid = tiles < wg_sms ? tiles : wg_sms;
-    if (eng_cu_wg_version >= 3) {
-        const cudaError_t e =
-            wg3_run<false>(s, X, W, bias, R, Y, M, N, K, epi, eng_cu_wg_version == 4 ? 2 : 0, 0, NULL, NULL);
-        if (e != cudaSuccess) return e;
-    } else if (eng_cu_wg_version == 1)
+    if (v == 1)
         wg1_kernel<<<dim3(N / 128, mt), WG_THREADS, WG1_SMEM, s>>>(ta, tb, bias, R, Y, M, N, K, epi);
     else if (bn == 256)
         wg2_kernel<256><<<grid, WG_THREADS, wg2_smem(256), s>>>(ta, tb, bias, R, Y, M, N, K, epi);
@@ -539,4 +545,25 @@ cudaError_t eng_cu_gemm_wg(cudaStream_t s, const bf16 *X, const bf16 *W, const b
     else
         wg2_kernel<128><<<grid, WG_THREADS, wg2_smem(128), s>>>(ta, tb, bias, R, Y, M, N, K, epi);
     return cudaGetLastError();
+}
+
+/* Qwen3's QKV product with the q/k norm + rotary in the epilogue: two
+ * heads of 128 a 256-wide tile, so both the Q | K and K | V boundaries
+ * must fall on tile edges (even head counts); no bias. */
+int eng_cu_gemm_wg_qk_ok(int M, int N, int K, const eng_cu_qk_args *qk) {
+    return qk && qk->head_dim == 128 && qk->n_heads > 0 && qk->n_kv_heads > 0 && qk->n_heads % 2 == 0 &&
+           qk->n_kv_heads % 2 == 0 && N == (qk->n_heads + 2 * qk->n_kv_heads) * 128 && qk->ld == N && qk->rope &&
+           qk->rope_rows > 0 && qk->q_norm && qk->k_norm && qk->cu_seqlens && qk->n_seqs_dev &&
+           wg_ok(M, N, K, ENG_CU_EPI_NONE, 3) && wg_bn(N, ENG_CU_EPI_NONE, 3) == 256;
+}
+
+cudaError_t eng_cu_gemm_wg_qk(cudaStream_t s, const bf16 *X, const bf16 *W, bf16 *Y, int M, int N, int K,
+                              const eng_cu_qk_args *qk) {
+    if (!eng_cu_gemm_wg_qk_ok(M, N, K, qk) || ((uintptr_t)X | (uintptr_t)W | (uintptr_t)Y) & 15 ||
+        (uintptr_t)qk->rope & 15 || ((uintptr_t)qk->q_norm | (uintptr_t)qk->k_norm) & 7)
+        return cudaErrorInvalidValue;
+    CUtensorMap ta, tb, ty;
+    if (wg_map(&ta, X, M, K, WG_BM) || wg_map(&tb, W, N, K, 256) || wg_map(&ty, Y, M, N, 64))
+        return cudaErrorInvalidValue;
+    return wg3_launch<256, WG_EPI_QK, false, false, 0>(s, ta, tb, ty, NULL, NULL, M, N, K, 0, NULL, NULL, qk);
 }

@@ -75,8 +75,11 @@ static __device__ __forceinline__ void wg_store_wait() { asm volatile("cp.async.
 static __device__ __forceinline__ void wg_fence_async_smem() {
     asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
-/* a barrier for the 256 consumer threads only (the producer warp has left) */
-static __device__ __forceinline__ void wg_consumers_sync() { asm volatile("bar.sync 1, 256;\n" ::: "memory"); }
+/* a barrier for one consumer warpgroup's 128 threads (named barriers 2
+ * and 3), so each warpgroup stores its half of a tile on its own */
+static __device__ __forceinline__ void wg_group_sync(int wgp) {
+    asm volatile("bar.sync %0, 128;\n" ::"r"(2 + wgp) : "memory");
+}
 
 static __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 static __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
@@ -331,6 +334,62 @@ static __device__ __forceinline__ void wg_epilogue_img(const float *d, int wrow,
             }
         }
     }
+}
+
+/* Qwen3's QKV product with the per-head q/k RMSNorm and rotary
+ * embedding in the epilogue (WG_EPI_QK; eng_cu_qk_norm_rope's arithmetic,
+ * eng_cu.h, on the fp32 sums instead of their bf16 rounding), into the
+ * version 3 image like wg_epilogue_img: a 256-wide tile holds two whole
+ * heads of 128 (the Q | K and K | V boundaries are multiples of 256,
+ * eng_cu_gemm_wg_qk_ok), all Q, all K or all V (copied as they are).  A
+ * thread's columns of a head row are 8j + t2 + {0, 1}, j < 16, so the
+ * rotation's partner of column c < 64, c + 64, is its own value j + 8,
+ * and the head's sum of squares is its 32 values plus two shuffles across
+ * the 4 lanes holding that row.  Positions come from cu_seqlens (rows
+ * past the real count have zero inputs and come out 0). */
+template <int BN>
+static __device__ __forceinline__ void wg_epilogue_img_qk(const float *d, int wrow, int row0, int n0,
+                                                          const eng_cu_qk_args &qk, uint32_t C) {
+    static_assert(BN == 256, "two heads of 128 a tile");
+    const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, t2 = 2 * (lane & 3);
+    const int r0 = wrow + warp * 16 + (lane >> 2), key = r0 & 7;
+    const uint32_t line = C + r0 * 128 + 2 * t2;
+    auto put = [&](int i, int j, uint32_t v) { wg_sts32(line + i * 1024 + (j >> 3) * 16384 + (((j & 7) ^ key) << 4), v); };
+    const int qcols = qk.n_heads * 128, kcols = (qk.n_heads + qk.n_kv_heads) * 128;
+    if (n0 >= kcols) { /* V heads */
+#pragma unroll
+        for (int j = 0; j < BN / 8; j++)
+#pragma unroll
+            for (int i = 0; i < 2; i++) put(i, j, wg_pack(d[4 * j + 2 * i], d[4 * j + 2 * i + 1]));
+        return;
+    }
+    const float *w = n0 < qcols ? qk.q_norm : qk.k_norm;
+    const int n_seqs = *qk.n_seqs_dev;
+    /* the two rows' positions: their (cos, sin) of columns c, c + 1 are one float4 */
+    const int p0 = min(max(eng_cu_pos_in_seq(qk.cu_seqlens, n_seqs, row0 + r0), 0), qk.rope_rows - 1);
+    const int p1 = min(max(eng_cu_pos_in_seq(qk.cu_seqlens, n_seqs, row0 + r0 + 8), 0), qk.rope_rows - 1);
+#pragma unroll
+    for (int h = 0; h < 2; h++)
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            float ss = 0.f;
+#pragma unroll
+            for (int j = 16 * h; j < 16 * h + 16; j++)
+                ss += d[4 * j + 2 * i] * d[4 * j + 2 * i] + d[4 * j + 2 * i + 1] * d[4 * j + 2 * i + 1];
+            ss += __shfl_xor_sync(0xffffffffu, ss, 1);
+            ss += __shfl_xor_sync(0xffffffffu, ss, 2);
+            const float r = rsqrtf(ss * (1.f / 128.f) + qk.eps); /* the head row's rsqrt(mean(x^2) + eps) */
+#pragma unroll
+            for (int jj = 0; jj < 8; jj++) {
+                const int c = 8 * jj + t2, j = 16 * h + jj;
+                const float4 t = ((const float4 *)(qk.rope + (size_t)(i ? p1 : p0) * 128))[c >> 1];
+                const float2 wa = *(const float2 *)(w + c), wb = *(const float2 *)(w + 64 + c);
+                const float a0 = d[4 * j + 2 * i] * r * wa.x, a1 = d[4 * j + 2 * i + 1] * r * wa.y;
+                const float b0 = d[4 * (j + 8) + 2 * i] * r * wb.x, b1 = d[4 * (j + 8) + 2 * i + 1] * r * wb.y;
+                put(i, j, wg_pack(a0 * t.x - b0 * t.y, a1 * t.z - b1 * t.w));
+                put(i, j + 8, wg_pack(b0 * t.x + a0 * t.y, b1 * t.z + a1 * t.w));
+            }
+        }
 }
 #endif
 
