@@ -325,13 +325,14 @@ int eng_cu_gemm_wg_available(void);
 /* 1: one 128 x 128 tile a CTA, two CTAs an SM; 2: persistent, one CTA an
  * SM, tiles of 128 x (256 | 192 | 128) by N; 3 (default): 2 with the
  * output tile stored by TMA from shared memory; 4: 3 through two 64-column
- * image buffers (a deeper ring).  Labs set it;
+ * image buffers (a deeper ring); 5: ping-pong, each consumer warpgroup its
+ * own 128 x 128 tiles (experiment).  Labs set it;
  * POSY_CUDA_WG_VERSION=N at engine open, for experiments. */
 extern int eng_cu_wg_version;
 int eng_cu_gemm_wg_ok(int M, int N, int K, int epi);
 cudaError_t eng_cu_gemm_wg(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
                            int M, int N, int K, int epi);
-/* the same in a given version (1..4), whatever eng_cu_wg_version says */
+/* the same in a given version (1..5), whatever eng_cu_wg_version says */
 cudaError_t eng_cu_gemm_wg_v(int version, cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias,
                              const bf16 *R, bf16 *Y, int M, int N, int K, int epi);
 /* Qwen3's QKV product with the per-head q/k RMSNorm + rotary in the

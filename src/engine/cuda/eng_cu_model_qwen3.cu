@@ -162,7 +162,7 @@ static int swiglu_fused_pick(eng_cu_model *m, cudaStream_t s, const bf16 *X, con
         if (m->swiglu_pick_T[i] == T) return m->swiglu_pick[i];
     cudaStreamCaptureStatus cs;
     if (cudaStreamIsCapturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) {
-        int top = 4;
+        int top = 5;
         while (top > 1 && !(m->wg_versions >> top & 1)) top--;
         return top;
     }
@@ -171,7 +171,7 @@ static int swiglu_fused_pick(eng_cu_model *m, cudaStream_t s, const bf16 *X, con
     int pick = 0;
     if (cudaEventCreate(&a) == cudaSuccess) {
         if (cudaEventCreate(&b) == cudaSuccess) {
-            for (int f = 0; f <= 4; f++) { /* 0: the two kernels; 1..4: ours in that version */
+            for (int f = 0; f <= 5; f++) { /* 0: the two kernels; 1..5: ours in that version */
                 if (f && !(m->wg_versions >> f & 1)) continue;
                 if (mlp_up_run(m, s, 0, f, X, w, T, n_tok, NULL, err)) break; /* warm-up (cuBLASLt tunes here) */
                 cudaEventRecord(a, s);

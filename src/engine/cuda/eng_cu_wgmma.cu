@@ -48,7 +48,11 @@
  *      width and epilogue (with or without a residual);
  *   4  3 with the output written through two 64-column image buffers in
  *      turn (32 KB instead of the tile's 48-64 KB), so 256-wide tiles get
- *      a fourth ring stage.
+ *      a fourth ring stage;
+ *   5  (experiment, opt-in: written after the 2026-12-02 device time was
+ *      spent, not yet run) ping-pong: each consumer warpgroup its own
+ *      128 x 128 tiles, the two in turn, so one's epilogue runs under the
+ *      other's products.
  * More were built, checked and measured on the H200, then removed as no
  * faster than 3: 64 x 64 sub-tile stores (f844b0d); 2-CTA clusters sharing
  * the W slice by TMA multicast (f844b0d: 1.6-2.1x slower because its
@@ -376,6 +380,125 @@ __global__ void __launch_bounds__(WG3_THREADS, 1)
 #endif
 }
 
+/* ---- version 5: ping-pong ------------------------------------------------------ */
+
+/* Each consumer warpgroup computes whole 128 x 128 tiles of its own (two
+ * m64n128k16 a k-step, rows 0-63 and 64-127: 2 x 64 accumulators, as many
+ * as version 3's 64 x 256), the two taking the CTA's tiles in turn, so one
+ * warpgroup's epilogue runs while the other's products keep the tensor
+ * cores busy -- in versions 3 and 4 both warpgroups store at once and no
+ * wgmma runs meanwhile, which is what was left against cuBLASLt (the
+ * main loop alone is within 1% of the tensor cores' floor).  The price:
+ * 32 KB of operands a 1M-FMA k-slice instead of 48 KB a 2M one.  The ring
+ * holds the tiles' k-slices in the CTA's tile order, each slot released
+ * by the four warps of the one warpgroup reading it.  An order barrier
+ * pair makes the main loops take turns (a warpgroup starts a tile's
+ * products once the other has waited for its last slice of the tile
+ * before), which keeps every slot at most one fill behind whoever waits
+ * on it, as the mbarrier parity waits need. */
+#define WG5_BN 128
+static __host__ __device__ constexpr int wg5_cbytes(int EPI) { return WG_BM * wg3_outc(WG5_BN, EPI) * 2; }
+static __host__ __device__ constexpr int wg5_stages(int EPI) {
+    return (WG_SMEM_MAX - 2 * wg5_cbytes(EPI) - 1024 - 256) / (WG_A_BYTES + WG5_BN * WG_BK * 2) > 6
+               ? 6
+               : (WG_SMEM_MAX - 2 * wg5_cbytes(EPI) - 1024 - 256) / (WG_A_BYTES + WG5_BN * WG_BK * 2);
+}
+static __host__ __device__ constexpr int wg5_smem(int EPI) {
+    return wg5_stages(EPI) * (WG_A_BYTES + WG5_BN * WG_BK * 2) + 2 * wg5_cbytes(EPI) + 1024 + 256;
+}
+
+template <int EPI, bool HASR>
+__global__ void __launch_bounds__(WG3_THREADS, 1)
+    wg5_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
+               const __grid_constant__ CUtensorMap ty, const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
+               int M, int N, int K) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    constexpr int ST = wg5_stages(EPI), B_BYTES = WG5_BN * WG_BK * 2, CB = wg5_cbytes(EPI);
+    constexpr bool swiglu = EPI == ENG_CU_EPI_SWIGLU;
+    extern __shared__ unsigned char wg_raw[];
+    unsigned char *base = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
+    unsigned char *C = base, *sA = C + 2 * CB, *sB = sA + ST * WG_A_BYTES;
+    uint64_t *full = (uint64_t *)(sB + ST * B_BYTES), *empty = full + ST, *order = empty + ST;
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, KT = K / WG_BK, nN = N / WG5_BN;
+    const int tiles = nN * ((M + WG_BM - 1) / WG_BM);
+    if (threadIdx.x == 0) {
+        for (int s = 0; s < ST; s++) {
+            wg_bar_init(&full[s], 1);
+            wg_bar_init(&empty[s], 4); /* the four warps of the warpgroup reading it */
+        }
+        wg_bar_init(&order[0], 4); /* warpgroup 1's warps: its main loop of a tile is done */
+        wg_bar_init(&order[1], 4); /* warpgroup 0's */
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+    }
+    __syncthreads();
+    if (warp >= 8) { /* the producer warpgroup, as in version 3 */
+        asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
+        if (threadIdx.x == 256) {
+            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&ta) : "memory");
+            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tb) : "memory");
+            int it = 0;
+            for (int t = blockIdx.x; t < tiles; t += gridDim.x)
+                wg_produce<WG5_BN, ST>(&ta, &tb, sA, sB, full, empty, it, (t / nN) * WG_BM, (t % nN) * WG5_BN, N, KT,
+                                       swiglu);
+        }
+        return;
+    }
+    asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
+    const int wgp = warp >> 2;
+    const bool lead = (threadIdx.x & 127) == 0;
+    unsigned char *Cw = C + wgp * CB; /* this warpgroup's image */
+    const uint32_t Cs = wg_smem(Cw);
+    float d0[64], d1[64];
+#pragma unroll
+    for (int i = 0; i < 64; i++) d0[i] = d1[i] = 0.f;
+    /* j: the CTA's tile count (tile blockIdx.x + j gridDim.x); this
+     * warpgroup takes j = wgp, wgp + 2, ...; its n-th tile is j = 2n + wgp */
+    for (int j = wgp, n = 0; blockIdx.x + j * gridDim.x < tiles; j += 2, n++) {
+        const int t = blockIdx.x + j * gridDim.x, m0 = (t / nN) * WG_BM, n0 = (t % nN) * WG5_BN;
+        /* my turn: warpgroup 0's n-th tile follows warpgroup 1's (n-1)-th main loop, 1's n-th follows 0's n-th */
+        if (wgp == 0 && n > 0) wg_bar_wait(&order[0], (n - 1) & 1);
+        if (wgp == 1) wg_bar_wait(&order[1], n & 1);
+        int it = j * KT;
+        for (int kt = 0; kt < KT; kt++, it++) {
+            const int s = it % ST;
+            wg_bar_wait(&full[s], (it / ST) & 1);
+            const unsigned char *a = sA + s * WG_A_BYTES, *b = sB + s * B_BYTES;
+            wg_fence();
+#pragma unroll
+            for (int kk = 0; kk < WG_BK / 16; kk++) {
+                wg_mma<128>(d0, wg_desc(a + 32 * kk), wg_desc(b + 32 * kk), kt | kk);
+                wg_mma<128>(d1, wg_desc(a + 64 * 128 + 32 * kk), wg_desc(b + 32 * kk), kt | kk);
+            }
+            wg_commit();
+            wg_wait<1>();
+            if (kt > 0 && lane == 0) wg_bar_arrive(&empty[(it - 1) % ST]);
+        }
+        /* every slice of this tile waited for: the other warpgroup may start its next one */
+        if (lane == 0) wg_bar_arrive(&order[1 - wgp]);
+        wg_wait<0>();
+        wg_fence_regs<64>(d0);
+        wg_fence_regs<64>(d1);
+        if (lane == 0) wg_bar_arrive(&empty[(it - 1) % ST]);
+        /* the epilogue, under the other warpgroup's products */
+        if (lead) wg_store_wait_read(); /* this warpgroup's last image has been read out */
+        wg_group_sync(wgp);
+        wg_epilogue_img<WG5_BN, EPI, HASR>(d0, 0, m0, n0, M, N, bias, R, Cs);
+        wg_epilogue_img<WG5_BN, EPI, HASR>(d1, 64, m0, n0, M, N, bias, R, Cs);
+        wg_fence_async_smem();
+        wg_group_sync(wgp);
+        if (lead) {
+            const int c0 = swiglu ? n0 >> 1 : n0;
+            for (int q = 0; q < wg3_outc(WG5_BN, EPI) / 64; q++)
+                for (int h = 0; h < 2; h++) wg_tma_store(&ty, Cw + q * 16384 + h * 8192, c0 + 64 * q, m0 + 64 * h);
+            wg_store_commit();
+        }
+    }
+    if (lead) wg_store_wait();
+#else
+    __trap();
+#endif
+}
+
 /* ---- host side ---------------------------------------------------------------- */
 
 static PFN_cuTensorMapEncodeTiled_v12000 wg_encode;
@@ -414,10 +537,10 @@ int eng_cu_gemm_wg_available(void) {
     return 1;
 }
 
-/* the tile width of version v: 1 128; 2-4 the widest of 256, 192, 128
- * that divides N (SwiGLU: whose half divides N/2) */
+/* the tile width of version v: 1 and 5 128; 2-4 the widest of 256, 192,
+ * 128 that divides N (SwiGLU: whose half divides N/2) */
 static int wg_bn(int N, int epi, int v) {
-    if (v == 1) return 128;
+    if (v == 1 || v == 5) return 128;
     for (int bn : {256, 192, 128}) {
         /* versions 3 and 4 store 64-column boxes: a SwiGLU tile's output
          * (bn / 2 wide) must be whole boxes */
@@ -428,8 +551,8 @@ static int wg_bn(int N, int epi, int v) {
 }
 
 static int wg_ok(int M, int N, int K, int epi, int v) {
-    if (v < 1 || v > 4 || M < 1 || N < 128 || K < WG_BK || K % WG_BK || !wg_bn(N, epi, v)) return 0;
-    if (v == 1 && (N % 128 || (epi == ENG_CU_EPI_SWIGLU && (N / 2) % 64))) return 0;
+    if (v < 1 || v > 5 || M < 1 || N < 128 || K < WG_BK || K % WG_BK || !wg_bn(N, epi, v)) return 0;
+    if ((v == 1 || v == 5) && (N % 128 || (epi == ENG_CU_EPI_SWIGLU && (N / 2) % 64))) return 0;
     return eng_cu_gemm_wg_available();
 }
 int eng_cu_gemm_wg_ok(int M, int N, int K, int epi) { return wg_ok(M, N, K, epi, eng_cu_wg_version); }
@@ -521,6 +644,39 @@ cudaError_t eng_cu_gemm_wg_profile(cudaStream_t s, const bf16 *X, const bf16 *W,
                          no_epilogue ? 0x100 : 0, prof, ctas);
 }
 
+/* Version 5: the opt-in once per kernel, one CTA an SM; the maps as
+ * version 3's (the output in 64-row boxes: each warpgroup stores its
+ * tile's halves) */
+template <int EPI, bool HASR>
+static cudaError_t wg5_launch(cudaStream_t s, const CUtensorMap &ta, const CUtensorMap &tb, const CUtensorMap &ty,
+                              const bf16 *bias, const bf16 *R, int M, int N, int K) {
+    constexpr int smem = wg5_smem(EPI);
+    static int ready;
+    if (!ready) {
+        if (wg_smem_optin(wg5_kernel<EPI, HASR>, smem)) return cudaErrorInvalidValue;
+        ready = 1;
+    }
+    const int tiles = (N / WG5_BN) * ((M + WG_BM - 1) / WG_BM), grid = tiles < wg_sms ? tiles : wg_sms;
+    wg5_kernel<EPI, HASR><<<grid, WG3_THREADS, smem, s>>>(ta, tb, ty, bias, R, M, N, K);
+    return cudaGetLastError();
+}
+static cudaError_t wg5_run(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
+                           int M, int N, int K, int epi) {
+    const int swiglu = epi == ENG_CU_EPI_SWIGLU;
+    CUtensorMap ta, tb, ty;
+    if (wg_map(&ta, X, M, K, WG_BM) || wg_map(&tb, W, N, K, swiglu ? WG5_BN / 2 : WG5_BN) ||
+        wg_map(&ty, Y, M, swiglu ? N / 2 : N, 64) || ((uintptr_t)Y & 15))
+        return cudaErrorInvalidValue;
+#define WG5_L(E, H) wg5_launch<E, H>(s, ta, tb, ty, bias, R, M, N, K)
+    switch (epi) {
+    case ENG_CU_EPI_NONE: return R ? WG5_L(ENG_CU_EPI_NONE, true) : WG5_L(ENG_CU_EPI_NONE, false);
+    case ENG_CU_EPI_BIAS: return R ? WG5_L(ENG_CU_EPI_BIAS, true) : WG5_L(ENG_CU_EPI_BIAS, false);
+    case ENG_CU_EPI_BIAS_GELU: return R ? WG5_L(ENG_CU_EPI_BIAS_GELU, true) : WG5_L(ENG_CU_EPI_BIAS_GELU, false);
+    default: return WG5_L(ENG_CU_EPI_SWIGLU, false);
+    }
+#undef WG5_L
+}
+
 cudaError_t eng_cu_gemm_wg(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
                            int M, int N, int K, int epi) {
     return eng_cu_gemm_wg_v(eng_cu_wg_version, s, X, W, bias, R, Y, M, N, K, epi);
@@ -531,6 +687,7 @@ cudaError_t eng_cu_gemm_wg_v(int v, cudaStream_t s, const bf16 *X, const bf16 *W
     if (!wg_ok(M, N, K, epi, v) || (epi == ENG_CU_EPI_SWIGLU && R) ||
         (epi != ENG_CU_EPI_NONE && epi != ENG_CU_EPI_SWIGLU && !bias) || ((uintptr_t)X | (uintptr_t)W) & 15)
         return cudaErrorInvalidValue;
+    if (v == 5) return wg5_run(s, X, W, bias, R, Y, M, N, K, epi);
     if (v >= 3) return wg3_run<false>(s, X, W, bias, R, Y, M, N, K, epi, v == 4 ? 2 : 0, 0, NULL, NULL);
     const int bn = wg_bn(N, epi, v), swiglu = epi == ENG_CU_EPI_SWIGLU;
     CUtensorMap ta, tb;
