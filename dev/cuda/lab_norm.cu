@@ -102,6 +102,23 @@ static void check_sizes(int rows, int H) {
     snprintf(name, sizeof name, "add_rmsnorm residual rows=%d H=%d", rows, H);
     lab_check(name, got.data(), refres.data(), (size_t)rows * H, 0.f, 0.f);
 
+    /* the RMS statistics alone: rs = rsqrt(mean(x^2) + eps), 0 on the padded rows */
+    float *drs;
+    CUCHECK(cudaMalloc(&drs, (size_t)bucket * 4));
+    lab_poison(drs, (size_t)bucket * 4);
+    CUCHECK(eng_cu_rms_rows(0, dx, drs, bucket, dn, H, 1e-6f));
+    CUCHECK(cudaDeviceSynchronize());
+    std::vector<float> rsg(bucket), rsr(bucket, 0.f);
+    CUCHECK(cudaMemcpy(rsg.data(), drs, (size_t)bucket * 4, cudaMemcpyDeviceToHost));
+    for (int r = 0; r < rows; r++) {
+        double q = 0;
+        for (int i = 0; i < H; i++) q += (double)xf[(size_t)r * H + i] * xf[(size_t)r * H + i];
+        rsr[r] = (float)(1.0 / sqrt(q / H + 1e-6));
+    }
+    snprintf(name, sizeof name, "rms_rows rows=%d (bucket %d) H=%d", rows, bucket, H);
+    lab_check(name, rsg.data(), rsr.data(), (size_t)bucket, 0.f, 1e-4f);
+    cudaFree(drs);
+
     cudaFree(dx); cudaFree(dr); cudaFree(dw); cudaFree(dp); cudaFree(dt); cudaFree(dg);
     cudaFree(db); cudaFree(dids); cudaFree(dpos); cudaFree(dtyp); cudaFree(dn); cudaFree(dout);
 }

@@ -27,6 +27,24 @@
 
 static double gelu_ref(double v) { return 0.5 * v * (1.0 + tanh(0.7978845608028654 * (v + 0.044715 * v * v * v))); }
 
+/* a launch's outcome: false (and a FAIL line) if it or the kernel failed */
+static bool launched(const char *name, cudaError_t e) {
+    if (e == cudaSuccess && cudaDeviceSynchronize() == cudaSuccess) return true;
+    printf("  %-56s FAIL  launch: %s\n", name, cudaGetErrorString(e != cudaSuccess ? e : cudaGetLastError()));
+    lab_failures++;
+    return false;
+}
+
+/* the rows the reference computes: all of them up to 256, else every
+ * step-th and the last */
+static std::vector<int> sample_rows(int M, int step) {
+    std::vector<int> r;
+    if (M <= 256) step = 1;
+    for (int i = 0; i < M; i += step) r.push_back(i);
+    if (r.back() != M - 1) r.push_back(M - 1);
+    return r;
+}
+
 static void check(int M, int N, int K, int epi, int with_bias, int with_r) {
     std::vector<float> xf, wf, bf, rf;
     std::vector<uint16_t> xb, wb, bb, rb;
@@ -43,15 +61,10 @@ static void check(int M, int N, int K, int epi, int with_bias, int with_r) {
     char name[128];
     snprintf(name, sizeof name, "wgmma v%d M=%d N=%d K=%d epi=%d%s%s", eng_cu_wg_version, M, N, K, epi, with_bias ? " +b" : "",
              with_r ? " +R" : "");
-    if (e != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
-        printf("  %-44s FAIL  launch: %s\n", name, cudaGetErrorString(e != cudaSuccess ? e : cudaGetLastError()));
-        lab_failures++;
-        return;
-    }
+    if (!launched(name, e)) return;
     const std::vector<float> y = lab_download_bf16(dy, (size_t)M * No);
     std::vector<float> got, ref;
-    const int step = M > 256 ? 7 : 1;
-    for (int r = 0; r < M; r = (r + step < M || r == M - 1) ? r + step : M - 1) {
+    for (int r : sample_rows(M, 7)) {
         std::vector<double> acc(N);
         for (int n = 0; n < N; n++) {
             double s = 0;
@@ -73,7 +86,6 @@ static void check(int M, int N, int K, int epi, int with_bias, int with_r) {
             ref.push_back((float)v);
             got.push_back(y[(size_t)r * No + n]);
         }
-        if (r == M - 1) break;
     }
     lab_check(name, got.data(), ref.data(), got.size(), 2e-2f, 1e-2f);
     cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dr); cudaFree(dy);
@@ -96,7 +108,7 @@ static std::vector<float> qk_rope_table(int rows) {
     return t;
 }
 
-static void check_qk(int M, const std::vector<int> &lens, int nh, int nkv, int K) {
+static void check_qk(int M, const std::vector<int> &lens, int nh, int nkv, int K, int with_rs = 0) {
     const int N = (nh + 2 * nkv) * 128, rope_rows = 2048;
     std::vector<float> xf, wf, qn(128), kn(128);
     std::vector<uint16_t> xb, wb;
@@ -108,6 +120,10 @@ static void check_qk(int M, const std::vector<int> &lens, int nh, int nkv, int K
     const int real = cu.back();
     for (size_t i = (size_t)real * K; i < (size_t)M * K; i++) xf[i] = 0.f, xb[i] = 0; /* padding rows */
     const std::vector<float> rope = qk_rope_table(rope_rows);
+    /* with_rs: a row scale in [0.5, 1.5), 0 on padding rows (as eng_cu_rms_rows leaves them) */
+    std::vector<float> rsh(M, 0.f);
+    for (int r = 0; r < real; r++) rsh[r] = 1.f + 0.5f * lab_uniform();
+    float *drs = lab_upload(rsh);
     std::vector<int> ns(1, (int)lens.size());
     bf16 *dx = (bf16 *)lab_upload(xb), *dw = (bf16 *)lab_upload(wb), *dy;
     float *dqn = lab_upload(qn), *dkn = lab_upload(kn), *drope = lab_upload(rope);
@@ -121,17 +137,13 @@ static void check_qk(int M, const std::vector<int> &lens, int nh, int nkv, int K
     qk.q_norm = dqn; qk.k_norm = dkn; qk.eps = 1e-6f; qk.rope = drope; qk.rope_rows = rope_rows;
     qk.cu_seqlens = dcu; qk.n_seqs_dev = dns;
     char name[128];
-    snprintf(name, sizeof name, "wgmma qkv + q/k norm + rotary M=%d (%d real) N=%d K=%d", M, real, N, K);
-    const cudaError_t e = eng_cu_gemm_wg_qk(0, dx, dw, dy, M, N, K, &qk);
-    if (e != cudaSuccess || cudaDeviceSynchronize() != cudaSuccess) {
-        printf("  %-56s FAIL  launch: %s\n", name, cudaGetErrorString(e != cudaSuccess ? e : cudaGetLastError()));
-        lab_failures++;
-        return;
-    }
+    snprintf(name, sizeof name, "wgmma qkv + q/k norm + rotary M=%d (%d real) N=%d K=%d%s", M, real, N, K,
+             with_rs ? " + row scale" : "");
+    const cudaError_t e = eng_cu_gemm_wg_qk(0, dx, dw, dy, M, N, K, &qk, with_rs ? drs : NULL);
+    if (!launched(name, e)) return;
     const std::vector<float> y = lab_download_bf16(dy, (size_t)M * N);
     std::vector<float> got, ref;
-    const int step = M > 256 ? 5 : 1;
-    for (int r = 0; r < M; r = (r + step < M || r == M - 1) ? r + step : M - 1) {
+    for (int r : sample_rows(M, 5)) {
         int sq = 0;
         while (sq + 1 < (int)lens.size() && cu[sq + 1] <= r) sq++;
         const int pos = r < real ? r - cu[sq] : 0;
@@ -139,7 +151,7 @@ static void check_qk(int M, const std::vector<int> &lens, int nh, int nkv, int K
         for (int n = 0; n < N; n++) {
             double sum = 0;
             for (int k = 0; k < K; k++) sum += (double)xf[(size_t)r * K + k] * wf[(size_t)n * K + k];
-            acc[n] = sum;
+            acc[n] = with_rs ? sum * rsh[r] : sum;
         }
         for (int h = 0; h < nh + 2 * nkv; h++) {
             double *x = &acc[(size_t)h * 128];
@@ -161,10 +173,48 @@ static void check_qk(int M, const std::vector<int> &lens, int nh, int nkv, int K
             ref.push_back((float)acc[n]);
             got.push_back(y[(size_t)r * N + n]);
         }
-        if (r == M - 1) break;
     }
     lab_check(name, got.data(), ref.data(), got.size(), 2e-2f, 1e-2f);
     cudaFree(dx); cudaFree(dw); cudaFree(dy); cudaFree(dqn); cudaFree(dkn); cudaFree(drope); cudaFree(dcu); cudaFree(dns);
+    cudaFree(drs);
+}
+
+/* The SwiGLU product with a row scale (eng_cu_gemm_wg_rows): silu(s g + bg)
+ * (s u + bu) against fp64, s in [0.5, 1.5) and 0 on the last rows. */
+static void check_rows(int v, int M, int N, int K, int with_bias) {
+    std::vector<float> xf, wf, bf;
+    std::vector<uint16_t> xb, wb, bb;
+    lab_rand_bf16(xf, xb, (size_t)M * K, 1.f);
+    lab_rand_bf16(wf, wb, (size_t)N * K, 1.f / sqrtf((float)K));
+    lab_rand_bf16(bf, bb, (size_t)N, 0.5f);
+    std::vector<float> rsh(M);
+    for (int r = 0; r < M; r++) rsh[r] = r >= M - 3 && M > 3 ? 0.f : 1.f + 0.5f * lab_uniform();
+    const int No = N / 2;
+    bf16 *dx = (bf16 *)lab_upload(xb), *dw = (bf16 *)lab_upload(wb), *db = (bf16 *)lab_upload(bb), *dy;
+    float *drs = lab_upload(rsh);
+    CUCHECK(cudaMalloc(&dy, (size_t)M * No * 2));
+    lab_poison(dy, (size_t)M * No * 2);
+    char name[128];
+    snprintf(name, sizeof name, "wgmma v%d swiglu + row scale M=%d N=%d K=%d%s", v, M, N, K, with_bias ? " +b" : "");
+    const cudaError_t e = eng_cu_gemm_wg_rows(v, 0, dx, dw, with_bias ? db : NULL, dy, M, N, K, ENG_CU_EPI_SWIGLU, drs);
+    if (!launched(name, e)) return;
+    const std::vector<float> y = lab_download_bf16(dy, (size_t)M * No);
+    std::vector<float> got, ref;
+    for (int r : sample_rows(M, 7)) {
+        for (int n = 0; n < No; n++) {
+            double g = 0, u = 0;
+            for (int k = 0; k < K; k++) {
+                g += (double)xf[(size_t)r * K + k] * wf[(size_t)n * K + k];
+                u += (double)xf[(size_t)r * K + k] * wf[(size_t)(No + n) * K + k];
+            }
+            g = g * rsh[r] + (with_bias ? bf[n] : 0.0);
+            u = u * rsh[r] + (with_bias ? bf[No + n] : 0.0);
+            ref.push_back((float)(g / (1.0 + exp(-g)) * u));
+            got.push_back(y[(size_t)r * No + n]);
+        }
+    }
+    lab_check(name, got.data(), ref.data(), got.size(), 2e-2f, 1e-2f);
+    cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy); cudaFree(drs);
 }
 
 #define WG_VERSIONS 5
@@ -262,7 +312,7 @@ static void bench_qk(eng_cu_gemm_ctx *g, int nh, int nkv, int K) {
     char err[256];
     auto run = [&](int fused) {
         if (fused) {
-            CUCHECK(eng_cu_gemm_wg_qk(0, o.x, o.w, o.y, M, N, K, &qk));
+            CUCHECK(eng_cu_gemm_wg_qk(0, o.x, o.w, o.y, M, N, K, &qk, NULL));
             return;
         }
         if (eng_cu_gemm(g, 0, o.x, o.w, NULL, NULL, o.y, M, N, K, ENG_CU_EPI_NONE, err, sizeof err)) {
@@ -362,6 +412,11 @@ int main(void) {
     check_qk(129, {129}, 2, 2, 128);
     check_qk(1024, {1, 300, 129, 570}, 4, 2, 256); /* 24 padding rows */
     check_qk(600, {17, 583}, 16, 8, 1024);         /* Qwen3-0.6B's heads */
+    check_qk(1024, {1, 300, 129, 570}, 4, 2, 256, 1); /* with the RMS row scale */
+    for (int v = 3; v <= 4; v++) {
+        check_rows(v, 1000, 768, 512, 0);
+        check_rows(v, 129, 256, 1024, 1);
+    }
     for (int v = 1; v <= WG_VERSIONS; v++) {
         eng_cu_wg_version = v;
         for (int M : {1, 127, 129, 1000}) {
@@ -380,6 +435,7 @@ int main(void) {
         check(129, 768, 256, ENG_CU_EPI_BIAS_GELU, 1, 1); /* every compiled epilogue of version 3 */
         check(5000, 1024, 512, ENG_CU_EPI_BIAS, 1, 1);    /* 320 tiles: version 5's warpgroups take several each */
     }
+    check_rows(5, 1000, 768, 512, 0); /* version 5's row-scaled SwiGLU, after its plain checks */
     const char *q = getenv("LAB_QUICK");
     if (!(q && *q == '1')) {
         char err[256];

@@ -9,8 +9,9 @@
 # e2e_vs_transformers (MiniLM, BERT-base: the tuning race may pick our
 # kernel); then the saturated-step A/B of the defaults (base; our kernel on
 # where the device has it) against it off (POSY_CUDA_WGMMA=0; TP_ENVS), and
-# for Qwen3 the opt-in fused QKV + q/k norm + rotary (QWEN3_ENVS), by
-# run_tp_ab_gpu.sh for MODELS.
+# for Qwen3 the opt-in fused QKV + q/k norm + rotary and the norms as row
+# statistics (QWEN3_ENVS), by run_tp_ab_gpu.sh for MODELS; e2e_qwen3 runs a
+# second time with POSY_CUDA_RMS_ROWS=1.
 # The e2e checks run with POSY_CUDA_WGMMA=1 POSY_CUDA_QKV_FUSE=1 (so the
 # opt-in path is covered too); E2E_VERSIONS="1 3" runs them once per
 # POSY_CUDA_WG_VERSION (default: once, the engine's own race of 3 and 4).
@@ -63,8 +64,18 @@ for v in ${E2E_VERSIONS:-default}; do
   say "e2e_vs_transformers (version $v): rc=$rc"
   [ $rc -eq 0 ] || status=1
 done
+# Qwen3 once more with the norms as row statistics (POSY_CUDA_RMS_ROWS=1), apart, so a
+# failure there does not hide how the fused QKV alone did
+if [ -z "$SKIP_E2E" ]; then
+  PYTHONUNBUFFERED=1 POSY_CUDA_TUNE_LOG=1 POSY_CUDA_WGMMA=1 POSY_CUDA_QKV_FUSE=1 POSY_CUDA_RMS_ROWS=1 timeout 200 \
+    python3 tests/cuda/e2e_qwen3.py --layers 28 "$BUILD" "$QWORK" > "$OUT/e2e_qwen3-rows.log" 2>&1
+  rc=$?
+  grep -E "FAIL|vs transformers|PASS|bit|flight" "$OUT/e2e_qwen3-rows.log" | grep -v "^gemm M=" | tee -a "$LOG"
+  say "e2e_qwen3 (RMS rows): rc=$rc"
+  [ $rc -eq 0 ] || status=1
+fi
 [ -n "$SKIP_TP" ] || MODELS=${MODELS:-qwen3-0.6b bert-base minilm-l6} NO_LAB=1 TP_ENVS=${TP_ENVS:-base: off:POSY_CUDA_WGMMA=0} \
-  QWEN3_ENVS=${QWEN3_ENVS-qkv1:POSY_CUDA_QKV_FUSE=1} \
+  QWEN3_ENVS=${QWEN3_ENVS-qkv1:POSY_CUDA_QKV_FUSE=1 rows:POSY_CUDA_QKV_FUSE=1,POSY_CUDA_RMS_ROWS=1} \
   POINTS=${POINTS:-equal128:65536 random16-512:65536} OUT="$OUT" timeout ${TP_TIMEOUT:-300} bash tests/cuda/run_tp_ab_gpu.sh \
   > "$OUT/tp_run.log" 2>&1 || status=1
 [ -n "$SKIP_TP" ] || tail -8 "$OUT/tp.log" | tee -a "$LOG"

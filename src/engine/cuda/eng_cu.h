@@ -178,6 +178,13 @@ cudaError_t eng_cu_add_ln(cudaStream_t s, const bf16 *x, const bf16 *res, const 
 cudaError_t eng_cu_add_rmsnorm(cudaStream_t s, const bf16 *x, bf16 *res, const float *gamma,
                                bf16 *out, int rows, const int *n_rows_dev, int H, float eps);
 
+/* rs[r] = rsqrt(mean(x[r]^2) + eps) for r < *n_rows_dev (add_rmsnorm's
+ * value, summed in its order), 0 for the rows past it up to `rows`: the
+ * row scale of a GEMM that takes x raw, its RMSNorm weights folded into
+ * the matrix (eng_cu_gemm_wg_rows, eng_cu_gemm_wg_qk). */
+cudaError_t eng_cu_rms_rows(cudaStream_t s, const bf16 *x, float *rs, int rows, const int *n_rows_dev, int H,
+                            float eps);
+
 /* Decoder embedding (Qwen3): x[r] = word[ids[r]] (the residual stream) and
  * out[r] = RMSNorm(x[r]) * gamma (the first layer's input norm) for r <
  * *n_rows_dev; the bucket's rows past it, up to `rows`, are zeroed in both,
@@ -339,10 +346,16 @@ cudaError_t eng_cu_gemm_wg_v(int version, cudaStream_t s, const bf16 *X, const b
  * epilogue (version 3; Y = eng_cu_qk_norm_rope applied to X W^T, from the
  * fp32 sums): head_dim 128, even head counts, N = (n_heads + 2 n_kv_heads)
  * 128 = qk->ld, no bias; qk's qkv / rows / n_rows_dev are not used.
+ * rs (may be NULL): every row of X W^T scaled by rs[row] first (X's
+ * RMSNorm, eng_cu_rms_rows, with its weights folded into W).
  * _ok says whether it takes the shape (and the device has it). */
 int eng_cu_gemm_wg_qk_ok(int M, int N, int K, const eng_cu_qk_args *qk);
 cudaError_t eng_cu_gemm_wg_qk(cudaStream_t s, const bf16 *X, const bf16 *W, bf16 *Y, int M, int N, int K,
-                              const eng_cu_qk_args *qk);
+                              const eng_cu_qk_args *qk, const float *rs);
+/* eng_cu_gemm_wg_v's SwiGLU (epi must be ENG_CU_EPI_SWIGLU, versions 3-5)
+ * with the gate and up sums of row r scaled by rs[r] before the bias. */
+cudaError_t eng_cu_gemm_wg_rows(int v, cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, bf16 *Y,
+                                int M, int N, int K, int epi, const float *rs);
 /* Lab only: version 3 (4 where eng_cu_wg_version is 4) with clock64 counters, ENG_CU_WG_PROF_SLOTS per CTA
  * in prof (for consumer warpgroup w at 6w: cycles waiting for data, for
  * its wgmma group, in the epilogue, in all, in the epilogue's waits,

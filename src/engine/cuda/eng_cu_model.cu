@@ -173,6 +173,7 @@ static void plan_arena(eng_cu_model *m, bump *b) {
     m->inter = (bf16 *)take(b, T * (q3 ? 2 * I : I) * 2);
     m->h = q3 ? (bf16 *)take(b, T * H * 2) : NULL;
     m->act = q3 ? (bf16 *)take(b, T * I * 2) : NULL;
+    m->rs = q3 ? (float *)take(b, T * 4) : NULL;
     m->pooled = (float *)take(b, (size_t)m->max_seqs * H * 4);
     m->d_in = (int32_t *)take(b, eng_cu_in_layout_for(m->max_tokens, m->max_seqs).total * 4);
 }
@@ -276,6 +277,8 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
          * since, unmeasured) */
         const char *qf = getenv("POSY_CUDA_QKV_FUSE");
         m->qkv_fuse = qf && !strcmp(qf, "1");
+        const char *rr = getenv("POSY_CUDA_RMS_ROWS");
+        m->rms_rows = rr && !strcmp(rr, "1");
     }
     {
         const char *sk = getenv("POSY_CUDA_SKINNY");

@@ -59,6 +59,7 @@ typedef struct eng_cu_model {
     size_t abytes;
     bf16 *x, *qkv, *ctx, *y, *inter;   /* inter: Qwen3's gate|up [T, 2I] */
     bf16 *h, *act;                      /* Qwen3 only: normed layer input, SwiGLU output */
+    float *rs;                          /* Qwen3 only: rsqrt(mean(x^2) + eps) per row (rms_rows) */
     float *pooled;                      /* [max_seqs, H] */
     int32_t *d_in;                      /* input block, eng_cu_in_layout(max) ints */
     eng_cu_gemm_ctx *gemm;
@@ -104,6 +105,11 @@ typedef struct eng_cu_model {
      * race against cuBLASLt + the q/k kernel for the bucket: qkv_pick as
      * swiglu_pick, 1 fused, 0 not */
     int qkv_fuse;
+    /* Qwen3's graph path with the norms folded: the RMSNorm before a fused
+     * QKV / SwiGLU as row statistics only (eng_cu_rms_rows), the GEMM
+     * taking x raw and scaling its rows (opt-in, POSY_CUDA_RMS_ROWS=1:
+     * written after the device time was spent, not yet run) */
+    int rms_rows;
     int qkv_pick_T[ENG_CU_SWIGLU_PICKS], qkv_pick[ENG_CU_SWIGLU_PICKS], n_qkv_pick;
     /* the small-batch persistent kernel (eng_cu_mega.cu), when it fits */
     int mega_ok, mega_grid, mega_nt;

@@ -219,13 +219,14 @@ static int mlp_up(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, con
 }
 
 /* qkv = X Wqkv^T (+ b), with the q/k norm + rotary applied (done = 1) by
- * our GEMM's epilogue where `fused`, else left to attn_block. */
+ * our GEMM's epilogue where `fused` (its rows scaled by rs first unless
+ * NULL: X is then the raw residual stream), else left to attn_block. */
 static int qkv_run(eng_cu_model *m, cudaStream_t s, int chain, int fused, const bf16 *X, const eng_cu_layer *w,
-                   eng_cu_qk_args *q, int T, posy_err *err) {
+                   eng_cu_qk_args *q, int T, posy_err *err, const float *rs = NULL) {
     if (fused) {
         if (eng_cu_ablate("gemm")) return 0;
         q->q_norm = w->q_norm; q->k_norm = w->k_norm;
-        CK("qkv + q/k norm + rotary (wgmma)", eng_cu_gemm_wg_qk(s, X, w->qkv_w, m->qkv, T, m->qkv_n, m->H, q));
+        CK("qkv + q/k norm + rotary (wgmma)", eng_cu_gemm_wg_qk(s, X, w->qkv_w, m->qkv, T, m->qkv_n, m->H, q, rs));
         return 0;
     }
     return eng_cu_model_gemm(m, s, chain, X, w->qkv_w, w->qkv_b, NULL, m->qkv, T, m->qkv_n, m->H,
@@ -355,18 +356,39 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
                                       eng_cu_gemm_wg_qk_ok(T, m->qkv_n, H, &q)
                                   ? qkv_fused_pick(m, s, m->h, eng_cu_layer_at(m, 0), &q, T, err)
                                   : 0;
+        /* POSY_CUDA_RMS_ROWS=1 (with the norm weights folded): a norm
+         * before a fused QKV or SwiGLU becomes its row statistics, and the
+         * GEMM takes x raw and scales its rows -- the SwiGLU race decided
+         * here for that, on the first layer's operands */
+        const int rows_ok = m->rms_rows && m->fold_norm && !chain && m->wg_on;
+        const int up_v = rows_ok && eng_cu_gemm_wg_ok(T, 2 * I, H, ENG_CU_EPI_SWIGLU)
+                             ? swiglu_fused_pick(m, s, m->h, eng_cu_layer_at(m, 0), T, n_tok, err)
+                             : 0;
+        const int rows_qkv = rows_ok && qkv_fused, rows_up = rows_ok && up_v >= 3;
         for (int l = 0; l < m->L; l++) {
             const eng_cu_layer *w = eng_cu_layer_at(m, l);
-            if (qkv_run(m, s, chain, qkv_fused, m->h, w, &q, T, err)) return -1;
+            if (rows_qkv) {
+                if (!eng_cu_ablate("norm")) CK("rms rows", eng_cu_rms_rows(s, x, m->rs, T, n_tok, H, m->eps));
+                if (qkv_run(m, s, chain, 1, x, w, &q, T, err, m->rs)) return -1;
+            } else if (qkv_run(m, s, chain, qkv_fused, m->h, w, &q, T, err))
+                return -1;
             if (attn_block(m, s, chain, fuse, qkv_fused, w, &q, &a, x, y, T, err)) return -1;
             t = x; x = y; y = t;
-            if (!eng_cu_ablate("norm"))
-                CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, w->ln2_g, m->h, T, n_tok, H, m->eps));
-            if (mlp_up(m, s, chain, m->h, w, T, n_tok, NULL, err)) return -1;
+            if (rows_up) {
+                if (!eng_cu_ablate("norm")) CK("rms rows", eng_cu_rms_rows(s, x, m->rs, T, n_tok, H, m->eps));
+                if (!eng_cu_ablate("gemm"))
+                    CK("gate|up + SwiGLU, row scale (wgmma)",
+                       eng_cu_gemm_wg_rows(up_v, s, x, w->up_w, NULL, m->act, T, 2 * I, H, ENG_CU_EPI_SWIGLU, m->rs));
+            } else {
+                if (!eng_cu_ablate("norm"))
+                    CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, w->ln2_g, m->h, T, n_tok, H, m->eps));
+                if (mlp_up(m, s, chain, m->h, w, T, n_tok, NULL, err)) return -1;
+            }
             GEMM(m->act, w->down_w, (const bf16 *)NULL, x, y, H, I);
             t = x; x = y; y = t;
             const float *g = l + 1 < m->L ? m->layers[l + 1].ln1_g : m->emb_g;
-            if (!eng_cu_ablate("norm")) CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, g, m->h, T, n_tok, H, m->eps));
+            if ((!rows_qkv || l + 1 == m->L) && !eng_cu_ablate("norm")) /* the next QKV's h, or the pooled norm */
+                CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, g, m->h, T, n_tok, H, m->eps));
         }
     }
     CK("pooling", eng_cu_pool(s, m->h, in + lay.cu, in + lay.skip, n_seq, S, H, H, m->pool_mode, m->normalize, m->pooled));

@@ -1,7 +1,8 @@
 /* eng_cu_norm: the row-wise kernels of the encoder -- embedding gather +
  * LayerNorm, residual add + LayerNorm -- and of decoders: residual add +
- * RMSNorm, and embedding gather + RMSNorm (the residual stream keeps the
- * table row, the first layer reads its norm).
+ * RMSNorm, its statistics alone (for GEMMs that scale their rows), and
+ * embedding gather + RMSNorm (the residual stream keeps the table row, the
+ * first layer reads its norm).
  *
  * One warp owns one row: H <= 4096 values live in registers as chunks of 8
  * bf16 (16-byte loads), so a row is read once and written once, and the
@@ -194,6 +195,37 @@ add_rmsnorm_kernel(const bf16 *x, bf16 *res, const float *gamma, bf16 *out, int 
     }
 }
 
+/* The RMS statistics alone: rs[r] = rsqrt(mean(x[r]^2) + eps), summed in
+ * add_rmsnorm_kernel's order (so the same value), 0 for the bucket's rows
+ * past the real count -- for GEMMs that take x raw and scale their output
+ * rows (the norm weights folded into the matrix). */
+template <int MAXC>
+__global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
+rms_rows_kernel(const bf16 *x, float *rs, int rows, const int *n_rows_dev, int H, float eps) {
+    const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
+    const int n = n_rows_dev ? min(*n_rows_dev, rows) : rows;
+    const int lane = threadIdx.x & 31, nc = H >> 3;
+    ENG_CU_PDL_WAIT();
+    if (row >= rows) return;
+    if (row >= n) {
+        if (lane == 0) rs[row] = 0.f;
+        return;
+    }
+    float q = 0.f;
+#pragma unroll
+    for (int i = 0; i < MAXC; i++) {
+        const int c = lane + 32 * i;
+        if (c < nc) {
+            float v[8];
+            eng_cu_load8(x + (size_t)row * H + c * 8, v);
+#pragma unroll
+            for (int j = 0; j < 8; j++) q += v[j] * v[j];
+        }
+    }
+    const float r = rsqrtf(eng_cu_warp_sum(q) / (float)H + eps);
+    if (lane == 0) rs[row] = r;
+}
+
 /* Decoder embedding: gather the row, keep it as the residual stream x,
  * and write its RMSNorm for the first layer.  Padded rows are zeroed. */
 template <int MAXC>
@@ -288,6 +320,16 @@ cudaError_t eng_cu_add_rmsnorm(cudaStream_t s, const bf16 *x, bf16 *res, const f
     cudaError_t e = cudaSuccess;
     DISPATCH_MAXC(H, (e = eng_cu_launch(add_rmsnorm_kernel<MC>, dim3(grid), dim3(32 * ROWS_PER_BLOCK), 0,
                                         s, x, res, gamma, out, rows, n_rows_dev, H, eps)));
+    return e != cudaSuccess ? e : cudaGetLastError();
+}
+
+cudaError_t eng_cu_rms_rows(cudaStream_t s, const bf16 *x, float *rs, int rows, const int *n_rows_dev, int H,
+                            float eps) {
+    if (H % 8 || rows <= 0) return cudaErrorInvalidValue;
+    const int grid = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
+    cudaError_t e = cudaSuccess;
+    DISPATCH_MAXC(H, (e = eng_cu_launch(rms_rows_kernel<MC>, dim3(grid), dim3(32 * ROWS_PER_BLOCK), 0, s, x, rs,
+                                        rows, n_rows_dev, H, eps)));
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 

@@ -262,13 +262,14 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
 template <int BN, int EPI, bool HASR, int IMG, int Q>
 static __device__ __forceinline__ void wg3_epi_ring(const float *d, int wgp, int m0, int n0, int M, int N,
                                                     const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
-                                                    unsigned char *C, const CUtensorMap *ty, int &img) {
+                                                    unsigned char *C, const CUtensorMap *ty, int &img,
+                                                    const float *__restrict__ rs) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     if constexpr (Q < wg3_outc(BN, EPI) / 64) {
         unsigned char *buf = C + (wgp * IMG + img % IMG) * 8192;
         const bool lead = (threadIdx.x & 127) == 0;
         /* the image rows are the warpgroup's own 0..63: shift the base by its first row */
-        wg_epilogue_img<BN, EPI, HASR, 8 * Q, 8>(d, wgp * 64, m0, n0, M, N, bias, R, wg_smem(buf) - wgp * 64 * 128);
+        wg_epilogue_img<BN, EPI, HASR, 8 * Q, 8>(d, wgp * 64, m0, n0, M, N, bias, R, wg_smem(buf) - wgp * 64 * 128, rs);
         wg_fence_async_smem();
         if (lead) wg_store_wait_read<0>();
         wg_group_sync(wgp);
@@ -277,7 +278,7 @@ static __device__ __forceinline__ void wg3_epi_ring(const float *d, int wgp, int
             wg_store_commit();
         }
         img++;
-        wg3_epi_ring<BN, EPI, HASR, IMG, Q + 1>(d, wgp, m0, n0, M, N, bias, R, C, ty, img);
+        wg3_epi_ring<BN, EPI, HASR, IMG, Q + 1>(d, wgp, m0, n0, M, N, bias, R, C, ty, img, rs);
     }
 #endif
 }
@@ -300,7 +301,8 @@ template <int BN, int EPI, bool HASR, bool PROF, int IMG>
 __global__ void __launch_bounds__(WG3_THREADS, 1)
     wg3_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
                const __grid_constant__ CUtensorMap ty, const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
-               int M, int N, int K, int flags, unsigned long long *prof, const __grid_constant__ eng_cu_qk_args qk) {
+               int M, int N, int K, int flags, unsigned long long *prof, const __grid_constant__ eng_cu_qk_args qk,
+               const float *__restrict__ rs) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int ST = wg3_stages(BN, EPI, IMG), B_BYTES = BN * WG_BK * 2;
     constexpr bool swiglu = EPI == ENG_CU_EPI_SWIGLU;
@@ -343,14 +345,14 @@ __global__ void __launch_bounds__(WG3_THREADS, 1)
         unsigned long long t0 = 0, t1 = 0;
         if constexpr (PROF) t0 = clock64();
         if constexpr (IMG && EPI != WG_EPI_QK) {
-            wg3_epi_ring<BN, EPI, HASR, IMG, 0>(d, wgp, m0, n0, M, N, bias, R, C, &ty, img);
+            wg3_epi_ring<BN, EPI, HASR, IMG, 0>(d, wgp, m0, n0, M, N, bias, R, C, &ty, img, rs);
             if constexpr (PROF) t_img += clock64() - t0;
         } else { /* each warpgroup its 64 rows of the image, on its own */
             if (lead) wg_store_wait_read(); /* its last tile's image has been read out */
             wg_group_sync(wgp);
             if constexpr (PROF) t1 = clock64();
-            if constexpr (EPI == WG_EPI_QK) wg_epilogue_img_qk<BN>(d, wgp * 64, m0, n0, qk, Cs);
-            else wg_epilogue_img<BN, EPI, HASR>(d, wgp * 64, m0, n0, M, N, bias, R, Cs);
+            if constexpr (EPI == WG_EPI_QK) wg_epilogue_img_qk<BN>(d, wgp * 64, m0, n0, M, qk, Cs, rs);
+            else wg_epilogue_img<BN, EPI, HASR>(d, wgp * 64, m0, n0, M, N, bias, R, Cs, rs);
             if constexpr (PROF) t_img += clock64() - t1, t_wait += t1 - t0;
             wg_fence_async_smem();
             wg_group_sync(wgp);
@@ -411,7 +413,7 @@ template <int EPI, bool HASR>
 __global__ void __launch_bounds__(WG3_THREADS, 1)
     wg5_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
                const __grid_constant__ CUtensorMap ty, const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
-               int M, int N, int K) {
+               int M, int N, int K, const float *__restrict__ rs) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int ST = wg5_stages(EPI), B_BYTES = WG5_BN * WG_BK * 2, CB = wg5_cbytes(EPI);
     constexpr bool swiglu = EPI == ENG_CU_EPI_SWIGLU;
@@ -482,8 +484,8 @@ __global__ void __launch_bounds__(WG3_THREADS, 1)
         /* the epilogue, under the other warpgroup's products */
         if (lead) wg_store_wait_read(); /* this warpgroup's last image has been read out */
         wg_group_sync(wgp);
-        wg_epilogue_img<WG5_BN, EPI, HASR>(d0, 0, m0, n0, M, N, bias, R, Cs);
-        wg_epilogue_img<WG5_BN, EPI, HASR>(d1, 64, m0, n0, M, N, bias, R, Cs);
+        wg_epilogue_img<WG5_BN, EPI, HASR>(d0, 0, m0, n0, M, N, bias, R, Cs, rs);
+        wg_epilogue_img<WG5_BN, EPI, HASR>(d1, 64, m0, n0, M, N, bias, R, Cs, rs);
         wg_fence_async_smem();
         wg_group_sync(wgp);
         if (lead) {
@@ -575,7 +577,8 @@ static int wg_map(CUtensorMap *m, const bf16 *p, int rows, int K, int box_rows) 
 template <int BN, int EPI, bool HASR, bool PROF, int IMG>
 static cudaError_t wg3_launch(cudaStream_t s, const CUtensorMap &ta, const CUtensorMap &tb, const CUtensorMap &ty,
                               const bf16 *bias, const bf16 *R, int M, int N, int K, int flags,
-                              unsigned long long *prof, int *ctas, const eng_cu_qk_args *qk = nullptr) {
+                              unsigned long long *prof, int *ctas, const eng_cu_qk_args *qk = nullptr,
+                              const float *rs = nullptr) {
     constexpr int smem = wg3_smem(BN, EPI, IMG);
     static int ready;
     if (!ready) {
@@ -589,14 +592,15 @@ static cudaError_t wg3_launch(cudaStream_t s, const CUtensorMap &ta, const CUten
         memset(&none, 0, sizeof none);
         qk = &none;
     }
-    wg3_kernel<BN, EPI, HASR, PROF, IMG><<<grid, WG3_THREADS, smem, s>>>(ta, tb, ty, bias, R, M, N, K, flags, prof, *qk);
+    wg3_kernel<BN, EPI, HASR, PROF, IMG>
+        <<<grid, WG3_THREADS, smem, s>>>(ta, tb, ty, bias, R, M, N, K, flags, prof, *qk, rs);
     return cudaGetLastError();
 }
 template <int EPI, bool HASR, bool PROF>
 static cudaError_t wg3_pick(cudaStream_t s, const CUtensorMap &ta, const CUtensorMap &tb, const CUtensorMap &ty,
                             const bf16 *bias, const bf16 *R, int M, int N, int K, int bn, int img, int flags,
-                            unsigned long long *prof, int *ctas) {
-#define WG3_L(B, I) wg3_launch<B, EPI, HASR, PROF, I>(s, ta, tb, ty, bias, R, M, N, K, flags, prof, ctas)
+                            unsigned long long *prof, int *ctas, const float *rs) {
+#define WG3_L(B, I) wg3_launch<B, EPI, HASR, PROF, I>(s, ta, tb, ty, bias, R, M, N, K, flags, prof, ctas, nullptr, rs)
     if (img) return bn == 256 ? WG3_L(256, 2) : bn == 192 ? WG3_L(192, 2) : WG3_L(128, 2);
     return bn == 256 ? WG3_L(256, 0) : bn == 192 ? WG3_L(192, 0) : WG3_L(128, 0);
 #undef WG3_L
@@ -607,13 +611,14 @@ static cudaError_t wg3_pick(cudaStream_t s, const CUtensorMap &ta, const CUtenso
  * 4's two-buffer image */
 template <bool PROF>
 static cudaError_t wg3_run(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
-                           int M, int N, int K, int epi, int img, int flags, unsigned long long *prof, int *ctas) {
+                           int M, int N, int K, int epi, int img, int flags, unsigned long long *prof, int *ctas,
+                           const float *rs = nullptr) {
     const int bn = wg_bn(N, epi, 3), swiglu = epi == ENG_CU_EPI_SWIGLU;
     CUtensorMap ta, tb, ty;
     if (wg_map(&ta, X, M, K, WG_BM) || wg_map(&tb, W, N, K, swiglu ? bn / 2 : bn) ||
         wg_map(&ty, Y, M, swiglu ? N / 2 : N, 64) || ((uintptr_t)Y & 15))
         return cudaErrorInvalidValue;
-#define WG3_PICK(E, H) wg3_pick<E, H, PROF>(s, ta, tb, ty, bias, R, M, N, K, bn, img, flags, prof, ctas)
+#define WG3_PICK(E, H) wg3_pick<E, H, PROF>(s, ta, tb, ty, bias, R, M, N, K, bn, img, flags, prof, ctas, rs)
     if constexpr (PROF) {
         if (R) return cudaErrorInvalidValue;
         return epi == ENG_CU_EPI_SWIGLU ? WG3_PICK(ENG_CU_EPI_SWIGLU, false)
@@ -649,7 +654,7 @@ cudaError_t eng_cu_gemm_wg_profile(cudaStream_t s, const bf16 *X, const bf16 *W,
  * tile's halves) */
 template <int EPI, bool HASR>
 static cudaError_t wg5_launch(cudaStream_t s, const CUtensorMap &ta, const CUtensorMap &tb, const CUtensorMap &ty,
-                              const bf16 *bias, const bf16 *R, int M, int N, int K) {
+                              const bf16 *bias, const bf16 *R, int M, int N, int K, const float *rs) {
     constexpr int smem = wg5_smem(EPI);
     static int ready;
     if (!ready) {
@@ -657,17 +662,17 @@ static cudaError_t wg5_launch(cudaStream_t s, const CUtensorMap &ta, const CUten
         ready = 1;
     }
     const int tiles = (N / WG5_BN) * ((M + WG_BM - 1) / WG_BM), grid = tiles < wg_sms ? tiles : wg_sms;
-    wg5_kernel<EPI, HASR><<<grid, WG3_THREADS, smem, s>>>(ta, tb, ty, bias, R, M, N, K);
+    wg5_kernel<EPI, HASR><<<grid, WG3_THREADS, smem, s>>>(ta, tb, ty, bias, R, M, N, K, rs);
     return cudaGetLastError();
 }
 static cudaError_t wg5_run(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
-                           int M, int N, int K, int epi) {
+                           int M, int N, int K, int epi, const float *rs = nullptr) {
     const int swiglu = epi == ENG_CU_EPI_SWIGLU;
     CUtensorMap ta, tb, ty;
     if (wg_map(&ta, X, M, K, WG_BM) || wg_map(&tb, W, N, K, swiglu ? WG5_BN / 2 : WG5_BN) ||
         wg_map(&ty, Y, M, swiglu ? N / 2 : N, 64) || ((uintptr_t)Y & 15))
         return cudaErrorInvalidValue;
-#define WG5_L(E, H) wg5_launch<E, H>(s, ta, tb, ty, bias, R, M, N, K)
+#define WG5_L(E, H) wg5_launch<E, H>(s, ta, tb, ty, bias, R, M, N, K, rs)
     switch (epi) {
     case ENG_CU_EPI_NONE: return R ? WG5_L(ENG_CU_EPI_NONE, true) : WG5_L(ENG_CU_EPI_NONE, false);
     case ENG_CU_EPI_BIAS: return R ? WG5_L(ENG_CU_EPI_BIAS, true) : WG5_L(ENG_CU_EPI_BIAS, false);
@@ -715,12 +720,22 @@ int eng_cu_gemm_wg_qk_ok(int M, int N, int K, const eng_cu_qk_args *qk) {
 }
 
 cudaError_t eng_cu_gemm_wg_qk(cudaStream_t s, const bf16 *X, const bf16 *W, bf16 *Y, int M, int N, int K,
-                              const eng_cu_qk_args *qk) {
+                              const eng_cu_qk_args *qk, const float *rs) {
     if (!eng_cu_gemm_wg_qk_ok(M, N, K, qk) || ((uintptr_t)X | (uintptr_t)W | (uintptr_t)Y) & 15 ||
         (uintptr_t)qk->rope & 15 || ((uintptr_t)qk->q_norm | (uintptr_t)qk->k_norm) & 7)
         return cudaErrorInvalidValue;
     CUtensorMap ta, tb, ty;
     if (wg_map(&ta, X, M, K, WG_BM) || wg_map(&tb, W, N, K, 256) || wg_map(&ty, Y, M, N, 64))
         return cudaErrorInvalidValue;
-    return wg3_launch<256, WG_EPI_QK, false, false, 0>(s, ta, tb, ty, NULL, NULL, M, N, K, 0, NULL, NULL, qk);
+    return wg3_launch<256, WG_EPI_QK, false, false, 0>(s, ta, tb, ty, NULL, NULL, M, N, K, 0, NULL, NULL, qk, rs);
+}
+
+/* The SwiGLU product with a scale per row (rs[row], before the bias):
+ * X's RMSNorm with its weights folded into W, X taken raw.  Versions 3-5. */
+cudaError_t eng_cu_gemm_wg_rows(int v, cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, bf16 *Y,
+                                int M, int N, int K, int epi, const float *rs) {
+    if (v < 3 || epi != ENG_CU_EPI_SWIGLU || !rs || !wg_ok(M, N, K, epi, v) || ((uintptr_t)X | (uintptr_t)W) & 15)
+        return cudaErrorInvalidValue;
+    if (v == 5) return wg5_run(s, X, W, bias, NULL, Y, M, N, K, epi, rs);
+    return wg3_run<false>(s, X, W, bias, NULL, Y, M, N, K, epi, v == 4 ? 2 : 0, 0, NULL, NULL, rs);
 }

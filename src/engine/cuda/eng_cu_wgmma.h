@@ -271,7 +271,7 @@ static __device__ __forceinline__ uint32_t wg_pack(float v0, float v1) {
 template <int BN, int EPI, bool HASR, int J0 = 0, int JN = (EPI == ENG_CU_EPI_SWIGLU ? BN / 16 : BN / 8)>
 static __device__ __forceinline__ void wg_epilogue_img(const float *d, int wrow, int row0, int n0, int M, int N,
                                                        const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
-                                                       uint32_t C) {
+                                                       uint32_t C, const float *__restrict__ rs = nullptr) {
     const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, t2 = 2 * (lane & 3);
     /* the thread's two rows (i = 0, 1: 8 apart): their line in the image and
      * swizzle key (r0 + 8 has the same); columns 8j + t2 land in sub-tile
@@ -282,6 +282,10 @@ static __device__ __forceinline__ void wg_epilogue_img(const float *d, int wrow,
         wg_sts32(line + i * 1024 + ((j - J0) >> 3) * 16384 + (((j & 7) ^ key) << 4), v);
     };
     if constexpr (EPI == ENG_CU_EPI_SWIGLU) {
+        /* rs (may be NULL): a scale per output row on both products, before
+         * the bias -- X's RMSNorm with its weights folded into W */
+        const int row = row0 + r0;
+        const float sc0 = !rs ? 1.f : row < M ? rs[row] : 0.f, sc1 = !rs ? 1.f : row + 8 < M ? rs[row + 8] : 0.f;
         const int No = N >> 1, c0 = (n0 >> 1) + t2;
 #pragma unroll
         for (int j = J0; j < J0 + JN; j++) {
@@ -294,8 +298,9 @@ static __device__ __forceinline__ void wg_epilogue_img(const float *d, int wrow,
             }
 #pragma unroll
             for (int i = 0; i < 2; i++) {
-                const float g0 = d[4 * j + 2 * i] + bg0, g1 = d[4 * j + 2 * i + 1] + bg1;
-                const float u0 = d[4 * (j + BN / 16) + 2 * i] + bu0, u1 = d[4 * (j + BN / 16) + 2 * i + 1] + bu1;
+                const float sc = i ? sc1 : sc0;
+                const float g0 = d[4 * j + 2 * i] * sc + bg0, g1 = d[4 * j + 2 * i + 1] * sc + bg1;
+                const float u0 = d[4 * (j + BN / 16) + 2 * i] * sc + bu0, u1 = d[4 * (j + BN / 16) + 2 * i + 1] * sc + bu1;
                 put(i, j, wg_pack(wg_swiglu(g0, u0), wg_swiglu(g1, u1)));
             }
         }
@@ -348,19 +353,27 @@ static __device__ __forceinline__ void wg_epilogue_img(const float *d, int wrow,
  * the 4 lanes holding that row.  Positions come from cu_seqlens (rows
  * past the real count have zero inputs and come out 0). */
 template <int BN>
-static __device__ __forceinline__ void wg_epilogue_img_qk(const float *d, int wrow, int row0, int n0,
-                                                          const eng_cu_qk_args &qk, uint32_t C) {
+static __device__ __forceinline__ void wg_epilogue_img_qk(const float *d, int wrow, int row0, int n0, int M,
+                                                          const eng_cu_qk_args &qk, uint32_t C,
+                                                          const float *__restrict__ rs) {
     static_assert(BN == 256, "two heads of 128 a tile");
     const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, t2 = 2 * (lane & 3);
     const int r0 = wrow + warp * 16 + (lane >> 2), key = r0 & 7;
     const uint32_t line = C + r0 * 128 + 2 * t2;
     auto put = [&](int i, int j, uint32_t v) { wg_sts32(line + i * 1024 + (j >> 3) * 16384 + (((j & 7) ^ key) << 4), v); };
     const int qcols = qk.n_heads * 128, kcols = (qk.n_heads + qk.n_kv_heads) * 128;
+    /* rs (may be NULL): a scale per row first, X's RMSNorm with its weights
+     * folded into W (as in wg_epilogue_img's SwiGLU) */
+    const int row = row0 + r0;
+    const float sc0 = !rs ? 1.f : row < M ? rs[row] : 0.f, sc1 = !rs ? 1.f : row + 8 < M ? rs[row + 8] : 0.f;
     if (n0 >= kcols) { /* V heads */
 #pragma unroll
         for (int j = 0; j < BN / 8; j++)
 #pragma unroll
-            for (int i = 0; i < 2; i++) put(i, j, wg_pack(d[4 * j + 2 * i], d[4 * j + 2 * i + 1]));
+            for (int i = 0; i < 2; i++) {
+                const float sc = i ? sc1 : sc0;
+                put(i, j, wg_pack(d[4 * j + 2 * i] * sc, d[4 * j + 2 * i + 1] * sc));
+            }
         return;
     }
     const float *w = n0 < qcols ? qk.q_norm : qk.k_norm;
@@ -378,7 +391,9 @@ static __device__ __forceinline__ void wg_epilogue_img_qk(const float *d, int wr
                 ss += d[4 * j + 2 * i] * d[4 * j + 2 * i] + d[4 * j + 2 * i + 1] * d[4 * j + 2 * i + 1];
             ss += __shfl_xor_sync(0xffffffffu, ss, 1);
             ss += __shfl_xor_sync(0xffffffffu, ss, 2);
-            const float r = rsqrtf(ss * (1.f / 128.f) + qk.eps); /* the head row's rsqrt(mean(x^2) + eps) */
+            /* x = sc d: the head row's rsqrt(mean(x^2) + eps), times the sc each x carries */
+            const float sc = i ? sc1 : sc0;
+            const float r = rsqrtf(sc * sc * ss * (1.f / 128.f) + qk.eps) * sc;
 #pragma unroll
             for (int jj = 0; jj < 8; jj++) {
                 const int c = 8 * jj + t2, j = 16 * h + jj;
