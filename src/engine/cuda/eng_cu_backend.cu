@@ -176,7 +176,7 @@ static int cu_open(posy_engine *e, posy_err *err) {
                   "wgmma GEMM %s",
                   st->device, st->m.wbytes / 1048576.0, st->m.abytes / 1048576.0,
                   st->m.max_tokens, st->m.max_seqs, st->n_buckets, N_SLOTS,
-                  st->m.mega_ok ? "on (<= 64 tokens)" : "off", chain, st->m.wg_on ? "on" : "off");
+                  st->m.mega_ok ? "on (<= 64 tokens)" : "off", chain, st->m.wg_versions ? "on" : "off");
     return 0;
 }
 

@@ -268,7 +268,6 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         for (const char *c = wv; c && *c; c++)
             if (*c >= '1' && *c <= '5') v |= 1 << (*c - '0');
         m->wg_versions = want && eng_cu_gemm_wg_available() ? (v ? v : 1 << 3 | 1 << 4) : 0;
-        m->wg_on = m->wg_versions != 0;
         eng_cu_gemm_set_own(m->gemm, m->wg_versions);
         /* Qwen3's QKV + q/k norm + rotary in our GEMM: opt-in until it has
          * run end to end (lab_wgmma checks it against fp64 and timed it at

@@ -38,6 +38,14 @@ typedef struct eng_cu_in_layout {
 
 enum { ENG_CU_META_TOKENS = 0, ENG_CU_META_SEQS = 1, ENG_CU_META_TILES = 2, ENG_CU_META_N = 4 };
 
+/* What a per-bucket race chose (token count T -> choice), for the first
+ * ENG_CU_BUCKET_PICKS buckets run; a bucket past them races every time
+ * it is run eagerly. */
+#define ENG_CU_BUCKET_PICKS 64
+typedef struct eng_cu_bucket_picks {
+    int T[ENG_CU_BUCKET_PICKS], pick[ENG_CU_BUCKET_PICKS], n;
+} eng_cu_bucket_picks;
+
 typedef struct eng_cu_model {
     /* shape */
     int arch;                           /* ENG_CU_ARCH_* */
@@ -91,26 +99,25 @@ typedef struct eng_cu_model {
     /* our Hopper GEMM (eng_cu_wgmma.cu) on the graph path: Qwen3's gate|up
      * product with SwiGLU in its epilogue against cuBLASLt + the SwiGLU
      * kernel, and a contender in every large GEMM's tuning race (on by
-     * default where the device has it; POSY_CUDA_WGMMA=0 off); wg_versions: the versions raced,
-     * bit 1 << v.  swiglu_pick: per bucket (token count), which gate|up
-     * path won when the bucket was first run (0 cuBLASLt + the SwiGLU
-     * kernel, else the version of ours that won), timed on its real
-     * operands */
-    int wg_on, wg_versions;
-#define ENG_CU_SWIGLU_PICKS 64
-    int swiglu_pick_T[ENG_CU_SWIGLU_PICKS], swiglu_pick[ENG_CU_SWIGLU_PICKS], n_swiglu_pick;
+     * default where the device has it; POSY_CUDA_WGMMA=0 off).
+     * wg_versions: the versions raced, bit 1 << v; 0 when it is off.
+     * swiglu_picks: per bucket (token count), which gate|up path won when
+     * the bucket was first run (0 cuBLASLt + the SwiGLU kernel, else the
+     * version of ours that won), timed on its real operands */
+    int wg_versions;
+    eng_cu_bucket_picks swiglu_picks;
     /* Qwen3's QKV product with the q/k norm + rotary in our GEMM's
-     * epilogue (eng_cu_gemm_wg_qk) on the graph path, where wg_on and
-     * qkv_fuse (opt-in, POSY_CUDA_QKV_FUSE=1) and it won its
-     * race against cuBLASLt + the q/k kernel for the bucket: qkv_pick as
-     * swiglu_pick, 1 fused, 0 not */
+     * epilogue (eng_cu_gemm_wg_qk) on the graph path, where wg_versions
+     * and qkv_fuse (opt-in, POSY_CUDA_QKV_FUSE=1) and it won its race
+     * against cuBLASLt + the q/k kernel for the bucket: qkv_picks as
+     * swiglu_picks, 1 fused, 0 not */
     int qkv_fuse;
+    eng_cu_bucket_picks qkv_picks;
     /* Qwen3's graph path with the norms folded: the RMSNorm before a fused
      * QKV / SwiGLU as row statistics only (eng_cu_rms_rows), the GEMM
      * taking x raw and scaling its rows (opt-in, POSY_CUDA_RMS_ROWS=1:
      * written after the device time was spent, not yet run) */
     int rms_rows;
-    int qkv_pick_T[ENG_CU_SWIGLU_PICKS], qkv_pick[ENG_CU_SWIGLU_PICKS], n_qkv_pick;
     /* the small-batch persistent kernel (eng_cu_mega.cu), when it fits */
     int mega_ok, mega_grid, mega_nt;
     size_t mega_smem;

@@ -148,62 +148,82 @@ static int mlp_up_run(eng_cu_model *m, cudaStream_t s, int chain, int fused, con
     return 0;
 }
 
+/* A per-bucket race's helpers: the choice recorded for T (-1: none yet),
+ * recording one, and the time of a variant -- a warm-up run (cuBLASLt
+ * tunes there), then three timed on the stream; the mean us of a run, or
+ * -1 when a run or the timing failed. */
+static int picks_find(const eng_cu_bucket_picks *p, int T) {
+    for (int i = 0; i < p->n; i++)
+        if (p->T[i] == T) return p->pick[i];
+    return -1;
+}
+static void picks_put(eng_cu_bucket_picks *p, int T, int pick) {
+    if (p->n < ENG_CU_BUCKET_PICKS) {
+        p->T[p->n] = T;
+        p->pick[p->n++] = pick;
+    }
+}
+template <typename F>
+static float race_us(cudaStream_t s, F once) {
+    if (once()) return -1.f;
+    cudaEvent_t a, b;
+    if (cudaEventCreate(&a) != cudaSuccess) return -1.f;
+    float ms = -1.f;
+    if (cudaEventCreate(&b) == cudaSuccess) {
+        cudaEventRecord(a, s);
+        for (int r = 0; r < 3; r++) once();
+        cudaEventRecord(b, s);
+        if (cudaEventSynchronize(b) != cudaSuccess || cudaEventElapsedTime(&ms, a, b) != cudaSuccess) ms = -1.f;
+        cudaEventDestroy(b);
+    }
+    cudaEventDestroy(a);
+    cudaGetLastError(); /* a failed timing run must not leave a sticky launch error */
+    return ms < 0.f ? -1.f : ms * 1e3f / 3.f;
+}
+static int under_capture(cudaStream_t s) {
+    cudaStreamCaptureStatus cs;
+    return cudaStreamIsCapturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone;
+}
+
 /* Which wins for T rows -- the two kernels or ours in each version raced
  * (m->wg_versions): decided once per bucket, on its first (eager) run, by
- * timing each on the real operands (one warm-up, three runs; all write
- * the same act, so the forward is unaffected) -- the lab's ratio moved
- * from 0.81 to 1.11 between H200 runs, so a fixed choice would be wrong
- * somewhere.  Returns 0 (the two kernels) or the version.  Never times
- * under capture (ours, in its highest version raced, is taken there;
- * capture follows an eager run, which decided). */
+ * timing each on the real operands (all write the same act, so the
+ * forward is unaffected) -- the lab's ratio moved from 0.81 to 1.11
+ * between H200 runs, so a fixed choice would be wrong somewhere.  Returns
+ * 0 (the two kernels) or the version.  Never times under capture (ours,
+ * in its highest version raced, is taken there; capture follows an eager
+ * run, which decided). */
 static int swiglu_fused_pick(eng_cu_model *m, cudaStream_t s, const bf16 *X, const eng_cu_layer *w, int T,
                              const int *n_tok, posy_err *err) {
-    for (int i = 0; i < m->n_swiglu_pick; i++)
-        if (m->swiglu_pick_T[i] == T) return m->swiglu_pick[i];
-    cudaStreamCaptureStatus cs;
-    if (cudaStreamIsCapturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) {
+    const int known = picks_find(&m->swiglu_picks, T);
+    if (known >= 0) return known;
+    if (under_capture(s)) {
         int top = 5;
         while (top > 1 && !(m->wg_versions >> top & 1)) top--;
         return top;
     }
-    cudaEvent_t a, b;
-    float best = 1e30f, t_unfused = 0.f;
+    const int log = getenv("POSY_CUDA_TUNE_LOG") != NULL;
+    float best = -1.f, t_unfused = -1.f;
     int pick = 0;
-    if (cudaEventCreate(&a) == cudaSuccess) {
-        if (cudaEventCreate(&b) == cudaSuccess) {
-            for (int f = 0; f <= 5; f++) { /* 0: the two kernels; 1..5: ours in that version */
-                if (f && !(m->wg_versions >> f & 1)) continue;
-                if (mlp_up_run(m, s, 0, f, X, w, T, n_tok, NULL, err)) break; /* warm-up (cuBLASLt tunes here) */
-                cudaEventRecord(a, s);
-                for (int r = 0; r < 3; r++) mlp_up_run(m, s, 0, f, X, w, T, n_tok, NULL, err);
-                cudaEventRecord(b, s);
-                float ms = 1e30f;
-                if (cudaEventSynchronize(b) != cudaSuccess || cudaEventElapsedTime(&ms, a, b) != cudaSuccess) continue;
-                if (getenv("POSY_CUDA_TUNE_LOG")) {
-                    if (f) fprintf(stderr, "gate|up + swiglu T=%d: fused wgmma version %d %.2f us\n", T, f, ms * 1e3f / 3.f);
-                    else fprintf(stderr, "gate|up + swiglu T=%d: cuBLASLt + kernel %.2f us\n", T, ms * 1e3f / 3.f);
-                }
-                if (!f) t_unfused = ms;
-                if (ms < best) best = ms, pick = f;
-            }
-            cudaEventDestroy(b);
-        }
-        cudaEventDestroy(a);
+    for (int f = 0; f <= 5; f++) { /* 0: the two kernels; 1..5: ours in that version */
+        if (f && !(m->wg_versions >> f & 1)) continue;
+        const float us = race_us(s, [&] { return mlp_up_run(m, s, 0, f, X, w, T, n_tok, NULL, err); });
+        if (us < 0.f) continue;
+        if (log && f) fprintf(stderr, "gate|up + swiglu T=%d: fused wgmma version %d %.2f us\n", T, f, us);
+        if (log && !f) fprintf(stderr, "gate|up + swiglu T=%d: cuBLASLt + kernel %.2f us\n", T, us);
+        if (!f) t_unfused = us;
+        if (best < 0.f || us < best) best = us, pick = f;
     }
-    cudaGetLastError(); /* a failed timing run must not leave a sticky launch error */
-    if (getenv("POSY_CUDA_TUNE_LOG"))
+    if (log)
         fprintf(stderr, "gate|up + swiglu T=%d: %s %d (%.2f us; cuBLASLt + kernel %.2f us)\n", T,
-                pick ? "fused wgmma version" : "cuBLASLt + kernel", pick, best * 1e3f / 3.f, t_unfused * 1e3f / 3.f);
-    if (m->n_swiglu_pick < ENG_CU_SWIGLU_PICKS) {
-        m->swiglu_pick_T[m->n_swiglu_pick] = T;
-        m->swiglu_pick[m->n_swiglu_pick++] = pick;
-    }
+                pick ? "fused wgmma version" : "cuBLASLt + kernel", pick, best, t_unfused);
+    picks_put(&m->swiglu_picks, T, pick);
     return pick;
 }
 
 /* act = SwiGLU(X Wup^T): in the chain, one GEMM with the SwiGLU epilogue
  * (unless POSY_CUDA_CHAIN_SWIGLU=0); on the graph path our fused kernel
- * where it runs and won its race for this bucket (m->wg_on; rows past the
+ * where it runs and won its race for this bucket (m->wg_versions; rows past the
  * real count see zero X rows and come out 0, as the SwiGLU kernel leaves
  * them), otherwise the gate|up GEMM into inter, then the SwiGLU kernel. */
 static int mlp_up(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, const eng_cu_layer *w, int T,
@@ -212,7 +232,7 @@ static int mlp_up(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, con
     if (chain && m->chain_swiglu)
         return eng_cu_model_gemm(m, s, 1, X, w->up_w, NULL, NULL, m->act, T, 2 * I, m->H, ENG_CU_EPI_SWIGLU, nm,
                                  err);
-    const int fused = !chain && m->wg_on && eng_cu_gemm_wg_ok(T, 2 * I, m->H, ENG_CU_EPI_SWIGLU)
+    const int fused = !chain && m->wg_versions && eng_cu_gemm_wg_ok(T, 2 * I, m->H, ENG_CU_EPI_SWIGLU)
                           ? swiglu_fused_pick(m, s, X, w, T, n_tok, err)
                           : 0;
     return mlp_up_run(m, s, chain, fused, X, w, T, n_tok, nm, err);
@@ -239,40 +259,21 @@ static int qkv_run(eng_cu_model *m, cudaStream_t s, int chain, int fused, const 
  * under capture only if that run chose it. */
 static int qkv_fused_pick(eng_cu_model *m, cudaStream_t s, const bf16 *X, const eng_cu_layer *w,
                           eng_cu_qk_args *q, int T, posy_err *err) {
-    for (int i = 0; i < m->n_qkv_pick; i++)
-        if (m->qkv_pick_T[i] == T) return m->qkv_pick[i];
-    cudaStreamCaptureStatus cs;
-    if (cudaStreamIsCapturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) return 0;
-    cudaEvent_t a, b;
-    float ms[2] = {1e30f, 1e30f};
-    if (cudaEventCreate(&a) == cudaSuccess) {
-        if (cudaEventCreate(&b) == cudaSuccess) {
-            q->q_norm = w->q_norm; q->k_norm = w->k_norm;
-            for (int f = 0; f < 2; f++) {
-                auto once = [&]() {
-                    if (qkv_run(m, s, 0, f, X, w, q, T, err)) return -1;
-                    return f ? 0 : eng_cu_qk_norm_rope(s, q) == cudaSuccess ? 0 : -1;
-                };
-                if (once()) break; /* warm-up (cuBLASLt tunes here) */
-                cudaEventRecord(a, s);
-                for (int r = 0; r < 3; r++) once();
-                cudaEventRecord(b, s);
-                if (cudaEventSynchronize(b) != cudaSuccess || cudaEventElapsedTime(&ms[f], a, b) != cudaSuccess)
-                    ms[f] = 1e30f;
-            }
-            cudaEventDestroy(b);
-        }
-        cudaEventDestroy(a);
-    }
-    cudaGetLastError(); /* a failed timing run must not leave a sticky launch error */
-    const int fused = ms[1] < ms[0];
+    const int known = picks_find(&m->qkv_picks, T);
+    if (known >= 0) return known;
+    if (under_capture(s)) return 0;
+    q->q_norm = w->q_norm; q->k_norm = w->k_norm;
+    float us[2];
+    for (int f = 0; f < 2; f++)
+        us[f] = race_us(s, [&] {
+            if (qkv_run(m, s, 0, f, X, w, q, T, err)) return -1;
+            return f ? 0 : eng_cu_qk_norm_rope(s, q) == cudaSuccess ? 0 : -1;
+        });
+    const int fused = us[1] >= 0.f && (us[0] < 0.f || us[1] < us[0]);
     if (getenv("POSY_CUDA_TUNE_LOG"))
         fprintf(stderr, "qkv + q/k norm + rotary T=%d: %s (fused %.2f us, cuBLASLt + kernel %.2f us)\n", T,
-                fused ? "fused wgmma" : "cuBLASLt + kernel", ms[1] * 1e3f / 3.f, ms[0] * 1e3f / 3.f);
-    if (m->n_qkv_pick < ENG_CU_SWIGLU_PICKS) {
-        m->qkv_pick_T[m->n_qkv_pick] = T;
-        m->qkv_pick[m->n_qkv_pick++] = fused;
-    }
+                fused ? "fused wgmma" : "cuBLASLt + kernel", us[1], us[0]);
+    picks_put(&m->qkv_picks, T, fused);
     return fused;
 }
 
@@ -352,7 +353,7 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
         /* the fused QKV (picked on layer 0's operands, then for every layer;
          * _ok looks at the norm weights, which each layer sets) */
         q.q_norm = m->layers[0].q_norm; q.k_norm = m->layers[0].k_norm;
-        const int qkv_fused = !chain && !fuse && m->wg_on && m->qkv_fuse && !m->layers[0].qkv_b &&
+        const int qkv_fused = !chain && !fuse && m->wg_versions && m->qkv_fuse && !m->layers[0].qkv_b &&
                                       eng_cu_gemm_wg_qk_ok(T, m->qkv_n, H, &q)
                                   ? qkv_fused_pick(m, s, m->h, eng_cu_layer_at(m, 0), &q, T, err)
                                   : 0;
@@ -360,7 +361,7 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
          * before a fused QKV or SwiGLU becomes its row statistics, and the
          * GEMM takes x raw and scales its rows -- the SwiGLU race decided
          * here for that, on the first layer's operands */
-        const int rows_ok = m->rms_rows && m->fold_norm && !chain && m->wg_on;
+        const int rows_ok = m->rms_rows && m->fold_norm && !chain && m->wg_versions;
         const int up_v = rows_ok && eng_cu_gemm_wg_ok(T, 2 * I, H, ENG_CU_EPI_SWIGLU)
                              ? swiglu_fused_pick(m, s, m->h, eng_cu_layer_at(m, 0), T, n_tok, err)
                              : 0;
