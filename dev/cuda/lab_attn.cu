@@ -175,14 +175,13 @@ static void run_case(const acase &c, int time_it) {
     a.tiles = dtiles; a.n_tiles_dev = dnt; a.max_tiles = max_tiles;
     float *dqw = NULL, *dkw = NULL, *drope = NULL;
     if (c.qkn) lab_attn_qkn(a, qw, kw, rope, rope_rows, qk_eps, &dqw, &dkw, &drope);
-    /* 4, 5: v2 with more resident blocks (key tiles of 32 / 64), d < 128;
-     * 6: v2 with the head fastest in a 1-D grid; 7: 6 with two stages at
-     * d = 128 (below 128 it is 6); 8: key tiles of 128, split at the
-     * softmax; 9: 8 with one more block an SM (d < 128) */
-    std::vector<int> versions = {1, 2, 3};
-    if (D < 128) versions.insert(versions.end(), {4, 5});
-    versions.insert(versions.end(), {6, 7, 8});
-    if (D < 128) versions.push_back(9);
+    /* 4, 5: v2 with more resident blocks (key tiles of 32 / 64) below
+     * d = 128; at d = 128 v7 with three blocks an SM (5: Q read from
+     * shared memory); 6: one-dimensional grid, head fastest; 7: 6 with
+     * two K/V stages at d = 128 (below 128 it is 6); 8: key tiles of 128,
+     * split at the softmax; 9: Q read from shared memory, more blocks an
+     * SM (v7's tiles at d = 128, v2's below) */
+    std::vector<int> versions = {1, 2, 3, 4, 5, 6, 7, 8, 9};
     if (c.qkn) versions = {2, 3, 6, 7}; /* v2's: the one-query chain's (Qwen3) */
     std::vector<float> got3;
     for (int version : versions) {

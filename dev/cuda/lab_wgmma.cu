@@ -108,7 +108,7 @@ static std::vector<float> qk_rope_table(int rows) {
     return t;
 }
 
-static void check_qk(int M, const std::vector<int> &lens, int nh, int nkv, int K, int with_rs = 0) {
+static void check_qk(int M, const std::vector<int> &lens, int nh, int nkv, int K, int with_rs = 0, int v = 3) {
     const int N = (nh + 2 * nkv) * 128, rope_rows = 2048;
     std::vector<float> xf, wf, qn(128), kn(128);
     std::vector<uint16_t> xb, wb;
@@ -137,9 +137,9 @@ static void check_qk(int M, const std::vector<int> &lens, int nh, int nkv, int K
     qk.q_norm = dqn; qk.k_norm = dkn; qk.eps = 1e-6f; qk.rope = drope; qk.rope_rows = rope_rows;
     qk.cu_seqlens = dcu; qk.n_seqs_dev = dns;
     char name[128];
-    snprintf(name, sizeof name, "wgmma qkv + q/k norm + rotary M=%d (%d real) N=%d K=%d%s", M, real, N, K,
+    snprintf(name, sizeof name, "wgmma v%d qkv + q/k norm + rotary M=%d (%d real) N=%d K=%d%s", v, M, real, N, K,
              with_rs ? " + row scale" : "");
-    const cudaError_t e = eng_cu_gemm_wg_qk(0, dx, dw, dy, M, N, K, &qk, with_rs ? drs : NULL);
+    const cudaError_t e = eng_cu_gemm_wg_qk(v, 0, dx, dw, dy, M, N, K, &qk, with_rs ? drs : NULL);
     if (!launched(name, e)) return;
     const std::vector<float> y = lab_download_bf16(dy, (size_t)M * N);
     std::vector<float> got, ref;
@@ -310,9 +310,9 @@ static void bench_qk(eng_cu_gemm_ctx *g, int nh, int nkv, int K) {
     qk.q_norm = qk.k_norm = dqn; qk.eps = 1e-6f; qk.rope = drope; qk.rope_rows = rope_rows;
     qk.cu_seqlens = dcu; qk.n_seqs_dev = dns; qk.rows = M; qk.n_rows_dev = dnr;
     char err[256];
-    auto run = [&](int fused) {
+    auto run = [&](int fused) { /* 0: cuBLASLt + the q/k kernel; else our version */
         if (fused) {
-            CUCHECK(eng_cu_gemm_wg_qk(0, o.x, o.w, o.y, M, N, K, &qk, NULL));
+            CUCHECK(eng_cu_gemm_wg_qk(fused, 0, o.x, o.w, o.y, M, N, K, &qk, NULL));
             return;
         }
         if (eng_cu_gemm(g, 0, o.x, o.w, NULL, NULL, o.y, M, N, K, ENG_CU_EPI_NONE, err, sizeof err)) {
@@ -321,12 +321,14 @@ static void bench_qk(eng_cu_gemm_ctx *g, int nh, int nkv, int K) {
         }
         CUCHECK(eng_cu_qk_norm_rope(0, &qk));
     };
-    float t[2] = {1e30f, 1e30f};
+    const int vs[3] = {0, 3, 5};
+    float t[3] = {1e30f, 1e30f, 1e30f};
     run(0);
     for (int round = 0; round < 3; round++)
-        for (int f = 0; f < 2; f++) t[f] = std::min(t[f], lab_time_ms([&] { run(f); }, 10));
-    printf("  bench qwen3 qkv+q/k rope  M=%-6d N=%-5d K=%-5d cuBLASLt+q/k kernel %7.1f us | fused v3 %7.1f us (%.3f)\n", M, N, K,
-           t[0] * 1e3, t[1] * 1e3, t[1] / t[0]);
+        for (int f = 0; f < 3; f++) t[f] = std::min(t[f], lab_time_ms([&] { run(vs[f]); }, 10));
+    printf("  bench qwen3 qkv+q/k rope  M=%-6d N=%-5d K=%-5d cuBLASLt+q/k kernel %7.1f us | fused v3 %7.1f us (%.3f) "
+           "v5 %7.1f us (%.3f)\n",
+           M, N, K, t[0] * 1e3, t[1] * 1e3, t[1] / t[0], t[2] * 1e3, t[2] / t[0]);
     operands_free(o);
     cudaFree(dqn); cudaFree(drope); cudaFree(dcu); cudaFree(dns); cudaFree(dnr);
 }
@@ -413,6 +415,12 @@ int main(void) {
     check_qk(1024, {1, 300, 129, 570}, 4, 2, 256); /* 24 padding rows */
     check_qk(600, {17, 583}, 16, 8, 1024);         /* Qwen3-0.6B's heads */
     check_qk(1024, {1, 300, 129, 570}, 4, 2, 256, 1); /* with the RMS row scale */
+    /* version 5 (one head a 128-wide tile, several tiles a warpgroup at
+     * 5000 rows): odd head counts too */
+    check_qk(1, {1}, 4, 2, 256, 0, 5);
+    check_qk(1024, {1, 300, 129, 570}, 3, 1, 256, 0, 5);
+    check_qk(5000, {17, 583, 2000, 2000, 400}, 16, 8, 1024, 0, 5); /* lengths within the 2048-row rotary table */
+    check_qk(1024, {1, 300, 129, 570}, 4, 2, 256, 1, 5);
     for (int v = 3; v <= 4; v++) {
         check_rows(v, 1000, 768, 512, 0);
         check_rows(v, 129, 256, 1024, 1);

@@ -16,13 +16,19 @@
 # to $OUT/tp/tp.jsonl (tagged), GEMM tuning choices to $OUT/tp/tune-*.log, a table (mean
 # tokens/s of the repeats, ratio to base, min-max) to $OUT/tp.log; the
 # folder is packed as $OUT/tp.tgz (the device tool returns few files).
+# ABLATE="gemm attn norm" also builds bench_gpu with -DENG_CU_ABLATE
+# (build-ablate) and times the step without that kind of kernel (tagged
+# no-gemm, ...; timing only, outputs wrong): what each kind costs inside a
+# saturated step.
 . tests/cuda/gpu_lib.sh
 gpu_setup tp.log
 mkdir -p "$OUT/tp"
 BASE_SRC=${BASE_SRC:-build-base-src}
 [ -d "$BASE_SRC" ] && gpu_bench_only "$BASE_SRC" build-base &
+[ -n "$ABLATE" ] && gpu_bench_only . build-ablate -DENG_CU_ABLATE &
 gpu_build "$OUT" || { say "BUILD FAILED"; exit 1; }
 wait
+[ -z "$ABLATE" ] || [ -x build-ablate/bench_gpu ] || { say "build-ablate: no bench_gpu"; ABLATE=; }
 say "build ok$([ -x build-base/bench_gpu ] && echo ", and build-base from $BASE_SRC")"
 [ -d "$WORK/bert-base-harness" ] ||
   timeout 150 python3 tests/cuda/e2e_vs_transformers.py --build-only "$BUILD" "$WORK" > "$OUT/tp/enc_build.log" 2>&1 &
@@ -56,6 +62,9 @@ for n in $MODELS; do
       BENCH_POINT_TOKENS=$pt point "${te%%:*}" "$h" "$n" $(echo "${te#*:}" | tr , ' ')
     done
     [ -x build-base/bench_gpu ] && BIN=build-base/bench_gpu BENCH_POINT_TOKENS=$pt point tree-base "$h" "$n"
+    for k in $ABLATE; do
+      [ "$r" = 1 ] && BIN=build-ablate/bench_gpu BENCH_POINT_TOKENS=$pt point "no-$k" "$h" "$n" POSY_CUDA_ABLATE=$k
+    done
   done
   say "throughput $n done"
 done

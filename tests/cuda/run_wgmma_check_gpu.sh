@@ -33,6 +33,11 @@ rc=$?
 grep -E "FAIL|^lab_wgmma" "$OUT/lab_wgmma_checks.log" | tee -a "$LOG"
 say "lab_wgmma checks: rc=$rc"
 [ $rc -eq 0 ] || { status=1; NO_BENCH=1; }
+# a version the checks did not pass is not raced in the A/B below (it may hang)
+if [ $rc -ne 0 ]; then
+  TP_ENVS=$(echo ${TP_ENVS:-base: off:POSY_CUDA_WGMMA=0} | tr ' ' '\n' | grep -v WG_VERSION | tr '\n' ' ')
+  say "checks failed: A/B settings naming a version left out: $TP_ENVS"
+fi
 [ -z "$NO_BENCH" ] && { timeout 150 "./$BUILD/lab_wgmma" > "$OUT/lab_wgmma.log" 2>&1 || status=1; }
 grep -E "bench" "$OUT/lab_wgmma.log" 2>/dev/null | tee -a "$LOG"
 # where version 3's time goes (clock64 counters; with and without its epilogue) at Qwen3's QKV, MiniLM's

@@ -343,15 +343,16 @@ cudaError_t eng_cu_gemm_wg(cudaStream_t s, const bf16 *X, const bf16 *W, const b
 cudaError_t eng_cu_gemm_wg_v(int version, cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias,
                              const bf16 *R, bf16 *Y, int M, int N, int K, int epi);
 /* Qwen3's QKV product with the per-head q/k RMSNorm + rotary in the
- * epilogue (version 3; Y = eng_cu_qk_norm_rope applied to X W^T, from the
- * fp32 sums): head_dim 128, even head counts, N = (n_heads + 2 n_kv_heads)
- * 128 = qk->ld, no bias; qk's qkv / rows / n_rows_dev are not used.
+ * epilogue (Y = eng_cu_qk_norm_rope applied to X W^T, from the fp32 sums)
+ * in version 3 (even head counts) or 5: head_dim 128, N = (n_heads +
+ * 2 n_kv_heads) 128 = qk->ld, no bias; qk's qkv / rows / n_rows_dev are
+ * not used.
  * rs (may be NULL): every row of X W^T scaled by rs[row] first (X's
  * RMSNorm, eng_cu_rms_rows, with its weights folded into W).
  * _ok says whether it takes the shape (and the device has it). */
-int eng_cu_gemm_wg_qk_ok(int M, int N, int K, const eng_cu_qk_args *qk);
-cudaError_t eng_cu_gemm_wg_qk(cudaStream_t s, const bf16 *X, const bf16 *W, bf16 *Y, int M, int N, int K,
-                              const eng_cu_qk_args *qk, const float *rs);
+int eng_cu_gemm_wg_qk_ok(int version, int M, int N, int K, const eng_cu_qk_args *qk);
+cudaError_t eng_cu_gemm_wg_qk(int version, cudaStream_t s, const bf16 *X, const bf16 *W, bf16 *Y, int M, int N,
+                              int K, const eng_cu_qk_args *qk, const float *rs);
 /* eng_cu_gemm_wg_v's SwiGLU (epi must be ENG_CU_EPI_SWIGLU, versions 3-5)
  * with the gate and up sums of row r scaled by rs[r] before the bias. */
 cudaError_t eng_cu_gemm_wg_rows(int v, cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, bf16 *Y,

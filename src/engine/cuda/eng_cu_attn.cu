@@ -22,27 +22,41 @@
  * tile: it is the prefill kernel the decoder models reuse.  Grouped-query
  * attention maps q head h to kv head h / (n_heads / n_kv_heads).
  *
- * Versions (args.version; 0 = eng_cu_attn_version(head_dim, 0): v7 at
- * head size 128, v2 below, unless POSY_CUDA_ATTN names another; the
- * one-query chain asks for v2): 1 the first kernel; 2 shipped below 128;
+ * Versions (args.version; 0 = eng_cu_attn_version(head_dim, 0): v9 at
+ * head size 128, v5 at 32, v2 at 64, unless POSY_CUDA_ATTN names another; the
+ * one-query chain asks for v2): 1 the first kernel; 2 shipped at 64;
  * 3 persistent (eng_cu_attn_v3.cu); 4 and 5 are v2 with more blocks
- * resident (key tiles of 32 / 64, fewer registers).  On the H200 none of
- * 3-5 beat v2 across lengths: v3 wins on 128-token sequences at d=128
- * (-14%) and loses at 512-1024 (+12-25%); v4 wins on 16-token sequences
- * (-30%) and loses elsewhere (dev/cuda/NOTES.md, 2026-11-29 evening).
+ * resident (key tiles of 32 / 64, fewer registers) below D = 128, and at
+ * D = 128 7 with three blocks an SM (4 capped at 168 registers, 5 with
+ * QSM, below).  On the H200 (dev/cuda/NOTES.md, 2026-11-29 evening) none
+ * of 3-5 beat v2 across lengths below D = 128: v3 wins on 128-token
+ * sequences at d=128 (-14%) and loses at 512-1024 (+12-25%); v4 wins on
+ * 16-token sequences (-30%) and loses elsewhere.  2026-12-02 (runs 17,
+ * 18): at d = 32, v5 takes 113-118 us against v2's 132 at 512 x 128
+ * tokens, 152 against 163 at 64 x 512, and MiniLM's saturated step up 2%:
+ * the default there.
  * 6 is v2 with the head varying fastest over a one-dimensional grid, 7 is
  * 6 with two K/V stages at D = 128 too (dynamic shared memory): both aim
  * at the saturated step, where v2 reads one head's slice of many rows at
  * a time (1.4-2 TB/s at 128-token sequences, ncu, 2026-11-29 evening).
  * 8: key tiles of 128, one pass for a sequence of <= 128 tokens, the copy
- * of the next tile between the halves of this one (no q/k norm: a
- * q_norm with version 8 runs v2's fused path); 9 is 8 capped to one
- * more block an SM (d < 128).  Measured 2026-12-01 (docs/BENCHMARKS.md,
- * "Saturated-step attention variants"): 6, 8 and 9 are no faster (v2 is
- * neither locality- nor ILP-bound at 128 tokens; v8's registers cost more
- * blocks than its one pass saves); 7 takes d = 128 from 549 to 453 us at
- * 512 x 128 tokens and Qwen3's saturated step up 1-2%: it is the default
- * there.
+ * of the next tile between the halves of this one.  9 reads Q's fragments
+ * from shared memory at each k-step (eng_attn_scores' QSM: D/2 registers
+ * fewer a thread) so more blocks fit an SM: at D = 128 v7's tiles, four
+ * blocks instead of two (v7 holds 190 registers: 8 warps an SM), below
+ * v2's tiles, d = 64 four blocks without v2's spills, d = 32 five.  (A q/k
+ * norm with version 8 or 9 runs v2's fused path.)  Measured 2026-12-01
+ * (docs/BENCHMARKS.md, "Saturated-step attention variants"): 6 and 8 are
+ * no faster (v2 is neither locality- nor ILP-bound at 128 tokens; v8's
+ * registers cost more blocks than its one pass saves); 7 took d = 128
+ * from 549 to 453 us at 512 x 128 tokens and Qwen3's saturated step up
+ * 1-2%.  2026-12-02 (run 17): 9 takes that case to 375 us and Qwen3's
+ * step up a further 1.6-1.7%: the default at D = 128 off the chain.
+ * (Tried 2026-12-02, run 18, not kept: 9 with the two query heads of a
+ * K/V head in one block of 8 warps, each K/V tile loaded once for both --
+ * 395 against 369 us at 512 x 128 tokens, d = 128.)
+ * (Version 9 was v8 capped for one more block an SM at d < 128: no
+ * faster than v2, replaced.)
  */
 #include "eng_cu_frag.h"
 #include <math.h>
@@ -248,9 +262,9 @@ static constexpr size_t attn_smem_bytes() {
 }
 
 template <int D, bool CAUSAL, int BN = (D >= 128 ? 32 : 64), int MINB = (D >= 128 ? 2 : 4), bool QKN = false,
-          int ST_ = 0, bool HM = false>
+          int ST_ = 0, bool HM = false, bool QSM = false>
 __global__ void __launch_bounds__(128, MINB) attn_kernel_v2(eng_cu_attn_args a) {
-    constexpr int BM = ENG_CU_ATTN_BM, LD = D + 8;
+    constexpr int BM = ENG_CU_ATTN_BM, LD = D + 8, NT = 128;
     constexpr int ST = ST_ ? ST_ : (D >= 128 ? 1 : 2);
     extern __shared__ __align__(16) unsigned char attn_smem[];
     bf16 *sQ = (bf16 *)attn_smem;
@@ -263,11 +277,11 @@ __global__ void __launch_bounds__(128, MINB) attn_kernel_v2(eng_cu_attn_args a) 
     const int q0 = it.q0, start = it.start, len = it.len, qrows = it.qrows, ntiles = it.ntiles;
     const bf16 *kbase = it.kbase, *vbase = it.vbase;
 
-    eng_async_rows<BM, D, 128>(sQ, a.q + (size_t)(start + q0) * a.ldq + h * D, a.ldq, qrows);
+    eng_async_rows<BM, D, NT>(sQ, a.q + (size_t)(start + q0) * a.ldq + h * D, a.ldq, qrows);
     eng_async_commit();
-    eng_async_rows<BN, D, 128>(sK0, kbase, a.ldk, len);
+    eng_async_rows<BN, D, NT>(sK0, kbase, a.ldk, len);
     eng_async_commit();
-    eng_async_rows<BN, D, 128>(sV0, vbase, a.ldv, len);
+    eng_async_rows<BN, D, NT>(sV0, vbase, a.ldv, len);
     eng_async_commit();
 
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31;
@@ -279,13 +293,14 @@ __global__ void __launch_bounds__(128, MINB) attn_kernel_v2(eng_cu_attn_args a) 
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
     const float sl2 = a.scale * 1.4426950408889634f;
     const int wrow0 = q0 + warp * 16; /* this warp's first query row */
+    const bf16 *Qs = sQ + (warp * 16 + (mi & 1) * 8 + mr) * LD + (mi >> 1) * 8; /* QSM: its ldmatrix address */
 
     for (int j = 0; j < ntiles; j++) {
         const int k0 = j * BN, buf = ST == 2 ? (j & 1) : 0;
         if (ST == 2 && j + 1 < ntiles) {
-            eng_async_rows<BN, D, 128>(sK0 + ((j + 1) & 1) * BN * LD, kbase + (size_t)(k0 + BN) * a.ldk, a.ldk, len - k0 - BN);
+            eng_async_rows<BN, D, NT>(sK0 + ((j + 1) & 1) * BN * LD, kbase + (size_t)(k0 + BN) * a.ldk, a.ldk, len - k0 - BN);
             eng_async_commit();
-            eng_async_rows<BN, D, 128>(sV0 + ((j + 1) & 1) * BN * LD, vbase + (size_t)(k0 + BN) * a.ldv, a.ldv, len - k0 - BN);
+            eng_async_rows<BN, D, NT>(sV0 + ((j + 1) & 1) * BN * LD, vbase + (size_t)(k0 + BN) * a.ldv, a.ldv, len - k0 - BN);
             eng_async_commit();
             eng_async_wait<2>();
         } else {
@@ -297,18 +312,17 @@ __global__ void __launch_bounds__(128, MINB) attn_kernel_v2(eng_cu_attn_args a) 
             eng_attn_qk_rows<D, 128>(sK0 + buf * BN * LD, min(BN, len - k0), k0, a.k_norm, a);
             __syncthreads();
         }
-        if (j == 0) {
+        if (j == 0 && !QSM) {
 #pragma unroll
-            for (int kk = 0; kk < D / 16; kk++)
-                eng_ldmatrix_x4(qf[kk], sQ + (warp * 16 + (mi & 1) * 8 + mr) * LD + kk * 16 + (mi >> 1) * 8);
+            for (int kk = 0; kk < D / 16; kk++) eng_ldmatrix_x4(qf[kk], Qs + kk * 16);
         }
         const bf16 *K = sK0 + buf * BN * LD, *V = sV0 + buf * BN * LD;
-        eng_attn_tile<D, BN, CAUSAL>(qf, K, V, k0, len, wrow0, sl2, o, m, l);
+        eng_attn_tile<D, BN, CAUSAL, QSM>(qf, K, V, k0, len, wrow0, sl2, o, m, l, Qs);
         __syncthreads(); /* buffer `buf` is refilled by the next iteration's prefetch */
         if (ST == 1 && j + 1 < ntiles) {
-            eng_async_rows<BN, D, 128>(sK0, kbase + (size_t)(k0 + BN) * a.ldk, a.ldk, len - k0 - BN);
+            eng_async_rows<BN, D, NT>(sK0, kbase + (size_t)(k0 + BN) * a.ldk, a.ldk, len - k0 - BN);
             eng_async_commit();
-            eng_async_rows<BN, D, 128>(sV0, vbase + (size_t)(k0 + BN) * a.ldv, a.ldv, len - k0 - BN);
+            eng_async_rows<BN, D, NT>(sV0, vbase + (size_t)(k0 + BN) * a.ldv, a.ldv, len - k0 - BN);
             eng_async_commit();
         }
     }
@@ -376,11 +390,10 @@ __global__ void __launch_bounds__(128, MINB) attn_kernel_v8(eng_cu_attn_args a) 
 }
 
 /* v8 as the compiler sizes it (d = 32: 153 registers, 3 blocks an SM;
- * 64: 194, 2; 128: 242, 2), or, tight (version 9), capped for one block
- * more an SM (d = 32: 4, 64: 3) */
-template <int D, bool C, bool TIGHT>
+ * 64: 194, 2; 128: 242, 1) */
+template <int D, bool C>
 static cudaError_t launch_v8(cudaStream_t s, const eng_cu_attn_args *a) {
-    constexpr int MB = D >= 128 ? 1 : D == 64 ? 2 + TIGHT : 3 + TIGHT;
+    constexpr int MB = D >= 128 ? 1 : D == 64 ? 2 : 3;
     constexpr size_t smem = ((size_t)ENG_CU_ATTN_BM + 2 * 128) * (D + 8) * sizeof(bf16);
     void (*k)(eng_cu_attn_args) = attn_kernel_v8<D, C, MB>;
     static bool optin = false; /* this instantiation's own */
@@ -410,10 +423,10 @@ int eng_cu_attn_max_tiles(int tokens, int seqs) {
  * ST = 2 at D = 128, which needs attn_smem_optin) and its grid,
  * two-dimensional (tile, head) or, HM, one-dimensional with the head
  * fastest. */
-template <int D, bool C, int BN, int MB, bool QKN, int ST, bool HM>
+template <int D, bool C, int BN, int MB, bool QKN, int ST, bool HM, bool QSM = false>
 static cudaError_t launch_v2(cudaStream_t s, const eng_cu_attn_args *a) {
     constexpr size_t smem = attn_smem_bytes<D, BN, ST ? ST : (D >= 128 ? 1 : 2)>();
-    void (*k)(eng_cu_attn_args) = attn_kernel_v2<D, C, BN, MB, QKN, ST, HM>;
+    void (*k)(eng_cu_attn_args) = attn_kernel_v2<D, C, BN, MB, QKN, ST, HM, QSM>;
     static bool optin = false; /* this instantiation's own */
     const cudaError_t e = attn_smem_optin<smem>(k, optin);
     if (e != cudaSuccess) return e;
@@ -436,17 +449,35 @@ static cudaError_t launch_d(cudaStream_t s, const eng_cu_attn_args *a, int v) {
     if (D < 128 && v == 7) v = 6; /* below D = 128 v2 already has two stages */
     cudaError_t e;
     if (v == 8 && !a->q_norm)
-        e = a->causal ? launch_v8<D, true, false>(s, a) : launch_v8<D, false, false>(s, a);
-    else if (v == 9 && !a->q_norm && D < 128)
-        e = a->causal ? launch_v8<D, true, true>(s, a) : launch_v8<D, false, true>(s, a);
-    else if (a->q_norm) /* the q/k norm: v2's tiles (or 6 / 7's), whatever BN/MINB version was asked */
+        e = a->causal ? launch_v8<D, true>(s, a) : launch_v8<D, false>(s, a);
+    else if (v == 9 && !a->q_norm) {
+        /* Q's fragments read from shared memory at each k-step (QSM), so
+         * more blocks fit an SM: d = 128 v7's tiles, four blocks (128
+         * registers, 8 bytes spilled); 64 v2's, four (126 registers,
+         * where v2 spills 28 bytes at 128); 32 v2's, five (96) */
+        constexpr int MB9 = D >= 128 ? 4 : D == 64 ? 4 : 5, ST9 = D >= 128 ? 2 : 0;
+        constexpr bool HM9 = D >= 128;
+        e = a->causal ? launch_v2<D, true, BN, MB9, false, ST9, HM9, true>(s, a)
+                      : launch_v2<D, false, BN, MB9, false, ST9, HM9, true>(s, a);
+    } else if (a->q_norm) /* the q/k norm: v2's tiles (or 6 / 7's), whatever BN/MINB version was asked */
         e = v == 6   ? (a->causal ? launch_v2<D, true, BN, MB, true, 0, true>(s, a)
                                   : launch_v2<D, false, BN, MB, true, 0, true>(s, a))
             : v == 7 ? (a->causal ? launch_v2<D, true, BN, MB, true, 2, true>(s, a)
                                   : launch_v2<D, false, BN, MB, true, 2, true>(s, a))
                      : (a->causal ? launch_v2<D, true, BN, MB, true, 0, false>(s, a)
                                   : launch_v2<D, false, BN, MB, true, 0, false>(s, a));
-    else if (v == 4 || v == 5) { /* lab variants: more blocks resident (spills measured in NOTES.md) */
+    else if (D >= 128 && (v == 4 || v == 5)) {
+        /* v7 with three blocks an SM: 4 the compiler's 190 registers
+         * capped at 168, 5 with Q read from shared memory (QSM, 157) */
+        if constexpr (D >= 128) {
+            e = v == 4 ? (a->causal ? launch_v2<D, true, BN, 3, false, 2, true>(s, a)
+                                    : launch_v2<D, false, BN, 3, false, 2, true>(s, a))
+                       : (a->causal ? launch_v2<D, true, BN, 3, false, 2, true, true>(s, a)
+                                    : launch_v2<D, false, BN, 3, false, 2, true, true>(s, a));
+        } else {
+            e = cudaErrorInvalidValue;
+        }
+    } else if (v == 4 || v == 5) { /* lab variants: more blocks resident (spills measured in NOTES.md) */
         if constexpr (D < 128) {
             constexpr int MB4 = D == 32 ? 8 : 6, MB5 = D == 32 ? 6 : 5;
             e = v == 4 ? (a->causal ? launch_v2<D, true, 32, MB4, false, 0, false>(s, a) /* key tiles of 32 */
@@ -469,12 +500,16 @@ static cudaError_t launch_d(cudaStream_t s, const eng_cu_attn_args *a, int v) {
 
 int eng_cu_attn_version(int head_dim, int chain) {
     const char *e = getenv("POSY_CUDA_ATTN");
-    if (e && e[0] >= '2' && e[0] <= '9' && !e[1] && !(head_dim >= 128 && (e[0] == '4' || e[0] == '5' || e[0] == '9')))
-        return e[0] - '0';
-    /* v7 at d = 128 off the chain: Qwen3-0.6B saturated steps +1.1-2.2%
-     * in four H200 runs (docs/BENCHMARKS.md); the chain's short buckets
-     * keep v2, whose 35 KB of shared memory was what they were tuned with */
-    return head_dim >= 128 && !chain ? 7 : 2;
+    if (e && e[0] >= '2' && e[0] <= '9' && !e[1]) return e[0] - '0';
+    /* off the chain, v9 at d = 128: Qwen3-0.6B saturated steps 1.016 /
+     * 1.017x v7's (run 17), which had been 1.011-1.022x v2's in four runs
+     * (docs/BENCHMARKS.md); v5 at d = 32: MiniLM's 1.020 / 1.019x v2's
+     * (run 18; v9 1.016 / 1.005x), lab 113 against 132 us at 512 x 128
+     * tokens.  d = 64 keeps v2 (BERT-base: v9 1.000 / 1.005x, v5 0.99x).
+     * The chain's short buckets keep v2, whose 35 KB of shared memory was
+     * what they were tuned with */
+    if (chain) return 2;
+    return head_dim >= 128 ? 9 : head_dim == 32 ? 5 : 2;
 }
 
 int eng_cu_attn_fuses_qk(int head_dim) {
@@ -485,8 +520,7 @@ int eng_cu_attn_fuses_qk(int head_dim) {
 
 cudaError_t eng_cu_attention(cudaStream_t s, const eng_cu_attn_args *a) {
     if (a->max_tiles <= 0 || a->n_heads <= 0 || a->n_kv_heads <= 0 ||
-        a->n_heads % a->n_kv_heads || a->version < 0 || a->version > 9 ||
-        ((a->version == 4 || a->version == 5 || a->version == 9) && a->head_dim >= 128))
+        a->n_heads % a->n_kv_heads || a->version < 0 || a->version > 9)
         return cudaErrorInvalidValue;
     const int v = a->version ? a->version : eng_cu_attn_version(a->head_dim, 0);
     if (v == 3) return eng_cu_attention_v3(s, a);

@@ -85,24 +85,44 @@ static __device__ __forceinline__ void eng_async_wait() {
  * tile's probabilities left in sc.  eng_attn_pv: P repacked from the S
  * accumulators as A fragments; O += P V with ldmatrix.trans.  K, V:
  * [BN][D+8] shared tiles of keys k0.., zero rows past the end.
- * eng_attn_tile does both (attention v2 and v3). */
-template <int D, int BN, bool CAUSAL>
+ * eng_attn_tile does both (attention v2 and v3).  QSM: Q's fragments are
+ * read from shared memory at each k-step (Qs: the lane's ldmatrix address
+ * of the warp's rows) instead of held in qf -- D/2 registers fewer a
+ * thread, so more blocks fit an SM at D = 128 (attention v4, v5, v9 there). */
+template <int D, int BN, bool CAUSAL, bool QSM = false>
 static __device__ __forceinline__ void eng_attn_scores(const uint32_t (*qf)[4], const bf16 *K, int k0, int len,
                                                        int wrow0, float sl2, float (*o)[4], float *m, float *l,
-                                                       float (*sc)[4]) {
+                                                       float (*sc)[4], const bf16 *Qs = nullptr) {
     constexpr int LD = D + 8;
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, mi = lane >> 3, mr = lane & 7;
     const int qi[2] = {wrow0 + g, wrow0 + g + 8};
+    if constexpr (QSM) { /* Q's fragments from shared memory, one k-step at a time */
 #pragma unroll
-    for (int nt = 0; nt < BN / 8; nt += 2) {
-        sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
-        sc[nt + 1][0] = sc[nt + 1][1] = sc[nt + 1][2] = sc[nt + 1][3] = 0.f;
+        for (int nt = 0; nt < BN / 8; nt++) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
 #pragma unroll
         for (int kk = 0; kk < D / 16; kk++) {
-            uint32_t kb[4];
-            eng_ldmatrix_x4(kb, K + (nt * 8 + (mi >> 1) * 8 + mr) * LD + kk * 16 + (mi & 1) * 8);
-            eng_mma16816(sc[nt], qf[kk], kb[0], kb[1]);
-            eng_mma16816(sc[nt + 1], qf[kk], kb[2], kb[3]);
+            uint32_t q[4];
+            eng_ldmatrix_x4(q, Qs + kk * 16);
+#pragma unroll
+            for (int nt = 0; nt < BN / 8; nt += 2) {
+                uint32_t kb[4];
+                eng_ldmatrix_x4(kb, K + (nt * 8 + (mi >> 1) * 8 + mr) * LD + kk * 16 + (mi & 1) * 8);
+                eng_mma16816(sc[nt], q, kb[0], kb[1]);
+                eng_mma16816(sc[nt + 1], q, kb[2], kb[3]);
+            }
+        }
+    } else {
+#pragma unroll
+        for (int nt = 0; nt < BN / 8; nt += 2) {
+            sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
+            sc[nt + 1][0] = sc[nt + 1][1] = sc[nt + 1][2] = sc[nt + 1][3] = 0.f;
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk++) {
+                uint32_t kb[4];
+                eng_ldmatrix_x4(kb, K + (nt * 8 + (mi >> 1) * 8 + mr) * LD + kk * 16 + (mi & 1) * 8);
+                eng_mma16816(sc[nt], qf[kk], kb[0], kb[1]);
+                eng_mma16816(sc[nt + 1], qf[kk], kb[2], kb[3]);
+            }
         }
     }
     const bool need_mask = k0 + BN > len || (CAUSAL && k0 + BN - 1 > wrow0);
@@ -167,12 +187,12 @@ static __device__ __forceinline__ void eng_attn_pv(const float (*sc)[4], const b
     }
 }
 
-template <int D, int BN, bool CAUSAL>
+template <int D, int BN, bool CAUSAL, bool QSM = false>
 static __device__ __forceinline__ void eng_attn_tile(const uint32_t (*qf)[4], const bf16 *K, const bf16 *V,
                                                      int k0, int len, int wrow0, float sl2, float (*o)[4],
-                                                     float *m, float *l) {
+                                                     float *m, float *l, const bf16 *Qs = nullptr) {
     float sc[BN / 8][4];
-    eng_attn_scores<D, BN, CAUSAL>(qf, K, k0, len, wrow0, sl2, o, m, l, sc);
+    eng_attn_scores<D, BN, CAUSAL, QSM>(qf, K, k0, len, wrow0, sl2, o, m, l, sc, Qs);
     eng_attn_pv<D, BN>(sc, V, o);
 }
 

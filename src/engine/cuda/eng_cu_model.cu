@@ -263,21 +263,24 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         const int want = !(wg && !strcmp(wg, "0"));
         /* the versions raced: 3 and 4 (each wins somewhere), or those
          * POSY_CUDA_WG_VERSION names (digits 1..5, e.g. "5" or "3,4,5": for
-         * experiments; version 5 is not yet measured) */
+         * experiments; racing 5 beside 3 and 4 moved the saturated steps
+         * by 0.999-1.005x on the H200, 2026-12-02 run 16) */
         int v = 0;
         for (const char *c = wv; c && *c; c++)
             if (*c >= '1' && *c <= '5') v |= 1 << (*c - '0');
         m->wg_versions = want && eng_cu_gemm_wg_available() ? (v ? v : 1 << 3 | 1 << 4) : 0;
         eng_cu_gemm_set_own(m->gemm, m->wg_versions);
-        /* Qwen3's QKV + q/k norm + rotary in our GEMM: opt-in until it has
-         * run end to end (lab_wgmma checks it against fp64 and timed it at
-         * 0.945x cuBLASLt + the q/k kernel on the H200, 2026-12-02; the
-         * engine's first run of it did not take the path: a bug, fixed
-         * since, unmeasured) */
+        /* Qwen3's QKV + q/k norm + rotary in our GEMM, raced per bucket
+         * (POSY_CUDA_QKV_FUSE=0 off), and with it the norms before the
+         * fused QKV / SwiGLU as row statistics (POSY_CUDA_RMS_ROWS=0 off).
+         * H200, 2026-12-02 run 16, saturated Qwen3-0.6B steps against the
+         * defaults before them: 1.024 / 1.026x with the fused QKV, 1.038 /
+         * 1.037x with both (equal 128 / random 16-512); e2e_qwen3 passes
+         * with each (lab_wgmma checks both against fp64) */
         const char *qf = getenv("POSY_CUDA_QKV_FUSE");
-        m->qkv_fuse = qf && !strcmp(qf, "1");
+        m->qkv_fuse = !(qf && !strcmp(qf, "0"));
         const char *rr = getenv("POSY_CUDA_RMS_ROWS");
-        m->rms_rows = rr && !strcmp(rr, "1");
+        m->rms_rows = !(rr && !strcmp(rr, "0"));
     }
     {
         const char *sk = getenv("POSY_CUDA_SKINNY");

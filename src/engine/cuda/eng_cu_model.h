@@ -108,15 +108,15 @@ typedef struct eng_cu_model {
     eng_cu_bucket_picks swiglu_picks;
     /* Qwen3's QKV product with the q/k norm + rotary in our GEMM's
      * epilogue (eng_cu_gemm_wg_qk) on the graph path, where wg_versions
-     * and qkv_fuse (opt-in, POSY_CUDA_QKV_FUSE=1) and it won its race
+     * and qkv_fuse (on by default, POSY_CUDA_QKV_FUSE=0 off) and it won its race
      * against cuBLASLt + the q/k kernel for the bucket: qkv_picks as
      * swiglu_picks, 1 fused, 0 not */
     int qkv_fuse;
     eng_cu_bucket_picks qkv_picks;
     /* Qwen3's graph path with the norms folded: the RMSNorm before a fused
      * QKV / SwiGLU as row statistics only (eng_cu_rms_rows), the GEMM
-     * taking x raw and scaling its rows (opt-in, POSY_CUDA_RMS_ROWS=1:
-     * written after the device time was spent, not yet run) */
+     * taking x raw and scaling its rows (on by default, POSY_CUDA_RMS_ROWS=0
+     * off) */
     int rms_rows;
     /* the small-batch persistent kernel (eng_cu_mega.cu), when it fits */
     int mega_ok, mega_grid, mega_nt;

@@ -17,9 +17,8 @@
  *   per layer:
  *     qkv = h Wqkv^T (+ b)                                  cuBLASLt
  *     q, k = rotary(RMSNorm_head(q|k) * q_norm|k_norm)      1 launch, in place
- *       (POSY_CUDA_QKV_FUSE=1, sm_90: both in our GEMM,
- *       eng_cu_gemm_wg_qk, where that wins the bucket's race; lab-checked,
- *       not yet run end to end, so opt-in)
+ *       (sm_90: both in our GEMM, eng_cu_gemm_wg_qk, where that wins the
+ *       bucket's race; POSY_CUDA_QKV_FUSE=0 off)
  *     ctx = attention(q, k, v) (causal or not, GQA)         1 launch
  *       (POSY_CUDA_QK_FUSE=1: the attention kernel does the q/k
  *       norm + rotary on its tiles instead; measured no faster)
@@ -31,7 +30,12 @@
  *     y = x + act Wd^T         -- residual in the epilogue; y becomes x
  *     h = RMSNorm(x) * (next layer's ln1, or the final norm)
  *   pooled = L2(pool(h))  (last token or mean, per the model's files)
- * Nine launches a layer (eight with the q/k fusion).  x and y swap roles
+ * Nine launches a layer (eight with the q/k fusion).  On sm_90 with the
+ * norm weights folded and both products fused (the default where they win
+ * their races), each RMSNorm before them is only its row statistics
+ * (eng_cu_rms_rows: rs = rsqrt(mean(x^2) + eps)) and the GEMM reads x raw
+ * and scales its rows: seven launches a layer, the norms writing a float
+ * a row instead of a normed copy of x.  x and y swap roles
  * after every residual GEMM (pointer ping-pong, fixed at capture), so no
  * GEMM writes its own input.
  *
@@ -238,15 +242,17 @@ static int mlp_up(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, con
     return mlp_up_run(m, s, chain, fused, X, w, T, n_tok, nm, err);
 }
 
-/* qkv = X Wqkv^T (+ b), with the q/k norm + rotary applied (done = 1) by
- * our GEMM's epilogue where `fused` (its rows scaled by rs first unless
- * NULL: X is then the raw residual stream), else left to attn_block. */
+/* qkv = X Wqkv^T (+ b), with the q/k norm + rotary applied by our GEMM's
+ * epilogue where `fused` (its version, 3 or 5; its rows scaled by rs
+ * first unless NULL: X is then the raw residual stream), else left to
+ * attn_block. */
 static int qkv_run(eng_cu_model *m, cudaStream_t s, int chain, int fused, const bf16 *X, const eng_cu_layer *w,
                    eng_cu_qk_args *q, int T, posy_err *err, const float *rs = NULL) {
     if (fused) {
         if (eng_cu_ablate("gemm")) return 0;
         q->q_norm = w->q_norm; q->k_norm = w->k_norm;
-        CK("qkv + q/k norm + rotary (wgmma)", eng_cu_gemm_wg_qk(s, X, w->qkv_w, m->qkv, T, m->qkv_n, m->H, q, rs));
+        CK("qkv + q/k norm + rotary (wgmma)",
+           eng_cu_gemm_wg_qk(fused, s, X, w->qkv_w, m->qkv, T, m->qkv_n, m->H, q, rs));
         return 0;
     }
     return eng_cu_model_gemm(m, s, chain, X, w->qkv_w, w->qkv_b, NULL, m->qkv, T, m->qkv_n, m->H,
@@ -256,23 +262,31 @@ static int qkv_run(eng_cu_model *m, cudaStream_t s, int chain, int fused, const 
 /* Whether the fused QKV wins for T rows: timed once per bucket on its
  * first (eager) run, as swiglu_fused_pick does -- the fused kernel against
  * the product and the q/k kernel, both leaving the same qkv -- and taken
- * under capture only if that run chose it. */
+ * under capture only if that run chose it.  Returns 0 (not fused) or the
+ * version that won: 3 (version 5's fused QKV, eng_cu_gemm_wg_qk, is not
+ * raced: 1005-1029 us against version 3's 850 at 65536 rows, H200 run 18). */
 static int qkv_fused_pick(eng_cu_model *m, cudaStream_t s, const bf16 *X, const eng_cu_layer *w,
                           eng_cu_qk_args *q, int T, posy_err *err) {
     const int known = picks_find(&m->qkv_picks, T);
     if (known >= 0) return known;
     if (under_capture(s)) return 0;
     q->q_norm = w->q_norm; q->k_norm = w->k_norm;
-    float us[2];
-    for (int f = 0; f < 2; f++)
-        us[f] = race_us(s, [&] {
+    const int vs[2] = {0, 3};
+    float us[2] = {-1.f, -1.f}, best = -1.f;
+    int fused = 0;
+    for (int i = 0; i < 2; i++) {
+        const int f = vs[i];
+        if (f && !eng_cu_gemm_wg_qk_ok(f, T, m->qkv_n, m->H, q)) continue;
+        us[i] = race_us(s, [&] {
             if (qkv_run(m, s, 0, f, X, w, q, T, err)) return -1;
             return f ? 0 : eng_cu_qk_norm_rope(s, q) == cudaSuccess ? 0 : -1;
         });
-    const int fused = us[1] >= 0.f && (us[0] < 0.f || us[1] < us[0]);
+        if (us[i] >= 0.f && (best < 0.f || us[i] < best)) best = us[i], fused = f;
+    }
     if (getenv("POSY_CUDA_TUNE_LOG"))
-        fprintf(stderr, "qkv + q/k norm + rotary T=%d: %s (fused %.2f us, cuBLASLt + kernel %.2f us)\n", T,
-                fused ? "fused wgmma" : "cuBLASLt + kernel", us[1], us[0]);
+        fprintf(stderr,
+                "qkv + q/k norm + rotary T=%d: %s %d (fused v3 %.2f us, cuBLASLt + kernel %.2f us)\n", T,
+                fused ? "fused wgmma version" : "cuBLASLt + kernel", fused, us[1], us[0]);
     picks_put(&m->qkv_picks, T, fused);
     return fused;
 }
@@ -354,10 +368,10 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
          * _ok looks at the norm weights, which each layer sets) */
         q.q_norm = m->layers[0].q_norm; q.k_norm = m->layers[0].k_norm;
         const int qkv_fused = !chain && !fuse && m->wg_versions && m->qkv_fuse && !m->layers[0].qkv_b &&
-                                      eng_cu_gemm_wg_qk_ok(T, m->qkv_n, H, &q)
+                                      eng_cu_gemm_wg_qk_ok(3, T, m->qkv_n, H, &q)
                                   ? qkv_fused_pick(m, s, m->h, eng_cu_layer_at(m, 0), &q, T, err)
                                   : 0;
-        /* POSY_CUDA_RMS_ROWS=1 (with the norm weights folded): a norm
+        /* rms_rows (with the norm weights folded; POSY_CUDA_RMS_ROWS=0 off): a norm
          * before a fused QKV or SwiGLU becomes its row statistics, and the
          * GEMM takes x raw and scales its rows -- the SwiGLU race decided
          * here for that, on the first layer's operands */
@@ -370,7 +384,7 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
             const eng_cu_layer *w = eng_cu_layer_at(m, l);
             if (rows_qkv) {
                 if (!eng_cu_ablate("norm")) CK("rms rows", eng_cu_rms_rows(s, x, m->rs, T, n_tok, H, m->eps));
-                if (qkv_run(m, s, chain, 1, x, w, &q, T, err, m->rs)) return -1;
+                if (qkv_run(m, s, chain, qkv_fused, x, w, &q, T, err, m->rs)) return -1;
             } else if (qkv_run(m, s, chain, qkv_fused, m->h, w, &q, T, err))
                 return -1;
             if (attn_block(m, s, chain, fuse, qkv_fused, w, &q, &a, x, y, T, err)) return -1;

@@ -12,17 +12,21 @@
  * epilogue, compute-sanitizer clean; the engine's end-to-end checks pass
  * with it) and ON by default on sm_90 (POSY_CUDA_WGMMA=0 off): the engine
  * races versions 3 and 4 beside cuBLASLt's candidates at every product of
- * >= 1024 rows and Qwen3's fused gate|up + SwiGLU against cuBLASLt + the
- * SwiGLU kernel per bucket.  Last H200 run (docs/BENCHMARKS.md, "Our own
- * Hopper GEMM in the engine"): 0.89-1.04x cuBLASLt's time at the MiniLM
- * and BERT-base shapes, 1.05-1.22x on Qwen3's plain products, the fused
- * SwiGLU 0.94x cuBLASLt + the kernel, the fused QKV + q/k norm + rotary
- * (eng_cu_gemm_wg_qk, opt-in POSY_CUDA_QKV_FUSE=1: not yet run end to
- * end) 0.945x cuBLASLt + the q/k kernel; saturated steps with it 1.05x
- * (Qwen3-0.6B), 1.00-1.01x (MiniLM, BERT-base).  What is left against
- * cuBLASLt on the plain products is the epilogue's time, when no wgmma
- * runs (without it version 4's main loop is within 1% of the tensor
- * cores' floor at Qwen3's QKV shape).
+ * >= 1024 rows, and for Qwen3 per bucket the fused gate|up + SwiGLU
+ * against cuBLASLt + the SwiGLU kernel and the fused QKV + q/k norm +
+ * rotary (eng_cu_gemm_wg_qk) against cuBLASLt + the q/k kernel, both
+ * fused products optionally scaling their rows (the RMSNorm before them
+ * reduced to its row statistics).  H200 (docs/BENCHMARKS.md, "Our own
+ * Hopper GEMM in the engine"): 0.93-1.09x cuBLASLt's time at the MiniLM
+ * and BERT-base shapes, 1.04-1.22x on Qwen3's plain products, the fused
+ * SwiGLU 0.89-0.94x cuBLASLt + the kernel, the fused QKV 0.93-0.95x
+ * cuBLASLt + the q/k kernel; saturated Qwen3-0.6B steps 1.05x with the
+ * fused SwiGLU, a further 1.04x with the fused QKV and row scales;
+ * 1.00-1.01x on MiniLM and BERT-base.  What is left against cuBLASLt on
+ * the plain products is the epilogue's time, when no wgmma runs (without
+ * it version 4's main loop is within 1% of the tensor cores' floor at
+ * Qwen3's QKV shape); version 5 (ping-pong) hides it but pays in operand
+ * traffic, and wins only some shapes.
  *
  * Shared shape (sm_90a only; other chips and the PTX fallback never launch
  * these, eng_cu_gemm_wg_ok says so): consumer warpgroups of 64 rows issue
@@ -49,10 +53,15 @@
  *   4  3 with the output written through two 64-column image buffers in
  *      turn (32 KB instead of the tile's 48-64 KB), so 256-wide tiles get
  *      a fourth ring stage;
- *   5  (experiment, opt-in: written after the 2026-12-02 device time was
- *      spent, not yet run) ping-pong: each consumer warpgroup its own
- *      128 x 128 tiles, the two in turn, so one's epilogue runs under the
- *      other's products.
+ *   5  (experiment, opt-in POSY_CUDA_WG_VERSION=5 or e.g. 345) ping-pong:
+ *      each consumer warpgroup its own 128 x 128 tiles, the two in turn,
+ *      so one's epilogue runs under the other's products; correct, and
+ *      0.96-1.26x cuBLASLt (H200 run 16: it wins MiniLM's QKV and Qwen3's
+ *      QKV against 3/4, loses the long-K products: 128-wide tiles read
+ *      1.33x the operand bytes a FLOP); raced beside 3 and 4 it moved no
+ *      saturated step by more than 0.5%.  Its fused QKV (one head a
+ *      tile, eng_cu_gemm_wg_qk(5, ...)) is checked in the lab but not
+ *      raced: 1005-1029 us against version 3's 850 at 65536 rows.
  * More were built, checked and measured on the H200, then removed as no
  * faster than 3: 64 x 64 sub-tile stores (f844b0d); 2-CTA clusters sharing
  * the W slice by TMA multicast (f844b0d: 1.6-2.1x slower because its
@@ -413,7 +422,7 @@ template <int EPI, bool HASR>
 __global__ void __launch_bounds__(WG3_THREADS, 1)
     wg5_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
                const __grid_constant__ CUtensorMap ty, const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
-               int M, int N, int K, const float *__restrict__ rs) {
+               int M, int N, int K, const float *__restrict__ rs, const __grid_constant__ eng_cu_qk_args qk) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int ST = wg5_stages(EPI), B_BYTES = WG5_BN * WG_BK * 2, CB = wg5_cbytes(EPI);
     constexpr bool swiglu = EPI == ENG_CU_EPI_SWIGLU;
@@ -484,8 +493,13 @@ __global__ void __launch_bounds__(WG3_THREADS, 1)
         /* the epilogue, under the other warpgroup's products */
         if (lead) wg_store_wait_read(); /* this warpgroup's last image has been read out */
         wg_group_sync(wgp);
-        wg_epilogue_img<WG5_BN, EPI, HASR>(d0, 0, m0, n0, M, N, bias, R, Cs, rs);
-        wg_epilogue_img<WG5_BN, EPI, HASR>(d1, 64, m0, n0, M, N, bias, R, Cs, rs);
+        if constexpr (EPI == WG_EPI_QK) { /* one head a tile */
+            wg_epilogue_img_qk<WG5_BN>(d0, 0, m0, n0, M, qk, Cs, rs);
+            wg_epilogue_img_qk<WG5_BN>(d1, 64, m0, n0, M, qk, Cs, rs);
+        } else {
+            wg_epilogue_img<WG5_BN, EPI, HASR>(d0, 0, m0, n0, M, N, bias, R, Cs, rs);
+            wg_epilogue_img<WG5_BN, EPI, HASR>(d1, 64, m0, n0, M, N, bias, R, Cs, rs);
+        }
         wg_fence_async_smem();
         wg_group_sync(wgp);
         if (lead) {
@@ -654,7 +668,8 @@ cudaError_t eng_cu_gemm_wg_profile(cudaStream_t s, const bf16 *X, const bf16 *W,
  * tile's halves) */
 template <int EPI, bool HASR>
 static cudaError_t wg5_launch(cudaStream_t s, const CUtensorMap &ta, const CUtensorMap &tb, const CUtensorMap &ty,
-                              const bf16 *bias, const bf16 *R, int M, int N, int K, const float *rs) {
+                              const bf16 *bias, const bf16 *R, int M, int N, int K, const float *rs,
+                              const eng_cu_qk_args *qk = nullptr) {
     constexpr int smem = wg5_smem(EPI);
     static int ready;
     if (!ready) {
@@ -662,7 +677,12 @@ static cudaError_t wg5_launch(cudaStream_t s, const CUtensorMap &ta, const CUten
         ready = 1;
     }
     const int tiles = (N / WG5_BN) * ((M + WG_BM - 1) / WG_BM), grid = tiles < wg_sms ? tiles : wg_sms;
-    wg5_kernel<EPI, HASR><<<grid, WG3_THREADS, smem, s>>>(ta, tb, ty, bias, R, M, N, K, rs);
+    eng_cu_qk_args none;
+    if (!qk) {
+        memset(&none, 0, sizeof none);
+        qk = &none;
+    }
+    wg5_kernel<EPI, HASR><<<grid, WG3_THREADS, smem, s>>>(ta, tb, ty, bias, R, M, N, K, rs, *qk);
     return cudaGetLastError();
 }
 static cudaError_t wg5_run(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
@@ -709,24 +729,28 @@ cudaError_t eng_cu_gemm_wg_v(int v, cudaStream_t s, const bf16 *X, const bf16 *W
     return cudaGetLastError();
 }
 
-/* Qwen3's QKV product with the q/k norm + rotary in the epilogue: two
- * heads of 128 a 256-wide tile, so both the Q | K and K | V boundaries
- * must fall on tile edges (even head counts); no bias. */
-int eng_cu_gemm_wg_qk_ok(int M, int N, int K, const eng_cu_qk_args *qk) {
-    return qk && qk->head_dim == 128 && qk->n_heads > 0 && qk->n_kv_heads > 0 && qk->n_heads % 2 == 0 &&
-           qk->n_kv_heads % 2 == 0 && N == (qk->n_heads + 2 * qk->n_kv_heads) * 128 && qk->ld == N && qk->rope &&
-           qk->rope_rows > 0 && qk->q_norm && qk->k_norm && qk->cu_seqlens && qk->n_seqs_dev &&
-           wg_ok(M, N, K, ENG_CU_EPI_NONE, 3) && wg_bn(N, ENG_CU_EPI_NONE, 3) == 256;
+/* Qwen3's QKV product with the q/k norm + rotary in the epilogue, no
+ * bias: version 3 two heads of 128 a 256-wide tile, so both the Q | K and
+ * K | V boundaries must fall on tile edges (even head counts); version 5
+ * (ping-pong) one head a 128-wide tile. */
+int eng_cu_gemm_wg_qk_ok(int v, int M, int N, int K, const eng_cu_qk_args *qk) {
+    if (!qk || (v != 3 && v != 5) || qk->head_dim != 128 || qk->n_heads <= 0 || qk->n_kv_heads <= 0 ||
+        N != (qk->n_heads + 2 * qk->n_kv_heads) * 128 || qk->ld != N || !qk->rope || qk->rope_rows <= 0 ||
+        !qk->q_norm || !qk->k_norm || !qk->cu_seqlens || !qk->n_seqs_dev || !wg_ok(M, N, K, ENG_CU_EPI_NONE, v))
+        return 0;
+    return v == 5 || (qk->n_heads % 2 == 0 && qk->n_kv_heads % 2 == 0 && wg_bn(N, ENG_CU_EPI_NONE, 3) == 256);
 }
 
-cudaError_t eng_cu_gemm_wg_qk(cudaStream_t s, const bf16 *X, const bf16 *W, bf16 *Y, int M, int N, int K,
+cudaError_t eng_cu_gemm_wg_qk(int v, cudaStream_t s, const bf16 *X, const bf16 *W, bf16 *Y, int M, int N, int K,
                               const eng_cu_qk_args *qk, const float *rs) {
-    if (!eng_cu_gemm_wg_qk_ok(M, N, K, qk) || ((uintptr_t)X | (uintptr_t)W | (uintptr_t)Y) & 15 ||
+    if (!eng_cu_gemm_wg_qk_ok(v, M, N, K, qk) || ((uintptr_t)X | (uintptr_t)W | (uintptr_t)Y) & 15 ||
         (uintptr_t)qk->rope & 15 || ((uintptr_t)qk->q_norm | (uintptr_t)qk->k_norm) & 7)
         return cudaErrorInvalidValue;
+    const int bn = v == 5 ? WG5_BN : 256;
     CUtensorMap ta, tb, ty;
-    if (wg_map(&ta, X, M, K, WG_BM) || wg_map(&tb, W, N, K, 256) || wg_map(&ty, Y, M, N, 64))
+    if (wg_map(&ta, X, M, K, WG_BM) || wg_map(&tb, W, N, K, bn) || wg_map(&ty, Y, M, N, 64))
         return cudaErrorInvalidValue;
+    if (v == 5) return wg5_launch<WG_EPI_QK, false>(s, ta, tb, ty, NULL, NULL, M, N, K, rs, qk);
     return wg3_launch<256, WG_EPI_QK, false, false, 0>(s, ta, tb, ty, NULL, NULL, M, N, K, 0, NULL, NULL, qk, rs);
 }
 

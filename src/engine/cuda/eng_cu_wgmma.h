@@ -344,9 +344,10 @@ static __device__ __forceinline__ void wg_epilogue_img(const float *d, int wrow,
 /* Qwen3's QKV product with the per-head q/k RMSNorm and rotary
  * embedding in the epilogue (WG_EPI_QK; eng_cu_qk_norm_rope's arithmetic,
  * eng_cu.h, on the fp32 sums instead of their bf16 rounding), into the
- * version 3 image like wg_epilogue_img: a 256-wide tile holds two whole
- * heads of 128 (the Q | K and K | V boundaries are multiples of 256,
- * eng_cu_gemm_wg_qk_ok), all Q, all K or all V (copied as they are).  A
+ * version 3 / 5 image like wg_epilogue_img: a 256-wide tile holds two
+ * whole heads of 128 (version 3: the Q | K and K | V boundaries are
+ * multiples of 256, eng_cu_gemm_wg_qk_ok), a 128-wide one (version 5) one
+ * head, all Q, all K or all V (copied as they are).  A
  * thread's columns of a head row are 8j + t2 + {0, 1}, j < 16, so the
  * rotation's partner of column c < 64, c + 64, is its own value j + 8,
  * and the head's sum of squares is its 32 values plus two shuffles across
@@ -356,7 +357,7 @@ template <int BN>
 static __device__ __forceinline__ void wg_epilogue_img_qk(const float *d, int wrow, int row0, int n0, int M,
                                                           const eng_cu_qk_args &qk, uint32_t C,
                                                           const float *__restrict__ rs) {
-    static_assert(BN == 256, "two heads of 128 a tile");
+    static_assert(BN == 128 || BN == 256, "whole heads of 128 a tile");
     const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, t2 = 2 * (lane & 3);
     const int r0 = wrow + warp * 16 + (lane >> 2), key = r0 & 7;
     const uint32_t line = C + r0 * 128 + 2 * t2;
@@ -382,7 +383,7 @@ static __device__ __forceinline__ void wg_epilogue_img_qk(const float *d, int wr
     const int p0 = min(max(eng_cu_pos_in_seq(qk.cu_seqlens, n_seqs, row0 + r0), 0), qk.rope_rows - 1);
     const int p1 = min(max(eng_cu_pos_in_seq(qk.cu_seqlens, n_seqs, row0 + r0 + 8), 0), qk.rope_rows - 1);
 #pragma unroll
-    for (int h = 0; h < 2; h++)
+    for (int h = 0; h < BN / 128; h++)
 #pragma unroll
         for (int i = 0; i < 2; i++) {
             float ss = 0.f;
