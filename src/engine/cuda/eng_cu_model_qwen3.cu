@@ -271,18 +271,13 @@ static int qkv_fused_pick(eng_cu_model *m, cudaStream_t s, const bf16 *X, const 
     if (known >= 0) return known;
     if (under_capture(s)) return 0;
     q->q_norm = w->q_norm; q->k_norm = w->k_norm;
-    const int vs[2] = {0, 3};
-    float us[2] = {-1.f, -1.f}, best = -1.f;
-    int fused = 0;
-    for (int i = 0; i < 2; i++) {
-        const int f = vs[i];
-        if (f && !eng_cu_gemm_wg_qk_ok(f, T, m->qkv_n, m->H, q)) continue;
-        us[i] = race_us(s, [&] {
-            if (qkv_run(m, s, 0, f, X, w, q, T, err)) return -1;
+    float us[2]; /* 0: the product and the q/k kernel; 1: ours, version 3 (the caller checked it takes T) */
+    for (int f = 0; f < 2; f++)
+        us[f] = race_us(s, [&] {
+            if (qkv_run(m, s, 0, f ? 3 : 0, X, w, q, T, err)) return -1;
             return f ? 0 : eng_cu_qk_norm_rope(s, q) == cudaSuccess ? 0 : -1;
         });
-        if (us[i] >= 0.f && (best < 0.f || us[i] < best)) best = us[i], fused = f;
-    }
+    const int fused = us[1] >= 0.f && (us[0] < 0.f || us[1] < us[0]) ? 3 : 0;
     if (getenv("POSY_CUDA_TUNE_LOG"))
         fprintf(stderr,
                 "qkv + q/k norm + rotary T=%d: %s %d (fused v3 %.2f us, cuBLASLt + kernel %.2f us)\n", T,
