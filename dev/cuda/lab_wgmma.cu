@@ -120,10 +120,22 @@ static void check_qk(int M, const std::vector<int> &lens, int nh, int nkv, int K
     const int real = cu.back();
     for (size_t i = (size_t)real * K; i < (size_t)M * K; i++) xf[i] = 0.f, xb[i] = 0; /* padding rows */
     const std::vector<float> rope = qk_rope_table(rope_rows);
-    /* with_rs: a row scale in [0.5, 1.5), 0 on padding rows (as eng_cu_rms_rows leaves them) */
+    /* with_rs 1: a row scale in [0.5, 1.5), 0 on padding rows (as
+     * eng_cu_rms_rows leaves them); 2: the kernel's own RMS row scale
+     * (eng_cu_row_norm), the reference's in fp64 */
     std::vector<float> rsh(M, 0.f);
-    for (int r = 0; r < real; r++) rsh[r] = 1.f + 0.5f * lab_uniform();
+    for (int r = 0; r < real; r++) {
+        if (with_rs == 2) {
+            double q = 0;
+            for (int k = 0; k < K; k++) q += (double)xf[(size_t)r * K + k] * xf[(size_t)r * K + k];
+            rsh[r] = (float)(1.0 / sqrt(q / K + 1e-6));
+        } else
+            rsh[r] = 1.f + 0.5f * lab_uniform();
+    }
     float *drs = lab_upload(rsh);
+    std::vector<int> nreal(1, real);
+    int *dreal = lab_upload(nreal);
+    const eng_cu_row_norm rn = {dreal, 1e-6f};
     std::vector<int> ns(1, (int)lens.size());
     bf16 *dx = (bf16 *)lab_upload(xb), *dw = (bf16 *)lab_upload(wb), *dy;
     float *dqn = lab_upload(qn), *dkn = lab_upload(kn), *drope = lab_upload(rope);
@@ -138,8 +150,9 @@ static void check_qk(int M, const std::vector<int> &lens, int nh, int nkv, int K
     qk.cu_seqlens = dcu; qk.n_seqs_dev = dns;
     char name[128];
     snprintf(name, sizeof name, "wgmma v%d qkv + q/k norm + rotary M=%d (%d real) N=%d K=%d%s", v, M, real, N, K,
-             with_rs ? " + row scale" : "");
-    const cudaError_t e = eng_cu_gemm_wg_qk(v, 0, dx, dw, dy, M, N, K, &qk, with_rs ? drs : NULL);
+             with_rs == 2 ? " + own RMS row scale" : with_rs ? " + row scale" : "");
+    const cudaError_t e =
+        eng_cu_gemm_wg_qk(v, 0, dx, dw, dy, M, N, K, &qk, with_rs == 1 ? drs : NULL, with_rs == 2 ? &rn : NULL);
     if (!launched(name, e)) return;
     const std::vector<float> y = lab_download_bf16(dy, (size_t)M * N);
     std::vector<float> got, ref;
@@ -176,27 +189,49 @@ static void check_qk(int M, const std::vector<int> &lens, int nh, int nkv, int K
     }
     lab_check(name, got.data(), ref.data(), got.size(), 2e-2f, 1e-2f);
     cudaFree(dx); cudaFree(dw); cudaFree(dy); cudaFree(dqn); cudaFree(dkn); cudaFree(drope); cudaFree(dcu); cudaFree(dns);
-    cudaFree(drs);
+    cudaFree(drs); cudaFree(dreal);
 }
 
 /* The SwiGLU product with a row scale (eng_cu_gemm_wg_rows): silu(s g + bg)
- * (s u + bu) against fp64, s in [0.5, 1.5) and 0 on the last rows. */
-static void check_rows(int v, int M, int N, int K, int with_bias) {
+ * (s u + bu) against fp64, s in [0.5, 1.5) and 0 on the last rows; own:
+ * s the kernel's own RMS row scale (eng_cu_row_norm: the last three rows
+ * past the real count), the reference's in fp64, X scaled by row so the
+ * scales differ. */
+static void check_rows(int v, int M, int N, int K, int with_bias, int own = 0) {
     std::vector<float> xf, wf, bf;
     std::vector<uint16_t> xb, wb, bb;
     lab_rand_bf16(xf, xb, (size_t)M * K, 1.f);
     lab_rand_bf16(wf, wb, (size_t)N * K, 1.f / sqrtf((float)K));
     lab_rand_bf16(bf, bb, (size_t)N, 0.5f);
+    const int real = M > 3 ? M - 3 : M;
     std::vector<float> rsh(M);
-    for (int r = 0; r < M; r++) rsh[r] = r >= M - 3 && M > 3 ? 0.f : 1.f + 0.5f * lab_uniform();
+    for (int r = 0; r < M; r++) {
+        if (own) {
+            const float f = 0.25f + (float)(r % 7); /* rows of different sizes, exact in bf16 times x */
+            double q = 0;
+            for (int k = 0; k < K; k++) {
+                const float xv = bfr(xf[(size_t)r * K + k] * f);
+                xf[(size_t)r * K + k] = xv;
+                xb[(size_t)r * K + k] = eng_cu_f2bf_bits(xv);
+                q += (double)xv * xv;
+            }
+            rsh[r] = r < real ? (float)(1.0 / sqrt(q / K + 1e-6)) : 0.f;
+        } else
+            rsh[r] = r >= real ? 0.f : 1.f + 0.5f * lab_uniform();
+    }
     const int No = N / 2;
     bf16 *dx = (bf16 *)lab_upload(xb), *dw = (bf16 *)lab_upload(wb), *db = (bf16 *)lab_upload(bb), *dy;
     float *drs = lab_upload(rsh);
+    std::vector<int> nreal(1, real);
+    int *dreal = lab_upload(nreal);
+    const eng_cu_row_norm rn = {dreal, 1e-6f};
     CUCHECK(cudaMalloc(&dy, (size_t)M * No * 2));
     lab_poison(dy, (size_t)M * No * 2);
     char name[128];
-    snprintf(name, sizeof name, "wgmma v%d swiglu + row scale M=%d N=%d K=%d%s", v, M, N, K, with_bias ? " +b" : "");
-    const cudaError_t e = eng_cu_gemm_wg_rows(v, 0, dx, dw, with_bias ? db : NULL, dy, M, N, K, ENG_CU_EPI_SWIGLU, drs);
+    snprintf(name, sizeof name, "wgmma v%d swiglu + %srow scale M=%d N=%d K=%d%s", v, own ? "own RMS " : "", M, N, K,
+             with_bias ? " +b" : "");
+    const cudaError_t e = eng_cu_gemm_wg_rows(v, 0, dx, dw, with_bias ? db : NULL, dy, M, N, K, ENG_CU_EPI_SWIGLU,
+                                              own ? NULL : drs, own ? &rn : NULL);
     if (!launched(name, e)) return;
     const std::vector<float> y = lab_download_bf16(dy, (size_t)M * No);
     std::vector<float> got, ref;
@@ -214,7 +249,7 @@ static void check_rows(int v, int M, int N, int K, int with_bias) {
         }
     }
     lab_check(name, got.data(), ref.data(), got.size(), 2e-2f, 1e-2f);
-    cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy); cudaFree(drs);
+    cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy); cudaFree(drs); cudaFree(dreal);
 }
 
 #define WG_VERSIONS 5
@@ -291,6 +326,55 @@ static void bench(eng_cu_gemm_ctx *g, const char *what, int M, int N, int K, int
     cudaFree(nt);
 }
 
+/* Qwen3's row-scaled products at M = 65536 (the fused QKV, version 3;
+ * gate|up + SwiGLU, versions 3 and 4): eng_cu_rms_rows' pass over X and
+ * the product scaling by its rs, against the product computing the
+ * scales itself (eng_cu_row_norm). */
+static void bench_self(int nh, int nkv, int H, int I) {
+    const int M = 65536, Nq = (nh + 2 * nkv) * 128, S = 512, rope_rows = 2048;
+    operands o = operands_make(M, 2 * I > Nq ? 2 * I : Nq, H);
+    std::vector<float> qn(128, 1.f), rope = qk_rope_table(rope_rows);
+    std::vector<int32_t> cu(S + 1);
+    for (int i = 0; i <= S; i++) cu[i] = i * (M / S);
+    std::vector<int> ns(1, S), nr(1, M);
+    float *dqn = lab_upload(qn), *drope = lab_upload(rope), *rs;
+    int32_t *dcu = lab_upload(cu);
+    int *dns = lab_upload(ns), *dnr = lab_upload(nr);
+    CUCHECK(cudaMalloc(&rs, (size_t)M * 4));
+    eng_cu_qk_args qk;
+    memset(&qk, 0, sizeof qk);
+    qk.qkv = o.y; qk.ld = Nq; qk.n_heads = nh; qk.n_kv_heads = nkv; qk.head_dim = 128;
+    qk.q_norm = qk.k_norm = dqn; qk.eps = 1e-6f; qk.rope = drope; qk.rope_rows = rope_rows;
+    qk.cu_seqlens = dcu; qk.n_seqs_dev = dns; qk.rows = M; qk.n_rows_dev = dnr;
+    const eng_cu_row_norm rn = {dnr, 1e-6f};
+    /* what / 3: the fused QKV (v3), the SwiGLU in v3, in v4; what % 3: with
+     * rms_rows' rs, with its own scales, its own without their loads
+     * (eng_cu_wg_lab_flags 0x200: timing only) */
+    auto run = [&](int what) {
+        const int kind = what / 3, mode = what % 3;
+        eng_cu_wg_lab_flags = mode == 2 ? 0x200 : 0;
+        if (!mode) CUCHECK(eng_cu_rms_rows(0, o.x, rs, M, dnr, H, 1e-6f));
+        if (!kind)
+            CUCHECK(eng_cu_gemm_wg_qk(3, 0, o.x, o.w, o.y, M, Nq, H, &qk, mode ? NULL : rs, mode ? &rn : NULL));
+        else
+            CUCHECK(eng_cu_gemm_wg_rows(kind == 1 ? 3 : 4, 0, o.x, o.w, NULL, o.y, M, 2 * I, H, ENG_CU_EPI_SWIGLU,
+                                        mode ? NULL : rs, mode ? &rn : NULL));
+        eng_cu_wg_lab_flags = 0;
+    };
+    float t[9];
+    for (int i = 0; i < 9; i++) t[i] = 1e30f;
+    for (int round = 0; round < 3; round++)
+        for (int i = 0; i < 9; i++) t[i] = std::min(t[i], lab_time_ms([&] { run(i); }, 10));
+    static const char *kinds[3] = {"qkv v3", "swiglu v3", "swiglu v4"};
+    for (int k = 0; k < 3; k++)
+        printf("  bench qwen3 own row scales M=%d H=%d %-9s: rms_rows + rs %7.1f us, own %7.1f us (%.3f), "
+               "own without its loads %7.1f us (%.3f)\n",
+               M, H, kinds[k], t[3 * k] * 1e3, t[3 * k + 1] * 1e3, t[3 * k + 1] / t[3 * k], t[3 * k + 2] * 1e3,
+               t[3 * k + 2] / t[3 * k]);
+    operands_free(o);
+    cudaFree(dqn); cudaFree(drope); cudaFree(dcu); cudaFree(dns); cudaFree(dnr); cudaFree(rs);
+}
+
 /* Qwen3's QKV product + q/k norm + rotary at M = 65536 (512 sequences of
  * 128): our fused kernel against what the graph path runs otherwise,
  * cuBLASLt's tuned GEMM and then eng_cu_qk_norm_rope. */
@@ -312,7 +396,7 @@ static void bench_qk(eng_cu_gemm_ctx *g, int nh, int nkv, int K) {
     char err[256];
     auto run = [&](int fused) { /* 0: cuBLASLt + the q/k kernel; else our version */
         if (fused) {
-            CUCHECK(eng_cu_gemm_wg_qk(fused, 0, o.x, o.w, o.y, M, N, K, &qk, NULL));
+            CUCHECK(eng_cu_gemm_wg_qk(fused, 0, o.x, o.w, o.y, M, N, K, &qk, NULL, NULL));
             return;
         }
         if (eng_cu_gemm(g, 0, o.x, o.w, NULL, NULL, o.y, M, N, K, ENG_CU_EPI_NONE, err, sizeof err)) {
@@ -408,6 +492,15 @@ int main(void) {
         eng_cu_gemm_destroy(g);
         return lab_finish("lab_wgmma");
     }
+    if (getenv("LAB_WG_SELF")) { /* the own-row-scale checks and timing alone */
+        for (int v = 3; v <= 4; v++) {
+            check_rows(v, 129, 256, 1024, 1, 1);
+            check_rows(v, 5000, 768, 512, 0, 1);
+        }
+        check_qk(1024, {1, 300, 129, 570}, 4, 2, 256, 2);
+        bench_self(16, 8, 1024, 3072);
+        return lab_finish("lab_wgmma");
+    }
     /* first the fused QKV (version 3's kernel), so a hang of a newer
      * version below cannot hide it */
     check_qk(1, {1}, 4, 2, 256);
@@ -424,7 +517,15 @@ int main(void) {
     for (int v = 3; v <= 4; v++) {
         check_rows(v, 1000, 768, 512, 0);
         check_rows(v, 129, 256, 1024, 1);
+        /* the kernel's own RMS row scales: one tile, odd rows, several
+         * tiles a CTA (5000 rows: both scale buffers in turn), long K */
+        check_rows(v, 1, 256, 128, 0, 1);
+        check_rows(v, 129, 256, 1024, 1, 1);
+        check_rows(v, 5000, 768, 512, 0, 1);
+        check_rows(v, 300, 6144, 1024, 0, 1);
     }
+    check_qk(1024, {1, 300, 129, 570}, 4, 2, 256, 2); /* the fused QKV with its own RMS row scales */
+    check_qk(5000, {17, 583, 2000, 2000, 400}, 16, 8, 1024, 2);
     for (int v = 1; v <= WG_VERSIONS; v++) {
         eng_cu_wg_version = v;
         for (int M : {1, 127, 129, 1000}) {
@@ -464,6 +565,7 @@ int main(void) {
         bench(g, "qwen3 gate|up+swiglu", M, 6144, 1024, ENG_CU_EPI_SWIGLU);
         bench(g, "qwen3 down", M, 1024, 3072, ENG_CU_EPI_NONE);
         bench_qk(g, 16, 8, 1024);
+        bench_self(16, 8, 1024, 3072);
         eng_cu_gemm_destroy(g);
     }
     eng_cu_wg_version = 3;

@@ -336,27 +336,44 @@ int eng_cu_gemm_wg_available(void);
  * own 128 x 128 tiles (experiment).  Labs set it;
  * POSY_CUDA_WG_VERSION=N at engine open, for experiments. */
 extern int eng_cu_wg_version;
+/* lab only: 0x200 makes the kernels with their own RMS row scales
+ * (eng_cu_row_norm) skip the statistics' loads (every scale 1; timing) */
+extern int eng_cu_wg_lab_flags;
 int eng_cu_gemm_wg_ok(int M, int N, int K, int epi);
 cudaError_t eng_cu_gemm_wg(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
                            int M, int N, int K, int epi);
 /* the same in a given version (1..5), whatever eng_cu_wg_version says */
 cudaError_t eng_cu_gemm_wg_v(int version, cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias,
                              const bf16 *R, bf16 *Y, int M, int N, int K, int epi);
+/* The RMSNorm row scale computed by the GEMM that uses it
+ * (eng_cu_gemm_wg_qk / eng_cu_gemm_wg_rows with rs == NULL and this set,
+ * version 3 or 4): rs[r] = rsqrt(mean over K of X[r]^2 + eps) for r <
+ * *n_rows_dev, 0 past it, summed from the X slices already in shared
+ * memory by the producer warpgroup's spare warps -- eng_cu_rms_rows'
+ * value (in another summation order) without its pass over X. */
+typedef struct eng_cu_row_norm {
+    const int *n_rows_dev;
+    float eps;
+} eng_cu_row_norm;
+
 /* Qwen3's QKV product with the per-head q/k RMSNorm + rotary in the
  * epilogue (Y = eng_cu_qk_norm_rope applied to X W^T, from the fp32 sums)
  * in version 3 (even head counts) or 5: head_dim 128, N = (n_heads +
  * 2 n_kv_heads) 128 = qk->ld, no bias; qk's qkv / rows / n_rows_dev are
  * not used.
  * rs (may be NULL): every row of X W^T scaled by rs[row] first (X's
- * RMSNorm, eng_cu_rms_rows, with its weights folded into W).
+ * RMSNorm, eng_cu_rms_rows, with its weights folded into W); or, rs NULL
+ * and rn set (version 3 only), by the scale the kernel computes itself.
  * _ok says whether it takes the shape (and the device has it). */
 int eng_cu_gemm_wg_qk_ok(int version, int M, int N, int K, const eng_cu_qk_args *qk);
 cudaError_t eng_cu_gemm_wg_qk(int version, cudaStream_t s, const bf16 *X, const bf16 *W, bf16 *Y, int M, int N,
-                              int K, const eng_cu_qk_args *qk, const float *rs);
+                              int K, const eng_cu_qk_args *qk, const float *rs, const eng_cu_row_norm *rn);
 /* eng_cu_gemm_wg_v's SwiGLU (epi must be ENG_CU_EPI_SWIGLU, versions 3-5)
- * with the gate and up sums of row r scaled by rs[r] before the bias. */
+ * with the gate and up sums of row r scaled by rs[r] before the bias --
+ * or, rs NULL and rn set (versions 3 and 4), by the kernel's own RMS
+ * row scale of X (eng_cu_row_norm). */
 cudaError_t eng_cu_gemm_wg_rows(int v, cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, bf16 *Y,
-                                int M, int N, int K, int epi, const float *rs);
+                                int M, int N, int K, int epi, const float *rs, const eng_cu_row_norm *rn);
 /* Lab only: version 3 (4 where eng_cu_wg_version is 4) with clock64 counters, ENG_CU_WG_PROF_SLOTS per CTA
  * in prof (for consumer warpgroup w at 6w: cycles waiting for data, for
  * its wgmma group, in the epilogue, in all, in the epilogue's waits,

@@ -281,6 +281,13 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         m->qkv_fuse = !(qf && !strcmp(qf, "0"));
         const char *rr = getenv("POSY_CUDA_RMS_ROWS");
         m->rms_rows = !(rr && !strcmp(rr, "0"));
+        /* ... computed by the fused GEMM itself (POSY_CUDA_RMS_SELF=1, an
+         * experiment): correct, but 1.49-1.71x the time of eng_cu_rms_rows
+         * + the product in the lab and 0.80x the saturated Qwen3 step on
+         * the H200 (2026-12-02) -- the statistics' shared-memory loads
+         * beside the wgmma cost far more than their bytes */
+        const char *rself = getenv("POSY_CUDA_RMS_SELF");
+        m->rms_self = rself && !strcmp(rself, "1");
     }
     {
         const char *sk = getenv("POSY_CUDA_SKINNY");

@@ -118,6 +118,11 @@ typedef struct eng_cu_model {
      * taking x raw and scaling its rows (on by default, POSY_CUDA_RMS_ROWS=0
      * off) */
     int rms_rows;
+    /* ... and those row statistics computed by the fused GEMM itself from
+     * the X slices in its shared memory (versions 3 and 4,
+     * eng_cu_row_norm), no pass of their own over x (an experiment, off:
+     * POSY_CUDA_RMS_SELF=1 on; slower, eng_cu_model.cu says by how much) */
+    int rms_self;
     /* the small-batch persistent kernel (eng_cu_mega.cu), when it fits */
     int mega_ok, mega_grid, mega_nt;
     size_t mega_smem;

@@ -244,15 +244,16 @@ static int mlp_up(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, con
 
 /* qkv = X Wqkv^T (+ b), with the q/k norm + rotary applied by our GEMM's
  * epilogue where `fused` (its version, 3 or 5; its rows scaled by rs
- * first unless NULL: X is then the raw residual stream), else left to
- * attn_block. */
+ * first unless NULL -- or by the kernel's own RMS scales, rn -- X being
+ * then the raw residual stream), else left to attn_block. */
 static int qkv_run(eng_cu_model *m, cudaStream_t s, int chain, int fused, const bf16 *X, const eng_cu_layer *w,
-                   eng_cu_qk_args *q, int T, posy_err *err, const float *rs = NULL) {
+                   eng_cu_qk_args *q, int T, posy_err *err, const float *rs = NULL,
+                   const eng_cu_row_norm *rn = NULL) {
     if (fused) {
         if (eng_cu_ablate("gemm")) return 0;
         q->q_norm = w->q_norm; q->k_norm = w->k_norm;
         CK("qkv + q/k norm + rotary (wgmma)",
-           eng_cu_gemm_wg_qk(fused, s, X, w->qkv_w, m->qkv, T, m->qkv_n, m->H, q, rs));
+           eng_cu_gemm_wg_qk(fused, s, X, w->qkv_w, m->qkv, T, m->qkv_n, m->H, q, rs, rn));
         return 0;
     }
     return eng_cu_model_gemm(m, s, chain, X, w->qkv_w, w->qkv_b, NULL, m->qkv, T, m->qkv_n, m->H,
@@ -375,9 +376,16 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
                              ? swiglu_fused_pick(m, s, m->h, eng_cu_layer_at(m, 0), T, n_tok, err)
                              : 0;
         const int rows_qkv = rows_ok && qkv_fused, rows_up = rows_ok && up_v >= 3;
+        /* the row scales by the fused GEMM itself (versions 3 and 4,
+         * eng_cu_row_norm; the experiment POSY_CUDA_RMS_SELF=1, slower) or,
+         * the default, by eng_cu_rms_rows first */
+        const eng_cu_row_norm rn = {n_tok, m->eps};
+        const int self_qkv = m->rms_self && qkv_fused == 3, self_up = m->rms_self && (up_v == 3 || up_v == 4);
         for (int l = 0; l < m->L; l++) {
             const eng_cu_layer *w = eng_cu_layer_at(m, l);
-            if (rows_qkv) {
+            if (rows_qkv && self_qkv) {
+                if (qkv_run(m, s, chain, qkv_fused, x, w, &q, T, err, NULL, &rn)) return -1;
+            } else if (rows_qkv) {
                 if (!eng_cu_ablate("norm")) CK("rms rows", eng_cu_rms_rows(s, x, m->rs, T, n_tok, H, m->eps));
                 if (qkv_run(m, s, chain, qkv_fused, x, w, &q, T, err, m->rs)) return -1;
             } else if (qkv_run(m, s, chain, qkv_fused, m->h, w, &q, T, err))
@@ -385,10 +393,12 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
             if (attn_block(m, s, chain, fuse, qkv_fused, w, &q, &a, x, y, T, err)) return -1;
             t = x; x = y; y = t;
             if (rows_up) {
-                if (!eng_cu_ablate("norm")) CK("rms rows", eng_cu_rms_rows(s, x, m->rs, T, n_tok, H, m->eps));
+                if (!self_up && !eng_cu_ablate("norm"))
+                    CK("rms rows", eng_cu_rms_rows(s, x, m->rs, T, n_tok, H, m->eps));
                 if (!eng_cu_ablate("gemm"))
                     CK("gate|up + SwiGLU, row scale (wgmma)",
-                       eng_cu_gemm_wg_rows(up_v, s, x, w->up_w, NULL, m->act, T, 2 * I, H, ENG_CU_EPI_SWIGLU, m->rs));
+                       eng_cu_gemm_wg_rows(up_v, s, x, w->up_w, NULL, m->act, T, 2 * I, H, ENG_CU_EPI_SWIGLU,
+                                           self_up ? NULL : m->rs, self_up ? &rn : NULL));
             } else {
                 if (!eng_cu_ablate("norm"))
                     CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, w->ln2_g, m->h, T, n_tok, H, m->eps));

@@ -109,16 +109,21 @@ static __host__ __device__ constexpr int wg3_outc(int BN, int EPI) { return EPI 
 static __host__ __device__ constexpr int wg3_cbytes(int BN, int EPI, int IMG) {
     return IMG ? 2 * IMG * 8192 : WG_BM * wg3_outc(BN, EPI) * 2;
 }
-static __host__ __device__ constexpr int wg3_stages(int BN, int EPI, int IMG) {
-    return (WG_SMEM_MAX - wg3_cbytes(BN, EPI, IMG) - 1024 - 128) / (WG_A_BYTES + BN * WG_BK * 2) > 6
+/* RS (the kernel's own RMS row scales, eng_cu_row_norm): two 128-row
+ * buffers of them after the barriers */
+static __host__ __device__ constexpr int wg3_rsbytes(bool RS) { return RS ? 2 * WG_BM * 4 : 0; }
+static __host__ __device__ constexpr int wg3_stages(int BN, int EPI, int IMG, bool RS = false) {
+    return (WG_SMEM_MAX - wg3_cbytes(BN, EPI, IMG) - 1024 - 128 - wg3_rsbytes(RS)) / (WG_A_BYTES + BN * WG_BK * 2) > 6
                ? 6
-               : (WG_SMEM_MAX - wg3_cbytes(BN, EPI, IMG) - 1024 - 128) / (WG_A_BYTES + BN * WG_BK * 2);
+               : (WG_SMEM_MAX - wg3_cbytes(BN, EPI, IMG) - 1024 - 128 - wg3_rsbytes(RS)) / (WG_A_BYTES + BN * WG_BK * 2);
 }
-static __host__ __device__ constexpr int wg3_smem(int BN, int EPI, int IMG) {
-    return wg3_stages(BN, EPI, IMG) * (WG_A_BYTES + BN * WG_BK * 2) + wg3_cbytes(BN, EPI, IMG) + 1024 + 128;
+static __host__ __device__ constexpr int wg3_smem(int BN, int EPI, int IMG, bool RS = false) {
+    return wg3_stages(BN, EPI, IMG, RS) * (WG_A_BYTES + BN * WG_BK * 2) + wg3_cbytes(BN, EPI, IMG) + 1024 + 128 +
+           wg3_rsbytes(RS);
 }
 
 int eng_cu_wg_version = 3;
+int eng_cu_wg_lab_flags = 0;
 
 /* ---- device side -------------------------------------------------------------- */
 
@@ -182,14 +187,23 @@ static __device__ __forceinline__ void wg_consume(float *d, const unsigned char 
 }
 
 /* barriers: full[s] (one arrival: the producer's expect_tx), empty[s] (one
- * arrival per consumer warp) */
-template <int ST>
-static __device__ __forceinline__ void wg_init_bars(uint64_t *full, uint64_t *empty) {
+ * arrival per consumer warp, and XE more: version 3's row-statistics
+ * warps); sb (may be NULL): the row scales' two buffers, full (sb[0..1],
+ * an arrival per statistics thread) and empty (sb[2..3], per consumer
+ * thread) */
+template <int ST, int XE = 0>
+static __device__ __forceinline__ void wg_init_bars(uint64_t *full, uint64_t *empty, uint64_t *sb = nullptr) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     if (threadIdx.x == 0) {
         for (int s = 0; s < ST; s++) {
             wg_bar_init(&full[s], 1);
-            wg_bar_init(&empty[s], 8);
+            wg_bar_init(&empty[s], 8 + XE);
+        }
+        if (sb) {
+            wg_bar_init(&sb[0], 32 * XE);
+            wg_bar_init(&sb[1], 32 * XE);
+            wg_bar_init(&sb[2], 256);
+            wg_bar_init(&sb[3], 256);
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
@@ -272,13 +286,14 @@ template <int BN, int EPI, bool HASR, int IMG, int Q>
 static __device__ __forceinline__ void wg3_epi_ring(const float *d, int wgp, int m0, int n0, int M, int N,
                                                     const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
                                                     unsigned char *C, const CUtensorMap *ty, int &img,
-                                                    const float *__restrict__ rs) {
+                                                    const float *__restrict__ rs, int rs0) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     if constexpr (Q < wg3_outc(BN, EPI) / 64) {
         unsigned char *buf = C + (wgp * IMG + img % IMG) * 8192;
         const bool lead = (threadIdx.x & 127) == 0;
         /* the image rows are the warpgroup's own 0..63: shift the base by its first row */
-        wg_epilogue_img<BN, EPI, HASR, 8 * Q, 8>(d, wgp * 64, m0, n0, M, N, bias, R, wg_smem(buf) - wgp * 64 * 128, rs);
+        wg_epilogue_img<BN, EPI, HASR, 8 * Q, 8>(d, wgp * 64, m0, n0, M, N, bias, R, wg_smem(buf) - wgp * 64 * 128, rs,
+                                                 rs0);
         wg_fence_async_smem();
         if (lead) wg_store_wait_read<0>();
         wg_group_sync(wgp);
@@ -287,7 +302,99 @@ static __device__ __forceinline__ void wg3_epi_ring(const float *d, int wgp, int
             wg_store_commit();
         }
         img++;
-        wg3_epi_ring<BN, EPI, HASR, IMG, Q + 1>(d, wgp, m0, n0, M, N, bias, R, C, ty, img, rs);
+        wg3_epi_ring<BN, EPI, HASR, IMG, Q + 1>(d, wgp, m0, n0, M, N, bias, R, C, ty, img, rs, rs0);
+    }
+#endif
+}
+
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+/* 16 bytes from shared memory by a 32-bit address */
+static __device__ __forceinline__ uint4 wg_lds128(uint32_t a) {
+    uint4 v;
+    asm volatile("ld.shared.v4.u32 {%0, %1, %2, %3}, [%4];\n" : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w) : "r"(a));
+    return v;
+}
+/* the sum of squares of 8 bf16 values */
+static __device__ __forceinline__ float wg_sq8(const uint4 &v) {
+    const __nv_bfloat162 *p = (const __nv_bfloat162 *)&v;
+    float q = 0.f;
+#pragma unroll
+    for (int i = 0; i < 4; i++) {
+        const float2 f = __bfloat1622float2(p[i]);
+        q += f.x * f.x + f.y * f.y;
+    }
+    return q;
+}
+#endif
+
+/* The RMS row scales of version 3 / 4's RSH (eng_cu_row_norm), by warps
+ * 9-11 of the producer warpgroup, which otherwise only give their
+ * registers away: as each X slice lands they add its squares, each
+ * thread h for the half rows u = h, h + 96, h + 192 (< 256; half u % 2 of
+ * row u / 2: four 16-byte chunks), then release the slot like a consumer
+ * warp.  At a tile's end the two halves of a row, in neighbouring lanes,
+ * meet by a shuffle and the even lane writes rsqrt(sum / K + eps) -- 0 at
+ * or past the real row count -- into buffer i % 2 of rs_s (i: the CTA's
+ * tile count) for the consumers' epilogue, once the consumers are done
+ * with tile i - 2's.  A lane reads its chunks starting at chunk row % 4
+ * of its half, so the 8 lanes of a load phase fall on distinct banks (a
+ * sum does not see the swizzle).  flags & 0x200 (the lab's ablation): no
+ * loads, every scale 1. */
+template <int ST>
+static __device__ __forceinline__ void wg_row_stats(const unsigned char *sA, uint64_t *full, uint64_t *empty,
+                                                    uint64_t *sb, float *rs_s, int M, int K, int KT, int nN,
+                                                    int tiles, const int *n_rows_dev, float eps, int flags) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    const int h = threadIdx.x - 288, lane = threadIdx.x & 31;
+    const bool third = h + 192 < 256, noload = flags & 0x200; /* third: warps 9 and 10 */
+    const int n_real = min(M, *n_rows_dev);
+    /* 32-bit shared addresses throughout: these warps hold 40 registers */
+    const uint32_t a0 = wg_smem(sA), fb = wg_smem(full), eb = wg_smem(empty), sbb = wg_smem(sb), rb = wg_smem(rs_s);
+    auto wait = [](uint32_t bar, uint32_t parity) {
+        uint32_t done = 0;
+        while (!done)
+            asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                         " selp.u32 %0, 1, 0, p;\n}\n"
+                         : "=r"(done)
+                         : "r"(bar), "r"(parity)
+                         : "memory");
+    };
+    auto arrive = [](uint32_t bar) { asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory"); };
+    int it = 0, i = 0;
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x, i++) {
+        float q[3] = {0.f, 0.f, 0.f};
+        for (int kt = 0; kt < KT; kt++, it++) {
+            const int s = it % ST;
+            wait(fb + 8 * s, (it / ST) & 1);
+            if (!noload) {
+                const uint32_t a = a0 + s * WG_A_BYTES;
+#pragma unroll
+                for (int k = 0; k < 3; k++) {
+                    if (k == 2 && !third) break;
+                    const int u = h + 96 * k, r = u >> 1;
+                    const uint32_t row = a + r * 128 + (u & 1) * 64;
+#pragma unroll
+                    for (int j = 0; j < 4; j += 2) { /* two loads in flight: the registers allow no more */
+                        const uint4 v0 = wg_lds128(row + ((j + r) & 3) * 16), v1 = wg_lds128(row + ((j + 1 + r) & 3) * 16);
+                        q[k] += wg_sq8(v0) + wg_sq8(v1);
+                    }
+                }
+            }
+            __syncwarp();
+            if (lane == 0) arrive(eb + 8 * s);
+        }
+        const int b = i & 1, m0 = (t / nN) * WG_BM;
+        if (i >= 2) wait(sbb + 8 * (2 + b), ((i >> 1) + 1) & 1); /* tile i - 2's scales have been read */
+#pragma unroll
+        for (int k = 0; k < 3; k++) {
+            const float tot = q[k] + __shfl_xor_sync(0xffffffffu, q[k], 1);
+            const int u = h + 96 * k, r = u >> 1;
+            if ((k < 2 || third) && !(u & 1)) {
+                const float v = noload ? 1.f : m0 + r < n_real ? rsqrtf(tot / (float)K + eps) : 0.f;
+                asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(rb + 4 * (b * WG_BM + r)), "f"(v) : "memory");
+            }
+        }
+        arrive(sbb + 8 * b);
     }
 #endif
 }
@@ -305,26 +412,30 @@ static __device__ __forceinline__ void wg3_epi_ring(const float *d, int wgp, int
  * epilogue it runs (ncu, 2026-12-02: the epilogue chosen at run time was
  * 890 SASS instructions a tile for EPI_NONE, stalled on instruction
  * fetch, 22-60% of the consumers' time).  IMG: 0 the whole output tile's
- * image (version 3), 2 two 64-column buffers (version 4). */
-template <int BN, int EPI, bool HASR, bool PROF, int IMG>
+ * image (version 3), 2 two 64-column buffers (version 4).  RSH: the
+ * epilogue's row scales computed in the kernel (wg_row_stats, from
+ * n_rows_dev and eps) instead of read from rs. */
+template <int BN, int EPI, bool HASR, bool PROF, int IMG, bool RSH = false>
 __global__ void __launch_bounds__(WG3_THREADS, 1)
     wg3_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
                const __grid_constant__ CUtensorMap ty, const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
                int M, int N, int K, int flags, unsigned long long *prof, const __grid_constant__ eng_cu_qk_args qk,
-               const float *__restrict__ rs) {
+               const float *__restrict__ rs, const int *__restrict__ n_rows_dev, float eps) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr int ST = wg3_stages(BN, EPI, IMG), B_BYTES = BN * WG_BK * 2;
+    static_assert(!(RSH && PROF), "the profile build has no row statistics");
+    constexpr int ST = wg3_stages(BN, EPI, IMG, RSH), B_BYTES = BN * WG_BK * 2;
     constexpr bool swiglu = EPI == ENG_CU_EPI_SWIGLU;
     extern __shared__ unsigned char wg_raw[];
     unsigned char *base = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
     unsigned char *C = base, *sA = C + wg3_cbytes(BN, EPI, IMG), *sB = sA + ST * WG_A_BYTES;
-    uint64_t *full = (uint64_t *)(sB + ST * B_BYTES), *empty = full + ST;
+    uint64_t *full = (uint64_t *)(sB + ST * B_BYTES), *empty = full + ST, *sb = empty + ST; /* RSH: 4 more */
+    float *rs_s = (float *)((unsigned char *)full + 128); /* RSH: [2][WG_BM] */
     const int warp = threadIdx.x >> 5, KT = K / WG_BK, nN = N / BN, tiles = nN * ((M + WG_BM - 1) / WG_BM);
     const bool skip = PROF && (flags & 0x100);
     int it = 0, img = 0;
     unsigned long long pc[2] = {0, 0}, t_start = 0, t_epi = 0, t_wait = 0, t_img = 0;
     if constexpr (PROF) t_start = clock64();
-    wg_init_bars<ST>(full, empty);
+    wg_init_bars<ST, RSH ? 3 : 0>(full, empty, RSH ? sb : nullptr);
     if (warp >= 8) { /* the producer warpgroup: one thread issues, all give registers back */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
         if (threadIdx.x == 256) {
@@ -338,6 +449,8 @@ __global__ void __launch_bounds__(WG3_THREADS, 1)
                 prof[WG_PROF_SLOTS * blockIdx.x + 13] = clock64() - t_start;
             }
         }
+        if constexpr (RSH)
+            if (warp >= 9) wg_row_stats<ST>(sA, full, empty, sb, rs_s, M, K, KT, nN, tiles, n_rows_dev, eps, flags);
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
@@ -347,21 +460,28 @@ __global__ void __launch_bounds__(WG3_THREADS, 1)
     float d[BN / 2];
 #pragma unroll
     for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+    for (int t = blockIdx.x, i = 0; t < tiles; t += gridDim.x, i++) {
         const int m0 = (t / nN) * WG_BM, n0 = (t % nN) * BN;
         wg_consume<BN, ST, PROF>(d, sA, sB, full, empty, it, wgp, KT, pc);
         if (skip) continue;
         unsigned long long t0 = 0, t1 = 0;
         if constexpr (PROF) t0 = clock64();
+        const float *rt = rs; /* the row scales: rows rs0.. */
+        int rs0 = 0;
+        if constexpr (RSH) {
+            wg_bar_wait(&sb[i & 1], (i >> 1) & 1);
+            rt = rs_s + (i & 1) * WG_BM;
+            rs0 = m0;
+        }
         if constexpr (IMG && EPI != WG_EPI_QK) {
-            wg3_epi_ring<BN, EPI, HASR, IMG, 0>(d, wgp, m0, n0, M, N, bias, R, C, &ty, img, rs);
+            wg3_epi_ring<BN, EPI, HASR, IMG, 0>(d, wgp, m0, n0, M, N, bias, R, C, &ty, img, rt, rs0);
             if constexpr (PROF) t_img += clock64() - t0;
         } else { /* each warpgroup its 64 rows of the image, on its own */
             if (lead) wg_store_wait_read(); /* its last tile's image has been read out */
             wg_group_sync(wgp);
             if constexpr (PROF) t1 = clock64();
-            if constexpr (EPI == WG_EPI_QK) wg_epilogue_img_qk<BN>(d, wgp * 64, m0, n0, M, qk, Cs, rs);
-            else wg_epilogue_img<BN, EPI, HASR>(d, wgp * 64, m0, n0, M, N, bias, R, Cs, rs);
+            if constexpr (EPI == WG_EPI_QK) wg_epilogue_img_qk<BN>(d, wgp * 64, m0, n0, M, qk, Cs, rt, rs0);
+            else wg_epilogue_img<BN, EPI, HASR>(d, wgp * 64, m0, n0, M, N, bias, R, Cs, rt, rs0);
             if constexpr (PROF) t_img += clock64() - t1, t_wait += t1 - t0;
             wg_fence_async_smem();
             wg_group_sync(wgp);
@@ -372,6 +492,7 @@ __global__ void __launch_bounds__(WG3_THREADS, 1)
                 wg_store_commit();
             }
         }
+        if constexpr (RSH) wg_bar_arrive(&sb[2 + (i & 1)]); /* this thread has read its rows' scales */
         if constexpr (PROF) t_epi += clock64() - t0;
     }
     if (lead) wg_store_wait();
@@ -587,16 +708,18 @@ static int wg_map(CUtensorMap *m, const bf16 *p, int rows, int K, int box_rows) 
 }
 
 /* Versions 3 and 4: the shared-memory opt-in once per kernel (the first
- * launch of each instantiation), then one CTA an SM. */
-template <int BN, int EPI, bool HASR, bool PROF, int IMG>
+ * launch of each instantiation), then one CTA an SM.  RSH: rn's row
+ * scales computed in the kernel (rs unused). */
+template <int BN, int EPI, bool HASR, bool PROF, int IMG, bool RSH = false>
 static cudaError_t wg3_launch(cudaStream_t s, const CUtensorMap &ta, const CUtensorMap &tb, const CUtensorMap &ty,
                               const bf16 *bias, const bf16 *R, int M, int N, int K, int flags,
                               unsigned long long *prof, int *ctas, const eng_cu_qk_args *qk = nullptr,
-                              const float *rs = nullptr) {
-    constexpr int smem = wg3_smem(BN, EPI, IMG);
+                              const float *rs = nullptr, const eng_cu_row_norm *rn = nullptr) {
+    constexpr int smem = wg3_smem(BN, EPI, IMG, RSH);
+    if (RSH && (!rn || !rn->n_rows_dev)) return cudaErrorInvalidValue;
     static int ready;
     if (!ready) {
-        if (wg_smem_optin(wg3_kernel<BN, EPI, HASR, PROF, IMG>, smem)) return cudaErrorInvalidValue;
+        if (wg_smem_optin(wg3_kernel<BN, EPI, HASR, PROF, IMG, RSH>, smem)) return cudaErrorInvalidValue;
         ready = 1;
     }
     const int tiles = (N / BN) * ((M + WG_BM - 1) / WG_BM), grid = tiles < wg_sms ? tiles : wg_sms;
@@ -606,15 +729,18 @@ static cudaError_t wg3_launch(cudaStream_t s, const CUtensorMap &ta, const CUten
         memset(&none, 0, sizeof none);
         qk = &none;
     }
-    wg3_kernel<BN, EPI, HASR, PROF, IMG>
-        <<<grid, WG3_THREADS, smem, s>>>(ta, tb, ty, bias, R, M, N, K, flags, prof, *qk, rs);
+    wg3_kernel<BN, EPI, HASR, PROF, IMG, RSH><<<grid, WG3_THREADS, smem, s>>>(
+        ta, tb, ty, bias, R, M, N, K, RSH ? flags | eng_cu_wg_lab_flags : flags, prof, *qk, rs,
+        RSH ? rn->n_rows_dev : nullptr, RSH ? rn->eps : 0.f);
     return cudaGetLastError();
 }
-template <int EPI, bool HASR, bool PROF>
+template <int EPI, bool HASR, bool PROF, bool RSH = false>
 static cudaError_t wg3_pick(cudaStream_t s, const CUtensorMap &ta, const CUtensorMap &tb, const CUtensorMap &ty,
                             const bf16 *bias, const bf16 *R, int M, int N, int K, int bn, int img, int flags,
-                            unsigned long long *prof, int *ctas, const float *rs) {
-#define WG3_L(B, I) wg3_launch<B, EPI, HASR, PROF, I>(s, ta, tb, ty, bias, R, M, N, K, flags, prof, ctas, nullptr, rs)
+                            unsigned long long *prof, int *ctas, const float *rs,
+                            const eng_cu_row_norm *rn = nullptr) {
+#define WG3_L(B, I) \
+    wg3_launch<B, EPI, HASR, PROF, I, RSH>(s, ta, tb, ty, bias, R, M, N, K, flags, prof, ctas, nullptr, rs, rn)
     if (img) return bn == 256 ? WG3_L(256, 2) : bn == 192 ? WG3_L(192, 2) : WG3_L(128, 2);
     return bn == 256 ? WG3_L(256, 0) : bn == 192 ? WG3_L(192, 0) : WG3_L(128, 0);
 #undef WG3_L
@@ -626,7 +752,7 @@ static cudaError_t wg3_pick(cudaStream_t s, const CUtensorMap &ta, const CUtenso
 template <bool PROF>
 static cudaError_t wg3_run(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
                            int M, int N, int K, int epi, int img, int flags, unsigned long long *prof, int *ctas,
-                           const float *rs = nullptr) {
+                           const float *rs = nullptr, const eng_cu_row_norm *rn = nullptr) {
     const int bn = wg_bn(N, epi, 3), swiglu = epi == ENG_CU_EPI_SWIGLU;
     CUtensorMap ta, tb, ty;
     if (wg_map(&ta, X, M, K, WG_BM) || wg_map(&tb, W, N, K, swiglu ? bn / 2 : bn) ||
@@ -644,7 +770,11 @@ static cudaError_t wg3_run(cudaStream_t s, const bf16 *X, const bf16 *W, const b
         case ENG_CU_EPI_BIAS: return R ? WG3_PICK(ENG_CU_EPI_BIAS, true) : WG3_PICK(ENG_CU_EPI_BIAS, false);
         case ENG_CU_EPI_BIAS_GELU:
             return R ? WG3_PICK(ENG_CU_EPI_BIAS_GELU, true) : WG3_PICK(ENG_CU_EPI_BIAS_GELU, false);
-        default: return WG3_PICK(ENG_CU_EPI_SWIGLU, false);
+        default:
+            /* the SwiGLU with its own row scales (RSH) */
+            if (rn) return wg3_pick<ENG_CU_EPI_SWIGLU, false, false, true>(s, ta, tb, ty, bias, R, M, N, K, bn, img,
+                                                                           flags, prof, ctas, NULL, rn);
+            return WG3_PICK(ENG_CU_EPI_SWIGLU, false);
         }
     }
 #undef WG3_PICK
@@ -742,24 +872,29 @@ int eng_cu_gemm_wg_qk_ok(int v, int M, int N, int K, const eng_cu_qk_args *qk) {
 }
 
 cudaError_t eng_cu_gemm_wg_qk(int v, cudaStream_t s, const bf16 *X, const bf16 *W, bf16 *Y, int M, int N, int K,
-                              const eng_cu_qk_args *qk, const float *rs) {
+                              const eng_cu_qk_args *qk, const float *rs, const eng_cu_row_norm *rn) {
     if (!eng_cu_gemm_wg_qk_ok(v, M, N, K, qk) || ((uintptr_t)X | (uintptr_t)W | (uintptr_t)Y) & 15 ||
-        (uintptr_t)qk->rope & 15 || ((uintptr_t)qk->q_norm | (uintptr_t)qk->k_norm) & 7)
+        (uintptr_t)qk->rope & 15 || ((uintptr_t)qk->q_norm | (uintptr_t)qk->k_norm) & 7 ||
+        (rn && (rs || v != 3 || !rn->n_rows_dev)))
         return cudaErrorInvalidValue;
     const int bn = v == 5 ? WG5_BN : 256;
     CUtensorMap ta, tb, ty;
     if (wg_map(&ta, X, M, K, WG_BM) || wg_map(&tb, W, N, K, bn) || wg_map(&ty, Y, M, N, 64))
         return cudaErrorInvalidValue;
     if (v == 5) return wg5_launch<WG_EPI_QK, false>(s, ta, tb, ty, NULL, NULL, M, N, K, rs, qk);
+    if (rn) return wg3_launch<256, WG_EPI_QK, false, false, 0, true>(s, ta, tb, ty, NULL, NULL, M, N, K, 0, NULL, NULL,
+                                                                     qk, NULL, rn);
     return wg3_launch<256, WG_EPI_QK, false, false, 0>(s, ta, tb, ty, NULL, NULL, M, N, K, 0, NULL, NULL, qk, rs);
 }
 
 /* The SwiGLU product with a scale per row (rs[row], before the bias):
- * X's RMSNorm with its weights folded into W, X taken raw.  Versions 3-5. */
+ * X's RMSNorm with its weights folded into W, X taken raw.  Versions 3-5;
+ * with rn instead of rs (versions 3, 4) the kernel's own scales. */
 cudaError_t eng_cu_gemm_wg_rows(int v, cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, bf16 *Y,
-                                int M, int N, int K, int epi, const float *rs) {
-    if (v < 3 || epi != ENG_CU_EPI_SWIGLU || !rs || !wg_ok(M, N, K, epi, v) || ((uintptr_t)X | (uintptr_t)W) & 15)
+                                int M, int N, int K, int epi, const float *rs, const eng_cu_row_norm *rn) {
+    if (v < 3 || epi != ENG_CU_EPI_SWIGLU || !rs == !rn || (rn && (v > 4 || !rn->n_rows_dev)) ||
+        !wg_ok(M, N, K, epi, v) || ((uintptr_t)X | (uintptr_t)W) & 15)
         return cudaErrorInvalidValue;
     if (v == 5) return wg5_run(s, X, W, bias, NULL, Y, M, N, K, epi, rs);
-    return wg3_run<false>(s, X, W, bias, NULL, Y, M, N, K, epi, v == 4 ? 2 : 0, 0, NULL, NULL, rs);
+    return wg3_run<false>(s, X, W, bias, NULL, Y, M, N, K, epi, v == 4 ? 2 : 0, 0, NULL, NULL, rs, rn);
 }

@@ -271,7 +271,8 @@ static __device__ __forceinline__ uint32_t wg_pack(float v0, float v1) {
 template <int BN, int EPI, bool HASR, int J0 = 0, int JN = (EPI == ENG_CU_EPI_SWIGLU ? BN / 16 : BN / 8)>
 static __device__ __forceinline__ void wg_epilogue_img(const float *d, int wrow, int row0, int n0, int M, int N,
                                                        const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
-                                                       uint32_t C, const float *__restrict__ rs = nullptr) {
+                                                       uint32_t C, const float *__restrict__ rs = nullptr,
+                                                       int rs0 = 0) {
     const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, t2 = 2 * (lane & 3);
     /* the thread's two rows (i = 0, 1: 8 apart): their line in the image and
      * swizzle key (r0 + 8 has the same); columns 8j + t2 land in sub-tile
@@ -283,9 +284,11 @@ static __device__ __forceinline__ void wg_epilogue_img(const float *d, int wrow,
     };
     if constexpr (EPI == ENG_CU_EPI_SWIGLU) {
         /* rs (may be NULL): a scale per output row on both products, before
-         * the bias -- X's RMSNorm with its weights folded into W */
+         * the bias -- X's RMSNorm with its weights folded into W; row r's
+         * at rs[r - rs0] (rs0: the first row rs holds) */
         const int row = row0 + r0;
-        const float sc0 = !rs ? 1.f : row < M ? rs[row] : 0.f, sc1 = !rs ? 1.f : row + 8 < M ? rs[row + 8] : 0.f;
+        const float sc0 = !rs ? 1.f : row < M ? rs[row - rs0] : 0.f;
+        const float sc1 = !rs ? 1.f : row + 8 < M ? rs[row + 8 - rs0] : 0.f;
         const int No = N >> 1, c0 = (n0 >> 1) + t2;
 #pragma unroll
         for (int j = J0; j < J0 + JN; j++) {
@@ -356,7 +359,7 @@ static __device__ __forceinline__ void wg_epilogue_img(const float *d, int wrow,
 template <int BN>
 static __device__ __forceinline__ void wg_epilogue_img_qk(const float *d, int wrow, int row0, int n0, int M,
                                                           const eng_cu_qk_args &qk, uint32_t C,
-                                                          const float *__restrict__ rs) {
+                                                          const float *__restrict__ rs, int rs0 = 0) {
     static_assert(BN == 128 || BN == 256, "whole heads of 128 a tile");
     const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, t2 = 2 * (lane & 3);
     const int r0 = wrow + warp * 16 + (lane >> 2), key = r0 & 7;
@@ -364,9 +367,10 @@ static __device__ __forceinline__ void wg_epilogue_img_qk(const float *d, int wr
     auto put = [&](int i, int j, uint32_t v) { wg_sts32(line + i * 1024 + (j >> 3) * 16384 + (((j & 7) ^ key) << 4), v); };
     const int qcols = qk.n_heads * 128, kcols = (qk.n_heads + qk.n_kv_heads) * 128;
     /* rs (may be NULL): a scale per row first, X's RMSNorm with its weights
-     * folded into W (as in wg_epilogue_img's SwiGLU) */
+     * folded into W (as in wg_epilogue_img's SwiGLU; row r's at rs[r - rs0]) */
     const int row = row0 + r0;
-    const float sc0 = !rs ? 1.f : row < M ? rs[row] : 0.f, sc1 = !rs ? 1.f : row + 8 < M ? rs[row + 8] : 0.f;
+    const float sc0 = !rs ? 1.f : row < M ? rs[row - rs0] : 0.f;
+    const float sc1 = !rs ? 1.f : row + 8 < M ? rs[row + 8 - rs0] : 0.f;
     if (n0 >= kcols) { /* V heads */
 #pragma unroll
         for (int j = 0; j < BN / 8; j++)
