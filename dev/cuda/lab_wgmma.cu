@@ -45,14 +45,23 @@ static std::vector<int> sample_rows(int M, int step) {
     return r;
 }
 
-static void check(int M, int N, int K, int epi, int with_bias, int with_r) {
-    std::vector<float> xf, wf, bf, rf;
-    std::vector<uint16_t> xb, wb, bb, rb;
+/* a check's random operands: X [M, K], W [N, K] (scaled by 1/sqrt(K)), a
+ * bias [N] and a residual of nr values (scale rscale), as floats and bf16 */
+static void rand_operands(std::vector<float> &xf, std::vector<uint16_t> &xb, std::vector<float> &wf,
+                          std::vector<uint16_t> &wb, std::vector<float> &bf, std::vector<uint16_t> &bb,
+                          std::vector<float> &rf, std::vector<uint16_t> &rb, int M, int N, int K, size_t nr,
+                          float rscale) {
     lab_rand_bf16(xf, xb, (size_t)M * K, 1.f);
     lab_rand_bf16(wf, wb, (size_t)N * K, 1.f / sqrtf((float)K));
     lab_rand_bf16(bf, bb, (size_t)N, 0.5f);
+    lab_rand_bf16(rf, rb, nr, rscale);
+}
+
+static void check(int M, int N, int K, int epi, int with_bias, int with_r) {
+    std::vector<float> xf, wf, bf, rf;
+    std::vector<uint16_t> xb, wb, bb, rb;
     const int No = epi == ENG_CU_EPI_SWIGLU ? N / 2 : N;
-    lab_rand_bf16(rf, rb, (size_t)M * No, 1.f);
+    rand_operands(xf, xb, wf, wb, bf, bb, rf, rb, M, N, K, (size_t)M * No, 1.f);
     bf16 *dx = (bf16 *)lab_upload(xb), *dw = (bf16 *)lab_upload(wb), *db = (bf16 *)lab_upload(bb);
     bf16 *dr = (bf16 *)lab_upload(rb), *dy;
     CUCHECK(cudaMalloc(&dy, (size_t)M * No * 2));
@@ -277,6 +286,179 @@ static operands operands_make(int M, int N, int K) {
 }
 static void operands_free(operands &o) { cudaFree(o.x); cudaFree(o.w); cudaFree(o.b); cudaFree(o.y); }
 
+/* The LayerNorm-by-statistics epilogues (eng_cu_gemm_wg_ln) against
+ * fp64.  mode 0: LNA -- out = rs (X W^T - mu colsum) + b, GELU when gelu;
+ * mode 1: OST with a plain residual; mode 2: OST with LNR, the residual
+ * (R - mu) rs g + beta.  The statistics are random (rs and mu 0 on the
+ * last rows, as eng_cu_ln_stats leaves padded rows), the column sums too
+ * (the epilogue does not care where they came from); the OST sums are
+ * checked against the host's sums of the kernel's own stored outputs. */
+static void check_ln(int v, int M, int N, int K, int mode, int gelu) {
+    std::vector<float> xf, wf, bf, rf;
+    std::vector<uint16_t> xb, wb, bb, rb;
+    rand_operands(xf, xb, wf, wb, bf, bb, rf, rb, M, N, K, (size_t)M * N, 2.f);
+    const int real = M > 3 ? M - 3 : M;
+    std::vector<float2> st(M);
+    for (int r = 0; r < M; r++)
+        st[r] = r < real ? make_float2(0.5f * lab_uniform(), 1.f + 0.5f * lab_uniform()) : make_float2(0.f, 0.f);
+    std::vector<float> cs(N), g(N), be(N);
+    for (int n = 0; n < N; n++) cs[n] = lab_uniform(), g[n] = 1.f + 0.5f * lab_uniform(), be[n] = 0.5f * lab_uniform();
+    bf16 *dx = (bf16 *)lab_upload(xb), *dw = (bf16 *)lab_upload(wb), *db = (bf16 *)lab_upload(bb);
+    bf16 *dr = (bf16 *)lab_upload(rb), *dy;
+    float2 *dst = lab_upload(st), *dpart;
+    float *dcs = lab_upload(cs), *dg = lab_upload(g), *dbe = lab_upload(be);
+    CUCHECK(cudaMalloc(&dy, (size_t)M * N * 2));
+    CUCHECK(cudaMalloc(&dpart, (size_t)M * (N / 64) * sizeof(float2)));
+    lab_poison(dy, (size_t)M * N * 2);
+    lab_poison(dpart, (size_t)M * (N / 64) * sizeof(float2));
+    eng_cu_ln_epi ln;
+    memset(&ln, 0, sizeof ln);
+    if (mode == 0) {
+        ln.a_stats = dst;
+        ln.a_colsum = dcs;
+    } else {
+        ln.o_stats = dpart;
+        if (mode == 2) {
+            ln.r_stats = dst;
+            ln.r_gamma = dg;
+            ln.r_beta = dbe;
+        }
+    }
+    const int epi = gelu ? ENG_CU_EPI_BIAS_GELU : ENG_CU_EPI_BIAS;
+    char name[160];
+    snprintf(name, sizeof name, "wgmma v%d ln epilogue %s M=%d N=%d K=%d%s", v,
+             mode == 0 ? "LNA" : mode == 1 ? "OST + R" : "OST + LNR", M, N, K, gelu ? " +gelu" : "");
+    const cudaError_t e = eng_cu_gemm_wg_ln(v, 0, dx, dw, db, mode ? dr : NULL, dy, M, N, K, epi, &ln);
+    if (!launched(name, e)) return;
+    const std::vector<float> y = lab_download_bf16(dy, (size_t)M * N);
+    std::vector<float2> part((size_t)M * (N / 64));
+    if (mode) CUCHECK(cudaMemcpy(part.data(), dpart, part.size() * sizeof(float2), cudaMemcpyDeviceToHost));
+    std::vector<float> got, ref, pgot, pref;
+    for (int r : sample_rows(M, 7)) {
+        for (int n = 0; n < N; n++) {
+            double acc = 0;
+            for (int k = 0; k < K; k++) acc += (double)xf[(size_t)r * K + k] * wf[(size_t)n * K + k];
+            double o = mode == 0 ? st[r].y * (acc - (double)st[r].x * cs[n]) + bf[n] : acc + bf[n];
+            if (gelu) o = 0.5 * o * (1.0 + tanh(0.7978845608028654 * (o + 0.044715 * o * o * o)));
+            if (mode) {
+                const double x = rf[(size_t)r * N + n];
+                o += mode == 2 ? (x - st[r].x) * st[r].y * g[n] + be[n] : x;
+            }
+            ref.push_back((float)o);
+            got.push_back(y[(size_t)r * N + n]);
+        }
+        if (mode)
+            for (int c = 0; c < N / 64; c++) {
+                double su = 0, sq = 0;
+                for (int n = 64 * c; n < 64 * c + 64; n++) su += y[(size_t)r * N + n], sq += (double)y[(size_t)r * N + n] * y[(size_t)r * N + n];
+                pref.push_back((float)su), pref.push_back((float)sq);
+                pgot.push_back(part[(size_t)r * (N / 64) + c].x), pgot.push_back(part[(size_t)r * (N / 64) + c].y);
+            }
+    }
+    lab_check(name, got.data(), ref.data(), got.size(), 2e-2f, 1e-2f);
+    if (mode) {
+        char pn[200];
+        snprintf(pn, sizeof pn, "%s: the output rows' sums", name);
+        lab_check(pn, pgot.data(), pref.data(), pgot.size(), 1e-3f, 1e-4f);
+    }
+    cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dr); cudaFree(dy); cudaFree(dst); cudaFree(dpart);
+    cudaFree(dcs); cudaFree(dg); cudaFree(dbe);
+}
+
+/* eng_cu_ln_stats against fp64: random partial sums of rows of H values
+ * (as OST leaves them), the last rows past the real count. */
+static void check_ln_stats(int rows, int H) {
+    const int np = H / 64, real = rows > 5 ? rows - 5 : rows;
+    std::vector<float2> part((size_t)rows * np);
+    for (auto &p : part) {
+        const float mu = 0.3f * lab_uniform(), var = 1.f + 0.5f * lab_uniform(); /* a chunk like 64 values of that */
+        p = make_float2(64.f * mu, 64.f * (var + mu * mu));
+    }
+    std::vector<int> nr(1, real);
+    float2 *dp = lab_upload(part), *ds;
+    int *dn = lab_upload(nr);
+    CUCHECK(cudaMalloc(&ds, rows * sizeof(float2)));
+    lab_poison(ds, rows * sizeof(float2));
+    char name[96];
+    snprintf(name, sizeof name, "ln_stats rows=%d H=%d (%d real)", rows, H, real);
+    if (!launched(name, eng_cu_ln_stats(0, dp, np, ds, rows, dn, H, 1e-12f))) return;
+    std::vector<float2> st(rows);
+    CUCHECK(cudaMemcpy(st.data(), ds, rows * sizeof(float2), cudaMemcpyDeviceToHost));
+    std::vector<float> got, ref;
+    for (int r = 0; r < rows; r++) {
+        double su = 0, sq = 0;
+        for (int c = 0; c < np; c++) su += part[(size_t)r * np + c].x, sq += part[(size_t)r * np + c].y;
+        const double mu = su / H, var = sq / H - mu * mu;
+        ref.push_back(r < real ? (float)mu : 0.f), ref.push_back(r < real ? (float)(1.0 / sqrt(var + 1e-12)) : 0.f);
+        got.push_back(st[r].x), got.push_back(st[r].y);
+    }
+    lab_check(name, got.data(), ref.data(), got.size(), 1e-5f, 1e-4f);
+    cudaFree(dp); cudaFree(dn); cudaFree(ds);
+}
+
+/* The encoders' step with the LayerNorms as row statistics against the
+ * products plus eng_cu_add_ln, at M = 65536 (MiniLM / BERT-base shapes):
+ * O (+ its sums + ln_stats) and down (+ LNR, sums, ln_stats) against
+ * cuBLASLt's product + add_ln; QKV and up (LNA) against the plain
+ * product. */
+static void bench_ln(eng_cu_gemm_ctx *g, const char *what, int H, int I) {
+    const int M = 65536;
+    operands o = operands_make(M, I > 3 * H ? I : 3 * H, I);
+    float2 *part, *st;
+    float *cs, *gm;
+    int *nt;
+    bf16 *r2;
+    CUCHECK(cudaMalloc(&part, (size_t)M * (H / 64) * sizeof(float2)));
+    CUCHECK(cudaMalloc(&st, (size_t)M * sizeof(float2)));
+    CUCHECK(cudaMalloc(&cs, (size_t)(I > 3 * H ? I : 3 * H) * 4));
+    CUCHECK(cudaMalloc(&gm, (size_t)H * 4));
+    CUCHECK(cudaMalloc(&r2, (size_t)M * H * 2));
+    CUCHECK(cudaMemset(cs, 0, (size_t)(I > 3 * H ? I : 3 * H) * 4));
+    CUCHECK(cudaMemset(gm, 0, (size_t)H * 4));
+    CUCHECK(cudaMemset(st, 0, (size_t)M * sizeof(float2)));
+    CUCHECK(cudaMalloc(&nt, sizeof(int)));
+    CUCHECK(cudaMemcpy(nt, &M, sizeof(int), cudaMemcpyHostToDevice));
+    char err[256];
+    auto gemm = [&](const bf16 *x, const bf16 *R, bf16 *y, int N, int K, int epi) {
+        if (eng_cu_gemm(g, 0, x, o.w, o.b, R, y, M, N, K, epi, err, sizeof err)) {
+            printf("%s\n", err);
+            exit(2);
+        }
+    };
+    /* 0: O + add_ln; 1: O (OST, v3) + ln_stats; 2: down + add_ln; 3: down (OST + LNR, v4) + ln_stats;
+     * 4: QKV; 5: QKV (LNA, v3); 6: up + GELU; 7: up (LNA, v4) */
+    auto run = [&](int what_) {
+        eng_cu_ln_epi ln;
+        memset(&ln, 0, sizeof ln);
+        switch (what_) {
+        case 0: gemm(o.x, r2, o.y, H, H, ENG_CU_EPI_BIAS); CUCHECK(eng_cu_add_ln(0, o.y, NULL, gm, gm, r2, M, nt, H, 1e-12f)); break;
+        case 1: ln.o_stats = part; CUCHECK(eng_cu_gemm_wg_ln(3, 0, o.x, o.w, o.b, r2, o.y, M, H, H, ENG_CU_EPI_BIAS, &ln));
+                CUCHECK(eng_cu_ln_stats(0, part, H / 64, st, M, nt, H, 1e-12f)); break;
+        case 2: gemm(o.x, r2, o.y, H, I, ENG_CU_EPI_BIAS); CUCHECK(eng_cu_add_ln(0, o.y, NULL, gm, gm, r2, M, nt, H, 1e-12f)); break;
+        case 3: ln.o_stats = part; ln.r_stats = st; ln.r_gamma = gm; ln.r_beta = gm;
+                CUCHECK(eng_cu_gemm_wg_ln(4, 0, o.x, o.w, o.b, r2, o.y, M, H, I, ENG_CU_EPI_BIAS, &ln));
+                CUCHECK(eng_cu_ln_stats(0, part, H / 64, st, M, nt, H, 1e-12f)); break;
+        case 4: gemm(o.x, NULL, o.y, 3 * H, H, ENG_CU_EPI_BIAS); break;
+        case 5: ln.a_stats = st; ln.a_colsum = cs;
+                CUCHECK(eng_cu_gemm_wg_ln(3, 0, o.x, o.w, o.b, NULL, o.y, M, 3 * H, H, ENG_CU_EPI_BIAS, &ln)); break;
+        case 6: gemm(o.x, NULL, o.y, I, H, ENG_CU_EPI_BIAS_GELU); break;
+        default: ln.a_stats = st; ln.a_colsum = cs;
+                CUCHECK(eng_cu_gemm_wg_ln(4, 0, o.x, o.w, o.b, NULL, o.y, M, I, H, ENG_CU_EPI_BIAS_GELU, &ln));
+        }
+    };
+    float t[8];
+    for (int i = 0; i < 8; i++) t[i] = 1e30f, run(i); /* cuBLASLt's tuning */
+    for (int round = 0; round < 3; round++)
+        for (int i = 0; i < 8; i++) t[i] = std::min(t[i], lab_time_ms([&] { run(i); }, 10));
+    printf("  bench %s ln rows M=%d: o+add_ln %6.1f / ln %6.1f us (%.3f) | down+add_ln %6.1f / ln %6.1f (%.3f) | "
+           "qkv %6.1f / ln %6.1f (%.3f) | up+gelu %6.1f / ln %6.1f (%.3f) | sum %7.1f / %7.1f (%.3f)\n",
+           what, M, t[0] * 1e3, t[1] * 1e3, t[1] / t[0], t[2] * 1e3, t[3] * 1e3, t[3] / t[2], t[4] * 1e3, t[5] * 1e3,
+           t[5] / t[4], t[6] * 1e3, t[7] * 1e3, t[7] / t[6], (t[0] + t[2] + t[4] + t[6]) * 1e3,
+           (t[1] + t[3] + t[5] + t[7]) * 1e3, (t[1] + t[3] + t[5] + t[7]) / (t[0] + t[2] + t[4] + t[6]));
+    operands_free(o);
+    cudaFree(part); cudaFree(st); cudaFree(cs); cudaFree(gm); cudaFree(r2); cudaFree(nt);
+}
+
 static void bench(eng_cu_gemm_ctx *g, const char *what, int M, int N, int K, int epi, int once = 0) {
     operands o = operands_make(M, N, K);
     bf16 *x = o.x, *w = o.w, *b = o.b, *y = o.y, *inter;
@@ -490,6 +672,30 @@ int main(void) {
         if (!g) { printf("FAIL: %s\n", err); return 1; }
         bench(g, "one", 65536, n1, k1, e1, 1);
         eng_cu_gemm_destroy(g);
+        return lab_finish("lab_wgmma");
+    }
+    if (getenv("LAB_WG_LN")) { /* the LayerNorm-by-statistics checks and timing alone */
+        for (int v = 3; v <= 4; v++)
+            for (int mode = 0; mode < 3; mode++)
+                for (int M : {1, 129, 1000}) {
+                    check_ln(v, M, 384, 384, mode, 0);
+                    check_ln(v, M, 768, 256, mode, 0);
+                }
+        check_ln(3, 300, 1536, 384, 0, 1);
+        check_ln(4, 300, 1536, 384, 0, 1);
+        check_ln(4, 5000, 768, 512, 2, 0);
+        check_ln(3, 5000, 1152, 384, 0, 0);
+        check_ln_stats(1, 384);
+        check_ln_stats(1000, 768);
+        if (!getenv("LAB_QUICK")) {
+            char err[256];
+            eng_cu_gemm_ctx *g = eng_cu_gemm_create((size_t)32 << 20, err, sizeof err);
+            if (!g) { printf("FAIL: %s\n", err); return 1; }
+            eng_cu_gemm_set_tuning(g, 1);
+            bench_ln(g, "minilm", 384, 1536);
+            bench_ln(g, "bert", 768, 3072);
+            eng_cu_gemm_destroy(g);
+        }
         return lab_finish("lab_wgmma");
     }
     if (getenv("LAB_WG_SELF")) { /* the own-row-scale checks and timing alone */

@@ -178,6 +178,13 @@ cudaError_t eng_cu_add_ln(cudaStream_t s, const bf16 *x, const bf16 *res, const 
 cudaError_t eng_cu_add_rmsnorm(cudaStream_t s, const bf16 *x, bf16 *res, const float *gamma,
                                bf16 *out, int rows, const int *n_rows_dev, int H, float eps);
 
+/* The LayerNorm statistics of rows from the OST partial sums of
+ * eng_cu_ln_epi: stats[r] = (mu, rsqrt(var + eps)) of row r's H values
+ * from parts[r * nparts ..] (sum, sum of squares) for r < *n_rows_dev,
+ * (0, 0) past it up to `rows`. */
+cudaError_t eng_cu_ln_stats(cudaStream_t s, const float2 *parts, int nparts, float2 *stats, int rows,
+                            const int *n_rows_dev, int H, float eps);
+
 /* rs[r] = rsqrt(mean(x[r]^2) + eps) for r < *n_rows_dev (add_rmsnorm's
  * value, summed in its order), 0 for the rows past it up to `rows`: the
  * row scale of a GEMM that takes x raw, its RMSNorm weights folded into
@@ -374,6 +381,31 @@ cudaError_t eng_cu_gemm_wg_qk(int version, cudaStream_t s, const bf16 *X, const 
  * row scale of X (eng_cu_row_norm). */
 cudaError_t eng_cu_gemm_wg_rows(int v, cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, bf16 *Y,
                                 int M, int N, int K, int epi, const float *rs, const eng_cu_row_norm *rn);
+/* LayerNorm by row statistics in our GEMM's epilogue (the encoders'
+ * graph path, POSY_CUDA_LN_ROWS): a LayerNorm y -> (y - mu) rs g + beta is
+ * never written out; the GEMMs take y raw and apply it.
+ *   a_stats (LNA; with a_colsum): X is a raw y whose rows' (mu, rs) these
+ *     are, W' = W diag(g) and the bias b + W beta are folded at load, and
+ *     out = rs (X W'^T - mu colsum(W')) + bias' -- the product of the
+ *     normed rows, without them;
+ *   r_stats (LNR; with r_gamma, r_beta): the residual R is a raw y and
+ *     adds (R - mu) rs g + beta, its normed value;
+ *   o_stats (OST): per output row and 64-column chunk c, (sum, sum of
+ *     squares) of the stored bf16 outputs into o_stats[row * N/64 + c],
+ *     for eng_cu_ln_stats.
+ * Rows at or past a statistic's real count have rs = 0 there. */
+typedef struct eng_cu_ln_epi {
+    const float2 *a_stats;
+    const float *a_colsum;
+    const float2 *r_stats;
+    const float *r_gamma, *r_beta;
+    float2 *o_stats;
+} eng_cu_ln_epi;
+/* eng_cu_gemm_wg_v (versions 3 and 4, epi bias or bias + GELU) with the
+ * ln epilogue: LNA alone (no residual), or OST with or without LNR (a
+ * residual R required), N % 64 == 0. */
+cudaError_t eng_cu_gemm_wg_ln(int version, cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias,
+                              const bf16 *R, bf16 *Y, int M, int N, int K, int epi, const eng_cu_ln_epi *ln);
 /* Lab only: version 3 (4 where eng_cu_wg_version is 4) with clock64 counters, ENG_CU_WG_PROF_SLOTS per CTA
  * in prof (for consumer warpgroup w at 6w: cycles waiting for data, for
  * its wgmma group, in the epilogue, in all, in the epilogue's waits,

@@ -69,7 +69,32 @@ static void *put(wplan *p, const float *src, size_t n, int f32) {
     return d;
 }
 
-static void plan_weights(eng_cu_model *m, wplan *p, const eng_bert_weights *w) {
+/* ln_rows: W (n x k, fp32) with the LayerNorm (g, beta) before it folded:
+ * W' = W diag(g) placed as bf16, b' = b + W beta as bf16, and the column
+ * sums of W' -- of its bf16 values, what the GEMM multiplies -- as fp32.
+ * scratch: n * k floats (NULL while sizing). */
+static void put_folded(wplan *p, const float *W, const float *b, const float *g, const float *beta, size_t n,
+                       size_t k, float *scratch, bf16 **wf, bf16 **bf, float **cs) {
+    float *bs = scratch ? scratch + n * k : NULL, *c = scratch ? bs + n : NULL;
+    if (scratch && W) {
+        for (size_t r = 0; r < n; r++) {
+            double bb = b ? b[r] : 0.0, sum = 0.0;
+            for (size_t j = 0; j < k; j++) {
+                const float v = W[r * k + j] * g[j];
+                scratch[r * k + j] = v;
+                sum += eng_cu_bf_bits2f(eng_cu_f2bf_bits(v));
+                bb += (double)W[r * k + j] * beta[j];
+            }
+            bs[r] = (float)bb;
+            c[r] = (float)sum;
+        }
+    }
+    *wf = (bf16 *)put(p, scratch && W ? scratch : NULL, n * k, 0);
+    *bf = (bf16 *)put(p, scratch && W ? bs : NULL, n, 0);
+    *cs = (float *)put(p, scratch && W ? c : NULL, n, 1);
+}
+
+static void plan_weights(eng_cu_model *m, wplan *p, const eng_bert_weights *w, float *scratch) {
     const size_t H = m->H, I = m->I;
     m->word = (bf16 *)put(p, w->word_emb, (size_t)m->vocab * H, 0);
     m->pos = (bf16 *)put(p, w->pos_emb, (size_t)m->pos_rows * H, 0);
@@ -92,6 +117,14 @@ static void plan_weights(eng_cu_model *m, wplan *p, const eng_bert_weights *w) {
         d->down_b = (bf16 *)put(p, s->down_b, H, 0);
         d->ln2_g = (float *)put(p, s->ln2_g, H, 1);
         d->ln2_b = (float *)put(p, s->ln2_b, H, 1);
+        if (m->ln_rows) {
+            put_folded(p, s->up_w, s->up_b, s->ln1_g, s->ln1_b, I, H, scratch, &d->upf_w, &d->upf_b, &d->upf_c);
+            if (l) {
+                const eng_bert_layer *pv = &w->layers[l - 1];
+                put_folded(p, s->qkv_w, s->qkv_b, pv->ln2_g, pv->ln2_b, 3 * H, H, scratch, &d->qkvf_w, &d->qkvf_b,
+                           &d->qkvf_c);
+            }
+        }
     }
 }
 
@@ -142,7 +175,7 @@ int eng_cu_model_fail(posy_err *err, const char *what, cudaError_t ce) {
 
 static int upload_weights(eng_cu_model *m, const eng_bert_weights *w, posy_err *err) {
     wplan p = {{NULL, 0}, {NULL, 0}};
-    plan_weights(m, &p, w);
+    plan_weights(m, &p, w, NULL);
     m->wbytes = p.dev.off;
     size_t free_b = 0, total_b = 0;
     cudaMemGetInfo(&free_b, &total_b);
@@ -154,12 +187,20 @@ static int upload_weights(eng_cu_model *m, const eng_bert_weights *w, posy_err *
                             m->wbytes / 1048576.0, free_b / 1048576.0, cudaGetErrorString(ce));
     }
     char *img = (char *)malloc(m->wbytes);
-    if (!img) return posy_err_set(err, POSY_E_NOMEM, "cuda backend: host image of %zu bytes", m->wbytes);
+    /* ln_rows: the folding's fp32 scratch, the largest matrix folded (up or QKV) and its two vectors */
+    const size_t big = (size_t)(m->I > 3 * m->H ? m->I : 3 * m->H);
+    float *scratch = m->ln_rows ? (float *)malloc((big * m->H + 2 * big) * sizeof(float)) : NULL;
+    if (!img || (m->ln_rows && !scratch)) {
+        free(img);
+        free(scratch);
+        return posy_err_set(err, POSY_E_NOMEM, "cuda backend: host image of %zu bytes", m->wbytes);
+    }
     p.dev.base = (char *)m->wmem; p.dev.off = 0;
     p.host.base = img; p.host.off = 0;
-    plan_weights(m, &p, w);
+    plan_weights(m, &p, w, scratch);
     ce = cudaMemcpy(m->wmem, img, m->wbytes, cudaMemcpyHostToDevice);
     free(img);
+    free(scratch);
     return ce == cudaSuccess ? 0 : eng_cu_model_fail(err, "weights upload", ce);
 }
 
@@ -174,6 +215,9 @@ static void plan_arena(eng_cu_model *m, bump *b) {
     m->h = q3 ? (bf16 *)take(b, T * H * 2) : NULL;
     m->act = q3 ? (bf16 *)take(b, T * I * 2) : NULL;
     m->rs = q3 ? (float *)take(b, T * 4) : NULL;
+    m->ln_part = m->ln_rows ? (float2 *)take(b, T * (H / 64) * sizeof(float2)) : NULL;
+    m->ln_s1 = m->ln_rows ? (float2 *)take(b, T * sizeof(float2)) : NULL;
+    m->ln_s2 = m->ln_rows ? (float2 *)take(b, T * sizeof(float2)) : NULL;
     m->pooled = (float *)take(b, (size_t)m->max_seqs * H * 4);
     m->d_in = (int32_t *)take(b, eng_cu_in_layout_for(m->max_tokens, m->max_seqs).total * 4);
 }
@@ -288,6 +332,18 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
          * beside the wgmma cost far more than their bytes */
         const char *rself = getenv("POSY_CUDA_RMS_SELF");
         m->rms_self = rself && !strcmp(rself, "1");
+        /* the encoders' LayerNorms as row statistics in our GEMMs'
+         * epilogues (POSY_CUDA_LN_ROWS=1: an experiment, off).  Correct
+         * (lab_wgmma's ln checks, e2e_vs_transformers MiniLM 0.999964,
+         * BERT-base 0.999933) but slower on the H200 (2026-12-02 runs 22,
+         * 23): saturated steps 0.986-0.999x (MiniLM), 0.970-0.976x
+         * (BERT-base) -- forcing our GEMM in versions 3 / 4 on every
+         * product and the LNA epilogue's extra loads (QKV 1.13x) cost
+         * more than the two add_ln passes a layer; fusing only the first
+         * norm of a layer was slower still (0.965-0.980x, run 23) */
+        const char *lr = getenv("POSY_CUDA_LN_ROWS");
+        m->ln_rows = !is_q3 && m->wg_versions && m->H % 64 == 0 && m->epi_up == ENG_CU_EPI_BIAS_GELU && lr &&
+                     !strcmp(lr, "1");
     }
     {
         const char *sk = getenv("POSY_CUDA_SKINNY");
@@ -424,6 +480,7 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
     a.max_tiles = lay.max_tiles;
     a.scale = 1.f / sqrtf((float)m->head_dim);
     a.causal = 0;
+    const bf16 *pool_in = m->x; /* the last LayerNorm's output */
     if (chain && m->chain_norm) { /* norms fused into the next GEMM's prologue: five kernels a layer */
         eng_cu_chain_norm nm = {NULL, NULL, m->eps, n_tok, m->x, 0};
         for (int l = 0; l < m->L; l++) {
@@ -444,6 +501,56 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
         const eng_cu_layer *last = &m->layers[m->L - 1];
         if (!eng_cu_ablate("norm"))
             CK("layernorm", eng_cu_add_ln(s, m->y, NULL, last->ln2_g, last->ln2_b, m->x, T, n_tok, H, m->eps));
+    } else if (m->ln_rows && !chain) {
+        /* the LayerNorms as row statistics (POSY_CUDA_LN_ROWS=1): the O
+         * projection writes y1 = ctx Wo^T + b + (layer 0: x; else
+         * LN2(y2), applied to the raw y2 in its epilogue) raw, with its
+         * rows' partial sums; eng_cu_ln_stats makes them (mu, rs); the up
+         * GEMM applies LN1 to y1 through its folded weights (LNA), the
+         * down GEMM adds LN1(y1) as its residual (LNR) and writes y2 raw
+         * with its sums -- no LayerNorm output is ever stored but the
+         * last, which the pooling reads.  y1 lives in y, y2 in x. */
+        const int nch = H / 64;
+        eng_cu_attn_args b = a;
+        eng_cu_ln_epi ln;
+        for (int l = 0; l < m->L; l++) {
+            const eng_cu_layer *w = eng_cu_layer_at(m, l), *pv = l ? eng_cu_layer_at(m, l - 1) : NULL;
+            if (l) {
+                memset(&ln, 0, sizeof ln);
+                ln.a_stats = m->ln_s2;
+                ln.a_colsum = w->qkvf_c;
+                CK("qkv (ln rows)", eng_cu_gemm_wg_ln(3, s, m->x, w->qkvf_w, w->qkvf_b, NULL, m->qkv, T, 3 * H, H,
+                                                      ENG_CU_EPI_BIAS, &ln));
+            } else
+                GEMM(m->x, w->qkv_w, w->qkv_b, NULL, m->qkv, 3 * H, H, ENG_CU_EPI_BIAS);
+            if (!eng_cu_ablate("attn")) CK("attention", eng_cu_attention(s, &b));
+            memset(&ln, 0, sizeof ln);
+            ln.o_stats = m->ln_part;
+            if (l) {
+                ln.r_stats = m->ln_s2;
+                ln.r_gamma = pv->ln2_g;
+                ln.r_beta = pv->ln2_b;
+            }
+            CK("o (ln rows)", eng_cu_gemm_wg_ln(3, s, m->ctx, w->ao_w, w->ao_b, m->x, m->y, T, H, H, ENG_CU_EPI_BIAS,
+                                                &ln));
+            CK("ln stats", eng_cu_ln_stats(s, m->ln_part, nch, m->ln_s1, T, n_tok, H, m->eps));
+            memset(&ln, 0, sizeof ln);
+            ln.a_stats = m->ln_s1;
+            ln.a_colsum = w->upf_c;
+            CK("up (ln rows)", eng_cu_gemm_wg_ln(4, s, m->y, w->upf_w, w->upf_b, NULL, m->inter, T, m->I, H,
+                                                 m->epi_up, &ln));
+            memset(&ln, 0, sizeof ln);
+            ln.o_stats = m->ln_part;
+            ln.r_stats = m->ln_s1;
+            ln.r_gamma = w->ln1_g;
+            ln.r_beta = w->ln1_b;
+            CK("down (ln rows)", eng_cu_gemm_wg_ln(4, s, m->inter, w->down_w, w->down_b, m->y, m->x, T, H, m->I,
+                                                   ENG_CU_EPI_BIAS, &ln));
+            if (l + 1 < m->L) CK("ln stats", eng_cu_ln_stats(s, m->ln_part, nch, m->ln_s2, T, n_tok, H, m->eps));
+        }
+        const eng_cu_layer *last = &m->layers[m->L - 1];
+        CK("layernorm", eng_cu_add_ln(s, m->x, NULL, last->ln2_g, last->ln2_b, m->y, T, n_tok, H, m->eps));
+        pool_in = m->y;
     } else
     for (int l = 0; l < m->L; l++) {
         const eng_cu_layer *w = eng_cu_layer_at(m, l);
@@ -457,7 +564,7 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
         if (!eng_cu_ablate("norm"))
             CK("layernorm", eng_cu_add_ln(s, m->y, NULL, w->ln2_g, w->ln2_b, m->x, T, n_tok, H, m->eps));
     }
-    CK("pooling", eng_cu_pool(s, m->x, in + lay.cu, in + lay.skip, in + lay.meta + ENG_CU_META_SEQS, S, H, H,
+    CK("pooling", eng_cu_pool(s, pool_in, in + lay.cu, in + lay.skip, in + lay.meta + ENG_CU_META_SEQS, S, H, H,
                               m->pool_mode, m->normalize, m->pooled));
     return 0;
 }

@@ -26,6 +26,11 @@ typedef struct eng_cu_layer {
     bf16 *qkv_w, *qkv_b, *ao_w, *ao_b, *up_w, *up_b, *down_w, *down_b;
     float *ln1_g, *ln1_b, *ln2_g, *ln2_b;
     float *q_norm, *k_norm;
+    /* ln_rows (encoders): the LayerNorm before a GEMM folded into its
+     * weights -- W diag(g), b + W beta and the folded matrix's column sums
+     * -- for QKV (the previous layer's ln2; NULL in layer 0) and up (ln1) */
+    bf16 *qkvf_w, *qkvf_b, *upf_w, *upf_b;
+    float *qkvf_c, *upf_c;
 } eng_cu_layer;
 
 enum { ENG_CU_ARCH_BERT = 0, ENG_CU_ARCH_QWEN3 = 1 };
@@ -68,6 +73,7 @@ typedef struct eng_cu_model {
     bf16 *x, *qkv, *ctx, *y, *inter;   /* inter: Qwen3's gate|up [T, 2I] */
     bf16 *h, *act;                      /* Qwen3 only: normed layer input, SwiGLU output */
     float *rs;                          /* Qwen3 only: rsqrt(mean(x^2) + eps) per row (rms_rows) */
+    float2 *ln_part, *ln_s1, *ln_s2;    /* ln_rows only: OST partial sums [T][H/64], (mu, rs) of y1, y2 [T] */
     float *pooled;                      /* [max_seqs, H] */
     int32_t *d_in;                      /* input block, eng_cu_in_layout(max) ints */
     eng_cu_gemm_ctx *gemm;
@@ -123,6 +129,12 @@ typedef struct eng_cu_model {
      * eng_cu_row_norm), no pass of their own over x (an experiment, off:
      * POSY_CUDA_RMS_SELF=1 on; slower, eng_cu_model.cu says by how much) */
     int rms_self;
+    /* encoders on sm_90 (POSY_CUDA_LN_ROWS=1, an experiment): the graph
+     * path's LayerNorms never written out -- the O and down GEMMs emit
+     * their outputs' row sums (eng_cu_ln_epi OST), eng_cu_ln_stats makes
+     * them (mu, rs), and the next GEMMs apply the norm in their epilogues
+     * (LNA on the folded weights, LNR on the residual) */
+    int ln_rows;
     /* the small-batch persistent kernel (eng_cu_mega.cu), when it fits */
     int mega_ok, mega_grid, mega_nt;
     size_t mega_smem;

@@ -226,6 +226,33 @@ rms_rows_kernel(const bf16 *x, float *rs, int rows, const int *n_rows_dev, int H
     if (lane == 0) rs[row] = r;
 }
 
+/* The LayerNorm statistics from the GEMM epilogue's partial sums
+ * (eng_cu_ln_epi's OST): a thread a row adds its nparts (sum, sum of
+ * squares) in order -- deterministic -- and takes var = E[y^2] - mu^2 (the
+ * partials come in fp32 from bf16 values; the one cancellation left is
+ * mu^2 against var, harmless for the rows a residual stream holds, and
+ * clamped at 0). */
+__global__ void __launch_bounds__(256)
+ln_stats_kernel(const float2 *parts, int nparts, float2 *stats, int rows, const int *n_rows_dev, int H, float eps) {
+    const int row = blockIdx.x * 256 + threadIdx.x;
+    const int n = n_rows_dev ? min(*n_rows_dev, rows) : rows;
+    ENG_CU_PDL_WAIT();
+    if (row >= rows) return;
+    if (row >= n) {
+        stats[row] = make_float2(0.f, 0.f);
+        return;
+    }
+    float su = 0.f, sq = 0.f;
+    const float2 *p = parts + (size_t)row * nparts;
+    for (int i = 0; i < nparts; i++) {
+        const float2 v = p[i];
+        su += v.x;
+        sq += v.y;
+    }
+    const float mu = su / (float)H, var = fmaxf(sq / (float)H - mu * mu, 0.f);
+    stats[row] = make_float2(mu, rsqrtf(var + eps));
+}
+
 /* Decoder embedding: gather the row, keep it as the residual stream x,
  * and write its RMSNorm for the first layer.  Padded rows are zeroed. */
 template <int MAXC>
@@ -331,6 +358,13 @@ cudaError_t eng_cu_rms_rows(cudaStream_t s, const bf16 *x, float *rs, int rows, 
     DISPATCH_MAXC(H, (e = eng_cu_launch(rms_rows_kernel<MC>, dim3(grid), dim3(32 * ROWS_PER_BLOCK), 0, s, x, rs,
                                         rows, n_rows_dev, H, eps)));
     return e != cudaSuccess ? e : cudaGetLastError();
+}
+
+cudaError_t eng_cu_ln_stats(cudaStream_t s, const float2 *parts, int nparts, float2 *stats, int rows,
+                            const int *n_rows_dev, int H, float eps) {
+    if (rows <= 0 || nparts <= 0 || H <= 0) return cudaErrorInvalidValue;
+    return eng_cu_launch(ln_stats_kernel, dim3((rows + 255) / 256), dim3(256), 0, s, parts, nparts, stats, rows,
+                         n_rows_dev, H, eps);
 }
 
 cudaError_t eng_cu_embed_rmsnorm(cudaStream_t s, const int32_t *ids, const bf16 *word,

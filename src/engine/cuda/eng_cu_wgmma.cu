@@ -282,18 +282,19 @@ __global__ void __launch_bounds__(WG_THREADS, 1)
  * is written.  One barrier a sub-tile: before it the warpgroup's first
  * thread, which issues its stores, waits until every earlier store has
  * read its buffer, so after it the other buffer is free. */
-template <int BN, int EPI, bool HASR, int IMG, int Q>
+template <int BN, int EPI, bool HASR, int IMG, int Q, int LN = 0>
 static __device__ __forceinline__ void wg3_epi_ring(const float *d, int wgp, int m0, int n0, int M, int N,
                                                     const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
                                                     unsigned char *C, const CUtensorMap *ty, int &img,
-                                                    const float *__restrict__ rs, int rs0) {
+                                                    const float *__restrict__ rs, int rs0,
+                                                    const eng_cu_ln_epi *ln = nullptr) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     if constexpr (Q < wg3_outc(BN, EPI) / 64) {
         unsigned char *buf = C + (wgp * IMG + img % IMG) * 8192;
         const bool lead = (threadIdx.x & 127) == 0;
         /* the image rows are the warpgroup's own 0..63: shift the base by its first row */
-        wg_epilogue_img<BN, EPI, HASR, 8 * Q, 8>(d, wgp * 64, m0, n0, M, N, bias, R, wg_smem(buf) - wgp * 64 * 128, rs,
-                                                 rs0);
+        wg_epilogue_img<BN, EPI, HASR, 8 * Q, 8, LN>(d, wgp * 64, m0, n0, M, N, bias, R, wg_smem(buf) - wgp * 64 * 128,
+                                                     rs, rs0, ln);
         wg_fence_async_smem();
         if (lead) wg_store_wait_read<0>();
         wg_group_sync(wgp);
@@ -302,7 +303,7 @@ static __device__ __forceinline__ void wg3_epi_ring(const float *d, int wgp, int
             wg_store_commit();
         }
         img++;
-        wg3_epi_ring<BN, EPI, HASR, IMG, Q + 1>(d, wgp, m0, n0, M, N, bias, R, C, ty, img, rs, rs0);
+        wg3_epi_ring<BN, EPI, HASR, IMG, Q + 1, LN>(d, wgp, m0, n0, M, N, bias, R, C, ty, img, rs, rs0, ln);
     }
 #endif
 }
@@ -414,13 +415,15 @@ static __device__ __forceinline__ void wg_row_stats(const unsigned char *sA, uin
  * fetch, 22-60% of the consumers' time).  IMG: 0 the whole output tile's
  * image (version 3), 2 two 64-column buffers (version 4).  RSH: the
  * epilogue's row scales computed in the kernel (wg_row_stats, from
- * n_rows_dev and eps) instead of read from rs. */
-template <int BN, int EPI, bool HASR, bool PROF, int IMG, bool RSH = false>
+ * n_rows_dev and eps) instead of read from rs.  LN: eng_cu_ln_epi's
+ * parts (WG_LNA | WG_LNR | WG_OST) in the epilogue, from ln. */
+template <int BN, int EPI, bool HASR, bool PROF, int IMG, bool RSH = false, int LN = 0>
 __global__ void __launch_bounds__(WG3_THREADS, 1)
     wg3_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
                const __grid_constant__ CUtensorMap ty, const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
                int M, int N, int K, int flags, unsigned long long *prof, const __grid_constant__ eng_cu_qk_args qk,
-               const float *__restrict__ rs, const int *__restrict__ n_rows_dev, float eps) {
+               const float *__restrict__ rs, const int *__restrict__ n_rows_dev, float eps,
+               const __grid_constant__ eng_cu_ln_epi ln) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(!(RSH && PROF), "the profile build has no row statistics");
     constexpr int ST = wg3_stages(BN, EPI, IMG, RSH), B_BYTES = BN * WG_BK * 2;
@@ -474,14 +477,15 @@ __global__ void __launch_bounds__(WG3_THREADS, 1)
             rs0 = m0;
         }
         if constexpr (IMG && EPI != WG_EPI_QK) {
-            wg3_epi_ring<BN, EPI, HASR, IMG, 0>(d, wgp, m0, n0, M, N, bias, R, C, &ty, img, rt, rs0);
+            wg3_epi_ring<BN, EPI, HASR, IMG, 0, LN>(d, wgp, m0, n0, M, N, bias, R, C, &ty, img, rt, rs0, &ln);
             if constexpr (PROF) t_img += clock64() - t0;
         } else { /* each warpgroup its 64 rows of the image, on its own */
             if (lead) wg_store_wait_read(); /* its last tile's image has been read out */
             wg_group_sync(wgp);
             if constexpr (PROF) t1 = clock64();
             if constexpr (EPI == WG_EPI_QK) wg_epilogue_img_qk<BN>(d, wgp * 64, m0, n0, M, qk, Cs, rt, rs0);
-            else wg_epilogue_img<BN, EPI, HASR>(d, wgp * 64, m0, n0, M, N, bias, R, Cs, rt, rs0);
+            else wg_epilogue_img<BN, EPI, HASR, 0, wg3_outc(BN, EPI) / 8, LN>(d, wgp * 64, m0, n0, M, N, bias, R, Cs, rt,
+                                                                               rs0, &ln);
             if constexpr (PROF) t_img += clock64() - t1, t_wait += t1 - t0;
             wg_fence_async_smem();
             wg_group_sync(wgp);
@@ -710,16 +714,17 @@ static int wg_map(CUtensorMap *m, const bf16 *p, int rows, int K, int box_rows) 
 /* Versions 3 and 4: the shared-memory opt-in once per kernel (the first
  * launch of each instantiation), then one CTA an SM.  RSH: rn's row
  * scales computed in the kernel (rs unused). */
-template <int BN, int EPI, bool HASR, bool PROF, int IMG, bool RSH = false>
+template <int BN, int EPI, bool HASR, bool PROF, int IMG, bool RSH = false, int LN = 0>
 static cudaError_t wg3_launch(cudaStream_t s, const CUtensorMap &ta, const CUtensorMap &tb, const CUtensorMap &ty,
                               const bf16 *bias, const bf16 *R, int M, int N, int K, int flags,
                               unsigned long long *prof, int *ctas, const eng_cu_qk_args *qk = nullptr,
-                              const float *rs = nullptr, const eng_cu_row_norm *rn = nullptr) {
+                              const float *rs = nullptr, const eng_cu_row_norm *rn = nullptr,
+                              const eng_cu_ln_epi *ln = nullptr) {
     constexpr int smem = wg3_smem(BN, EPI, IMG, RSH);
-    if (RSH && (!rn || !rn->n_rows_dev)) return cudaErrorInvalidValue;
+    if ((RSH && (!rn || !rn->n_rows_dev)) || (LN && !ln)) return cudaErrorInvalidValue;
     static int ready;
     if (!ready) {
-        if (wg_smem_optin(wg3_kernel<BN, EPI, HASR, PROF, IMG, RSH>, smem)) return cudaErrorInvalidValue;
+        if (wg_smem_optin(wg3_kernel<BN, EPI, HASR, PROF, IMG, RSH, LN>, smem)) return cudaErrorInvalidValue;
         ready = 1;
     }
     const int tiles = (N / BN) * ((M + WG_BM - 1) / WG_BM), grid = tiles < wg_sms ? tiles : wg_sms;
@@ -729,9 +734,11 @@ static cudaError_t wg3_launch(cudaStream_t s, const CUtensorMap &ta, const CUten
         memset(&none, 0, sizeof none);
         qk = &none;
     }
-    wg3_kernel<BN, EPI, HASR, PROF, IMG, RSH><<<grid, WG3_THREADS, smem, s>>>(
+    eng_cu_ln_epi no_ln;
+    memset(&no_ln, 0, sizeof no_ln);
+    wg3_kernel<BN, EPI, HASR, PROF, IMG, RSH, LN><<<grid, WG3_THREADS, smem, s>>>(
         ta, tb, ty, bias, R, M, N, K, RSH ? flags | eng_cu_wg_lab_flags : flags, prof, *qk, rs,
-        RSH ? rn->n_rows_dev : nullptr, RSH ? rn->eps : 0.f);
+        RSH ? rn->n_rows_dev : nullptr, RSH ? rn->eps : 0.f, ln ? *ln : no_ln);
     return cudaGetLastError();
 }
 template <int EPI, bool HASR, bool PROF, bool RSH = false>
@@ -897,4 +904,42 @@ cudaError_t eng_cu_gemm_wg_rows(int v, cudaStream_t s, const bf16 *X, const bf16
         return cudaErrorInvalidValue;
     if (v == 5) return wg5_run(s, X, W, bias, NULL, Y, M, N, K, epi, rs);
     return wg3_run<false>(s, X, W, bias, NULL, Y, M, N, K, epi, v == 4 ? 2 : 0, 0, NULL, NULL, rs, rn);
+}
+
+/* The LayerNorm-by-statistics epilogues (eng_cu_ln_epi): the kernels
+ * compiled are the encoders' -- LNA with bias or bias + GELU and no
+ * residual (QKV, up), OST with a residual, LNR or not, and a bias (O,
+ * down) -- each for the tile widths and versions 3 / 4. */
+template <int EPI, bool HASR, int LN>
+static cudaError_t wg_ln_pick(cudaStream_t s, const CUtensorMap &ta, const CUtensorMap &tb, const CUtensorMap &ty,
+                              const bf16 *bias, const bf16 *R, int M, int N, int K, int bn, int img,
+                              const eng_cu_ln_epi *ln) {
+#define WG_LN_L(B, I) \
+    wg3_launch<B, EPI, HASR, false, I, false, LN>(s, ta, tb, ty, bias, R, M, N, K, 0, NULL, NULL, nullptr, nullptr, \
+                                                  nullptr, ln)
+    if (img) return bn == 256 ? WG_LN_L(256, 2) : bn == 192 ? WG_LN_L(192, 2) : WG_LN_L(128, 2);
+    return bn == 256 ? WG_LN_L(256, 0) : bn == 192 ? WG_LN_L(192, 0) : WG_LN_L(128, 0);
+#undef WG_LN_L
+}
+
+cudaError_t eng_cu_gemm_wg_ln(int v, cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
+                              bf16 *Y, int M, int N, int K, int epi, const eng_cu_ln_epi *ln) {
+    if (!ln || (v != 3 && v != 4) || (epi != ENG_CU_EPI_BIAS && epi != ENG_CU_EPI_BIAS_GELU) || !bias ||
+        !wg_ok(M, N, K, epi, v) || N % 64 || ((uintptr_t)X | (uintptr_t)W | (uintptr_t)Y) & 15 ||
+        ((uintptr_t)bias | (uintptr_t)R) & 3)
+        return cudaErrorInvalidValue;
+    const int lna = ln->a_stats != NULL, lnr = ln->r_stats != NULL, ost = ln->o_stats != NULL;
+    if ((lna && (!ln->a_colsum || R || ost || lnr)) || (lnr && (!R || !ln->r_gamma || !ln->r_beta || !ost)) ||
+        (ost && (!R || epi != ENG_CU_EPI_BIAS)) || (!lna && !ost))
+        return cudaErrorInvalidValue; /* the combinations compiled */
+    const int bn = wg_bn(N, epi, 3), img = v == 4 ? 2 : 0;
+    CUtensorMap ta, tb, ty;
+    if (wg_map(&ta, X, M, K, WG_BM) || wg_map(&tb, W, N, K, bn) || wg_map(&ty, Y, M, N, 64))
+        return cudaErrorInvalidValue;
+    if (lna)
+        return epi == ENG_CU_EPI_BIAS
+                   ? wg_ln_pick<ENG_CU_EPI_BIAS, false, WG_LNA>(s, ta, tb, ty, bias, R, M, N, K, bn, img, ln)
+                   : wg_ln_pick<ENG_CU_EPI_BIAS_GELU, false, WG_LNA>(s, ta, tb, ty, bias, R, M, N, K, bn, img, ln);
+    return lnr ? wg_ln_pick<ENG_CU_EPI_BIAS, true, WG_LNR | WG_OST>(s, ta, tb, ty, bias, R, M, N, K, bn, img, ln)
+               : wg_ln_pick<ENG_CU_EPI_BIAS, true, WG_OST>(s, ta, tb, ty, bias, R, M, N, K, bn, img, ln);
 }

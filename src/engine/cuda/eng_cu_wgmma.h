@@ -16,6 +16,9 @@
 #include "eng_cu.h"
 #include <cuda.h>
 
+/* the parts of eng_cu_ln_epi an epilogue applies (wg_epilogue_img's LN) */
+enum { WG_LNA = 1, WG_LNR = 2, WG_OST = 4 };
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 static __device__ __forceinline__ uint32_t wg_smem(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
@@ -268,11 +271,13 @@ static __device__ __forceinline__ uint32_t wg_pack(float v0, float v1) {
  * writes -- 8 rows x 16 bytes -- fall on distinct banks.  Rows at or past
  * M are written too (the TMA store clips them) but read no residual.
  * SwiGLU's bias is optional (checked at run time), the others' required. */
-template <int BN, int EPI, bool HASR, int J0 = 0, int JN = (EPI == ENG_CU_EPI_SWIGLU ? BN / 16 : BN / 8)>
+/* LN (eng_cu_gemm_wg_ln, not with SwiGLU): WG_LNA, WG_LNR, WG_OST of
+ * eng_cu_ln_epi (ln), J0 and JN then whole 64-column chunks. */
+template <int BN, int EPI, bool HASR, int J0 = 0, int JN = (EPI == ENG_CU_EPI_SWIGLU ? BN / 16 : BN / 8), int LN = 0>
 static __device__ __forceinline__ void wg_epilogue_img(const float *d, int wrow, int row0, int n0, int M, int N,
                                                        const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
                                                        uint32_t C, const float *__restrict__ rs = nullptr,
-                                                       int rs0 = 0) {
+                                                       int rs0 = 0, const eng_cu_ln_epi *ln = nullptr) {
     const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, t2 = 2 * (lane & 3);
     /* the thread's two rows (i = 0, 1: 8 apart): their line in the image and
      * swizzle key (r0 + 8 has the same); columns 8j + t2 land in sub-tile
@@ -308,9 +313,18 @@ static __device__ __forceinline__ void wg_epilogue_img(const float *d, int wrow,
             }
         }
     } else {
+        static_assert(!LN || (J0 % 8 == 0 && JN % 8 == 0), "the ln epilogue takes whole 64-column chunks");
         const int c0 = n0 + t2, row = row0 + r0;
         const bf16 *rr0 = HASR && row < M ? R + (size_t)row * N + c0 : NULL;
         const bf16 *rr1 = HASR && row + 8 < M ? R + (size_t)(row + 8) * N + c0 : NULL;
+        /* the two rows' statistics: of X (LNA), of R (LNR) */
+        float2 as[2] = {}, rsn[2] = {};
+#pragma unroll
+        for (int i = 0; i < 2; i++) {
+            if constexpr ((LN & WG_LNA) != 0) as[i] = row + 8 * i < M ? ln->a_stats[row + 8 * i] : make_float2(0.f, 0.f);
+            if constexpr ((LN & WG_LNR) != 0) rsn[i] = row + 8 * i < M ? ln->r_stats[row + 8 * i] : make_float2(0.f, 0.f);
+        }
+        float su[2] = {0.f, 0.f}, sq[2] = {0.f, 0.f}; /* OST: this chunk's sums, per row */
 #pragma unroll
         for (int j = J0; j < J0 + JN; j++) {
             float b0 = 0.f, b1 = 0.f;
@@ -319,9 +333,19 @@ static __device__ __forceinline__ void wg_epilogue_img(const float *d, int wrow,
                 b0 = __low2float(bb);
                 b1 = __high2float(bb);
             }
+            float2 cs = {}, gm = {}, bt = {};
+            if constexpr ((LN & WG_LNA) != 0) cs = *(const float2 *)(ln->a_colsum + c0 + 8 * j);
+            if constexpr ((LN & WG_LNR) != 0) {
+                gm = *(const float2 *)(ln->r_gamma + c0 + 8 * j);
+                bt = *(const float2 *)(ln->r_beta + c0 + 8 * j);
+            }
 #pragma unroll
             for (int i = 0; i < 2; i++) {
                 float v0 = d[4 * j + 2 * i], v1 = d[4 * j + 2 * i + 1];
+                if constexpr ((LN & WG_LNA) != 0) { /* rs (x W'^T - mu colsum W') */
+                    v0 = as[i].y * (v0 - as[i].x * cs.x);
+                    v1 = as[i].y * (v1 - as[i].x * cs.y);
+                }
                 if constexpr (EPI != ENG_CU_EPI_NONE) { /* (+ 0.f is not free: -0 + 0 = +0) */
                     v0 += b0;
                     v1 += b1;
@@ -334,11 +358,37 @@ static __device__ __forceinline__ void wg_epilogue_img(const float *d, int wrow,
                     const bf16 *rr = i ? rr1 : rr0;
                     if (rr) {
                         const __nv_bfloat162 x = *(const __nv_bfloat162 *)(rr + 8 * j);
-                        v0 += __low2float(x);
-                        v1 += __high2float(x);
+                        float x0 = __low2float(x), x1 = __high2float(x);
+                        if constexpr ((LN & WG_LNR) != 0) { /* the residual's normed value */
+                            x0 = (x0 - rsn[i].x) * rsn[i].y * gm.x + bt.x;
+                            x1 = (x1 - rsn[i].x) * rsn[i].y * gm.y + bt.y;
+                        }
+                        v0 += x0;
+                        v1 += x1;
                     }
                 }
-                put(i, j, wg_pack(v0, v1));
+                const uint32_t pk = wg_pack(v0, v1);
+                put(i, j, pk);
+                if constexpr ((LN & WG_OST) != 0) { /* the stored values' sums */
+                    const float2 f = __bfloat1622float2(*(const __nv_bfloat162 *)&pk);
+                    su[i] += f.x + f.y;
+                    sq[i] += f.x * f.x + f.y * f.y;
+                }
+            }
+            if constexpr ((LN & WG_OST) != 0) {
+                if ((j & 7) == 7) { /* a 64-column chunk done: the 4 lanes of each row meet */
+#pragma unroll
+                    for (int i = 0; i < 2; i++) {
+                        su[i] += __shfl_xor_sync(0xffffffffu, su[i], 1);
+                        su[i] += __shfl_xor_sync(0xffffffffu, su[i], 2);
+                        sq[i] += __shfl_xor_sync(0xffffffffu, sq[i], 1);
+                        sq[i] += __shfl_xor_sync(0xffffffffu, sq[i], 2);
+                        if ((lane & 3) == 0 && row + 8 * i < M)
+                            ln->o_stats[(size_t)(row + 8 * i) * (N >> 6) + ((n0 >> 6) + (j >> 3))] =
+                                make_float2(su[i], sq[i]);
+                        su[i] = sq[i] = 0.f;
+                    }
+                }
             }
         }
     }
