@@ -62,6 +62,13 @@
  *      saturated step by more than 0.5%.  Its fused QKV (one head a
  *      tile, eng_cu_gemm_wg_qk(5, ...)) is checked in the lab but not
  *      raced: 1005-1029 us against version 3's 850 at 65536 rows.
+ * Two epilogue experiments stay opt-in, correct and slower on the H200
+ * (2026-12-02, docs/BENCHMARKS.md "Two norm fusions that lost"): RSH,
+ * the fused QKV / SwiGLU computing their own RMS row scales in the
+ * producer warpgroup's spare warps (eng_cu_row_norm: shared-memory loads
+ * beside the wgmma made the kernels 1.5-1.7x slower), and the encoders'
+ * LayerNorm by row statistics (eng_cu_gemm_wg_ln: saturated steps
+ * 0.97-1.00x).
  * More were built, checked and measured on the H200, then removed as no
  * faster than 3: 64 x 64 sub-tile stores (f844b0d); 2-CTA clusters sharing
  * the W slice by TMA multicast (f844b0d: 1.6-2.1x slower because its
