@@ -276,6 +276,11 @@ int eng_cu_attn_version(int head_dim, int chain);
  * eng_cu_qk_norm_rope. */
 int eng_cu_attn_fuses_qk(int head_dim);
 cudaError_t eng_cu_attention_v3(cudaStream_t s, const eng_cu_attn_args *a);
+/* Version 10 (eng_cu_attn_wg.cu): both products as wgmma, sm_90 only, no
+ * q/k norm; an experiment, not yet run on a GPU.  eng_cu_attn_wg_vmode
+ * (labs): 1 swaps the leading / stride offsets of V's descriptor. */
+cudaError_t eng_cu_attention_wg(cudaStream_t s, const eng_cu_attn_args *a);
+extern int eng_cu_attn_wg_vmode;
 
 /* Host: write the tile list for cu_seqlens[0..n_seqs] into tiles (pairs);
  * returns the tile count.  tiles must hold 2*eng_cu_attn_max_tiles(..). */

@@ -57,6 +57,8 @@
  * 395 against 369 us at 512 x 128 tokens, d = 128.)
  * (Version 9 was v8 capped for one more block an SM at d < 128: no
  * faster than v2, replaced.)
+ * 10 (eng_cu_attn_wg.cu, sm_90): both products as wgmma -- written
+ * 2026-12-02 without a GPU, not yet run; opt-in.
  */
 #include "eng_cu_frag.h"
 #include <math.h>
@@ -185,38 +187,6 @@ __global__ void __launch_bounds__(128) attn_kernel_v1(eng_cu_attn_args a) {
         }
     }
     eng_attn_store<D>(o, l, qrows, a.o + (size_t)(start + q0) * a.ldo + h * D, a.ldo);
-}
-
-/* A block's work item of the v2 family and v8: query tile `tile` (its
- * sequence, first row, length) read from the input block before the PDL
- * wait (three dependent loads off a one-query chain's path), then, after
- * it, the rows and key tiles it covers and its head's K/V bases.  live is
- * false for blocks past the real tile count (they exit). */
-struct attn_item {
-    bool live;
-    int q0, start, len, qrows, ntiles;
-    const bf16 *kbase, *vbase;
-};
-
-template <int D, int BN, bool CAUSAL>
-static __device__ __forceinline__ attn_item attn_item_at(const eng_cu_attn_args &a, int tile, int h) {
-    attn_item it = {};
-    it.live = tile < *a.n_tiles_dev;
-    if (it.live) {
-        const int seq = a.tiles[2 * tile];
-        it.q0 = a.tiles[2 * tile + 1];
-        it.start = a.cu_seqlens[seq];
-        it.len = a.cu_seqlens[seq + 1] - it.start;
-    }
-    ENG_CU_PDL_WAIT();
-    if (!it.live) return it;
-    const int kvh = h / (a.n_heads / a.n_kv_heads);
-    const int kend = CAUSAL ? min(it.len, it.q0 + ENG_CU_ATTN_BM) : it.len;
-    it.qrows = min(ENG_CU_ATTN_BM, it.len - it.q0);
-    it.ntiles = (kend + BN - 1) / BN;
-    it.kbase = a.k + (size_t)it.start * a.ldk + kvh * D;
-    it.vbase = a.v + (size_t)it.start * a.ldv + kvh * D;
-    return it;
 }
 
 /* The opt-in a kernel needs for more than 48 KB of dynamic shared memory,
@@ -501,6 +471,7 @@ static cudaError_t launch_d(cudaStream_t s, const eng_cu_attn_args *a, int v) {
 int eng_cu_attn_version(int head_dim, int chain) {
     const char *e = getenv("POSY_CUDA_ATTN");
     if (e && e[0] >= '2' && e[0] <= '9' && !e[1]) return e[0] - '0';
+    if (e && !strcmp(e, "10")) return 10; /* the wgmma experiment, eng_cu_attn_wg.cu */
     /* off the chain, v9 at d = 128: Qwen3-0.6B saturated steps 1.016 /
      * 1.017x v7's (run 17), which had been 1.011-1.022x v2's in four runs
      * (docs/BENCHMARKS.md); v5 at d = 32: MiniLM's 1.020 / 1.019x v2's
@@ -520,10 +491,11 @@ int eng_cu_attn_fuses_qk(int head_dim) {
 
 cudaError_t eng_cu_attention(cudaStream_t s, const eng_cu_attn_args *a) {
     if (a->max_tiles <= 0 || a->n_heads <= 0 || a->n_kv_heads <= 0 ||
-        a->n_heads % a->n_kv_heads || a->version < 0 || a->version > 9)
+        a->n_heads % a->n_kv_heads || a->version < 0 || a->version > 10)
         return cudaErrorInvalidValue;
     const int v = a->version ? a->version : eng_cu_attn_version(a->head_dim, 0);
     if (v == 3) return eng_cu_attention_v3(s, a);
+    if (v == 10) return eng_cu_attention_wg(s, a);
     if (a->q_norm && (v == 1 || !a->k_norm || !a->rope)) return cudaErrorInvalidValue; /* v2 and v3 fuse it */
     switch (a->head_dim) {
     case 32: return launch_d<32>(s, a, v);

@@ -85,17 +85,21 @@ static __device__ __forceinline__ void eng_async_wait() {
  * tile's probabilities left in sc.  eng_attn_pv: P repacked from the S
  * accumulators as A fragments; O += P V with ldmatrix.trans.  K, V:
  * [BN][D+8] shared tiles of keys k0.., zero rows past the end.
- * eng_attn_tile does both (attention v2 and v3).  QSM: Q's fragments are
+ * eng_attn_tile does both (attention v2 and v3); eng_attn_softmax is the
+ * scores' softmax alone (also attention v10's, on wgmma accumulators).  QSM: Q's fragments are
  * read from shared memory at each k-step (Qs: the lane's ldmatrix address
  * of the warp's rows) instead of held in qf -- D/2 registers fewer a
  * thread, so more blocks fit an SM at D = 128 (attention v4, v5, v9 there). */
+template <int D, int BN, bool CAUSAL>
+static __device__ __forceinline__ void eng_attn_softmax(float (*sc)[4], int k0, int len, int wrow0, float sl2,
+                                                        float (*o)[4], float *m, float *l);
+
 template <int D, int BN, bool CAUSAL, bool QSM = false>
 static __device__ __forceinline__ void eng_attn_scores(const uint32_t (*qf)[4], const bf16 *K, int k0, int len,
                                                        int wrow0, float sl2, float (*o)[4], float *m, float *l,
                                                        float (*sc)[4], const bf16 *Qs = nullptr) {
     constexpr int LD = D + 8;
-    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, mi = lane >> 3, mr = lane & 7;
-    const int qi[2] = {wrow0 + g, wrow0 + g + 8};
+    const int lane = threadIdx.x & 31, mi = lane >> 3, mr = lane & 7;
     if constexpr (QSM) { /* Q's fragments from shared memory, one k-step at a time */
 #pragma unroll
         for (int nt = 0; nt < BN / 8; nt++) sc[nt][0] = sc[nt][1] = sc[nt][2] = sc[nt][3] = 0.f;
@@ -125,6 +129,19 @@ static __device__ __forceinline__ void eng_attn_scores(const uint32_t (*qf)[4], 
             }
         }
     }
+    eng_attn_softmax<D, BN, CAUSAL>(sc, k0, len, wrow0, sl2, o, m, l);
+}
+
+/* The online-softmax half of a key tile on the warp's scores sc (the
+ * mma.sync C layout: rows g and g + 8 of the warp's 16, columns 8 nt + 2t
+ * + e -- wgmma's accumulators have the same, eng_cu_attn_wg.cu): the mask
+ * only when the tile crosses the sequence end or the causal diagonal, the
+ * running max and sum, o rescaled, the tile's probabilities left in sc. */
+template <int D, int BN, bool CAUSAL>
+static __device__ __forceinline__ void eng_attn_softmax(float (*sc)[4], int k0, int len, int wrow0, float sl2,
+                                                        float (*o)[4], float *m, float *l) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int qi[2] = {wrow0 + g, wrow0 + g + 8};
     const bool need_mask = k0 + BN > len || (CAUSAL && k0 + BN - 1 > wrow0);
     if (need_mask) {
 #pragma unroll
@@ -194,6 +211,39 @@ static __device__ __forceinline__ void eng_attn_tile(const uint32_t (*qf)[4], co
     float sc[BN / 8][4];
     eng_attn_scores<D, BN, CAUSAL, QSM>(qf, K, k0, len, wrow0, sl2, o, m, l, sc, Qs);
     eng_attn_pv<D, BN>(sc, V, o);
+}
+
+/* A block's work item of the v2 family, v8 and v10 (eng_cu_attn.cu,
+ * eng_cu_attn_wg.cu): query tile `tile` (its
+ * sequence, first row, length) read from the input block before the PDL
+ * wait (three dependent loads off a one-query chain's path), then, after
+ * it, the rows and key tiles it covers and its head's K/V bases.  live is
+ * false for blocks past the real tile count (they exit). */
+struct attn_item {
+    bool live;
+    int q0, start, len, qrows, ntiles;
+    const bf16 *kbase, *vbase;
+};
+
+template <int D, int BN, bool CAUSAL>
+static __device__ __forceinline__ attn_item attn_item_at(const eng_cu_attn_args &a, int tile, int h) {
+    attn_item it = {};
+    it.live = tile < *a.n_tiles_dev;
+    if (it.live) {
+        const int seq = a.tiles[2 * tile];
+        it.q0 = a.tiles[2 * tile + 1];
+        it.start = a.cu_seqlens[seq];
+        it.len = a.cu_seqlens[seq + 1] - it.start;
+    }
+    ENG_CU_PDL_WAIT();
+    if (!it.live) return it;
+    const int kvh = h / (a.n_heads / a.n_kv_heads);
+    const int kend = CAUSAL ? min(it.len, it.q0 + ENG_CU_ATTN_BM) : it.len;
+    it.qrows = min(ENG_CU_ATTN_BM, it.len - it.q0);
+    it.ntiles = (kend + BN - 1) / BN;
+    it.kbase = a.k + (size_t)it.start * a.ldk + kvh * D;
+    it.vbase = a.v + (size_t)it.start * a.ldv + kvh * D;
+    return it;
 }
 
 /* The end of a query tile: the row sums reduced over the quad, O / l
