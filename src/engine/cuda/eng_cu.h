@@ -251,7 +251,7 @@ typedef struct eng_cu_attn_args {
     int max_tiles;                /* grid size (bucket bound) */
     float scale;                  /* softmax scale, usually 1/sqrt(head_dim) */
     int causal;
-    int version;                  /* 0 = the shipped kernel (eng_cu_attn_version); 1..9 (labs) */
+    int version;                  /* 0 = the shipped kernel (eng_cu_attn_version); 1..10 (labs) */
     /* Qwen3 only; v2, v3, v6, v7 (v1 refuses it, v8 and v9 run v2 for
      * it): when q_norm != NULL, Q and K arrive raw and the kernel applies
      * eng_cu_qk_norm_rope's per-head RMSNorm (q_norm / k_norm weights,
@@ -264,11 +264,11 @@ typedef struct eng_cu_attn_args {
 } eng_cu_attn_args;
 
 /* The version `version = 0` runs for a head size: POSY_CUDA_ATTN when it
- * names 2-9 (3 persistent, eng_cu_attn_v3.cu; 4, 5, 9 only below 128);
- * else 7 at head size 128 and 2 below -- and 2 for the one-query chain
- * (chain != 0; eng_cu_model_attn_o asks for it).  Versions 3-6, 8 and 9
- * were not faster across lengths on the H200 (docs/BENCHMARKS.md,
- * dev/cuda/NOTES.md). */
+ * names 2-10 (3 persistent, eng_cu_attn_v3.cu; 10 the wgmma experiment,
+ * eng_cu_attn_wg.cu, sm_90 only); else 9 at head size 128, 5 at 32 and 2
+ * at 64 -- and 2 for the one-query chain (chain != 0;
+ * eng_cu_model_attn_o asks for it).  What each version measured:
+ * eng_cu_attn.cu's header, docs/BENCHMARKS.md, dev/cuda/NOTES.md. */
 int eng_cu_attn_version(int head_dim, int chain);
 /* Whether the attention kernel for this head size also does Qwen3's q/k
  * norm + rotary off the chain: POSY_CUDA_QK_FUSE=1 (v2, v3, v6, v7; measured
