@@ -189,26 +189,6 @@ __global__ void __launch_bounds__(128) attn_kernel_v1(eng_cu_attn_args a) {
     eng_attn_store<D>(o, l, qrows, a.o + (size_t)(start + q0) * a.ldo + h * D, a.ldo);
 }
 
-/* The opt-in a kernel needs for more than 48 KB of dynamic shared memory,
- * set once per kernel: `set` is the launcher's own static flag, one per
- * kernel instantiation (a flag shared by kernels of the same size would
- * leave all but the first without the attribute: their launches fail).
- * Set on a kernel's first, eager, launch, never inside a graph capture;
- * a repeated set from a second engine is harmless. */
-template <size_t SMEM>
-static cudaError_t attn_smem_optin(void (*k)(eng_cu_attn_args), bool &set) {
-    if constexpr (SMEM > 48 * 1024) {
-        if (!set) {
-            const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
-            if (e != cudaSuccess) return e;
-            set = true;
-        }
-    }
-    (void)k;
-    (void)set;
-    return cudaSuccess;
-}
-
 /* Version 2 (shipped; BN/MINB other than the defaults: versions 4, 5): K/V tiles double-buffered with cp.async so the next
  * tile streams in while this one is computed; K fragments by ldmatrix;
  * the mask is applied only on tiles that cross the sequence end or the

@@ -76,12 +76,12 @@ static __device__ __forceinline__ void awg_mma_pv(float *d, const uint32_t *a, u
     else awg_mma_rs128(d, a, db);
 }
 
-/* A tile's layout: rows of RB bytes (128, or 64 at D = 32) in SL slices of
- * 64 values (one at D <= 64), each slice R rows; SW the descriptor's
- * swizzle mode (1: 128 bytes, 2: 64). */
+/* A tile's layout: rows of RB bytes (128, or 64 at D = 32), at D = 128 in
+ * two slices of 64 values, each slice R rows; SW the descriptor's swizzle
+ * mode (1: 128 bytes, 2: 64). */
 template <int D>
 struct awg_layout {
-    static constexpr int RB = D >= 64 ? 128 : 64, SL = D >= 64 ? D / 64 : 1, SW = D >= 64 ? 1 : 2;
+    static constexpr int RB = D >= 64 ? 128 : 64, SW = D >= 64 ? 1 : 2;
 };
 
 /* cp.async of R rows of D values (global row stride ld) into the swizzled
@@ -205,11 +205,8 @@ static cudaError_t awg_launch(cudaStream_t s, const eng_cu_attn_args *a) {
     void (*k)(eng_cu_attn_args, int) = attn_wg_kernel<D, C>;
     constexpr size_t smem = awg_smem<D>();
     static bool optin = false; /* this instantiation's own */
-    if (!optin) {
-        const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (e != cudaSuccess) return e;
-        optin = true;
-    }
+    const cudaError_t e = attn_smem_optin<smem>(k, optin);
+    if (e != cudaSuccess) return e;
     return eng_cu_launch(k, dim3(a->max_tiles, a->n_heads), dim3(128), smem, s, *a, eng_cu_attn_wg_vmode);
 }
 

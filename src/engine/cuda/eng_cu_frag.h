@@ -246,6 +246,27 @@ static __device__ __forceinline__ attn_item attn_item_at(const eng_cu_attn_args 
     return it;
 }
 
+/* The opt-in an attention kernel (eng_cu_attn.cu, eng_cu_attn_wg.cu) needs
+ * for more than 48 KB of dynamic shared memory,
+ * set once per kernel: `set` is the launcher's own static flag, one per
+ * kernel instantiation (a flag shared by kernels of the same size would
+ * leave all but the first without the attribute: their launches fail).
+ * Set on a kernel's first, eager, launch, never inside a graph capture;
+ * a repeated set from a second engine is harmless. */
+template <size_t SMEM, typename Kern>
+static cudaError_t attn_smem_optin(Kern k, bool &set) {
+    if constexpr (SMEM > 48 * 1024) {
+        if (!set) {
+            const cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)SMEM);
+            if (e != cudaSuccess) return e;
+            set = true;
+        }
+    }
+    (void)k;
+    (void)set;
+    return cudaSuccess;
+}
+
 /* The end of a query tile: the row sums reduced over the quad, O / l
  * written as bf16 for the warp's rows below qrows (dst: the tile's first
  * row at its head's column; rows ldo apart). */

@@ -358,22 +358,12 @@ static __device__ __forceinline__ void wg_row_stats(const unsigned char *sA, uin
     const int n_real = min(M, *n_rows_dev);
     /* 32-bit shared addresses throughout: these warps hold 40 registers */
     const uint32_t a0 = wg_smem(sA), fb = wg_smem(full), eb = wg_smem(empty), sbb = wg_smem(sb), rb = wg_smem(rs_s);
-    auto wait = [](uint32_t bar, uint32_t parity) {
-        uint32_t done = 0;
-        while (!done)
-            asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                         " selp.u32 %0, 1, 0, p;\n}\n"
-                         : "=r"(done)
-                         : "r"(bar), "r"(parity)
-                         : "memory");
-    };
-    auto arrive = [](uint32_t bar) { asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(bar) : "memory"); };
     int it = 0, i = 0;
     for (int t = blockIdx.x; t < tiles; t += gridDim.x, i++) {
         float q[3] = {0.f, 0.f, 0.f};
         for (int kt = 0; kt < KT; kt++, it++) {
             const int s = it % ST;
-            wait(fb + 8 * s, (it / ST) & 1);
+            wg_bar_wait32(fb + 8 * s, (it / ST) & 1);
             if (!noload) {
                 const uint32_t a = a0 + s * WG_A_BYTES;
 #pragma unroll
@@ -389,10 +379,10 @@ static __device__ __forceinline__ void wg_row_stats(const unsigned char *sA, uin
                 }
             }
             __syncwarp();
-            if (lane == 0) arrive(eb + 8 * s);
+            if (lane == 0) wg_bar_arrive32(eb + 8 * s);
         }
         const int b = i & 1, m0 = (t / nN) * WG_BM;
-        if (i >= 2) wait(sbb + 8 * (2 + b), ((i >> 1) + 1) & 1); /* tile i - 2's scales have been read */
+        if (i >= 2) wg_bar_wait32(sbb + 8 * (2 + b), ((i >> 1) + 1) & 1); /* tile i - 2's scales have been read */
 #pragma unroll
         for (int k = 0; k < 3; k++) {
             const float tot = q[k] + __shfl_xor_sync(0xffffffffu, q[k], 1);
@@ -402,7 +392,7 @@ static __device__ __forceinline__ void wg_row_stats(const unsigned char *sA, uin
                 asm volatile("st.shared.f32 [%0], %1;\n" ::"r"(rb + 4 * (b * WG_BM + r)), "f"(v) : "memory");
             }
         }
-        arrive(sbb + 8 * b);
+        wg_bar_arrive32(sbb + 8 * b);
     }
 #endif
 }
@@ -748,13 +738,13 @@ static cudaError_t wg3_launch(cudaStream_t s, const CUtensorMap &ta, const CUten
         RSH ? rn->n_rows_dev : nullptr, RSH ? rn->eps : 0.f, ln ? *ln : no_ln);
     return cudaGetLastError();
 }
-template <int EPI, bool HASR, bool PROF, bool RSH = false>
+template <int EPI, bool HASR, bool PROF, bool RSH = false, int LN = 0>
 static cudaError_t wg3_pick(cudaStream_t s, const CUtensorMap &ta, const CUtensorMap &tb, const CUtensorMap &ty,
                             const bf16 *bias, const bf16 *R, int M, int N, int K, int bn, int img, int flags,
                             unsigned long long *prof, int *ctas, const float *rs,
-                            const eng_cu_row_norm *rn = nullptr) {
+                            const eng_cu_row_norm *rn = nullptr, const eng_cu_ln_epi *ln = nullptr) {
 #define WG3_L(B, I) \
-    wg3_launch<B, EPI, HASR, PROF, I, RSH>(s, ta, tb, ty, bias, R, M, N, K, flags, prof, ctas, nullptr, rs, rn)
+    wg3_launch<B, EPI, HASR, PROF, I, RSH, LN>(s, ta, tb, ty, bias, R, M, N, K, flags, prof, ctas, nullptr, rs, rn, ln)
     if (img) return bn == 256 ? WG3_L(256, 2) : bn == 192 ? WG3_L(192, 2) : WG3_L(128, 2);
     return bn == 256 ? WG3_L(256, 0) : bn == 192 ? WG3_L(192, 0) : WG3_L(128, 0);
 #undef WG3_L
@@ -916,19 +906,7 @@ cudaError_t eng_cu_gemm_wg_rows(int v, cudaStream_t s, const bf16 *X, const bf16
 /* The LayerNorm-by-statistics epilogues (eng_cu_ln_epi): the kernels
  * compiled are the encoders' -- LNA with bias or bias + GELU and no
  * residual (QKV, up), OST with a residual, LNR or not, and a bias (O,
- * down) -- each for the tile widths and versions 3 / 4. */
-template <int EPI, bool HASR, int LN>
-static cudaError_t wg_ln_pick(cudaStream_t s, const CUtensorMap &ta, const CUtensorMap &tb, const CUtensorMap &ty,
-                              const bf16 *bias, const bf16 *R, int M, int N, int K, int bn, int img,
-                              const eng_cu_ln_epi *ln) {
-#define WG_LN_L(B, I) \
-    wg3_launch<B, EPI, HASR, false, I, false, LN>(s, ta, tb, ty, bias, R, M, N, K, 0, NULL, NULL, nullptr, nullptr, \
-                                                  nullptr, ln)
-    if (img) return bn == 256 ? WG_LN_L(256, 2) : bn == 192 ? WG_LN_L(192, 2) : WG_LN_L(128, 2);
-    return bn == 256 ? WG_LN_L(256, 0) : bn == 192 ? WG_LN_L(192, 0) : WG_LN_L(128, 0);
-#undef WG_LN_L
-}
-
+ * down) -- each for the tile widths and versions 3 / 4 (wg3_pick). */
 cudaError_t eng_cu_gemm_wg_ln(int v, cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
                               bf16 *Y, int M, int N, int K, int epi, const eng_cu_ln_epi *ln) {
     if (!ln || (v != 3 && v != 4) || (epi != ENG_CU_EPI_BIAS && epi != ENG_CU_EPI_BIAS_GELU) || !bias ||
@@ -943,10 +921,11 @@ cudaError_t eng_cu_gemm_wg_ln(int v, cudaStream_t s, const bf16 *X, const bf16 *
     CUtensorMap ta, tb, ty;
     if (wg_map(&ta, X, M, K, WG_BM) || wg_map(&tb, W, N, K, bn) || wg_map(&ty, Y, M, N, 64))
         return cudaErrorInvalidValue;
+#define WG_LN_PICK(E, H, L) \
+    wg3_pick<E, H, false, false, L>(s, ta, tb, ty, bias, R, M, N, K, bn, img, 0, NULL, NULL, NULL, NULL, ln)
     if (lna)
-        return epi == ENG_CU_EPI_BIAS
-                   ? wg_ln_pick<ENG_CU_EPI_BIAS, false, WG_LNA>(s, ta, tb, ty, bias, R, M, N, K, bn, img, ln)
-                   : wg_ln_pick<ENG_CU_EPI_BIAS_GELU, false, WG_LNA>(s, ta, tb, ty, bias, R, M, N, K, bn, img, ln);
-    return lnr ? wg_ln_pick<ENG_CU_EPI_BIAS, true, WG_LNR | WG_OST>(s, ta, tb, ty, bias, R, M, N, K, bn, img, ln)
-               : wg_ln_pick<ENG_CU_EPI_BIAS, true, WG_OST>(s, ta, tb, ty, bias, R, M, N, K, bn, img, ln);
+        return epi == ENG_CU_EPI_BIAS ? WG_LN_PICK(ENG_CU_EPI_BIAS, false, WG_LNA)
+                                      : WG_LN_PICK(ENG_CU_EPI_BIAS_GELU, false, WG_LNA);
+    return lnr ? WG_LN_PICK(ENG_CU_EPI_BIAS, true, WG_LNR | WG_OST) : WG_LN_PICK(ENG_CU_EPI_BIAS, true, WG_OST);
+#undef WG_LN_PICK
 }

@@ -28,19 +28,24 @@ static __device__ __forceinline__ void wg_bar_init(uint64_t *b, int count) {
 static __device__ __forceinline__ void wg_bar_arm(uint64_t *b, int bytes) {
     asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(wg_smem(b)), "r"(bytes) : "memory");
 }
-static __device__ __forceinline__ void wg_bar_arrive(uint64_t *b) {
-    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(wg_smem(b)) : "memory");
+/* arrive / wait by the barrier's 32-bit shared address (the register-poor
+ * warps of eng_cu_wgmma.cu's row statistics keep no 64-bit pointers) or
+ * by pointer */
+static __device__ __forceinline__ void wg_bar_arrive32(uint32_t b) {
+    asm volatile("mbarrier.arrive.shared::cta.b64 _, [%0];\n" ::"r"(b) : "memory");
 }
+static __device__ __forceinline__ void wg_bar_arrive(uint64_t *b) { wg_bar_arrive32(wg_smem(b)); }
 /* until the phase of the given parity has completed */
-static __device__ __forceinline__ void wg_bar_wait(uint64_t *b, uint32_t parity) {
+static __device__ __forceinline__ void wg_bar_wait32(uint32_t b, uint32_t parity) {
     uint32_t done = 0;
     while (!done)
         asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
                      " selp.u32 %0, 1, 0, p;\n}\n"
                      : "=r"(done)
-                     : "r"(wg_smem(b)), "r"(parity)
+                     : "r"(b), "r"(parity)
                      : "memory");
 }
+static __device__ __forceinline__ void wg_bar_wait(uint64_t *b, uint32_t parity) { wg_bar_wait32(wg_smem(b), parity); }
 /* one TMA box (inner coordinate c0 = k, outer c1 = row) into shared memory */
 static __device__ __forceinline__ void wg_tma(const CUtensorMap *map, void *dst, uint64_t *bar, int c0, int c1) {
     asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1, {%3, %4}], [%2];\n"
