@@ -180,14 +180,13 @@ static void run_case(const acase &c, int time_it) {
      * shared memory); 6: one-dimensional grid, head fastest; 7: 6 with
      * two K/V stages at d = 128 (below 128 it is 6); 8: key tiles of 128,
      * split at the softmax; 9: Q read from shared memory, more blocks an
-     * SM (v7's tiles at d = 128, v2's below); 10 (LAB_ATTN_WG=1 only,
-     * not yet run on a GPU): both products as wgmma (eng_cu_attn_wg.cu;
-     * sm_90: a launch error or a failed check is reported, and the check
-     * retried with V's descriptor offsets swapped, eng_cu_attn_wg_vmode =
-     * 1, so one run says which layout is right) */
+     * SM (v7's tiles at d = 128, v2's below); 10 (where wgmma runs,
+     * the default there): both products as wgmma (eng_cu_attn_wg.cu; sm_90), with one and with
+     * two K / V stages (eng_cu_attn_wg_stages), each checked and timed; a
+     * launch error or a failed check is reported without ending the lab */
     std::vector<int> versions = {1, 2, 3, 4, 5, 6, 7, 8, 9};
-    if (getenv("LAB_ATTN_WG")) versions.push_back(10);
-    if (c.qkn) versions = {2, 3, 6, 7}; /* v2's: the one-query chain's (Qwen3) */
+    if (eng_cu_gemm_wg_available()) versions.push_back(10);
+    if (c.qkn) versions = {2, 3, 6, 7, 10}; /* v2's: the one-query chain's (Qwen3); 10 falls back to v2 */
     std::vector<float> got3;
     for (int version : versions) {
         a.version = version;
@@ -195,37 +194,30 @@ static void run_case(const acase &c, int time_it) {
         snprintf(name, sizeof name, "attn v%d%s d=%d h=%d kv=%d %s seqs=%d tokens=%d", version,
                  c.qkn ? " qkn" : "", D, c.heads, c.kv_heads, c.causal ? "causal" : "bidir", S, T);
         lab_poison(dout, (size_t)T * Hq * 2);
-        if (version == 10) { /* the experiment: its failures must not end the lab */
-            eng_cu_attn_wg_vmode = 0;
-            int bad = 1;
-            for (int vm = 0; vm < 2 && bad; vm++) {
-                eng_cu_attn_wg_vmode = vm;
+        if (version == 10 && !c.qkn) { /* in both stage counts; a failure must not end the lab */
+            for (int st = 1; st <= 2; st++) {
+                eng_cu_attn_wg_stages = st;
+                char nm[160];
+                snprintf(nm, sizeof nm, "%s st%d", name, st);
                 lab_poison(dout, (size_t)T * Hq * 2);
                 const cudaError_t e = eng_cu_attention(0, &a);
                 const cudaError_t e2 = e == cudaSuccess ? cudaDeviceSynchronize() : e;
-                char nm[160];
-                snprintf(nm, sizeof nm, "%s vmode %d", name, vm);
                 if (e2 != cudaSuccess) {
                     printf("FAIL: %s: %s\n", nm, cudaGetErrorString(e2));
                     lab_failures++;
                     if (e2 != cudaErrorInvalidValue) exit(3); /* a fault leaves the context unusable */
-                    break;
+                    continue;
                 }
                 std::vector<float> g10 = lab_download_bf16(dout, (size_t)T * Hq);
-                bad = lab_check(nm, g10.data(), ref.data(), (size_t)cu[ref_seqs] * Hq, 1e-2f, 2e-2f);
+                if (lab_check(nm, g10.data(), ref.data(), (size_t)cu[ref_seqs] * Hq, 1e-2f, 2e-2f)) continue;
+                if (time_it) {
+                    double fl = 0;
+                    for (int l : c.lens) fl += 4.0 * l * l * D * c.heads * (c.causal ? 0.5 : 1.0);
+                    const float ms = lab_time_ms([&] { CUCHECK(eng_cu_attention(0, &a)); }, 20);
+                    printf("  bench %s: %.1f us, %.1f TFLOP/s\n", nm, ms * 1e3, fl / (ms * 1e-3) / 1e12);
+                }
             }
-            if (bad) {
-                eng_cu_attn_wg_vmode = 0;
-                continue; /* no timing of a failing layout */
-            }
-            if (time_it) {
-                double fl = 0;
-                for (int l : c.lens) fl += 4.0 * l * l * D * c.heads * (c.causal ? 0.5 : 1.0);
-                const float ms = lab_time_ms([&] { CUCHECK(eng_cu_attention(0, &a)); }, 20);
-                printf("  bench %s (vmode %d): %.1f us, %.1f TFLOP/s\n", name, eng_cu_attn_wg_vmode, ms * 1e3,
-                       fl / (ms * 1e-3) / 1e12);
-            }
-            eng_cu_attn_wg_vmode = 0;
+            eng_cu_attn_wg_stages = 0;
             continue;
         }
         CUCHECK(eng_cu_attention(0, &a));

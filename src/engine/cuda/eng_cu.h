@@ -277,10 +277,10 @@ int eng_cu_attn_version(int head_dim, int chain);
 int eng_cu_attn_fuses_qk(int head_dim);
 cudaError_t eng_cu_attention_v3(cudaStream_t s, const eng_cu_attn_args *a);
 /* Version 10 (eng_cu_attn_wg.cu): both products as wgmma, sm_90 only, no
- * q/k norm; an experiment, not yet run on a GPU.  eng_cu_attn_wg_vmode
- * (labs): 1 swaps the leading / stride offsets of V's descriptor. */
+ * q/k norm; opt-in.  eng_cu_attn_wg_stages (labs): 1 or 2 K / V stages
+ * instead of the default for the head size (0). */
 cudaError_t eng_cu_attention_wg(cudaStream_t s, const eng_cu_attn_args *a);
-extern int eng_cu_attn_wg_vmode;
+extern int eng_cu_attn_wg_stages;
 
 /* Host: write the tile list for cu_seqlens[0..n_seqs] into tiles (pairs);
  * returns the tile count.  tiles must hold 2*eng_cu_attn_max_tiles(..). */
