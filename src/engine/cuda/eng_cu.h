@@ -264,10 +264,11 @@ typedef struct eng_cu_attn_args {
 } eng_cu_attn_args;
 
 /* The version `version = 0` runs for a head size: POSY_CUDA_ATTN when it
- * names 2-10 (3 persistent, eng_cu_attn_v3.cu; 10 the wgmma experiment,
- * eng_cu_attn_wg.cu, sm_90 only); else 9 at head size 128, 5 at 32 and 2
- * at 64 -- and 2 for the one-query chain (chain != 0;
- * eng_cu_model_attn_o asks for it).  What each version measured:
+ * names 2-10 (3 persistent, eng_cu_attn_v3.cu; 10 both products as wgmma,
+ * eng_cu_attn_wg.cu, sm_90 only); else 10 on Hopper, elsewhere 9 at head
+ * size 128, 5 at 32 and 2 at 64 -- and 2 for the one-query chain (chain
+ * != 0; eng_cu_model_attn_o asks for it).  Version 10 runs v2 for a
+ * launch with the q/k norm fused, or off Hopper.  What each version measured:
  * eng_cu_attn.cu's header, docs/BENCHMARKS.md, dev/cuda/NOTES.md. */
 int eng_cu_attn_version(int head_dim, int chain);
 /* Whether the attention kernel for this head size also does Qwen3's q/k
@@ -277,10 +278,15 @@ int eng_cu_attn_version(int head_dim, int chain);
 int eng_cu_attn_fuses_qk(int head_dim);
 cudaError_t eng_cu_attention_v3(cudaStream_t s, const eng_cu_attn_args *a);
 /* Version 10 (eng_cu_attn_wg.cu): both products as wgmma, sm_90 only, no
- * q/k norm; opt-in.  eng_cu_attn_wg_stages (labs): 1 or 2 K / V stages
- * instead of the default for the head size (0). */
+ * q/k norm; the default off the one-query chain on Hopper.
+ * eng_cu_attn_wg_stages (labs; POSY_CUDA_ATTN_WG in the engine): 1 or 2
+ * K / V stages, or 3 persistent blocks, instead of the default for the
+ * head size (0). */
 cudaError_t eng_cu_attention_wg(cudaStream_t s, const eng_cu_attn_args *a);
 extern int eng_cu_attn_wg_stages;
+/* labs: > 0 caps the persistent form's grid (eng_cu_attn_wg_stages = 3),
+ * so a small case still walks several items a block */
+extern int eng_cu_attn_wgp_max_blocks;
 
 /* Host: write the tile list for cu_seqlens[0..n_seqs] into tiles (pairs);
  * returns the tile count.  tiles must hold 2*eng_cu_attn_max_tiles(..). */
