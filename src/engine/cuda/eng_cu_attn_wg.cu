@@ -105,12 +105,14 @@ __global__ void __launch_bounds__(128, (awg_minb<D, ST>())) attn_wg_kernel(eng_c
             eng_async_commit();
         }
         eng_attn_softmax<D, BN, CAUSAL>(sc, k0, len, wrow0, sl2, o, m, l);
+        uint32_t pa[4][4];
+        awg_pack_p(pa, sc);
         if (ST == 1) { /* V_j: all but K_{j+1} */
             if (more) eng_async_wait<1>();
             else eng_async_wait<0>();
             awg_copies_visible();
         }
-        awg_pv<D>(o, sc, V);
+        awg_pv<D>(o, pa, V);
         if (ST == 2 || more) __syncthreads(); /* the buffer read here is refilled next */
         if (ST == 1 && more) {
             awg_load<D, BN>(sV, vn, a.ldv, len - k0 - BN);

@@ -121,11 +121,9 @@ static __device__ __forceinline__ void awg_scores(float (*sc)[4], uint32_t sQ, u
     wg_fence_regs<32>(&sc[0][0]);
 }
 
-/* O += P V for one key tile: P (the softmaxed S, fp32) packed to bf16 in
- * the register A layout, V at shared address V; issued, waited, fenced */
-template <int D>
-static __device__ __forceinline__ void awg_pv(float (*o)[4], float (*sc)[4], uint32_t V) {
-    uint32_t pa[4][4];
+/* P (the softmaxed S, fp32) packed to bf16 in the register A layout of
+ * P V -- before the wait for V, so the packing hides under that copy */
+static __device__ __forceinline__ void awg_pack_p(uint32_t (*pa)[4], float (*sc)[4]) {
 #pragma unroll
     for (int s = 0; s < 4; s++) {
         pa[s][0] = eng_pack_bf16(sc[2 * s][0], sc[2 * s][1]);
@@ -133,6 +131,11 @@ static __device__ __forceinline__ void awg_pv(float (*o)[4], float (*sc)[4], uin
         pa[s][2] = eng_pack_bf16(sc[2 * s + 1][0], sc[2 * s + 1][1]);
         pa[s][3] = eng_pack_bf16(sc[2 * s + 1][2], sc[2 * s + 1][3]);
     }
+}
+
+/* O += P V for one key tile, V at shared address V; issued, waited, fenced */
+template <int D>
+static __device__ __forceinline__ void awg_pv(float (*o)[4], uint32_t (*pa)[4], uint32_t V) {
     wg_fence();
 #pragma unroll
     for (int s = 0; s < 4; s++) awg_mma_pv<D>(&o[0][0], pa[s], awg_desc_v<D, 64>(V, s));

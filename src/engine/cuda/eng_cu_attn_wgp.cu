@@ -67,10 +67,12 @@ __global__ void __launch_bounds__(128, (D == 128 ? 4 : D == 64 ? 5 : 6)) attn_wg
                 eng_async_commit();
             }
             eng_attn_softmax<D, BN, CAUSAL>(sc, k0, it.len, wrow0, sl2, o, m, l);
+            uint32_t pa[4][4];
+            awg_pack_p(pa, sc);
             if (copy) eng_async_wait<1>(); /* V_j: all but the copy just issued */
             else eng_async_wait<0>();
             awg_copies_visible();
-            awg_pv<D>(o, sc, sV);
+            awg_pv<D>(o, pa, sV);
             if (copy) {
                 __syncthreads(); /* every warp's P V is done with V */
                 if (!last) awg_load<D, BN>(sV, it.vbase + (size_t)(k0 + BN) * a.ldv, a.ldv, it.len - k0 - BN);
