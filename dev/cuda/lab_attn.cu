@@ -181,9 +181,10 @@ static void run_case(const acase &c, int time_it) {
      * two K/V stages at d = 128 (below 128 it is 6); 8: key tiles of 128,
      * split at the softmax; 9: Q read from shared memory, more blocks an
      * SM (v7's tiles at d = 128, v2's below); 10 (where wgmma runs,
-     * the default there): both products as wgmma (eng_cu_attn_wg.cu; sm_90), with one and with
-     * two K / V stages (eng_cu_attn_wg_stages), each checked and timed; a
-     * launch error or a failed check is reported without ending the lab */
+     * the default there): both products as wgmma (eng_cu_attn_wg.cu;
+     * sm_90) in each form of eng_cu_attn_wg_stages (one or two K / V
+     * stages, persistent), each checked and timed; a launch error or a
+     * failed check is reported without ending the lab */
     std::vector<int> versions = {1, 2, 3, 4, 5, 6, 7, 8, 9};
     if (eng_cu_gemm_wg_available()) versions.push_back(10);
     if (c.qkn) versions = {2, 3, 6, 7, 10}; /* v2's: the one-query chain's (Qwen3); 10 falls back to v2 */

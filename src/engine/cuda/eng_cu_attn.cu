@@ -24,7 +24,8 @@
  *
  * Versions (args.version; 0 = eng_cu_attn_version(head_dim, 0): v10 on
  * Hopper, elsewhere v9 at head size 128, v5 at 32, v2 at 64, unless
- * POSY_CUDA_ATTN names another; the one-query chain asks for v2): 1 the first kernel; 2 shipped at 64;
+ * POSY_CUDA_ATTN names another; the one-query chain asks for v2): 1 the
+ * first kernel; 2 shipped at 64;
  * 3 persistent (eng_cu_attn_v3.cu); 4 and 5 are v2 with more blocks
  * resident (key tiles of 32 / 64, fewer registers) below D = 128, and at
  * D = 128 7 with three blocks an SM (4 capped at 168 registers, 5 with
@@ -57,8 +58,8 @@
  * 395 against 369 us at 512 x 128 tokens, d = 128.)
  * (Version 9 was v8 capped for one more block an SM at d < 128: no
  * faster than v2, replaced.)
- * 10 (eng_cu_attn_wg.cu, sm_90): both products as wgmma; opt-in, its
- * measurements in that file's header.
+ * 10 (eng_cu_attn_wg.cu, sm_90): both products as wgmma; the default on
+ * Hopper since 2026-12-02, its measurements in that file's header.
  */
 #include "eng_cu_frag.h"
 #include <math.h>
@@ -451,11 +452,12 @@ static cudaError_t launch_d(cudaStream_t s, const eng_cu_attn_args *a, int v) {
 int eng_cu_attn_version(int head_dim, int chain) {
     const char *e = getenv("POSY_CUDA_ATTN");
     if (e && e[0] >= '2' && e[0] <= '9' && !e[1]) return e[0] - '0';
-    if (e && !strcmp(e, "10")) return 10; /* the wgmma experiment, eng_cu_attn_wg.cu */
+    if (e && !strcmp(e, "10")) return 10; /* both products as wgmma, eng_cu_attn_wg.cu */
     /* off the chain on Hopper, v10 at every head size: saturated steps
-     * 1.011-1.013x the previous defaults' on 128-token sequences and
-     * 1.029-1.037x on mixed lengths, for Qwen3-0.6B, BERT-base and MiniLM
-     * (run 27, 2026-12-02; eng_cu_attn_wg.cu).  Elsewhere, v9 at d = 128: Qwen3-0.6B saturated steps 1.016 /
+     * 1.015-1.020x the previous defaults' on 128-token sequences and
+     * 1.034-1.054x on mixed lengths, for Qwen3-0.6B, BERT-base and MiniLM
+     * (run 28, 2026-12-02; eng_cu_attn_wg.cu).  Elsewhere, v9 at d = 128:
+     * Qwen3-0.6B saturated steps 1.016 /
      * 1.017x v7's (run 17), which had been 1.011-1.022x v2's in four runs
      * (docs/BENCHMARKS.md); v5 at d = 32: MiniLM's 1.020 / 1.019x v2's
      * (run 18; v9 1.016 / 1.005x), lab 113 against 132 us at 512 x 128

@@ -29,32 +29,24 @@
  * copied once S has read this one, the next V once P V has) takes 49 KB,
  * four blocks at 128 registers -- for 128-token sequences, where a block
  * sees one or two key tiles and residency hides the copies' latency.
- * eng_cu_attn_wg_stages (labs) forces one or the other; the default is one
+ * eng_cu_attn_wg_stages (labs) or POSY_CUDA_ATTN_WG forces one or the
+ * other, or the persistent form (eng_cu_attn_wgp.cu); the default is one
  * at D = 128, two below.
  *
  * Measured on the H200 2026-12-02: run 26 (two stages only) correct
  * against fp64 at every head size, memcheck clean, 1.10-1.17x v9 / v2 /
  * v5 on sequences of 512-1024 tokens but 0.83x v9 at d = 128 on 128-token
- * causal ones (two blocks an SM) -- hence the one-stage form; run 27, at
- * 512 x 128 tokens: d = 128 one stage 330 us against v9's 373 (two stages
- * 445), d = 64 two stages 170 against 186, d = 32 111 against 120; the
- * saturated steps 1.011-1.013x (128-token sequences) and 1.029-1.037x
- * (mixed 16-512) the previous defaults' for Qwen3-0.6B, BERT-base and
- * MiniLM: the default off the chain on Hopper (eng_cu_attn_version).
+ * causal ones (two blocks an SM) -- hence the one-stage form and the
+ * register caps below; run 28, at 512 x 128 tokens: d = 128 one stage 330
+ * us against v9's 374 (two stages 447), d = 64 two stages 160 against
+ * 188, d = 32 104 against 122; the saturated steps 1.015-1.020x
+ * (128-token sequences) and 1.034-1.054x (mixed 16-512) the previous
+ * defaults' for Qwen3-0.6B, BERT-base and MiniLM, in the same run: the
+ * default off the chain on Hopper (eng_cu_attn_version).
  * No q/k norm: with it, eng_cu_attention runs v2's fused path instead.
  */
 #include "eng_cu_attn_wg.h"
 #include <stdlib.h>
-
-/* blocks an SM the launch bounds ask for: the register cap that lets
- * shared memory, not registers, bound residency (ST = 1 at D = 128: 49 KB,
- * four blocks at 128 registers, as v9 has).  Below 128, five (d = 64, 96
- * registers) and six (d = 32, 80) blocks, no spills; run 27 measured four
- * and five (105 / 90 registers uncapped) */
-template <int D, int ST>
-static constexpr int awg_minb() {
-    return D == 128 ? (ST == 1 ? 4 : 2) : D == 64 ? 5 : 6;
-}
 
 /* The key tile loop.  ST = 2: K and V of the next tile stream in while
  * this one is computed (one commit group a tile).  ST = 1, one buffer each:

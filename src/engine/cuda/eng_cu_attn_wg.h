@@ -11,9 +11,8 @@
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 /* S (+)= Q K^T, one k-step (m64n64k16, both operands by descriptor).
- * The first step writes S without reading it ("=f"): otherwise the
- * accumulators stay live, as inputs, across the P V product of the tile
- * before (32 registers a thread). */
+ * The first step writes S without reading it ("=f", scale-d false), so S
+ * needs no zero-fill; ptxas's register counts came out the same. */
 template <bool ACC>
 static __device__ __forceinline__ void awg_mma_ss64(float *d, uint64_t da, uint64_t db) {
     if constexpr (ACC)
@@ -156,6 +155,16 @@ static __device__ __forceinline__ void awg_copies_visible() {
 template <int D, int ST>
 static constexpr size_t awg_smem() {
     return (size_t)(64 + ST * 2 * 64) * D * 2 + 1024;
+}
+
+/* blocks an SM the launch bounds ask for: the register cap that lets
+ * shared memory, not registers, bound residency (ST = 1 at D = 128: 49 KB,
+ * four blocks at 128 registers, as v9 has).  Below 128, five (d = 64, 96
+ * registers) and six (d = 32, 80) blocks, no spills; run 27 measured four
+ * and five (105 / 90 registers uncapped) */
+template <int D, int ST>
+static constexpr int awg_minb() {
+    return D == 128 ? (ST == 1 ? 4 : 2) : D == 64 ? 5 : 6;
 }
 
 /* the persistent form (eng_cu_attn_wgp.cu), eng_cu_attn_wg_stages = 3 */

@@ -26,7 +26,7 @@
 #include "eng_cu_attn_wg.h"
 
 template <int D, bool CAUSAL>
-__global__ void __launch_bounds__(128, (D == 128 ? 4 : D == 64 ? 5 : 6)) attn_wgp_kernel(eng_cu_attn_args a) {
+__global__ void __launch_bounds__(128, (awg_minb<D, 1>())) attn_wgp_kernel(eng_cu_attn_args a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BM = ENG_CU_ATTN_BM, BN = 64, TB = 64 * D * 2;
     static_assert(BM == 64, "one warpgroup, 64 query rows");
