@@ -17,11 +17,16 @@
  * alternating {K (+ Q)}, {V}, so "all but the newest" stays the group
  * wanted at each wait.
  *
- * Status: written 2026-12-02 after the session's device time was spent --
- * compiled for sm_90a, NOT yet run.  Opt-in: eng_cu_attn_wg_stages = 3
+ * Status: correct and not faster, so opt-in: eng_cu_attn_wg_stages = 3
  * (lab_attn checks it with eng_cu_attn_wgp_max_blocks = 3, so every block
  * walks many items, then as launched, and times it beside the one- and
- * two-stage forms) or POSY_CUDA_ATTN_WG=3 in the engine.
+ * two-stage forms) or POSY_CUDA_ATTN_WG=3 in the engine.  H200, run 30
+ * (2026-12-02, bench/results/h200-attn-v10p-lab-2026-12-02-run30.log):
+ * every check against fp64 passes in both grids, memcheck clean; 512 x
+ * 128 tokens 325.8 us against the one-stage default's 328.3 at d = 128
+ * causal, 99.6 against two stages' 101.3 at d = 32, 165.5 against 155.7
+ * at d = 64; 16 x 1024 d = 128 causal 304.2 against 281.3.  So the idle
+ * copy slots were not what held the short-sequence case back.
  */
 #include "eng_cu_attn_wg.h"
 

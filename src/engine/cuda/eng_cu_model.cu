@@ -306,12 +306,12 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         const char *wg = getenv("POSY_CUDA_WGMMA"), *wv = getenv("POSY_CUDA_WG_VERSION");
         const int want = !(wg && !strcmp(wg, "0"));
         /* the versions raced: 3 and 4 (each wins somewhere), or those
-         * POSY_CUDA_WG_VERSION names (digits 1..6, e.g. "5" or "3,4,6": for
+         * POSY_CUDA_WG_VERSION names (digits 1..5, e.g. "5" or "3,4,5": for
          * experiments; racing 5 beside 3 and 4 moved the saturated steps
          * by 0.999-1.005x on the H200, 2026-12-02 run 16) */
         int v = 0;
         for (const char *c = wv; c && *c; c++)
-            if (*c >= '1' && *c <= '6') v |= 1 << (*c - '0');
+            if (*c >= '1' && *c <= '5') v |= 1 << (*c - '0');
         m->wg_versions = want && eng_cu_gemm_wg_available() ? (v ? v : 1 << 3 | 1 << 4) : 0;
         eng_cu_gemm_set_own(m->gemm, m->wg_versions);
         /* Qwen3's QKV + q/k norm + rotary in our GEMM, raced per bucket

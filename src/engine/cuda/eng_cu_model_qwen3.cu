@@ -202,14 +202,14 @@ static int swiglu_fused_pick(eng_cu_model *m, cudaStream_t s, const bf16 *X, con
     const int known = picks_find(&m->swiglu_picks, T);
     if (known >= 0) return known;
     if (under_capture(s)) {
-        int top = 6;
+        int top = 5;
         while (top > 1 && !(m->wg_versions >> top & 1)) top--;
         return top;
     }
     const int log = getenv("POSY_CUDA_TUNE_LOG") != NULL;
     float best = -1.f, t_unfused = -1.f;
     int pick = 0;
-    for (int f = 0; f <= 6; f++) { /* 0: the two kernels; 1..6: ours in that version */
+    for (int f = 0; f <= 5; f++) { /* 0: the two kernels; 1..5: ours in that version */
         if (f && !(m->wg_versions >> f & 1)) continue;
         const float us = race_us(s, [&] { return mlp_up_run(m, s, 0, f, X, w, T, n_tok, NULL, err); });
         if (us < 0.f) continue;
@@ -264,33 +264,25 @@ static int qkv_run(eng_cu_model *m, cudaStream_t s, int chain, int fused, const 
  * first (eager) run, as swiglu_fused_pick does -- the fused kernel against
  * the product and the q/k kernel, both leaving the same qkv -- and taken
  * under capture only if that run chose it.  Returns 0 (not fused) or the
- * version that won: 3, or 6 where m->wg_versions races it (version 5's
- * fused QKV, eng_cu_gemm_wg_qk, is not raced: 1005-1029 us against version
- * 3's 850 at 65536 rows, H200 run 18). */
+ * version that won: 3 (version 5's fused QKV, eng_cu_gemm_wg_qk, is not
+ * raced: 1005-1029 us against version 3's 850 at 65536 rows, H200 run 18). */
 static int qkv_fused_pick(eng_cu_model *m, cudaStream_t s, const bf16 *X, const eng_cu_layer *w,
                           eng_cu_qk_args *q, int T, posy_err *err) {
     const int known = picks_find(&m->qkv_picks, T);
     if (known >= 0) return known;
     if (under_capture(s)) return 0;
     q->q_norm = w->q_norm; q->k_norm = w->k_norm;
-    /* 0: the product and the q/k kernel; 3, 6: ours in that version, 6
-     * where raced (the caller checked version 3 takes T; 6 takes the same) */
-    const int vs[3] = {0, 3, m->wg_versions >> 6 & 1 ? 6 : -1};
-    float us[3] = {-1.f, -1.f, -1.f};
-    int best = -1; /* index into vs of the fastest that ran */
-    for (int f = 0; f < 3; f++) {
-        if (vs[f] < 0) continue;
+    float us[2]; /* 0: the product and the q/k kernel; 1: ours, version 3 (the caller checked it takes T) */
+    for (int f = 0; f < 2; f++)
         us[f] = race_us(s, [&] {
-            if (qkv_run(m, s, 0, vs[f], X, w, q, T, err)) return -1;
+            if (qkv_run(m, s, 0, f ? 3 : 0, X, w, q, T, err)) return -1;
             return f ? 0 : eng_cu_qk_norm_rope(s, q) == cudaSuccess ? 0 : -1;
         });
-        if (us[f] >= 0.f && (best < 0 || us[f] < us[best])) best = f;
-    }
-    const int fused = best > 0 ? vs[best] : 0;
+    const int fused = us[1] >= 0.f && (us[0] < 0.f || us[1] < us[0]) ? 3 : 0;
     if (getenv("POSY_CUDA_TUNE_LOG"))
         fprintf(stderr,
-                "qkv + q/k norm + rotary T=%d: %s %d (fused v3 %.2f us, v6 %.2f us, cuBLASLt + kernel %.2f us)\n", T,
-                fused ? "fused wgmma version" : "cuBLASLt + kernel", fused, us[1], us[2], us[0]);
+                "qkv + q/k norm + rotary T=%d: %s %d (fused v3 %.2f us, cuBLASLt + kernel %.2f us)\n", T,
+                fused ? "fused wgmma version" : "cuBLASLt + kernel", fused, us[1], us[0]);
     picks_put(&m->qkv_picks, T, fused);
     return fused;
 }

@@ -74,7 +74,12 @@
  * the W slice by TMA multicast (f844b0d: 1.6-2.1x slower because its
  * remote slot releases were cluster-scope release arrivals; with CTA scope,
  * fb5685c, equal to 3 -- multicast did not shorten the data waits); a half
- * image with a fourth stage, and stmatrix image writes (fb5685c).
+ * image with a fourth stage, and stmatrix image writes (fb5685c); each
+ * tile's epilogue from a bf16 copy of its sums under the next tile's
+ * first k-steps ("version 6", 4ce51cf / 548eafb: 1.02-1.31x cuBLASLt against
+ * version 3's 0.92-1.23 -- the products issued ahead hold the ring's
+ * slots, so the producer cannot fill them during the epilogue, and
+ * version 3's consumers already wait for data 25-30% of the time).
  * GELU is cuBLASLt's tanh form (tanh by the SFU), so both paths agree.
  */
 #include "eng_cu_wgmma.h"
@@ -190,31 +195,6 @@ static __device__ __forceinline__ void wg_consume(float *d, const unsigned char 
     wg_wait<0>();
     wg_fence_regs<BN / 2>(d);
     if (lane == 0) wg_bar_arrive(&empty[(it - 1) % ST]);
-#endif
-}
-
-/* Version 6: one k-step's products into d without waiting for them (the
- * slot stays the caller's to release), and the release of the n slots
- * before k-step it (one arrival a warp). */
-template <int BN, int ST>
-static __device__ __forceinline__ void wg_kstep(float *d, const unsigned char *sA, const unsigned char *sB,
-                                                uint64_t *full, int it, int wgp, int kt) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    constexpr int B_BYTES = BN * WG_BK * 2;
-    const int s = it % ST;
-    wg_bar_wait(&full[s], (it / ST) & 1);
-    const unsigned char *a = sA + s * WG_A_BYTES + wgp * 64 * 128, *b = sB + s * B_BYTES;
-    wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < WG_BK / 16; kk++) wg_mma<BN>(d, wg_desc(a + 32 * kk), wg_desc(b + 32 * kk), kt | kk);
-    wg_commit();
-#endif
-}
-template <int ST>
-static __device__ __forceinline__ void wg_release(uint64_t *empty, int it, int n) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    if ((threadIdx.x & 31) == 0)
-        for (int q = n; q >= 1; q--) wg_bar_arrive(&empty[(it - q) % ST]);
 #endif
 }
 
@@ -439,7 +419,7 @@ static __device__ __forceinline__ void wg_row_stats(const unsigned char *sA, uin
  * epilogue's row scales computed in the kernel (wg_row_stats, from
  * n_rows_dev and eps) instead of read from rs.  LN: eng_cu_ln_epi's
  * parts (WG_LNA | WG_LNR | WG_OST) in the epilogue, from ln. */
-template <int BN, int EPI, bool HASR, bool PROF, int IMG, bool RSH = false, int LN = 0, bool OV = false>
+template <int BN, int EPI, bool HASR, bool PROF, int IMG, bool RSH = false, int LN = 0>
 __global__ void __launch_bounds__(WG3_THREADS, 1)
     wg3_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
                const __grid_constant__ CUtensorMap ty, const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
@@ -448,7 +428,6 @@ __global__ void __launch_bounds__(WG3_THREADS, 1)
                const __grid_constant__ eng_cu_ln_epi ln) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(!(RSH && PROF), "the profile build has no row statistics");
-    static_assert(!OV || (!PROF && !IMG && !RSH && !LN), "version 6 is version 3's whole image, no extras");
     constexpr int ST = wg3_stages(BN, EPI, IMG, RSH), B_BYTES = BN * WG_BK * 2;
     constexpr bool swiglu = EPI == ENG_CU_EPI_SWIGLU;
     extern __shared__ unsigned char wg_raw[];
@@ -486,138 +465,52 @@ __global__ void __launch_bounds__(WG3_THREADS, 1)
     float d[BN / 2];
 #pragma unroll
     for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
-    if constexpr (OV) {
-        /* version 6: each tile's sums packed to bf16 as soon as they are
-         * done, then the next tile's first ST - 1 k-steps issued into d
-         * (the slots the producer filled during this tile's last ones; it
-         * fills the last free one meanwhile), then this tile's epilogue
-         * from the packed copy while those products run, then the rest of
-         * the next tile's k-steps.  d (BN / 2) and the copy (BN / 4) stay
-         * within the consumers' 232 registers (ptxas -v: no spills).
-         * No path may leave or restart the tile loop while products may
-         * be in flight, and none may skip the first tile's (the grid
-         * never exceeds the tiles): otherwise ptxas serializes every wgmma
-         * of these kernels (its notes C7514 / C7518; the first H200 run of
-         * this version had an early exit: 1.3-1.5x version 3's time). */
-        constexpr int NP = ST - 1;
-        wg_consume<BN, ST>(d, sA, sB, full, empty, it, wgp, KT);
-        for (int t = blockIdx.x;; t += gridDim.x) {
-            const int m0 = (t / nN) * WG_BM, n0 = (t % nN) * BN;
-            uint32_t p[BN / 4];
-            if constexpr (EPI == WG_EPI_QK) {
-                /* the q/k norm and rotary here, in fp32, into p (their
-                 * temporaries beside d and p spilled when they ran under
-                 * the next products); d is dead after it: the zeros let
-                 * the compiler reuse its registers meanwhile */
-                wg_epilogue_img_qk<BN, true>(d, wgp * 64, m0, n0, M, qk, Cs, rs, 0, p);
-#pragma unroll
-                for (int q = 0; q < BN / 2; q++) d[q] = 0.f;
-            } else {
-#pragma unroll
-                for (int q = 0; q < BN / 4; q++) p[q] = wg_pack(d[2 * q], d[2 * q + 1]);
-            }
-            /* p into the image in two parts (columns 8 j, j < JS, then the
-             * rest; JS whole 64-column sub-tiles), mid() between them,
-             * then the TMA stores */
-            constexpr int JT = wg3_outc(BN, EPI) / 8, JS = JT / 16 * 8;
-            constexpr int EP = EPI == WG_EPI_QK ? ENG_CU_EPI_NONE : EPI;
-            constexpr bool EH = EPI == WG_EPI_QK ? false : HASR;
-            auto epilogue = [&](auto mid) {
-                const wg_packed pk = {p};
-                if (lead) wg_store_wait_read(); /* its last tile's image has been read out */
-                wg_group_sync(wgp);
-                if constexpr (JS > 0)
-                    wg_epilogue_img<BN, EP, EH, 0, JS>(pk, wgp * 64, m0, n0, M, N, bias, R, Cs, rs, 0);
-                mid();
-                wg_epilogue_img<BN, EP, EH, JS, JT - JS>(pk, wgp * 64, m0, n0, M, N, bias, R, Cs + JS / 8 * 16384, rs,
-                                                         0);
-                wg_fence_async_smem();
-                wg_group_sync(wgp);
-                if (lead) {
-                    const int c0 = swiglu ? n0 >> 1 : n0;
-                    for (int q = 0; q < wg3_outc(BN, EPI) / 64; q++)
-                        wg_tma_store(&ty, C + q * 16384 + wgp * 8192, c0 + 64 * q, m0 + wgp * 64);
-                    wg_store_commit();
-                }
-            };
-            if (t + (int)gridDim.x >= tiles) { /* the last tile: nothing in flight */
-                epilogue([] {});
-                break;
-            }
-            const int npre = KT < NP ? KT : NP;
-            for (int kt = 0; kt < npre; kt++) wg_kstep<BN, ST>(d, sA, sB, full, it + kt, wgp, kt);
-            /* halfway through the image, the products issued ahead are
-             * done: their slots go back to the producer, which refills
-             * them under the second half (releasing them only after the
-             * epilogue left their refill latency exposed at every tile:
-             * H200 run 32, 1.02-1.31x cuBLASLt against version 3's
-             * 0.92-1.23) */
-            epilogue([&] {
-                wg_wait<0>();
-                wg_fence_regs<BN / 2>(d);
-                wg_release<ST>(empty, it + npre, npre);
-            });
-            int pend = 0; /* k-steps issued, their slots not yet released */
-            it += npre;
-            for (int kt = npre; kt < KT; kt++, it++) {
-                wg_kstep<BN, ST>(d, sA, sB, full, it, wgp, kt);
-                wg_wait<1>(); /* all but this k-step's products are done */
-                wg_release<ST>(empty, it, pend);
-                pend = 1;
-            }
-            wg_wait<0>();
-            wg_fence_regs<BN / 2>(d);
-            wg_release<ST>(empty, it, pend);
+    for (int t = blockIdx.x, i = 0; t < tiles; t += gridDim.x, i++) {
+        const int m0 = (t / nN) * WG_BM, n0 = (t % nN) * BN;
+        wg_consume<BN, ST, PROF>(d, sA, sB, full, empty, it, wgp, KT, pc);
+        if (skip) continue;
+        unsigned long long t0 = 0, t1 = 0;
+        if constexpr (PROF) t0 = clock64();
+        const float *rt = rs; /* the row scales: rows rs0.. */
+        int rs0 = 0;
+        if constexpr (RSH) {
+            wg_bar_wait(&sb[i & 1], (i >> 1) & 1);
+            rt = rs_s + (i & 1) * WG_BM;
+            rs0 = m0;
         }
-        if (lead) wg_store_wait();
-    } else {
-        for (int t = blockIdx.x, i = 0; t < tiles; t += gridDim.x, i++) {
-            const int m0 = (t / nN) * WG_BM, n0 = (t % nN) * BN;
-            wg_consume<BN, ST, PROF>(d, sA, sB, full, empty, it, wgp, KT, pc);
-            if (skip) continue;
-            unsigned long long t0 = 0, t1 = 0;
-            if constexpr (PROF) t0 = clock64();
-            const float *rt = rs; /* the row scales: rows rs0.. */
-            int rs0 = 0;
-            if constexpr (RSH) {
-                wg_bar_wait(&sb[i & 1], (i >> 1) & 1);
-                rt = rs_s + (i & 1) * WG_BM;
-                rs0 = m0;
+        if constexpr (IMG && EPI != WG_EPI_QK) {
+            wg3_epi_ring<BN, EPI, HASR, IMG, 0, LN>(d, wgp, m0, n0, M, N, bias, R, C, &ty, img, rt, rs0, &ln);
+            if constexpr (PROF) t_img += clock64() - t0;
+        } else { /* each warpgroup its 64 rows of the image, on its own */
+            if (lead) wg_store_wait_read(); /* its last tile's image has been read out */
+            wg_group_sync(wgp);
+            if constexpr (PROF) t1 = clock64();
+            if constexpr (EPI == WG_EPI_QK) wg_epilogue_img_qk<BN>(d, wgp * 64, m0, n0, M, qk, Cs, rt, rs0);
+            else wg_epilogue_img<BN, EPI, HASR, 0, wg3_outc(BN, EPI) / 8, LN>(d, wgp * 64, m0, n0, M, N, bias, R, Cs, rt,
+                                                                               rs0, &ln);
+            if constexpr (PROF) t_img += clock64() - t1, t_wait += t1 - t0;
+            wg_fence_async_smem();
+            wg_group_sync(wgp);
+            if (lead) {
+                const int c0 = swiglu ? n0 >> 1 : n0;
+                for (int q = 0; q < wg3_outc(BN, EPI) / 64; q++)
+                    wg_tma_store(&ty, C + q * 16384 + wgp * 8192, c0 + 64 * q, m0 + wgp * 64);
+                wg_store_commit();
             }
-            if constexpr (IMG && EPI != WG_EPI_QK) {
-                wg3_epi_ring<BN, EPI, HASR, IMG, 0, LN>(d, wgp, m0, n0, M, N, bias, R, C, &ty, img, rt, rs0, &ln);
-                if constexpr (PROF) t_img += clock64() - t0;
-            } else { /* each warpgroup its 64 rows of the image, on its own */
-                if (lead) wg_store_wait_read(); /* its last tile's image has been read out */
-                wg_group_sync(wgp);
-                if constexpr (PROF) t1 = clock64();
-                if constexpr (EPI == WG_EPI_QK) wg_epilogue_img_qk<BN>(d, wgp * 64, m0, n0, M, qk, Cs, rt, rs0);
-                else wg_epilogue_img<BN, EPI, HASR, 0, wg3_outc(BN, EPI) / 8, LN>(d, wgp * 64, m0, n0, M, N, bias, R, Cs, rt,
-                                                                                   rs0, &ln);
-                if constexpr (PROF) t_img += clock64() - t1, t_wait += t1 - t0;
-                wg_fence_async_smem();
-                wg_group_sync(wgp);
-                if (lead) {
-                    const int c0 = swiglu ? n0 >> 1 : n0;
-                    for (int q = 0; q < wg3_outc(BN, EPI) / 64; q++)
-                        wg_tma_store(&ty, C + q * 16384 + wgp * 8192, c0 + 64 * q, m0 + wgp * 64);
-                    wg_store_commit();
-                }
-            }
-            if constexpr (RSH) wg_bar_arrive(&sb[2 + (i & 1)]); /* this thread has read its rows' scales */
-            if constexpr (PROF) t_epi += clock64() - t0;
         }
-        if (lead) wg_store_wait();
-        if constexpr (PROF) {
-            if ((threadIdx.x & 127) == 0) {
-                unsigned long long *o = prof + WG_PROF_SLOTS * blockIdx.x + 6 * (threadIdx.x >> 7);
-                o[0] = pc[0];
-                o[1] = pc[1];
-                o[2] = t_epi;
-                o[3] = clock64() - t_start;
-                o[4] = t_wait;
-                o[5] = t_img;
-            }
+        if constexpr (RSH) wg_bar_arrive(&sb[2 + (i & 1)]); /* this thread has read its rows' scales */
+        if constexpr (PROF) t_epi += clock64() - t0;
+    }
+    if (lead) wg_store_wait();
+    if constexpr (PROF) {
+        if ((threadIdx.x & 127) == 0) {
+            unsigned long long *o = prof + WG_PROF_SLOTS * blockIdx.x + 6 * (threadIdx.x >> 7);
+            o[0] = pc[0];
+            o[1] = pc[1];
+            o[2] = t_epi;
+            o[3] = clock64() - t_start;
+            o[4] = t_wait;
+            o[5] = t_img;
         }
     }
 #else
@@ -800,13 +693,8 @@ static int wg_bn(int N, int epi, int v) {
     return 0;
 }
 
-/* versions 3, 4 and 6 share wg3_kernel: img selects the image (0: the
- * whole tile, 2: version 4's two buffers, -1: the whole tile with
- * version 6's overlap of the epilogue and the next tile's products) */
-static int wg_img(int v) { return v == 4 ? 2 : v == 6 ? -1 : 0; }
-
 static int wg_ok(int M, int N, int K, int epi, int v) {
-    if (v < 1 || v > 6 || M < 1 || N < 128 || K < WG_BK || K % WG_BK || !wg_bn(N, epi, v)) return 0;
+    if (v < 1 || v > 5 || M < 1 || N < 128 || K < WG_BK || K % WG_BK || !wg_bn(N, epi, v)) return 0;
     if ((v == 1 || v == 5) && (N % 128 || (epi == ENG_CU_EPI_SWIGLU && (N / 2) % 64))) return 0;
     return eng_cu_gemm_wg_available();
 }
@@ -828,7 +716,7 @@ static int wg_map(CUtensorMap *m, const bf16 *p, int rows, int K, int box_rows) 
 /* Versions 3 and 4: the shared-memory opt-in once per kernel (the first
  * launch of each instantiation), then one CTA an SM.  RSH: rn's row
  * scales computed in the kernel (rs unused). */
-template <int BN, int EPI, bool HASR, bool PROF, int IMG, bool RSH = false, int LN = 0, bool OV = false>
+template <int BN, int EPI, bool HASR, bool PROF, int IMG, bool RSH = false, int LN = 0>
 static cudaError_t wg3_launch(cudaStream_t s, const CUtensorMap &ta, const CUtensorMap &tb, const CUtensorMap &ty,
                               const bf16 *bias, const bf16 *R, int M, int N, int K, int flags,
                               unsigned long long *prof, int *ctas, const eng_cu_qk_args *qk = nullptr,
@@ -838,7 +726,7 @@ static cudaError_t wg3_launch(cudaStream_t s, const CUtensorMap &ta, const CUten
     if ((RSH && (!rn || !rn->n_rows_dev)) || (LN && !ln)) return cudaErrorInvalidValue;
     static int ready;
     if (!ready) {
-        if (wg_smem_optin(wg3_kernel<BN, EPI, HASR, PROF, IMG, RSH, LN, OV>, smem)) return cudaErrorInvalidValue;
+        if (wg_smem_optin(wg3_kernel<BN, EPI, HASR, PROF, IMG, RSH, LN>, smem)) return cudaErrorInvalidValue;
         ready = 1;
     }
     const int tiles = (N / BN) * ((M + WG_BM - 1) / WG_BM), grid = tiles < wg_sms ? tiles : wg_sms;
@@ -850,7 +738,7 @@ static cudaError_t wg3_launch(cudaStream_t s, const CUtensorMap &ta, const CUten
     }
     eng_cu_ln_epi no_ln;
     memset(&no_ln, 0, sizeof no_ln);
-    wg3_kernel<BN, EPI, HASR, PROF, IMG, RSH, LN, OV><<<grid, WG3_THREADS, smem, s>>>(
+    wg3_kernel<BN, EPI, HASR, PROF, IMG, RSH, LN><<<grid, WG3_THREADS, smem, s>>>(
         ta, tb, ty, bias, R, M, N, K, RSH ? flags | eng_cu_wg_lab_flags : flags, prof, *qk, rs,
         RSH ? rn->n_rows_dev : nullptr, RSH ? rn->eps : 0.f, ln ? *ln : no_ln);
     return cudaGetLastError();
@@ -860,13 +748,10 @@ static cudaError_t wg3_pick(cudaStream_t s, const CUtensorMap &ta, const CUtenso
                             const bf16 *bias, const bf16 *R, int M, int N, int K, int bn, int img, int flags,
                             unsigned long long *prof, int *ctas, const float *rs,
                             const eng_cu_row_norm *rn = nullptr, const eng_cu_ln_epi *ln = nullptr) {
-#define WG3_L(B, I, O) \
-    wg3_launch<B, EPI, HASR, PROF, I, RSH, LN, O>(s, ta, tb, ty, bias, R, M, N, K, flags, prof, ctas, nullptr, rs, rn, ln)
-    if (img > 0) return bn == 256 ? WG3_L(256, 2, false) : bn == 192 ? WG3_L(192, 2, false) : WG3_L(128, 2, false);
-    if constexpr (!PROF && !RSH && !LN)
-        if (img < 0) return bn == 256 ? WG3_L(256, 0, true) : bn == 192 ? WG3_L(192, 0, true) : WG3_L(128, 0, true);
-    if (img < 0) return cudaErrorInvalidValue;
-    return bn == 256 ? WG3_L(256, 0, false) : bn == 192 ? WG3_L(192, 0, false) : WG3_L(128, 0, false);
+#define WG3_L(B, I) \
+    wg3_launch<B, EPI, HASR, PROF, I, RSH, LN>(s, ta, tb, ty, bias, R, M, N, K, flags, prof, ctas, nullptr, rs, rn, ln)
+    if (img) return bn == 256 ? WG3_L(256, 2) : bn == 192 ? WG3_L(192, 2) : WG3_L(128, 2);
+    return bn == 256 ? WG3_L(256, 0) : bn == 192 ? WG3_L(192, 0) : WG3_L(128, 0);
 #undef WG3_L
 }
 /* the operands' tensor maps (W's boxes: the tile's rows, or SwiGLU's gate
@@ -967,7 +852,7 @@ cudaError_t eng_cu_gemm_wg_v(int v, cudaStream_t s, const bf16 *X, const bf16 *W
         (epi != ENG_CU_EPI_NONE && epi != ENG_CU_EPI_SWIGLU && !bias) || ((uintptr_t)X | (uintptr_t)W) & 15)
         return cudaErrorInvalidValue;
     if (v == 5) return wg5_run(s, X, W, bias, R, Y, M, N, K, epi);
-    if (v >= 3) return wg3_run<false>(s, X, W, bias, R, Y, M, N, K, epi, wg_img(v), 0, NULL, NULL);
+    if (v >= 3) return wg3_run<false>(s, X, W, bias, R, Y, M, N, K, epi, v == 4 ? 2 : 0, 0, NULL, NULL);
     const int bn = wg_bn(N, epi, v), swiglu = epi == ENG_CU_EPI_SWIGLU;
     CUtensorMap ta, tb;
     if (wg_map(&ta, X, M, K, WG_BM) || wg_map(&tb, W, N, K, swiglu ? bn / 2 : bn)) return cudaErrorInvalidValue;
@@ -988,7 +873,7 @@ cudaError_t eng_cu_gemm_wg_v(int v, cudaStream_t s, const bf16 *X, const bf16 *W
  * K | V boundaries must fall on tile edges (even head counts); version 5
  * (ping-pong) one head a 128-wide tile. */
 int eng_cu_gemm_wg_qk_ok(int v, int M, int N, int K, const eng_cu_qk_args *qk) {
-    if (!qk || (v != 3 && v != 5 && v != 6) || qk->head_dim != 128 || qk->n_heads <= 0 || qk->n_kv_heads <= 0 ||
+    if (!qk || (v != 3 && v != 5) || qk->head_dim != 128 || qk->n_heads <= 0 || qk->n_kv_heads <= 0 ||
         N != (qk->n_heads + 2 * qk->n_kv_heads) * 128 || qk->ld != N || !qk->rope || qk->rope_rows <= 0 ||
         !qk->q_norm || !qk->k_norm || !qk->cu_seqlens || !qk->n_seqs_dev || !wg_ok(M, N, K, ENG_CU_EPI_NONE, v))
         return 0;
@@ -1008,9 +893,6 @@ cudaError_t eng_cu_gemm_wg_qk(int v, cudaStream_t s, const bf16 *X, const bf16 *
     if (v == 5) return wg5_launch<WG_EPI_QK, false>(s, ta, tb, ty, NULL, NULL, M, N, K, rs, qk);
     if (rn) return wg3_launch<256, WG_EPI_QK, false, false, 0, true>(s, ta, tb, ty, NULL, NULL, M, N, K, 0, NULL, NULL,
                                                                      qk, NULL, rn);
-    if (v == 6)
-        return wg3_launch<256, WG_EPI_QK, false, false, 0, false, 0, true>(s, ta, tb, ty, NULL, NULL, M, N, K, 0, NULL,
-                                                                           NULL, qk, rs);
     return wg3_launch<256, WG_EPI_QK, false, false, 0>(s, ta, tb, ty, NULL, NULL, M, N, K, 0, NULL, NULL, qk, rs);
 }
 
@@ -1019,11 +901,11 @@ cudaError_t eng_cu_gemm_wg_qk(int v, cudaStream_t s, const bf16 *X, const bf16 *
  * with rn instead of rs (versions 3, 4) the kernel's own scales. */
 cudaError_t eng_cu_gemm_wg_rows(int v, cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, bf16 *Y,
                                 int M, int N, int K, int epi, const float *rs, const eng_cu_row_norm *rn) {
-    if (v < 3 || epi != ENG_CU_EPI_SWIGLU || !rs == !rn || (rn && (v == 5 || v == 6 || !rn->n_rows_dev)) ||
+    if (v < 3 || epi != ENG_CU_EPI_SWIGLU || !rs == !rn || (rn && (v > 4 || !rn->n_rows_dev)) ||
         !wg_ok(M, N, K, epi, v) || ((uintptr_t)X | (uintptr_t)W) & 15)
         return cudaErrorInvalidValue;
     if (v == 5) return wg5_run(s, X, W, bias, NULL, Y, M, N, K, epi, rs);
-    return wg3_run<false>(s, X, W, bias, NULL, Y, M, N, K, epi, wg_img(v), 0, NULL, NULL, rs, rn);
+    return wg3_run<false>(s, X, W, bias, NULL, Y, M, N, K, epi, v == 4 ? 2 : 0, 0, NULL, NULL, rs, rn);
 }
 
 /* The LayerNorm-by-statistics epilogues (eng_cu_ln_epi): the kernels

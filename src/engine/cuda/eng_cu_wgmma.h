@@ -266,20 +266,6 @@ static __device__ __forceinline__ uint32_t wg_pack(float v0, float v1) {
     return *(const uint32_t *)&h;
 }
 
-/* Version 6's view of a finished tile's sums, packed to bf16 pairs so the
- * next tile's first products can run into the accumulators while the
- * epilogue reads these (p[k / 2] holds sums k & ~1 in its low half and
- * k | 1 in its high half, wg_pack's order); the epilogues index it as
- * they index the float accumulators.  The values are the bf16 roundings
- * of the sums -- what the unfused path's GEMM writes and its SwiGLU or
- * q/k kernel reads. */
-struct wg_packed {
-    const uint32_t *p;
-    __device__ __forceinline__ float operator[](int k) const {
-        return __uint_as_float(k & 1 ? p[k >> 1] & 0xffff0000u : p[k >> 1] << 16);
-    }
-};
-
 /* The epilogue into a shared-memory image of the output tile for TMA
  * stores (versions 3 and 4), EPI and the residual (HASR) fixed at compile
  * time: output columns 8 J0 .. 8 (J0 + JN) of the tile's BN (SwiGLU: BN/2)
@@ -292,9 +278,8 @@ struct wg_packed {
  * SwiGLU's bias is optional (checked at run time), the others' required. */
 /* LN (eng_cu_gemm_wg_ln, not with SwiGLU): WG_LNA, WG_LNR, WG_OST of
  * eng_cu_ln_epi (ln), J0 and JN then whole 64-column chunks. */
-template <int BN, int EPI, bool HASR, int J0 = 0, int JN = (EPI == ENG_CU_EPI_SWIGLU ? BN / 16 : BN / 8), int LN = 0,
-          typename DA = const float *>
-static __device__ __forceinline__ void wg_epilogue_img(DA d, int wrow, int row0, int n0, int M, int N,
+template <int BN, int EPI, bool HASR, int J0 = 0, int JN = (EPI == ENG_CU_EPI_SWIGLU ? BN / 16 : BN / 8), int LN = 0>
+static __device__ __forceinline__ void wg_epilogue_img(const float *d, int wrow, int row0, int n0, int M, int N,
                                                        const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
                                                        uint32_t C, const float *__restrict__ rs = nullptr,
                                                        int rs0 = 0, const eng_cu_ln_epi *ln = nullptr) {
@@ -426,21 +411,15 @@ static __device__ __forceinline__ void wg_epilogue_img(DA d, int wrow, int row0,
  * and the head's sum of squares is its 32 values plus two shuffles across
  * the 4 lanes holding that row.  Positions come from cu_seqlens (rows
  * past the real count have zero inputs and come out 0). */
-/* TOREG (version 6): the packed results into po[2 j + i] (wg_packed's
- * order, for a plain store later) instead of the image at C. */
-template <int BN, bool TOREG = false>
+template <int BN>
 static __device__ __forceinline__ void wg_epilogue_img_qk(const float *d, int wrow, int row0, int n0, int M,
                                                           const eng_cu_qk_args &qk, uint32_t C,
-                                                          const float *__restrict__ rs, int rs0 = 0,
-                                                          uint32_t *po = nullptr) {
+                                                          const float *__restrict__ rs, int rs0 = 0) {
     static_assert(BN == 128 || BN == 256, "whole heads of 128 a tile");
     const int warp = (threadIdx.x >> 5) & 3, lane = threadIdx.x & 31, t2 = 2 * (lane & 3);
     const int r0 = wrow + warp * 16 + (lane >> 2), key = r0 & 7;
     const uint32_t line = C + r0 * 128 + 2 * t2;
-    auto put = [&](int i, int j, uint32_t v) {
-        if constexpr (TOREG) po[2 * j + i] = v;
-        else wg_sts32(line + i * 1024 + (j >> 3) * 16384 + (((j & 7) ^ key) << 4), v);
-    };
+    auto put = [&](int i, int j, uint32_t v) { wg_sts32(line + i * 1024 + (j >> 3) * 16384 + (((j & 7) ^ key) << 4), v); };
     const int qcols = qk.n_heads * 128, kcols = (qk.n_heads + qk.n_kv_heads) * 128;
     /* rs (may be NULL): a scale per row first, X's RMSNorm with its weights
      * folded into W (as in wg_epilogue_img's SwiGLU; row r's at rs[r - rs0]) */
