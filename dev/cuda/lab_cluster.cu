@@ -1,0 +1,225 @@
+/* lab_cluster: what a dependent step costs inside ONE thread-block
+ * cluster -- the floor under a one-query forward run as a single cluster
+ * kernel (all of all-MiniLM-L6's layers in 16 CTAs, activations exchanged
+ * through distributed shared memory).
+ *
+ * Why: the shipped one-query chain pays ~1.7 us a kernel node (44 nodes
+ * for MiniLM: 75 us against the 50 us target), and the grid-barrier
+ * persistent kernel was slower (lab_chain: 2.0-2.2 us a step; eng_cu_mega:
+ * stages of 2-6 us, mostly L2 round trips).  A cluster has a hardware
+ * barrier and its CTAs can store into each other's shared memory, so a
+ * step need not touch L2 at all.  Whether ~30 dependent phases (5 a
+ * layer) fit well under 50 us depends on what one such step costs; this
+ * measures it before any of the forward is written (dev/cuda/NOTES.md,
+ * 2026-12-02 evening, has the estimate it tests).
+ *
+ * A step, for cluster sizes 2..16 (16 needs the non-portable size):
+ *   bar       the cluster barrier alone (arrive.release, wait.acquire);
+ *   reduce    every CTA reads the whole activation (3072 words, MiniLM's
+ *             16 x 384 bf16 in bytes) from its own shared memory, reduces
+ *             it over the block and writes its slice locally, then the
+ *             barrier;
+ *   exchange  the same, its slice stored into every CTA's copy of the
+ *             next activation (st.shared::cluster), then the barrier;
+ *   +w N KB   exchange while each CTA streams N KB of weights a step from
+ *             global memory (cp.async, the next step's requested before
+ *             the barrier, as the forward would prefetch; distinct per
+ *             step and CTA; 44 KB is a MiniLM layer's ~221 KB a CTA over
+ *             its 5 phases).
+ * The activation is integers (next[i] = cur[i] * 3 + sum(cur) + step, mod
+ * 2^32), so the CPU reference is exact and a missing barrier or a stale
+ * remote store changes the result.
+ */
+#include "lab.h"
+
+#define CL_THREADS 256
+
+static __device__ __forceinline__ unsigned cl_rank() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
+    return r;
+}
+static __device__ __forceinline__ unsigned cl_size() {
+    unsigned r;
+    asm volatile("mov.u32 %0, %%cluster_nctarank;\n" : "=r"(r));
+    return r;
+}
+static __device__ __forceinline__ void cl_sync() {
+    asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                 "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+}
+/* a 32-bit store into CTA `rank`'s shared memory at this CTA's address a */
+static __device__ __forceinline__ void cl_store_remote(uint32_t a, unsigned rank, uint32_t v) {
+    uint32_t ra;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(ra) : "r"(a), "r"(rank));
+    asm volatile("st.shared::cluster.u32 [%0], %1;\n" ::"r"(ra), "r"(v) : "memory");
+}
+static __device__ __forceinline__ void cl_cp16(void *s, const void *g) {
+    const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(g) : "memory");
+}
+
+enum { CL_BAR = 0, CL_REDUCE = 1, CL_EXCHANGE = 2 };
+
+/* one cluster (gridDim.x CTAs); dynamic shared memory: the activation
+ * twice (2 n words), then two weight buffers of wper 16-byte chunks a
+ * thread */
+__global__ void __launch_bounds__(CL_THREADS) cl_kernel(const uint32_t *x0, uint32_t *out, int n, const uint4 *w,
+                                                        int wper, int steps, int mode) {
+#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+    extern __shared__ uint4 cl_dyn[];
+    __shared__ uint32_t red[CL_THREADS / 32];
+    uint32_t *act = (uint32_t *)cl_dyn;
+    uint4 *wb[2] = {cl_dyn + n / 2, cl_dyn + n / 2 + (size_t)wper * CL_THREADS};
+    const unsigned rank = cl_rank(), C = cl_size();
+    const int per = (n + (int)C - 1) / (int)C, lo = (int)rank * per, hi = min(n, lo + per);
+    auto issue = [&](int s) {
+        const uint4 *src = w + ((size_t)s * C + rank) * CL_THREADS * wper;
+        for (int i = 0; i < wper; i++)
+            cl_cp16(wb[s & 1] + i * CL_THREADS + threadIdx.x, src + i * CL_THREADS + threadIdx.x);
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+    };
+    for (int i = threadIdx.x; i < n; i += CL_THREADS) act[i] = x0[i];
+    if (wper && steps) issue(0);
+    cl_sync(); /* every CTA of the cluster runs (and holds its copy) before any remote store */
+    for (int s = 0; s < steps; s++) {
+        const uint32_t *cur = act + (s & 1) * n;
+        uint32_t *nxt = act + ((s + 1) & 1) * n;
+        uint32_t wx = 0;
+        if (wper) { /* this step's weights, then the next step's requested */
+            asm volatile("cp.async.wait_all;\n" ::: "memory");
+            for (int i = 0; i < wper; i++) {
+                const uint4 v = wb[s & 1][i * CL_THREADS + threadIdx.x];
+                wx ^= v.x ^ v.y ^ v.z ^ v.w;
+            }
+            if (s + 1 < steps) issue(s + 1);
+        }
+        if (mode != CL_BAR) {
+            uint32_t sum = 0;
+            for (int i = threadIdx.x; i < n; i += CL_THREADS) sum += cur[i];
+#pragma unroll
+            for (int o = 16; o > 0; o >>= 1) sum += __shfl_xor_sync(0xffffffffu, sum, o);
+            if ((threadIdx.x & 31) == 0) red[threadIdx.x >> 5] = sum;
+            __syncthreads();
+            uint32_t tot = 0;
+            for (int i = 0; i < CL_THREADS / 32; i++) tot += red[i];
+            __syncthreads();
+            /* the weights are zeros: they only keep their loads live */
+            const uint32_t add = tot + (uint32_t)s + (wx == 0xdeadbeefu ? 1u : 0u);
+            for (int i = lo + threadIdx.x; i < hi; i += CL_THREADS) {
+                const uint32_t v = cur[i] * 3u + add;
+                if (mode == CL_REDUCE) {
+                    nxt[i] = v;
+                } else {
+                    const uint32_t a = (uint32_t)__cvta_generic_to_shared(nxt + i);
+                    for (unsigned r = 0; r < C; r++) cl_store_remote(a, r, v);
+                }
+            }
+        }
+        cl_sync();
+    }
+    /* CTA 0 holds the whole result (exchange); reduce: each CTA its slice */
+    const uint32_t *fin = act + (mode == CL_BAR ? 0 : (steps & 1) * n); /* bar: x0, never changed */
+    if (mode == CL_REDUCE) {
+        for (int i = lo + threadIdx.x; i < hi; i += CL_THREADS) out[i] = fin[i];
+    } else if (rank == 0) {
+        for (int i = threadIdx.x; i < n; i += CL_THREADS) out[i] = fin[i];
+    }
+#else
+    __trap();
+#endif
+}
+
+/* the reference: the same recurrence on the CPU (reduce: the slices are
+ * the same values, every CTA having the whole activation only in
+ * exchange mode, so reduce is checked at steps <= 1) */
+static std::vector<uint32_t> cl_ref(const std::vector<uint32_t> &x0, int steps, int mode) {
+    std::vector<uint32_t> cur = x0, nxt(x0.size());
+    if (mode == CL_BAR) return cur;
+    for (int s = 0; s < steps; s++) {
+        uint32_t sum = 0;
+        for (uint32_t v : cur) sum += v;
+        for (size_t i = 0; i < cur.size(); i++) nxt[i] = cur[i] * 3u + sum + (uint32_t)s;
+        cur.swap(nxt);
+    }
+    return cur;
+}
+
+int main() {
+    int dev = 0, cc = 0;
+    CUCHECK(cudaGetDevice(&dev));
+    CUCHECK(cudaDeviceGetAttribute(&cc, cudaDevAttrComputeCapabilityMajor, dev));
+    if (cc < 9) {
+        printf("lab_cluster: needs thread-block clusters (sm_90 or newer): nothing to measure\n");
+        return 1;
+    }
+    const int n = 3072, steps = 60;
+    const int wkbs[] = {44, 88};
+    const int max_wper = 88 * 1024 / 16 / CL_THREADS;
+    const size_t smem_max = (size_t)n * 2 * 4 + 2 * (size_t)max_wper * CL_THREADS * 16;
+    /* weights: distinct per (step, CTA), zeros */
+    const size_t wchunks = (size_t)steps * 16 * CL_THREADS * max_wper;
+    uint4 *w = NULL;
+    CUCHECK(cudaMalloc(&w, wchunks * sizeof(uint4)));
+    CUCHECK(cudaMemset(w, 0, wchunks * sizeof(uint4)));
+    std::vector<uint32_t> x0(n);
+    for (int i = 0; i < n; i++) x0[i] = (uint32_t)(i * 2654435761u) ^ 0x9e3779b9u;
+    uint32_t *dx = NULL, *dout = NULL;
+    CUCHECK(cudaMalloc(&dx, n * 4));
+    CUCHECK(cudaMalloc(&dout, n * 4));
+    CUCHECK(cudaMemcpy(dx, x0.data(), n * 4, cudaMemcpyHostToDevice));
+    CUCHECK(cudaFuncSetAttribute(cl_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem_max));
+    CUCHECK(cudaFuncSetAttribute(cl_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
+    printf("lab_cluster: one cluster, %d threads a CTA, activation %d words, %d steps a launch\n", CL_THREADS, n,
+           steps);
+    struct variant { const char *name; int mode, wkb; };
+    const variant vs[] = {{"bar", CL_BAR, 0},           {"reduce", CL_REDUCE, 0},
+                          {"exchange", CL_EXCHANGE, 0}, {"exchange +w", CL_EXCHANGE, wkbs[0]},
+                          {"exchange +w", CL_EXCHANGE, wkbs[1]}};
+    for (int C : {2, 4, 8, 16}) {
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = C;
+        at[0].val.clusterDim.y = 1;
+        at[0].val.clusterDim.z = 1;
+        cfg.gridDim = dim3(C);
+        cfg.blockDim = dim3(CL_THREADS);
+        cfg.dynamicSmemBytes = smem_max;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        int nclusters = 0;
+        if (cudaOccupancyMaxActiveClusters(&nclusters, cl_kernel, &cfg) != cudaSuccess || nclusters < 1) {
+            cudaGetLastError();
+            printf("  cluster of %2d: not launchable here, skipped\n", C);
+            continue;
+        }
+        for (const variant &v : vs) {
+            const int wper = v.wkb * 1024 / 16 / CL_THREADS;
+            auto go = [&](int st) {
+                CUCHECK(cudaLaunchKernelEx(&cfg, cl_kernel, (const uint32_t *)dx, dout, n, (const uint4 *)w, wper, st,
+                                           v.mode));
+            };
+            /* correctness: the reference after a launch of `steps` (reduce:
+             * one step, the only one whose slices are all right) */
+            const int cs = v.mode == CL_REDUCE ? 1 : steps;
+            CUCHECK(cudaMemset(dout, 0xff, n * 4));
+            go(cs);
+            CUCHECK(cudaDeviceSynchronize());
+            std::vector<uint32_t> got(n);
+            CUCHECK(cudaMemcpy(got.data(), dout, n * 4, cudaMemcpyDeviceToHost));
+            const std::vector<uint32_t> ref = cl_ref(x0, cs, v.mode);
+            int bad = 0;
+            for (int i = 0; i < n; i++) bad += got[i] != ref[i];
+            printf("  cluster of %2d %-12s w=%2d KB: %d steps %s (%d of %d words differ)\n", C, v.name, v.wkb, cs,
+                   bad ? "FAIL" : "ok", bad, n);
+            if (bad) lab_failures++;
+            /* a step's cost: (time of `steps` steps - time of none) / steps */
+            const float t0 = lab_time_ms([&] { go(0); }, 30), t1 = lab_time_ms([&] { go(steps); }, 30);
+            printf("  cluster of %2d %-12s w=%2d KB: %6.3f us a step (launch + set-up %6.2f us)\n", C, v.name, v.wkb,
+                   (t1 - t0) * 1e3f / steps, t0 * 1e3f);
+        }
+    }
+    cudaFree(w); cudaFree(dx); cudaFree(dout);
+    return lab_finish("lab_cluster");
+}
