@@ -11,7 +11,7 @@
  * step need not touch L2 at all.  Whether ~30 dependent phases (5 a
  * layer) fit well under 50 us depends on what one such step costs; this
  * measures it before any of the forward is written (dev/cuda/NOTES.md,
- * 2026-12-02 evening, has the estimate it tests).
+ * "2026-12-02 (15:05-16:05 UTC)", lead 2, has the estimate it tests).
  *
  * A step, for cluster sizes 2..16 (16 needs the non-portable size):
  *   bar       the cluster barrier alone (arrive.release, wait.acquire);

@@ -76,10 +76,10 @@
  * fb5685c, equal to 3 -- multicast did not shorten the data waits); a half
  * image with a fourth stage, and stmatrix image writes (fb5685c); each
  * tile's epilogue from a bf16 copy of its sums under the next tile's
- * first k-steps ("version 6", 4ce51cf / 548eafb: 1.02-1.31x cuBLASLt against
- * version 3's 0.92-1.23 -- the products issued ahead hold the ring's
+ * first k-steps ("version 6", 4ce51cf / 548eafb: 0.91-1.31x cuBLASLt against
+ * version 3's 0.89-1.23 -- the products issued ahead hold the ring's
  * slots, so the producer cannot fill them during the epilogue, and
- * version 3's consumers already wait for data 25-30% of the time).
+ * version 3's consumers already wait for data 24-33% of the time).
  * GELU is cuBLASLt's tanh form (tanh by the SFU), so both paths agree.
  */
 #include "eng_cu_wgmma.h"
