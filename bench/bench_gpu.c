@@ -19,6 +19,10 @@
  * the latency rows; BENCH_POINTS="equal128:65536 random16-512:16384 ..."
  * times only those throughput points (pattern:tokens per step; no latency,
  * saturation or mixed rows), for A/B runs of kernel switches.
+ * BENCH_MAX_TOKENS (default 65536, at most 262144) is the engine's
+ * max-batch-tokens; above 65536 the sweep and BENCH_POINTS also take steps
+ * of 131072 (and 262144) tokens, i.e. `posy serve --max-batch-tokens`
+ * raised to match -- whether saturation lies past the default sweep.
  * With --once TOKENS it runs one eager forward of one query and exits, for
  * a kernel profiler (bench_gpu.sh runs it under ncu when present).
  * With --step TOKENS SEQLEN it runs a throughput step (TOKENS tokens in
@@ -132,13 +136,19 @@ int main(int argc, char **argv) {
         return 2;
     }
     posy_err err;
-    posy_engine *e = gh_open(argv[1], once ? 4096 : 65536, 2048, &err);
+    const char *mt = getenv("BENCH_MAX_TOKENS");
+    const int maxT = mt ? atoi(mt) : 65536;
+    if (maxT < 65536 || maxT > 262144) {
+        fprintf(stderr, "BENCH_MAX_TOKENS=%s: must be 65536..262144\n", mt);
+        return 2;
+    }
+    posy_engine *e = gh_open(argv[1], once ? 4096 : maxT, maxT / 32, &err);
     if (!e) { fprintf(stderr, "open: %s\n", err.msg); return 1; }
     const int H = e->cfg.info.hidden, V = e->cfg.info.vocab;
     const char *name = argv[2];
     if (step) { /* one saturated step, only its replay inside the profiler range */
         const int T = atoi(argv[4]), L = atoi(argv[5]);
-        if (T < 1 || T > 65536 || L < 1 || L > T) { fprintf(stderr, "bad --step %d %d\n", T, L); return 2; }
+        if (T < 1 || T > maxT || L < 1 || L > T) { fprintf(stderr, "bad --step %d %d\n", T, L); return 2; }
         int *lens = (int *)malloc(sizeof(int) * (size_t)(T / L));
         for (int i = 0; i < T / L; i++) lens[i] = L;
         gh_batch g;
@@ -171,9 +181,9 @@ int main(int argc, char **argv) {
             const int L = !strncmp(tk, "equal128:", 9) ? 128 : !strncmp(tk, "equal512:", 9) ? 512
                         : !strncmp(tk, "random16-512:", 13) ? 0 : -1;
             const int T = colon ? atoi(colon + 1) : 0;
-            if (L < 0 || T < 1 || T > 65536 || T < L) {
+            if (L < 0 || T < 1 || T > maxT || T < L) {
                 fprintf(stderr, "BENCH_POINTS: bad point '%s' (pattern:tokens, pattern equal128, equal512 or "
-                        "random16-512, tokens 1..65536)\n", tk);
+                        "random16-512, tokens 1..%d)\n", tk, maxT);
                 rc = 2;
                 break;
             }
@@ -187,8 +197,9 @@ int main(int argc, char **argv) {
     if (getenv("BENCH_LATENCY_ONLY")) latency(e, name, 32, V, H); /* where the one-query chain ends */
     latency(e, name, 64, V, H);
     if (getenv("BENCH_LATENCY_ONLY")) { e->ops->close(e); return 0; }
-    const int budgets[] = {256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536};
-    const int nb = (int)(sizeof budgets / sizeof *budgets);
+    const int budgets[] = {256, 512, 1024, 2048, 4096, 8192, 16384, 32768, 65536, 131072, 262144};
+    int nb = 0;
+    while (nb < (int)(sizeof budgets / sizeof *budgets) && budgets[nb] <= maxT) nb++;
     const char *pats[] = {"equal128", "equal512", "random16-512"};
     const int Ls[] = {128, 512, 0};
     for (int p = 0; p < 3; p++) {

@@ -69,10 +69,9 @@ static void check(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, int with_r =
     ref_linear(xf.data(), wf.data(), bfv.data(), with_r ? rf.data() : NULL, ref.data(), M, N, K, epi);
     if (epi == ENG_CU_EPI_SWIGLU) ref.resize(ref_swiglu(ref.data(), M, N));
     std::vector<float> got = lab_download_bf16(dy, ref.size());
-    char name[128], cols[24] = "";
-    if (use_small == 3) snprintf(cols, sizeof cols, " cols=%d", eng_cu_gemm_chain_cols(M, N, K, 0, epi));
-    snprintf(name, sizeof name, "gemm%s M=%d N=%d K=%d epi=%d%s%s", !use_small ? "" : use_small == 3 ? "-chain" : eng_cu_skinny_version == 2 ? "-skinny2" : "-skinny", M, N, K,
-             epi, with_r ? " +residual" : "", cols);
+    char name[96];
+    snprintf(name, sizeof name, "gemm%s M=%d N=%d K=%d epi=%d%s", !use_small ? "" : use_small == 3 ? "-chain" : eng_cu_skinny_version == 2 ? "-skinny2" : "-skinny", M, N, K,
+             epi, with_r ? " +residual" : "");
     lab_check(name, got.data(), ref.data(), got.size(), 3e-2f, 1e-2f);
     cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy); cudaFree(dr);
 }
@@ -156,9 +155,9 @@ static void check_fold(int M, int n_real, int N, int K, int epi) {
     ref_linear(xs.data(), wf.data(), bfv.data(), NULL, ref.data(), M, N, K, epi);
     if (epi == ENG_CU_EPI_SWIGLU) ref.resize(ref_swiglu(ref.data(), M, N));
     std::vector<float> got = lab_download_bf16(dy, ref.size());
-    char name[128];
-    snprintf(name, sizeof name, "gemm-chain rms-fold M=%d (real %d) N=%d K=%d epi=%d%s cols=%d", M, n_real, N, K, epi,
-             with_b ? " +bias" : "", eng_cu_gemm_chain_cols(M, N, K, 2, epi));
+    char name[96];
+    snprintf(name, sizeof name, "gemm-chain rms-fold M=%d (real %d) N=%d K=%d epi=%d%s", M, n_real, N, K, epi,
+             with_b ? " +bias" : "");
     lab_check(name, got.data(), ref.data(), got.size(), 3e-2f, 1e-2f);
     cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy); cudaFree(dnr);
 }
@@ -267,21 +266,6 @@ static void bench_small(eng_cu_gemm_ctx *g) {
                 tgc = lab_graph_ms(st, [&] { v3(NULL); }, 10) / 20;
                 eng_cu_chain_bulk = 1;
             }
-            /* wider blocks (every shape allowed: minimum 1 block), graph */
-            float tw[2] = {0.f, 0.f};
-            int cw[2] = {0, 0};
-            if (eng_cu_gemm_chain_ok(M, N, K, 0)) {
-                eng_cu_chain_cols_min = 1;
-                for (int i = 0; i < 2; i++) {
-                    eng_cu_chain_cols = i ? 64 : 32;
-                    cw[i] = eng_cu_gemm_chain_cols(M, N, K, 0, ENG_CU_EPI_BIAS);
-                    v3(NULL); /* outside the capture: the shared-memory cap */
-                    CUCHECK(cudaStreamSynchronize(st));
-                    tw[i] = lab_graph_ms(st, [&] { v3(NULL); }, 10) / 20;
-                }
-                eng_cu_chain_cols = 16;
-                eng_cu_chain_cols_min = 64;
-            }
             if (eng_cu_gemm_chain_ok(M, N, K, 1)) {
                 v3(&nm); /* outside the capture: the first call sets the kernel's shared-memory cap */
                 CUCHECK(cudaStreamSynchronize(st));
@@ -290,10 +274,9 @@ static void bench_small(eng_cu_gemm_ctx *g) {
             const double gbs = (double)wn * 2 / 1e9 / 1e-3;
             printf("  bench small-M M=%-3d N=%-5d K=%-5d cuBLASLt %6.2f us (%4.0f GB/s)  skinny v1 %6.2f us  "
                    "v2 %6.2f us (%4.0f GB/s)  v3+PDL %6.2f us (%4.0f GB/s)  graph: v3 %5.2f us (%4.0f GB/s)  "
-                   "+L2 prefetch %5.2f us  cp.async %5.2f us  +norm %5.2f us  cols %d: %5.2f us  cols %d: %5.2f us\n",
+                   "+L2 prefetch %5.2f us  cp.async %5.2f us  +norm %5.2f us\n",
                    M, N, K, tl * 1e3, gbs / tl, ts[0] * 1e3, ts[1] * 1e3, gbs / ts[1], t3 * 1e3, t3 > 0 ? gbs / t3 : 0.,
-                   tg * 1e3, tg > 0 ? gbs / tg : 0., tgp * 1e3, tgc * 1e3, tgn * 1e3, cw[0], tw[0] * 1e3, cw[1],
-                   tw[1] * 1e3);
+                   tg * 1e3, tg > 0 ? gbs / tg : 0., tgp * 1e3, tgc * 1e3, tgn * 1e3);
         }
     cudaFree(x); cudaFree(w); cudaFree(b); cudaFree(y); cudaFree(gam); cudaFree(nrows);
     CUCHECK(cudaStreamDestroy(st));
@@ -397,50 +380,6 @@ int main(void) {
         check_fold(29, 23, 6144, 1024, ENG_CU_EPI_SWIGLU);
         check_fold(32, 32, 4096, 1024, ENG_CU_EPI_NONE);
         check_fold(24, 24, 2304, 768, ENG_CU_EPI_BIAS);
-        /* wider blocks (32 / 64 columns, eng_cu_chain_cols; every shape
-         * allowed by a minimum of one block): one m tile, with and
-         * without the residual, bulk and cp.async weights, SwiGLU, the
-         * fold; where the shape does not allow the width the call falls
-         * back (K > 1024 at 64, K > 2048 at 32, two m tiles, the norm
-         * prologue), which the expected widths below pin down */
-        eng_cu_chain_cols_min = 1;
-        for (int cols : {32, 64}) {
-            eng_cu_chain_cols = cols;
-            for (int bulk : {1, 0})
-                for (int M : {1, 16})
-                    for (auto &sh : shapes) {
-                        eng_cu_chain_bulk = bulk;
-                        check(g, M, sh[0], sh[1], sh[2], M % 2);
-                    }
-            eng_cu_chain_bulk = 1;
-            for (int M : {1, 16}) check(g, M, 6144, 1024, ENG_CU_EPI_SWIGLU);
-            check(g, 16, 3072, 768, ENG_CU_EPI_SWIGLU);
-            check_fold(1, 1, 4096, 1024, ENG_CU_EPI_NONE);
-            check_fold(16, 13, 4096, 1024, ENG_CU_EPI_NONE);
-            check_fold(16, 16, 4096, 1024, ENG_CU_EPI_BIAS);
-            check_fold(16, 11, 1152, 384, ENG_CU_EPI_BIAS_GELU);
-            check_fold(16, 16, 6144, 1024, ENG_CU_EPI_SWIGLU);
-            const struct { int M, N, K, norm, epi, want; } ws[] = {
-                {16, 4096, 1024, 0, ENG_CU_EPI_NONE, cols},   {1, 6144, 1024, 2, ENG_CU_EPI_SWIGLU, cols},
-                {16, 384, 1536, 0, ENG_CU_EPI_BIAS, 32},      {16, 768, 3072, 0, ENG_CU_EPI_BIAS, 16},
-                {17, 4096, 1024, 0, ENG_CU_EPI_NONE, 16},     {16, 2304, 768, 1, ENG_CU_EPI_BIAS, 16},
-                {16, 4096, 1024, 2, ENG_CU_EPI_NONE, cols},   {16, 4097, 1024, 0, ENG_CU_EPI_NONE, 0}};
-            for (auto &w : ws) {
-                const int got = eng_cu_gemm_chain_cols(w.M, w.N, w.K, w.norm, w.epi);
-                if (got != w.want) {
-                    printf("  FAIL chain cols(%d, %d, %d, norm %d, epi %d) = %d at %d, want %d\n", w.M, w.N, w.K, w.norm,
-                           w.epi, got, cols, w.want);
-                    lab_failures++;
-                }
-            }
-        }
-        eng_cu_chain_cols_min = 64;
-        eng_cu_chain_cols = 64; /* the minimum: 4096 / 64 = 64 blocks pass, 3072 / 64 = 48 do not */
-        if (eng_cu_gemm_chain_cols(16, 4096, 1024, 0, 0) != 64 || eng_cu_gemm_chain_cols(16, 3072, 768, 0, 0) != 32) {
-            printf("  FAIL chain cols with the default minimum of 64 blocks\n");
-            lab_failures++;
-        }
-        eng_cu_chain_cols = 16;
         {
             const eng_cu_chain_norm bad = {(const float *)16, NULL, 1e-6f, (const int *)16, NULL, 1};
             if (eng_cu_gemm_chain_ok(33, 4096, 1024, 2) ||

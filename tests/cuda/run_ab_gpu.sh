@@ -11,6 +11,9 @@
 #   ablate  -DENG_CU_ABLATE: the forward without its GEMMs, attention,
 #           norms (and Qwen3's q/k norm) in turn, tagged no-gemm etc. --
 #           what each kind of kernel costs inside the chain.
+# AB_FLAGS="tag:-DFLAG=1 ..." also builds this tree's bench_gpu with those
+# CUDA flags (commas join several) and times it tagged tag, e.g.
+# "xlate:-DENG_CU_SK3_X=1".
 # GPU_ENVS="tag:VAR=value ..." also times this tree under each setting
 # (tagged gpu-tag), e.g. "l2:POSY_CUDA_CHAIN_L2=2"; commas join several
 # settings in one tag: "v3qk:POSY_CUDA_ATTN=3,POSY_CUDA_QK_FUSE=1".
@@ -21,7 +24,7 @@
 # compute-sanitizer memcheck of lab_gemm and LABS.  Then bench_gpu's
 # 16/32/64-token latency, default switches, MiniLM and BERT-base (and
 # Qwen3-0.6B, 28 layers, with QWEN3=1), every build REPEAT times (default
-# 2) in turn, so drift shows.  Rows go to $OUT/ab_latency.jsonl, tagged
+# 2) in turn, even repeats in reverse order, so drift shows and cancels.  Rows go to $OUT/ab_latency.jsonl, tagged
 # with the build; a table (mean of the repeats, ratio to base, min-max)
 # to $OUT/ab.log.
 set -o pipefail
@@ -42,6 +45,9 @@ for v in $VARIANTS; do
   ablate) gpu_bench_only . build-ablate -DENG_CU_ABLATE & ablate=1 ;;
   *) say "unknown variant $v"; exit 2 ;;
   esac
+done
+for fv in $AB_FLAGS; do # tag:-DFLAG[,-DFLAG2]: this tree's bench_gpu built with those CUDA flags
+  gpu_bench_only . "build-${fv%%:*}" "$(echo "${fv#*:}" | tr , ' ')" & builds="$builds build-${fv%%:*}"
 done
 gpu_build "$OUT" || { say "BUILD FAILED"; status=1; }
 wait
@@ -83,7 +89,11 @@ models="minilm-l6:$WORK/minilm-l6-harness bert-base:$WORK/bert-base-harness"
 for mh in $models; do
   n=${mh%%:*} h=${mh#*:}
   for r in $(seq "${REPEAT:-2}"); do
-    for b in $builds; do lat "$b" "${b#build-}" "$h" "$n"; done
+    # odd repeats in the listed order, even ones reversed (ABBA), so a
+    # drift over the run does not favour the build that always runs first
+    order=$builds
+    [ $((r % 2)) -eq 0 ] && order=$(echo $builds | tr ' ' '\n' | tac | tr '\n' ' ')
+    for b in $order; do lat "$b" "${b#build-}" "$h" "$n"; done
     for te in $GPU_ENVS; do lat build-gpu "gpu-${te%%:*}" "$h" "$n" $(echo "${te#*:}" | tr , ' '); done
     if [ -n "$ablate" ]; then
       for k in ${ABLATE_KINDS:-gemm attn norm $([ "$n" = qwen3-0.6b ] && echo qk)}; do

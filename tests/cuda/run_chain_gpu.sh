@@ -39,12 +39,10 @@ memcheck lab_attn 200
 # chain variants (CHAIN_VARIANTS): 0 off, 64 on for every bucket <= 64 (the
 # default), a suffix n: with the norms fused (POSY_CUDA_CHAIN_NORM=1), a:
 # with attention always its own node (POSY_CUDA_CHAIN_ATTN=0), f: attention
-# inside the O projection for every head size (POSY_CUDA_CHAIN_ATTN=1), w / W:
-# 32 / 64 columns a GEMM block where the shape allows (POSY_CUDA_CHAIN_COLS)
+# inside the O projection for every head size (POSY_CUDA_CHAIN_ATTN=1)
 latency() { # harness name
   for c in ${CHAIN_VARIANTS:-0 64 64a}; do
-    n=${c%%[nafwW]*}
-    POSY_CUDA_CHAIN_COLS=$(case $c in *w*) echo 32;; *W*) echo 64;; *) echo 16;; esac) \
+    n=${c%%[naf]*}
     POSY_CUDA_CHAIN=$n POSY_CUDA_CHAIN_NORM=$(case $c in *n*) echo 1;; *) echo 0;; esac) \
     POSY_CUDA_CHAIN_ATTN=$(case $c in *a*) echo 0;; *f*) echo 1;; *) echo auto;; esac) BENCH_LATENCY_ONLY=1 \
       timeout 60 "./$BUILD/bench_gpu" "$1" "$2" 2>>"$OUT/bench_err.log" |

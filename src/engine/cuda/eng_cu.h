@@ -468,17 +468,10 @@ typedef struct eng_cu_chain_norm {
     int fold;
 } eng_cu_chain_norm;
 int eng_cu_gemm_chain_ok(int M, int N, int K, int norm);
-/* The columns a block of eng_cu_gemm_chain takes for this call (16, 32 or
- * 64, by eng_cu_chain_cols and the shape), 0 where the call is refused. */
-int eng_cu_gemm_chain_cols(int M, int N, int K, int norm, int epi);
 /* How the chain kernel fetches its weight slice: 1 (default) one bulk copy
  * (TMA) a row, completing on an mbarrier; 0 16-byte cp.async by every
  * thread (POSY_CUDA_CHAIN_BULK=0 at engine open; labs set it directly). */
 extern int eng_cu_chain_bulk;
-/* Columns a chain GEMM block takes where the shape allows (16, 32 or 64;
- * POSY_CUDA_CHAIN_COLS), and the fewest blocks a wider launch may leave
- * (POSY_CUDA_CHAIN_COLS_MIN); eng_cu_chain_gemm.cu, skinny3_np. */
-extern int eng_cu_chain_cols, eng_cu_chain_cols_min;
 /* pf (optional): pf_bytes of weights a later GEMM of the forward needs,
  * which the blocks request into L2 (cp.async.bulk.prefetch, each block an
  * equal share) before their wait, so that GEMM's slices come from L2. */

@@ -46,8 +46,6 @@
 #include "eng_cu_skinny.h"
 
 int eng_cu_chain_bulk = 1;
-int eng_cu_chain_cols = 16;
-int eng_cu_chain_cols_min = 64;
 
 /* Where a lane's second 8 values of a 64-value group start: 32 (whole
  * sectors a load instruction) for one m tile and K >= 768 (G > 1), 8 (16
@@ -152,49 +150,41 @@ static __device__ __forceinline__ void sk3_norm(uint4 (*xa)[2][G][2], const eng_
  * row's rsqrt(mean(x^2) + eps), the norm's weights folded into W) */
 enum { SK3_PLAIN = 0, SK3_NORM = 1, SK3_FOLD = 2 };
 
-template <int MT, int WARPS, int G, int MODE, int NP>
+template <int MT, int WARPS, int G, int MODE>
 __global__ void __launch_bounds__(WARPS * 32)
 skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y, int M,
                int N, int K, int epi, eng_cu_chain_norm nm, int bulk, const char *pf, unsigned pf_slice) {
     constexpr bool NORM = MODE == SK3_NORM, FOLD = MODE == SK3_FOLD;
     extern __shared__ __align__(16) unsigned char sk3_smem[];
     __shared__ uint64_t wbar; /* bulk: the weight slice's arrival */
-    bf16 *Ws = (bf16 *)sk3_smem; /* [NP * 16][K + sk3_pad(MT, G)] */
-    float *gs = (float *)(sk3_smem + (size_t)NP * 16 * (K + sk3_pad(MT, G)) * 2), *bs = gs + K; /* NORM: gamma, beta [K] */
+    bf16 *Ws = (bf16 *)sk3_smem; /* [16][K + sk3_pad(MT, G)] */
+    float *gs = (float *)(sk3_smem + (size_t)16 * (K + sk3_pad(MT, G)) * 2), *bs = gs + K; /* NORM: gamma, beta [K] */
     float(*part)[MT * 16][17] = (float(*)[MT * 16][17])(NORM ? bs + K : gs);
-    /* the block's bias [NP][16], residual [NP][MT * 16][16] */
-    bf16 *bsm = (bf16 *)(part + WARPS), *Rs = bsm + NP * 16;
+    bf16 *bsm = (bf16 *)(part + WARPS), *Rs = bsm + 16; /* the block's bias [16], residual [MT * 16][16] */
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-    /* the block's NP groups of 16 weight rows: group p has columns
-     * n_lo(p).. and n_hi(p).., 8 each (SwiGLU: 8 gate columns and the same
-     * 8 of the up half) */
+    /* the block's 16 weight rows: columns n_lo.. and n_hi.., 8 each (SwiGLU:
+     * 8 gate columns and the same 8 of the up half) */
     const bool swiglu = epi == ENG_CU_EPI_SWIGLU, has_b = bias && epi != ENG_CU_EPI_NONE;
-    auto n_lo = [&](int p) -> int { return swiglu ? 8 * (blockIdx.x * NP + p) : 16 * (blockIdx.x * NP + p); };
-    auto n_hi = [&](int p) { return swiglu ? (N >> 1) + n_lo(p) : n_lo(p) + 8; };
-    auto wrow = [&](int r) { /* the weight row of the slice's row r */
-        const int p = NP == 1 ? 0 : r >> 4, rr = NP == 1 ? r : r & 15;
-        return (size_t)(rr < 8 ? n_lo(p) + rr : n_hi(p) + rr - 8);
-    };
+    const int n_lo = swiglu ? 8 * blockIdx.x : 16 * blockIdx.x, n_hi = swiglu ? (N >> 1) + n_lo : n_lo + 8;
     const int ldw = K + sk3_pad(MT, G), cpr = K / 8;
     if (bulk) {
         if (threadIdx.x == 0) {
             sk3_bulk_init(&wbar);
-            sk3_bulk_arm(&wbar, NP * 16 * K * 2);
-            for (int r = 0; r < NP * 16; r++) sk3_bulk_row(&wbar, Ws + r * ldw, W + wrow(r) * K, K * 2);
+            sk3_bulk_arm(&wbar, 16 * K * 2);
+            for (int r = 0; r < 16; r++)
+                sk3_bulk_row(&wbar, Ws + r * ldw, W + (size_t)(r < 8 ? n_lo + r : n_hi + r - 8) * K, K * 2);
         }
     } else
-        for (int c = threadIdx.x; c < NP * 16 * cpr; c += WARPS * 32) {
+        for (int c = threadIdx.x; c < 16 * cpr; c += WARPS * 32) {
             const int r = c / cpr, cc = (c - r * cpr) * 8;
-            sk3_cp16(Ws + r * ldw + cc, W + wrow(r) * K + cc);
+            sk3_cp16(Ws + r * ldw + cc, W + (size_t)(r < 8 ? n_lo + r : n_hi + r - 8) * K + cc);
         }
     if constexpr (NORM)
         for (int c = threadIdx.x; c < K / 4; c += WARPS * 32) {
             sk3_cp16(gs + 4 * c, nm.gamma + 4 * c);
             if (nm.beta) sk3_cp16(bs + 4 * c, nm.beta + 4 * c);
         }
-    if (has_b && threadIdx.x < 2 * NP)
-        sk3_cp16(bsm + 8 * threadIdx.x, bias + (threadIdx.x & 1 ? n_hi(NP == 1 ? 0 : threadIdx.x >> 1)
-                                                                : n_lo(NP == 1 ? 0 : threadIdx.x >> 1)));
+    if (has_b && threadIdx.x < 2) sk3_cp16(bsm + 8 * threadIdx.x, bias + (threadIdx.x ? n_hi : n_lo));
     eng_async_commit();
     /* FOLD: the real row count comes from the input block, which no kernel
      * of the forward writes (eng_cu.h): read before the wait */
@@ -208,18 +198,15 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     /* the residual (written two kernels back) lands with X, not after the
      * products */
-    if (R) { /* group p's rows at Rs + p * MT * 256 (never with SwiGLU) */
-        for (int i = threadIdx.x; i < NP * 2 * M; i += WARPS * 32) {
-            const int p = NP == 1 ? 0 : i / (2 * M), j = i - p * 2 * M;
-            sk3_cp16(Rs + p * MT * 256 + 8 * j, R + (size_t)(j >> 1) * N + n_lo(p) + 8 * (j & 1));
-        }
+    if (R) {
+        for (int i = threadIdx.x; i < 2 * M; i += WARPS * 32)
+            sk3_cp16(Rs + 8 * i, R + (size_t)(i >> 1) * N + n_lo + 8 * (i & 1));
         eng_async_commit();
     }
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int kw = warp * G * 64 + (sk3_half(MT, G) == 32 ? 8 : 16) * t; /* this lane's first k */
-    float acc[NP][MT][2][4], ssq[FOLD ? MT : 1][2][4]; /* FOLD: X X^T of the row tile, whose diagonal is wanted */
-#pragma unroll
-    for (int p = 0; p < NP; p++) skinny_zero<MT>(acc[p]);
+    float acc[MT][2][4], ssq[FOLD ? MT : 1][2][4]; /* FOLD: X X^T of the row tile, whose diagonal is wanted */
+    skinny_zero<MT>(acc);
     if constexpr (FOLD) skinny_zero<MT>(ssq);
     constexpr int GC = skinny3_chunk(MT, G);
 #pragma unroll
@@ -249,32 +236,28 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
             sk3_norm<MT, G, WARPS>(xa, nm, gs, bs, (float(*)[MT * 16])part, M, K, kw);
         }
 #pragma unroll
-        for (int q = 0; q < GC; q++)
+        for (int q = 0; q < GC; q++) {
+            uint32_t wb[2][8];
 #pragma unroll
-            for (int p = 0; p < NP; p++) {
-                uint32_t wb[2][8];
-#pragma unroll
-                for (int nt = 0; nt < 2; nt++) {
-                    const uint4 *ws = (const uint4 *)(Ws + (p * 16 + nt * 8 + g) * ldw + kw + 64 * (c * GC + q));
-                    *(uint4 *)&wb[nt][0] = ws[0];
-                    *(uint4 *)&wb[nt][4] = ws[sk3_half(MT, G) / 8];
-                }
-#pragma unroll
-                for (int j = 0; j < 4; j++)
-#pragma unroll
-                    for (int mt = 0; mt < MT; mt++) {
-                        const uint32_t *lo = (const uint32_t *)&xa[mt][0][q][0],
-                                       *hi = (const uint32_t *)&xa[mt][1][q][0];
-                        const uint32_t a[4] = {lo[2 * j], hi[2 * j], lo[2 * j + 1], hi[2 * j + 1]};
-                        eng_mma16816(acc[p][mt][0], a, wb[0][2 * j], wb[0][2 * j + 1]);
-                        eng_mma16816(acc[p][mt][1], a, wb[1][2 * j], wb[1][2 * j + 1]);
-                        if constexpr (FOLD) /* the same fragments as B: rows 0-7, then 8-15 of the tile */
-                            if (p == 0) {
-                                eng_mma16816(ssq[mt][0], a, lo[2 * j], lo[2 * j + 1]);
-                                eng_mma16816(ssq[mt][1], a, hi[2 * j], hi[2 * j + 1]);
-                            }
-                    }
+            for (int nt = 0; nt < 2; nt++) {
+                const uint4 *ws = (const uint4 *)(Ws + (nt * 8 + g) * ldw + kw + 64 * (c * GC + q));
+                *(uint4 *)&wb[nt][0] = ws[0];
+                *(uint4 *)&wb[nt][4] = ws[sk3_half(MT, G) / 8];
             }
+#pragma unroll
+            for (int j = 0; j < 4; j++)
+#pragma unroll
+                for (int mt = 0; mt < MT; mt++) {
+                    const uint32_t *lo = (const uint32_t *)&xa[mt][0][q][0], *hi = (const uint32_t *)&xa[mt][1][q][0];
+                    const uint32_t a[4] = {lo[2 * j], hi[2 * j], lo[2 * j + 1], hi[2 * j + 1]};
+                    eng_mma16816(acc[mt][0], a, wb[0][2 * j], wb[0][2 * j + 1]);
+                    eng_mma16816(acc[mt][1], a, wb[1][2 * j], wb[1][2 * j + 1]);
+                    if constexpr (FOLD) { /* the same fragments as B: rows 0-7, then 8-15 of the tile */
+                        eng_mma16816(ssq[mt][0], a, lo[2 * j], lo[2 * j + 1]);
+                        eng_mma16816(ssq[mt][1], a, hi[2 * j], hi[2 * j + 1]);
+                    }
+                }
+        }
     }
     skinny_fold fold = {0, 0.f, M};
     if constexpr (FOLD) {
@@ -293,43 +276,18 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
         fold.eps = nm.eps;
         fold.n_real = n_real;
     }
-    /* group by group through the one partial tile: skinny_finish writes
-     * only its columns 0-15, so the fold's column 16 serves every group */
-#pragma unroll
-    for (int p = 0; p < NP; p++) {
-        if (p) __syncthreads(); /* the previous group's reads of part are done */
-        skinny_finish<MT, WARPS>(acc[p], part, has_b ? bsm + 16 * p : NULL, R ? Rs + p * MT * 256 : NULL, 16,
-                                 Y + n_lo(p), swiglu ? N >> 1 : N, M, epi, fold);
-    }
+    skinny_finish<MT, WARPS>(acc, part, has_b ? bsm : NULL, R ? Rs : NULL, 16, Y + n_lo, swiglu ? N >> 1 : N, M,
+                             epi, fold);
 }
 
 /* m tiles a launch is built for: 1, 2 or 4 (33..64 rows take 4) */
 static int skinny3_mt(int M) { return M <= 16 ? 1 : M <= 32 ? 2 : 4; }
 
-static size_t skinny3_smem(int M, int K, int warps, int norm, int np = 1) {
+static size_t skinny3_smem(int M, int K, int warps, int norm) {
     const size_t mt = (size_t)skinny3_mt(M);
-    return (size_t)np * 16 * (K + sk3_pad((int)mt, K / 64 / warps)) * 2 + (norm ? (size_t)8 * K : 0) +
-           (size_t)warps * mt * 16 * 17 * 4 + (size_t)np * 32 +
-           (size_t)np * mt * 16 * 16 * 2;
-}
-
-/* How many groups of 16 columns a block takes (eng_cu_chain_cols / 16):
- * more than one only for one m tile without the norm prologue, where the
- * columns divide evenly, the slice fits, and at least
- * eng_cu_chain_cols_min blocks remain -- each block reads all of X after
- * its wait, so wider blocks cut X's L2 traffic by the factor (at 16 rows
- * it equals the weights' bytes, NOTES "What the chain GEMM waits on"). */
-static int skinny3_np(int M, int N, int K, int warps, int mode, int epi) {
-    int np = eng_cu_chain_cols == 64 ? 4 : eng_cu_chain_cols == 32 ? 2 : 1;
-    if (skinny3_mt(M) != 1 || mode == SK3_NORM) return 1;
-    for (; np > 1; np >>= 1) {
-        const int cols = 16 * np, per = epi == ENG_CU_EPI_SWIGLU ? 8 * np : cols;
-        const int n = epi == ENG_CU_EPI_SWIGLU ? N >> 1 : N;
-        if (n % per == 0 && n / per >= eng_cu_chain_cols_min && K <= (np == 4 ? 1024 : 2048) &&
-            skinny3_smem(M, K, warps, 0, np) <= 200 * 1024)
-            return np;
-    }
-    return 1;
+    return (size_t)16 * (K + sk3_pad((int)mt, K / 64 / warps)) * 2 + (norm ? (size_t)8 * K : 0) +
+           (size_t)warps * mt * 16 * 17 * 4 + 32 +
+           mt * 16 * 16 * 2;
 }
 
 int eng_cu_gemm_chain_ok(int M, int N, int K, int norm) {
@@ -343,43 +301,23 @@ int eng_cu_gemm_chain_ok(int M, int N, int K, int norm) {
            skinny3_smem(M, K, w, norm == 1) <= 200 * 1024;
 }
 
-int eng_cu_gemm_chain_cols(int M, int N, int K, int norm, int epi) {
-    int w, gq;
-    eng_cu_chain_split(K, &w, &gq);
-    return eng_cu_gemm_chain_ok(M, N, K, norm) ? 16 * skinny3_np(M, N, K, w, norm, epi) : 0;
-}
-
-template <int MT, int WARPS, int G, int MODE, int NP>
-static cudaError_t launch3n(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
-                            bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm &nm, const char *pf,
-                            unsigned pf_slice) {
-    if constexpr ((MODE == SK3_NORM && MT * G > 4) || (MODE == SK3_FOLD && MT > 2) ||
-                  (NP > 1 && (MT != 1 || MODE == SK3_NORM || 64 * WARPS * G > (NP == 4 ? 1024 : 2048)))) {
-        return cudaErrorInvalidValue;
-    } else {
-        const size_t smem = skinny3_smem(M, K, WARPS, MODE == SK3_NORM, NP);
-        static int attr_done = 0; /* per instantiation: raise the shared-memory cap once */
-        if (!attr_done) {
-            cudaError_t e = cudaFuncSetAttribute(skinny3_kernel<MT, WARPS, G, MODE, NP>,
-                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
-            if (e != cudaSuccess) return e;
-            attr_done = 1;
-        }
-        return eng_cu_launch(skinny3_kernel<MT, WARPS, G, MODE, NP>, dim3(N / (16 * NP)), dim3(WARPS * 32), smem, s,
-                             X, W, bias, R, Y, M, N, K, epi, nm, eng_cu_chain_bulk, pf, pf_slice);
-    }
-}
-
 template <int MT, int WARPS, int G, int MODE>
 static cudaError_t launch3(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
                            bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm &nm, const char *pf,
                            unsigned pf_slice) {
-    /* the L2 prefetch's slices are cut per block of 16 columns: with wider
-     * blocks a block asks for its groups' slices as one run */
-    switch (skinny3_np(M, N, K, WARPS, MODE, epi)) {
-    case 4: return launch3n<MT, WARPS, G, MODE, 4>(s, X, W, bias, R, Y, M, N, K, epi, nm, pf, pf_slice * 4);
-    case 2: return launch3n<MT, WARPS, G, MODE, 2>(s, X, W, bias, R, Y, M, N, K, epi, nm, pf, pf_slice * 2);
-    default: return launch3n<MT, WARPS, G, MODE, 1>(s, X, W, bias, R, Y, M, N, K, epi, nm, pf, pf_slice);
+    if constexpr ((MODE == SK3_NORM && MT * G > 4) || (MODE == SK3_FOLD && MT > 2)) {
+        return cudaErrorInvalidValue;
+    } else {
+        const size_t smem = skinny3_smem(M, K, WARPS, MODE == SK3_NORM);
+        static int attr_done = 0; /* per instantiation: raise the shared-memory cap once */
+        if (!attr_done) {
+            cudaError_t e = cudaFuncSetAttribute(skinny3_kernel<MT, WARPS, G, MODE>,
+                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+            if (e != cudaSuccess) return e;
+            attr_done = 1;
+        }
+        return eng_cu_launch(skinny3_kernel<MT, WARPS, G, MODE>, dim3(N / 16), dim3(WARPS * 32), smem, s, X, W,
+                             bias, R, Y, M, N, K, epi, nm, eng_cu_chain_bulk, pf, pf_slice);
     }
 }
 

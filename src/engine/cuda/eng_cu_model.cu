@@ -293,12 +293,6 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         m->chain_attn = !ca ? 1 : !strcmp(ca, "0") ? 0 : !strcmp(ca, "1") ? 2 : 1; /* else: auto */
         const char *cb = getenv("POSY_CUDA_CHAIN_BULK");
         eng_cu_chain_bulk = !(cb && !strcmp(cb, "0"));
-        /* columns a chain GEMM block (16 / 32 / 64; anything else: 16) and
-         * the fewest blocks a wider launch may leave (1..4096, else 64) */
-        const char *cc = getenv("POSY_CUDA_CHAIN_COLS"), *cm = getenv("POSY_CUDA_CHAIN_COLS_MIN");
-        const int ccv = cc ? atoi(cc) : 16, cmv = cm ? atoi(cm) : 64;
-        eng_cu_chain_cols = ccv == 32 || ccv == 64 ? ccv : 16;
-        eng_cu_chain_cols_min = cmv >= 1 && cmv <= 4096 ? cmv : 64;
     }
     {
         /* our Hopper GEMM, on by default where the device has it (sm_90):
