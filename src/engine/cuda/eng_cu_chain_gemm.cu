@@ -45,17 +45,6 @@
  */
 #include "eng_cu_skinny.h"
 
-/* ENG_CU_SK3_X (experiment, a build flag; both lost on the H200, runs 38
- * and 39): where X's loads go after griddepcontrol.wait.  0: the shipped
- * order, in which ptxas puts the cp.async wait above most of X's loads,
- * so X is issued after the residual (issued right after the wait) has
- * landed.  1: X only after the weight slice has landed.  2: the residual
- * as its own group, waited for only before the epilogue, so all of X is
- * issued at once beside it. */
-#ifndef ENG_CU_SK3_X
-#define ENG_CU_SK3_X 0
-#endif
-
 int eng_cu_chain_bulk = 1;
 
 /* Where a lane's second 8 values of a 64-value group start: 32 (whole
@@ -225,13 +214,6 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
         /* X: rows g + 8h of every m tile, GC groups of 16 values, all in
          * flight at once (the first chunk also while the weights land) */
         uint4 xa[MT][2][GC][2];
-#if ENG_CU_SK3_X == 1 /* X only after the weights have landed */
-        if (c == 0) {
-            eng_async_wait<0>();
-            __syncthreads(); /* also orders the barrier's init before the polls */
-            if (bulk) sk3_bulk_wait(&wbar);
-        }
-#endif
 #pragma unroll
         for (int mt = 0; mt < MT; mt++)
 #pragma unroll
@@ -244,14 +226,11 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
                     xa[mt][h][q][1] = r < M ? __ldcg(src + sk3_half(MT, G) / 8) : make_uint4(0, 0, 0, 0);
                 }
             }
-#if ENG_CU_SK3_X != 1
         if (c == 0) {
-            if (ENG_CU_SK3_X == 2 && R) eng_async_wait<1>(); /* the residual may still be in flight */
-            else eng_async_wait<0>();
+            eng_async_wait<0>();
             __syncthreads(); /* also orders the barrier's init before the polls */
             if (bulk) sk3_bulk_wait(&wbar);
         }
-#endif
         if constexpr (NORM) {
             static_assert(!NORM || GC == G, "the norm needs the whole row share in registers");
             sk3_norm<MT, G, WARPS>(xa, nm, gs, bs, (float(*)[MT * 16])part, M, K, kw);
@@ -297,7 +276,6 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
         fold.eps = nm.eps;
         fold.n_real = n_real;
     }
-    if (ENG_CU_SK3_X == 2 && R) eng_async_wait<0>(); /* the residual, shown to all by skinny_finish's barrier */
     skinny_finish<MT, WARPS>(acc, part, has_b ? bsm : NULL, R ? Rs : NULL, 16, Y + n_lo, swiglu ? N >> 1 : N, M,
                              epi, fold);
 }
