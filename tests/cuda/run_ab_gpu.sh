@@ -13,7 +13,7 @@
 #           what each kind of kernel costs inside the chain.
 # AB_FLAGS="tag:-DFLAG=1 ..." also builds this tree's bench_gpu with those
 # CUDA flags (commas join several) and times it tagged tag, e.g.
-# "xlate:-DENG_CU_SK3_X=1".
+# "early:-DENG_CU_PDL_EARLY" (an experiment's build-time switch).
 # GPU_ENVS="tag:VAR=value ..." also times this tree under each setting
 # (tagged gpu-tag), e.g. "l2:POSY_CUDA_CHAIN_L2=2"; commas join several
 # settings in one tag: "v3qk:POSY_CUDA_ATTN=3,POSY_CUDA_QK_FUSE=1".
@@ -24,8 +24,9 @@
 # compute-sanitizer memcheck of lab_gemm and LABS.  Then bench_gpu's
 # 16/32/64-token latency, default switches, MiniLM and BERT-base (and
 # Qwen3-0.6B, 28 layers, with QWEN3=1), every build REPEAT times (default
-# 2) in turn, even repeats in reverse order, so drift shows and cancels.  Rows go to $OUT/ab_latency.jsonl, tagged
-# with the build; a table (mean of the repeats, ratio to base, min-max)
+# 2) in turn, even repeats in reverse order (ABBA), so drift shows and
+# cancels; the GPU_ENVS rows follow the builds in each repeat.  Rows go to
+# $OUT/ab_latency.jsonl, tagged with the build; a table (mean of the repeats, ratio to base, min-max)
 # to $OUT/ab.log.
 set -o pipefail
 OUT=${OUT:-out}
