@@ -34,6 +34,7 @@
  * remote store changes the result.
  */
 #include "lab.h"
+#include "eng_cu_skinny.h" /* sk3_cp16 */
 #include <stdlib.h>
 
 #define CL_THREADS 256
@@ -58,10 +59,6 @@ static __device__ __forceinline__ void cl_store_remote(uint32_t a, unsigned rank
     asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(ra) : "r"(a), "r"(rank));
     asm volatile("st.shared::cluster.u32 [%0], %1;\n" ::"r"(ra), "r"(v) : "memory");
 }
-static __device__ __forceinline__ void cl_cp16(void *s, const void *g) {
-    const unsigned sa = (unsigned)__cvta_generic_to_shared(s);
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(sa), "l"(g) : "memory");
-}
 
 enum { CL_BAR = 0, CL_REDUCE = 1, CL_EXCHANGE = 2 };
 
@@ -80,7 +77,7 @@ __global__ void __launch_bounds__(CL_THREADS) cl_kernel(const uint32_t *x0, uint
     auto issue = [&](int s) {
         const uint4 *src = w + ((size_t)s * C + rank) * CL_THREADS * wper;
         for (int i = 0; i < wper; i++)
-            cl_cp16(wb[s & 1] + i * CL_THREADS + threadIdx.x, src + i * CL_THREADS + threadIdx.x);
+            sk3_cp16(wb[s & 1] + i * CL_THREADS + threadIdx.x, src + i * CL_THREADS + threadIdx.x);
         asm volatile("cp.async.commit_group;\n" ::: "memory");
     };
     for (int i = threadIdx.x; i < n; i += CL_THREADS) act[i] = x0[i];

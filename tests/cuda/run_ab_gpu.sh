@@ -26,8 +26,8 @@
 # Qwen3-0.6B, 28 layers, with QWEN3=1), every build REPEAT times (default
 # 2) in turn, even repeats in reverse order (ABBA), so drift shows and
 # cancels; the GPU_ENVS rows follow the builds in each repeat.  Rows go to
-# $OUT/ab_latency.jsonl, tagged with the build; a table (mean of the repeats, ratio to base, min-max)
-# to $OUT/ab.log.
+# $OUT/ab_latency.jsonl, tagged with the build; a table (mean of the
+# repeats, ratio to base, min-max) to $OUT/ab.log.
 set -o pipefail
 OUT=${OUT:-out}
 BASE_SRC=${BASE_SRC:-build-base-src}
