@@ -196,19 +196,37 @@ static void run_case(const acase &c, int time_it) {
                  c.qkn ? " qkn" : "", D, c.heads, c.kv_heads, c.causal ? "causal" : "bidir", S, T);
         lab_poison(dout, (size_t)T * Hq * 2);
         if (version == 10 && !c.qkn) { /* in each form; a failure must not end the lab */
-            /* forms 1-3 (3: persistent, eng_cu_attn_wgp.cu; form 4 here is 3
-             * with its grid capped at 3 blocks, so every block walks many
-             * items -- checked, not timed) */
-            for (int form = 1; form <= 4; form++) {
-                const int st = form == 4 ? 3 : form;
-                eng_cu_attn_wg_stages = st;
-                eng_cu_attn_wgp_max_blocks = form == 4 ? 3 : 0;
-                char nm[160];
-                snprintf(nm, sizeof nm, "%s st%d%s", name, st, form == 4 ? " grid 3" : "");
+            /* forms: st = 1 / 2 K-V stages, 3 persistent (eng_cu_attn_wgp.cu);
+             * waves: the grid cap (0: a block a tile of the bound); maxx /
+             * maxb: the grid capped at 2 query tiles / 3 persistent blocks,
+             * so every block walks many items (checked, not timed); wide:
+             * the bound of the bench's 65536-token step bucket (seqs =
+             * tokens / 32), most of whose blocks find no tile -- what the
+             * cap is for (timed only where time_it) */
+            struct wg_form { int st, waves, maxx, maxb, wide; };
+            static const wg_form forms[] = {
+                {1, 0, 0, 0, 0}, {2, 0, 0, 0, 0}, {3, 0, 0, 0, 0}, {3, 0, 0, 3, 0}, {1, 0, 2, 0, 0},
+                {2, 0, 2, 0, 0}, {1, 1, 0, 0, 0}, {2, 2, 0, 0, 0},
+                {1, 0, 0, 0, 1}, {1, 1, 0, 0, 1}, {1, 2, 0, 0, 1}, {1, 4, 0, 0, 1},
+                {2, 0, 0, 0, 1}, {2, 1, 0, 0, 1}, {2, 2, 0, 0, 1}, {2, 4, 0, 0, 1}, {3, 0, 0, 0, 1},
+            };
+            const int wide_tiles = eng_cu_attn_max_tiles(T, T / 32 > S + 2 ? T / 32 : S + 2);
+            for (const wg_form &fm : forms) {
+                if (fm.wide && !time_it) continue;
+                eng_cu_attn_wg_stages = fm.st;
+                eng_cu_attn_wg_waves = fm.waves;
+                eng_cu_attn_wg_max_x = fm.maxx;
+                eng_cu_attn_wgp_max_blocks = fm.maxb;
+                a.max_tiles = fm.wide ? wide_tiles : max_tiles;
+                char nm[200];
+                snprintf(nm, sizeof nm, "%s st%d%s%s%s", name, fm.st,
+                         fm.waves ? (fm.waves == 1 ? " waves 1" : fm.waves == 2 ? " waves 2" : " waves 4") : "",
+                         fm.maxb ? " grid 3" : fm.maxx ? " x 2" : "", fm.wide ? " wide" : "");
                 lab_poison(dout, (size_t)T * Hq * 2);
                 const cudaError_t e = eng_cu_attention(0, &a);
                 const cudaError_t e2 = e == cudaSuccess ? cudaDeviceSynchronize() : e;
                 eng_cu_attn_wgp_max_blocks = 0;
+                eng_cu_attn_wg_max_x = 0;
                 if (e2 != cudaSuccess) {
                     printf("FAIL: %s: %s\n", nm, cudaGetErrorString(e2));
                     lab_failures++;
@@ -216,7 +234,8 @@ static void run_case(const acase &c, int time_it) {
                     continue;
                 }
                 std::vector<float> g10 = lab_download_bf16(dout, (size_t)T * Hq);
-                if (lab_check(nm, g10.data(), ref.data(), (size_t)cu[ref_seqs] * Hq, 1e-2f, 2e-2f) || form == 4)
+                if (lab_check(nm, g10.data(), ref.data(), (size_t)cu[ref_seqs] * Hq, 1e-2f, 2e-2f) || fm.maxx ||
+                    fm.maxb)
                     continue;
                 if (time_it) {
                     double fl = 0;
@@ -225,6 +244,8 @@ static void run_case(const acase &c, int time_it) {
                     printf("  bench %s: %.1f us, %.1f TFLOP/s\n", nm, ms * 1e3, fl / (ms * 1e-3) / 1e12);
                 }
             }
+            a.max_tiles = max_tiles;
+            eng_cu_attn_wg_waves = -1;
             eng_cu_attn_wg_stages = 0;
             continue;
         }

@@ -284,6 +284,17 @@ cudaError_t eng_cu_attention_v3(cudaStream_t s, const eng_cu_attn_args *a);
  * head size (0). */
 cudaError_t eng_cu_attention_wg(cudaStream_t s, const eng_cu_attn_args *a);
 extern int eng_cu_attn_wg_stages;
+/* Version 10's one- and two-stage grids are capped at about this many
+ * GPU-fulls of blocks, each block walking several query tiles
+ * (POSY_CUDA_ATTN_WAVES in the engine, 0 = no cap: a block a tile of the
+ * bucket's bound); eng_cu_attn_wg_waves >= 0 (labs) overrides both, and
+ * eng_cu_attn_wg_max_x > 0 caps the grid's x (query tiles) further, so a
+ * small lab case still walks several tiles a block. */
+#ifndef ENG_CU_ATTN_WAVES
+#define ENG_CU_ATTN_WAVES 0
+#endif
+extern int eng_cu_attn_wg_waves;
+extern int eng_cu_attn_wg_max_x;
 /* labs: > 0 caps the persistent form's grid (eng_cu_attn_wg_stages = 3),
  * so a small case still walks several items a block */
 extern int eng_cu_attn_wgp_max_blocks;

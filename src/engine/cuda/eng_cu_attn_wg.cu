@@ -62,56 +62,60 @@ __global__ void __launch_bounds__(128, (awg_minb<D, ST>())) attn_wg_kernel(eng_c
     extern __shared__ unsigned char awg_raw[];
     const uint32_t base = (wg_smem(awg_raw) + 1023) & ~1023u;
     const uint32_t sQ = base, sK = sQ + TB, sV = sK + ST * TB; /* stage b at + b * TB */
-    const attn_item it = attn_item_at<D, BN, CAUSAL>(a, blockIdx.x, blockIdx.y);
-    if (!it.live) return;
-    const int q0 = it.q0, len = it.len, ntiles = it.ntiles, h = blockIdx.y;
-    awg_load<D, BM>(sQ, a.q + (size_t)(it.start + q0) * a.ldq + h * D, a.ldq, it.qrows);
-    awg_load<D, BN>(sK, it.kbase, a.ldk, len);
-    if (ST == 1) eng_async_commit(); /* {Q, K0}, then {V0} */
-    awg_load<D, BN>(sV, it.vbase, a.ldv, len);
-    eng_async_commit();
+    const int h = blockIdx.y;
+    for (int t = blockIdx.x;; t += gridDim.x) { /* grid-stride over this head's query tiles */
+        const attn_item it = attn_item_at<D, BN, CAUSAL>(a, t, h);
+        if (!it.live) return;
+        if (t != (int)blockIdx.x) __syncthreads(); /* every warp is done with the last item's tiles */
+        const int q0 = it.q0, len = it.len, ntiles = it.ntiles;
+        awg_load<D, BM>(sQ, a.q + (size_t)(it.start + q0) * a.ldq + h * D, a.ldq, it.qrows);
+        awg_load<D, BN>(sK, it.kbase, a.ldk, len);
+        if (ST == 1) eng_async_commit(); /* {Q, K0}, then {V0} */
+        awg_load<D, BN>(sV, it.vbase, a.ldv, len);
+        eng_async_commit();
 
-    float o[D / 8][4], sc[BN / 8][4];
+        float o[D / 8][4], sc[BN / 8][4];
 #pragma unroll
-    for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
-    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
-    const float sl2 = a.scale * 1.4426950408889634f;
-    const int wrow0 = q0 + (threadIdx.x >> 5) * 16; /* this warp's first query row */
-    for (int j = 0; j < ntiles; j++) {
-        const int k0 = j * BN, buf = ST == 2 ? j & 1 : 0;
-        const bool more = j + 1 < ntiles;
-        const bf16 *kn = it.kbase + (size_t)(k0 + BN) * a.ldk, *vn = it.vbase + (size_t)(k0 + BN) * a.ldv;
-        if (ST == 2 && more) { /* the next tile streams in while this one is computed */
-            awg_load<D, BN>(sK + (buf ^ 1) * TB, kn, a.ldk, len - k0 - BN);
-            awg_load<D, BN>(sV + (buf ^ 1) * TB, vn, a.ldv, len - k0 - BN);
-            eng_async_commit();
-        }
-        if (more || ST == 1) eng_async_wait<1>(); /* ST = 1: K_j; V_j may still be in flight */
-        else eng_async_wait<0>();
-        awg_copies_visible();
-        const uint32_t K = sK + buf * TB, V = sV + buf * TB;
-        awg_scores<D>(sc, sQ, K);
-        if (ST == 1 && more) {
-            __syncthreads(); /* every warp's S is done with K */
-            awg_load<D, BN>(sK, kn, a.ldk, len - k0 - BN);
-            eng_async_commit();
-        }
-        eng_attn_softmax<D, BN, CAUSAL>(sc, k0, len, wrow0, sl2, o, m, l);
-        uint32_t pa[4][4];
-        awg_pack_p(pa, sc);
-        if (ST == 1) { /* V_j: all but K_{j+1} */
-            if (more) eng_async_wait<1>();
+        for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+        float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+        const float sl2 = a.scale * 1.4426950408889634f;
+        const int wrow0 = q0 + (threadIdx.x >> 5) * 16; /* this warp's first query row */
+        for (int j = 0; j < ntiles; j++) {
+            const int k0 = j * BN, buf = ST == 2 ? j & 1 : 0;
+            const bool more = j + 1 < ntiles;
+            const bf16 *kn = it.kbase + (size_t)(k0 + BN) * a.ldk, *vn = it.vbase + (size_t)(k0 + BN) * a.ldv;
+            if (ST == 2 && more) { /* the next tile streams in while this one is computed */
+                awg_load<D, BN>(sK + (buf ^ 1) * TB, kn, a.ldk, len - k0 - BN);
+                awg_load<D, BN>(sV + (buf ^ 1) * TB, vn, a.ldv, len - k0 - BN);
+                eng_async_commit();
+            }
+            if (more || ST == 1) eng_async_wait<1>(); /* ST = 1: K_j; V_j may still be in flight */
             else eng_async_wait<0>();
             awg_copies_visible();
+            const uint32_t K = sK + buf * TB, V = sV + buf * TB;
+            awg_scores<D>(sc, sQ, K);
+            if (ST == 1 && more) {
+                __syncthreads(); /* every warp's S is done with K */
+                awg_load<D, BN>(sK, kn, a.ldk, len - k0 - BN);
+                eng_async_commit();
+            }
+            eng_attn_softmax<D, BN, CAUSAL>(sc, k0, len, wrow0, sl2, o, m, l);
+            uint32_t pa[4][4];
+            awg_pack_p(pa, sc);
+            if (ST == 1) { /* V_j: all but K_{j+1} */
+                if (more) eng_async_wait<1>();
+                else eng_async_wait<0>();
+                awg_copies_visible();
+            }
+            awg_pv<D>(o, pa, V);
+            if (ST == 2 || more) __syncthreads(); /* the buffer read here is refilled next */
+            if (ST == 1 && more) {
+                awg_load<D, BN>(sV, vn, a.ldv, len - k0 - BN);
+                eng_async_commit();
+            }
         }
-        awg_pv<D>(o, pa, V);
-        if (ST == 2 || more) __syncthreads(); /* the buffer read here is refilled next */
-        if (ST == 1 && more) {
-            awg_load<D, BN>(sV, vn, a.ldv, len - k0 - BN);
-            eng_async_commit();
-        }
+        eng_attn_store<D>(o, l, it.qrows, a.o + (size_t)(it.start + q0) * a.ldo + h * D, a.ldo);
     }
-    eng_attn_store<D>(o, l, it.qrows, a.o + (size_t)(it.start + q0) * a.ldo + h * D, a.ldo);
 #else
     (void)a;
     __trap(); /* eng_cu_attention_wg never launches it off sm_90a */
@@ -119,15 +123,54 @@ __global__ void __launch_bounds__(128, (awg_minb<D, ST>())) attn_wg_kernel(eng_c
 }
 
 int eng_cu_attn_wg_stages = 0;
+int eng_cu_attn_wg_waves = -1;
+int eng_cu_attn_wg_max_x = 0;
 
+/* The waves of blocks a launch may have: eng_cu_attn_wg_waves (labs), else
+ * POSY_CUDA_ATTN_WAVES (0 = one block a tile of the bucket's bound, the
+ * form before the cap), else the default. */
+static int awg_waves(void) {
+    if (eng_cu_attn_wg_waves >= 0) return eng_cu_attn_wg_waves;
+    static int env = -2;
+    if (env == -2) {
+        const char *e = getenv("POSY_CUDA_ATTN_WAVES");
+        char *end = NULL;
+        const long v = e && *e ? strtol(e, &end, 10) : -1;
+        env = e && *e && end && !*end && v >= 0 && v <= 64 ? (int)v : -1;
+    }
+    return env >= 0 ? env : ENG_CU_ATTN_WAVES;
+}
+
+/* Grid: x = the bucket's bound of query tiles (max_tiles), y = heads --
+ * capped in x so the whole grid is about `waves` GPU-fulls of blocks, each
+ * block walking tiles x, x + gridDim.x, ... of its head.  The bound is
+ * tokens / 64 + seqs, so a bucket of 128-token sequences has 2/3-4/5 of its
+ * blocks past the real tiles; each such block still costs the SM a block
+ * launch (the reason for the cap: dev/cuda/NOTES.md, 2026-12-02 night). */
 template <int D, bool C, int ST>
 static cudaError_t awg_launch(cudaStream_t s, const eng_cu_attn_args *a) {
     void (*k)(eng_cu_attn_args) = attn_wg_kernel<D, C, ST>;
     constexpr size_t smem = awg_smem<D, ST>();
     static bool optin = false; /* this instantiation's own */
-    const cudaError_t e = attn_smem_optin<smem>(k, optin);
+    static int resident = 0;   /* blocks an SM x SMs */
+    cudaError_t e = attn_smem_optin<smem>(k, optin);
     if (e != cudaSuccess) return e;
-    return eng_cu_launch(k, dim3(a->max_tiles, a->n_heads), dim3(128), smem, s, *a);
+    int x = a->max_tiles;
+    const int waves = awg_waves();
+    if (waves > 0) {
+        if (!resident) {
+            int dev = 0, sms = 0, per = 0;
+            if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+                (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
+                (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, 128, smem)) != cudaSuccess)
+                return e;
+            resident = sms * (per > 0 ? per : 1);
+        }
+        const long cap = ((long)waves * resident + a->n_heads - 1) / a->n_heads;
+        if (cap < x) x = (int)cap;
+    }
+    if (eng_cu_attn_wg_max_x > 0 && x > eng_cu_attn_wg_max_x) x = eng_cu_attn_wg_max_x;
+    return eng_cu_launch(k, dim3(x, a->n_heads), dim3(128), smem, s, *a);
 }
 
 /* the form: eng_cu_attn_wg_stages (labs), else POSY_CUDA_ATTN_WG (1 or 2
