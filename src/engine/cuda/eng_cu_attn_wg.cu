@@ -158,14 +158,7 @@ static cudaError_t awg_launch(cudaStream_t s, const eng_cu_attn_args *a) {
     int x = a->max_tiles;
     const int waves = awg_waves();
     if (waves > 0) {
-        if (!resident) {
-            int dev = 0, sms = 0, per = 0;
-            if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
-                (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
-                (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, 128, smem)) != cudaSuccess)
-                return e;
-            resident = sms * (per > 0 ? per : 1);
-        }
+        if ((e = awg_resident(k, smem, resident)) != cudaSuccess) return e;
         const long cap = ((long)waves * resident + a->n_heads - 1) / a->n_heads;
         if (cap < x) x = (int)cap;
     }

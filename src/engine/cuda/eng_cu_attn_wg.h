@@ -167,5 +167,23 @@ static constexpr int awg_minb() {
     return D == 128 ? (ST == 1 ? 4 : 2) : D == 64 ? 5 : 6;
 }
 
+/* The blocks of kernel k (128 threads, smem bytes of shared memory) that
+ * fit the GPU at once, SMs x blocks an SM; found on the first call (after
+ * the shared-memory opt-in) into the caller's `resident`, one per kernel
+ * instantiation. */
+template <typename Kern>
+static cudaError_t awg_resident(Kern k, size_t smem, int &resident) {
+    if (resident) return cudaSuccess;
+    int dev = 0, sms = 0, per = 0;
+    cudaError_t e;
+    if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+        (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
+        (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, 128, smem)) != cudaSuccess)
+        return e;
+    if (per < 1) return cudaErrorInvalidConfiguration;
+    resident = sms * per;
+    return cudaSuccess;
+}
+
 /* the persistent form (eng_cu_attn_wgp.cu), eng_cu_attn_wg_stages = 3 */
 cudaError_t eng_cu_attention_wgp(cudaStream_t s, const eng_cu_attn_args *a);

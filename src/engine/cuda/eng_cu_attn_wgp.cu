@@ -109,15 +109,7 @@ static cudaError_t awgp_launch(cudaStream_t s, const eng_cu_attn_args *a) {
     static int resident = 0; /* blocks an SM x SMs */
     cudaError_t e = attn_smem_optin<smem>(k, optin);
     if (e != cudaSuccess) return e;
-    if (!resident) {
-        int dev = 0, sms = 0, per = 0;
-        if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
-            (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
-            (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, 128, smem)) != cudaSuccess)
-            return e;
-        if (per < 1) return cudaErrorInvalidConfiguration;
-        resident = sms * per;
-    }
+    if ((e = awg_resident(k, smem, resident)) != cudaSuccess) return e;
     const long items = (long)a->max_tiles * a->n_heads;
     int grid = items < resident ? (int)items : resident;
     if (eng_cu_attn_wgp_max_blocks > 0 && grid > eng_cu_attn_wgp_max_blocks) grid = eng_cu_attn_wgp_max_blocks;
