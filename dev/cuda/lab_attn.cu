@@ -309,8 +309,10 @@ static void run_case(const acase &c, int time_it) {
  * to the projection, and an fp64 projection.  Rows past the real count
  * hold NaN in the QKV buffer: the kernel must zero-fill, not read, them
  * (their outputs are bias + residual).  Tolerance as lab_gemm's: atol
- * 3e-2, rtol 1e-2. */
-static void check_attn_o(const acase &c, int M, int N) {
+ * 3e-2, rtol 1e-2.  lnres: the residual as the LayerNorm of its raw rows
+ * (eng_cu_chain_res, the encoders' folded chain), whose (mu, rs) the
+ * lab gives in fp32; padding rows then add no residual. */
+static void check_attn_o(const acase &c, int M, int N, int lnres = 0) {
     const int D = c.d, Hq = c.heads * D, Hkv = c.kv_heads * D, ld = Hq + 2 * Hkv;
     std::vector<int> cu(1, 0);
     for (int l : c.lens) cu.push_back(cu.back() + l);
@@ -322,6 +324,21 @@ static void check_attn_o(const acase &c, int M, int N) {
     lab_rand_bf16(bfv, bb, (size_t)N, 1.f);
     lab_rand_bf16(rf, rb, (size_t)M * N, 1.f);
     for (size_t i = (size_t)T * ld; i < (size_t)M * ld; i++) b[i] = 0x7fc0; /* NaN: padding rows */
+    std::vector<float> rg, rbe;
+    std::vector<uint16_t> tmp;
+    std::vector<float2> rst((size_t)M, make_float2(0.f, 0.f));
+    if (lnres) {
+        lab_rand_bf16(rg, tmp, (size_t)N, 1.f);
+        lab_rand_bf16(rbe, tmp, (size_t)N, 0.5f);
+        for (float &v : rg) v += 1.f;
+        for (int m = 0; m < T; m++) {
+            double mu = 0, var = 0;
+            for (int n = 0; n < N; n++) mu += rf[(size_t)m * N + n];
+            mu /= N;
+            for (int n = 0; n < N; n++) var += (rf[(size_t)m * N + n] - mu) * (rf[(size_t)m * N + n] - mu);
+            rst[m] = make_float2((float)mu, (float)(1.0 / sqrt(var / N + 1e-12)));
+        }
+    }
     const float qk_eps = 1e-6f;
     const int rope_rows = 64;
     std::vector<float> qw(D), kw(D), rope((size_t)rope_rows * D);
@@ -333,7 +350,8 @@ static void check_attn_o(const acase &c, int M, int N) {
     std::vector<float> ref((size_t)M * N);
     for (int m = 0; m < M; m++)
         for (int n = 0; n < N; n++) {
-            double acc = bfv[n] + (double)rf[(size_t)m * N + n];
+            const double r = (double)rf[(size_t)m * N + n];
+            double acc = bfv[n] + (!lnres ? r : m < T ? (r - rst[m].x) * rst[m].y * rg[n] + rbe[n] : 0.0);
             for (int k = 0; k < Hq; k++) acc += (double)ctx[(size_t)m * Hq + k] * wf[(size_t)n * Hq + k];
             ref[(size_t)m * N + n] = (float)acc;
         }
@@ -347,19 +365,22 @@ static void check_attn_o(const acase &c, int M, int N) {
     float *dqw = NULL, *dkw = NULL, *drope = NULL;
     if (c.qkn) lab_attn_qkn(a, qw, kw, rope, rope_rows, qk_eps, &dqw, &dkw, &drope);
     char name[128];
-    snprintf(name, sizeof name, "attn+O d=%d heads %d/%d %s%s M=%d (%d seqs, %d real) N=%d", D, c.heads, c.kv_heads,
-             c.causal ? "causal" : "bidir", c.qkn ? " qkn" : "", M, S, T, N);
+    snprintf(name, sizeof name, "attn+O d=%d heads %d/%d %s%s M=%d (%d seqs, %d real) N=%d%s", D, c.heads,
+             c.kv_heads, c.causal ? "causal" : "bidir", c.qkn ? " qkn" : "", M, S, T, N, lnres ? " ln-res" : "");
+    float *drg = lnres ? lab_upload(rg) : NULL, *drb = lnres ? lab_upload(rbe) : NULL;
+    float2 *drst = lnres ? lab_upload(rst) : NULL;
+    const eng_cu_chain_res res = {drst, drg, drb, dnr};
     if (!eng_cu_chain_attn_o_ok(&a, M, N)) {
         printf("  %-60s FAIL (not accepted)\n", name);
         lab_failures++;
     } else {
-        CUCHECK(eng_cu_chain_attn_o(0, &a, dnr, dns, dw, db, dr, dy, M, N));
+        CUCHECK(eng_cu_chain_attn_o(0, &a, dnr, dns, dw, db, dr, dy, M, N, lnres ? &res : NULL));
         CUCHECK(cudaDeviceSynchronize());
         std::vector<float> got = lab_download_bf16(dy, ref.size());
         lab_check(name, got.data(), ref.data(), got.size(), 3e-2f, 1e-2f);
     }
     cudaFree(dqkv); cudaFree(dw); cudaFree(db); cudaFree(dr); cudaFree(dy); cudaFree(dcu); cudaFree(dnr);
-    cudaFree(dns); cudaFree(dqw); cudaFree(dkw); cudaFree(drope);
+    cudaFree(dns); cudaFree(dqw); cudaFree(dkw); cudaFree(drope); cudaFree(drg); cudaFree(drb); cudaFree(drst);
 }
 
 /* What eng_cu_chain_attn_o refuses (the forward then runs attention and
@@ -409,6 +430,11 @@ int main(void) {
     check_attn_o({128, 16, 8, 1, {4}, 1}, 16, 1024);
     check_attn_o({128, 16, 8, 0, {6, 8}, 1}, 16, 1024);
     check_attn_o({128, 16, 8, 1, {13}, 0}, 16, 1024);
+    /* with the LayerNorm residual (MiniLM's folded chain) */
+    check_attn_o({32, 12, 12, 0, {16}, 0}, 16, 384, 1);
+    check_attn_o({32, 12, 12, 0, {5, 1, 7}, 0}, 16, 384, 1);
+    check_attn_o({32, 12, 12, 0, {1}, 0}, 1, 384, 1);
+    check_attn_o({64, 12, 12, 0, {3, 9}, 0}, 16, 768, 1);
     check_attn_o_refusals();
     if (getenv("LAB_QUICK")) return lab_finish("lab_attn");
     run_case({64, 12, 12, 0, std::vector<int>(64, 512), 0}, 1);

@@ -76,6 +76,20 @@ static void check(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, int with_r =
     cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy); cudaFree(dr);
 }
 
+/* The operands of a norm-then-product check: X [M, K] (scale 2), W
+ * [N, K], bias [N], gamma [K] around 1, beta [K]. */
+static void rand_norm_operands(int M, int N, int K, std::vector<float> &xf, std::vector<uint16_t> &xb,
+                               std::vector<float> &wf, std::vector<uint16_t> &wb, std::vector<float> &bfv,
+                               std::vector<uint16_t> &bb, std::vector<float> &gf, std::vector<float> &bef) {
+    std::vector<uint16_t> tmp;
+    lab_rand_bf16(xf, xb, (size_t)M * K, 2.f);
+    lab_rand_bf16(wf, wb, (size_t)N * K, 1.f);
+    lab_rand_bf16(bfv, bb, (size_t)N, 1.f);
+    lab_rand_bf16(gf, tmp, (size_t)K, 1.f);
+    lab_rand_bf16(bef, tmp, (size_t)K, 0.5f);
+    for (float &v : gf) v += 1.f;
+}
+
 /* The chain kernel's norm prologue: Y = epi(norm(X) W^T + b), LayerNorm
  * (rms = 0) or RMSNorm, against fp64 on the same bf16 inputs, the
  * normalised rows rounded to bf16 as the kernel feeds them to the
@@ -83,13 +97,8 @@ static void check(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, int with_r =
  * the stored normalised rows (out) must match the norm itself. */
 static void check_norm(int M, int n_real, int N, int K, int epi, int rms) {
     std::vector<float> xf, wf, bfv, gf, bef;
-    std::vector<uint16_t> xb, wb, bb, tmp;
-    lab_rand_bf16(xf, xb, (size_t)M * K, 2.f);
-    lab_rand_bf16(wf, wb, (size_t)N * K, 1.f);
-    lab_rand_bf16(bfv, bb, (size_t)N, 1.f);
-    lab_rand_bf16(gf, tmp, (size_t)K, 1.f);
-    lab_rand_bf16(bef, tmp, (size_t)K, 0.5f);
-    for (float &v : gf) v += 1.f;
+    std::vector<uint16_t> xb, wb, bb;
+    rand_norm_operands(M, N, K, xf, xb, wf, wb, bfv, bb, gf, bef);
     for (int k = 0; k < K; k++) xf[k] += 3.f, xb[k] = eng_cu_f2bf_bits(xf[k]), xf[k] = eng_cu_bf_bits2f(xb[k]);
     bf16 *dx = (bf16 *)lab_upload(xb), *dw = (bf16 *)lab_upload(wb), *db = (bf16 *)lab_upload(bb), *dy, *dn;
     float *dg = lab_upload(gf), *dbe = lab_upload(bef);
@@ -98,7 +107,7 @@ static void check_norm(int M, int n_real, int N, int K, int epi, int rms) {
     CUCHECK(cudaMalloc(&dn, (size_t)M * K * 2));
     lab_poison(dy, (size_t)M * N * 2);
     lab_poison(dn, (size_t)M * K * 2);
-    const eng_cu_chain_norm nm = {dg, rms ? NULL : dbe, 1e-6f, dnr, dn, 0};
+    const eng_cu_chain_norm nm = {dg, rms ? NULL : dbe, 1e-6f, dnr, dn, 0, NULL, NULL};
     CUCHECK(eng_cu_gemm_chain(0, dx, dw, epi ? db : NULL, NULL, dy, M, N, K, epi, &nm));
     CUCHECK(cudaDeviceSynchronize());
     std::vector<float> xn((size_t)M * K, 0.f), ref((size_t)M * N);
@@ -142,7 +151,7 @@ static void check_fold(int M, int n_real, int N, int K, int epi) {
     const size_t ny = epi == ENG_CU_EPI_SWIGLU ? (size_t)M * N / 2 : (size_t)M * N;
     CUCHECK(cudaMalloc(&dy, ny * 2));
     lab_poison(dy, ny * 2);
-    const eng_cu_chain_norm nm = {NULL, NULL, 1e-6f, dnr, NULL, 1};
+    const eng_cu_chain_norm nm = {NULL, NULL, 1e-6f, dnr, NULL, 1, NULL, NULL};
     CUCHECK(eng_cu_gemm_chain(0, dx, dw, with_b ? db : NULL, NULL, dy, M, N, K, epi, &nm));
     CUCHECK(cudaDeviceSynchronize());
     std::vector<float> xs((size_t)M * K, 0.f), ref((size_t)M * N);
@@ -160,6 +169,130 @@ static void check_fold(int M, int n_real, int N, int K, int epi) {
              with_b ? " +bias" : "");
     lab_check(name, got.data(), ref.data(), got.size(), 3e-2f, 1e-2f);
     cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy); cudaFree(dnr);
+}
+
+/* Row statistics in fp64: (mean, 1 / sqrt(var + eps)) of each of M rows
+ * of K values, rows at or past n_real as (0, 0) (what the fold stores). */
+static std::vector<float2> ref_row_stats(const std::vector<float> &x, int M, int n_real, int K, double eps) {
+    std::vector<float2> st((size_t)M, make_float2(0.f, 0.f));
+    for (int m = 0; m < M && m < n_real; m++) {
+        double mu = 0, var = 0;
+        for (int k = 0; k < K; k++) mu += x[(size_t)m * K + k];
+        mu /= K;
+        for (int k = 0; k < K; k++) var += (x[(size_t)m * K + k] - mu) * (x[(size_t)m * K + k] - mu);
+        st[m] = make_float2((float)mu, (float)(1.0 / sqrt(var / K + eps)));
+    }
+    return st;
+}
+
+/* The chain kernel's LayerNorm fold (the encoders' norms in the chain): X
+ * raw in the products; the lab folds gamma into W (W' = bf16 of W gamma),
+ * W beta into the bias (b', bf16) and takes W''s column sums, as the
+ * engine does at load.  The kernel's contract is epi(xhat W'^T + b') with
+ * xhat = (x - mu) rs, rows at or past n_real as xhat = 0 (so epi(b')):
+ * the reference is that in fp64 on the same bf16 W' and b' (the first GPU
+ * run compared against LN(x) W^T + b instead, and the fold's roundings of
+ * W' and b' -- ~0.05 on these unit-scale random weights -- failed it; the
+ * fold's accuracy on a real model is e2e_vs_transformers' to check).  Block
+ * 0 must store every row's (mu, rs).  The rows get a large common offset
+ * and an outlier column so the mean matters. */
+static void check_lnfold(int M, int n_real, int N, int K, int epi) {
+    std::vector<float> xf, wf, bfv, gf, bef;
+    std::vector<uint16_t> xb, wb, bb;
+    rand_norm_operands(M, N, K, xf, xb, wf, wb, bfv, bb, gf, bef);
+    for (int m = 0; m < M; m++) /* row means of about 2 + m / 4, and an outlier column */
+        for (int k = 0; k < K; k++) {
+            float &v = xf[(size_t)m * K + k];
+            v += 2.f + 0.25f * m + (k == 7 ? 9.f : 0.f);
+            xb[(size_t)m * K + k] = eng_cu_f2bf_bits(v);
+            v = eng_cu_bf_bits2f(xb[(size_t)m * K + k]);
+        }
+    /* the fold, as the engine's put_folded */
+    std::vector<uint16_t> wfb((size_t)N * K), bfb((size_t)N);
+    std::vector<float> cs((size_t)N);
+    for (int n = 0; n < N; n++) {
+        double bsum = bfv[n], csum = 0;
+        for (int k = 0; k < K; k++) {
+            wfb[(size_t)n * K + k] = eng_cu_f2bf_bits(wf[(size_t)n * K + k] * gf[k]);
+            csum += eng_cu_bf_bits2f(wfb[(size_t)n * K + k]);
+            bsum += (double)wf[(size_t)n * K + k] * bef[k];
+        }
+        bfb[n] = eng_cu_f2bf_bits((float)bsum);
+        cs[n] = (float)csum;
+    }
+    bf16 *dx = (bf16 *)lab_upload(xb), *dw = (bf16 *)lab_upload(wfb), *db = (bf16 *)lab_upload(bfb), *dy;
+    float *dcs = lab_upload(cs);
+    float2 *dst = NULL;
+    int *dnr = lab_upload(std::vector<int>{n_real});
+    CUCHECK(cudaMalloc(&dy, (size_t)M * N * 2));
+    CUCHECK(cudaMalloc(&dst, (size_t)M * sizeof(float2)));
+    lab_poison(dy, (size_t)M * N * 2);
+    lab_poison(dst, (size_t)M * sizeof(float2));
+    const eng_cu_chain_norm nm = {NULL, NULL, 1e-6f, dnr, NULL, 2, dcs, dst};
+    char name[112];
+    snprintf(name, sizeof name, "gemm-chain ln-fold M=%d (real %d) N=%d K=%d epi=%d", M, n_real, N, K, epi);
+    if (!eng_cu_gemm_chain_ok(M, N, K, 3)) {
+        printf("  %-44s FAIL (not accepted)\n", name);
+        lab_failures++;
+    } else {
+        CUCHECK(eng_cu_gemm_chain(0, dx, dw, db, NULL, dy, M, N, K, epi, &nm));
+        CUCHECK(cudaDeviceSynchronize());
+        const std::vector<float2> st = ref_row_stats(xf, M, n_real, K, 1e-6);
+        std::vector<float> xn((size_t)M * K, 0.f), ref((size_t)M * N), w1((size_t)N * K), b1((size_t)N);
+        for (int m = 0; m < n_real && m < M; m++)
+            for (int k = 0; k < K; k++)
+                xn[(size_t)m * K + k] = (float)(((double)xf[(size_t)m * K + k] - st[m].x) * st[m].y);
+        for (size_t i = 0; i < w1.size(); i++) w1[i] = eng_cu_bf_bits2f(wfb[i]);
+        for (int n = 0; n < N; n++) b1[n] = eng_cu_bf_bits2f(bfb[n]);
+        ref_linear(xn.data(), w1.data(), b1.data(), NULL, ref.data(), M, N, K, epi);
+        std::vector<float> got = lab_download_bf16(dy, ref.size());
+        lab_check(name, got.data(), ref.data(), got.size(), 3e-2f, 1e-2f);
+        std::vector<float2> gst((size_t)M);
+        CUCHECK(cudaMemcpy(gst.data(), dst, (size_t)M * sizeof(float2), cudaMemcpyDeviceToHost));
+        std::vector<float> g2((size_t)2 * M), r2((size_t)2 * M);
+        for (int m = 0; m < M; m++) g2[2 * m] = gst[m].x, g2[2 * m + 1] = gst[m].y, r2[2 * m] = st[m].x,
+                                    r2[2 * m + 1] = st[m].y;
+        lab_check("  its rows' (mu, rs)", g2.data(), r2.data(), g2.size(), 1e-4f, 1e-4f);
+    }
+    cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy); cudaFree(dcs); cudaFree(dst); cudaFree(dnr);
+}
+
+/* The LayerNorm residual (eng_cu_chain_res): Y = X W^T + b + LN(R), R's
+ * rows raw, their (mu, rs) given as a fold stored them; rows at or past
+ * n_real add nothing.  fp64 reference. */
+static void check_lnres(int M, int n_real, int N, int K) {
+    std::vector<float> xf, wf, bfv, rf, gf, bef;
+    std::vector<uint16_t> xb, wb, bb, rb, tmp;
+    lab_rand_bf16(xf, xb, (size_t)M * K, 1.f);
+    lab_rand_bf16(wf, wb, (size_t)N * K, 1.f);
+    lab_rand_bf16(bfv, bb, (size_t)N, 1.f);
+    lab_rand_bf16(rf, rb, (size_t)M * N, 3.f);
+    lab_rand_bf16(gf, tmp, (size_t)N, 1.f);
+    lab_rand_bf16(bef, tmp, (size_t)N, 0.5f);
+    for (float &v : gf) v += 1.f;
+    for (size_t i = 0; i < rf.size(); i++) rb[i] = eng_cu_f2bf_bits(rf[i] + 1.5f), rf[i] = eng_cu_bf_bits2f(rb[i]);
+    const std::vector<float2> st = ref_row_stats(rf, M, n_real, N, 1e-12);
+    bf16 *dx = (bf16 *)lab_upload(xb), *dw = (bf16 *)lab_upload(wb), *db = (bf16 *)lab_upload(bb),
+         *dr = (bf16 *)lab_upload(rb), *dy;
+    float *dg = lab_upload(gf), *dbe = lab_upload(bef);
+    float2 *dst = lab_upload(st);
+    int *dnr = lab_upload(std::vector<int>{n_real});
+    CUCHECK(cudaMalloc(&dy, (size_t)M * N * 2));
+    lab_poison(dy, (size_t)M * N * 2);
+    const eng_cu_chain_res res = {dst, dg, dbe, dnr};
+    CUCHECK(eng_cu_gemm_chain(0, dx, dw, db, dr, dy, M, N, K, ENG_CU_EPI_BIAS, NULL, NULL, 0, &res));
+    CUCHECK(cudaDeviceSynchronize());
+    std::vector<float> rn((size_t)M * N, 0.f), ref((size_t)M * N);
+    for (int m = 0; m < n_real && m < M; m++)
+        for (int n = 0; n < N; n++)
+            rn[(size_t)m * N + n] = (float)(((double)rf[(size_t)m * N + n] - st[m].x) * st[m].y * gf[n] + bef[n]);
+    ref_linear(xf.data(), wf.data(), bfv.data(), rn.data(), ref.data(), M, N, K, ENG_CU_EPI_BIAS);
+    std::vector<float> got = lab_download_bf16(dy, ref.size());
+    char name[112];
+    snprintf(name, sizeof name, "gemm-chain ln-residual M=%d (real %d) N=%d K=%d", M, n_real, N, K);
+    lab_check(name, got.data(), ref.data(), got.size(), 3e-2f, 1e-2f);
+    cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dr); cudaFree(dy); cudaFree(dg); cudaFree(dbe);
+    cudaFree(dst); cudaFree(dnr);
 }
 
 static void bench(eng_cu_gemm_ctx *g, const char *what, int N, int K, int epi) {
@@ -224,7 +357,7 @@ static void bench_small(eng_cu_gemm_ctx *g) {
     CUCHECK(cudaMalloc(&gam, 2 * 3072 * 4));
     CUCHECK(cudaMemset(gam, 0, 2 * 3072 * 4));
     CUCHECK(cudaMalloc(&nrows, 4));
-    eng_cu_chain_norm nm = {gam, gam + 3072, 1e-6f, nrows, NULL, 0};
+    eng_cu_chain_norm nm = {gam, gam + 3072, 1e-6f, nrows, NULL, 0, NULL, NULL};
     char err[256];
     for (auto &sh : shapes)
         for (int M : {16, 64}) {
@@ -380,8 +513,44 @@ int main(void) {
         check_fold(29, 23, 6144, 1024, ENG_CU_EPI_SWIGLU);
         check_fold(32, 32, 4096, 1024, ENG_CU_EPI_NONE);
         check_fold(24, 24, 2304, 768, ENG_CU_EPI_BIAS);
+        /* the LayerNorm fold (the encoders' norms in the chain): K = 384
+         * (6 warps x 1 group), 768 (6 x 2), 1024 (8 x 2); 1, 2 and 4 m
+         * tiles; padded rows; bias, bias + GELU */
+        check_lnfold(1, 1, 1152, 384, ENG_CU_EPI_BIAS);
+        check_lnfold(16, 13, 1152, 384, ENG_CU_EPI_BIAS);
+        check_lnfold(16, 16, 1536, 384, ENG_CU_EPI_BIAS_GELU);
+        check_lnfold(16, 11, 2304, 768, ENG_CU_EPI_BIAS);
+        check_lnfold(16, 16, 3072, 768, ENG_CU_EPI_BIAS_GELU);
+        check_lnfold(29, 23, 3072, 768, ENG_CU_EPI_BIAS_GELU);
+        check_lnfold(64, 50, 1536, 384, ENG_CU_EPI_BIAS_GELU);
+        check_lnfold(64, 64, 2304, 768, ENG_CU_EPI_BIAS);
+        check_lnfold(32, 30, 4096, 1024, ENG_CU_EPI_BIAS);
+        /* the LayerNorm residual: O (K = N = H) and down (K = I) */
+        check_lnres(1, 1, 384, 384);
+        check_lnres(16, 13, 384, 1536);
+        check_lnres(16, 16, 768, 768);
+        check_lnres(33, 30, 768, 3072);
+        check_lnres(64, 61, 384, 1536);
         {
-            const eng_cu_chain_norm bad = {(const float *)16, NULL, 1e-6f, (const int *)16, NULL, 1};
+            /* refused: the LayerNorm fold with SwiGLU, without column sums,
+             * with K past 1024; a LayerNorm residual without R */
+            const eng_cu_chain_norm lnf = {NULL, NULL, 1e-6f, (const int *)16, NULL, 2, (const float *)16, NULL},
+                                    nocs = {NULL, NULL, 1e-6f, (const int *)16, NULL, 2, NULL, NULL};
+            const eng_cu_chain_res r = {(const float2 *)16, (const float *)16, (const float *)16, (const int *)16};
+            const bf16 *p16 = (const bf16 *)16;
+            if (eng_cu_gemm_chain(0, p16, p16, p16, NULL, (bf16 *)16, 16, 6144, 1024, ENG_CU_EPI_SWIGLU, &lnf) !=
+                    cudaErrorInvalidValue ||
+                eng_cu_gemm_chain(0, p16, p16, p16, NULL, (bf16 *)16, 16, 1152, 384, ENG_CU_EPI_BIAS, &nocs) !=
+                    cudaErrorInvalidValue ||
+                eng_cu_gemm_chain_ok(16, 768, 1536, 3) ||
+                eng_cu_gemm_chain(0, p16, p16, p16, NULL, (bf16 *)16, 16, 384, 384, ENG_CU_EPI_BIAS, NULL, NULL, 0,
+                                  &r) != cudaErrorInvalidValue) {
+                printf("  FAIL a LayerNorm fold / residual call that must be refused was accepted\n");
+                lab_failures++;
+            }
+        }
+        {
+            const eng_cu_chain_norm bad = {(const float *)16, NULL, 1e-6f, (const int *)16, NULL, 1, NULL, NULL};
             if (eng_cu_gemm_chain_ok(33, 4096, 1024, 2) ||
                 eng_cu_gemm_chain(0, (const bf16 *)16, (const bf16 *)16, NULL, NULL, (bf16 *)16, 16, 4096, 1024,
                                   ENG_CU_EPI_NONE, &bad) != cudaErrorInvalidValue) {

@@ -475,10 +475,32 @@ typedef struct eng_cu_chain_norm {
      * W's columns), and output row r is scaled by rsqrt(mean_k x[r][k]^2 +
      * eps) before the bias, rows at or past *n_rows_dev by 0; the row sums
      * of squares come from the tensor cores (the diagonal of X X^T).  At
-     * most 32 rows. */
+     * most 32 rows.
+     * 2: the LayerNorm fold (encoders) -- X raw as for 1, LayerNorm's gamma
+     * folded into W's columns at load and W beta into the bias, so output
+     * (r, n) is rs_r (acc - mu_r colsum[n]) + bias[n], with mu_r and rs_r =
+     * rsqrt(var_r + eps) from the row's sum (X against ones) and sum of
+     * squares (the diagonal of X X^T) on the tensor cores, colsum the
+     * column sums of the folded W; rows at or past *n_rows_dev read as
+     * zero and get rs = mu = 0.  Block 0 stores each row's (mu, rs) in
+     * stats_out (M entries), the post-norm residual of a later GEMM
+     * (eng_cu_chain_res).  K <= 1024 at 6 / 8 warps, at most 64 rows, not
+     * with SwiGLU. */
     int fold;
+    const float *colsum;
+    float2 *stats_out;
 } eng_cu_chain_norm;
+/* norm: 0 plain, 1 the prologue, 2 the RMS fold, 3 the LayerNorm fold */
 int eng_cu_gemm_chain_ok(int M, int N, int K, int norm);
+/* The residual as a LayerNorm of a raw row (the LayerNorm fold's post-norm
+ * residual): R[r][n] enters the epilogue as (R[r][n] - mu_r) rs_r
+ * gamma[n] + beta[n], (mu_r, rs_r) = stats[r] as the fold stored them, and
+ * as 0 at or past *n_rows_dev (the norm kernels zero those rows). */
+typedef struct eng_cu_chain_res {
+    const float2 *stats;
+    const float *gamma, *beta;
+    const int *n_rows_dev;
+} eng_cu_chain_res;
 /* How the chain kernel fetches its weight slice: 1 (default) one bulk copy
  * (TMA) a row, completing on an mbarrier; 0 16-byte cp.async by every
  * thread (POSY_CUDA_CHAIN_BULK=0 at engine open; labs set it directly). */
@@ -486,9 +508,10 @@ extern int eng_cu_chain_bulk;
 /* pf (optional): pf_bytes of weights a later GEMM of the forward needs,
  * which the blocks request into L2 (cp.async.bulk.prefetch, each block an
  * equal share) before their wait, so that GEMM's slices come from L2. */
+/* res (optional, with R): R as the LayerNorm of its raw rows. */
 cudaError_t eng_cu_gemm_chain(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
                               bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm *nm,
-                              const void *pf = NULL, size_t pf_bytes = 0);
+                              const void *pf = NULL, size_t pf_bytes = 0, const eng_cu_chain_res *res = NULL);
 
 /* The chain's attention + O projection in one kernel
  * (eng_cu_chain_attn.cu): Y[M, N] = attention(a) Wo^T (+ bias) (+ R), for
@@ -502,7 +525,7 @@ cudaError_t eng_cu_gemm_chain(cudaStream_t s, const bf16 *X, const bf16 *W, cons
 int eng_cu_chain_attn_o_ok(const eng_cu_attn_args *a, int M, int N);
 cudaError_t eng_cu_chain_attn_o(cudaStream_t s, const eng_cu_attn_args *a, const int *n_rows_dev,
                                 const int *n_seqs_dev, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
-                                int M, int N);
+                                int M, int N, const eng_cu_chain_res *res = NULL);
 
 /* Lab use: run the same GEMM with the i-th heuristic candidate instead of
  * the cached choice.  Returns -1 when there is no such candidate. */

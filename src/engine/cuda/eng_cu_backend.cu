@@ -167,10 +167,11 @@ static int cu_open(posy_engine *e, posy_err *err) {
     }
     if (ce != cudaSuccess) { cuda_err(err, "staging slots", ce); cu_close(e); return -1; }
     snprintf(e->cfg.info.dtype, sizeof e->cfg.info.dtype, "bf16");
-    char chain[48] = "off";
+    char chain[80] = "off", lnf[40] = "";
+    if (st->m.chain_ln) snprintf(lnf, sizeof lnf, ", norms folded <= %d tokens", st->m.chain_ln);
     if (st->m.chain_max)
         snprintf(chain, sizeof chain, "<= %d tokens%s", st->m.chain_max,
-                 st->m.chain_norm ? ", norms fused" : st->m.fold_norm ? ", norms folded" : "");
+                 st->m.chain_norm ? ", norms fused" : st->m.fold_norm ? ", norms folded" : lnf);
     POSY_INFO("cuda backend: device %d, weights %.1f MiB, arena %.1f MiB for %d tokens / %d "
                   "sequences, %d buckets, %d staging slots; small-batch kernel %s; one-query chain %s; own "
                   "wgmma GEMM %s",

@@ -42,16 +42,18 @@
 /* Shared memory: the weight slice [16][K + 8] (8 bf16 of padding: the
  * 32-bit B-fragment loads of 8 rows x 4 lanes fall on distinct banks), a
  * warp's tiles (HPW Q tiles, KVW K and KVW V tiles of [16][D + 8]), the
- * warps' partial tiles, the bias and the residual rows. */
-static size_t ca_smem(int K, int D, int warps, int hpw, int kvw) {
+ * warps' partial tiles, the bias and the residual rows; then, for a
+ * LayerNorm residual (eng_cu_chain_res), the block's 16 gamma and beta
+ * values and the rows' (mu, rs). */
+static size_t ca_smem(int K, int D, int warps, int hpw, int kvw, int lnr) {
     return (size_t)16 * (K + 8) * 2 + (size_t)warps * (hpw + 2 * kvw) * 16 * (D + 8) * 2 +
-           (size_t)warps * 16 * 17 * 4 + 32 + 16 * 16 * 2;
+           (size_t)warps * 16 * 17 * 4 + 32 + 16 * 16 * 2 + (lnr ? 2 * 16 * 4 + 16 * 8 : 0);
 }
 
-template <int WARPS, int G, int D, int KVW, bool CAUSAL, bool QKN>
+template <int WARPS, int G, int D, int KVW, bool CAUSAL, bool QKN, bool LNR>
 __global__ void __launch_bounds__(WARPS * 32)
 chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs_dev, const bf16 *W,
-                    const bf16 *bias, const bf16 *R, bf16 *Y, int M, int N) {
+                    const bf16 *bias, const bf16 *R, bf16 *Y, int M, int N, eng_cu_chain_res res) {
     constexpr int K = WARPS * G * 64, HPW = G * 64 / D, LD = D + 8, LDW = K + 8, TILE = 16 * LD;
     constexpr int TPW = HPW + 2 * KVW; /* tiles a warp */
     extern __shared__ __align__(16) unsigned char ca_smem_buf[];
@@ -60,6 +62,8 @@ chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs
     bf16 *Ws = (bf16 *)ca_smem_buf, *tiles = Ws + 16 * LDW;
     float(*part)[16][17] = (float(*)[16][17])(tiles + WARPS * TPW * TILE);
     bf16 *bsm = (bf16 *)(part + WARPS), *Rs = bsm + 16;
+    float *rgs = (float *)(Rs + 16 * 16), *rbs = rgs + 16; /* LayerNorm residual: gamma, beta, rows' (mu, rs) */
+    float2 *rst = (float2 *)(rbs + 16);
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     const int n_lo = 16 * blockIdx.x;
     if (threadIdx.x == 0) {
@@ -68,10 +72,14 @@ chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs
         for (int r = 0; r < 16; r++) sk3_bulk_row(&wbar, Ws + r * LDW, W + (size_t)(n_lo + r) * K, K * 2);
     }
     if (bias && threadIdx.x < 2) sk3_cp16(bsm + 8 * threadIdx.x, bias + n_lo + 8 * threadIdx.x);
+    if (LNR && threadIdx.x >= 32 && threadIdx.x < 40) {
+        const int i = threadIdx.x - 32;
+        sk3_cp16(i < 4 ? rgs + 4 * i : rbs + 4 * (i - 4), (i < 4 ? res.gamma : res.beta) + n_lo + 4 * (i & 3));
+    }
     eng_async_commit();
     /* the batch's shape comes from the input block, which no kernel of the
      * forward writes (eng_cu.h): read before the wait */
-    const int n_real = min(M, *n_rows_dev);
+    const int n_real = min(M, *n_rows_dev), r_real = LNR ? min(M, *res.n_rows_dev) : M;
     if (threadIdx.x < 16) {
         const int r = threadIdx.x, ns = *n_seqs_dev;
         int lo = 0, hi = 0, pos = 0;
@@ -90,9 +98,14 @@ chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs
         rpos[r] = pos;
     }
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    if (R)
+    if (R) {
         for (int i = threadIdx.x; i < 2 * M; i += WARPS * 32)
             sk3_cp16(Rs + 8 * i, R + (size_t)(i >> 1) * N + n_lo + 8 * (i & 1));
+    }
+    /* the residual rows' (mu, rs), which an earlier fold stored: from L2
+     * (not L1, which may hold an older forward's) */
+    float2 rst_v = make_float2(0.f, 0.f);
+    if (LNR && threadIdx.x < M) rst_v = __ldcg(res.stats + threadIdx.x);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int mi = lane >> 3, mr = lane & 7;
     const int h0 = warp * HPW, grp = a.n_heads / a.n_kv_heads;
@@ -115,6 +128,7 @@ chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs
         eng_async_commit();
     }
     eng_async_wait<0>();
+    if (LNR && threadIdx.x < M) rst[threadIdx.x] = rst_v;
     __syncthreads(); /* the row ranges, bias and residual; orders the barrier's init before the polls */
     if constexpr (QKN) {
 #pragma unroll
@@ -203,8 +217,10 @@ chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs
             }
         }
     }
+    const skinny_res sres = {LNR ? rst : NULL, rgs, rbs, r_real};
     skinny_finish<1, WARPS>(acc, part, bias ? bsm : NULL, R ? Rs : NULL, 16, Y + n_lo, N, M,
-                            bias ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE);
+                            bias ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE,
+                            skinny_fold{0, 0.f, 0, NULL, NULL, NULL, NULL}, sres);
 }
 
 /* The instantiations: (warps, groups, head size, kv tiles a warp) for
@@ -233,32 +249,35 @@ int eng_cu_chain_attn_o_ok(const eng_cu_attn_args *a, int M, int N) {
         return 0;
     if (a->q_norm && (a->head_dim != 128 || !a->k_norm || !a->rope || a->rope_rows < 1)) return 0;
     if ((a->ldq | a->ldk | a->ldv) % 8 || (((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v) & 15)) return 0;
-    return ca_smem(K, a->head_dim, w, gq * 64 / a->head_dim, kvw) <= 227 * 1024;
+    return ca_smem(K, a->head_dim, w, gq * 64 / a->head_dim, kvw, 1) <= 227 * 1024;
 }
 
-template <int WARPS, int G, int D, int KVW, bool CAUSAL, bool QKN>
+template <int WARPS, int G, int D, int KVW, bool CAUSAL, bool QKN, bool LNR = false>
 static cudaError_t ca_launch(cudaStream_t s, const eng_cu_attn_args &a, const int *n_rows_dev,
                              const int *n_seqs_dev, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y, int M,
-                             int N) {
-    const size_t smem = ca_smem(WARPS * G * 64, D, WARPS, G * 64 / D, KVW);
+                             int N, const eng_cu_chain_res &res) {
+    const size_t smem = ca_smem(WARPS * G * 64, D, WARPS, G * 64 / D, KVW, LNR);
     static size_t attr = 0; /* per instantiation: the shared-memory cap raised once */
     if (attr < smem) {
-        cudaError_t e = cudaFuncSetAttribute(chain_attn_o_kernel<WARPS, G, D, KVW, CAUSAL, QKN>,
+        cudaError_t e = cudaFuncSetAttribute(chain_attn_o_kernel<WARPS, G, D, KVW, CAUSAL, QKN, LNR>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
         attr = smem;
     }
-    return eng_cu_launch(chain_attn_o_kernel<WARPS, G, D, KVW, CAUSAL, QKN>, dim3(N / 16), dim3(WARPS * 32), smem,
-                         s, a, n_rows_dev, n_seqs_dev, W, bias, R, Y, M, N);
+    return eng_cu_launch(chain_attn_o_kernel<WARPS, G, D, KVW, CAUSAL, QKN, LNR>, dim3(N / 16), dim3(WARPS * 32), smem,
+                         s, a, n_rows_dev, n_seqs_dev, W, bias, R, Y, M, N, res);
 }
 
 cudaError_t eng_cu_chain_attn_o(cudaStream_t s, const eng_cu_attn_args *a, const int *n_rows_dev,
                                 const int *n_seqs_dev, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
-                                int M, int N) {
+                                int M, int N, const eng_cu_chain_res *resp) {
     int w, gq, kvw;
     const int K = a->n_heads * a->head_dim;
+    const eng_cu_chain_res res = resp ? *resp : eng_cu_chain_res{NULL, NULL, NULL, NULL};
     if (!eng_cu_chain_attn_o_ok(a, M, N) || !n_rows_dev || !n_seqs_dev ||
-        (((uintptr_t)W | (uintptr_t)bias | (uintptr_t)R) & 15))
+        (((uintptr_t)W | (uintptr_t)bias | (uintptr_t)R) & 15) ||
+        (res.stats && (a->q_norm || !R || !res.gamma || !res.beta || !res.n_rows_dev ||
+                       (((uintptr_t)res.gamma | (uintptr_t)res.beta) & 15) || ((uintptr_t)res.stats & 7))))
         return cudaErrorInvalidValue;
     ca_shape(a, K, &w, &gq, &kvw);
     const bool causal = a->causal != 0, qkn = a->q_norm != NULL;
@@ -266,12 +285,18 @@ cudaError_t eng_cu_chain_attn_o(cudaStream_t s, const eng_cu_attn_args *a, const
     if (w == W_ && gq == G_ && a->head_dim == D_ && kvw == KV_) {                                               \
         if (qkn && D_ == 128)                                                                                    \
             return causal ? ca_launch<W_, G_, D_, KV_, true, D_ == 128>(s, *a, n_rows_dev, n_seqs_dev, W, bias, \
-                                                                       R, Y, M, N)                              \
+                                                                       R, Y, M, N, res)                          \
                           : ca_launch<W_, G_, D_, KV_, false, D_ == 128>(s, *a, n_rows_dev, n_seqs_dev, W,      \
-                                                                        bias, R, Y, M, N);                      \
-        return causal ? ca_launch<W_, G_, D_, KV_, true, false>(s, *a, n_rows_dev, n_seqs_dev, W, bias, R, Y, M, N) \
+                                                                        bias, R, Y, M, N, res);                 \
+        if (res.stats)                                                                                           \
+            return causal ? ca_launch<W_, G_, D_, KV_, true, false, true>(s, *a, n_rows_dev, n_seqs_dev, W, bias, R, \
+                                                                          Y, M, N, res)                          \
+                          : ca_launch<W_, G_, D_, KV_, false, false, true>(s, *a, n_rows_dev, n_seqs_dev, W, bias, \
+                                                                           R, Y, M, N, res);                     \
+        return causal ? ca_launch<W_, G_, D_, KV_, true, false>(s, *a, n_rows_dev, n_seqs_dev, W, bias, R, Y, M, N, \
+                                                                res)                                             \
                       : ca_launch<W_, G_, D_, KV_, false, false>(s, *a, n_rows_dev, n_seqs_dev, W, bias, R, Y, M, \
-                                                                 N);                                            \
+                                                                 N, res);                                       \
     }
     CA_SHAPES(CA_GO)
 #undef CA_GO

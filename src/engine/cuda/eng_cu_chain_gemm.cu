@@ -146,21 +146,36 @@ static __device__ __forceinline__ void sk3_norm(uint4 (*xa)[2][G][2], const eng_
 }
 
 /* what a launch does with X before its products: nothing, the norm
- * prologue (sk3_norm), or the RMS fold (rows raw, each output scaled by its
- * row's rsqrt(mean(x^2) + eps), the norm's weights folded into W) */
-enum { SK3_PLAIN = 0, SK3_NORM = 1, SK3_FOLD = 2 };
+ * prologue (sk3_norm), the RMS fold (rows raw, each output scaled by its
+ * row's rsqrt(mean(x^2) + eps), the norm's weights folded into W), or the
+ * LayerNorm fold (rows raw, each output rs (sum - mu colsum), the row's
+ * mean from X against ones and its sum of squares as for the RMS fold) */
+enum { SK3_PLAIN = 0, SK3_NORM = 1, SK3_FOLD = 2, SK3_LNFOLD = 3 };
 
-template <int MT, int WARPS, int G, int MODE>
+/* Shared memory past the residual rows, for the LayerNorm fold and the
+ * LayerNorm residual (ext): the block's 16 column sums, gamma and beta
+ * (fp32), the residual rows' (mu, rs), the fold's rows' (mu, rs), and the
+ * warps' shares of the row sums [WARPS][MT * 16]. */
+static __host__ __device__ constexpr size_t sk3_ext_bytes(int MT, int WARPS) {
+    return 3 * 16 * 4 + 2 * (size_t)MT * 16 * 8 + (size_t)WARPS * MT * 16 * 4;
+}
+
+template <int MT, int WARPS, int G, int MODE, bool LNR>
 __global__ void __launch_bounds__(WARPS * 32)
 skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y, int M,
-               int N, int K, int epi, eng_cu_chain_norm nm, int bulk, const char *pf, unsigned pf_slice) {
-    constexpr bool NORM = MODE == SK3_NORM, FOLD = MODE == SK3_FOLD;
+               int N, int K, int epi, eng_cu_chain_norm nm, int bulk, const char *pf, unsigned pf_slice,
+               eng_cu_chain_res res) {
+    constexpr bool NORM = MODE == SK3_NORM, FOLD = MODE == SK3_FOLD || MODE == SK3_LNFOLD,
+                   LNF = MODE == SK3_LNFOLD;
     extern __shared__ __align__(16) unsigned char sk3_smem[];
     __shared__ uint64_t wbar; /* bulk: the weight slice's arrival */
     bf16 *Ws = (bf16 *)sk3_smem; /* [16][K + sk3_pad(MT, G)] */
     float *gs = (float *)(sk3_smem + (size_t)16 * (K + sk3_pad(MT, G)) * 2), *bs = gs + K; /* NORM: gamma, beta [K] */
     float(*part)[MT * 16][17] = (float(*)[MT * 16][17])(NORM ? bs + K : gs);
     bf16 *bsm = (bf16 *)(part + WARPS), *Rs = bsm + 16; /* the block's bias [16], residual [MT * 16][16] */
+    float *csm = (float *)(Rs + MT * 16 * 16), *rgs = csm + 16, *rbs = rgs + 16; /* ext: sk3_ext_bytes */
+    float2 *rst = (float2 *)(rbs + 16), *lnst = rst + MT * 16;
+    float *rsm = (float *)(lnst + MT * 16);
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     /* the block's 16 weight rows: columns n_lo.. and n_hi.., 8 each (SwiGLU:
      * 8 gate columns and the same 8 of the up half) */
@@ -185,10 +200,18 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
             if (nm.beta) sk3_cp16(bs + 4 * c, nm.beta + 4 * c);
         }
     if (has_b && threadIdx.x < 2) sk3_cp16(bsm + 8 * threadIdx.x, bias + (threadIdx.x ? n_hi : n_lo));
+    /* the LayerNorm fold's column sums, the LayerNorm residual's gamma and
+     * beta: the block's 16 columns (contiguous: no SwiGLU with either) */
+    if (LNF && threadIdx.x >= 32 && threadIdx.x < 36) sk3_cp16(csm + 4 * (threadIdx.x - 32), nm.colsum + n_lo + 4 * (threadIdx.x - 32));
+    if (LNR && threadIdx.x >= 64 && threadIdx.x < 72) {
+        const int i = threadIdx.x - 64;
+        sk3_cp16(i < 4 ? rgs + 4 * i : rbs + 4 * (i - 4), (i < 4 ? res.gamma : res.beta) + n_lo + 4 * (i & 3));
+    }
     eng_async_commit();
     /* FOLD: the real row count comes from the input block, which no kernel
      * of the forward writes (eng_cu.h): read before the wait */
     const int n_real = FOLD ? min(M, *nm.n_rows_dev) : M;
+    const int r_real = LNR ? min(M, *res.n_rows_dev) : M;
     /* a later GEMM's weights into L2, this block's share, while the
      * predecessor still runs (weights are never written by the forward) */
     if (pf && threadIdx.x == 32)
@@ -203,11 +226,19 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
             sk3_cp16(Rs + 8 * i, R + (size_t)(i >> 1) * N + n_lo + 8 * (i & 1));
         eng_async_commit();
     }
+    /* the residual rows' (mu, rs), which an earlier fold stored: from L2
+     * (not L1, which may hold an older forward's), into shared memory
+     * beside X's first loads */
+    float2 rst_v = make_float2(0.f, 0.f);
+    if (LNR && threadIdx.x < M) rst_v = __ldcg(res.stats + threadIdx.x);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int kw = warp * G * 64 + (sk3_half(MT, G) == 32 ? 8 : 16) * t; /* this lane's first k */
     float acc[MT][2][4], ssq[FOLD ? MT : 1][2][4]; /* FOLD: X X^T of the row tile, whose diagonal is wanted */
+    float rsum[LNF ? MT : 1][4];                  /* LNF: X against ones, each column the row sums */
     skinny_zero<MT>(acc);
     if constexpr (FOLD) skinny_zero<MT>(ssq);
+#pragma unroll
+    for (int i = 0; i < (LNF ? MT : 1); i++) rsum[i][0] = rsum[i][1] = rsum[i][2] = rsum[i][3] = 0.f;
     constexpr int GC = skinny3_chunk(MT, G);
 #pragma unroll
     for (int c = 0; c < G / GC; c++) {
@@ -222,12 +253,14 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
 #pragma unroll
                 for (int q = 0; q < GC; q++) {
                     const uint4 *src = (const uint4 *)(X + (size_t)r * K + kw + 64 * (c * GC + q));
-                    xa[mt][h][q][0] = r < M ? __ldcg(src) : make_uint4(0, 0, 0, 0);
-                    xa[mt][h][q][1] = r < M ? __ldcg(src + sk3_half(MT, G) / 8) : make_uint4(0, 0, 0, 0);
+                    const bool live = r < (LNF ? n_real : M); /* LNF: padding rows as zeros, as the norm writes them */
+                    xa[mt][h][q][0] = live ? __ldcg(src) : make_uint4(0, 0, 0, 0);
+                    xa[mt][h][q][1] = live ? __ldcg(src + sk3_half(MT, G) / 8) : make_uint4(0, 0, 0, 0);
                 }
             }
         if (c == 0) {
             eng_async_wait<0>();
+            if (LNR && threadIdx.x < M) rst[threadIdx.x] = rst_v;
             __syncthreads(); /* also orders the barrier's init before the polls */
             if (bulk) sk3_bulk_wait(&wbar);
         }
@@ -256,6 +289,7 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
                         eng_mma16816(ssq[mt][0], a, lo[2 * j], lo[2 * j + 1]);
                         eng_mma16816(ssq[mt][1], a, hi[2 * j], hi[2 * j + 1]);
                     }
+                    if constexpr (LNF) eng_mma16816(rsum[mt], a, 0x3f803f80u, 0x3f803f80u); /* B = ones (bf16) */
                 }
         }
     }
@@ -276,18 +310,33 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
         fold.eps = nm.eps;
         fold.n_real = n_real;
     }
+    if constexpr (LNF) {
+        /* row g's sum sits in element 0 of every lane's tile, row g + 8's
+         * in element 2; the lanes with t == 0 hand them over */
+        if (t == 0)
+#pragma unroll
+            for (int mt = 0; mt < MT; mt++) {
+                rsm[warp * MT * 16 + mt * 16 + g] = rsum[mt][0];
+                rsm[warp * MT * 16 + mt * 16 + g + 8] = rsum[mt][2];
+            }
+        fold.rsum = rsm;
+        fold.colsum = csm;
+        fold.rowst = lnst;
+        fold.stats_out = blockIdx.x == 0 ? nm.stats_out : NULL;
+    }
+    const skinny_res sres = {LNR ? rst : NULL, rgs, rbs, r_real};
     skinny_finish<MT, WARPS>(acc, part, has_b ? bsm : NULL, R ? Rs : NULL, 16, Y + n_lo, swiglu ? N >> 1 : N, M,
-                             epi, fold);
+                             epi, fold, sres);
 }
 
 /* m tiles a launch is built for: 1, 2 or 4 (33..64 rows take 4) */
 static int skinny3_mt(int M) { return M <= 16 ? 1 : M <= 32 ? 2 : 4; }
 
-static size_t skinny3_smem(int M, int K, int warps, int norm) {
+static size_t skinny3_smem(int M, int K, int warps, int norm, int ext) {
     const size_t mt = (size_t)skinny3_mt(M);
     return (size_t)16 * (K + sk3_pad((int)mt, K / 64 / warps)) * 2 + (norm ? (size_t)8 * K : 0) +
            (size_t)warps * mt * 16 * 17 * 4 + 32 +
-           mt * 16 * 16 * 2;
+           mt * 16 * 16 * 2 + (ext ? sk3_ext_bytes((int)mt, warps) : 0);
 }
 
 int eng_cu_gemm_chain_ok(int M, int N, int K, int norm) {
@@ -296,43 +345,55 @@ int eng_cu_gemm_chain_ok(int M, int N, int K, int norm) {
     const int mt = skinny3_mt(M);
     /* the norm prologue needs X in one chunk (see skinny3_chunk), and its
      * statistics spill registers beyond 4 uint4 pairs of X a lane; the
-     * fold is built for up to two m tiles */
+     * RMS fold is built for up to two m tiles, the LayerNorm fold for K <=
+     * 1024 (at most 2 groups a warp) */
     return M >= 1 && M <= 64 && N % 16 == 0 && w > 0 && (norm != 1 || mt * gq <= 4) && (norm != 2 || mt <= 2) &&
-           skinny3_smem(M, K, w, norm == 1) <= 200 * 1024;
+           (norm != 3 || gq <= 2) && skinny3_smem(M, K, w, norm == 1, 1) <= 200 * 1024;
 }
 
-template <int MT, int WARPS, int G, int MODE>
+template <int MT, int WARPS, int G, int MODE, bool LNR>
 static cudaError_t launch3(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
                            bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm &nm, const char *pf,
-                           unsigned pf_slice) {
-    if constexpr ((MODE == SK3_NORM && MT * G > 4) || (MODE == SK3_FOLD && MT > 2)) {
+                           unsigned pf_slice, const eng_cu_chain_res &res) {
+    /* the LayerNorm residual is built for the plain products only (O and
+     * down of the encoders' folded chain) */
+    if constexpr ((MODE == SK3_NORM && MT * G > 4) || (MODE == SK3_FOLD && MT > 2) || (MODE == SK3_LNFOLD && G > 2) ||
+                  (LNR && MODE != SK3_PLAIN)) {
         return cudaErrorInvalidValue;
     } else {
-        const size_t smem = skinny3_smem(M, K, WARPS, MODE == SK3_NORM);
+        const size_t smem = skinny3_smem(M, K, WARPS, MODE == SK3_NORM, MODE == SK3_LNFOLD || LNR);
         static int attr_done = 0; /* per instantiation: raise the shared-memory cap once */
         if (!attr_done) {
-            cudaError_t e = cudaFuncSetAttribute(skinny3_kernel<MT, WARPS, G, MODE>,
+            cudaError_t e = cudaFuncSetAttribute(skinny3_kernel<MT, WARPS, G, MODE, LNR>,
                                                  cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
             if (e != cudaSuccess) return e;
             attr_done = 1;
         }
-        return eng_cu_launch(skinny3_kernel<MT, WARPS, G, MODE>, dim3(N / 16), dim3(WARPS * 32), smem, s, X, W,
-                             bias, R, Y, M, N, K, epi, nm, eng_cu_chain_bulk, pf, pf_slice);
+        return eng_cu_launch(skinny3_kernel<MT, WARPS, G, MODE, LNR>, dim3(N / 16), dim3(WARPS * 32), smem, s, X, W,
+                             bias, R, Y, M, N, K, epi, nm, eng_cu_chain_bulk, pf, pf_slice, res);
     }
 }
 
 template <int MT>
 static cudaError_t launch3_mt(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
                               bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm *nm, const char *pf,
-                              unsigned pf_slice) {
+                              unsigned pf_slice, const eng_cu_chain_res &res) {
     int w, gq;
     eng_cu_chain_split(K, &w, &gq);
-    const eng_cu_chain_norm none = {NULL, NULL, 0.f, NULL, NULL, 0};
-#define SK3(WW, GG)                                                                                       \
-    if (w == WW && gq == GG)                                                                              \
-        return !nm ? launch3<MT, WW, GG, SK3_PLAIN>(s, X, W, bias, R, Y, M, N, K, epi, none, pf, pf_slice) \
-               : nm->fold ? launch3<MT, WW, GG, SK3_FOLD>(s, X, W, bias, R, Y, M, N, K, epi, *nm, pf, pf_slice) \
-                          : launch3<MT, WW, GG, SK3_NORM>(s, X, W, bias, R, Y, M, N, K, epi, *nm, pf, pf_slice)
+    const eng_cu_chain_norm none = {NULL, NULL, 0.f, NULL, NULL, 0, NULL, NULL};
+#define SK3(WW, GG)                                                                                             \
+    if (w == WW && gq == GG)                                                                                    \
+        return !nm ? (res.stats ? launch3<MT, WW, GG, SK3_PLAIN, true>(s, X, W, bias, R, Y, M, N, K, epi, none, pf, \
+                                                                       pf_slice, res)                           \
+                                : launch3<MT, WW, GG, SK3_PLAIN, false>(s, X, W, bias, R, Y, M, N, K, epi, none, pf, \
+                                                                        pf_slice, res))                         \
+               : res.stats ? cudaErrorInvalidValue                                                              \
+               : nm->fold == 2                                                                                  \
+                   ? launch3<MT, WW, GG, SK3_LNFOLD, false>(s, X, W, bias, R, Y, M, N, K, epi, *nm, pf, pf_slice, res) \
+               : nm->fold ? launch3<MT, WW, GG, SK3_FOLD, false>(s, X, W, bias, R, Y, M, N, K, epi, *nm, pf, pf_slice, \
+                                                                 res)                                          \
+                          : launch3<MT, WW, GG, SK3_NORM, false>(s, X, W, bias, R, Y, M, N, K, epi, *nm, pf, pf_slice, \
+                                                                 res)
     SK3(8, 1); SK3(8, 2); SK3(8, 3); SK3(8, 4); SK3(8, 6);
     SK3(6, 1); SK3(6, 2); SK3(6, 3); SK3(6, 4); SK3(6, 6);
     SK3(4, 1); SK3(4, 2); SK3(4, 3);
@@ -342,20 +403,26 @@ static cudaError_t launch3_mt(cudaStream_t s, const bf16 *X, const bf16 *W, cons
 
 cudaError_t eng_cu_gemm_chain(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
                               bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm *nm, const void *pf,
-                              size_t pf_bytes) {
-    const int mode = !nm ? 0 : nm->fold ? 2 : 1;
+                              size_t pf_bytes, const eng_cu_chain_res *res) {
+    const int mode = !nm ? 0 : nm->fold == 2 ? 3 : nm->fold ? 2 : 1;
+    const eng_cu_chain_res nores = {NULL, NULL, NULL, NULL};
+    if (!res) res = &nores;
     if (!eng_cu_gemm_chain_ok(M, N, K, mode) || (nm && !nm->n_rows_dev) || (mode == 1 && !nm->gamma) ||
-        (mode == 2 && (nm->gamma || nm->beta || nm->out)) ||
+        (mode >= 2 && (nm->gamma || nm->beta || nm->out)) || (nm && nm->fold != 0 && nm->fold != 1 && nm->fold != 2) ||
+        (mode == 3 && (!nm->colsum || epi == ENG_CU_EPI_SWIGLU || ((uintptr_t)nm->colsum & 15))) ||
+        (res->stats && (!R || !res->gamma || !res->beta || !res->n_rows_dev ||
+                        (((uintptr_t)res->gamma | (uintptr_t)res->beta) & 15) || ((uintptr_t)res->stats & 7))) ||
         (epi == ENG_CU_EPI_SWIGLU && R) || (epi != ENG_CU_EPI_NONE && epi != ENG_CU_EPI_SWIGLU && !bias) ||
         (((uintptr_t)X | (uintptr_t)W | (uintptr_t)bias | (uintptr_t)R | (uintptr_t)(nm ? nm->out : NULL)) & 15))
-        return cudaErrorInvalidValue; /* 16-byte accesses to X, W, bias, R and the normalised rows */
+        return cudaErrorInvalidValue; /* 16-byte accesses to X, W, bias, R, the normalised rows, column sums,
+                                         gamma and beta */
     /* each block prefetches an equal 16-byte-multiple slice; the few bytes
      * past the last whole slice are left to the next GEMM's own loads */
     const unsigned slice = pf && ((uintptr_t)pf & 15) == 0 ? (unsigned)(pf_bytes / (N / 16) / 16 * 16) : 0;
     const char *p = slice ? (const char *)pf : NULL;
     switch (skinny3_mt(M)) {
-    case 1: return launch3_mt<1>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice);
-    case 2: return launch3_mt<2>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice);
-    default: return launch3_mt<4>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice);
+    case 1: return launch3_mt<1>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice, *res);
+    case 2: return launch3_mt<2>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice, *res);
+    default: return launch3_mt<4>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice, *res);
     }
 }

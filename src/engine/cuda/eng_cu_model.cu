@@ -117,7 +117,7 @@ static void plan_weights(eng_cu_model *m, wplan *p, const eng_bert_weights *w, f
         d->down_b = (bf16 *)put(p, s->down_b, H, 0);
         d->ln2_g = (float *)put(p, s->ln2_g, H, 1);
         d->ln2_b = (float *)put(p, s->ln2_b, H, 1);
-        if (m->ln_rows) {
+        if (m->ln_rows || m->chain_ln) {
             put_folded(p, s->up_w, s->up_b, s->ln1_g, s->ln1_b, I, H, scratch, &d->upf_w, &d->upf_b, &d->upf_c);
             if (l) {
                 const eng_bert_layer *pv = &w->layers[l - 1];
@@ -187,10 +187,11 @@ static int upload_weights(eng_cu_model *m, const eng_bert_weights *w, posy_err *
                             m->wbytes / 1048576.0, free_b / 1048576.0, cudaGetErrorString(ce));
     }
     char *img = (char *)malloc(m->wbytes);
-    /* ln_rows: the folding's fp32 scratch, the largest matrix folded (up or QKV) and its two vectors */
+    /* ln_rows / chain_ln: the folding's fp32 scratch, the largest matrix folded (up or QKV) and its two vectors */
     const size_t big = (size_t)(m->I > 3 * m->H ? m->I : 3 * m->H);
-    float *scratch = m->ln_rows ? (float *)malloc((big * m->H + 2 * big) * sizeof(float)) : NULL;
-    if (!img || (m->ln_rows && !scratch)) {
+    const int folds = m->ln_rows || m->chain_ln;
+    float *scratch = folds ? (float *)malloc((big * m->H + 2 * big) * sizeof(float)) : NULL;
+    if (!img || (folds && !scratch)) {
         free(img);
         free(scratch);
         return posy_err_set(err, POSY_E_NOMEM, "cuda backend: host image of %zu bytes", m->wbytes);
@@ -216,8 +217,8 @@ static void plan_arena(eng_cu_model *m, bump *b) {
     m->act = q3 ? (bf16 *)take(b, T * I * 2) : NULL;
     m->rs = q3 ? (float *)take(b, T * 4) : NULL;
     m->ln_part = m->ln_rows ? (float2 *)take(b, T * (H / 64) * sizeof(float2)) : NULL;
-    m->ln_s1 = m->ln_rows ? (float2 *)take(b, T * sizeof(float2)) : NULL;
-    m->ln_s2 = m->ln_rows ? (float2 *)take(b, T * sizeof(float2)) : NULL;
+    m->ln_s1 = m->ln_rows || m->chain_ln ? (float2 *)take(b, T * sizeof(float2)) : NULL;
+    m->ln_s2 = m->ln_rows || m->chain_ln ? (float2 *)take(b, T * sizeof(float2)) : NULL;
     m->pooled = (float *)take(b, (size_t)m->max_seqs * H * 4);
     m->d_in = (int32_t *)take(b, eng_cu_in_layout_for(m->max_tokens, m->max_seqs).total * 4);
 }
@@ -293,6 +294,23 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         m->chain_attn = !ca ? 1 : !strcmp(ca, "0") ? 0 : !strcmp(ca, "1") ? 2 : 1; /* else: auto */
         const char *cb = getenv("POSY_CUDA_CHAIN_BULK");
         eng_cu_chain_bulk = !(cb && !strcmp(cb, "0"));
+        /* encoders: the chain's LayerNorms folded into the QKV and up
+         * GEMMs (eng_cu_gemm_chain's LayerNorm fold, the O / down residual
+         * normalised in their epilogues), two nodes fewer a layer, for
+         * buckets of at most chain_ln tokens: 16 by default, where it won
+         * on the H200 (2026-12-03: MiniLM 78.0 -> 74.7 us, BERT-base 265 ->
+         * 249 us at 16 tokens; at 32 / 64 tokens the fold's two and four m
+         * tiles were slower, BERT-base 267 -> 280 / 392 -> 471 us).
+         * POSY_CUDA_CHAIN_LN=N sets the bound (<= the chain's), 0 off --
+         * which also keeps the folded copies of the QKV and up weights off
+         * the GPU */
+        const char *cln = getenv("POSY_CUDA_CHAIN_LN");
+        m->chain_ln = is_q3 || m->chain_norm ? 0 : cln ? atoi(cln) : 16;
+        if (m->chain_ln < 0) m->chain_ln = 0;
+        if (m->chain_ln > m->chain_max) m->chain_ln = m->chain_max;
+        if (m->chain_ln && !(eng_cu_gemm_chain_ok(m->chain_ln, 3 * m->H, m->H, 3) &&
+                             eng_cu_gemm_chain_ok(m->chain_ln, m->I, m->H, 3)))
+            m->chain_ln = 0; /* a shape the fold is not built for: the chain keeps its norm kernels */
     }
     {
         /* our Hopper GEMM, on by default where the device has it (sm_90):
@@ -385,8 +403,9 @@ static int chain_fits(const eng_cu_model *m, int T) {
         return eng_cu_gemm_chain_ok(T, m->qkv_n, H, q) && eng_cu_gemm_chain_ok(T, H, m->attn_n, 0) &&
                eng_cu_gemm_chain_ok(T, 2 * I, H, q) && eng_cu_gemm_chain_ok(T, H, I, 0);
     }
-    return eng_cu_gemm_chain_ok(T, 3 * H, H, nrm) && eng_cu_gemm_chain_ok(T, H, H, 0) &&
-           eng_cu_gemm_chain_ok(T, I, H, nrm) && eng_cu_gemm_chain_ok(T, H, I, 0);
+    const int q = nrm ? 1 : T <= m->chain_ln ? 3 : 0; /* the prologue, or the LayerNorm fold */
+    return eng_cu_gemm_chain_ok(T, 3 * H, H, q) && eng_cu_gemm_chain_ok(T, H, H, 0) &&
+           eng_cu_gemm_chain_ok(T, I, H, q) && eng_cu_gemm_chain_ok(T, H, I, 0);
 }
 
 int eng_cu_model_chain_begin(const eng_cu_model *m, int T) {
@@ -419,14 +438,15 @@ static const bf16 *weights_ahead(const eng_cu_model *m, const bf16 *W, int ahead
 
 int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, const bf16 *W, const bf16 *B,
                       const bf16 *R, bf16 *Y, int T, int N, int K, int epi, const eng_cu_chain_norm *nm,
-                      posy_err *err) {
+                      posy_err *err, const eng_cu_chain_res *res) {
     if (eng_cu_ablate("gemm")) return 0;
     if (chain) {
         size_t pfb = 0;
         const bf16 *pf = m->chain_l2 ? weights_ahead(m, W, m->chain_l2, &pfb) : NULL;
-        CK("chain gemm", eng_cu_gemm_chain(s, X, W, B, R, Y, T, N, K, epi, nm, pf, pfb));
+        CK("chain gemm", eng_cu_gemm_chain(s, X, W, B, R, Y, T, N, K, epi, nm, pf, pfb, res));
         return 0;
     }
+    if (res) return posy_err_set(err, POSY_E_INTERNAL, "cuda backend: a normalised residual off the chain");
     char msg[256];
     if (eng_cu_gemm(m->gemm, s, X, W, B, R, Y, T, N, K, epi, msg, sizeof msg))
         return posy_err_set(err, POSY_E_INTERNAL, "cuda backend: %s", msg);
@@ -435,23 +455,23 @@ int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X,
 
 int eng_cu_model_attn_o(eng_cu_model *m, cudaStream_t s, int chain, const eng_cu_attn_args *a, const int *n_tok,
                         const int *n_seq, const bf16 *Wo, const bf16 *bo, const bf16 *R, bf16 *Y, int T, int K,
-                        posy_err *err) {
+                        posy_err *err, const eng_cu_chain_res *res) {
     if (chain && (m->chain_attn == 2 || (m->chain_attn == 1 && a->head_dim == 32)) &&
         eng_cu_chain_attn_o_ok(a, T, m->H)) {
         if (eng_cu_ablate("attn") && eng_cu_ablate("gemm")) return 0;
-        CK("attention + O projection", eng_cu_chain_attn_o(s, a, n_tok, n_seq, Wo, bo, R, Y, T, m->H));
+        CK("attention + O projection", eng_cu_chain_attn_o(s, a, n_tok, n_seq, Wo, bo, R, Y, T, m->H, res));
         return 0;
     }
     eng_cu_attn_args b = *a;
     if (chain && !b.version) b.version = eng_cu_attn_version(b.head_dim, 1);
     if (!eng_cu_ablate("attn")) CK("attention", eng_cu_attention(s, &b));
     return eng_cu_model_gemm(m, s, chain, m->ctx, Wo, bo, R, Y, T, m->H, K, bo ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE,
-                             NULL, err);
+                             NULL, err, res);
 }
 
-#define GEMM(X, W, B, R, Y, N, K, EPI)                                                       \
-    do {                                                                                     \
-        if (eng_cu_model_gemm(m, s, chain, X, W, B, R, Y, T, N, K, EPI, NULL, err)) return -1; \
+#define GEMM(X, W, B, R, Y, N, K, EPI)                                                             \
+    do {                                                                                           \
+        if (eng_cu_model_gemm(m, s, chain, X, W, B, R, Y, T, N, K, EPI, NULL, err, NULL)) return -1; \
     } while (0)
 
 int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *err) {
@@ -481,8 +501,42 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
     a.scale = 1.f / sqrtf((float)m->head_dim);
     a.causal = 0;
     const bf16 *pool_in = m->x; /* the last LayerNorm's output */
-    if (chain && m->chain_norm) { /* norms fused into the next GEMM's prologue: five kernels a layer */
-        eng_cu_chain_norm nm = {NULL, NULL, m->eps, n_tok, m->x, 0};
+    if (chain && T <= m->chain_ln) {
+        /* the LayerNorms folded (four kernels a layer): x holds the layer's
+         * input raw (layer 0: the embedding's LayerNorm output), y the
+         * attention block's output raw; the QKV GEMM (layer > 0) applies
+         * the previous layer's LN2 to x through its folded weights and
+         * stores the rows' (mu, rs) in ln_s2, which the O projection uses
+         * to add LN2(x) as its residual; the up GEMM does the same with
+         * LN1 of y (ln_s1) for the down projection's residual */
+        for (int l = 0; l < m->L; l++) {
+            const eng_cu_layer *w = eng_cu_layer_at(m, l), *pv = l ? eng_cu_layer_at(m, l - 1) : NULL;
+            eng_cu_chain_res r2 = {m->ln_s2, pv ? pv->ln2_g : NULL, pv ? pv->ln2_b : NULL, n_tok};
+            if (l) {
+                const eng_cu_chain_norm f = {NULL, NULL, m->eps, n_tok, NULL, 2, w->qkvf_c, m->ln_s2};
+                if (eng_cu_model_gemm(m, s, 1, m->x, w->qkvf_w, w->qkvf_b, NULL, m->qkv, T, 3 * H, H, ENG_CU_EPI_BIAS,
+                                      &f, err, NULL))
+                    return -1;
+            } else
+                GEMM(m->x, w->qkv_w, w->qkv_b, NULL, m->qkv, 3 * H, H, ENG_CU_EPI_BIAS);
+            if (eng_cu_model_attn_o(m, s, 1, &a, n_tok, n_seq, w->ao_w, w->ao_b, m->x, m->y, T, H, err,
+                                    l ? &r2 : NULL))
+                return -1;
+            const eng_cu_chain_norm f1 = {NULL, NULL, m->eps, n_tok, NULL, 2, w->upf_c, m->ln_s1};
+            if (eng_cu_model_gemm(m, s, 1, m->y, w->upf_w, w->upf_b, NULL, m->inter, T, m->I, H, m->epi_up, &f1, err,
+                                  NULL))
+                return -1;
+            const eng_cu_chain_res r1 = {m->ln_s1, w->ln1_g, w->ln1_b, n_tok};
+            if (eng_cu_model_gemm(m, s, 1, m->inter, w->down_w, w->down_b, m->y, m->x, T, H, m->I, ENG_CU_EPI_BIAS,
+                                  NULL, err, &r1))
+                return -1;
+        }
+        const eng_cu_layer *last = eng_cu_layer_at(m, m->L - 1);
+        if (!eng_cu_ablate("norm"))
+            CK("layernorm", eng_cu_add_ln(s, m->x, NULL, last->ln2_g, last->ln2_b, m->y, T, n_tok, H, m->eps));
+        pool_in = m->y;
+    } else if (chain && m->chain_norm) { /* norms fused into the next GEMM's prologue: five kernels a layer */
+        eng_cu_chain_norm nm = {NULL, NULL, m->eps, n_tok, m->x, 0, NULL, NULL};
         for (int l = 0; l < m->L; l++) {
             const eng_cu_layer *w = eng_cu_layer_at(m, l);
             /* x = LN2(y) of the layer before (layer 0: the embedding output in x) */

@@ -28,7 +28,8 @@ typedef struct eng_cu_layer {
     float *q_norm, *k_norm;
     /* ln_rows (encoders): the LayerNorm before a GEMM folded into its
      * weights -- W diag(g), b + W beta and the folded matrix's column sums
-     * -- for QKV (the previous layer's ln2; NULL in layer 0) and up (ln1) */
+     * -- for QKV (the previous layer's ln2; NULL in layer 0) and up (ln1);
+     * also the chain's LayerNorm fold's (chain_ln) */
     bf16 *qkvf_w, *qkvf_b, *upf_w, *upf_b;
     float *qkvf_c, *upf_c;
 } eng_cu_layer;
@@ -73,7 +74,7 @@ typedef struct eng_cu_model {
     bf16 *x, *qkv, *ctx, *y, *inter;   /* inter: Qwen3's gate|up [T, 2I] */
     bf16 *h, *act;                      /* Qwen3 only: normed layer input, SwiGLU output */
     float *rs;                          /* Qwen3 only: rsqrt(mean(x^2) + eps) per row (rms_rows) */
-    float2 *ln_part, *ln_s1, *ln_s2;    /* ln_rows only: OST partial sums [T][H/64], (mu, rs) of y1, y2 [T] */
+    float2 *ln_part, *ln_s1, *ln_s2;    /* ln_rows: OST partial sums [T][H/64]; ln_rows, chain_ln: (mu, rs) of y1, y2 [T] */
     float *pooled;                      /* [max_seqs, H] */
     int32_t *d_in;                      /* input block, eng_cu_in_layout(max) ints */
     eng_cu_gemm_ctx *gemm;
@@ -98,6 +99,13 @@ typedef struct eng_cu_model {
      * 899 (docs/BENCHMARKS.md); 2 for every shape it is built for
      * (POSY_CUDA_CHAIN_ATTN=1); 0 off (=0) */
     int chain_attn;
+    /* encoders: for chain buckets of at most chain_ln tokens (0: none),
+     * the LayerNorms folded into the QKV and up GEMMs (the LayerNorm fold
+     * of eng_cu_gemm_chain; O and down add the normalised residual from the
+     * fold's row statistics), four kernels a layer instead of six (default
+     * 16; POSY_CUDA_CHAIN_LN=N, 0 off).  Uses the ln_rows folded weights
+     * and ln_s1 / ln_s2 */
+    int chain_ln;
     /* Qwen3: RMSNorm weights folded into the next matrices at load, the
      * chain's norms applied as a GEMM row scale (default; POSY_CUDA_FOLD_NORM=0
      * off; eng_cu_model_qwen3.cu) */
@@ -199,12 +207,13 @@ static inline int eng_cu_ablate(const char *kind) {
  * `chain`, m->chain_attn and the bucket fits it, else the attention kernel
  * into m->ctx and eng_cu_model_gemm.  n_tok / n_seq: the input block's
  * real counts. */
+/* res (the chain only): R as the LayerNorm of its raw rows (eng_cu_chain_res). */
 int eng_cu_model_attn_o(eng_cu_model *m, cudaStream_t s, int chain, const eng_cu_attn_args *a, const int *n_tok,
                         const int *n_seq, const bf16 *Wo, const bf16 *bo, const bf16 *R, bf16 *Y, int T, int K,
-                        posy_err *err);
+                        posy_err *err, const eng_cu_chain_res *res = NULL);
 int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, const bf16 *W, const bf16 *B,
                       const bf16 *R, bf16 *Y, int T, int N, int K, int epi, const eng_cu_chain_norm *nm,
-                      posy_err *err);
+                      posy_err *err, const eng_cu_chain_res *res = NULL);
 
 /* Qwen3 (eng_cu_model_qwen3.cu): the shape check (which also holds the
  * POSY_CUDA_QWEN3=0 off switch), the weights upload, and the forward. */

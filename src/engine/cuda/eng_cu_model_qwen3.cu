@@ -343,7 +343,7 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
          * GEMM scales each output row by its rsqrt(mean(x^2) + eps)), or
          * as the norm prologue (POSY_CUDA_CHAIN_NORM=1) */
         const int fold = !m->chain_norm;
-        eng_cu_chain_norm nm = {NULL, NULL, m->eps, n_tok, NULL, fold};
+        eng_cu_chain_norm nm = {NULL, NULL, m->eps, n_tok, NULL, fold, NULL, NULL};
         for (int l = 0; l < m->L; l++) {
             const eng_cu_layer *w = eng_cu_layer_at(m, l);
             nm.gamma = fold ? NULL : w->ln1_g; /* prologue, layer 0: h is the embedding's norm already */

@@ -28,7 +28,24 @@ typedef struct skinny_fold {
     int K;
     float eps;
     int n_real;
+    /* the LayerNorm fold (rsum != NULL): rsum[w * MT * 16 + r] is warp w's
+     * share of row r's sum (shared memory), colsum the block's 16 column
+     * sums of the folded W (shared), rowst a shared [MT * 16] scratch for
+     * the rows' (mu, rs), stats_out where they also go (block 0; else
+     * NULL); each output becomes rs (sum - mu colsum) before the bias */
+    const float *rsum, *colsum;
+    float2 *rowst, *stats_out;
 } skinny_fold;
+
+/* The residual as a LayerNorm of its raw rows (eng_cu_chain_res): st
+ * (shared, NULL: the residual as it is) holds each row's (mu, rs), g / b
+ * the block's 16 gamma / beta values (shared); rows at or past n_real
+ * contribute 0. */
+typedef struct skinny_res {
+    const float2 *st;
+    const float *g, *b;
+    int n_real;
+} skinny_res;
 
 /* The warps' partial sums of the block's 16 columns meet in shared memory;
  * one pass adds bias, GELU (the tanh form, as cuBLASLt's epilogue, so both
@@ -41,7 +58,8 @@ template <int MT, int WARPS>
 static __device__ __forceinline__ void skinny_finish(const float (*acc)[2][4], float (*part)[MT * 16][17],
                                                      const bf16 *b16, const bf16 *r16, int ldr, bf16 *y16,
                                                      int ldy, int M, int epi,
-                                                     skinny_fold fold = skinny_fold{0, 0.f, 0}) {
+                                                     skinny_fold fold = skinny_fold{0, 0.f, 0, NULL, NULL, NULL, NULL},
+                                                     skinny_res res = skinny_res{NULL, NULL, NULL, 0}) {
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
@@ -58,6 +76,22 @@ static __device__ __forceinline__ void skinny_finish(const float (*acc)[2][4], f
         for (int w = 0; w < WARPS; w++) ss += part[w][r][16];
         return r < fold.n_real ? rsqrtf(ss / (float)fold.K + fold.eps) : 0.f;
     };
+    const bool ln = fold.K && fold.rsum;
+    if (ln) { /* each row's (mu, rs) once, from its sum and sum of squares */
+        for (int r = threadIdx.x; r < M; r += WARPS * 32) {
+            float s1 = 0.f, s2 = 0.f;
+#pragma unroll
+            for (int w = 0; w < WARPS; w++) {
+                s1 += fold.rsum[w * MT * 16 + r];
+                s2 += part[w][r][16];
+            }
+            const float mu = s1 / (float)fold.K, var = fmaxf(s2 / (float)fold.K - mu * mu, 0.f);
+            const float2 st = r < fold.n_real ? make_float2(mu, rsqrtf(var + fold.eps)) : make_float2(0.f, 0.f);
+            fold.rowst[r] = st;
+            if (fold.stats_out) fold.stats_out[r] = st;
+        }
+        __syncthreads();
+    }
     if (epi == ENG_CU_EPI_SWIGLU) {
         for (int i = threadIdx.x; i < M * 8; i += WARPS * 32) {
             const int r = i >> 3, c = i & 7;
@@ -83,11 +117,22 @@ static __device__ __forceinline__ void skinny_finish(const float (*acc)[2][4], f
         float v = 0.f;
 #pragma unroll
         for (int w = 0; w < WARPS; w++) v += part[w][r][c];
-        v *= row_scale(r);
+        if (ln) {
+            const float2 st = fold.rowst[r];
+            v = (v - st.x * fold.colsum[c]) * st.y;
+        } else
+            v *= row_scale(r);
         if (b16) v += __bfloat162float(b16[c]);
         if (epi == ENG_CU_EPI_BIAS_GELU)
             v = 0.5f * v * (1.f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
-        if (r16) v += __bfloat162float(r16[(size_t)r * ldr + c]);
+        if (r16) {
+            float rv = __bfloat162float(r16[(size_t)r * ldr + c]);
+            if (res.st) {
+                const float2 st = res.st[r];
+                rv = r < res.n_real ? (rv - st.x) * st.y * res.g[c] + res.b[c] : 0.f;
+            }
+            v += rv;
+        }
         y16[(size_t)r * ldy + c] = __float2bfloat16(v);
     }
 }
