@@ -23,6 +23,17 @@
  * over X (the norm prologue, NORM, executed 3.2x the instructions of a
  * plain GEMM on the H200; the fold took Qwen3's 16-token query from 739 to
  * 694 us).
+ * With nm.fold == 2 (the encoders' LayerNorms, gamma folded into W and W
+ * beta into the bias at load) the same X raw gives each row's sum too --
+ * one more mma a k-step, X against a B of ones -- and the epilogue makes
+ * rs (acc - mu colsum) + b' from the row's mean and variance and the
+ * folded W's column sums; block 0 stores the rows' (mu, rs), from which a
+ * later O / down projection adds the post-norm residual (res, a
+ * compile-time variant of the plain kernel: (R - mu) rs gamma + beta).
+ * That removes both LayerNorm kernels of a layer; on the H200 it took a
+ * 16-token query from 77.9 to 75.8 us (MiniLM) and 265 to 249 us
+ * (BERT-base), but lost with two or four m tiles, so the engine folds only
+ * buckets of <= 16 tokens (eng_cu_model.h, chain_ln).
  * Optionally (pf, POSY_CUDA_CHAIN_L2=d) each block also asks L2, before
  * its wait, for its share of the weights of the GEMM d GEMMs later, so HBM
  * keeps streaming through the nodes that read none.  lab_chain measured the floor of such

@@ -15,7 +15,9 @@
  * plus embedding and pooling.  Buckets of at most 64 tokens run them as
  * the one-query chain (m->chain_max): the GEMMs through eng_cu_gemm_chain instead of
  * cuBLASLt, every kernel with programmatic dependent launch, so each
- * kernel's weights stream while its predecessor runs.  The persistent
+ * kernel's weights stream while its predecessor runs; for buckets of at
+ * most m->chain_ln tokens (16) the two LayerNorms of a layer are folded
+ * into the next QKV / up GEMMs as well (four launches a layer).  The persistent
  * kernel of eng_cu_mega.cu (opt-in) takes buckets of at most 64 instead.
  */
 #include "eng_cu_model.h"
@@ -298,7 +300,7 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
          * GEMMs (eng_cu_gemm_chain's LayerNorm fold, the O / down residual
          * normalised in their epilogues), two nodes fewer a layer, for
          * buckets of at most chain_ln tokens: 16 by default, where it won
-         * on the H200 (2026-12-03: MiniLM 78.0 -> 74.7 us, BERT-base 265 ->
+         * on the H200 (2026-12-03: MiniLM 77.9 -> 75.8 us, BERT-base 265 ->
          * 249 us at 16 tokens; at 32 / 64 tokens the fold's two and four m
          * tiles were slower, BERT-base 267 -> 280 / 392 -> 471 us).
          * POSY_CUDA_CHAIN_LN=N sets the bound (<= the chain's), 0 off --
