@@ -128,8 +128,9 @@ int eng_cu_attn_wg_max_x = 0;
 
 /* The waves of blocks a launch may have: eng_cu_attn_wg_waves (labs), else
  * POSY_CUDA_ATTN_WAVES (0 = one block a tile of the bucket's bound, the
- * form before the cap), else the default. */
-static int awg_waves(void) {
+ * form before the cap), else the default: ENG_CU_ATTN_WAVES for head
+ * sizes up to 64, no cap at 128 (eng_cu.h says why). */
+static int awg_waves(int D) {
     if (eng_cu_attn_wg_waves >= 0) return eng_cu_attn_wg_waves;
     static int env = -2;
     if (env == -2) {
@@ -138,7 +139,7 @@ static int awg_waves(void) {
         const long v = e && *e ? strtol(e, &end, 10) : -1;
         env = e && *e && end && !*end && v >= 0 && v <= 64 ? (int)v : -1;
     }
-    return env >= 0 ? env : ENG_CU_ATTN_WAVES;
+    return env >= 0 ? env : D <= 64 ? ENG_CU_ATTN_WAVES : 0;
 }
 
 /* Grid: x = the bucket's bound of query tiles (max_tiles), y = heads --
@@ -156,7 +157,7 @@ static cudaError_t awg_launch(cudaStream_t s, const eng_cu_attn_args *a) {
     cudaError_t e = attn_smem_optin<smem>(k, optin);
     if (e != cudaSuccess) return e;
     int x = a->max_tiles;
-    const int waves = awg_waves();
+    const int waves = awg_waves(D);
     if (waves > 0) {
         if ((e = awg_resident(k, smem, resident)) != cudaSuccess) return e;
         const long cap = ((long)waves * resident + a->n_heads - 1) / a->n_heads;

@@ -30,10 +30,11 @@
  * folded W's column sums; block 0 stores the rows' (mu, rs), from which a
  * later O / down projection adds the post-norm residual (res, a
  * compile-time variant of the plain kernel: (R - mu) rs gamma + beta).
- * That removes both LayerNorm kernels of a layer; on the H200 it took a
- * 16-token query from 77.9 to 75.8 us (MiniLM) and 265 to 249 us
- * (BERT-base), but lost with two or four m tiles, so the engine folds only
- * buckets of <= 16 tokens (eng_cu_model.h, chain_ln).
+ * That removes both LayerNorm kernels of a layer, but on the H200 it was
+ * no faster (16 tokens, same run against the norm kernels: MiniLM 74.0
+ * against 73.8 us, BERT-base 220.2 against 221.2; slower with two or four
+ * m tiles), so the engine uses it only when asked (eng_cu_model.h,
+ * chain_ln).
  * Optionally (pf, POSY_CUDA_CHAIN_L2=d) each block also asks L2, before
  * its wait, for its share of the weights of the GEMM d GEMMs later, so HBM
  * keeps streaming through the nodes that read none.  lab_chain measured the floor of such

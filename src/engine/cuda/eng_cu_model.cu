@@ -15,9 +15,9 @@
  * plus embedding and pooling.  Buckets of at most 64 tokens run them as
  * the one-query chain (m->chain_max): the GEMMs through eng_cu_gemm_chain instead of
  * cuBLASLt, every kernel with programmatic dependent launch, so each
- * kernel's weights stream while its predecessor runs; for buckets of at
- * most m->chain_ln tokens (16) the two LayerNorms of a layer are folded
- * into the next QKV / up GEMMs as well (four launches a layer).  The persistent
+ * kernel's weights stream while its predecessor runs; optionally
+ * (m->chain_ln, an experiment, off) the two LayerNorms of a layer are
+ * folded into the next QKV / up GEMMs as well (four launches a layer).  The persistent
  * kernel of eng_cu_mega.cu (opt-in) takes buckets of at most 64 instead.
  */
 #include "eng_cu_model.h"
@@ -296,18 +296,20 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         m->chain_attn = !ca ? 1 : !strcmp(ca, "0") ? 0 : !strcmp(ca, "1") ? 2 : 1; /* else: auto */
         const char *cb = getenv("POSY_CUDA_CHAIN_BULK");
         eng_cu_chain_bulk = !(cb && !strcmp(cb, "0"));
-        /* encoders: the chain's LayerNorms folded into the QKV and up
-         * GEMMs (eng_cu_gemm_chain's LayerNorm fold, the O / down residual
-         * normalised in their epilogues), two nodes fewer a layer, for
-         * buckets of at most chain_ln tokens: 16 by default, where it won
-         * on the H200 (2026-12-03: MiniLM 77.9 -> 75.8 us, BERT-base 265 ->
-         * 249 us at 16 tokens; at 32 / 64 tokens the fold's two and four m
-         * tiles were slower, BERT-base 267 -> 280 / 392 -> 471 us).
-         * POSY_CUDA_CHAIN_LN=N sets the bound (<= the chain's), 0 off --
-         * which also keeps the folded copies of the QKV and up weights off
-         * the GPU */
+        /* encoders, an experiment (off; POSY_CUDA_CHAIN_LN=N folds chain
+         * buckets of at most N tokens): the chain's LayerNorms folded into
+         * the QKV and up GEMMs (eng_cu_gemm_chain's LayerNorm fold, the O /
+         * down residual normalised in their epilogues), two nodes fewer a
+         * layer.  Correct (lab_gemm, e2e_vs_transformers) but no faster on
+         * the H200 (2026-12-03 run 2, same run against the previous commit:
+         * 16 tokens MiniLM 74.0 against 73.8 us, BERT-base 220.2 against
+         * 221.2 -- the norm kernels were off the critical path; run 1's
+         * apparent gain, 265 -> 249 us, came from a build whose plain chain
+         * kernels it had slowed); at 32 / 64 tokens slower (run 1, BERT-base
+         * 267 -> 280 / 392 -> 471 us).  Off, the folded copies of the QKV
+         * and up weights are not made */
         const char *cln = getenv("POSY_CUDA_CHAIN_LN");
-        m->chain_ln = is_q3 || m->chain_norm ? 0 : cln ? atoi(cln) : 16;
+        m->chain_ln = is_q3 || m->chain_norm || !cln ? 0 : atoi(cln);
         if (m->chain_ln < 0) m->chain_ln = 0;
         if (m->chain_ln > m->chain_max) m->chain_ln = m->chain_max;
         if (m->chain_ln && !(eng_cu_gemm_chain_ok(m->chain_ln, 3 * m->H, m->H, 3) &&

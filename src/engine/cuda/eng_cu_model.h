@@ -102,9 +102,10 @@ typedef struct eng_cu_model {
     /* encoders: for chain buckets of at most chain_ln tokens (0: none),
      * the LayerNorms folded into the QKV and up GEMMs (the LayerNorm fold
      * of eng_cu_gemm_chain; O and down add the normalised residual from the
-     * fold's row statistics), four kernels a layer instead of six (default
-     * 16; POSY_CUDA_CHAIN_LN=N, 0 off).  Uses the ln_rows folded weights
-     * and ln_s1 / ln_s2 */
+     * fold's row statistics), four kernels a layer instead of six.  An
+     * experiment, off by default (POSY_CUDA_CHAIN_LN=N; no faster on the
+     * H200: eng_cu_model.cu).  Uses the ln_rows folded weights and ln_s1 /
+     * ln_s2 */
     int chain_ln;
     /* Qwen3: RMSNorm weights folded into the next matrices at load, the
      * chain's norms applied as a GEMM row scale (default; POSY_CUDA_FOLD_NORM=0
