@@ -40,13 +40,13 @@ memcheck lab_attn 200
 # default), a suffix n: with the norms fused (POSY_CUDA_CHAIN_NORM=1), a:
 # with attention always its own node (POSY_CUDA_CHAIN_ATTN=0), f: attention
 # inside the O projection for every head size (POSY_CUDA_CHAIN_ATTN=1), l:
-# the encoders' LayerNorms as their own kernels (POSY_CUDA_CHAIN_LN=0, the
-# chain before the LayerNorm fold)
+# the encoders' LayerNorms folded into the next GEMMs for buckets of <= 16
+# tokens (POSY_CUDA_CHAIN_LN=16, an experiment; off by default)
 latency() { # harness name
   for c in ${CHAIN_VARIANTS:-0 64 64a}; do
     n=${c%%[nafl]*}
     POSY_CUDA_CHAIN=$n POSY_CUDA_CHAIN_NORM=$(case $c in *n*) echo 1;; *) echo 0;; esac) \
-    POSY_CUDA_CHAIN_LN=$(case $c in *l*) echo 0;; *) echo 1;; esac) \
+    POSY_CUDA_CHAIN_LN=$(case $c in *l*) echo 16;; *) echo 0;; esac) \
     POSY_CUDA_CHAIN_ATTN=$(case $c in *a*) echo 0;; *f*) echo 1;; *) echo auto;; esac) BENCH_LATENCY_ONLY=1 \
       timeout 60 "./$BUILD/bench_gpu" "$1" "$2" 2>>"$OUT/bench_err.log" |
       sed "s/^{/{\"chain\": \"$c\", /" | tee -a "$OUT/chain_latency.jsonl" | tee -a "$LOG"
