@@ -515,7 +515,7 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
          * LN1 of y (ln_s1) for the down projection's residual */
         for (int l = 0; l < m->L; l++) {
             const eng_cu_layer *w = eng_cu_layer_at(m, l), *pv = l ? eng_cu_layer_at(m, l - 1) : NULL;
-            eng_cu_chain_res r2 = {m->ln_s2, pv ? pv->ln2_g : NULL, pv ? pv->ln2_b : NULL, n_tok};
+            const eng_cu_chain_res r2 = {m->ln_s2, pv ? pv->ln2_g : NULL, pv ? pv->ln2_b : NULL, n_tok};
             if (l) {
                 const eng_cu_chain_norm f = {NULL, NULL, m->eps, n_tok, NULL, 2, w->qkvf_c, m->ln_s2};
                 if (eng_cu_model_gemm(m, s, 1, m->x, w->qkvf_w, w->qkvf_b, NULL, m->qkv, T, 3 * H, H, ENG_CU_EPI_BIAS,
