@@ -463,7 +463,8 @@ cudaError_t eng_cu_gemm_small(cudaStream_t s, const bf16 *X, const bf16 *W, cons
  * eng_cu_pdl_on).  ok: M <= 64, N % 16 == 0,
  * K = 64 x {4,6,8 warps} x G with G in {1,2,3,4,6}; with a norm (norm = 1),
  * also (M tiles: 1, 2 or 4) x G <= 4 (so K <= 1024 up to 32 rows); with
- * the fold (norm = 2), M <= 32.
+ * the RMS fold (norm = 2), M <= 32; with the LayerNorm fold (norm = 3), K <= 1024
+ * at 6 / 8 warps (at most 2 groups a warp).
  * nm (optional): X is first normalised row-wise -- LayerNorm (gamma, beta)
  * or RMSNorm (beta NULL), rows at or past *n_rows_dev as zero -- and, if
  * out != NULL, the normalised [M, K] rows are also stored there (the
