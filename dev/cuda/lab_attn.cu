@@ -23,6 +23,53 @@
 
 typedef struct acase { int d, heads, kv_heads, causal; std::vector<int> lens; int qkn; } acase;
 
+/* the tile list run_case builds: 0 sequence order (eng_cu_attn_tiles), 1
+ * heaviest first (eng_cu_attn_tiles_heavy_first, the engine's default) */
+static int g_heavy = 0;
+
+/* heaviest-first is a permutation of the sequence-order list whose costs
+ * (key tiles walked) never rise */
+static void check_tile_order(const std::vector<int> &lens, int causal) {
+    std::vector<int> cu(1, 0);
+    for (int l : lens) cu.push_back(cu.back() + l);
+    const int S = (int)lens.size(), mt = eng_cu_attn_max_tiles(cu.back(), S);
+    std::vector<int32_t> a(2 * mt), b(2 * mt);
+    const int na = eng_cu_attn_tiles(cu.data(), S, a.data());
+    const int nb = eng_cu_attn_tiles_heavy_first(cu.data(), S, causal, b.data());
+    int ok = na == nb;
+    std::vector<std::pair<int, int>> pa, pb;
+    int last = 1 << 30;
+    for (int i = 0; ok && i < nb; i++) {
+        pa.push_back({a[2 * i], a[2 * i + 1]});
+        pb.push_back({b[2 * i], b[2 * i + 1]});
+        const int len = lens[b[2 * i]], q0 = b[2 * i + 1];
+        const int cost = causal ? q0 / ENG_CU_ATTN_BM + 1 : (len + ENG_CU_ATTN_BM - 1) / ENG_CU_ATTN_BM;
+        ok = q0 >= 0 && q0 < len && q0 % ENG_CU_ATTN_BM == 0 && cost <= last;
+        last = cost;
+    }
+    std::sort(pa.begin(), pa.end());
+    std::sort(pb.begin(), pb.end());
+    ok = ok && pa == pb;
+    printf("  %-60s %s\n", causal ? "tiles heaviest first, causal" : "tiles heaviest first, bidirectional",
+           ok ? "ok" : "FAIL");
+    if (!ok) lab_failures++;
+}
+
+/* lengths uniform in lo..hi (a fixed generator) until `tokens` are filled,
+ * the last one cut to fit -- the bench's random16-512 pattern */
+static std::vector<int> random_lens(int tokens, int lo, int hi) {
+    std::vector<int> v;
+    uint32_t x = 12345u;
+    for (int t = 0; t < tokens;) {
+        x = x * 1664525u + 1013904223u;
+        int l = lo + (int)((x >> 8) % (uint32_t)(hi - lo + 1));
+        if (l > tokens - t) l = tokens - t;
+        v.push_back(l);
+        t += l;
+    }
+    return v;
+}
+
 /* CPU mirror of eng_cu_qk_norm_rope on one head of one row (D values, in
  * place, bf16-rounded results): RMSNorm * w, then rotate_half by (c, s). */
 static void ref_qk_head(float *x, int D, const float *w, const float *cs, float eps) {
@@ -164,7 +211,8 @@ static void run_case(const acase &c, int time_it) {
 
     const int max_tiles = eng_cu_attn_max_tiles(T + 5, S + 2); /* a bucket bigger than the batch */
     std::vector<int32_t> tiles(2 * max_tiles);
-    const int nt = eng_cu_attn_tiles(cu.data(), S, tiles.data());
+    const int nt = g_heavy ? eng_cu_attn_tiles_heavy_first(cu.data(), S, c.causal, tiles.data())
+                           : eng_cu_attn_tiles(cu.data(), S, tiles.data());
     bf16 *dqkv = (bf16 *)lab_upload(b), *dout;
     int32_t *dcu = lab_upload(cu), *dtiles = lab_upload(tiles);
     int *dnt = lab_upload(std::vector<int>(1, nt));
@@ -192,8 +240,9 @@ static void run_case(const acase &c, int time_it) {
     for (int version : versions) {
         a.version = version;
         char name[128];
-        snprintf(name, sizeof name, "attn v%d%s d=%d h=%d kv=%d %s seqs=%d tokens=%d", version,
-                 c.qkn ? " qkn" : "", D, c.heads, c.kv_heads, c.causal ? "causal" : "bidir", S, T);
+        snprintf(name, sizeof name, "attn v%d%s d=%d h=%d kv=%d %s seqs=%d tokens=%d%s", version,
+                 c.qkn ? " qkn" : "", D, c.heads, c.kv_heads, c.causal ? "causal" : "bidir", S, T,
+                 g_heavy ? " heavy" : "");
         lab_poison(dout, (size_t)T * Hq * 2);
         if (version == 10 && !c.qkn) { /* in each form; a failure must not end the lab */
             /* forms: st = 1 / 2 K-V stages, 3 persistent (eng_cu_attn_wgp.cu);
@@ -436,6 +485,15 @@ int main(void) {
     check_attn_o({32, 12, 12, 0, {1}, 0}, 1, 384, 1);
     check_attn_o({64, 12, 12, 0, {3, 9}, 0}, 16, 768, 1);
     check_attn_o_refusals();
+    /* the heaviest-first tile list: its own checks, then every version on it */
+    for (int causal : {0, 1}) {
+        check_tile_order(mix, causal);
+        check_tile_order(random_lens(4000, 1, 700), causal);
+    }
+    g_heavy = 1;
+    for (int d : {32, 64, 128})
+        for (int causal : {0, 1}) run_case({d, d == 128 ? 8 : 4, d == 128 ? 2 : 4, causal, mix, 0}, 0);
+    g_heavy = 0;
     if (getenv("LAB_QUICK")) return lab_finish("lab_attn");
     run_case({64, 12, 12, 0, std::vector<int>(64, 512), 0}, 1);
     run_case({64, 12, 12, 0, std::vector<int>(256, 128), 0}, 1);
@@ -447,5 +505,16 @@ int main(void) {
     run_case({64, 12, 12, 0, std::vector<int>(512, 128), 0}, 1);
     run_case({128, 16, 8, 1, std::vector<int>(512, 128), 0}, 1);
     run_case({128, 16, 8, 1, std::vector<int>(512, 128), 1}, 1);
+    /* unequal tiles (long causal sequences, the bench's random 16..512),
+     * in sequence order and heaviest first */
+    for (int heavy : {0, 1}) {
+        g_heavy = heavy;
+        run_case({128, 16, 8, 1, std::vector<int>(16, 1024), 0}, 1);
+        run_case({128, 16, 8, 1, std::vector<int>(512, 128), 0}, 1);
+        run_case({128, 16, 8, 1, random_lens(65536, 16, 512), 0}, 1);
+        run_case({64, 12, 12, 0, random_lens(65536, 16, 512), 0}, 1);
+        run_case({32, 12, 12, 0, random_lens(65536, 16, 512), 0}, 1);
+    }
+    g_heavy = 0;
     return lab_finish("lab_attn");
 }

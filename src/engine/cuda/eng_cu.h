@@ -307,6 +307,12 @@ extern int eng_cu_attn_wgp_max_blocks;
 /* Host: write the tile list for cu_seqlens[0..n_seqs] into tiles (pairs);
  * returns the tile count.  tiles must hold 2*eng_cu_attn_max_tiles(..). */
 int eng_cu_attn_tiles(const int32_t *cu_seqlens, int n_seqs, int32_t *tiles);
+/* The same list ordered by cost, heaviest first (the key tiles each walks;
+ * causal: tiles late in a sequence cost more), for the attention kernels
+ * that walk a capped grid or are dispatched in grid order: the engine's
+ * default unless POSY_CUDA_ATTN_ORDER=0 (eng_cu_model.cu says why).  Every
+ * attention kernel takes the tiles in any order. */
+int eng_cu_attn_tiles_heavy_first(const int32_t *cu_seqlens, int n_seqs, int causal, int32_t *tiles);
 /* Upper bound of the tile count for any batch of <= tokens, <= seqs. */
 int eng_cu_attn_max_tiles(int tokens, int seqs);
 

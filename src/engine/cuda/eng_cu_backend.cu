@@ -196,7 +196,8 @@ static int pack(cu_state *st, cu_slot *sl, const cu_bucket *bk, const posy_batch
     memcpy(in + L.cu, b->cu_seqlens, ((size_t)b->n_seqs + 1) * 4);
     if (b->pool_skip) memcpy(in + L.skip, b->pool_skip, (size_t)b->n_seqs * 4);
     else memset(in + L.skip, 0, (size_t)b->n_seqs * 4);
-    const int n_tiles = eng_cu_attn_tiles(b->cu_seqlens, b->n_seqs, in + L.tiles);
+    const int n_tiles = m->attn_order ? eng_cu_attn_tiles_heavy_first(b->cu_seqlens, b->n_seqs, m->causal, in + L.tiles)
+                                      : eng_cu_attn_tiles(b->cu_seqlens, b->n_seqs, in + L.tiles);
     in[L.meta + ENG_CU_META_TOKENS] = b->n_tokens;
     in[L.meta + ENG_CU_META_SEQS] = b->n_seqs;
     in[L.meta + ENG_CU_META_TILES] = n_tiles;

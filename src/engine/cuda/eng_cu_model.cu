@@ -317,6 +317,13 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
             m->chain_ln = 0; /* a shape the fold is not built for: the chain keeps its norm kernels */
     }
     {
+        /* the attention tile list heaviest first (POSY_CUDA_ATTN_ORDER=0:
+         * sequence order, as before 2026-12-03): eng_cu_attn_tiles_heavy_first
+         * says why */
+        const char *ao = getenv("POSY_CUDA_ATTN_ORDER");
+        m->attn_order = !(ao && !strcmp(ao, "0"));
+    }
+    {
         /* our Hopper GEMM, on by default where the device has it (sm_90):
          * it races cuBLASLt at every large product, and for Qwen3 also
          * runs the gate|up + SwiGLU as one kernel where that wins its

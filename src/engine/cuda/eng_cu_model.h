@@ -58,6 +58,7 @@ typedef struct eng_cu_model {
     int H, I, L, heads, head_dim, vocab, type_vocab, max_pos, pos_off, pos_rows, pool_mode, normalize, epi_up;
     int kv_heads, qkv_n, attn_n;        /* attn_n = heads*head_dim (= H for BERT), qkv_n = attn_n + 2*kv_heads*head_dim */
     int causal, rope_rows;              /* decoders */
+    int attn_order;                     /* the step's tile list: 1 heaviest first, 0 sequence order */
     int gelu_tanh;                      /* BERT: the tanh form of GELU (else erf) */
     float eps;
     /* weights: one device allocation */
