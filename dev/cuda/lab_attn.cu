@@ -11,7 +11,7 @@
  * a fused QKV buffer as the engine does.  Output is bf16, P is rounded to
  * bf16 before P.V (as in FlashAttention), so the tolerance is atol 1e-2,
  * rtol 2e-2 on outputs of magnitude <= 1.  Timing: 64 x 512 and 256 x 128
- * tokens, TFLOP/s counting 4*L^2*D per head per sequence (halved if
+ * tokens (LAB_ATTN_ONLY10=1: version 10 alone), TFLOP/s counting 4*L^2*D per head per sequence (halved if
  * causal).  The fused q/k cases (qkn: v2, as the one-query chain runs it,
  * and v3) give the reference Q/K after the same per-head RMSNorm + rotary
  * as eng_cu_qk_norm_rope (fp32, one bf16 rounding), and also time
@@ -221,6 +221,8 @@ static void run_case(const acase &c, int time_it) {
     eng_cu_attn_args a = lab_attn_args(c, dqkv, ld, dcu);
     a.o = dout; a.ldo = Hq;
     a.tiles = dtiles; a.n_tiles_dev = dnt; a.max_tiles = max_tiles;
+    int *dwork = lab_upload(std::vector<int>(2, 0));
+    a.work = dwork; /* used where eng_cu_attn_wg_dyn = 1 only */
     float *dqw = NULL, *dkw = NULL, *drope = NULL;
     if (c.qkn) lab_attn_qkn(a, qw, kw, rope, rope_rows, qk_eps, &dqw, &dkw, &drope);
     /* 4, 5: v2 with more resident blocks (key tiles of 32 / 64) below
@@ -236,6 +238,8 @@ static void run_case(const acase &c, int time_it) {
     std::vector<int> versions = {1, 2, 3, 4, 5, 6, 7, 8, 9};
     if (eng_cu_gemm_wg_available()) versions.push_back(10);
     if (c.qkn) versions = {2, 3, 6, 7, 10}; /* v2's: the one-query chain's (Qwen3); 10 falls back to v2 */
+    if (time_it && !c.qkn && getenv("LAB_ATTN_ONLY10") && eng_cu_gemm_wg_available())
+        versions = {10}; /* quicker timing runs */
     std::vector<float> got3;
     for (int version : versions) {
         a.version = version;
@@ -252,12 +256,16 @@ static void run_case(const acase &c, int time_it) {
              * the bound of the bench's 65536-token step bucket (seqs =
              * tokens / 32), most of whose blocks find no tile -- what the
              * cap is for (timed only where time_it) */
-            struct wg_form { int st, waves, maxx, maxb, wide; };
+            /* dyn: the dynamic schedule (items from a counter; with maxx,
+             * two blocks take them all), its counter checked back at 0 */
+            struct wg_form { int st, waves, maxx, maxb, wide, dyn; };
             static const wg_form forms[] = {
-                {1, 0, 0, 0, 0}, {2, 0, 0, 0, 0}, {3, 0, 0, 0, 0}, {3, 0, 0, 3, 0}, {1, 0, 2, 0, 0},
-                {2, 0, 2, 0, 0}, {1, 1, 0, 0, 0}, {2, 2, 0, 0, 0},
-                {1, 0, 0, 0, 1}, {1, 1, 0, 0, 1}, {1, 2, 0, 0, 1}, {1, 4, 0, 0, 1},
-                {2, 0, 0, 0, 1}, {2, 1, 0, 0, 1}, {2, 2, 0, 0, 1}, {2, 4, 0, 0, 1}, {3, 0, 0, 0, 1},
+                {1, 0, 0, 0, 0, 0}, {2, 0, 0, 0, 0, 0}, {3, 0, 0, 0, 0, 0}, {3, 0, 0, 3, 0, 0}, {1, 0, 2, 0, 0, 0},
+                {2, 0, 2, 0, 0, 0}, {1, 1, 0, 0, 0, 0}, {2, 2, 0, 0, 0, 0},
+                {1, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 1}, {1, 0, 2, 0, 0, 1}, {2, 0, 2, 0, 0, 1},
+                {1, 0, 0, 0, 1, 0}, {1, 1, 0, 0, 1, 0}, {1, 2, 0, 0, 1, 0}, {1, 4, 0, 0, 1, 0},
+                {2, 0, 0, 0, 1, 0}, {2, 1, 0, 0, 1, 0}, {2, 2, 0, 0, 1, 0}, {2, 4, 0, 0, 1, 0}, {3, 0, 0, 0, 1, 0},
+                {1, 0, 0, 0, 1, 1}, {2, 0, 0, 0, 1, 1}, {1, 2, 0, 0, 1, 1}, {2, 2, 0, 0, 1, 1},
             };
             const int wide_tiles = eng_cu_attn_max_tiles(T, T / 32 > S + 2 ? T / 32 : S + 2);
             for (const wg_form &fm : forms) {
@@ -266,14 +274,25 @@ static void run_case(const acase &c, int time_it) {
                 eng_cu_attn_wg_waves = fm.waves;
                 eng_cu_attn_wg_max_x = fm.maxx;
                 eng_cu_attn_wgp_max_blocks = fm.maxb;
+                eng_cu_attn_wg_dyn = fm.dyn;
                 a.max_tiles = fm.wide ? wide_tiles : max_tiles;
                 char nm[200];
-                snprintf(nm, sizeof nm, "%s st%d%s%s%s", name, fm.st,
+                snprintf(nm, sizeof nm, "%s st%d%s%s%s%s", name, fm.st,
                          fm.waves ? (fm.waves == 1 ? " waves 1" : fm.waves == 2 ? " waves 2" : " waves 4") : "",
-                         fm.maxb ? " grid 3" : fm.maxx ? " x 2" : "", fm.wide ? " wide" : "");
+                         fm.maxb ? " grid 3" : fm.maxx ? (fm.dyn ? " grid 2" : " x 2") : "", fm.wide ? " wide" : "",
+                         fm.dyn ? " dyn" : "");
                 lab_poison(dout, (size_t)T * Hq * 2);
-                const cudaError_t e = eng_cu_attention(0, &a);
+                cudaError_t e = eng_cu_attention(0, &a);
+                if (e == cudaSuccess && fm.dyn) e = eng_cu_attention(0, &a); /* the counter must be back at 0 */
                 const cudaError_t e2 = e == cudaSuccess ? cudaDeviceSynchronize() : e;
+                if (fm.dyn && e2 == cudaSuccess) {
+                    std::vector<int> w(2, -1);
+                    CUCHECK(cudaMemcpy(w.data(), dwork, 2 * sizeof(int), cudaMemcpyDeviceToHost));
+                    if (w[0] || w[1]) {
+                        printf("FAIL: %s: work counter left at %d, %d\n", nm, w[0], w[1]);
+                        lab_failures++;
+                    }
+                }
                 eng_cu_attn_wgp_max_blocks = 0;
                 eng_cu_attn_wg_max_x = 0;
                 if (e2 != cudaSuccess) {
@@ -284,16 +303,20 @@ static void run_case(const acase &c, int time_it) {
                 }
                 std::vector<float> g10 = lab_download_bf16(dout, (size_t)T * Hq);
                 if (lab_check(nm, g10.data(), ref.data(), (size_t)cu[ref_seqs] * Hq, 1e-2f, 2e-2f) || fm.maxx ||
-                    fm.maxb)
+                    fm.maxb) {
+                    eng_cu_attn_wg_dyn = -1;
                     continue;
+                }
                 if (time_it) {
                     double fl = 0;
                     for (int l : c.lens) fl += 4.0 * l * l * D * c.heads * (c.causal ? 0.5 : 1.0);
                     const float ms = lab_time_ms([&] { CUCHECK(eng_cu_attention(0, &a)); }, 20);
                     printf("  bench %s: %.1f us, %.1f TFLOP/s\n", nm, ms * 1e3, fl / (ms * 1e-3) / 1e12);
                 }
+                eng_cu_attn_wg_dyn = -1;
             }
             a.max_tiles = max_tiles;
+            eng_cu_attn_wg_dyn = -1;
             eng_cu_attn_wg_waves = -1;
             eng_cu_attn_wg_stages = 0;
             continue;
@@ -344,7 +367,7 @@ static void run_case(const acase &c, int time_it) {
         cudaFree(dcopy); cudaFree((void *)q.n_seqs_dev); cudaFree((void *)q.n_rows_dev);
     }
     cudaFree(dqw); cudaFree(dkw); cudaFree(drope);
-    cudaFree(dqkv); cudaFree(dcu); cudaFree(dtiles); cudaFree(dnt); cudaFree(dout);
+    cudaFree(dqkv); cudaFree(dcu); cudaFree(dtiles); cudaFree(dnt); cudaFree(dout); cudaFree(dwork);
 }
 
 /* The chain's attention + O projection in one kernel

@@ -8,7 +8,7 @@
 # each TP_ENVS setting, REPEAT times (default 2) in turn so drift shows.
 #   usage: OUT=dir [MODELS="minilm-l6 bert-base qwen3-0.6b"]
 #          [TP_ENVS="base: a6:POSY_CUDA_ATTN=6 ..."] [POINTS=...]
-#          tests/cuda/run_tp_ab_gpu.sh
+#          [LAB_TIMEOUT=200] tests/cuda/run_tp_ab_gpu.sh
 # TP_ENVS entries are tag:VAR=value[,VAR=value]; "base:" is the defaults.
 # QWEN3_ENVS adds settings for Qwen3 only.  With BASE_SRC (default
 # build-base-src: `git archive --prefix=build-base-src/ REV | tar x` here,
@@ -38,7 +38,7 @@ case " $MODELS " in *" qwen3-0.6b "*)
     timeout 240 python3 tests/cuda/e2e_qwen3.py --build-only --layers 28 "$BUILD" "$QWORK" > "$OUT/tp/qwen3_build.log" 2>&1 &
 esac
 if [ -z "$NO_LAB" ]; then
-  timeout 200 "./$BUILD/lab_attn" > "$OUT/tp/lab_attn.log" 2>&1 || status=1
+  timeout "${LAB_TIMEOUT:-200}" "./$BUILD/lab_attn" > "$OUT/tp/lab_attn.log" 2>&1 || status=1
   grep -E "FAIL|bench|lab_attn" "$OUT/tp/lab_attn.log" | tee -a "$LOG"
   say "lab_attn done"
 fi

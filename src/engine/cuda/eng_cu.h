@@ -261,6 +261,11 @@ typedef struct eng_cu_attn_args {
     const float *q_norm, *k_norm, *rope;
     int rope_rows;
     float qk_eps;
+    /* device, two ints at 0 between launches, or NULL: version 10's
+     * dynamic schedule (POSY_CUDA_ATTN_DYN=1; eng_cu_attn_wg.cu) takes its
+     * work items from them, and its last block zeroes them again.  One
+     * pair serves the launches of one stream in turn, never two at once */
+    int *work;
 } eng_cu_attn_args;
 
 /* The version `version = 0` runs for a head size: POSY_CUDA_ATTN when it
@@ -300,6 +305,9 @@ extern int eng_cu_attn_wg_stages;
 #endif
 extern int eng_cu_attn_wg_waves;
 extern int eng_cu_attn_wg_max_x;
+/* labs: 1 / 0 forces version 10's dynamic schedule on / off where a.work
+ * is given (-1: POSY_CUDA_ATTN_DYN) */
+extern int eng_cu_attn_wg_dyn;
 /* labs: > 0 caps the persistent form's grid (eng_cu_attn_wg_stages = 3),
  * so a small case still walks several items a block */
 extern int eng_cu_attn_wgp_max_blocks;

@@ -47,13 +47,27 @@
  */
 #include "eng_cu_attn_wg.h"
 #include <stdlib.h>
+#include <string.h>
 
 /* The key tile loop.  ST = 2: K and V of the next tile stream in while
  * this one is computed (one commit group a tile).  ST = 1, one buffer each:
  * the next K is copied once S has read this one (under the softmax and
  * P V), the next V once P V has read this one (under the next S); the
  * commit groups alternate K, V, so "all but the newest" is the one wanted. */
-template <int D, bool CAUSAL, int ST>
+/* DYN: the grid is one-dimensional and its blocks take work items --
+ * (query tile, head) pairs, head fastest, so with the tile list heaviest
+ * first (eng_cu_attn_tiles_heavy_first) every head's heavy tiles go first
+ * -- from a counter (a.work[0]) instead of striding: item blockIdx.x
+ * first, then gridDim.x + the counter's next value, fetched by thread 0
+ * when an item starts and used when it ends, so the atomic's round trip
+ * hides under the item.  Unequal tiles then balance across SMs as in a
+ * longest-first greedy schedule, which static striding does not do
+ * (random lengths lost 1-3% with the capped static grid: NOTES).  Each
+ * block counts itself out in a.work[1] when it runs dry, and the last one
+ * zeroes both, so the next launch (a graph replay needs no memset node)
+ * finds them at 0; the counter is touched only after the PDL wait (in
+ * attn_item_at), when the previous attention launch is long complete. */
+template <int D, bool CAUSAL, int ST, bool DYN>
 __global__ void __launch_bounds__(128, (awg_minb<D, ST>())) attn_wg_kernel(eng_cu_attn_args a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BM = ENG_CU_ATTN_BM, BN = 64, TB = 64 * D * 2; /* a tile's bytes (BM = BN = 64) */
@@ -62,11 +76,15 @@ __global__ void __launch_bounds__(128, (awg_minb<D, ST>())) attn_wg_kernel(eng_c
     extern __shared__ unsigned char awg_raw[];
     const uint32_t base = (wg_smem(awg_raw) + 1023) & ~1023u;
     const uint32_t sQ = base, sK = sQ + TB, sV = sK + ST * TB; /* stage b at + b * TB */
-    const int h = blockIdx.y;
-    for (int t = blockIdx.x;; t += gridDim.x) { /* grid-stride over this head's query tiles */
-        const attn_item it = attn_item_at<D, BN, CAUSAL>(a, t, h);
-        if (!it.live) return;
-        if (t != (int)blockIdx.x) __syncthreads(); /* every warp is done with the last item's tiles */
+    const int H = a.n_heads;
+    __shared__ int s_next; /* DYN: the block's next item */
+    int t = blockIdx.x, h = DYN ? t % H : (int)blockIdx.y;
+    for (;;) { /* static: grid-stride over this head's query tiles; DYN: items from the counter */
+        const attn_item it = attn_item_at<D, BN, CAUSAL>(a, DYN ? t / H : t, h);
+        if (!it.live) break;
+        int pending = 0;
+        if (DYN && threadIdx.x == 0) pending = (int)gridDim.x + atomicAdd(a.work, 1);
+        if (!DYN && t != (int)blockIdx.x) __syncthreads(); /* every warp is done with the last item's tiles */
         const int q0 = it.q0, len = it.len, ntiles = it.ntiles;
         awg_load<D, BM>(sQ, a.q + (size_t)(it.start + q0) * a.ldq + h * D, a.ldq, it.qrows);
         awg_load<D, BN>(sK, it.kbase, a.ldk, len);
@@ -115,6 +133,21 @@ __global__ void __launch_bounds__(128, (awg_minb<D, ST>())) attn_wg_kernel(eng_c
             }
         }
         eng_attn_store<D>(o, l, it.qrows, a.o + (size_t)(it.start + q0) * a.ldo + h * D, a.ldo);
+        if (DYN) {
+            if (threadIdx.x == 0) s_next = pending;
+            __syncthreads(); /* s_next written; every warp is done with this item's tiles */
+            t = s_next;
+            h = t % H;
+        } else {
+            t += gridDim.x;
+        }
+    }
+    if (DYN && threadIdx.x == 0) {
+        __threadfence(); /* this block's counter fetches come before its count-out */
+        if (atomicAdd(a.work + 1, 1) == (int)gridDim.x - 1) {
+            a.work[0] = 0;
+            a.work[1] = 0;
+        }
     }
 #else
     (void)a;
@@ -125,6 +158,20 @@ __global__ void __launch_bounds__(128, (awg_minb<D, ST>())) attn_wg_kernel(eng_c
 int eng_cu_attn_wg_stages = 0;
 int eng_cu_attn_wg_waves = -1;
 int eng_cu_attn_wg_max_x = 0;
+int eng_cu_attn_wg_dyn = -1;
+
+/* the dynamic schedule (DYN above) where a.work is given:
+ * eng_cu_attn_wg_dyn (labs), else POSY_CUDA_ATTN_DYN=1 */
+static bool awg_dyn(const eng_cu_attn_args *a) {
+    if (!a->work) return false;
+    if (eng_cu_attn_wg_dyn >= 0) return eng_cu_attn_wg_dyn > 0;
+    static int env = -1;
+    if (env < 0) {
+        const char *e = getenv("POSY_CUDA_ATTN_DYN");
+        env = e && !strcmp(e, "1") ? 1 : 0;
+    }
+    return env > 0;
+}
 
 /* The waves of blocks a launch may have: eng_cu_attn_wg_waves (labs), else
  * POSY_CUDA_ATTN_WAVES (0 = one block a tile of the bucket's bound, the
@@ -150,7 +197,21 @@ static int awg_waves(int D) {
  * launch (the reason for the cap: dev/cuda/NOTES.md, 2026-12-02 night). */
 template <int D, bool C, int ST>
 static cudaError_t awg_launch(cudaStream_t s, const eng_cu_attn_args *a) {
-    void (*k)(eng_cu_attn_args) = attn_wg_kernel<D, C, ST>;
+    if (awg_dyn(a)) { /* one GPU-full of blocks (waves > 1 if asked), one-dimensional */
+        void (*k)(eng_cu_attn_args) = attn_wg_kernel<D, C, ST, true>;
+        constexpr size_t smem = awg_smem<D, ST>();
+        static bool optin = false;
+        static int resident = 0;
+        cudaError_t e = attn_smem_optin<smem>(k, optin);
+        if (e == cudaSuccess) e = awg_resident(k, smem, resident);
+        if (e != cudaSuccess) return e;
+        const int waves = awg_waves(D);
+        long x = (long)(waves > 1 ? waves : 1) * resident;
+        if (x > (long)a->max_tiles * a->n_heads) x = (long)a->max_tiles * a->n_heads;
+        if (eng_cu_attn_wg_max_x > 0 && x > eng_cu_attn_wg_max_x) x = eng_cu_attn_wg_max_x;
+        return eng_cu_launch(k, dim3((unsigned)x), dim3(128), smem, s, *a);
+    }
+    void (*k)(eng_cu_attn_args) = attn_wg_kernel<D, C, ST, false>;
     constexpr size_t smem = awg_smem<D, ST>();
     static bool optin = false; /* this instantiation's own */
     static int resident = 0;   /* blocks an SM x SMs */

@@ -223,6 +223,7 @@ static void plan_arena(eng_cu_model *m, bump *b) {
     m->ln_s2 = m->ln_rows || m->chain_ln ? (float2 *)take(b, T * sizeof(float2)) : NULL;
     m->pooled = (float *)take(b, (size_t)m->max_seqs * H * 4);
     m->d_in = (int32_t *)take(b, eng_cu_in_layout_for(m->max_tokens, m->max_seqs).total * 4);
+    m->attn_work = (int *)take(b, 2 * sizeof(int));
 }
 
 static int reserve_arena(eng_cu_model *m, posy_err *err) {
@@ -511,6 +512,7 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
     a.max_tiles = lay.max_tiles;
     a.scale = 1.f / sqrtf((float)m->head_dim);
     a.causal = 0;
+    a.work = m->attn_work;
     const bf16 *pool_in = m->x; /* the last LayerNorm's output */
     if (chain && T <= m->chain_ln) {
         /* the LayerNorms folded (four kernels a layer): x holds the layer's

@@ -78,6 +78,7 @@ typedef struct eng_cu_model {
     float2 *ln_part, *ln_s1, *ln_s2;    /* ln_rows: OST partial sums [T][H/64]; ln_rows, chain_ln: (mu, rs) of y1, y2 [T] */
     float *pooled;                      /* [max_seqs, H] */
     int32_t *d_in;                      /* input block, eng_cu_in_layout(max) ints */
+    int *attn_work;                     /* attention's work counter pair (eng_cu_attn_args.work), zeroed at open */
     eng_cu_gemm_ctx *gemm;
     /* the one-query chain: buckets of at most chain_max tokens run every
      * kernel with programmatic dependent launch and the GEMMs through

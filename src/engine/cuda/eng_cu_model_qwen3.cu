@@ -332,6 +332,7 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
     a.max_tiles = lay.max_tiles;
     a.scale = 1.f / sqrtf((float)d);
     a.causal = m->causal;
+    a.work = m->attn_work;
     /* q/k norm + rotary inside attention: in the one-query chain (v2, one
      * node fewer a layer; POSY_CUDA_CHAIN_QK=0: its own kernel), or opt-in
      * everywhere (POSY_CUDA_QK_FUSE=1) */
