@@ -262,7 +262,8 @@ typedef struct eng_cu_attn_args {
     int rope_rows;
     float qk_eps;
     /* device, two ints at 0 between launches, or NULL: version 10's
-     * dynamic schedule (POSY_CUDA_ATTN_DYN=1; eng_cu_attn_wg.cu) takes its
+     * dynamic schedule (the default at head size 128, POSY_CUDA_ATTN_DYN
+     * = 1 / 0 on / off everywhere; eng_cu_attn_wg.cu) takes its
      * work items from them, and its last block zeroes them again.  One
      * pair serves the launches of one stream in turn, never two at once */
     int *work;

@@ -160,17 +160,24 @@ int eng_cu_attn_wg_waves = -1;
 int eng_cu_attn_wg_max_x = 0;
 int eng_cu_attn_wg_dyn = -1;
 
-/* the dynamic schedule (DYN above) where a.work is given:
- * eng_cu_attn_wg_dyn (labs), else POSY_CUDA_ATTN_DYN=1 */
-static bool awg_dyn(const eng_cu_attn_args *a) {
+/* The dynamic schedule (DYN above) where a.work is given:
+ * eng_cu_attn_wg_dyn (labs), else POSY_CUDA_ATTN_DYN (1 on, 0 off), else
+ * on at head size 128 only.  H200, 2026-12-03 run 2 (lab_attn, the
+ * bench's wide bound, against each head size's default): d = 128 causal
+ * 512 x 128 tokens 378 -> 310 us, random 16..512 565 -> 530, 16 x 1024
+ * 283 -> 259; d = 64 / 32 1-3.5% faster too.  But in the saturated steps
+ * (same run, ratio to the defaults) Qwen3-0.6B 1.016 / 1.002 (equal 128 /
+ * random), BERT-base 1.003 / 1.001, MiniLM 0.994 / 0.990, against a
+ * control of 0.994-1.004: only Qwen3 gained past the noise. */
+static bool awg_dyn(const eng_cu_attn_args *a, int D) {
     if (!a->work) return false;
     if (eng_cu_attn_wg_dyn >= 0) return eng_cu_attn_wg_dyn > 0;
-    static int env = -1;
-    if (env < 0) {
+    static int env = -2;
+    if (env == -2) {
         const char *e = getenv("POSY_CUDA_ATTN_DYN");
-        env = e && !strcmp(e, "1") ? 1 : 0;
+        env = e && !strcmp(e, "1") ? 1 : e && !strcmp(e, "0") ? 0 : -1;
     }
-    return env > 0;
+    return env >= 0 ? env > 0 : D == 128;
 }
 
 /* The waves of blocks a launch may have: eng_cu_attn_wg_waves (labs), else
@@ -197,7 +204,7 @@ static int awg_waves(int D) {
  * launch (the reason for the cap: dev/cuda/NOTES.md, 2026-12-02 night). */
 template <int D, bool C, int ST>
 static cudaError_t awg_launch(cudaStream_t s, const eng_cu_attn_args *a) {
-    if (awg_dyn(a)) { /* one GPU-full of blocks (waves > 1 if asked), one-dimensional */
+    if (awg_dyn(a, D)) { /* one GPU-full of blocks (waves > 1 if asked), one-dimensional */
         void (*k)(eng_cu_attn_args) = attn_wg_kernel<D, C, ST, true>;
         constexpr size_t smem = awg_smem<D, ST>();
         static bool optin = false;
