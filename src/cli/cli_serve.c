@@ -41,7 +41,7 @@ static const cli_flag flag_defs[] = {
     {"--attention", "POSY_ATTENTION", "model | causal | bidirectional: decoder attention (default model: as config.json says)", CLI_F_STR, 0, 0, FS(attention)},
     {"--engine", "POSY_ENGINE", "model | noop (noop: benchmarking only, skips the model math, returns a fixed vector)", CLI_F_STR, 0, 0, FS(engine)},
     {"--threads", "POSY_THREADS", "CPU engine threads (default 0 = all cores)", CLI_F_INT, 0, 4096, FS(threads)},
-    {"--max-batch-tokens", "POSY_MAX_BATCH_TOKENS", "tokens per engine batch (default 16384)", CLI_F_INT, 1, 1 << 24, FS(max_batch_tokens)},
+    {"--max-batch-tokens", "POSY_MAX_BATCH_TOKENS", "tokens per engine batch (default: 16384; on a GPU 65536 for models as small as all-MiniLM-L6)", CLI_F_INT, 1, 1 << 24, FS(max_batch_tokens)},
     {"--max-batch-seqs", "POSY_MAX_BATCH_SEQS", "sequences per engine batch (default 512)", CLI_F_INT, 1, 1 << 20, FS(max_batch_seqs)},
     {"--noop-delay-us", "POSY_NOOP_DELAY_US", "with --engine noop: microseconds each batch pretends to take (tests)", CLI_F_INT, 0, 60000000, FS(noop_delay_us)},
 };
@@ -54,7 +54,7 @@ static const cli_cmd serve_cmd = {"serve", SERVE_SUMMARY, flag_defs, sizeof flag
 static int parse_flags(int argc, char **argv, serve_flags *fl) {
     *fl = (serve_flags){.model = "models/all-MiniLM-L6-v2", .host = "0.0.0.0", .device = "auto", .engine = "model", .attention = "model",
                         .port = 8080, .http_threads = 2, .workers = sysconf(_SC_NPROCESSORS_ONLN),
-                        .max_batch_tokens = 16384, .max_batch_seqs = 512, .max_concurrent = 512,
+                        .max_batch_tokens = 0 /* the engine's default for its device */, .max_batch_seqs = 512, .max_concurrent = 512,
                         .max_client_batch = 2048, .max_body_bytes = 4194304, .request_timeout = 10,
                         .drain_timeout = 30};
     int rc = cli_flags_parse(&serve_cmd, argc, argv, fl);
@@ -96,6 +96,7 @@ typedef struct serve_state {
     sched *sch;
     int noop;
     char device[32];
+    int max_batch_tokens; /* in effect: the flag, or the engine's default for its device */
 } serve_state;
 
 /* Load the tokenizer and the engine, start the scheduler.  0 or -1 (logged). */
@@ -107,6 +108,8 @@ static int load_model(serve_state *st, const serve_flags *fl, gw_server *srv, po
     if (st->noop) {
         if (sched_engine_noop(&st->se, st->cfg.info.hidden, (int)fl->noop_delay_us, err)) return -1;
         snprintf(st->device, sizeof st->device, "noop");
+        st->max_batch_tokens = fl->max_batch_tokens ? (int)fl->max_batch_tokens
+                                                    : posy_engine_default_batch_tokens(&st->cfg.info, POSY_DEVICE_CPU);
     } else {
         posy_engine_opts eo = {.n_threads = (int)fl->threads, .max_batch_tokens = (int)fl->max_batch_tokens,
                                .max_batch_seqs = (int)fl->max_batch_seqs};
@@ -117,9 +120,10 @@ static int load_model(serve_state *st, const serve_flags *fl, gw_server *srv, po
         const posy_model_info *mi = posy_engine_info(st->eng);
         if (mi->device == POSY_DEVICE_CUDA) snprintf(st->device, sizeof st->device, "cuda:%d", eo.device_index);
         else snprintf(st->device, sizeof st->device, "cpu");
+        st->max_batch_tokens = mi->max_batch_tokens;
         sched_engine_posy(&st->se, st->eng);
     }
-    sched_opts so = {.max_batch_tokens = (int)fl->max_batch_tokens, .max_batch_seqs = (int)fl->max_batch_seqs,
+    sched_opts so = {.max_batch_tokens = st->max_batch_tokens, .max_batch_seqs = (int)fl->max_batch_seqs,
                      .max_concurrent = (int)fl->max_concurrent,
                      .hook = {.on_batch = on_batch, .user = gw_server_metrics(srv)}};
     st->sch = sched_open(&st->se, &so, err);
@@ -157,12 +161,6 @@ int cli_cmd_serve(int argc, char **argv) {
     sigaddset(&sigs, SIGTERM);
     pthread_sigmask(SIG_BLOCK, &sigs, NULL);
     signal(SIGPIPE, SIG_IGN);
-    int max_in = st.cfg.info.max_seq_len > 0 ? st.cfg.info.max_seq_len : st.cfg.info.max_positions;
-    if (max_in > fl.max_batch_tokens) {
-        POSY_WARN("posy serve: inputs are limited to --max-batch-tokens %ld tokens (the model takes %d)",
-                  fl.max_batch_tokens, max_in);
-        max_in = (int)fl.max_batch_tokens;
-    }
     gw_opts go = {.host = fl.host, .port = (int)fl.port, .n_loops = (int)fl.http_threads, .n_workers = (int)fl.workers,
                   .max_body_bytes = (size_t)fl.max_body_bytes, .max_client_batch = (int)fl.max_client_batch,
                   .max_concurrent = (int)fl.max_concurrent, .auto_truncate = (int)fl.auto_truncate,
@@ -177,15 +175,21 @@ int cli_cmd_serve(int argc, char **argv) {
         POSY_ERROR("posy serve: loading the model in '%s': %s", fl.model, err.msg);
         return 1;
     }
+    int max_in = st.cfg.info.max_seq_len > 0 ? st.cfg.info.max_seq_len : st.cfg.info.max_positions;
+    if (max_in > st.max_batch_tokens) {
+        POSY_WARN("posy serve: inputs are limited to --max-batch-tokens %d tokens (the model takes %d)",
+                  st.max_batch_tokens, max_in);
+        max_in = st.max_batch_tokens;
+    }
     gw_backend be;
     gw_backend_local(&be, st.sch);
     gw_model gm = {.tok = st.tok, .cfg = &st.cfg, .name = st.cfg.info.name, .dim = st.cfg.info.hidden,
-                   .max_input_tokens = max_in, .device = st.device, .dtype = st.eng ? posy_engine_info(st.eng)->dtype : "fp32"};
+                   .max_input_tokens = max_in, .max_batch_tokens = st.max_batch_tokens, .device = st.device, .dtype = st.eng ? posy_engine_info(st.eng)->dtype : "fp32"};
     gw_server_set_ready(srv, &gm, &be);
-    POSY_INFO("posy serve: model %s (%s, %d dims, max %d tokens) on %s, listening on %s:%d; max_batch_tokens %ld, "
+    POSY_INFO("posy serve: model %s (%s, %d dims, max %d tokens) on %s, listening on %s:%d; max_batch_tokens %d, "
               "max_batch_seqs %ld, max_concurrent %ld, max_client_batch %ld, max_body_bytes %ld, %ld http threads, "
               "%ld tokenization workers",
-              gm.name, st.cfg.info.arch, gm.dim, max_in, st.device, fl.host, gw_server_port(srv), fl.max_batch_tokens,
+              gm.name, st.cfg.info.arch, gm.dim, max_in, st.device, fl.host, gw_server_port(srv), st.max_batch_tokens,
               fl.max_batch_seqs, fl.max_concurrent, fl.max_client_batch, fl.max_body_bytes, fl.http_threads, fl.workers);
     int sig = 0;
     sigwait(&sigs, &sig);

@@ -35,7 +35,7 @@ static const cli_flag wk_flags[] = {
     {"--device", "POSY_DEVICE", "auto | cpu | cuda | cuda:N (default auto)", CLI_F_STR, 0, 0, WO(device)},
     {"--engine", "POSY_ENGINE", "model | noop (noop: benchmarking only, skips the model math)", CLI_F_STR, 0, 0, WO(engine)},
     {"--threads", "POSY_THREADS", "CPU engine threads (default 0 = all cores)", CLI_F_INT, 0, 4096, WO(threads)},
-    {"--max-batch-tokens", "POSY_MAX_BATCH_TOKENS", "tokens per engine batch (default 16384)", CLI_F_INT, 1, 1 << 24, WO(max_batch_tokens)},
+    {"--max-batch-tokens", "POSY_MAX_BATCH_TOKENS", "tokens per engine batch (default: 16384; on a GPU 65536 for models as small as all-MiniLM-L6)", CLI_F_INT, 1, 1 << 24, WO(max_batch_tokens)},
     {"--max-batch-seqs", "POSY_MAX_BATCH_SEQS", "sequences per engine batch (default 512)", CLI_F_INT, 1, 1 << 20, WO(max_batch_seqs)},
     {"--max-concurrent", "POSY_MAX_CONCURRENT", "chunks queued or running before RESOURCE_EXHAUSTED (default 512)", CLI_F_INT, 1, 1 << 24, WO(max_concurrent)},
     {"--max-chunk-tokens", "POSY_MAX_CHUNK_TOKENS", "largest chunk one Embed accepts (default 65536)", CLI_F_INT, 1, 1 << 24, WO(max_chunk_tokens)},
@@ -65,7 +65,7 @@ static int wk_device(const char *s, posy_engine_opts *eo) {
 }
 
 static int wk_parse(int argc, char **argv, wk_opts *o) {
-    *o = (wk_opts){"models/all-MiniLM-L6-v2", "0.0.0.0:50051", "auto", "model", 0, 16384, 512, 512, 65536, 8192, 30000, 0};
+    *o = (wk_opts){"models/all-MiniLM-L6-v2", "0.0.0.0:50051", "auto", "model", 0, 0 /* the engine's default */, 512, 512, 65536, 8192, 30000, 0};
     int rc = cli_flags_parse(&wk_cmd, argc, argv, o);
     if (rc) return rc;
     posy_engine_opts probe = {0};
@@ -77,6 +77,7 @@ static int wk_parse(int argc, char **argv, wk_opts *o) {
     return 0;
 }
 
+/* mi->max_batch_tokens: the budget in effect (the flag, or the engine's default for its device) */
 static void wk_info(rpc_info *ri, const posy_model_info *mi, const wk_opts *o, int cuda_index) {
     static const char *pool[] = {"mean", "cls", "last"};
     memset(ri, 0, sizeof *ri);
@@ -90,12 +91,12 @@ static void wk_info(rpc_info *ri, const posy_model_info *mi, const wk_opts *o, i
     ri->max_seq_len = mi->max_seq_len;
     ri->vocab = mi->vocab;
     ri->type_vocab = mi->type_vocab > 1 ? mi->type_vocab : 1;
-    ri->max_batch_tokens = (int)o->max_batch_tokens;
+    ri->max_batch_tokens = mi->max_batch_tokens;
     ri->max_chunk_tokens = (int)o->max_chunk_tokens;
     ri->max_chunk_seqs = (int)o->max_chunk_seqs;
     ri->normalize = mi->normalize;
     ri->pool_skip = 1;   /* cli_worker_sched forwards rpc_chunk.pool_skip to the scheduler */
-    if (ri->max_seq_len > o->max_batch_tokens) ri->max_seq_len = (int)o->max_batch_tokens;
+    if (ri->max_seq_len > ri->max_batch_tokens) ri->max_seq_len = ri->max_batch_tokens;
 }
 
 /* Load the engine (or the no-op stand-in) and describe it. */
@@ -109,6 +110,8 @@ static int wk_engine(const wk_opts *o, posy_engine **eng, sched_engine *se, rpc_
         eng_config cfg;
         if (eng_config_load(&cfg, o->model, err)) return err->code ? err->code : POSY_E_IO;
         cfg.info.device = POSY_DEVICE_CPU;
+        cfg.info.max_batch_tokens = o->max_batch_tokens ? (int)o->max_batch_tokens
+                                                        : posy_engine_default_batch_tokens(&cfg.info, POSY_DEVICE_CPU);
         wk_info(ri, &cfg.info, o, 0);
         snprintf(ri->dtype, sizeof ri->dtype, "noop");
         eng_config_free(&cfg);
@@ -144,7 +147,7 @@ int cli_cmd_worker(int argc, char **argv) {
         fprintf(stderr, "posy worker: %s\n", err.msg);
         return 1;
     }
-    sched_opts so = {.max_batch_tokens = (int)o.max_batch_tokens, .max_batch_seqs = (int)o.max_batch_seqs,
+    sched_opts so = {.max_batch_tokens = ri.max_batch_tokens, .max_batch_seqs = (int)o.max_batch_seqs,
                      .max_concurrent = (int)o.max_concurrent};
     sched *s = sched_open(&se, &so, &err);
     if (!s) {
@@ -159,9 +162,9 @@ int cli_cmd_worker(int argc, char **argv) {
         sched_close(s);
         return 1;
     }
-    POSY_INFO("posy worker: model %s (%s, dim %d, max_seq_len %d) on %s, gRPC on port %d, max_batch_tokens %ld, "
+    POSY_INFO("posy worker: model %s (%s, dim %d, max_seq_len %d) on %s, gRPC on port %d, max_batch_tokens %d, "
               "max_concurrent %ld, fingerprint %s",
-              ri.model, ri.dtype, ri.dim, ri.max_seq_len, ri.device, rpc_server_port(srv), o.max_batch_tokens,
+              ri.model, ri.dtype, ri.dim, ri.max_seq_len, ri.device, rpc_server_port(srv), ri.max_batch_tokens,
               o.max_concurrent, ri.fingerprint);
     int sig = 0;
     sigwait(&stop, &sig);

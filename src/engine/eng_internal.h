@@ -90,6 +90,8 @@ struct posy_engine {
     eng_bert_weights bert;
     eng_qwen3_weights qwen3;                            /* arch "qwen3" (bert then unused) */
     posy_engine_opts opts;
+    int auto_tokens;                                    /* opts.max_batch_tokens was 0: set per backend tried */
+    int seqs_asked;                                     /* opts.max_batch_seqs before the clamp to the token budget */
     const eng_backend_ops *ops;
     void *backend;                                      /* backend-private state */
 };

@@ -22,22 +22,29 @@
 #include "cuda/eng_cu_backend.h"
 #endif
 
-#define ENG_DEFAULT_MAX_TOKENS 16384
 #define ENG_DEFAULT_MAX_SEQS 1024
 #define ENG_LIMIT_MAX_TOKENS (1 << 22)   /* keeps T*intermediate far from size_t/int trouble */
 
-static int opts_resolve(posy_engine_opts *o, const posy_engine_opts *in, posy_err *err) {
+/* The token budget for the backend about to open: the one asked for, or
+ * (asked 0) the device's default for this model; every sequence has a
+ * token, so more sequences than tokens never fit. */
+static void budget_for(posy_engine *e, posy_device_kind dev) {
+    if (e->auto_tokens) e->opts.max_batch_tokens = posy_engine_default_batch_tokens(&e->cfg.info, dev);
+    e->opts.max_batch_seqs = e->seqs_asked < e->opts.max_batch_tokens ? e->seqs_asked : e->opts.max_batch_tokens;
+}
+
+static int opts_resolve(posy_engine *e, const posy_engine_opts *in, posy_err *err) {
+    posy_engine_opts *o = &e->opts;
     if (in) *o = *in;
     else { memset(o, 0, sizeof *o); o->device = POSY_DEVICE_AUTO; }
-    if (o->max_batch_tokens == 0) o->max_batch_tokens = ENG_DEFAULT_MAX_TOKENS;
+    e->auto_tokens = o->max_batch_tokens == 0;
     if (o->max_batch_seqs == 0) o->max_batch_seqs = ENG_DEFAULT_MAX_SEQS;
-    if (o->max_batch_tokens < 1 || o->max_batch_tokens > ENG_LIMIT_MAX_TOKENS)
+    if (!e->auto_tokens && (o->max_batch_tokens < 1 || o->max_batch_tokens > ENG_LIMIT_MAX_TOKENS))
         return posy_err_set(err, POSY_E_INVALID, "--max-batch-tokens %d: must be 1..%d",
                             o->max_batch_tokens, ENG_LIMIT_MAX_TOKENS);
     if (o->max_batch_seqs < 1)
         return posy_err_set(err, POSY_E_INVALID, "--max-batch-seqs %d: must be at least 1", o->max_batch_seqs);
-    /* Every sequence has a token, so more sequences than tokens never fit. */
-    if (o->max_batch_seqs > o->max_batch_tokens) o->max_batch_seqs = o->max_batch_tokens;
+    e->seqs_asked = o->max_batch_seqs;
     if (o->n_threads < 0 || o->n_threads > 4096)
         return posy_err_set(err, POSY_E_INVALID, "--threads %d: must be 0 (all cores) .. 4096",
                             o->n_threads);
@@ -55,6 +62,7 @@ static int backend_open(posy_engine *e, posy_err *err) {
         posy_err cerr;
         posy_err_clear(&cerr);
         if (eng_cuda_available(e->opts.device_index, &cerr)) {
+            budget_for(e, POSY_DEVICE_CUDA);
             e->ops = &eng_cuda_backend;
             if (e->ops->open(e, &cerr) == 0) return 0;
         }
@@ -70,6 +78,7 @@ static int backend_open(posy_engine *e, posy_err *err) {
                             "--device cuda: this posy was built without CUDA (no nvcc at build time); "
                             "use --device cpu");
 #endif
+    budget_for(e, POSY_DEVICE_CPU);
     e->ops = &eng_cpu_backend;
     return e->ops->open(e, err);
 }
@@ -86,7 +95,7 @@ static void engine_free(posy_engine *e, int stage) {
 posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opts, posy_err *err) {
     posy_engine *e = calloc(1, sizeof *e);
     if (!e) { posy_err_set(err, POSY_E_NOMEM, "engine: out of memory"); return NULL; }
-    if (opts_resolve(&e->opts, opts, err) != 0) { free(e); return NULL; }
+    if (opts_resolve(e, opts, err) != 0) { free(e); return NULL; }
     if (eng_config_load(&e->cfg, model_dir, err) != 0) { free(e); return NULL; }
     /* model.safetensors, or the shards of model.safetensors.index.json */
     if (e->opts.attention != POSY_ATTN_MODEL && strcmp(e->cfg.info.arch, "qwen3")) {
@@ -107,12 +116,15 @@ posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opt
     posy_model_info *mi = &e->cfg.info;
     mi->device = e->ops == &eng_cpu_backend ? POSY_DEVICE_CPU : POSY_DEVICE_CUDA;
     snprintf(mi->dtype, sizeof mi->dtype, "%s", mi->device == POSY_DEVICE_CPU ? "fp32" : "bf16");
+    mi->max_batch_tokens = e->opts.max_batch_tokens;
+    mi->max_batch_seqs = e->opts.max_batch_seqs;
     POSY_INFO("engine: %s (%s, %d layers, hidden %d, %d heads, %s pooling%s%s) on %s %s, "
-              "max %d tokens / %d sequences per batch", mi->name, mi->arch, mi->layers, mi->hidden,
+              "max %d tokens%s / %d sequences per batch", mi->name, mi->arch, mi->layers, mi->hidden,
               mi->heads, mi->pooling == POSY_POOL_MEAN ? "mean" : mi->pooling == POSY_POOL_CLS ? "cls" : "last-token",
               mi->normalize ? ", normalized" : "",
               strcmp(mi->arch, "qwen3") ? "" : mi->causal ? ", causal attention" : ", bidirectional attention",
-              e->ops->name, mi->dtype, e->opts.max_batch_tokens, e->opts.max_batch_seqs);
+              e->ops->name, mi->dtype, e->opts.max_batch_tokens, e->auto_tokens ? " (the device's default)" : "",
+              e->opts.max_batch_seqs);
     return e;
 }
 

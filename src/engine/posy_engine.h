@@ -32,7 +32,8 @@ typedef struct posy_engine_opts {
     posy_device_kind device;   /* AUTO: CUDA when a usable GPU is present, else CPU */
     int device_index;          /* CUDA ordinal */
     int n_threads;             /* CPU threads; 0 = all cores */
-    int max_batch_tokens;      /* largest batch the engine must accept (sizes arenas); 0 = default 16384 */
+    int max_batch_tokens;      /* largest batch the engine must accept (sizes arenas); 0 = the device's
+                                  default for the model (posy_engine_default_batch_tokens) */
     int max_batch_seqs;        /* largest number of sequences in one batch; 0 = default 1024 */
     posy_attention attention;  /* --attention override; 0 = as the model says */
 } posy_engine_opts;
@@ -56,6 +57,8 @@ typedef struct posy_model_info {
     int causal;                /* decoder-style attention */
     posy_device_kind device;   /* the device actually used */
     char dtype[8];             /* "fp32" or "bf16" */
+    int max_batch_tokens;      /* the engine's token budget in effect (opts, or the device's default) */
+    int max_batch_seqs;        /* and its sequence budget */
 } posy_model_info;
 
 /* A packed batch.  All pointers must stay valid until the batch is handed
@@ -83,6 +86,12 @@ typedef struct posy_result {
 posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opts, posy_err *err);
 void posy_engine_close(posy_engine *e);
 const posy_model_info *posy_engine_info(const posy_engine *e);
+
+/* The token budget of one batch when opts.max_batch_tokens is 0: 16384 on
+ * the CPU; on a GPU 65536 or 32768 for a model small enough that such a
+ * step stays a few milliseconds (all-MiniLM-L6: 65536), else 16384
+ * (eng_batch_budget.c says why). */
+int posy_engine_default_batch_tokens(const posy_model_info *mi, posy_device_kind device);
 
 /* Check a batch against the model (ids in vocabulary, lengths within
  * max_positions, sizes within the engine's limits).  0 if acceptable. */

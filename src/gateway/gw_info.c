@@ -58,7 +58,8 @@ int gw_get_route(gw_server *s, gw_route r, gw_buf *b, int *status) {
                          "\"max_client_batch_size\":%d,\"tokenization_workers\":%d,\"auto_truncate\":%s,"
                          "\"version\":\"%s\"}",
                       m->dtype, m->cfg ? pooling_name(m->cfg->info.pooling) : "mean", m->dim, m->device,
-                      s->opts.max_concurrent, m->max_input_tokens, s->opts.max_batch_tokens, s->opts.max_batch_seqs,
+                      s->opts.max_concurrent, m->max_input_tokens,
+                      m->max_batch_tokens > 0 ? m->max_batch_tokens : s->opts.max_batch_tokens, s->opts.max_batch_seqs,
                       s->opts.max_client_batch, s->opts.n_workers, s->opts.auto_truncate ? "true" : "false",
                       POSY_GW_VERSION);
     }

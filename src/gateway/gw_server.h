@@ -45,6 +45,7 @@ typedef struct gw_model {
     const char *name;         /* the OpenAI "model" */
     int dim;                  /* output floats per input */
     int max_input_tokens;     /* longest sequence the model takes */
+    int max_batch_tokens;     /* the engine's budget in effect, for /info (0: gw_opts') */
     const char *device;       /* "cpu", "cuda:0", "noop" */
     const char *dtype;
 } gw_model;

@@ -197,6 +197,7 @@ def test_info_models_health_metrics(server, posy_model):
     info = requests.get(server.url + "/info").json()
     assert info["model_id"] == os.path.basename(posy_model)
     assert info["max_input_length"] == 256 and info["dimensions"] == 384
+    assert info["max_batch_tokens"] == 4096   # the flag, as the engine took it
     models = oa_client(server).models.list()
     assert [m.id for m in models.data] == [os.path.basename(posy_model)]
     before = server.metric("posy_inputs_total")

@@ -341,6 +341,7 @@ def test_env_configures_the_server(posy_bin, posy_model):
     try:
         info = requests.get(s.url + "/info").json()
         assert info["max_client_batch_size"] == 3 and info["max_batch_requests"] == 7
+        assert info["max_batch_tokens"] == 16384   # no flag: the CPU's default (eng_batch_budget.c)
         assert requests.post(s.url + "/embed", json={"inputs": ["a"] * 4}).status_code == 422
         log = s.output()
         assert "all-MiniLM-L6-v2" in log and "384 dims" in log and "max_client_batch 3" in log

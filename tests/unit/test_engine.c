@@ -10,6 +10,7 @@
  *     nothing; open() refuses bad options and directories with a message.
  */
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "posy_engine.h"
@@ -243,6 +244,20 @@ static void test_open_errors(void) {
     o.max_batch_seqs = 1024;
     posy_engine *e = posy_engine_open(model_dir(), &o, &err);
     CHECK_MSG(e != NULL, "%s", err.msg);
+    if (e) {
+        CHECK_EQ_INT(posy_engine_info(e)->max_batch_tokens, 100);
+        CHECK_EQ_INT(posy_engine_info(e)->max_batch_seqs, 100);
+    }
+    posy_engine_close(e);
+    /* No token budget given: the CPU's default, reported back. */
+    o.max_batch_tokens = 0;
+    o.max_batch_seqs = 0;
+    e = posy_engine_open(model_dir(), &o, &err);
+    CHECK_MSG(e != NULL, "%s", err.msg);
+    if (e) {
+        CHECK_EQ_INT(posy_engine_info(e)->max_batch_tokens, 16384);
+        CHECK_EQ_INT(posy_engine_info(e)->max_batch_seqs, 1024);
+    }
     posy_engine_close(e);
     posy_err_clear(&err);
     o.max_batch_tokens = 0;
@@ -257,9 +272,33 @@ static void test_open_errors(void) {
 #endif
 }
 
+/* The default token budget per device: 16384 on the CPU and for models
+ * whose 32768-token step would pass ~2 TFLOP of products; on a GPU 65536
+ * for all-MiniLM-L6's shape (~1.4 TFLOP a step) and 32768 for a 12-layer
+ * model of the same width. */
+static void test_default_budget(void) {
+    posy_model_info mi;
+    memset(&mi, 0, sizeof mi);
+    snprintf(mi.arch, sizeof mi.arch, "bert");
+    mi.hidden = 384; mi.layers = 6; mi.intermediate = 1536;           /* all-MiniLM-L6 */
+    CHECK_EQ_INT(posy_engine_default_batch_tokens(&mi, POSY_DEVICE_CPU), 16384);
+    CHECK_EQ_INT(posy_engine_default_batch_tokens(&mi, POSY_DEVICE_CUDA), 65536);
+    mi.layers = 12;                                                      /* bge-small's shape */
+    CHECK_EQ_INT(posy_engine_default_batch_tokens(&mi, POSY_DEVICE_CUDA), 32768);
+    mi.hidden = 768; mi.intermediate = 3072;                             /* BERT-base */
+    CHECK_EQ_INT(posy_engine_default_batch_tokens(&mi, POSY_DEVICE_CUDA), 16384);
+    snprintf(mi.arch, sizeof mi.arch, "qwen3");
+    mi.hidden = 1024; mi.layers = 28; mi.intermediate = 3072;           /* Qwen3-0.6B */
+    CHECK_EQ_INT(posy_engine_default_batch_tokens(&mi, POSY_DEVICE_CUDA), 16384);
+    mi.layers = 0;                                                       /* no shape: the safe default */
+    CHECK_EQ_INT(posy_engine_default_batch_tokens(&mi, POSY_DEVICE_CUDA), 16384);
+    CHECK_EQ_INT(posy_engine_default_batch_tokens(NULL, POSY_DEVICE_CUDA), 16384);
+}
+
 int main(void) {
     fill_seq3();
     static const posy_test_case cases[] = {TEST(test_packed_matches_alone), TEST(test_step_contract),
-                                           TEST(test_validate_rejects), TEST(test_open_errors)};
+                                           TEST(test_validate_rejects), TEST(test_open_errors),
+                                           TEST(test_default_budget)};
     return posy_test_run(cases, (int)(sizeof cases / sizeof cases[0]));
 }

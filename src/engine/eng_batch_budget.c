@@ -1,0 +1,37 @@
+/* eng_batch_budget: the token budget of one batch when --max-batch-tokens
+ * is not given, per device and model.
+ *
+ * Why it depends on both: on the CPU a batch of 16384 tokens already keeps
+ * every core busy, and bigger ones only add latency.  On the GPU a small
+ * model is far from saturated at 16384 tokens: all-MiniLM-L6 runs ~15%
+ * fewer tokens/s there than at 65536 on the H200 (docs/BENCHMARKS.md,
+ * "Throughput against tokens per step"), while such a step still takes only
+ * ~4 ms.  Bigger models saturate earlier (BERT-base, Qwen3-0.6B: 90% of
+ * their peak at 8192 tokens) and a 65536-token step of theirs takes 23 /
+ * 110 ms, which a short query queued behind it would wait for.  So the
+ * GPU gets the largest of 65536 and 32768 whose step stays within about
+ * 2 TFLOP of matrix products (~5 ms at the 400 TFLOP/s our GEMMs sustain
+ * on small shapes), else 16384 -- the budget Hugging Face TEI also
+ * defaults to.
+ */
+#include <string.h>
+#include "eng_internal.h"
+
+#define BUDGET_CPU 16384
+#define BUDGET_FLOP_CAP 2e12
+
+/* GEMM FLOPs a token costs: per layer the attention projections (about 4
+ * H^2; wider for grouped-query decoders, which changes nothing here) and
+ * the MLP (2 H I, 3 H I when gated as in Qwen3). */
+static double flops_per_token(const posy_model_info *mi) {
+    const double H = mi->hidden, I = mi->intermediate, gated = strcmp(mi->arch, "qwen3") ? 2.0 : 3.0;
+    return 2.0 * mi->layers * (4.0 * H * H + gated * H * I);
+}
+
+int posy_engine_default_batch_tokens(const posy_model_info *mi, posy_device_kind device) {
+    if (device != POSY_DEVICE_CUDA || !mi || mi->layers <= 0 || mi->hidden <= 0) return BUDGET_CPU;
+    const double f = flops_per_token(mi);
+    for (int t = 65536; t > BUDGET_CPU; t /= 2)
+        if (t * f <= BUDGET_FLOP_CAP) return t;
+    return BUDGET_CPU;
+}
