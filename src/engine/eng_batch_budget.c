@@ -3,10 +3,10 @@
  *
  * Why it depends on both: on the CPU a batch of 16384 tokens already keeps
  * every core busy, and bigger ones only add latency.  On the GPU a small
- * model is far from saturated at 16384 tokens: all-MiniLM-L6 runs ~15%
- * fewer tokens/s there than at 65536 on the H200 (docs/BENCHMARKS.md,
- * "Throughput against tokens per step"), while such a step still takes only
- * ~4 ms.  Bigger models saturate earlier (BERT-base, Qwen3-0.6B: 90% of
+ * model is far from saturated at 16384 tokens: all-MiniLM-L6 ran 8-12%
+ * fewer tokens/s there than at 65536 on the H200 in every sweep of
+ * 2026-11-29 to 12-02 (bench/results/*.jsonl), while a 65536-token step
+ * still takes only ~4 ms.  Bigger models saturate earlier (BERT-base, Qwen3-0.6B: 90% of
  * their peak at 8192 tokens) and a 65536-token step of theirs takes 23 /
  * 110 ms, which a short query queued behind it would wait for.  So the
  * GPU gets the largest of 65536 and 32768 whose step stays within about
