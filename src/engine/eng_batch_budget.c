@@ -5,7 +5,7 @@
  * every core busy, and bigger ones only add latency.  On the GPU a small
  * model is far from saturated at 16384 tokens: all-MiniLM-L6 ran 8-12%
  * fewer tokens/s there than at 65536 on the H200 in every sweep of
- * 2026-11-29 to 12-02 (bench/results/*.jsonl), while a 65536-token step
+ * 2026-11-29 to 12-02 (the jsonl files in bench/results), while a 65536-token step
  * still takes only ~4 ms.  Bigger models saturate earlier (BERT-base, Qwen3-0.6B: 90% of
  * their peak at 8192 tokens) and a 65536-token step of theirs takes 23 /
  * 110 ms, which a short query queued behind it would wait for.  So the

@@ -6,7 +6,8 @@
  *   api_embed MODEL_DIR SEQS_BIN OUT_BIN cpu|cuda|auto [BUDGET_TOKENS]
  *
  * Sequences are packed in order into batches of at most BUDGET tokens
- * (default 4096) and submitted with posy_engine_step without waiting, so
+ * (default 4096; 0: the engine's default budget for its device, printed)
+ * and submitted with posy_engine_step without waiting, so
  * several are in flight on a GPU; OUT_BIN gets n x hidden float32 in
  * sequence order.
  */
@@ -22,7 +23,7 @@ int main(int argc, char **argv) {
         fprintf(stderr, "usage: %s MODEL_DIR SEQS_BIN OUT_BIN cpu|cuda|auto [BUDGET]\n", argv[0]);
         return 2;
     }
-    const int budget = argc > 5 ? atoi(argv[5]) : 4096;
+    int budget = argc > 5 ? atoi(argv[5]) : 4096;
     FILE *f = fopen(argv[2], "rb");
     if (!f) { fprintf(stderr, "cannot open %s\n", argv[2]); return 2; }
     int n = 0;
@@ -39,10 +40,15 @@ int main(int argc, char **argv) {
     memset(&o, 0, sizeof o);
     o.device = !strcmp(argv[4], "cpu") ? POSY_DEVICE_CPU : !strcmp(argv[4], "cuda") ? POSY_DEVICE_CUDA
                                                                                     : POSY_DEVICE_AUTO;
-    o.max_batch_tokens = budget > 512 ? budget : 512;
+    o.max_batch_tokens = budget == 0 ? 0 : budget > 512 ? budget : 512;
     posy_err err;
     posy_engine *e = posy_engine_open(argv[1], &o, &err);
     if (!e) { fprintf(stderr, "open: %s\n", err.msg); return 1; }
+    if (budget == 0) {
+        budget = posy_engine_info(e)->max_batch_tokens;
+        printf("api_embed: the engine's default budget on %s: %d tokens\n",
+               posy_engine_info(e)->device == POSY_DEVICE_CUDA ? "cuda" : "cpu", budget);
+    }
     const int H = posy_engine_info(e)->hidden;
     float *out = malloc((size_t)n * H * 4);
     job *jobs = calloc((size_t)n, sizeof *jobs);
