@@ -371,7 +371,13 @@ int eng_cu_attn_tiles(const int32_t *cu, int n_seqs, int32_t *tiles) {
  * last are then the cheapest, so no SM is left with a heavy tile after
  * the others have run dry (longest processing time first).  A counting
  * sort, stable within one cost: O(tiles), no allocation; costs above
- * ATTN_COST_MAX (sequences past 32768 tokens) share the top class. */
+ * ATTN_COST_MAX (sequences past 32768 tokens) share the top class.
+ * H200, 2026-12-03 runs 4-5 (lab_attn, the bench's bound): random 16..512
+ * at d = 64 with the capped grid 348.9 -> 333.0 us, and the dynamic
+ * schedule needs it (eng_cu_attn_wg.cu); but the uncapped one-stage grid
+ * at d = 128 lost on causal 128-token sequences, 378 -> 417 us -- a guess:
+ * a sequence's two tiles, which read the same K / V, no longer run side by
+ * side.  That grid is no longer the default there. */
 #define ATTN_COST_MAX 512
 static inline int attn_tile_cost(int len, int q0, int causal) {
     const int c = causal ? q0 / ENG_CU_ATTN_BM + 1 : (len + ENG_CU_ATTN_BM - 1) / ENG_CU_ATTN_BM;

@@ -43,6 +43,17 @@
  * (128-token sequences) and 1.034-1.054x (mixed 16-512) the previous
  * defaults' for Qwen3-0.6B, BERT-base and MiniLM, in the same run: the
  * default off the chain on Hopper (eng_cu_attn_version).
+ *
+ * Schedules: a block a query tile of the bucket's bound (grid tiles x
+ * heads; most blocks of a saturated bucket find no tile), the same grid
+ * capped at a few GPU-fulls with each block striding over its head's
+ * tiles (the default below d = 128: awg_waves), or the dynamic one (the
+ * default at d = 128: DYN, awg_dyn), where one GPU-full of blocks takes
+ * (tile, head) items from a counter.  The step's tile list comes heaviest
+ * first (eng_cu_attn_tiles_heavy_first), which the dynamic schedule needs:
+ * with sequence order it put 16 x 1024 causal tokens' heavy tiles last
+ * (287 us against 259 heaviest first, 2026-12-03 run 5).
+ *
  * No q/k norm: with it, eng_cu_attention runs v2's fused path instead.
  */
 #include "eng_cu_attn_wg.h"
