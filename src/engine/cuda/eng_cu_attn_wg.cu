@@ -173,7 +173,7 @@ int eng_cu_attn_wg_dyn = -1;
 
 /* The dynamic schedule (DYN above) where a.work is given:
  * eng_cu_attn_wg_dyn (labs), else POSY_CUDA_ATTN_DYN (1 on, 0 off), else
- * on at head size 128 only.  H200, 2026-12-03 run 2 (lab_attn, the
+ * on at head size 128 only.  H200, 2026-12-03 run 5 (lab_attn, the
  * bench's wide bound, against each head size's default): d = 128 causal
  * 512 x 128 tokens 378 -> 310 us, random 16..512 565 -> 530, 16 x 1024
  * 283 -> 259; d = 64 / 32 1-3.5% faster too.  But in the saturated steps
