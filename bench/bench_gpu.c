@@ -30,6 +30,9 @@
  * replay -- and brackets only the replay with cudaProfilerStart/Stop, so
  * `ncu --profile-from-start off` times the kernels a saturated step really
  * runs (bench/profile_gpu.sh).
+ * BENCH_TRACE=PREFIX (a build with -DENG_CU_TRACE): after each latency
+ * row, the chain kernels' per-block timestamps of one more query
+ * (eng_cu_trace.h; dev/cuda/chain_trace.py lays them out).
  * Token ids are random: speed does not depend on them.
  */
 #include "gpu_harness.h"
@@ -89,6 +92,20 @@ static void latency(posy_engine *e, const char *name, int L, int vocab, int H) {
            "\"gpu_us\": %.2f, \"wall_us\": %.2f}\n", name, L, (b.gpu_ms - a.gpu_ms) / n * 1e3,
            wall / n * 1e6);
     fflush(stdout);
+    /* BENCH_TRACE=PREFIX in a -DENG_CU_TRACE build: the per-block stamps of
+     * one more query (graph replay) to PREFIX-NAME-L.txt
+     * (dev/cuda/chain_trace.py reads them) */
+    const char *tp = getenv("BENCH_TRACE");
+    if (tp && *tp) {
+        char path[1024];
+        snprintf(path, sizeof path, "%s-%s-%d.txt", tp, name, L);
+        if (eng_cuda_trace_dump(NULL, 1) < 0) {
+            fprintf(stderr, "bench_gpu: BENCH_TRACE needs a build with -DENG_CU_TRACE\n");
+        } else {
+            gh_run_sync(e, &g);
+            fprintf(stderr, "bench_gpu: %d traced blocks in %s\n", eng_cuda_trace_dump(path, 1), path);
+        }
+    }
     gh_batch_free(&g);
 }
 

@@ -28,6 +28,11 @@ typedef struct eng_cu_stats {
 /* 0 and *out filled if e runs on the CUDA backend, else -1. */
 int eng_cuda_stats(const struct posy_engine *e, eng_cu_stats *out);
 
+/* A -DENG_CU_TRACE build (eng_cu_trace.h): writes the traced blocks'
+ * records to path (NULL: none), empties the buffers when reset, returns
+ * the records' count; -1 in other builds or on an error. */
+int eng_cuda_trace_dump(const char *path, int reset);
+
 #ifdef __cplusplus
 }
 #endif

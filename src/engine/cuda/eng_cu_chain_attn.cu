@@ -37,7 +37,10 @@
  * only unless POSY_CUDA_CHAIN_ATTN=1 (eng_cu_model.h, chain_attn).
  */
 #include "eng_cu_skinny.h"
+#include "eng_cu_trace.h"
 #include <math.h>
+
+ENG_CU_TRACE_UNIT("chain_attn_o")
 
 /* Shared memory: the weight slice [16][K + 8] (8 bf16 of padding: the
  * 32-bit B-fragment loads of 8 rows x 4 lanes fall on distinct banks), a
@@ -64,6 +67,7 @@ chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs
     bf16 *bsm = (bf16 *)(part + WARPS), *Rs = bsm + 16;
     float *rgs = (float *)(Rs + 16 * 16), *rbs = rgs + 16; /* LayerNorm residual: gamma, beta, rows' (mu, rs) */
     float2 *rst = (float2 *)(rbs + 16);
+    ENG_CU_TRACE_BEGIN(); /* -DENG_CU_TRACE only: eng_cu_trace.h */
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     const int n_lo = 16 * blockIdx.x;
     if (threadIdx.x == 0) {
@@ -97,7 +101,9 @@ chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs
         rhi[r] = hi;
         rpos[r] = pos;
     }
+    ENG_CU_TRACE_AT(1);
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    ENG_CU_TRACE_AT(2);
     if (R) {
         for (int i = threadIdx.x; i < 2 * M; i += WARPS * 32)
             sk3_cp16(Rs + 8 * i, R + (size_t)(i >> 1) * N + n_lo + 8 * (i & 1));
@@ -200,7 +206,10 @@ chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs
             eng_mma16816(o[dn], pa, vb[0], vb[1]);
             eng_mma16816(o[dn + 1], pa, vb[2], vb[3]);
         }
-        if (j == 0) sk3_bulk_wait(&wbar); /* the weight slice, requested before the wait */
+        if (j == 0) {
+            sk3_bulk_wait(&wbar); /* the weight slice, requested before the wait */
+            ENG_CU_TRACE_AT(3);
+        }
         /* O / l as bf16 (what the attention kernels store) is the A operand
          * of the projection over this head's D columns of W */
 #pragma unroll
@@ -221,6 +230,7 @@ chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs
     skinny_finish<1, WARPS>(acc, part, bias ? bsm : NULL, R ? Rs : NULL, 16, Y + n_lo, N, M,
                             bias ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE,
                             skinny_fold{0, 0.f, 0, NULL, NULL, NULL, NULL}, sres);
+    ENG_CU_TRACE_END();
 }
 
 /* The instantiations: (warps, groups, head size, kv tiles a warp) for

@@ -56,8 +56,10 @@
  * prologue, the SwiGLU epilogue).
  */
 #include "eng_cu_skinny.h"
+#include "eng_cu_trace.h"
 
 int eng_cu_chain_bulk = 1;
+ENG_CU_TRACE_UNIT("chain_gemm")
 
 /* Where a lane's second 8 values of a 64-value group start: 32 (whole
  * sectors a load instruction) for one m tile and K >= 768 (G > 1), 8 (16
@@ -188,6 +190,7 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
     float *csm = (float *)(Rs + MT * 16 * 16), *rgs = csm + 16, *rbs = rgs + 16; /* ext: sk3_ext_bytes */
     float2 *rst = (float2 *)(rbs + 16), *lnst = rst + MT * 16;
     float *rsm = (float *)(lnst + MT * 16);
+    ENG_CU_TRACE_BEGIN(); /* -DENG_CU_TRACE only: eng_cu_trace.h */
     asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     /* the block's 16 weight rows: columns n_lo.. and n_hi.., 8 each (SwiGLU:
      * 8 gate columns and the same 8 of the up half) */
@@ -230,7 +233,9 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
         asm volatile("cp.async.bulk.prefetch.L2.global [%0], %1;\n" ::"l"(pf + (size_t)blockIdx.x * pf_slice),
                      "r"(pf_slice)
                      : "memory");
+    ENG_CU_TRACE_AT(1);
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    ENG_CU_TRACE_AT(2);
     /* the residual (written two kernels back) lands with X, not after the
      * products */
     if (R) {
@@ -275,6 +280,7 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
             if (LNR && threadIdx.x < M) rst[threadIdx.x] = rst_v;
             __syncthreads(); /* also orders the barrier's init before the polls */
             if (bulk) sk3_bulk_wait(&wbar);
+            ENG_CU_TRACE_AT(3);
         }
         if constexpr (NORM) {
             static_assert(!NORM || GC == G, "the norm needs the whole row share in registers");
@@ -339,6 +345,7 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
     const skinny_res sres = {LNR ? rst : NULL, rgs, rbs, r_real};
     skinny_finish<MT, WARPS>(acc, part, has_b ? bsm : NULL, R ? Rs : NULL, 16, Y + n_lo, swiglu ? N >> 1 : N, M,
                              epi, fold, sres);
+    ENG_CU_TRACE_END();
 }
 
 /* m tiles a launch is built for: 1, 2 or 4 (33..64 rows take 4) */
