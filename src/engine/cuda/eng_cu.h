@@ -20,6 +20,7 @@
 #include <cuda_bf16.h>
 #include <cublasLt.h>
 #include <stdint.h>
+#include "eng_cu_attn_tiles.h"
 #include "eng_cu_bf16.h"
 
 typedef __nv_bfloat16 bf16;
@@ -235,8 +236,6 @@ cudaError_t eng_cu_swiglu(cudaStream_t s, const bf16 *gu, bf16 *out, int rows,
 
 /* ---- attention (eng_cu_attn.cu) ----------------------------------------- */
 
-/* Query tiles of ENG_CU_ATTN_BM rows: a tile is (sequence, first row). */
-#define ENG_CU_ATTN_BM 64
 
 typedef struct eng_cu_attn_args {
     const bf16 *q, *k, *v;        /* row t of head h at q + t*ldq + h*head_dim */
@@ -313,17 +312,7 @@ extern int eng_cu_attn_wg_dyn;
  * so a small case still walks several items a block */
 extern int eng_cu_attn_wgp_max_blocks;
 
-/* Host: write the tile list for cu_seqlens[0..n_seqs] into tiles (pairs);
- * returns the tile count.  tiles must hold 2*eng_cu_attn_max_tiles(..). */
-int eng_cu_attn_tiles(const int32_t *cu_seqlens, int n_seqs, int32_t *tiles);
-/* The same list ordered by cost, heaviest first (the key tiles each walks;
- * causal: tiles late in a sequence cost more), for the attention kernels
- * that walk a capped grid or are dispatched in grid order: the engine's
- * default unless POSY_CUDA_ATTN_ORDER=0 (eng_cu_model.cu says why).  Every
- * attention kernel takes the tiles in any order. */
-int eng_cu_attn_tiles_heavy_first(const int32_t *cu_seqlens, int n_seqs, int causal, int32_t *tiles);
-/* Upper bound of the tile count for any batch of <= tokens, <= seqs. */
-int eng_cu_attn_max_tiles(int tokens, int seqs);
+/* the tile list: eng_cu_attn_tiles.h (included above) */
 
 cudaError_t eng_cu_attention(cudaStream_t s, const eng_cu_attn_args *a);
 
