@@ -10,9 +10,8 @@
  * their peak at 8192 tokens) and a 65536-token step of theirs takes 23 /
  * 110 ms, which a short query queued behind it would wait for.  So the
  * GPU gets the largest of 65536 and 32768 whose step stays within about
- * 2 TFLOP of matrix products (~5 ms at the 400 TFLOP/s our GEMMs sustain
- * on small shapes), else 16384 -- the budget Hugging Face TEI also
- * defaults to.
+ * 2 TFLOP of matrix products (a few ms: MiniLM's GEMMs ran ~520 TFLOP/s
+ * in the 2026-12-02 step profile, smaller shapes less), else 16384.
  */
 #include <string.h>
 #include "eng_internal.h"
