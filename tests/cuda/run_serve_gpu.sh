@@ -201,6 +201,13 @@ serve_model() {   # serve_model NAME: every serving check on one model
   [ "$(readlink "/proc/$SRV_PID/exe")" = "$(readlink -f "$POSY")" ] || say "warning: pid $SRV_PID is not posy"
   say "$name: serving on $URL after $(python3 -c "import time; print(f'{time.time() - $t_start:.1f}')") s ($(http_get "$URL/info" | python3 -c 'import json,sys; d=json.load(sys.stdin); print(d["device"], d["model_dtype"], d["dimensions"], "dims")'))"
   echo "## $name" >> "$SUMMARY"; echo >> "$SUMMARY"
+  # the batch budget in effect with no --max-batch-tokens (eng_batch_budget.c):
+  # on a GPU 65536 for all-MiniLM-L6's sizes, 16384 for BERT-base's; 16384 on the CPU
+  local mbt want
+  mbt=$(http_get "$URL/info" | python3 -c 'import json,sys; print(json.load(sys.stdin)["max_batch_tokens"])')
+  case "$DEVICE:$name" in cuda:minilm-l6) want=65536 ;; *) want=16384 ;; esac
+  echo "- batch budget (/info max_batch_tokens, default): $mbt (expected $want); start-up log: $(grep -m1 -o 'max[-_ ]batch[-_ ]tokens[^,;)]*' "$log")" >> "$SUMMARY"
+  [ "$mbt" = "$want" ] || bad "$name: /info max_batch_tokens $mbt, expected the default $want"
   local chk
   chk=$(python3 tests/cuda/serve_gpu.py check "$URL" "$dir" 2>&1); local crc=$?
   echo "$chk" | tail -3; echo "- correctness: $(echo "$chk" | tail -1)" >> "$SUMMARY"
