@@ -14,7 +14,9 @@
 # TAG:VAR=VALUE[,VAR=VALUE...] (e.g. "base: ln:POSY_CUDA_CHAIN_LN=64"),
 # timed and traced in turn.  Files in $OUT: latency_trace.log (summary),
 # lat/*.jsonl (bench_gpu rows, tagged), trace/*.txt (raw stamps) and
-# trace/*.layout (tables), named t-TAG-MODEL-TOKENS.  GATE=FILE: before
+# trace/*.layout (tables), named t-TAG-MODEL-TOKENS.  BUILDS="NAME:FLAGS
+# ..." (e.g. "early:-DENG_CU_PDL_EARLY") also builds bench_gpu with those
+# CUDA flags in build-NAME and times it under every setting (build NAME).  GATE=FILE: before
 # timing, wait (up to 400 s) for FILE to exist -- another GPU job started
 # beside the build (e.g. run_serve_gpu.sh) finishes first, off the timings.
 set -u
@@ -24,6 +26,7 @@ gpu_setup latency_trace.log
 mkdir -p "$OUT/lat" "$OUT/trace"
 MODELS=${MODELS:-minilm-l6 bert-base qwen3-0.6b}
 [ -n "${NO_TRACE:-}" ] || gpu_bench_only . build-trace -DENG_CU_TRACE &
+for b in ${BUILDS:-}; do gpu_bench_only . "build-${b%%:*}" "${b#*:}" & done
 gpu_build "$OUT" || { say "BUILD FAILED"; exit 1; }
 say "build-gpu ok"
 [ -d "$WORK/bert-base-harness" ] ||
@@ -45,9 +48,13 @@ envs_of() { local e=${1#*:}; echo "${e//,/ }"; }
 for m in $MODELS; do
   for r in $(seq 1 "${REPEAT:-3}"); do
     for ev in $ENVS; do
-      env $(envs_of "$ev") BENCH_LATENCY_ONLY=1 POSY_LOG=error timeout 120 "./$BUILD/bench_gpu" "$(harness "$m")" "$m" \
-        2>> "$OUT/lat/$m.err" | sed "s/^{/{\"rep\": $r, \"build\": \"shipped\", \"tag\": \"${ev%%:*}\", /" |
-        tee -a "$OUT/lat/$m.jsonl" >> "$LOG" || { say "$m ${ev%%:*}: bench_gpu failed"; status=1; }
+      for b in shipped:$BUILD ${BUILDS:-}; do
+        bin=${b#*:}; [ "$bin" = "$BUILD" ] || bin=build-${b%%:*}
+        [ -x "$bin/bench_gpu" ] || { say "$bin: no bench_gpu"; status=1; continue; }
+        env $(envs_of "$ev") BENCH_LATENCY_ONLY=1 POSY_LOG=error timeout 120 "./$bin/bench_gpu" "$(harness "$m")" "$m" \
+          2>> "$OUT/lat/$m.err" | sed "s/^{/{\"rep\": $r, \"build\": \"${b%%:*}\", \"tag\": \"${ev%%:*}\", /" |
+          tee -a "$OUT/lat/$m.jsonl" >> "$LOG" || { say "$m ${ev%%:*} ${b%%:*}: bench_gpu failed"; status=1; }
+      done
     done
   done
 done
@@ -66,5 +73,15 @@ if [ -z "${NO_TRACE:-}" ]; then
   done
   say "trace done"
 fi
+# the mean GPU time per model, tokens, build and setting
+cat "$OUT"/lat/*.jsonl 2>/dev/null | python3 -c '
+import collections, json, sys
+d = collections.defaultdict(list)
+for l in sys.stdin:
+    r = json.loads(l)
+    d[(r["model"], r["seq"], r["build"], r.get("tag", "base"))].append(r["gpu_us"])
+for k in sorted(d):
+    print("%-11s %3d %-8s %-10s %8.1f us  (%s)" % (*k, sum(d[k]) / len(d[k]), " ".join("%.1f" % x for x in d[k])))
+' | tee -a "$LOG"
 say "status $status"
 exit $status

@@ -515,6 +515,12 @@ typedef struct eng_cu_chain_res {
  * (TMA) a row, completing on an mbarrier; 0 16-byte cp.async by every
  * thread (POSY_CUDA_CHAIN_BULK=0 at engine open; labs set it directly). */
 extern int eng_cu_chain_bulk;
+/* When a chain kernel (GEMM, attention + O) lets its dependents launch: 0
+ * (default) at its start, so the next kernel's blocks sit resident and
+ * stream their weights through this one; 1 after its own wait, so at most
+ * one kernel waits ahead (POSY_CUDA_CHAIN_TRIGGER, per GEMM role; the
+ * model sets it around each launch, per thread like eng_cu_pdl_on). */
+extern thread_local int eng_cu_chain_late;
 /* pf (optional): pf_bytes of weights a later GEMM of the forward needs,
  * which the blocks request into L2 (cp.async.bulk.prefetch, each block an
  * equal share) before their wait, so that GEMM's slices come from L2. */

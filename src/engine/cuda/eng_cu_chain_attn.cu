@@ -56,7 +56,7 @@ static size_t ca_smem(int K, int D, int warps, int hpw, int kvw, int lnr) {
 template <int WARPS, int G, int D, int KVW, bool CAUSAL, bool QKN, bool LNR>
 __global__ void __launch_bounds__(WARPS * 32)
 chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs_dev, const bf16 *W,
-                    const bf16 *bias, const bf16 *R, bf16 *Y, int M, int N, eng_cu_chain_res res) {
+                    const bf16 *bias, const bf16 *R, bf16 *Y, int M, int N, eng_cu_chain_res res, int late) {
     constexpr int K = WARPS * G * 64, HPW = G * 64 / D, LD = D + 8, LDW = K + 8, TILE = 16 * LD;
     constexpr int TPW = HPW + 2 * KVW; /* tiles a warp */
     extern __shared__ __align__(16) unsigned char ca_smem_buf[];
@@ -68,7 +68,7 @@ chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs
     float *rgs = (float *)(Rs + 16 * 16), *rbs = rgs + 16; /* LayerNorm residual: gamma, beta, rows' (mu, rs) */
     float2 *rst = (float2 *)(rbs + 16);
     ENG_CU_TRACE_BEGIN(); /* -DENG_CU_TRACE only: eng_cu_trace.h */
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    if (!late) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); /* late: after the wait */
     const int n_lo = 16 * blockIdx.x;
     if (threadIdx.x == 0) {
         sk3_bulk_init(&wbar);
@@ -103,6 +103,7 @@ chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs
     }
     ENG_CU_TRACE_AT(1);
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    if (late) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     ENG_CU_TRACE_AT(2);
     if (R) {
         for (int i = threadIdx.x; i < 2 * M; i += WARPS * 32)
@@ -275,7 +276,7 @@ static cudaError_t ca_launch(cudaStream_t s, const eng_cu_attn_args &a, const in
         attr = smem;
     }
     return eng_cu_launch(chain_attn_o_kernel<WARPS, G, D, KVW, CAUSAL, QKN, LNR>, dim3(N / 16), dim3(WARPS * 32), smem,
-                         s, a, n_rows_dev, n_seqs_dev, W, bias, R, Y, M, N, res);
+                         s, a, n_rows_dev, n_seqs_dev, W, bias, R, Y, M, N, res, eng_cu_chain_late);
 }
 
 cudaError_t eng_cu_chain_attn_o(cudaStream_t s, const eng_cu_attn_args *a, const int *n_rows_dev,

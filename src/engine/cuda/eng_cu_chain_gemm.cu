@@ -59,6 +59,7 @@
 #include "eng_cu_trace.h"
 
 int eng_cu_chain_bulk = 1;
+thread_local int eng_cu_chain_late = 0;
 ENG_CU_TRACE_UNIT("chain_gemm")
 
 /* Where a lane's second 8 values of a 64-value group start: 32 (whole
@@ -73,10 +74,17 @@ static __host__ __device__ constexpr int sk3_half(int MT, int G) { return MT == 
 static __host__ __device__ constexpr int sk3_pad(int MT, int G) { return sk3_half(MT, G); }
 
 /* groups of X a lane holds at once: the largest divisor of G with at most
- * 8 uint4 pairs (64 registers) for the MT m tiles */
+ * ENG_CU_SK3_XCHUNK (default 8) uint4 pairs (64 registers) for the MT m
+ * tiles.  An experiment's build may lower the cap (-DENG_CU_SK3_XCHUNK=4):
+ * BERT-base's down projection (G = 6) then holds X in two chunks and needs
+ * ~80 registers a thread instead of 130, so its blocks fit beside the up
+ * GEMM's (the one-query trace, run 8: some start only when those leave). */
+#ifndef ENG_CU_SK3_XCHUNK
+#define ENG_CU_SK3_XCHUNK 8
+#endif
 static __host__ __device__ constexpr int skinny3_chunk(int MT, int G) {
     int c = G;
-    while (c > 1 && (G % c || MT * c > 8)) c--;
+    while (c > 1 && (G % c || MT * c > ENG_CU_SK3_XCHUNK)) c--;
     return c;
 }
 
@@ -191,7 +199,9 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
     float2 *rst = (float2 *)(rbs + 16), *lnst = rst + MT * 16;
     float *rsm = (float *)(lnst + MT * 16);
     ENG_CU_TRACE_BEGIN(); /* -DENG_CU_TRACE only: eng_cu_trace.h */
-    asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    const bool late = bulk & 2; /* eng_cu_chain_late: dependents launch after the wait */
+    bulk &= 1;
+    if (!late) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     /* the block's 16 weight rows: columns n_lo.. and n_hi.., 8 each (SwiGLU:
      * 8 gate columns and the same 8 of the up half) */
     const bool swiglu = epi == ENG_CU_EPI_SWIGLU, has_b = bias && epi != ENG_CU_EPI_NONE;
@@ -235,6 +245,7 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
                      : "memory");
     ENG_CU_TRACE_AT(1);
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
+    if (late) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     ENG_CU_TRACE_AT(2);
     /* the residual (written two kernels back) lands with X, not after the
      * products */
@@ -389,7 +400,7 @@ static cudaError_t launch3(cudaStream_t s, const bf16 *X, const bf16 *W, const b
             attr_done = 1;
         }
         return eng_cu_launch(skinny3_kernel<MT, WARPS, G, MODE, LNR>, dim3(N / 16), dim3(WARPS * 32), smem, s, X, W,
-                             bias, R, Y, M, N, K, epi, nm, eng_cu_chain_bulk, pf, pf_slice, res);
+                             bias, R, Y, M, N, K, epi, nm, eng_cu_chain_bulk | (eng_cu_chain_late ? 2 : 0), pf, pf_slice, res);
     }
 }
 

@@ -295,6 +295,8 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         if (m->chain_l2 < 0 || m->chain_l2 > 8) m->chain_l2 = 0;
         const char *ca = getenv("POSY_CUDA_CHAIN_ATTN");
         m->chain_attn = !ca ? 1 : !strcmp(ca, "0") ? 0 : !strcmp(ca, "1") ? 2 : 1; /* else: auto */
+        const char *ct = getenv("POSY_CUDA_CHAIN_TRIGGER");
+        m->chain_trigger = ct ? atoi(ct) & 15 : 0;
         const char *cb = getenv("POSY_CUDA_CHAIN_BULK");
         eng_cu_chain_bulk = !(cb && !strcmp(cb, "0"));
         /* encoders, an experiment (off; POSY_CUDA_CHAIN_LN=N folds chain
@@ -448,6 +450,20 @@ static const bf16 *weights_ahead(const eng_cu_model *m, const bf16 *W, int ahead
     }
 }
 
+/* W's role in its layer for chain_trigger: 0 QKV, 1 O, 2 up (gate/up), 3
+ * down; 4 (no bit) for a W not in the table */
+static int gemm_role(const eng_cu_model *m, const bf16 *W) {
+    if (!m->chain_trigger) return 4;
+    for (int l = 0; l < m->L; l++) {
+        const eng_cu_layer *w = &m->layers[l];
+        if (W == w->qkv_w || (w->qkvf_w && W == w->qkvf_w)) return 0;
+        if (W == w->ao_w) return 1;
+        if (W == w->up_w || (w->upf_w && W == w->upf_w)) return 2;
+        if (W == w->down_w) return 3;
+    }
+    return 4;
+}
+
 int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, const bf16 *W, const bf16 *B,
                       const bf16 *R, bf16 *Y, int T, int N, int K, int epi, const eng_cu_chain_norm *nm,
                       posy_err *err, const eng_cu_chain_res *res) {
@@ -455,7 +471,10 @@ int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X,
     if (chain) {
         size_t pfb = 0;
         const bf16 *pf = m->chain_l2 ? weights_ahead(m, W, m->chain_l2, &pfb) : NULL;
-        CK("chain gemm", eng_cu_gemm_chain(s, X, W, B, R, Y, T, N, K, epi, nm, pf, pfb, res));
+        eng_cu_chain_late = (m->chain_trigger >> gemm_role(m, W)) & 1;
+        const cudaError_t ce = eng_cu_gemm_chain(s, X, W, B, R, Y, T, N, K, epi, nm, pf, pfb, res);
+        eng_cu_chain_late = 0;
+        CK("chain gemm", ce);
         return 0;
     }
     if (res) return posy_err_set(err, POSY_E_INTERNAL, "cuda backend: a normalised residual off the chain");
@@ -471,7 +490,10 @@ int eng_cu_model_attn_o(eng_cu_model *m, cudaStream_t s, int chain, const eng_cu
     if (chain && (m->chain_attn == 2 || (m->chain_attn == 1 && a->head_dim == 32)) &&
         eng_cu_chain_attn_o_ok(a, T, m->H)) {
         if (eng_cu_ablate("attn") && eng_cu_ablate("gemm")) return 0;
-        CK("attention + O projection", eng_cu_chain_attn_o(s, a, n_tok, n_seq, Wo, bo, R, Y, T, m->H, res));
+        eng_cu_chain_late = (m->chain_trigger >> 1) & 1;
+        const cudaError_t ce = eng_cu_chain_attn_o(s, a, n_tok, n_seq, Wo, bo, R, Y, T, m->H, res);
+        eng_cu_chain_late = 0;
+        CK("attention + O projection", ce);
         return 0;
     }
     eng_cu_attn_args b = *a;

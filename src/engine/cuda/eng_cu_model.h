@@ -101,6 +101,11 @@ typedef struct eng_cu_model {
      * 899 (docs/BENCHMARKS.md); 2 for every shape it is built for
      * (POSY_CUDA_CHAIN_ATTN=1); 0 off (=0) */
     int chain_attn;
+    /* which chain kernels let their dependents launch only after their own
+     * wait (eng_cu_chain_late), a bit per role: 1 QKV, 2 attention + O / O,
+     * 4 up, 8 down; 0 (default): all at their start.  POSY_CUDA_CHAIN_TRIGGER,
+     * an experiment (the one-query trace, dev/cuda/NOTES.md 2026-12-03). */
+    int chain_trigger;
     /* encoders: for chain buckets of at most chain_ln tokens (0: none),
      * the LayerNorms folded into the QKV and up GEMMs (the LayerNorm fold
      * of eng_cu_gemm_chain; O and down add the normalised residual from the
