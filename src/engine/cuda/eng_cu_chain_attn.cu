@@ -53,10 +53,10 @@ static size_t ca_smem(int K, int D, int warps, int hpw, int kvw, int lnr) {
            (size_t)warps * 16 * 17 * 4 + 32 + 16 * 16 * 2 + (lnr ? 2 * 16 * 4 + 16 * 8 : 0);
 }
 
-template <int WARPS, int G, int D, int KVW, bool CAUSAL, bool QKN, bool LNR>
+template <int WARPS, int G, int D, int KVW, bool CAUSAL, bool QKN, bool LNR, bool LATE>
 __global__ void __launch_bounds__(WARPS * 32)
 chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs_dev, const bf16 *W,
-                    const bf16 *bias, const bf16 *R, bf16 *Y, int M, int N, eng_cu_chain_res res, int late) {
+                    const bf16 *bias, const bf16 *R, bf16 *Y, int M, int N, eng_cu_chain_res res) {
     constexpr int K = WARPS * G * 64, HPW = G * 64 / D, LD = D + 8, LDW = K + 8, TILE = 16 * LD;
     constexpr int TPW = HPW + 2 * KVW; /* tiles a warp */
     extern __shared__ __align__(16) unsigned char ca_smem_buf[];
@@ -68,7 +68,7 @@ chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs
     float *rgs = (float *)(Rs + 16 * 16), *rbs = rgs + 16; /* LayerNorm residual: gamma, beta, rows' (mu, rs) */
     float2 *rst = (float2 *)(rbs + 16);
     ENG_CU_TRACE_BEGIN(); /* -DENG_CU_TRACE only: eng_cu_trace.h */
-    if (!late) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); /* late: after the wait */
+    if (!LATE) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory"); /* LATE: after the wait */
     const int n_lo = 16 * blockIdx.x;
     if (threadIdx.x == 0) {
         sk3_bulk_init(&wbar);
@@ -103,7 +103,7 @@ chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs
     }
     ENG_CU_TRACE_AT(1);
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    if (late) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    if (LATE) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     ENG_CU_TRACE_AT(2);
     if (R) {
         for (int i = threadIdx.x; i < 2 * M; i += WARPS * 32)
@@ -268,15 +268,18 @@ static cudaError_t ca_launch(cudaStream_t s, const eng_cu_attn_args &a, const in
                              const int *n_seqs_dev, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y, int M,
                              int N, const eng_cu_chain_res &res) {
     const size_t smem = ca_smem(WARPS * G * 64, D, WARPS, G * 64 / D, KVW, LNR);
-    static size_t attr = 0; /* per instantiation: the shared-memory cap raised once */
-    if (attr < smem) {
-        cudaError_t e = cudaFuncSetAttribute(chain_attn_o_kernel<WARPS, G, D, KVW, CAUSAL, QKN, LNR>,
-                                             cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    /* LATE (eng_cu_chain_late) as a template parameter, as in the chain GEMM */
+    const int li = eng_cu_chain_late ? 1 : 0;
+    auto *k = li ? chain_attn_o_kernel<WARPS, G, D, KVW, CAUSAL, QKN, LNR, true>
+                 : chain_attn_o_kernel<WARPS, G, D, KVW, CAUSAL, QKN, LNR, false>;
+    static size_t attr[2] = {0, 0}; /* per instantiation: the shared-memory cap raised once */
+    if (attr[li] < smem) {
+        cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
-        attr = smem;
+        attr[li] = smem;
     }
-    return eng_cu_launch(chain_attn_o_kernel<WARPS, G, D, KVW, CAUSAL, QKN, LNR>, dim3(N / 16), dim3(WARPS * 32), smem,
-                         s, a, n_rows_dev, n_seqs_dev, W, bias, R, Y, M, N, res, eng_cu_chain_late);
+    return eng_cu_launch(k, dim3(N / 16), dim3(WARPS * 32), smem, s, a, n_rows_dev, n_seqs_dev, W, bias, R, Y, M, N,
+                         res);
 }
 
 cudaError_t eng_cu_chain_attn_o(cudaStream_t s, const eng_cu_attn_args *a, const int *n_rows_dev,

@@ -30,11 +30,12 @@
  * folded W's column sums; block 0 stores the rows' (mu, rs), from which a
  * later O / down projection adds the post-norm residual (res, a
  * compile-time variant of the plain kernel: (R - mu) rs gamma + beta).
- * That removes both LayerNorm kernels of a layer, but on the H200 it was
- * no faster (16 tokens, same run against the norm kernels: MiniLM 74.0
- * against 73.8 us, BERT-base 220.2 against 221.2; slower with two or four
- * m tiles), so the engine uses it only when asked (eng_cu_model.h,
- * chain_ln).
+ * That removes both LayerNorm kernels of a layer; alone it was no faster
+ * on the H200 (16 tokens: MiniLM 74.0 against 73.8 us, BERT-base 220.2
+ * against 221.2), because with no norm kernel left every kernel of the
+ * chain launched at once.  With LATE (each kernel lets its dependents
+ * launch after its own wait) it pays (eng_cu_model.cu, chain_ln and
+ * chain_late_mask; POSY_CUDA_CHAIN_LN=32).
  * Optionally (pf, POSY_CUDA_CHAIN_L2=d) each block also asks L2, before
  * its wait, for its share of the weights of the GEMM d GEMMs later, so HBM
  * keeps streaming through the nodes that read none.  lab_chain measured the floor of such
@@ -182,7 +183,7 @@ static __host__ __device__ constexpr size_t sk3_ext_bytes(int MT, int WARPS) {
     return 3 * 16 * 4 + 2 * (size_t)MT * 16 * 8 + (size_t)WARPS * MT * 16 * 4;
 }
 
-template <int MT, int WARPS, int G, int MODE, bool LNR>
+template <int MT, int WARPS, int G, int MODE, bool LNR, bool LATE>
 __global__ void __launch_bounds__(WARPS * 32)
 skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y, int M,
                int N, int K, int epi, eng_cu_chain_norm nm, int bulk, const char *pf, unsigned pf_slice,
@@ -199,9 +200,8 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
     float2 *rst = (float2 *)(rbs + 16), *lnst = rst + MT * 16;
     float *rsm = (float *)(lnst + MT * 16);
     ENG_CU_TRACE_BEGIN(); /* -DENG_CU_TRACE only: eng_cu_trace.h */
-    const bool late = bulk & 2; /* eng_cu_chain_late: dependents launch after the wait */
-    bulk &= 1;
-    if (!late) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    /* LATE (eng_cu_chain_late): the dependents launch after the wait */
+    if (!LATE) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     /* the block's 16 weight rows: columns n_lo.. and n_hi.., 8 each (SwiGLU:
      * 8 gate columns and the same 8 of the up half) */
     const bool swiglu = epi == ENG_CU_EPI_SWIGLU, has_b = bias && epi != ENG_CU_EPI_NONE;
@@ -245,7 +245,7 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
                      : "memory");
     ENG_CU_TRACE_AT(1);
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
-    if (late) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
+    if (LATE) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
     ENG_CU_TRACE_AT(2);
     /* the residual (written two kernels back) lands with X, not after the
      * products */
@@ -392,15 +392,20 @@ static cudaError_t launch3(cudaStream_t s, const bf16 *X, const bf16 *W, const b
         return cudaErrorInvalidValue;
     } else {
         const size_t smem = skinny3_smem(M, K, WARPS, MODE == SK3_NORM, MODE == SK3_LNFOLD || LNR);
-        static int attr_done = 0; /* per instantiation: raise the shared-memory cap once */
-        if (!attr_done) {
-            cudaError_t e = cudaFuncSetAttribute(skinny3_kernel<MT, WARPS, G, MODE, LNR>,
-                                                 cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
+        /* the trigger's place is a template parameter, not a runtime
+         * branch: a branch there moved the scheduling of BERT-base's and
+         * Qwen3's K = 3072 kernel enough to cost 40 / 58 us a query (H200,
+         * 2026-12-03 run 10), so the default kernel stays as it was */
+        auto *k = eng_cu_chain_late ? skinny3_kernel<MT, WARPS, G, MODE, LNR, true>
+                                    : skinny3_kernel<MT, WARPS, G, MODE, LNR, false>;
+        static int attr_done[2] = {0, 0}; /* per instantiation: raise the shared-memory cap once */
+        if (!attr_done[eng_cu_chain_late ? 1 : 0]) {
+            cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
             if (e != cudaSuccess) return e;
-            attr_done = 1;
+            attr_done[eng_cu_chain_late ? 1 : 0] = 1;
         }
-        return eng_cu_launch(skinny3_kernel<MT, WARPS, G, MODE, LNR>, dim3(N / 16), dim3(WARPS * 32), smem, s, X, W,
-                             bias, R, Y, M, N, K, epi, nm, eng_cu_chain_bulk | (eng_cu_chain_late ? 2 : 0), pf, pf_slice, res);
+        return eng_cu_launch(k, dim3(N / 16), dim3(WARPS * 32), smem, s, X, W, bias, R, Y, M, N, K, epi, nm,
+                             eng_cu_chain_bulk, pf, pf_slice, res);
     }
 }
 

@@ -296,23 +296,25 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         const char *ca = getenv("POSY_CUDA_CHAIN_ATTN");
         m->chain_attn = !ca ? 1 : !strcmp(ca, "0") ? 0 : !strcmp(ca, "1") ? 2 : 1; /* else: auto */
         const char *ct = getenv("POSY_CUDA_CHAIN_TRIGGER");
-        m->chain_trigger = ct ? atoi(ct) & 15 : 0;
+        m->chain_trigger = ct ? atoi(ct) & 15 : -1; /* -1: the default, chain_late_mask */
         const char *cb = getenv("POSY_CUDA_CHAIN_BULK");
         eng_cu_chain_bulk = !(cb && !strcmp(cb, "0"));
-        /* encoders, an experiment (off; POSY_CUDA_CHAIN_LN=N folds chain
-         * buckets of at most N tokens): the chain's LayerNorms folded into
-         * the QKV and up GEMMs (eng_cu_gemm_chain's LayerNorm fold, the O /
-         * down residual normalised in their epilogues), two nodes fewer a
-         * layer.  Correct (lab_gemm, e2e_vs_transformers) but no faster on
-         * the H200 (2026-12-03 run 2, same run against the previous commit:
-         * 16 tokens MiniLM 74.0 against 73.8 us, BERT-base 220.2 against
-         * 221.2 -- the norm kernels were off the critical path; run 1's
-         * apparent gain, 265 -> 249 us, came from a build whose plain chain
-         * kernels it had slowed); at 32 / 64 tokens slower (run 1, BERT-base
-         * 267 -> 280 / 392 -> 471 us).  Off, the folded copies of the QKV
-         * and up weights are not made */
+        /* encoders: the chain's LayerNorms folded into the QKV and up
+         * GEMMs (eng_cu_gemm_chain's LayerNorm fold, the O / down residual
+         * normalised in their epilogues), two nodes fewer a layer, for
+         * chain buckets of at most chain_ln tokens (POSY_CUDA_CHAIN_LN=N;
+         * off by default until the build with the trigger as a template
+         * parameter is timed: run 10 timed it as a runtime branch, which
+         * slowed other kernels -- dev/cuda/NOTES.md).  Alone it gained nothing on the H200 (runs 2
+         * and 9 of 2026-12-03: the removed nodes' 14 us came back as slower
+         * nodes); the late trigger (chain_trigger below) is what makes it
+         * pay: 16 tokens MiniLM 74.1 -> 70.0 us, BERT-base 220 -> 200.5;
+         * 32 tokens 89.4 -> 88.3, 261 -> 254 (run 10); at 64 tokens it
+         * still loses (BERT-base 362 -> 455), hence 32.  The folded copies
+         * of the QKV and up weights cost one more copy of those matrices in
+         * device memory (BERT-base ~100 MB) */
         const char *cln = getenv("POSY_CUDA_CHAIN_LN");
-        m->chain_ln = is_q3 || m->chain_norm || !cln ? 0 : atoi(cln);
+        m->chain_ln = is_q3 || m->chain_norm ? 0 : !cln ? 0 : atoi(cln);
         if (m->chain_ln < 0) m->chain_ln = 0;
         if (m->chain_ln > m->chain_max) m->chain_ln = m->chain_max;
         if (m->chain_ln && !(eng_cu_gemm_chain_ok(m->chain_ln, 3 * m->H, m->H, 3) &&
@@ -450,10 +452,20 @@ static const bf16 *weights_ahead(const eng_cu_model *m, const bf16 *W, int ahead
     }
 }
 
-/* W's role in its layer for chain_trigger: 0 QKV, 1 O, 2 up (gate/up), 3
+/* The chain kernels that trigger their dependents after their own wait,
+ * a bit per role (chain_trigger): as POSY_CUDA_CHAIN_TRIGGER says, else all
+ * four in the encoders' folded buckets (T <= chain_ln) -- with the norm
+ * kernels gone nothing else keeps the chain from launching every kernel at
+ * once, and ~20 kernels' blocks waiting ahead made each node slower (the
+ * one-query trace, dev/cuda/NOTES.md 2026-12-03) -- and none elsewhere. */
+static int chain_late_mask(const eng_cu_model *m, int T) {
+    if (m->chain_trigger >= 0) return m->chain_trigger;
+    return m->arch != ENG_CU_ARCH_QWEN3 && T <= m->chain_ln ? 15 : 0;
+}
+
+/* W's role in its layer for chain_late_mask: 0 QKV, 1 O, 2 up (gate/up), 3
  * down; 4 (no bit) for a W not in the table */
 static int gemm_role(const eng_cu_model *m, const bf16 *W) {
-    if (!m->chain_trigger) return 4;
     for (int l = 0; l < m->L; l++) {
         const eng_cu_layer *w = &m->layers[l];
         if (W == w->qkv_w || (w->qkvf_w && W == w->qkvf_w)) return 0;
@@ -471,7 +483,7 @@ int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X,
     if (chain) {
         size_t pfb = 0;
         const bf16 *pf = m->chain_l2 ? weights_ahead(m, W, m->chain_l2, &pfb) : NULL;
-        eng_cu_chain_late = (m->chain_trigger >> gemm_role(m, W)) & 1;
+        eng_cu_chain_late = (chain_late_mask(m, T) >> gemm_role(m, W)) & 1;
         const cudaError_t ce = eng_cu_gemm_chain(s, X, W, B, R, Y, T, N, K, epi, nm, pf, pfb, res);
         eng_cu_chain_late = 0;
         CK("chain gemm", ce);
@@ -490,7 +502,7 @@ int eng_cu_model_attn_o(eng_cu_model *m, cudaStream_t s, int chain, const eng_cu
     if (chain && (m->chain_attn == 2 || (m->chain_attn == 1 && a->head_dim == 32)) &&
         eng_cu_chain_attn_o_ok(a, T, m->H)) {
         if (eng_cu_ablate("attn") && eng_cu_ablate("gemm")) return 0;
-        eng_cu_chain_late = (m->chain_trigger >> 1) & 1;
+        eng_cu_chain_late = (chain_late_mask(m, T) >> 1) & 1;
         const cudaError_t ce = eng_cu_chain_attn_o(s, a, n_tok, n_seq, Wo, bo, R, Y, T, m->H, res);
         eng_cu_chain_late = 0;
         CK("attention + O projection", ce);

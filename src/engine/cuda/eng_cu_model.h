@@ -103,16 +103,17 @@ typedef struct eng_cu_model {
     int chain_attn;
     /* which chain kernels let their dependents launch only after their own
      * wait (eng_cu_chain_late), a bit per role: 1 QKV, 2 attention + O / O,
-     * 4 up, 8 down; 0 (default): all at their start.  POSY_CUDA_CHAIN_TRIGGER,
-     * an experiment (the one-query trace, dev/cuda/NOTES.md 2026-12-03). */
+     * 4 up, 8 down (POSY_CUDA_CHAIN_TRIGGER=mask, every chain bucket); -1
+     * (default): all four in the encoders' folded buckets, none elsewhere
+     * (chain_late_mask in eng_cu_model.cu) */
     int chain_trigger;
     /* encoders: for chain buckets of at most chain_ln tokens (0: none),
      * the LayerNorms folded into the QKV and up GEMMs (the LayerNorm fold
      * of eng_cu_gemm_chain; O and down add the normalised residual from the
-     * fold's row statistics), four kernels a layer instead of six.  An
-     * experiment, off by default (POSY_CUDA_CHAIN_LN=N; no faster on the
-     * H200: eng_cu_model.cu).  Uses the ln_rows folded weights and ln_s1 /
-     * ln_s2 */
+     * fold's row statistics), four kernels a layer instead of six
+     * (POSY_CUDA_CHAIN_LN=N; off by default, 32 is the bound the H200 runs
+     * support: eng_cu_model.cu).  Uses the
+     * ln_rows folded weights and ln_s1 / ln_s2 */
     int chain_ln;
     /* Qwen3: RMSNorm weights folded into the next matrices at load, the
      * chain's norms applied as a GEMM row scale (default; POSY_CUDA_FOLD_NORM=0
