@@ -1,8 +1,8 @@
 # gpu_lib.sh: what the GPU scripts (tests/cuda/run_*_gpu.sh) share, sourced
 # after they set OUT and LOG.  say MSG: the message with the seconds since
 # sourcing, on stdout and appended to $LOG.  gpu_build OUTDIR builds $BUILD
-# (default build-gpu) with POSY_ENGINE_ONLY (no tokenizer or server
-# dependencies) and returns 0, or copies the log to OUTDIR/build.log,
+# (default build-gpu; GPU_TARGET: that target alone) with POSY_ENGINE_ONLY
+# (no tokenizer or server dependencies) and returns 0, or copies the log to OUTDIR/build.log,
 # prints its errors and returns 1.  gpu_name: the GPU and driver, on
 # stdout and appended to $LOG.  gpu_setup NAME (for scripts that source
 # this first): the defaults of OUT, BUILD, WORK (encoder harnesses) and
@@ -15,7 +15,7 @@
 gpu_build() {
   local log=/tmp/posy_build.log
   cmake -S . -B "${BUILD:-build-gpu}" -DPOSY_ENGINE_ONLY=ON -DPOSY_CUDA=ON -DCMAKE_BUILD_TYPE=Release > "$log" 2>&1 &&
-    timeout 300 cmake --build "${BUILD:-build-gpu}" -j"$(nproc)" >> "$log" 2>&1 && return 0
+    timeout 300 cmake --build "${BUILD:-build-gpu}" -j"$(nproc)" ${GPU_TARGET:+--target $GPU_TARGET} >> "$log" 2>&1 && return 0
   cp "$log" "$1/build.log"
   grep -E "error|Error" "$log" | head -40
   return 1

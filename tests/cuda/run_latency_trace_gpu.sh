@@ -14,7 +14,8 @@
 # TAG:VAR=VALUE[,VAR=VALUE...] (e.g. "base: ln:POSY_CUDA_CHAIN_LN=64"),
 # timed and traced in turn.  Files in $OUT: latency_trace.log (summary),
 # lat/*.jsonl (bench_gpu rows, tagged), trace/*.txt (raw stamps) and
-# trace/*.layout (tables), named t-TAG-MODEL-TOKENS.  BUILDS="NAME:FLAGS
+# trace/*.layout (tables), named t-TAG-MODEL-TOKENS (GPU_TARGET=bench_gpu
+# builds only what the timing needs).  BUILDS="NAME:FLAGS
 # ..." (e.g. "early:-DENG_CU_PDL_EARLY") also builds bench_gpu with those
 # CUDA flags in build-NAME and times it under every setting (build NAME).  GATE=FILE: before
 # timing, wait (up to 400 s) for FILE to exist -- another GPU job started
@@ -27,10 +28,10 @@ mkdir -p "$OUT/lat" "$OUT/trace"
 MODELS=${MODELS:-minilm-l6 bert-base qwen3-0.6b}
 [ -n "${NO_TRACE:-}" ] || gpu_bench_only . build-trace -DENG_CU_TRACE &
 for b in ${BUILDS:-}; do gpu_bench_only . "build-${b%%:*}" "${b#*:}" & done
-gpu_build "$OUT" || { say "BUILD FAILED"; exit 1; }
-say "build-gpu ok"
 [ -d "$WORK/bert-base-harness" ] ||
   timeout 150 python3 tests/cuda/e2e_vs_transformers.py --build-only "$BUILD" "$WORK" > "$OUT/lat/enc_build.log" 2>&1 &
+gpu_build "$OUT" || { say "BUILD FAILED"; exit 1; }
+say "build-gpu ok"
 case " $MODELS " in *" qwen3-0.6b "*)
   [ -f "$QWORK/qwen3-causal-harness/dims.txt" ] ||
     timeout 240 python3 tests/cuda/e2e_qwen3.py --build-only --layers 28 "$BUILD" "$QWORK" > "$OUT/lat/qwen3_build.log" 2>&1 &
