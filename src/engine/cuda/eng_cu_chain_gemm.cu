@@ -76,10 +76,12 @@ static __host__ __device__ constexpr int sk3_pad(int MT, int G) { return sk3_hal
 
 /* groups of X a lane holds at once: the largest divisor of G with at most
  * ENG_CU_SK3_XCHUNK (default 8) uint4 pairs (64 registers) for the MT m
- * tiles.  An experiment's build may lower the cap (-DENG_CU_SK3_XCHUNK=4):
- * BERT-base's down projection (G = 6) then holds X in two chunks and needs
- * ~80 registers a thread instead of 130, so its blocks fit beside the up
- * GEMM's (the one-query trace, run 8: some start only when those leave). */
+ * tiles.  An experiment's build may lower the cap (-DENG_CU_SK3_XCHUNK=4:
+ * BERT-base's down projection, G = 6, then holds X in two chunks with ~88
+ * registers a thread instead of 130, so more of its blocks could sit
+ * beside the up GEMM's); on the H200 that made BERT-base's 16-token query
+ * 263 us against 220 (2026-12-03 run 9): the second round of X loads
+ * costs far more than the registers saved, so the default stays 8. */
 #ifndef ENG_CU_SK3_XCHUNK
 #define ENG_CU_SK3_XCHUNK 8
 #endif

@@ -302,19 +302,20 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         /* encoders: the chain's LayerNorms folded into the QKV and up
          * GEMMs (eng_cu_gemm_chain's LayerNorm fold, the O / down residual
          * normalised in their epilogues), two nodes fewer a layer, for
-         * chain buckets of at most chain_ln tokens (POSY_CUDA_CHAIN_LN=N;
-         * off by default until the build with the trigger as a template
-         * parameter is timed: run 10 timed it as a runtime branch, which
-         * slowed other kernels -- dev/cuda/NOTES.md).  Alone it gained nothing on the H200 (runs 2
-         * and 9 of 2026-12-03: the removed nodes' 14 us came back as slower
-         * nodes); the late trigger (chain_trigger below) is what makes it
-         * pay: 16 tokens MiniLM 74.1 -> 70.0 us, BERT-base 220 -> 200.5;
-         * 32 tokens 89.4 -> 88.3, 261 -> 254 (run 10); at 64 tokens it
-         * still loses (BERT-base 362 -> 455), hence 32.  The folded copies
-         * of the QKV and up weights cost one more copy of those matrices in
-         * device memory (BERT-base ~100 MB) */
+         * chain buckets of at most chain_ln tokens (POSY_CUDA_CHAIN_LN=N).
+         * Alone it gained nothing on the H200 (runs 2 and 9 of 2026-12-03:
+         * the removed nodes' 14 us came back as slower nodes); the late
+         * trigger (chain_late_mask) is what makes it pay: 16 tokens MiniLM
+         * 74.1 -> 70.0 us, BERT-base 220 -> 200.5; 32 tokens 89.4 -> 88.3,
+         * 261 -> 254 (run 10); at 64 tokens it still loses (BERT-base 362
+         * -> 455), so 32 is the bound to use.  Off by default until the
+         * build with the trigger as a template parameter is timed (run 10
+         * had it as a runtime branch, which slowed other kernels:
+         * dev/cuda/NOTES.md).  On, the folded copies of the QKV and up
+         * weights cost one more copy of those matrices in device memory
+         * (BERT-base ~100 MB) */
         const char *cln = getenv("POSY_CUDA_CHAIN_LN");
-        m->chain_ln = is_q3 || m->chain_norm ? 0 : !cln ? 0 : atoi(cln);
+        m->chain_ln = is_q3 || m->chain_norm || !cln ? 0 : atoi(cln);
         if (m->chain_ln < 0) m->chain_ln = 0;
         if (m->chain_ln > m->chain_max) m->chain_ln = m->chain_max;
         if (m->chain_ln && !(eng_cu_gemm_chain_ok(m->chain_ln, 3 * m->H, m->H, 3) &&
