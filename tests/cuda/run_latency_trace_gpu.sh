@@ -49,12 +49,12 @@ envs_of() { local e=${1#*:}; echo "${e//,/ }"; }
 for m in $MODELS; do
   for r in $(seq 1 "${REPEAT:-3}"); do
     for ev in $ENVS; do
-      for b in shipped:$BUILD ${BUILDS:-}; do
-        bin=${b#*:}; [ "$bin" = "$BUILD" ] || bin=build-${b%%:*}
+      for b in shipped ${BUILDS:-}; do
+        b=${b%%:*}; bin=build-$b; [ "$b" = shipped ] && bin=$BUILD
         [ -x "$bin/bench_gpu" ] || { say "$bin: no bench_gpu"; status=1; continue; }
         env $(envs_of "$ev") BENCH_LATENCY_ONLY=1 POSY_LOG=error timeout 120 "./$bin/bench_gpu" "$(harness "$m")" "$m" \
-          2>> "$OUT/lat/$m.err" | sed "s/^{/{\"rep\": $r, \"build\": \"${b%%:*}\", \"tag\": \"${ev%%:*}\", /" |
-          tee -a "$OUT/lat/$m.jsonl" >> "$LOG" || { say "$m ${ev%%:*} ${b%%:*}: bench_gpu failed"; status=1; }
+          2>> "$OUT/lat/$m.err" | sed "s/^{/{\"rep\": $r, \"build\": \"$b\", \"tag\": \"${ev%%:*}\", /" |
+          tee -a "$OUT/lat/$m.jsonl" >> "$LOG" || { say "$m ${ev%%:*} $b: bench_gpu failed"; status=1; }
       done
     done
   done

@@ -80,8 +80,10 @@ static __host__ __device__ constexpr int sk3_pad(int MT, int G) { return sk3_hal
  * BERT-base's down projection, G = 6, then holds X in two chunks with ~88
  * registers a thread instead of 130, so more of its blocks could sit
  * beside the up GEMM's); on the H200 that made BERT-base's 16-token query
- * 263 us against 220 (2026-12-03 run 9): the second round of X loads
- * costs far more than the registers saved, so the default stays 8. */
+ * 263 us against 220 (2026-12-03 run 9), so the default stays 8.  Whether
+ * the second round of X loads is the cost is not known: run 10 saw the
+ * same +40 us from an unrelated runtime branch in this kernel, so its
+ * scheduling may be what moved. */
 #ifndef ENG_CU_SK3_XCHUNK
 #define ENG_CU_SK3_XCHUNK 8
 #endif

@@ -435,14 +435,23 @@ int eng_cu_model_chain_begin(const eng_cu_model *m, int T) {
  * order qkv -> o -> up -> down -> the next layer's qkv, and their bytes,
  * for the chain's L2 prefetch; NULL past the last layer's down projection
  * or for a W not in the table. */
+/* Where W sits in the forward's order of products: 4 l + 0 (QKV), 1 (O),
+ * 2 (up or gate/up), 3 (down) of layer l; with `folded`, the LayerNorm
+ * fold's copies of QKV and up count as theirs; -1 for a W not in the table. */
+static int weight_slot(const eng_cu_model *m, const bf16 *W, int folded) {
+    for (int l = 0; l < m->L; l++) {
+        const eng_cu_layer *w = &m->layers[l];
+        if (W == w->qkv_w || (folded && w->qkvf_w && W == w->qkvf_w)) return 4 * l;
+        if (W == w->ao_w) return 4 * l + 1;
+        if (W == w->up_w || (folded && w->upf_w && W == w->upf_w)) return 4 * l + 2;
+        if (W == w->down_w) return 4 * l + 3;
+    }
+    return -1;
+}
+
 static const bf16 *weights_ahead(const eng_cu_model *m, const bf16 *W, int ahead, size_t *bytes) {
     const size_t H = m->H, I = m->I, up_n = m->arch == ENG_CU_ARCH_QWEN3 ? 2 * I : I;
-    int at = -1;
-    for (int l = 0; l < m->L && at < 0; l++) {
-        const eng_cu_layer *w = &m->layers[l];
-        at = W == w->qkv_w ? 4 * l : W == w->ao_w ? 4 * l + 1 : W == w->up_w ? 4 * l + 2
-           : W == w->down_w ? 4 * l + 3 : -1;
-    }
+    const int at = weight_slot(m, W, 0);
     if (at < 0 || at + ahead >= 4 * m->L) return NULL;
     const eng_cu_layer *w = &m->layers[(at + ahead) / 4];
     switch ((at + ahead) % 4) {
@@ -454,27 +463,22 @@ static const bf16 *weights_ahead(const eng_cu_model *m, const bf16 *W, int ahead
 }
 
 /* The chain kernels that trigger their dependents after their own wait,
- * a bit per role (chain_trigger): as POSY_CUDA_CHAIN_TRIGGER says, else all
- * four in the encoders' folded buckets (T <= chain_ln) -- with the norm
- * kernels gone nothing else keeps the chain from launching every kernel at
- * once, and ~20 kernels' blocks waiting ahead made each node slower (the
- * one-query trace, dev/cuda/NOTES.md 2026-12-03) -- and none elsewhere. */
+ * a bit per role (chain_trigger; weight_slot % 4): as
+ * POSY_CUDA_CHAIN_TRIGGER says, else all four in the encoders' folded
+ * buckets (T <= chain_ln) -- with the norm kernels gone nothing else keeps
+ * the chain from launching every kernel at once, and ~20 kernels' blocks
+ * waiting ahead made each node slower (the one-query trace,
+ * dev/cuda/NOTES.md 2026-12-03) -- and none elsewhere. */
 static int chain_late_mask(const eng_cu_model *m, int T) {
     if (m->chain_trigger >= 0) return m->chain_trigger;
     return m->arch != ENG_CU_ARCH_QWEN3 && T <= m->chain_ln ? 15 : 0;
 }
 
-/* W's role in its layer for chain_late_mask: 0 QKV, 1 O, 2 up (gate/up), 3
- * down; 4 (no bit) for a W not in the table */
-static int gemm_role(const eng_cu_model *m, const bf16 *W) {
-    for (int l = 0; l < m->L; l++) {
-        const eng_cu_layer *w = &m->layers[l];
-        if (W == w->qkv_w || (w->qkvf_w && W == w->qkvf_w)) return 0;
-        if (W == w->ao_w) return 1;
-        if (W == w->up_w || (w->upf_w && W == w->upf_w)) return 2;
-        if (W == w->down_w) return 3;
-    }
-    return 4;
+/* Whether the chain GEMM by W triggers late: its role's bit (weight_slot
+ * % 4) in the mask; the table is searched only when some bit is set. */
+static int gemm_late(const eng_cu_model *m, const bf16 *W, int T) {
+    const int mask = chain_late_mask(m, T), at = mask ? weight_slot(m, W, 1) : -1;
+    return at >= 0 && ((mask >> (at % 4)) & 1);
 }
 
 int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, const bf16 *W, const bf16 *B,
@@ -484,7 +488,7 @@ int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X,
     if (chain) {
         size_t pfb = 0;
         const bf16 *pf = m->chain_l2 ? weights_ahead(m, W, m->chain_l2, &pfb) : NULL;
-        eng_cu_chain_late = (chain_late_mask(m, T) >> gemm_role(m, W)) & 1;
+        eng_cu_chain_late = gemm_late(m, W, T);
         const cudaError_t ce = eng_cu_gemm_chain(s, X, W, B, R, Y, T, N, K, epi, nm, pf, pfb, res);
         eng_cu_chain_late = 0;
         CK("chain gemm", ce);
