@@ -34,8 +34,10 @@
  * on the H200 (16 tokens: MiniLM 74.0 against 73.8 us, BERT-base 220.2
  * against 221.2), because with no norm kernel left every kernel of the
  * chain launched at once.  With LATE (each kernel lets its dependents
- * launch after its own wait) it pays (eng_cu_model.cu, chain_ln and
- * chain_late_mask; POSY_CUDA_CHAIN_LN=32).
+ * launch after its own wait) it pays, and is the default in encoder
+ * buckets of at most 32 tokens (eng_cu_model.cu, chain_ln and
+ * chain_late_mask; 16 tokens MiniLM 74.2 -> 69.5 us, BERT-base 218.8 ->
+ * 200.3 on the H200; POSY_CUDA_CHAIN_LN=0 turns it off).
  * Optionally (pf, POSY_CUDA_CHAIN_L2=d) each block also asks L2, before
  * its wait, for its share of the weights of the GEMM d GEMMs later, so HBM
  * keeps streaming through the nodes that read none.  lab_chain measured the floor of such

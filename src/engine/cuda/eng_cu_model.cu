@@ -15,9 +15,9 @@
  * plus embedding and pooling.  Buckets of at most 64 tokens run them as
  * the one-query chain (m->chain_max): the GEMMs through eng_cu_gemm_chain instead of
  * cuBLASLt, every kernel with programmatic dependent launch, so each
- * kernel's weights stream while its predecessor runs; optionally
- * (m->chain_ln, an experiment, off) the two LayerNorms of a layer are
- * folded into the next QKV / up GEMMs as well (four launches a layer).  The persistent
+ * kernel's weights stream while its predecessor runs; in buckets of at
+ * most 32 (m->chain_ln) the two LayerNorms of a layer are folded into the
+ * next QKV / up GEMMs as well (four launches a layer).  The persistent
  * kernel of eng_cu_mega.cu (opt-in) takes buckets of at most 64 instead.
  */
 #include "eng_cu_model.h"
@@ -308,14 +308,16 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
          * trigger (chain_late_mask) is what makes it pay: 16 tokens MiniLM
          * 74.1 -> 70.0 us, BERT-base 220 -> 200.5; 32 tokens 89.4 -> 88.3,
          * 261 -> 254 (run 10); at 64 tokens it still loses (BERT-base 362
-         * -> 455), so 32 is the bound to use.  Off by default until the
-         * build with the trigger as a template parameter is timed (run 10
-         * had it as a runtime branch, which slowed other kernels:
-         * dev/cuda/NOTES.md).  On, the folded copies of the QKV and up
-         * weights cost one more copy of those matrices in device memory
-         * (BERT-base ~100 MB) */
+         * -> 455), so 32 is the bound to use.  Default 32 since run 12
+         * (2026-12-03), which timed the build with the trigger as a template
+         * parameter: 16 tokens MiniLM 74.2 -> 69.5 us, BERT-base 218.8 ->
+         * 200.3; 32 tokens 89.2 -> 89.0, 260.8 -> 252.7 (run 10 had the
+         * trigger as a runtime branch, which slowed other kernels:
+         * dev/cuda/NOTES.md).  POSY_CUDA_CHAIN_LN=0 turns it off.  The
+         * folded copies of the QKV and up weights cost one more copy of
+         * those matrices in device memory (BERT-base ~100 MB) */
         const char *cln = getenv("POSY_CUDA_CHAIN_LN");
-        m->chain_ln = is_q3 || m->chain_norm || !cln ? 0 : atoi(cln);
+        m->chain_ln = is_q3 || m->chain_norm ? 0 : !cln ? 32 : atoi(cln);
         if (m->chain_ln < 0) m->chain_ln = 0;
         if (m->chain_ln > m->chain_max) m->chain_ln = m->chain_max;
         if (m->chain_ln && !(eng_cu_gemm_chain_ok(m->chain_ln, 3 * m->H, m->H, 3) &&

@@ -111,8 +111,8 @@ typedef struct eng_cu_model {
      * the LayerNorms folded into the QKV and up GEMMs (the LayerNorm fold
      * of eng_cu_gemm_chain; O and down add the normalised residual from the
      * fold's row statistics), four kernels a layer instead of six
-     * (POSY_CUDA_CHAIN_LN=N; off by default, 32 is the bound the H200 runs
-     * support: eng_cu_model.cu).  Uses the
+     * (POSY_CUDA_CHAIN_LN=N, default 32, the bound the H200 runs support,
+     * 0 off: eng_cu_model.cu).  Uses the
      * ln_rows folded weights and ln_s1 / ln_s2 */
     int chain_ln;
     /* Qwen3: RMSNorm weights folded into the next matrices at load, the
