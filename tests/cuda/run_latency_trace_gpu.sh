@@ -13,8 +13,9 @@
 # skips the trace build, ENVS (default "base:"): settings to compare, each
 # TAG:VAR=VALUE[,VAR=VALUE...] (e.g. "base: ln:POSY_CUDA_CHAIN_LN=64"),
 # timed and traced in turn.  Files in $OUT: latency_trace.log (summary),
-# lat/*.jsonl (bench_gpu rows, tagged), trace/*.txt (raw stamps) and
-# trace/*.layout (tables), named t-TAG-MODEL-TOKENS (GPU_TARGET=bench_gpu
+# latency_trace.tgz holding lat/*.jsonl (bench_gpu rows, tagged),
+# trace/*.txt (raw stamps) and trace/*.layout (tables), named
+# t-TAG-MODEL-TOKENS (GPU_TARGET=bench_gpu
 # builds only what the timing needs).  BUILDS="NAME:FLAGS
 # ..." (e.g. "early:-DENG_CU_PDL_EARLY") also builds bench_gpu with those
 # CUDA flags in build-NAME and times it under every setting (build NAME).  GATE=FILE: before
@@ -85,4 +86,7 @@ for k in sorted(d):
     print("%-11s %3d %-8s %-10s %8.1f us  (%s)" % (*k, sum(d[k]) / len(d[k]), " ".join("%.1f" % x for x in d[k])))
 ' | tee -a "$LOG"
 say "status $status"
+# the device tool brings back at most 8 files: rows, stamps and layouts
+# travel as one archive (tar xzf latency_trace.tgz)
+tar czf "$OUT/latency_trace.tgz" -C "$OUT" lat trace && rm -rf "$OUT/lat" "$OUT/trace"
 exit $status

@@ -521,6 +521,19 @@ extern int eng_cu_chain_bulk;
  * one kernel waits ahead (POSY_CUDA_CHAIN_TRIGGER, per GEMM role; the
  * model sets it around each launch, per thread like eng_cu_pdl_on). */
 extern thread_local int eng_cu_chain_late;
+/* The shared-memory carveout the chain's kernels (GEMM, attention + O)
+ * ask the driver for, in percent of the SM's L1 / shared memory
+ * (cudaFuncAttributePreferredSharedMemoryCarveout), or -1: the driver's
+ * own choice.  An SM changes its split only when idle, and in the chain it
+ * rarely is: a kernel whose blocks need more shared memory than the split
+ * the earlier kernels left (BERT-base's down projection, ~109 KB a block,
+ * beside the up GEMM's ~32 KB blocks) waits for whole SMs to drain
+ * (POSY_CUDA_CHAIN_CARVEOUT at engine open).  An experiment, off by
+ * default: on the H200 (2026-12-03 run 14) 100 let those blocks start
+ * beside the up GEMM's in the per-block trace build (BERT-base 16 tokens
+ * 260 -> 234 us there), but the shipped build got slower (199 -> 209;
+ * MiniLM 32 tokens 87 -> 92, Qwen3 32 tokens 847 -> 927). */
+extern int eng_cu_chain_carveout;
 /* pf (optional): pf_bytes of weights a later GEMM of the forward needs,
  * which the blocks request into L2 (cp.async.bulk.prefetch, each block an
  * equal share) before their wait, so that GEMM's slices come from L2. */

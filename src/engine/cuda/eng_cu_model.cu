@@ -299,6 +299,11 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         m->chain_trigger = ct ? atoi(ct) & 15 : -1; /* -1: the default, chain_late_mask */
         const char *cb = getenv("POSY_CUDA_CHAIN_BULK");
         eng_cu_chain_bulk = !(cb && !strcmp(cb, "0"));
+        /* the chain kernels' shared-memory carveout (eng_cu_chain_carveout):
+         * POSY_CUDA_CHAIN_CARVEOUT=0..100 percent, unset or out of range:
+         * the driver's choice */
+        const char *cc = getenv("POSY_CUDA_CHAIN_CARVEOUT");
+        eng_cu_chain_carveout = cc && atoi(cc) >= 0 && atoi(cc) <= 100 ? atoi(cc) : -1;
         /* encoders: the chain's LayerNorms folded into the QKV and up
          * GEMMs (eng_cu_gemm_chain's LayerNorm fold, the O / down residual
          * normalised in their epilogues), two nodes fewer a layer, for
@@ -470,10 +475,14 @@ static const bf16 *weights_ahead(const eng_cu_model *m, const bf16 *W, int ahead
  * buckets (T <= chain_ln) -- with the norm kernels gone nothing else keeps
  * the chain from launching every kernel at once, and ~20 kernels' blocks
  * waiting ahead made each node slower (the one-query trace,
- * dev/cuda/NOTES.md 2026-12-03) -- and none elsewhere. */
+ * dev/cuda/NOTES.md 2026-12-03); in Qwen3's 16-token bucket QKV and
+ * gate/up (5), which took its query 2.6-14 us faster in three H200 runs
+ * (751 -> 737, 696 -> 688, 699 -> 697 us; at 32 tokens +1, +6, 0, so not
+ * there); none elsewhere. */
 static int chain_late_mask(const eng_cu_model *m, int T) {
     if (m->chain_trigger >= 0) return m->chain_trigger;
-    return m->arch != ENG_CU_ARCH_QWEN3 && T <= m->chain_ln ? 15 : 0;
+    if (m->arch == ENG_CU_ARCH_QWEN3) return T <= 16 ? 5 : 0;
+    return T <= m->chain_ln ? 15 : 0;
 }
 
 /* Whether the chain GEMM by W triggers late: its role's bit (weight_slot
