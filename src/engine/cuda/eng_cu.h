@@ -49,6 +49,12 @@ typedef __nv_bfloat16 bf16;
  * norm and pooling kernels read those first, so after the wait only the
  * activations remain on the chain's path. */
 extern thread_local int eng_cu_pdl_on;
+/* A shared-memory carveout (percent) for the launches made while it is
+ * >= 0, as a launch attribute (cudaLaunchAttributePreferredSharedMemoryCarveout,
+ * which takes precedence over the function's): the model sets it around
+ * the chain launches of the roles POSY_CUDA_CHAIN_CARVEOUT_ROLES names
+ * (eng_cu_chain_carveout), -1 otherwise.  Per thread, as eng_cu_pdl_on. */
+extern thread_local int eng_cu_launch_carveout;
 
 #ifndef ENG_CU_PDL_EARLY
 #define ENG_CU_PDL_WAIT()                                                       \
@@ -72,11 +78,18 @@ static inline cudaError_t eng_cu_launch(void (*k)(KArgs...), dim3 grid, dim3 blo
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    at[0].val.programmaticStreamSerializationAllowed = 1;
+    cudaLaunchAttribute at[2];
+    unsigned n = 0;
+    if (eng_cu_pdl_on) {
+        at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+        at[n++].val.programmaticStreamSerializationAllowed = 1;
+    }
+    if (eng_cu_launch_carveout >= 0) {
+        at[n].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
+        at[n++].val.sharedMemCarveout = (unsigned)eng_cu_launch_carveout;
+    }
     cfg.attrs = at;
-    cfg.numAttrs = eng_cu_pdl_on ? 1 : 0;
+    cfg.numAttrs = n;
     return cudaLaunchKernelEx(&cfg, k, ((KArgs)args)...);
 }
 
@@ -532,8 +545,16 @@ extern thread_local int eng_cu_chain_late;
  * default: on the H200 (2026-12-03 run 14) 100 let those blocks start
  * beside the up GEMM's in the per-block trace build (BERT-base 16 tokens
  * 260 -> 234 us there), but the shipped build got slower (199 -> 209;
- * MiniLM 32 tokens 87 -> 92, Qwen3 32 tokens 847 -> 927). */
+ * MiniLM 32 tokens 87 -> 92, Qwen3 32 tokens 847 -> 927).  With
+ * eng_cu_chain_carveout_roles (POSY_CUDA_CHAIN_CARVEOUT_ROLES=mask, bits
+ * as POSY_CUDA_CHAIN_TRIGGER's: 1 QKV, 2 attention + O / O, 4 up, 8 down)
+ * it goes, per launch, to those roles' chain kernels alone
+ * (eng_cu_launch_carveout) instead of to every chain kernel: the split an
+ * SM takes is chosen by the kernel whose block lands on it idle, so the
+ * up GEMM alone may be enough to seat the down projection beside it.  Not
+ * yet run on a GPU. */
 extern int eng_cu_chain_carveout;
+extern int eng_cu_chain_carveout_roles;
 /* pf (optional): pf_bytes of weights a later GEMM of the forward needs,
  * which the blocks request into L2 (cp.async.bulk.prefetch, each block an
  * equal share) before their wait, so that GEMM's slices come from L2. */
