@@ -539,7 +539,7 @@ extern thread_local int eng_cu_chain_late;
  * (cudaFuncAttributePreferredSharedMemoryCarveout), or -1: the driver's
  * own choice.  An SM changes its split only when idle, and in the chain it
  * rarely is: a kernel whose blocks need more shared memory than the split
- * the earlier kernels left (BERT-base's down projection, ~109 KB a block,
+ * the earlier kernels left (BERT-base's down projection, ~107 KB a block,
  * beside the up GEMM's ~32 KB blocks) waits for whole SMs to drain
  * (POSY_CUDA_CHAIN_CARVEOUT at engine open).  An experiment, off by
  * default: on the H200 (2026-12-03 run 14) 100 let those blocks start

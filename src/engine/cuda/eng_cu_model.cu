@@ -15,9 +15,9 @@
  * plus embedding and pooling.  Buckets of at most 64 tokens run them as
  * the one-query chain (m->chain_max): the GEMMs through eng_cu_gemm_chain instead of
  * cuBLASLt, every kernel with programmatic dependent launch, so each
- * kernel's weights stream while its predecessor runs; in buckets of at
- * most 32 (m->chain_ln) the two LayerNorms of a layer are folded into the
- * next QKV / up GEMMs as well (four launches a layer).  The persistent
+ * kernel's weights stream while its predecessor runs; in encoder buckets
+ * of at most 32 (m->chain_ln) the two LayerNorms of a layer are folded
+ * into the next QKV / up GEMMs as well (four launches a layer).  The persistent
  * kernel of eng_cu_mega.cu (opt-in) takes buckets of at most 64 instead.
  */
 #include "eng_cu_model.h"
