@@ -478,8 +478,9 @@ static const bf16 *weights_ahead(const eng_cu_model *m, const bf16 *W, int ahead
  * waiting ahead made each node slower (the one-query trace,
  * dev/cuda/NOTES.md 2026-12-03); in Qwen3's 16-token bucket QKV and
  * gate/up (5), which took its query 2.6-14 us faster in three H200 runs
- * (751 -> 737, 696 -> 688, 699 -> 697 us; at 32 tokens +1, +6, 0, so not
- * there); none elsewhere. */
+ * (751 -> 737, 696 -> 688, and 699 -> 697 us with the carveout
+ * experiment on in both; at 32 tokens +1, +6, 0, so not there); none
+ * elsewhere. */
 static int chain_late_mask(const eng_cu_model *m, int T) {
     if (m->chain_trigger >= 0) return m->chain_trigger;
     if (m->arch == ENG_CU_ARCH_QWEN3) return T <= 16 ? 5 : 0;
