@@ -472,11 +472,15 @@ static const bf16 *weights_ahead(const eng_cu_model *m, const bf16 *W, int ahead
 
 /* The chain kernels that trigger their dependents after their own wait,
  * a bit per role (chain_trigger; weight_slot % 4): as
- * POSY_CUDA_CHAIN_TRIGGER says, else all four in the encoders' folded
- * buckets (T <= chain_ln) -- with the norm kernels gone nothing else keeps
- * the chain from launching every kernel at once, and ~20 kernels' blocks
- * waiting ahead made each node slower (the one-query trace,
- * dev/cuda/NOTES.md 2026-12-03); in Qwen3's 16-token bucket QKV and
+ * POSY_CUDA_CHAIN_TRIGGER says, else all four in the encoders' chain
+ * buckets: in the folded ones (T <= chain_ln) with the norm kernels gone
+ * nothing else keeps the chain from launching every kernel at once, and
+ * ~20 kernels' blocks waiting ahead made each node slower (the one-query
+ * trace, dev/cuda/NOTES.md 2026-12-03); in the unfolded 33-64-token
+ * buckets it was a little faster in both H200 runs that timed it (64
+ * tokens, BERT-base 362.6 -> 360.8 and 367.0 -> 363.3 us, MiniLM 120.7 ->
+ * 120.4 and 121.4 -> 120.4: runs 10 and 17), so it is the default there
+ * too since run 17; in Qwen3's 16-token bucket QKV and
  * gate/up (5), which took its query 2.6-14 us faster in three H200 runs
  * (751 -> 737, 696 -> 688, and 699 -> 697 us with the carveout
  * experiment on in both; at 32 tokens +1, +6, 0, so not there); none
@@ -484,7 +488,7 @@ static const bf16 *weights_ahead(const eng_cu_model *m, const bf16 *W, int ahead
 static int chain_late_mask(const eng_cu_model *m, int T) {
     if (m->chain_trigger >= 0) return m->chain_trigger;
     if (m->arch == ENG_CU_ARCH_QWEN3) return T <= 16 ? 5 : 0;
-    return T <= m->chain_ln ? 15 : 0;
+    return 15;
 }
 
 /* Whether the chain GEMM by W triggers late: its role's bit (weight_slot

@@ -104,9 +104,10 @@ typedef struct eng_cu_model {
     /* which chain kernels let their dependents launch only after their own
      * wait (eng_cu_chain_late), a bit per role: 1 QKV, 2 attention + O / O,
      * 4 up, 8 down (POSY_CUDA_CHAIN_TRIGGER=mask, every chain bucket); -1
-     * (default): all four in the encoders' folded buckets, QKV and
-     * gate/up in Qwen3's 16-token bucket, none elsewhere (chain_late_mask
-     * in eng_cu_model.cu) */
+     * (default): all four in every encoder chain bucket (since run 17 of
+     * 2026-12-03; before, only in the folded ones), QKV and gate/up in
+     * Qwen3's 16-token bucket, none in Qwen3's 32 (chain_late_mask in
+     * eng_cu_model.cu) */
     int chain_trigger;
     /* encoders: for chain buckets of at most chain_ln tokens (0: none),
      * the LayerNorms folded into the QKV and up GEMMs (the LayerNorm fold
