@@ -406,8 +406,9 @@ static void check_attn_o(const acase &c, int M, int N, int lnres = 0) {
     float *dqw = NULL, *dkw = NULL, *drope = NULL;
     if (c.qkn) lab_attn_qkn(a, qw, kw, rope, rope_rows, qk_eps, &dqw, &dkw, &drope);
     char name[128];
-    snprintf(name, sizeof name, "attn+O d=%d heads %d/%d %s%s M=%d (%d seqs, %d real) N=%d%s", D, c.heads,
-             c.kv_heads, c.causal ? "causal" : "bidir", c.qkn ? " qkn" : "", M, S, T, N, lnres ? " ln-res" : "");
+    snprintf(name, sizeof name, "attn+O d=%d heads %d/%d %s%s M=%d (%d seqs, %d real) N=%d%s%s", D, c.heads,
+             c.kv_heads, c.causal ? "causal" : "bidir", c.qkn ? " qkn" : "", M, S, T, N, lnres ? " ln-res" : "",
+             eng_cu_chain_attn_wh ? " 1 head/warp" : "");
     float *drg = lnres ? lab_upload(rg) : NULL, *drb = lnres ? lab_upload(rbe) : NULL;
     float2 *drst = lnres ? lab_upload(rst) : NULL;
     const eng_cu_chain_res res = {drst, drg, drb, dnr};
@@ -457,7 +458,8 @@ int main(void) {
         }
     /* the chain's attention + O projection: all-MiniLM, BERT-base,
      * BERT-large-like and Qwen3-0.6B shapes; one sequence filling the
-     * bucket, several with padding rows, a single token */
+     * bucket, several with padding rows, a single token; then the
+     * encoders' shapes again with one head a warp (eng_cu_chain_attn_wh) */
     check_attn_o({32, 12, 12, 0, {16}, 0}, 16, 384);
     check_attn_o({32, 12, 12, 0, {5, 1, 7}, 0}, 16, 384);
     check_attn_o({32, 12, 12, 0, {1}, 0}, 1, 384);
@@ -476,6 +478,15 @@ int main(void) {
     check_attn_o({32, 12, 12, 0, {5, 1, 7}, 0}, 16, 384, 1);
     check_attn_o({32, 12, 12, 0, {1}, 0}, 1, 384, 1);
     check_attn_o({64, 12, 12, 0, {3, 9}, 0}, 16, 768, 1);
+    eng_cu_chain_attn_wh = 1;
+    check_attn_o({32, 12, 12, 0, {16}, 0}, 16, 384);
+    check_attn_o({32, 12, 12, 1, {9, 4}, 0}, 16, 384);
+    check_attn_o({32, 12, 12, 0, {5, 1, 7}, 0}, 16, 384, 1);
+    check_attn_o({32, 12, 12, 0, {1}, 0}, 1, 384, 1);
+    check_attn_o({64, 12, 12, 0, {16}, 0}, 16, 768);
+    check_attn_o({64, 12, 12, 0, {3, 9}, 0}, 16, 768, 1);
+    check_attn_o({64, 12, 12, 1, {1}, 0}, 16, 768, 1);
+    eng_cu_chain_attn_wh = 0;
     check_attn_o_refusals();
     /* every version on the heaviest-first tile list (the list itself:
      * tests/unit/test_cu_attn_tiles.c) */

@@ -8,7 +8,8 @@
  * on the H200 (dev/cuda/NOTES.md, ablation).  Here the O projection's
  * blocks compute it themselves.  The chain GEMM's split of K over warps
  * gives each warp G x 64 consecutive columns of the attention output,
- * which are whole heads (2 for all-MiniLM, BERT-base and Qwen3-0.6B), so a
+ * which are whole heads (2 for all-MiniLM, BERT-base and Qwen3-0.6B; one
+ * with eng_cu_chain_attn_wh, 12 warps a block), so a
  * warp needs nothing from the other warps: it brings its heads' Q, K and V
  * rows (<= 16 of each, from L2) into its own shared tiles, applies
  * Qwen3's q/k RMSNorm + rotary there when asked (QKN), computes
@@ -53,11 +54,11 @@ static size_t ca_smem(int K, int D, int warps, int hpw, int kvw, int lnr) {
            (size_t)warps * 16 * 17 * 4 + 32 + 16 * 16 * 2 + (lnr ? 2 * 16 * 4 + 16 * 8 : 0);
 }
 
-template <int WARPS, int G, int D, int KVW, bool CAUSAL, bool QKN, bool LNR, bool LATE>
+template <int WARPS, int KPW, int D, int KVW, bool CAUSAL, bool QKN, bool LNR, bool LATE>
 __global__ void __launch_bounds__(WARPS * 32)
 chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs_dev, const bf16 *W,
                     const bf16 *bias, const bf16 *R, bf16 *Y, int M, int N, eng_cu_chain_res res) {
-    constexpr int K = WARPS * G * 64, HPW = G * 64 / D, LD = D + 8, LDW = K + 8, TILE = 16 * LD;
+    constexpr int K = WARPS * KPW, HPW = KPW / D, LD = D + 8, LDW = K + 8, TILE = 16 * LD;
     constexpr int TPW = HPW + 2 * KVW; /* tiles a warp */
     extern __shared__ __align__(16) unsigned char ca_smem_buf[];
     __shared__ uint64_t wbar;
@@ -234,44 +235,64 @@ chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs
     ENG_CU_TRACE_END();
 }
 
-/* The instantiations: (warps, groups, head size, kv tiles a warp) for
+/* The instantiations: (warps, k a warp, head size, kv tiles a warp) for
  * all-MiniLM (K = 384, d = 32), BERT-base (768, 64), BERT-large-like
  * (1024, 64) and Qwen3-0.6B (2048, 128, two q heads a kv head); each
- * causal or not, and q/k norm for d = 128. */
-#define CA_SHAPES(X) X(6, 1, 32, 2) X(6, 2, 64, 2) X(8, 2, 64, 2) X(8, 4, 128, 1)
+ * causal or not, and q/k norm for d = 128.  The last two: one head a warp
+ * (eng_cu_chain_attn_wh) for all-MiniLM and BERT-base. */
+#define CA_SHAPES(X) X(6, 64, 32, 2) X(6, 128, 64, 2) X(8, 128, 64, 2) X(8, 256, 128, 1) X(12, 32, 32, 1) X(12, 64, 64, 1)
 
-static int ca_shape(const eng_cu_attn_args *a, int K, int *warps, int *groups, int *kvw) {
-    const int D = a->head_dim;
-    eng_cu_chain_split(K, warps, groups);
-    if (!*warps || (*groups * 64) % D) return 0;
-    const int hpw = *groups * 64 / D, grp = a->n_heads / a->n_kv_heads;
-    *kvw = grp == 1 ? hpw : grp % hpw == 0 ? 1 : 0;
-    if (!*kvw) return 0;
-#define CA_HAS(W_, G_, D_, KV_) || (*warps == W_ && *groups == G_ && D == D_ && *kvw == KV_)
+int eng_cu_chain_attn_wh = 0;
+
+/* Whether (warps, k a warp, head size, kv tiles a warp) is instantiated */
+static int ca_built(int warps, int kpw, int D, int kvw) {
+#define CA_HAS(W_, G_, D_, KV_) || (warps == W_ && kpw == G_ && D == D_ && kvw == KV_)
     return 0 CA_SHAPES(CA_HAS);
 #undef CA_HAS
 }
 
+/* The split of K over warps: the chain GEMM's (eng_cu_chain_split: 64 k
+ * groups, at most 8 warps, so a warp walks 2 heads of 32 or 64 in turn),
+ * or with eng_cu_chain_attn_wh, where such a kernel is built, one head a
+ * warp (12 warps for 12 heads: the serial attention part of a warp
+ * halves, the partial tiles to add double) */
+static int ca_shape(const eng_cu_attn_args *a, int K, int *warps, int *kpw, int *kvw) {
+    const int D = a->head_dim, grp = a->n_heads / a->n_kv_heads;
+    if (eng_cu_chain_attn_wh && D > 0 && K % D == 0 && grp == 1 && ca_built(K / D, D, D, 1)) {
+        *warps = K / D;
+        *kpw = D;
+        *kvw = 1;
+        return 1;
+    }
+    int groups;
+    eng_cu_chain_split(K, warps, &groups);
+    *kpw = 64 * groups;
+    if (D <= 0 || !*warps || *kpw % D) return 0;
+    const int hpw = *kpw / D;
+    *kvw = grp == 1 ? hpw : grp % hpw == 0 ? 1 : 0;
+    return *kvw && ca_built(*warps, *kpw, D, *kvw);
+}
+
 int eng_cu_chain_attn_o_ok(const eng_cu_attn_args *a, int M, int N) {
-    int w, gq, kvw;
+    int w, kpw, kvw;
     const int K = a->n_heads * a->head_dim;
     if (M < 1 || M > 16 || N % 16 || a->n_kv_heads < 1 || a->n_heads % a->n_kv_heads ||
-        !ca_shape(a, K, &w, &gq, &kvw))
+        !ca_shape(a, K, &w, &kpw, &kvw))
         return 0;
     if (a->q_norm && (a->head_dim != 128 || !a->k_norm || !a->rope || a->rope_rows < 1)) return 0;
     if ((a->ldq | a->ldk | a->ldv) % 8 || (((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v) & 15)) return 0;
-    return ca_smem(K, a->head_dim, w, gq * 64 / a->head_dim, kvw, 1) <= 227 * 1024;
+    return ca_smem(K, a->head_dim, w, kpw / a->head_dim, kvw, 1) <= 227 * 1024;
 }
 
-template <int WARPS, int G, int D, int KVW, bool CAUSAL, bool QKN, bool LNR = false>
+template <int WARPS, int KPW, int D, int KVW, bool CAUSAL, bool QKN, bool LNR = false>
 static cudaError_t ca_launch(cudaStream_t s, const eng_cu_attn_args &a, const int *n_rows_dev,
                              const int *n_seqs_dev, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y, int M,
                              int N, const eng_cu_chain_res &res) {
-    const size_t smem = ca_smem(WARPS * G * 64, D, WARPS, G * 64 / D, KVW, LNR);
+    const size_t smem = ca_smem(WARPS * KPW, D, WARPS, KPW / D, KVW, LNR);
     /* LATE (eng_cu_chain_late) as a template parameter, as in the chain GEMM */
     const int li = eng_cu_chain_late ? 1 : 0;
-    auto *k = li ? chain_attn_o_kernel<WARPS, G, D, KVW, CAUSAL, QKN, LNR, true>
-                 : chain_attn_o_kernel<WARPS, G, D, KVW, CAUSAL, QKN, LNR, false>;
+    auto *k = li ? chain_attn_o_kernel<WARPS, KPW, D, KVW, CAUSAL, QKN, LNR, true>
+                 : chain_attn_o_kernel<WARPS, KPW, D, KVW, CAUSAL, QKN, LNR, false>;
     static size_t attr[2] = {0, 0}; /* per instantiation: the shared-memory cap raised once */
     if (attr[li] < smem) {
         cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -287,7 +308,7 @@ static cudaError_t ca_launch(cudaStream_t s, const eng_cu_attn_args &a, const in
 cudaError_t eng_cu_chain_attn_o(cudaStream_t s, const eng_cu_attn_args *a, const int *n_rows_dev,
                                 const int *n_seqs_dev, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
                                 int M, int N, const eng_cu_chain_res *resp) {
-    int w, gq, kvw;
+    int w, kpw, kvw;
     const int K = a->n_heads * a->head_dim;
     const eng_cu_chain_res res = resp ? *resp : eng_cu_chain_res{NULL, NULL, NULL, NULL};
     if (!eng_cu_chain_attn_o_ok(a, M, N) || !n_rows_dev || !n_seqs_dev ||
@@ -295,10 +316,10 @@ cudaError_t eng_cu_chain_attn_o(cudaStream_t s, const eng_cu_attn_args *a, const
         (res.stats && (a->q_norm || !R || !res.gamma || !res.beta || !res.n_rows_dev ||
                        (((uintptr_t)res.gamma | (uintptr_t)res.beta) & 15) || ((uintptr_t)res.stats & 7))))
         return cudaErrorInvalidValue;
-    ca_shape(a, K, &w, &gq, &kvw);
+    ca_shape(a, K, &w, &kpw, &kvw);
     const bool causal = a->causal != 0, qkn = a->q_norm != NULL;
 #define CA_GO(W_, G_, D_, KV_)                                                                                   \
-    if (w == W_ && gq == G_ && a->head_dim == D_ && kvw == KV_) {                                               \
+    if (w == W_ && kpw == G_ && a->head_dim == D_ && kvw == KV_) {                                               \
         if (qkn && D_ == 128)                                                                                    \
             return causal ? ca_launch<W_, G_, D_, KV_, true, D_ == 128>(s, *a, n_rows_dev, n_seqs_dev, W, bias, \
                                                                        R, Y, M, N, res)                          \

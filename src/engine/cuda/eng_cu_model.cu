@@ -295,6 +295,8 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         if (m->chain_l2 < 0 || m->chain_l2 > 8) m->chain_l2 = 0;
         const char *ca = getenv("POSY_CUDA_CHAIN_ATTN");
         m->chain_attn = !ca ? 1 : !strcmp(ca, "0") ? 0 : !strcmp(ca, "1") ? 2 : 1; /* else: auto */
+        const char *cw = getenv("POSY_CUDA_CHAIN_ATTN_WH");
+        eng_cu_chain_attn_wh = cw && !strcmp(cw, "1"); /* one head a warp in attention + O: eng_cu.h */
         const char *ct = getenv("POSY_CUDA_CHAIN_TRIGGER");
         m->chain_trigger = ct ? atoi(ct) & 15 : -1; /* -1: the default, chain_late_mask */
         const char *cb = getenv("POSY_CUDA_CHAIN_BULK");
