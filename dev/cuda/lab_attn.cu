@@ -408,7 +408,7 @@ static void check_attn_o(const acase &c, int M, int N, int lnres = 0) {
     char name[128];
     snprintf(name, sizeof name, "attn+O d=%d heads %d/%d %s%s M=%d (%d seqs, %d real) N=%d%s%s", D, c.heads,
              c.kv_heads, c.causal ? "causal" : "bidir", c.qkn ? " qkn" : "", M, S, T, N, lnres ? " ln-res" : "",
-             eng_cu_chain_attn_wh ? " 1 head/warp" : "");
+             eng_cu_chain_attn_o_one_head(&a) ? " 1 head/warp" : "");
     float *drg = lnres ? lab_upload(rg) : NULL, *drb = lnres ? lab_upload(rbe) : NULL;
     float2 *drst = lnres ? lab_upload(rst) : NULL;
     const eng_cu_chain_res res = {drst, drg, drb, dnr};
@@ -445,6 +445,32 @@ static void check_attn_o_refusals(void) {
     if (!pass) lab_failures++;
 }
 
+/* Which shapes take one head a warp (eng_cu_chain_attn_o_one_head): the
+ * 12-head encoders at head size 32 and 64 while eng_cu_chain_attn_wh is
+ * set; not 16 heads of 64 (no such kernel: two heads a warp), not GQA, not
+ * with the switch off. */
+static void check_attn_o_split(void) {
+    eng_cu_attn_args a;
+    memset(&a, 0, sizeof a);
+    const int saved = eng_cu_chain_attn_wh;
+    eng_cu_chain_attn_wh = 1;
+    a.n_heads = a.n_kv_heads = 12; a.head_dim = 32;
+    const int minilm = eng_cu_chain_attn_o_one_head(&a);
+    a.head_dim = 64;
+    const int bert = eng_cu_chain_attn_o_one_head(&a);
+    a.n_heads = a.n_kv_heads = 16;
+    const int large = !eng_cu_chain_attn_o_one_head(&a);
+    a.n_heads = 16; a.n_kv_heads = 8; a.head_dim = 128;
+    const int gqa = !eng_cu_chain_attn_o_one_head(&a);
+    eng_cu_chain_attn_wh = 0;
+    a.n_heads = a.n_kv_heads = 12; a.head_dim = 32;
+    const int off = !eng_cu_chain_attn_o_one_head(&a);
+    eng_cu_chain_attn_wh = saved;
+    const int pass = minilm && bert && large && gqa && off;
+    printf("  %-60s %s\n", "attn+O one head a warp exactly where built", pass ? "ok" : "FAIL");
+    if (!pass) lab_failures++;
+}
+
 int main(void) {
     const std::vector<int> mix = {1, 17, 64, 65, 2, 200, 63, 512, 5};
     for (int d : {32, 64, 128})
@@ -458,8 +484,10 @@ int main(void) {
         }
     /* the chain's attention + O projection: all-MiniLM, BERT-base,
      * BERT-large-like and Qwen3-0.6B shapes; one sequence filling the
-     * bucket, several with padding rows, a single token; then the
-     * encoders' shapes again with one head a warp (eng_cu_chain_attn_wh) */
+     * bucket, several with padding rows, a single token -- first with two
+     * heads a warp, then the encoders' shapes again with one head a warp
+     * (eng_cu_chain_attn_wh, the default) */
+    eng_cu_chain_attn_wh = 0;
     check_attn_o({32, 12, 12, 0, {16}, 0}, 16, 384);
     check_attn_o({32, 12, 12, 0, {5, 1, 7}, 0}, 16, 384);
     check_attn_o({32, 12, 12, 0, {1}, 0}, 1, 384);
@@ -486,8 +514,8 @@ int main(void) {
     check_attn_o({64, 12, 12, 0, {16}, 0}, 16, 768);
     check_attn_o({64, 12, 12, 0, {3, 9}, 0}, 16, 768, 1);
     check_attn_o({64, 12, 12, 1, {1}, 0}, 16, 768, 1);
-    eng_cu_chain_attn_wh = 0;
     check_attn_o_refusals();
+    check_attn_o_split();
     /* every version on the heaviest-first tile list (the list itself:
      * tests/unit/test_cu_attn_tiles.c) */
     g_heavy = 1;

@@ -579,12 +579,17 @@ int eng_cu_chain_attn_o_ok(const eng_cu_attn_args *a, int M, int N);
 cudaError_t eng_cu_chain_attn_o(cudaStream_t s, const eng_cu_attn_args *a, const int *n_rows_dev,
                                 const int *n_seqs_dev, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
                                 int M, int N, const eng_cu_chain_res *res = NULL);
-/* Non-zero: eng_cu_chain_attn_o gives each warp one head (head sizes 32
- * and 64, at most 16 heads: 12 warps for all-MiniLM and BERT-base) instead
- * of the chain GEMM's split (two heads a warp, walked in turn), halving
- * the serial attention part of the node.  POSY_CUDA_CHAIN_ATTN_WH=1 at
- * engine open; an experiment, off by default. */
+/* Non-zero (the default): eng_cu_chain_attn_o gives each warp one head
+ * where it is built for the shape (head sizes 32 and 64, 12 heads: 12
+ * warps for all-MiniLM and BERT-base) instead of the chain GEMM's split
+ * (two heads a warp, walked in turn), halving the serial attention part
+ * of the node.  On the H200 (2026-12-03 run 19) all-MiniLM's 16-token
+ * query 70.4 -> 65.0 us, and BERT-base's, which it puts on attention
+ * inside O (eng_cu_model.h, chain_attn), 201.3 -> 188.8.
+ * POSY_CUDA_CHAIN_ATTN_WH=0 at engine open turns it off.
+ * eng_cu_chain_attn_o_one_head: whether a's shape takes that split. */
 extern int eng_cu_chain_attn_wh;
+int eng_cu_chain_attn_o_one_head(const eng_cu_attn_args *a);
 
 /* Lab use: run the same GEMM with the i-th heuristic candidate instead of
  * the cached choice.  Returns -1 when there is no such candidate. */

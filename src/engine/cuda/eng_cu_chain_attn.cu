@@ -34,8 +34,12 @@
  * Measured on the H200 (docs/BENCHMARKS.md): all-MiniLM's 16-token query
  * 75 against 77 us, but BERT-base 251 against 220 and Qwen3-0.6B 899
  * against 698 -- every block ingests 3x the bytes the plain O GEMM reads
- * and walks its heads serially -- so the engine uses it for head size 32
- * only unless POSY_CUDA_CHAIN_ATTN=1 (eng_cu_model.h, chain_attn).
+ * and each warp walked its two heads serially.  With one head a warp
+ * (eng_cu_chain_attn_wh, 12 warps; 2026-12-03 run 19) all-MiniLM went
+ * 70.4 -> 65.0 us and BERT-base, now with attention inside O, 201.3 ->
+ * 188.8; so the engine uses it for head size 32 and for the shapes with
+ * the one-head split, Qwen3 only with POSY_CUDA_CHAIN_ATTN=1
+ * (eng_cu_model.h, chain_attn).
  */
 #include "eng_cu_skinny.h"
 #include "eng_cu_trace.h"
@@ -242,7 +246,7 @@ chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs
  * (eng_cu_chain_attn_wh) for all-MiniLM and BERT-base. */
 #define CA_SHAPES(X) X(6, 64, 32, 2) X(6, 128, 64, 2) X(8, 128, 64, 2) X(8, 256, 128, 1) X(12, 32, 32, 1) X(12, 64, 64, 1)
 
-int eng_cu_chain_attn_wh = 0;
+int eng_cu_chain_attn_wh = 1;
 
 /* Whether (warps, k a warp, head size, kv tiles a warp) is instantiated */
 static int ca_built(int warps, int kpw, int D, int kvw) {
@@ -271,6 +275,12 @@ static int ca_shape(const eng_cu_attn_args *a, int K, int *warps, int *kpw, int 
     const int hpw = *kpw / D;
     *kvw = grp == 1 ? hpw : grp % hpw == 0 ? 1 : 0;
     return *kvw && ca_built(*warps, *kpw, D, *kvw);
+}
+
+int eng_cu_chain_attn_o_one_head(const eng_cu_attn_args *a) {
+    int w, kpw, kvw;
+    return a->head_dim > 0 && a->n_kv_heads >= 1 && a->n_heads % a->n_kv_heads == 0 &&
+           ca_shape(a, a->n_heads * a->head_dim, &w, &kpw, &kvw) && kpw == a->head_dim;
 }
 
 int eng_cu_chain_attn_o_ok(const eng_cu_attn_args *a, int M, int N) {

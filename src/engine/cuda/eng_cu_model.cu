@@ -296,7 +296,7 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         const char *ca = getenv("POSY_CUDA_CHAIN_ATTN");
         m->chain_attn = !ca ? 1 : !strcmp(ca, "0") ? 0 : !strcmp(ca, "1") ? 2 : 1; /* else: auto */
         const char *cw = getenv("POSY_CUDA_CHAIN_ATTN_WH");
-        eng_cu_chain_attn_wh = cw && !strcmp(cw, "1"); /* one head a warp in attention + O: eng_cu.h */
+        eng_cu_chain_attn_wh = !(cw && !strcmp(cw, "0")); /* one head a warp in attention + O: eng_cu.h */
         const char *ct = getenv("POSY_CUDA_CHAIN_TRIGGER");
         m->chain_trigger = ct ? atoi(ct) & 15 : -1; /* -1: the default, chain_late_mask */
         const char *cb = getenv("POSY_CUDA_CHAIN_BULK");
@@ -537,7 +537,8 @@ int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X,
 int eng_cu_model_attn_o(eng_cu_model *m, cudaStream_t s, int chain, const eng_cu_attn_args *a, const int *n_tok,
                         const int *n_seq, const bf16 *Wo, const bf16 *bo, const bf16 *R, bf16 *Y, int T, int K,
                         posy_err *err, const eng_cu_chain_res *res) {
-    if (chain && (m->chain_attn == 2 || (m->chain_attn == 1 && a->head_dim == 32)) &&
+    if (chain &&
+        (m->chain_attn == 2 || (m->chain_attn == 1 && (a->head_dim == 32 || eng_cu_chain_attn_o_one_head(a)))) &&
         eng_cu_chain_attn_o_ok(a, T, m->H)) {
         if (eng_cu_ablate("attn") && eng_cu_ablate("gemm")) return 0;
         eng_cu_chain_late = (chain_late_mask(m, T) >> 1) & 1;

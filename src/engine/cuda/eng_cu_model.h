@@ -96,9 +96,11 @@ typedef struct eng_cu_model {
     int chain_max, chain_norm, chain_swiglu, chain_qk, chain_l2, pdl_env;
     /* the chain's attention inside the O projection's kernel for buckets
      * of <= 16 tokens (eng_cu_chain_attn.cu): 1 (default) for head size 32
-     * only -- on the H200 it took all-MiniLM's 16-token query from 76.6 to
-     * 73.7 us but BERT-base's from 220 to 251 and Qwen3-0.6B's from 698 to
-     * 899 (docs/BENCHMARKS.md); 2 for every shape it is built for
+     * and for shapes with one head a warp (eng_cu_chain_attn_wh: BERT-base,
+     * 16 tokens 201.3 -> 188.8 us on the H200, 2026-12-03 run 19) -- with two
+     * heads a warp it took all-MiniLM's 16-token query from 76.6 to 73.7 us
+     * but BERT-base's from 220 to 251 and Qwen3-0.6B's from 698 to 899
+     * (docs/BENCHMARKS.md); 2 for every shape it is built for
      * (POSY_CUDA_CHAIN_ATTN=1); 0 off (=0) */
     int chain_attn;
     /* which chain kernels let their dependents launch only after their own
