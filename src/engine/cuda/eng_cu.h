@@ -49,12 +49,6 @@ typedef __nv_bfloat16 bf16;
  * norm and pooling kernels read those first, so after the wait only the
  * activations remain on the chain's path. */
 extern thread_local int eng_cu_pdl_on;
-/* A shared-memory carveout (percent) for the launches made while it is
- * >= 0, as a launch attribute (cudaLaunchAttributePreferredSharedMemoryCarveout,
- * which takes precedence over the function's): the model sets it around
- * the chain launches of the roles POSY_CUDA_CHAIN_CARVEOUT_ROLES names
- * (eng_cu_chain_carveout), -1 otherwise.  Per thread, as eng_cu_pdl_on. */
-extern thread_local int eng_cu_launch_carveout;
 
 #ifndef ENG_CU_PDL_EARLY
 #define ENG_CU_PDL_WAIT()                                                       \
@@ -78,18 +72,11 @@ static inline cudaError_t eng_cu_launch(void (*k)(KArgs...), dim3 grid, dim3 blo
     cfg.blockDim = block;
     cfg.dynamicSmemBytes = smem;
     cfg.stream = s;
-    cudaLaunchAttribute at[2];
-    unsigned n = 0;
-    if (eng_cu_pdl_on) {
-        at[n].id = cudaLaunchAttributeProgrammaticStreamSerialization;
-        at[n++].val.programmaticStreamSerializationAllowed = 1;
-    }
-    if (eng_cu_launch_carveout >= 0) {
-        at[n].id = cudaLaunchAttributePreferredSharedMemoryCarveout;
-        at[n++].val.sharedMemCarveout = (unsigned)eng_cu_launch_carveout;
-    }
+    cudaLaunchAttribute at[1];
+    at[0].id = cudaLaunchAttributeProgrammaticStreamSerialization;
+    at[0].val.programmaticStreamSerializationAllowed = 1;
     cfg.attrs = at;
-    cfg.numAttrs = n;
+    cfg.numAttrs = eng_cu_pdl_on ? 1 : 0;
     return cudaLaunchKernelEx(&cfg, k, ((KArgs)args)...);
 }
 
@@ -534,30 +521,6 @@ extern int eng_cu_chain_bulk;
  * one kernel waits ahead (POSY_CUDA_CHAIN_TRIGGER, per GEMM role; the
  * model sets it around each launch, per thread like eng_cu_pdl_on). */
 extern thread_local int eng_cu_chain_late;
-/* The shared-memory carveout the chain's kernels (GEMM, attention + O)
- * ask the driver for, in percent of the SM's L1 / shared memory
- * (cudaFuncAttributePreferredSharedMemoryCarveout), or -1: the driver's
- * own choice.  An SM changes its split only when idle, and in the chain it
- * rarely is: a kernel whose blocks need more shared memory than the split
- * the earlier kernels left (BERT-base's down projection, ~107 KB a block,
- * beside the up GEMM's ~32 KB blocks) waits for whole SMs to drain
- * (POSY_CUDA_CHAIN_CARVEOUT at engine open).  An experiment, off by
- * default: on the H200 (2026-12-03 run 14) 100 let those blocks start
- * beside the up GEMM's in the per-block trace build (BERT-base 16 tokens
- * 260 -> 234 us there), but the shipped build got slower (199 -> 209;
- * MiniLM 32 tokens 87 -> 92, Qwen3 32 tokens 847 -> 927).  With
- * eng_cu_chain_carveout_roles (POSY_CUDA_CHAIN_CARVEOUT_ROLES=mask, bits
- * as POSY_CUDA_CHAIN_TRIGGER's: 1 QKV, 2 attention + O / O, 4 up, 8 down)
- * it goes, per launch, to those roles' chain kernels alone
- * (eng_cu_launch_carveout) instead of to every chain kernel: the split an
- * SM takes is chosen by the kernel whose block lands on it idle, so the
- * up GEMM alone might have been enough to seat the down projection beside
- * it.  Slower too (run 16): BERT-base 16 tokens 200.7 us by default, 212.0
- * with the up GEMM alone asking, 211.6 with up and down, 209.6 with every
- * role (which matches the function attribute: the launch attribute is
- * honoured inside captured graphs). */
-extern int eng_cu_chain_carveout;
-extern int eng_cu_chain_carveout_roles;
 /* pf (optional): pf_bytes of weights a later GEMM of the forward needs,
  * which the blocks request into L2 (cp.async.bulk.prefetch, each block an
  * equal share) before their wait, so that GEMM's slices come from L2. */

@@ -306,8 +306,6 @@ static cudaError_t ca_launch(cudaStream_t s, const eng_cu_attn_args &a, const in
     static size_t attr[2] = {0, 0}; /* per instantiation: the shared-memory cap raised once */
     if (attr[li] < smem) {
         cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-        if (e == cudaSuccess && eng_cu_chain_carveout >= 0 && !eng_cu_chain_carveout_roles)
-            e = cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, eng_cu_chain_carveout);
         if (e != cudaSuccess) return e;
         attr[li] = smem;
     }

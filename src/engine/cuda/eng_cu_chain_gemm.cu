@@ -63,8 +63,6 @@
 
 int eng_cu_chain_bulk = 1;
 thread_local int eng_cu_chain_late = 0;
-int eng_cu_chain_carveout = -1;
-int eng_cu_chain_carveout_roles = 0;
 ENG_CU_TRACE_UNIT("chain_gemm")
 
 /* Where a lane's second 8 values of a 64-value group start: 32 (whole
@@ -409,8 +407,6 @@ static cudaError_t launch3(cudaStream_t s, const bf16 *X, const bf16 *W, const b
         static int attr_done[2] = {0, 0}; /* per instantiation: raise the shared-memory cap once */
         if (!attr_done[eng_cu_chain_late ? 1 : 0]) {
             cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
-            if (e == cudaSuccess && eng_cu_chain_carveout >= 0 && !eng_cu_chain_carveout_roles)
-                e = cudaFuncSetAttribute(k, cudaFuncAttributePreferredSharedMemoryCarveout, eng_cu_chain_carveout);
             if (e != cudaSuccess) return e;
             attr_done[eng_cu_chain_late ? 1 : 0] = 1;
         }

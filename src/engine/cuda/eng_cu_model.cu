@@ -301,12 +301,6 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         m->chain_trigger = ct ? atoi(ct) & 15 : -1; /* -1: the default, chain_late_mask */
         const char *cb = getenv("POSY_CUDA_CHAIN_BULK");
         eng_cu_chain_bulk = !(cb && !strcmp(cb, "0"));
-        /* the chain kernels' shared-memory carveout (eng_cu_chain_carveout):
-         * POSY_CUDA_CHAIN_CARVEOUT=0..100 percent, unset or out of range:
-         * the driver's choice */
-        const char *cc = getenv("POSY_CUDA_CHAIN_CARVEOUT"), *cr = getenv("POSY_CUDA_CHAIN_CARVEOUT_ROLES");
-        eng_cu_chain_carveout = cc && atoi(cc) >= 0 && atoi(cc) <= 100 ? atoi(cc) : -1;
-        eng_cu_chain_carveout_roles = cr ? atoi(cr) & 15 : 0; /* 0: every chain kernel, as a function attribute */
         /* encoders: the chain's LayerNorms folded into the QKV and up
          * GEMMs (eng_cu_gemm_chain's LayerNorm fold, the O / down residual
          * normalised in their epilogues), two nodes fewer a layer, for
@@ -500,18 +494,6 @@ static int gemm_late(const eng_cu_model *m, const bf16 *W, int T) {
     return at >= 0 && ((mask >> (at % 4)) & 1);
 }
 
-/* The carveout a chain launch of role bit `role` (1 QKV, 2 attention + O /
- * O, 4 up, 8 down) asks for: eng_cu_chain_carveout where
- * POSY_CUDA_CHAIN_CARVEOUT_ROLES names the role, else none (-1). */
-static int role_carveout(int role) {
-    return eng_cu_chain_carveout >= 0 && (eng_cu_chain_carveout_roles & role) ? eng_cu_chain_carveout : -1;
-}
-static int gemm_carveout(const eng_cu_model *m, const bf16 *W) {
-    if (eng_cu_chain_carveout < 0 || !eng_cu_chain_carveout_roles) return -1;
-    const int at = weight_slot(m, W, 1);
-    return at >= 0 ? role_carveout(1 << (at % 4)) : -1;
-}
-
 int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, const bf16 *W, const bf16 *B,
                       const bf16 *R, bf16 *Y, int T, int N, int K, int epi, const eng_cu_chain_norm *nm,
                       posy_err *err, const eng_cu_chain_res *res) {
@@ -520,10 +502,8 @@ int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X,
         size_t pfb = 0;
         const bf16 *pf = m->chain_l2 ? weights_ahead(m, W, m->chain_l2, &pfb) : NULL;
         eng_cu_chain_late = gemm_late(m, W, T);
-        eng_cu_launch_carveout = gemm_carveout(m, W);
         const cudaError_t ce = eng_cu_gemm_chain(s, X, W, B, R, Y, T, N, K, epi, nm, pf, pfb, res);
         eng_cu_chain_late = 0;
-        eng_cu_launch_carveout = -1;
         CK("chain gemm", ce);
         return 0;
     }
@@ -542,10 +522,8 @@ int eng_cu_model_attn_o(eng_cu_model *m, cudaStream_t s, int chain, const eng_cu
         eng_cu_chain_attn_o_ok(a, T, m->H)) {
         if (eng_cu_ablate("attn") && eng_cu_ablate("gemm")) return 0;
         eng_cu_chain_late = (chain_late_mask(m, T) >> 1) & 1;
-        eng_cu_launch_carveout = role_carveout(2);
         const cudaError_t ce = eng_cu_chain_attn_o(s, a, n_tok, n_seq, Wo, bo, R, Y, T, m->H, res);
         eng_cu_chain_late = 0;
-        eng_cu_launch_carveout = -1;
         CK("attention + O projection", ce);
         return 0;
     }

@@ -17,7 +17,6 @@
 #define ROWS_PER_BLOCK 4
 
 thread_local int eng_cu_pdl_on = 0;
-thread_local int eng_cu_launch_carveout = -1;
 
 
 /* add_ln's short-row path: parameters held in registers from the start. */
