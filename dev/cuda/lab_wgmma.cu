@@ -10,6 +10,10 @@
  * stay NaN (poisoned) and fail.  Tolerance: |a - b| <= 2e-2 + 1e-2 |ref|
  * on outputs of O(1) -- bf16 rounding of the output plus fp32 sums.
  *
+ * LAB_WG_ROWLN=1 (or =quick: checks only) instead checks the product with
+ * the whole row's LayerNorm in its epilogue (eng_cu_gemm_rowln.cu) against
+ * fp64 and times it against the product + add_ln at MiniLM's O and down
+ * shapes; its checks also run among the default ones.
  * LAB_WG_PROF="N K epi ..." instead prints where the time of versions 3
  * and 4 goes (its clock64 counters: waiting for data, for the tensor cores,
  * storing), the same without its epilogue (the products alone), and how
@@ -459,6 +463,96 @@ static void bench_ln(eng_cu_gemm_ctx *g, const char *what, int H, int I) {
     cudaFree(part); cudaFree(st); cudaFree(cs); cudaFree(gm); cudaFree(r2); cudaFree(nt);
 }
 
+/* eng_cu_gemm_wg_rowln (the product, bias, residual and the whole row's
+ * LayerNorm in one kernel) against fp64: LN(X W^T + b (+ R)) with random
+ * gamma / beta, the reference's mean and variance in double.  Every row
+ * of every M is compared (all of a row's N outputs depend on its stats);
+ * the output is poisoned first, so unwritten rows fail. */
+static void check_rowln(int M, int N, int K, int with_r, int tall = 0) {
+    std::vector<float> xf, wf, bf, rf;
+    std::vector<uint16_t> xb, wb, bb, rb;
+    rand_operands(xf, xb, wf, wb, bf, bb, rf, rb, M, N, K, with_r ? (size_t)M * N : 1, 2.f);
+    std::vector<float> g(N), be(N);
+    for (int n = 0; n < N; n++) g[n] = 1.f + 0.5f * lab_uniform(), be[n] = 0.5f * lab_uniform();
+    bf16 *dx = (bf16 *)lab_upload(xb), *dw = (bf16 *)lab_upload(wb), *db = (bf16 *)lab_upload(bb);
+    bf16 *dr = (bf16 *)lab_upload(rb), *dy;
+    float *dg = lab_upload(g), *dbe = lab_upload(be);
+    CUCHECK(cudaMalloc(&dy, (size_t)M * N * 2));
+    lab_poison(dy, (size_t)M * N * 2);
+    char name[160];
+    snprintf(name, sizeof name, "gemm + row layernorm%s M=%d N=%d K=%d%s", tall ? " (tall)" : "", M, N, K,
+             with_r ? " +R" : "");
+    if (!launched(name, eng_cu_gemm_wg_rowln(tall, 0, dx, dw, db, with_r ? dr : NULL, dg, dbe, 1e-12f, dy, M, N, K))) return;
+    const std::vector<float> y = lab_download_bf16(dy, (size_t)M * N);
+    std::vector<float> got, ref;
+    std::vector<double> v(N);
+    for (int r : sample_rows(M, M > 10000 ? 37 : 3)) {
+        double mu = 0, var = 0;
+        for (int n = 0; n < N; n++) {
+            double acc = bf[n];
+            for (int k = 0; k < K; k++) acc += (double)xf[(size_t)r * K + k] * wf[(size_t)n * K + k];
+            if (with_r) acc += rf[(size_t)r * N + n];
+            v[n] = acc;
+            mu += acc;
+        }
+        mu /= N;
+        for (int n = 0; n < N; n++) var += (v[n] - mu) * (v[n] - mu);
+        const double rs = 1.0 / sqrt(var / N + 1e-12);
+        for (int n = 0; n < N; n++) {
+            ref.push_back((float)((v[n] - mu) * rs * g[n] + be[n]));
+            got.push_back(y[(size_t)r * N + n]);
+        }
+    }
+    lab_check(name, got.data(), ref.data(), got.size(), 2e-2f, 1e-2f);
+    cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dr); cudaFree(dy); cudaFree(dg); cudaFree(dbe);
+}
+
+/* The O and down projections with their LayerNorm at M = 65536 (MiniLM's
+ * shapes): cuBLASLt's product (the engine's tuning) + add_ln in place,
+ * ours (versions 3, 4) + add_ln, and the one kernel -- what the engine's
+ * per-bucket race chooses between. */
+static void bench_rowln(eng_cu_gemm_ctx *g, const char *what, int H, int I) {
+    const int M = 65536;
+    operands o = operands_make(M, H, I);
+    bf16 *r2;
+    float *gm;
+    int *nt;
+    CUCHECK(cudaMalloc(&r2, (size_t)M * H * 2));
+    CUCHECK(cudaMemset(r2, 0, (size_t)M * H * 2));
+    CUCHECK(cudaMalloc(&gm, (size_t)H * 4));
+    CUCHECK(cudaMemset(gm, 0, (size_t)H * 4));
+    CUCHECK(cudaMalloc(&nt, sizeof(int)));
+    CUCHECK(cudaMemcpy(nt, &M, sizeof(int), cudaMemcpyHostToDevice));
+    char err[256];
+    for (int K : {H, I}) {
+        /* 0: cuBLASLt (tuned) + add_ln; 1, 2: ours v3 / v4 + add_ln; 3, 4: the fused kernel, 64 / 128 rows */
+        auto run = [&](int i) {
+            if (i == 0) {
+                if (eng_cu_gemm(g, 0, o.x, o.w, o.b, r2, o.y, M, H, K, ENG_CU_EPI_BIAS, err, sizeof err)) {
+                    printf("%s\n", err);
+                    exit(2);
+                }
+            } else if (i < 3)
+                CUCHECK(eng_cu_gemm_wg_v(i + 2, 0, o.x, o.w, o.b, r2, o.y, M, H, K, ENG_CU_EPI_BIAS));
+            else {
+                CUCHECK(eng_cu_gemm_wg_rowln(i - 3, 0, o.x, o.w, o.b, r2, gm, gm, 1e-12f, o.y, M, H, K));
+                return;
+            }
+            CUCHECK(eng_cu_add_ln(0, o.y, NULL, gm, gm, o.y, M, nt, H, 1e-12f));
+        };
+        float t[5];
+        for (int i = 0; i < 5; i++) t[i] = 1e30f, run(i); /* cuBLASLt's tuning */
+        for (int round = 0; round < 3; round++)
+            for (int i = 0; i < 5; i++) t[i] = std::min(t[i], lab_time_ms([&] { run(i); }, 10));
+        const float pair = std::min(t[0], std::min(t[1], t[2]));
+        printf("  bench %s rowln M=%d N=%d K=%d: cublaslt+add_ln %6.1f us | v3+add_ln %6.1f | v4+add_ln %6.1f | "
+               "fused %6.1f (%.3f of the best pair) | tall %6.1f (%.3f)\n",
+               what, M, H, K, t[0] * 1e3, t[1] * 1e3, t[2] * 1e3, t[3] * 1e3, t[3] / pair, t[4] * 1e3, t[4] / pair);
+    }
+    operands_free(o);
+    cudaFree(r2); cudaFree(gm); cudaFree(nt);
+}
+
 static void bench(eng_cu_gemm_ctx *g, const char *what, int M, int N, int K, int epi, int once = 0) {
     operands o = operands_make(M, N, K);
     bf16 *x = o.x, *w = o.w, *b = o.b, *y = o.y, *inter;
@@ -698,6 +792,26 @@ int main(void) {
         }
         return lab_finish("lab_wgmma");
     }
+    const char *rl = getenv("LAB_WG_ROWLN"); /* the product + whole-row LayerNorm alone: checks, then timing */
+    if (rl) {
+        for (int tall = 0; tall < 2; tall++) {
+            for (int N : {384, 256})
+                for (int M : {1, 63, 65, 127, 129, 1000})
+                    for (int r = 0; r < 2; r++) check_rowln(M, N, N, r, tall);
+            check_rowln(5000, 384, 1536, 1, tall); /* many tiles a CTA, the ring wrapping */
+            check_rowln(40000, 384, 1536, 1, tall); /* every CTA several tiles; both image buffers' turns */
+            check_rowln(300, 256, 64, 1, tall);     /* one k-slice */
+        }
+        if (strcmp(rl, "quick")) {
+            char err[256];
+            eng_cu_gemm_ctx *g = eng_cu_gemm_create((size_t)32 << 20, err, sizeof err);
+            if (!g) { printf("FAIL: %s\n", err); return 1; }
+            eng_cu_gemm_set_tuning(g, 1);
+            bench_rowln(g, "minilm", 384, 1536);
+            eng_cu_gemm_destroy(g);
+        }
+        return lab_finish("lab_wgmma");
+    }
     if (getenv("LAB_WG_SELF")) { /* the own-row-scale checks and timing alone */
         for (int v = 3; v <= 4; v++) {
             check_rows(v, 129, 256, 1024, 1, 1);
@@ -751,6 +865,13 @@ int main(void) {
         check(5000, 1024, 512, ENG_CU_EPI_BIAS, 1, 1);    /* 320 tiles: version 5's warpgroups take several each */
     }
     check_rows(5, 1000, 768, 512, 0); /* version 5's row-scaled SwiGLU, after its plain checks */
+    for (int tall = 0; tall < 2; tall++) { /* the product + whole-row LayerNorm (eng_cu_gemm_rowln.cu) */
+        for (int r = 0; r < 2; r++) {
+            check_rowln(129, 384, 384, r, tall);
+            check_rowln(1000, 256, 512, r, tall);
+        }
+        check_rowln(5000, 384, 1536, 1, tall);
+    }
     const char *q = getenv("LAB_QUICK");
     if (!(q && *q == '1')) {
         char err[256];

@@ -21,6 +21,7 @@
  * kernel of eng_cu_mega.cu (opt-in) takes buckets of at most 64 instead.
  */
 #include "eng_cu_model.h"
+#include "eng_cu_race.h"
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -383,6 +384,12 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         const char *lr = getenv("POSY_CUDA_LN_ROWS");
         m->ln_rows = !is_q3 && m->wg_versions && m->H % 64 == 0 && m->epi_up == ENG_CU_EPI_BIAS_GELU && lr &&
                      !strcmp(lr, "1");
+        /* the O and down projections with the LayerNorm after them in one
+         * kernel (tiles of whole rows: hidden size 256 or 384), raced per
+         * bucket against the product + add_ln (POSY_CUDA_ROWLN=0 off) */
+        const char *rl = getenv("POSY_CUDA_ROWLN");
+        m->rowln = !is_q3 && m->wg_versions && eng_cu_gemm_wg_rowln_ok(1, m->H, m->H) &&
+                   eng_cu_gemm_wg_rowln_ok(1, m->H, m->I) && !(rl && !strcmp(rl, "0"));
     }
     {
         const char *sk = getenv("POSY_CUDA_SKINNY");
@@ -534,6 +541,51 @@ int eng_cu_model_attn_o(eng_cu_model *m, cudaStream_t s, int chain, const eng_cu
                              NULL, err, res);
 }
 
+/* Y = LN(X W^T + B + R) on the graph path: the product (eng_cu_gemm's
+ * race) then add_ln in place (fused 0), or eng_cu_gemm_wg_rowln in tiles
+ * of 64 (1) or 128 rows (2). */
+static int gemm_ln_run(eng_cu_model *m, cudaStream_t s, int fused, const bf16 *X, const bf16 *W, const bf16 *B,
+                       const bf16 *R, const float *g, const float *be, bf16 *Y, int T, int K, const int *n_tok,
+                       posy_err *err) {
+    if (fused) {
+        if (!eng_cu_ablate("gemm"))
+            CK("gemm + layernorm", eng_cu_gemm_wg_rowln(fused == 2, s, X, W, B, R, g, be, m->eps, Y, T, m->H, K));
+        return 0;
+    }
+    if (eng_cu_model_gemm(m, s, 0, X, W, B, R, Y, T, m->H, K, B ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, NULL, err, NULL))
+        return -1;
+    if (!eng_cu_ablate("norm")) CK("layernorm", eng_cu_add_ln(s, Y, NULL, g, be, Y, T, n_tok, m->H, m->eps));
+    return 0;
+}
+
+/* ... with the choice made once per bucket and role (0 O, 1 down): on
+ * its first eager run the three are timed on the real operands (none
+ * writes X or R, so the order does not matter), the winner runs last and
+ * is kept; under capture an unraced bucket takes the 64-row kernel. */
+static int gemm_ln(eng_cu_model *m, cudaStream_t s, int role, const bf16 *X, const bf16 *W, const bf16 *B,
+                   const bf16 *R, const float *g, const float *be, bf16 *Y, int T, int K, const int *n_tok,
+                   posy_err *err) {
+    int fused = 0;
+    if (B && eng_cu_gemm_wg_rowln_ok(T, m->H, K)) {
+        fused = picks_find(&m->rowln_picks[role], T);
+        if (fused < 0 && under_capture(s)) fused = 1;
+        if (fused < 0) {
+            float us[3];
+            fused = 0;
+            for (int f = 0; f < 3; f++) {
+                us[f] = race_us(s, [&] { return gemm_ln_run(m, s, f, X, W, B, R, g, be, Y, T, K, n_tok, err); });
+                if (us[f] >= 0.f && (us[fused] < 0.f || us[f] < us[fused])) fused = f;
+            }
+            if (getenv("POSY_CUDA_TUNE_LOG"))
+                fprintf(stderr, "%s + layernorm T=%d: %s (product + add_ln %.2f us, fused 64 rows %.2f, 128 rows %.2f)\n",
+                        role ? "down" : "o", T, fused == 2 ? "fused, 128 rows" : fused ? "fused, 64 rows" : "product + add_ln",
+                        us[0], us[1], us[2]);
+            picks_put(&m->rowln_picks[role], T, fused);
+        }
+    }
+    return gemm_ln_run(m, s, fused, X, W, B, R, g, be, Y, T, K, n_tok, err);
+}
+
 #define GEMM(X, W, B, R, Y, N, K, EPI)                                                             \
     do {                                                                                           \
         if (eng_cu_model_gemm(m, s, chain, X, W, B, R, Y, T, N, K, EPI, NULL, err, NULL)) return -1; \
@@ -671,6 +723,22 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
         const eng_cu_layer *last = &m->layers[m->L - 1];
         CK("layernorm", eng_cu_add_ln(s, m->x, NULL, last->ln2_g, last->ln2_b, m->y, T, n_tok, H, m->eps));
         pool_in = m->y;
+    } else if (m->rowln && !chain) {
+        /* the O and down projections each with their LayerNorm (gemm_ln):
+         * y = LN1(ctx Wo^T + b + x), x = LN2(inter Wd^T + b + y) -- the
+         * products write beside their residual, not over it, so a race
+         * can run both forms on the same operands */
+        for (int l = 0; l < m->L; l++) {
+            const eng_cu_layer *w = eng_cu_layer_at(m, l);
+            GEMM(m->x, w->qkv_w, w->qkv_b, NULL, m->qkv, 3 * H, H, ENG_CU_EPI_BIAS);
+            eng_cu_attn_args b = a;
+            if (!eng_cu_ablate("attn")) CK("attention", eng_cu_attention(s, &b));
+            if (gemm_ln(m, s, 0, m->ctx, w->ao_w, w->ao_b, m->x, w->ln1_g, w->ln1_b, m->y, T, H, n_tok, err))
+                return -1;
+            GEMM(m->y, w->up_w, w->up_b, NULL, m->inter, m->I, H, m->epi_up);
+            if (gemm_ln(m, s, 1, m->inter, w->down_w, w->down_b, m->y, w->ln2_g, w->ln2_b, m->x, T, m->I, n_tok, err))
+                return -1;
+        }
     } else
     for (int l = 0; l < m->L; l++) {
         const eng_cu_layer *w = eng_cu_layer_at(m, l);

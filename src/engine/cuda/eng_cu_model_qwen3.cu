@@ -51,6 +51,7 @@
  */
 #include "eng_cu_model.h"
 #include "eng_cu_qwen3_pack.h"
+#include "eng_cu_race.h"
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
@@ -150,43 +151,6 @@ static int mlp_up_run(eng_cu_model *m, cudaStream_t s, int chain, int fused, con
         return -1;
     if (!eng_cu_ablate("swiglu")) CK("swiglu", eng_cu_swiglu(s, m->inter, m->act, T, n_tok, I));
     return 0;
-}
-
-/* A per-bucket race's helpers: the choice recorded for T (-1: none yet),
- * recording one, and the time of a variant -- a warm-up run (cuBLASLt
- * tunes there), then three timed on the stream; the mean us of a run, or
- * -1 when a run or the timing failed. */
-static int picks_find(const eng_cu_bucket_picks *p, int T) {
-    for (int i = 0; i < p->n; i++)
-        if (p->T[i] == T) return p->pick[i];
-    return -1;
-}
-static void picks_put(eng_cu_bucket_picks *p, int T, int pick) {
-    if (p->n < ENG_CU_BUCKET_PICKS) {
-        p->T[p->n] = T;
-        p->pick[p->n++] = pick;
-    }
-}
-template <typename F>
-static float race_us(cudaStream_t s, F once) {
-    if (once()) return -1.f;
-    cudaEvent_t a, b;
-    if (cudaEventCreate(&a) != cudaSuccess) return -1.f;
-    float ms = -1.f;
-    if (cudaEventCreate(&b) == cudaSuccess) {
-        cudaEventRecord(a, s);
-        for (int r = 0; r < 3; r++) once();
-        cudaEventRecord(b, s);
-        if (cudaEventSynchronize(b) != cudaSuccess || cudaEventElapsedTime(&ms, a, b) != cudaSuccess) ms = -1.f;
-        cudaEventDestroy(b);
-    }
-    cudaEventDestroy(a);
-    cudaGetLastError(); /* a failed timing run must not leave a sticky launch error */
-    return ms < 0.f ? -1.f : ms * 1e3f / 3.f;
-}
-static int under_capture(cudaStream_t s) {
-    cudaStreamCaptureStatus cs;
-    return cudaStreamIsCapturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone;
 }
 
 /* Which wins for T rows -- the two kernels or ours in each version raced

@@ -713,6 +713,11 @@ static int wg_map(CUtensorMap *m, const bf16 *p, int rows, int K, int box_rows) 
                : -1;
 }
 
+int eng_cu_wg_map(CUtensorMap *m, const bf16 *p, int rows, int K, int box_rows) {
+    return wg_map(m, p, rows, K, box_rows);
+}
+int eng_cu_wg_sm_count(void) { return wg_sms; }
+
 /* Versions 3 and 4: the shared-memory opt-in once per kernel (the first
  * launch of each instantiation), then one CTA an SM.  RSH: rn's row
  * scales computed in the kernel (rs unused). */

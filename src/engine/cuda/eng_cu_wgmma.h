@@ -19,6 +19,14 @@
 /* the parts of eng_cu_ln_epi an epilogue applies (wg_epilogue_img's LN) */
 enum { WG_LNA = 1, WG_LNR = 2, WG_OST = 4 };
 
+/* Host side, for the other kernels built on these pieces
+ * (eng_cu_gemm_rowln.cu): a tensor map of rows x K bf16, row-major, boxes
+ * of box_rows x 64 with the 128-byte swizzle (0, or -1 when the driver
+ * refuses it), and the device's SM count (after
+ * eng_cu_gemm_wg_available). */
+int eng_cu_wg_map(CUtensorMap *m, const bf16 *p, int rows, int K, int box_rows);
+int eng_cu_wg_sm_count(void);
+
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 static __device__ __forceinline__ uint32_t wg_smem(const void *p) { return (uint32_t)__cvta_generic_to_shared(p); }
 
