@@ -468,7 +468,7 @@ static void bench_ln(eng_cu_gemm_ctx *g, const char *what, int H, int I) {
  * gamma / beta, the reference's mean and variance in double.  Every row
  * of every M is compared (all of a row's N outputs depend on its stats);
  * the output is poisoned first, so unwritten rows fail. */
-static void check_rowln(int M, int N, int K, int with_r, int tall = 0) {
+static void check_rowln(int M, int N, int K, int with_r) {
     std::vector<float> xf, wf, bf, rf;
     std::vector<uint16_t> xb, wb, bb, rb;
     rand_operands(xf, xb, wf, wb, bf, bb, rf, rb, M, N, K, with_r ? (size_t)M * N : 1, 2.f);
@@ -480,9 +480,8 @@ static void check_rowln(int M, int N, int K, int with_r, int tall = 0) {
     CUCHECK(cudaMalloc(&dy, (size_t)M * N * 2));
     lab_poison(dy, (size_t)M * N * 2);
     char name[160];
-    snprintf(name, sizeof name, "gemm + row layernorm%s M=%d N=%d K=%d%s", tall ? " (tall)" : "", M, N, K,
-             with_r ? " +R" : "");
-    if (!launched(name, eng_cu_gemm_wg_rowln(tall, 0, dx, dw, db, with_r ? dr : NULL, dg, dbe, 1e-12f, dy, M, N, K))) return;
+    snprintf(name, sizeof name, "gemm + row layernorm M=%d N=%d K=%d%s", M, N, K, with_r ? " +R" : "");
+    if (!launched(name, eng_cu_gemm_wg_rowln(0, dx, dw, db, with_r ? dr : NULL, dg, dbe, 1e-12f, dy, M, N, K))) return;
     const std::vector<float> y = lab_download_bf16(dy, (size_t)M * N);
     std::vector<float> got, ref;
     std::vector<double> v(N);
@@ -525,7 +524,7 @@ static void bench_rowln(eng_cu_gemm_ctx *g, const char *what, int H, int I) {
     CUCHECK(cudaMemcpy(nt, &M, sizeof(int), cudaMemcpyHostToDevice));
     char err[256];
     for (int K : {H, I}) {
-        /* 0: cuBLASLt (tuned) + add_ln; 1, 2: ours v3 / v4 + add_ln; 3, 4: the fused kernel, 64 / 128 rows */
+        /* 0: cuBLASLt (tuned) + add_ln; 1, 2: ours v3 / v4 + add_ln; 3: the fused kernel */
         auto run = [&](int i) {
             if (i == 0) {
                 if (eng_cu_gemm(g, 0, o.x, o.w, o.b, r2, o.y, M, H, K, ENG_CU_EPI_BIAS, err, sizeof err)) {
@@ -535,19 +534,19 @@ static void bench_rowln(eng_cu_gemm_ctx *g, const char *what, int H, int I) {
             } else if (i < 3)
                 CUCHECK(eng_cu_gemm_wg_v(i + 2, 0, o.x, o.w, o.b, r2, o.y, M, H, K, ENG_CU_EPI_BIAS));
             else {
-                CUCHECK(eng_cu_gemm_wg_rowln(i - 3, 0, o.x, o.w, o.b, r2, gm, gm, 1e-12f, o.y, M, H, K));
+                CUCHECK(eng_cu_gemm_wg_rowln(0, o.x, o.w, o.b, r2, gm, gm, 1e-12f, o.y, M, H, K));
                 return;
             }
             CUCHECK(eng_cu_add_ln(0, o.y, NULL, gm, gm, o.y, M, nt, H, 1e-12f));
         };
-        float t[5];
-        for (int i = 0; i < 5; i++) t[i] = 1e30f, run(i); /* cuBLASLt's tuning */
+        float t[4];
+        for (int i = 0; i < 4; i++) t[i] = 1e30f, run(i); /* cuBLASLt's tuning */
         for (int round = 0; round < 3; round++)
-            for (int i = 0; i < 5; i++) t[i] = std::min(t[i], lab_time_ms([&] { run(i); }, 10));
-        const float pair = std::min(t[0], std::min(t[1], t[2]));
+            for (int i = 0; i < 4; i++) t[i] = std::min(t[i], lab_time_ms([&] { run(i); }, 10));
         printf("  bench %s rowln M=%d N=%d K=%d: cublaslt+add_ln %6.1f us | v3+add_ln %6.1f | v4+add_ln %6.1f | "
-               "fused %6.1f (%.3f of the best pair) | tall %6.1f (%.3f)\n",
-               what, M, H, K, t[0] * 1e3, t[1] * 1e3, t[2] * 1e3, t[3] * 1e3, t[3] / pair, t[4] * 1e3, t[4] / pair);
+               "fused %6.1f (%.3f of the best pair)\n",
+               what, M, H, K, t[0] * 1e3, t[1] * 1e3, t[2] * 1e3, t[3] * 1e3,
+               t[3] / std::min(t[0], std::min(t[1], t[2])));
     }
     operands_free(o);
     cudaFree(r2); cudaFree(gm); cudaFree(nt);
@@ -794,14 +793,12 @@ int main(void) {
     }
     const char *rl = getenv("LAB_WG_ROWLN"); /* the product + whole-row LayerNorm alone: checks, then timing */
     if (rl) {
-        for (int tall = 0; tall < 2; tall++) {
-            for (int N : {384, 256})
-                for (int M : {1, 63, 65, 127, 129, 1000})
-                    for (int r = 0; r < 2; r++) check_rowln(M, N, N, r, tall);
-            check_rowln(5000, 384, 1536, 1, tall); /* many tiles a CTA, the ring wrapping */
-            check_rowln(40000, 384, 1536, 1, tall); /* every CTA several tiles; both image buffers' turns */
-            check_rowln(300, 256, 64, 1, tall);     /* one k-slice */
-        }
+        for (int N : {384, 256})
+            for (int M : {1, 63, 65, 127, 129, 1000})
+                for (int r = 0; r < 2; r++) check_rowln(M, N, N, r);
+        check_rowln(5000, 384, 1536, 1);  /* many tiles a CTA, the ring wrapping */
+        check_rowln(40000, 384, 1536, 1); /* every CTA several tiles */
+        check_rowln(300, 256, 64, 1);     /* one k-slice */
         if (strcmp(rl, "quick")) {
             char err[256];
             eng_cu_gemm_ctx *g = eng_cu_gemm_create((size_t)32 << 20, err, sizeof err);
@@ -865,13 +862,11 @@ int main(void) {
         check(5000, 1024, 512, ENG_CU_EPI_BIAS, 1, 1);    /* 320 tiles: version 5's warpgroups take several each */
     }
     check_rows(5, 1000, 768, 512, 0); /* version 5's row-scaled SwiGLU, after its plain checks */
-    for (int tall = 0; tall < 2; tall++) { /* the product + whole-row LayerNorm (eng_cu_gemm_rowln.cu) */
-        for (int r = 0; r < 2; r++) {
-            check_rowln(129, 384, 384, r, tall);
-            check_rowln(1000, 256, 512, r, tall);
-        }
-        check_rowln(5000, 384, 1536, 1, tall);
+    for (int r = 0; r < 2; r++) { /* the product + whole-row LayerNorm (eng_cu_gemm_rowln.cu) */
+        check_rowln(129, 384, 384, r);
+        check_rowln(1000, 256, 512, r);
     }
+    check_rowln(5000, 384, 1536, 1);
     const char *q = getenv("LAB_QUICK");
     if (!(q && *q == '1')) {
         char err[256];

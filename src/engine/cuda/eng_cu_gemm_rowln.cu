@@ -28,6 +28,18 @@
  * 1536 that may cost more than the pass it saves, so the engine races it
  * per bucket against its GEMM + add_ln (eng_cu_model.cu).
  *
+ * Status (H200, 2026-12-03 runs 21-22, docs/BENCHMARKS.md "GEMM + whole-row
+ * LayerNorm"): correct (lab_wgmma against fp64 at M = 1 .. 40000,
+ * compute-sanitizer clean, e2e_vs_transformers passes); at MiniLM's O
+ * projection 0.88-0.89x the time of the best product + add_ln (84.6
+ * against 96.3 us at 65536 rows), at its down projection (K = 1536)
+ * 1.075-1.085x, so the engine's race takes it for O and mostly not for
+ * down; saturated MiniLM steps 1.007 / 1.011x (equal 128).  A 128-row
+ * form (each warpgroup 64 whole rows, 192 accumulators a thread) was
+ * built and checked too (commit 3af0c56) and lost everywhere (138 and 221
+ * us): 168 registers a thread at 384 threads spill ~1 KB even with
+ * setmaxnreg, and half the tiles leave SMs idle in the last wave.
+ *
  * sm_90a only (eng_cu_gemm_wg_rowln_ok); the lab: dev/cuda/lab_wgmma.cu
  * (LAB_WG_ROWLN), against fp64 and timed against the product + add_ln.
  */
@@ -208,158 +220,6 @@ __global__ void __launch_bounds__(RL_THREADS, 1)
 #endif
 }
 
-/* The tall form: tiles of 128 rows x N, each consumer warpgroup 64 whole
- * rows (two wgmma m64nNWk16 a k-step, N / 2 accumulators a thread), so a
- * row's statistics need only the 4 lanes holding it, and W is read once
- * per 128 rows -- fewer operand bytes a FLOP than cuBLASLt's 192 x 128
- * tiles at MiniLM's down projection, where the 64-row form reads 1.4x.
- * The accumulators need more registers than a producer warpgroup would
- * leave, so one producer warp (288 threads, 224 registers each, as
- * eng_cu_wgmma.cu's version 2); the output leaves through two 8 KB
- * image buffers a warpgroup in turn (as version 4), which leaves room for
- * three ring stages. */
-#define RLT_BM 128
-#define RLT_THREADS 384
-#define RLT_A_BYTES (RLT_BM * RL_BK * 2)
-#define RLT_IMG (2 * 2 * 8192)
-static __host__ __device__ constexpr int rlt_stages(int NW) {
-    return (RL_SMEM_MAX - RLT_IMG - RL_EXTRA) / (RLT_A_BYTES + rl_b_bytes(NW)) > 4
-               ? 4
-               : (RL_SMEM_MAX - RLT_IMG - RL_EXTRA) / (RLT_A_BYTES + rl_b_bytes(NW));
-}
-static __host__ __device__ constexpr int rlt_smem(int NW) {
-    return rlt_stages(NW) * (RLT_A_BYTES + rl_b_bytes(NW)) + RLT_IMG + RL_EXTRA;
-}
-
-template <int NW, bool HASR>
-__global__ void __launch_bounds__(RLT_THREADS, 1)
-    rlt_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
-               const __grid_constant__ CUtensorMap ty, const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
-               const float *__restrict__ gamma, const float *__restrict__ beta, float eps, int M, int K) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-    static_assert(NW == 128 || NW == 192, "the wgmma widths the tile uses");
-    constexpr int N = 2 * NW, ST = rlt_stages(NW), BB = rl_b_bytes(NW);
-    static_assert(ST >= 2, "a ring of at least two slices");
-    extern __shared__ unsigned char rl_raw[];
-    unsigned char *base = (unsigned char *)(((uintptr_t)rl_raw + 1023) & ~(uintptr_t)1023);
-    unsigned char *C = base, *sA = C + RLT_IMG, *sB = sA + ST * RLT_A_BYTES;
-    uint64_t *full = (uint64_t *)(sB + ST * BB), *empty = full + ST;
-    const int warp = threadIdx.x >> 5, KT = K / RL_BK, tiles = (M + RLT_BM - 1) / RLT_BM;
-    if (threadIdx.x == 0) {
-        for (int s = 0; s < ST; s++) {
-            wg_bar_init(&full[s], 1);
-            wg_bar_init(&empty[s], 8);
-        }
-        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
-    }
-    __syncthreads();
-    if (warp >= 8) {
-        asm volatile("setmaxnreg.dec.sync.aligned.u32 24;\n" ::: "memory");
-        if (threadIdx.x == 256) {
-            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&ta) : "memory");
-            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tb) : "memory");
-            int it = 0;
-            for (int t = blockIdx.x; t < tiles; t += gridDim.x)
-                for (int kt = 0; kt < KT; kt++, it++) {
-                    const int s = it % ST;
-                    if (it >= ST) wg_bar_wait(&empty[s], ((it / ST) + 1) & 1);
-                    wg_bar_arm(&full[s], RLT_A_BYTES + BB);
-                    wg_tma(&ta, sA + s * RLT_A_BYTES, &full[s], kt * RL_BK, t * RLT_BM);
-                    wg_tma(&tb, sB + s * BB, &full[s], kt * RL_BK, 0);
-                    wg_tma(&tb, sB + s * BB + NW * 128, &full[s], kt * RL_BK, NW);
-                }
-        }
-        return;
-    }
-    asm volatile("setmaxnreg.inc.sync.aligned.u32 240;\n" ::: "memory");
-    const int wgp = warp >> 2, lane = threadIdx.x & 31, t2 = 2 * (lane & 3);
-    const int r0 = wgp * 64 + (warp & 3) * 16 + (lane >> 2); /* the thread's rows r0, r0 + 8 of a tile */
-    const bool lead = (threadIdx.x & 127) == 0;
-    /* its line in a 64 x 64 image buffer of its warpgroup (rows 0..63 of the buffer) */
-    const int key = r0 & 7;
-    const uint32_t line = wg_smem(C) + wgp * 2 * 8192 + (r0 - wgp * 64) * 128 + 2 * t2;
-    float d[N / 2]; /* d[4j + 2i + e]: row r0 + 8i, column 8j + t2 + e */
-#pragma unroll
-    for (int i = 0; i < N / 2; i++) d[i] = 0.f;
-    int it = 0, img = 0;
-    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
-        for (int kt = 0; kt < KT; kt++, it++) {
-            const int s = it % ST;
-            wg_bar_wait(&full[s], (it / ST) & 1);
-            const unsigned char *a = sA + s * RLT_A_BYTES + wgp * 64 * 128, *b = sB + s * BB;
-            wg_fence();
-#pragma unroll
-            for (int kk = 0; kk < RL_BK / 16; kk++) {
-                wg_mma<NW>(d, wg_desc(a + 32 * kk), wg_desc(b + 32 * kk), kt | kk);
-                wg_mma<NW>(d + NW / 2, wg_desc(a + 32 * kk), wg_desc(b + NW * 128 + 32 * kk), kt | kk);
-            }
-            wg_commit();
-            wg_wait<1>();
-            if (kt > 0 && lane == 0) wg_bar_arrive(&empty[(it - 1) % ST]);
-        }
-        wg_wait<0>();
-        wg_fence_regs<N / 2>(d);
-        if (lane == 0) wg_bar_arrive(&empty[(it - 1) % ST]);
-
-        const int m0 = t * RLT_BM, row0 = m0 + r0;
-        const bf16 *rr0 = HASR && row0 < M ? R + (size_t)row0 * N + t2 : nullptr;
-        const bf16 *rr1 = HASR && row0 + 8 < M ? R + (size_t)(row0 + 8) * N + t2 : nullptr;
-        float s0 = 0.f, s1 = 0.f;
-#pragma unroll
-        for (int j = 0; j < N / 8; j++) {
-            const float2 bb = __bfloat1622float2(*(const __nv_bfloat162 *)(bias + t2 + 8 * j));
-            float2 x0 = make_float2(0.f, 0.f), x1 = x0;
-            if constexpr (HASR) {
-                if (rr0) x0 = __bfloat1622float2(*(const __nv_bfloat162 *)(rr0 + 8 * j));
-                if (rr1) x1 = __bfloat1622float2(*(const __nv_bfloat162 *)(rr1 + 8 * j));
-            }
-            d[4 * j] += bb.x + x0.x;
-            d[4 * j + 1] += bb.y + x0.y;
-            d[4 * j + 2] += bb.x + x1.x;
-            d[4 * j + 3] += bb.y + x1.y;
-            s0 += d[4 * j] + d[4 * j + 1];
-            s1 += d[4 * j + 2] + d[4 * j + 3];
-        }
-        const float mu0 = rl_quad_sum(s0) * (1.f / N), mu1 = rl_quad_sum(s1) * (1.f / N);
-        float q0 = 0.f, q1 = 0.f;
-#pragma unroll
-        for (int j = 0; j < N / 8; j++) {
-            const float e0 = d[4 * j] - mu0, e1 = d[4 * j + 1] - mu0, e2 = d[4 * j + 2] - mu1, e3 = d[4 * j + 3] - mu1;
-            q0 += e0 * e0 + e1 * e1;
-            q1 += e2 * e2 + e3 * e3;
-        }
-        const float rs0 = rsqrtf(rl_quad_sum(q0) * (1.f / N) + eps), rs1 = rsqrtf(rl_quad_sum(q1) * (1.f / N) + eps);
-        /* 64-column sub-tiles through the warpgroup's two buffers in turn:
-         * before a buffer is rewritten, its last store has read it (the
-         * lead waits for every earlier store at each sub-tile, so after
-         * the barrier the other buffer is free) */
-#pragma unroll
-        for (int q = 0; q < N / 64; q++, img++) {
-            const uint32_t buf = line + (img & 1) * 8192;
-#pragma unroll
-            for (int jj = 0; jj < 8; jj++) {
-                const int j = 8 * q + jj;
-                const float2 g = *(const float2 *)(gamma + t2 + 8 * j), be = *(const float2 *)(beta + t2 + 8 * j);
-                const uint32_t at = buf + ((jj ^ key) << 4);
-                wg_sts32(at, wg_pack((d[4 * j] - mu0) * rs0 * g.x + be.x, (d[4 * j + 1] - mu0) * rs0 * g.y + be.y));
-                wg_sts32(at + 1024,
-                         wg_pack((d[4 * j + 2] - mu1) * rs1 * g.x + be.x, (d[4 * j + 3] - mu1) * rs1 * g.y + be.y));
-            }
-            wg_fence_async_smem();
-            if (lead) wg_store_wait_read<0>();
-            wg_group_sync(wgp);
-            if (lead) {
-                wg_tma_store(&ty, C + wgp * 2 * 8192 + (img & 1) * 8192, 64 * q, m0 + wgp * 64);
-                wg_store_commit();
-            }
-        }
-    }
-    if (lead) wg_store_wait();
-#else
-    __trap();
-#endif
-}
-
 /* ---- host side ---------------------------------------------------------------- */
 
 template <int NW, bool HASR>
@@ -379,44 +239,19 @@ static cudaError_t rl_launch(cudaStream_t s, const CUtensorMap &ta, const CUtens
     return cudaGetLastError();
 }
 
-template <int NW, bool HASR>
-static cudaError_t rlt_launch(cudaStream_t s, const CUtensorMap &ta, const CUtensorMap &tb, const CUtensorMap &ty,
-                              const bf16 *bias, const bf16 *R, const float *gamma, const float *beta, float eps,
-                              int M, int K) {
-    constexpr int smem = rlt_smem(NW);
-    static int ready;
-    if (!ready) {
-        if (cudaFuncSetAttribute(rlt_kernel<NW, HASR>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) !=
-            cudaSuccess)
-            return cudaErrorInvalidValue;
-        ready = 1;
-    }
-    const int tiles = (M + RLT_BM - 1) / RLT_BM, sms = eng_cu_wg_sm_count(), grid = tiles < sms ? tiles : sms;
-    rlt_kernel<NW, HASR><<<grid, RLT_THREADS, smem, s>>>(ta, tb, ty, bias, R, gamma, beta, eps, M, K);
-    return cudaGetLastError();
-}
-
 int eng_cu_gemm_wg_rowln_ok(int M, int N, int K) {
     return M >= 1 && (N == 256 || N == 384) && K >= RL_BK && K % RL_BK == 0 && eng_cu_gemm_wg_available();
 }
 
-cudaError_t eng_cu_gemm_wg_rowln(int tall, cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias,
-                                 const bf16 *R, const float *gamma, const float *beta, float eps, bf16 *Y, int M, int N,
-                                 int K) {
+cudaError_t eng_cu_gemm_wg_rowln(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
+                                 const float *gamma, const float *beta, float eps, bf16 *Y, int M, int N, int K) {
     if (!eng_cu_gemm_wg_rowln_ok(M, N, K) || !bias || !gamma || !beta ||
         ((uintptr_t)X | (uintptr_t)W | (uintptr_t)Y) & 15 || ((uintptr_t)bias | (uintptr_t)R) & 3 ||
         ((uintptr_t)gamma | (uintptr_t)beta) & 7)
         return cudaErrorInvalidValue;
     CUtensorMap ta, tb, ty;
-    if (eng_cu_wg_map(&ta, X, M, K, tall ? RLT_BM : RL_BM) || eng_cu_wg_map(&tb, W, N, K, N / 2) || eng_cu_wg_map(&ty, Y, M, N, 64))
+    if (eng_cu_wg_map(&ta, X, M, K, RL_BM) || eng_cu_wg_map(&tb, W, N, K, N / 2) || eng_cu_wg_map(&ty, Y, M, N, 64))
         return cudaErrorInvalidValue;
-    if (tall) {
-        if (N == 384)
-            return R ? rlt_launch<192, true>(s, ta, tb, ty, bias, R, gamma, beta, eps, M, K)
-                     : rlt_launch<192, false>(s, ta, tb, ty, bias, R, gamma, beta, eps, M, K);
-        return R ? rlt_launch<128, true>(s, ta, tb, ty, bias, R, gamma, beta, eps, M, K)
-                 : rlt_launch<128, false>(s, ta, tb, ty, bias, R, gamma, beta, eps, M, K);
-    }
     if (N == 384)
         return R ? rl_launch<192, true>(s, ta, tb, ty, bias, R, gamma, beta, eps, M, K)
                  : rl_launch<192, false>(s, ta, tb, ty, bias, R, gamma, beta, eps, M, K);

@@ -542,14 +542,13 @@ int eng_cu_model_attn_o(eng_cu_model *m, cudaStream_t s, int chain, const eng_cu
 }
 
 /* Y = LN(X W^T + B + R) on the graph path: the product (eng_cu_gemm's
- * race) then add_ln in place (fused 0), or eng_cu_gemm_wg_rowln in tiles
- * of 64 (1) or 128 rows (2). */
+ * race) then add_ln in place, or (fused) eng_cu_gemm_wg_rowln. */
 static int gemm_ln_run(eng_cu_model *m, cudaStream_t s, int fused, const bf16 *X, const bf16 *W, const bf16 *B,
                        const bf16 *R, const float *g, const float *be, bf16 *Y, int T, int K, const int *n_tok,
                        posy_err *err) {
     if (fused) {
         if (!eng_cu_ablate("gemm"))
-            CK("gemm + layernorm", eng_cu_gemm_wg_rowln(fused == 2, s, X, W, B, R, g, be, m->eps, Y, T, m->H, K));
+            CK("gemm + layernorm", eng_cu_gemm_wg_rowln(s, X, W, B, R, g, be, m->eps, Y, T, m->H, K));
         return 0;
     }
     if (eng_cu_model_gemm(m, s, 0, X, W, B, R, Y, T, m->H, K, B ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, NULL, err, NULL))
@@ -559,9 +558,13 @@ static int gemm_ln_run(eng_cu_model *m, cudaStream_t s, int fused, const bf16 *X
 }
 
 /* ... with the choice made once per bucket and role (0 O, 1 down): on
- * its first eager run the three are timed on the real operands (none
+ * its first eager run both are timed on the real operands (neither
  * writes X or R, so the order does not matter), the winner runs last and
- * is kept; under capture an unraced bucket takes the 64-row kernel. */
+ * is kept; under capture an unraced bucket takes the fused kernel.  On
+ * the H200 (2026-12-03 runs 21-22) the fused kernel won the O projection
+ * at every bucket (65536 tokens: 82 against 89 us) and lost the down
+ * projection at most (184 against 160 us: whole-row tiles read W once
+ * per 64 rows, 1.4x the operand bytes of the product's tiles). */
 static int gemm_ln(eng_cu_model *m, cudaStream_t s, int role, const bf16 *X, const bf16 *W, const bf16 *B,
                    const bf16 *R, const float *g, const float *be, bf16 *Y, int T, int K, const int *n_tok,
                    posy_err *err) {
@@ -570,16 +573,13 @@ static int gemm_ln(eng_cu_model *m, cudaStream_t s, int role, const bf16 *X, con
         fused = picks_find(&m->rowln_picks[role], T);
         if (fused < 0 && under_capture(s)) fused = 1;
         if (fused < 0) {
-            float us[3];
-            fused = 0;
-            for (int f = 0; f < 3; f++) {
+            float us[2];
+            for (int f = 0; f < 2; f++)
                 us[f] = race_us(s, [&] { return gemm_ln_run(m, s, f, X, W, B, R, g, be, Y, T, K, n_tok, err); });
-                if (us[f] >= 0.f && (us[fused] < 0.f || us[f] < us[fused])) fused = f;
-            }
+            fused = us[1] >= 0.f && (us[0] < 0.f || us[1] < us[0]);
             if (getenv("POSY_CUDA_TUNE_LOG"))
-                fprintf(stderr, "%s + layernorm T=%d: %s (product + add_ln %.2f us, fused 64 rows %.2f, 128 rows %.2f)\n",
-                        role ? "down" : "o", T, fused == 2 ? "fused, 128 rows" : fused ? "fused, 64 rows" : "product + add_ln",
-                        us[0], us[1], us[2]);
+                fprintf(stderr, "%s + layernorm T=%d: %s (product + add_ln %.2f us, fused %.2f us)\n",
+                        role ? "down" : "o", T, fused ? "fused" : "product + add_ln", us[0], us[1]);
             picks_put(&m->rowln_picks[role], T, fused);
         }
     }

@@ -160,8 +160,8 @@ typedef struct eng_cu_model {
      * POSY_CUDA_ROWLN=0 off): the graph path's O and down projections
      * with their LayerNorm in the same kernel (eng_cu_gemm_wg_rowln), where
      * that beat the product + add_ln in the bucket's race; rowln_picks[0]
-     * the O projection's choice per bucket, [1] the down projection's (0
-     * not fused, 1 fused in 64-row tiles, 2 in 128-row tiles) */
+     * the O projection's choice per bucket, [1] the down projection's (1
+     * fused, 0 not) */
     int rowln;
     eng_cu_bucket_picks rowln_picks[2];
     /* the small-batch persistent kernel (eng_cu_mega.cu), when it fits */
