@@ -100,8 +100,8 @@ __global__ void __launch_bounds__(RL_THREADS, 1)
     if (warp >= 8) { /* the producer warpgroup: one thread issues, all give registers back */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
         if (threadIdx.x == 256) {
-            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&ta) : "memory");
-            asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tb) : "memory");
+            wg_map_prefetch(&ta);
+            wg_map_prefetch(&tb);
             int it = 0;
             for (int t = blockIdx.x; t < tiles; t += gridDim.x)
                 for (int kt = 0; kt < KT; kt++, it++) {

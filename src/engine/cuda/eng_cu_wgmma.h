@@ -61,6 +61,11 @@ static __device__ __forceinline__ void wg_tma(const CUtensorMap *map, void *dst,
                  : "memory");
 }
 
+/* a kernel parameter's tensor map fetched ahead of its first copy */
+static __device__ __forceinline__ void wg_map_prefetch(const CUtensorMap *map) {
+    asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)map) : "memory");
+}
+
 /* wgmma's shared-memory matrix descriptor for a K-major tile with the
  * 128-byte swizzle: rows of 128 bytes (64 values), 8-row groups 1024 bytes
  * apart (the stride byte offset); the leading offset is unused in this
