@@ -19,6 +19,9 @@
  * of at most 32 (m->chain_ln) the two LayerNorms of a layer are folded
  * into the next QKV / up GEMMs as well (four launches a layer).  The persistent
  * kernel of eng_cu_mega.cu (opt-in) takes buckets of at most 64 instead.
+ * Larger buckets of encoders with hidden size 256 or 384 on sm_90 (m->rowln)
+ * may run the O and down projections with their LayerNorm as one kernel
+ * each (eng_cu_gemm_wg_rowln), where that won the bucket's race (gemm_ln).
  */
 #include "eng_cu_model.h"
 #include "eng_cu_race.h"
