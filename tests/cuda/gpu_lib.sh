@@ -44,7 +44,7 @@ gpu_bench_only() {
 gpu_memcheck() {
   command -v compute-sanitizer >/dev/null || return 0
   local log="$OUT/$1.memcheck.log" rc
-  LAB_QUICK=1 timeout "${2:-200}" compute-sanitizer --tool memcheck --error-exitcode 3 "./$BUILD/$1" > "$log" 2>&1
+  LAB_QUICK=1 timeout "${2:-200}" compute-sanitizer --tool memcheck --error-exitcode 3 "./${BUILD:-build-gpu}/$1" > "$log" 2>&1
   rc=$?
   say "compute-sanitizer memcheck $1: rc=$rc, $(grep -c "Invalid __" "$log") invalid accesses, $(grep -c "Program hit" "$log") failed API calls"
   return $rc

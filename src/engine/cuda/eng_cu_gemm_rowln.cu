@@ -37,8 +37,9 @@
  * down; saturated MiniLM steps 1.007 / 1.011x (equal 128).  A 128-row
  * form (each warpgroup 64 whole rows, 192 accumulators a thread) was
  * built and checked too (commit 3af0c56) and lost everywhere (138 and 221
- * us): 168 registers a thread at 384 threads spill ~1 KB even with
- * setmaxnreg, and half the tiles leave SMs idle in the last wave.
+ * us); ptxas caps a thread at 168 registers at 384 threads and reported
+ * ~1 KB of spills a thread even with setmaxnreg (why it lost is not
+ * established beyond that).
  *
  * sm_90a only (eng_cu_gemm_wg_rowln_ok); the lab: dev/cuda/lab_wgmma.cu
  * (LAB_WG_ROWLN), against fp64 and timed against the product + add_ln.
