@@ -229,15 +229,20 @@ static void run_case(const acase &c, int time_it) {
              * tokens / 32), most of whose blocks find no tile -- what the
              * cap is for (timed only where time_it) */
             /* dyn: the dynamic schedule (items from a counter; with maxx,
-             * two blocks take them all), its counter checked back at 0 */
-            struct wg_form { int st, waves, maxx, maxb, wide, dyn; };
+             * two blocks take them all), its counter checked back at 0;
+             * rev: the tile list walked last to first (serpentine order,
+             * eng_cu_order.cu: the launch after eng_cu_order_begin(1)),
+             * checked, not timed */
+            struct wg_form { int st, waves, maxx, maxb, wide, dyn, rev; };
             static const wg_form forms[] = {
-                {1, 0, 0, 0, 0, 0}, {2, 0, 0, 0, 0, 0}, {3, 0, 0, 0, 0, 0}, {3, 0, 0, 3, 0, 0}, {1, 0, 2, 0, 0, 0},
-                {2, 0, 2, 0, 0, 0}, {1, 1, 0, 0, 0, 0}, {2, 2, 0, 0, 0, 0},
-                {1, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 1}, {1, 0, 2, 0, 0, 1}, {2, 0, 2, 0, 0, 1},
-                {1, 0, 0, 0, 1, 0}, {1, 1, 0, 0, 1, 0}, {1, 2, 0, 0, 1, 0}, {1, 4, 0, 0, 1, 0},
-                {2, 0, 0, 0, 1, 0}, {2, 1, 0, 0, 1, 0}, {2, 2, 0, 0, 1, 0}, {2, 4, 0, 0, 1, 0}, {3, 0, 0, 0, 1, 0},
-                {1, 0, 0, 0, 1, 1}, {2, 0, 0, 0, 1, 1}, {1, 2, 0, 0, 1, 1}, {2, 2, 0, 0, 1, 1},
+                {1, 0, 0, 0, 0, 0, 0}, {2, 0, 0, 0, 0, 0, 0}, {3, 0, 0, 0, 0, 0, 0}, {3, 0, 0, 3, 0, 0, 0}, {1, 0, 2, 0, 0, 0, 0},
+                {2, 0, 2, 0, 0, 0, 0}, {1, 1, 0, 0, 0, 0, 0}, {2, 2, 0, 0, 0, 0, 0},
+                {1, 0, 0, 0, 0, 1, 0}, {2, 0, 0, 0, 0, 1, 0}, {1, 0, 2, 0, 0, 1, 0}, {2, 0, 2, 0, 0, 1, 0},
+                {1, 0, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 0, 1}, {2, 2, 0, 0, 0, 0, 1}, {1, 0, 2, 0, 0, 0, 1},
+                {2, 0, 0, 0, 0, 1, 1}, {1, 0, 2, 0, 0, 1, 1},
+                {1, 0, 0, 0, 1, 0, 0}, {1, 1, 0, 0, 1, 0, 0}, {1, 2, 0, 0, 1, 0, 0}, {1, 4, 0, 0, 1, 0, 0},
+                {2, 0, 0, 0, 1, 0, 0}, {2, 1, 0, 0, 1, 0, 0}, {2, 2, 0, 0, 1, 0, 0}, {2, 4, 0, 0, 1, 0, 0}, {3, 0, 0, 0, 1, 0, 0},
+                {1, 0, 0, 0, 1, 1, 0}, {2, 0, 0, 0, 1, 1, 0}, {1, 2, 0, 0, 1, 1, 0}, {2, 2, 0, 0, 1, 1, 0},
             };
             const int wide_tiles = eng_cu_attn_max_tiles(T, T / 32 > S + 2 ? T / 32 : S + 2);
             for (const wg_form &fm : forms) {
@@ -249,13 +254,16 @@ static void run_case(const acase &c, int time_it) {
                 eng_cu_attn_wg_dyn = fm.dyn;
                 a.max_tiles = fm.wide ? wide_tiles : max_tiles;
                 char nm[200];
-                snprintf(nm, sizeof nm, "%s st%d%s%s%s%s", name, fm.st,
+                snprintf(nm, sizeof nm, "%s st%d%s%s%s%s%s", name, fm.st,
                          fm.waves ? (fm.waves == 1 ? " waves 1" : fm.waves == 2 ? " waves 2" : " waves 4") : "",
                          fm.maxb ? " grid 3" : fm.maxx ? (fm.dyn ? " grid 2" : " x 2") : "", fm.wide ? " wide" : "",
-                         fm.dyn ? " dyn" : "");
+                         fm.dyn ? " dyn" : "", fm.rev ? " rev" : "");
                 lab_poison(dout, (size_t)T * Hq * 2);
+                eng_cu_order_begin(fm.rev);
                 cudaError_t e = eng_cu_attention(0, &a);
+                eng_cu_order_begin(fm.rev);
                 if (e == cudaSuccess && fm.dyn) e = eng_cu_attention(0, &a); /* the counter must be back at 0 */
+                eng_cu_order_begin(0);
                 const cudaError_t e2 = e == cudaSuccess ? cudaDeviceSynchronize() : e;
                 if (fm.dyn && e2 == cudaSuccess) {
                     std::vector<int> w(2, -1);
@@ -275,7 +283,7 @@ static void run_case(const acase &c, int time_it) {
                 }
                 std::vector<float> g10 = lab_download_bf16(dout, (size_t)T * Hq);
                 if (lab_check(nm, g10.data(), ref.data(), (size_t)cu[ref_seqs] * Hq, 1e-2f, 2e-2f) || fm.maxx ||
-                    fm.maxb)
+                    fm.maxb || fm.rev)
                     continue;
                 if (time_it) {
                     double fl = 0;

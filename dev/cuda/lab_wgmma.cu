@@ -61,6 +61,10 @@ static void rand_operands(std::vector<float> &xf, std::vector<uint16_t> &xb, std
     lab_rand_bf16(rf, rb, nr, rscale);
 }
 
+/* g_rev: the checks' launches walk their tiles last to first (serpentine
+ * order, eng_cu_order.cu: the launch after eng_cu_order_begin(1)) */
+static int g_rev = 0;
+
 static void check(int M, int N, int K, int epi, int with_bias, int with_r) {
     std::vector<float> xf, wf, bf, rf;
     std::vector<uint16_t> xb, wb, bb, rb;
@@ -70,10 +74,12 @@ static void check(int M, int N, int K, int epi, int with_bias, int with_r) {
     bf16 *dr = (bf16 *)lab_upload(rb), *dy;
     CUCHECK(cudaMalloc(&dy, (size_t)M * No * 2));
     lab_poison(dy, (size_t)M * No * 2);
+    eng_cu_order_begin(g_rev);
     const cudaError_t e = eng_cu_gemm_wg(0, dx, dw, with_bias ? db : NULL, with_r ? dr : NULL, dy, M, N, K, epi);
+    eng_cu_order_begin(0);
     char name[128];
-    snprintf(name, sizeof name, "wgmma v%d M=%d N=%d K=%d epi=%d%s%s", eng_cu_wg_version, M, N, K, epi, with_bias ? " +b" : "",
-             with_r ? " +R" : "");
+    snprintf(name, sizeof name, "wgmma v%d M=%d N=%d K=%d epi=%d%s%s%s", eng_cu_wg_version, M, N, K, epi,
+             with_bias ? " +b" : "", with_r ? " +R" : "", g_rev ? " rev" : "");
     if (!launched(name, e)) return;
     const std::vector<float> y = lab_download_bf16(dy, (size_t)M * No);
     std::vector<float> got, ref;
@@ -480,8 +486,12 @@ static void check_rowln(int M, int N, int K, int with_r) {
     CUCHECK(cudaMalloc(&dy, (size_t)M * N * 2));
     lab_poison(dy, (size_t)M * N * 2);
     char name[160];
-    snprintf(name, sizeof name, "gemm + row layernorm M=%d N=%d K=%d%s", M, N, K, with_r ? " +R" : "");
-    if (!launched(name, eng_cu_gemm_wg_rowln(0, dx, dw, db, with_r ? dr : NULL, dg, dbe, 1e-12f, dy, M, N, K))) return;
+    snprintf(name, sizeof name, "gemm + row layernorm M=%d N=%d K=%d%s%s", M, N, K, with_r ? " +R" : "",
+             g_rev ? " rev" : "");
+    eng_cu_order_begin(g_rev);
+    const cudaError_t e = eng_cu_gemm_wg_rowln(0, dx, dw, db, with_r ? dr : NULL, dg, dbe, 1e-12f, dy, M, N, K);
+    eng_cu_order_begin(0);
+    if (!launched(name, e)) return;
     const std::vector<float> y = lab_download_bf16(dy, (size_t)M * N);
     std::vector<float> got, ref;
     std::vector<double> v(N);
@@ -867,6 +877,18 @@ int main(void) {
         check_rowln(1000, 256, 512, r);
     }
     check_rowln(5000, 384, 1536, 1);
+    g_rev = 1; /* the serpentine order's backward walk: versions 3, 4 and the whole-row tile */
+    for (int v : {3, 4}) {
+        eng_cu_wg_version = v;
+        check(1000, 1152, 384, ENG_CU_EPI_BIAS, 1, 0);
+        check(777, 384, 1536, ENG_CU_EPI_BIAS, 1, 1);
+        check(300, 1536, 384, ENG_CU_EPI_BIAS_GELU, 1, 0);
+    }
+    eng_cu_wg_version = 3;
+    check_rowln(129, 384, 384, 1);
+    check_rowln(1000, 256, 512, 0);
+    check_rowln(5000, 384, 1536, 1);
+    g_rev = 0;
     const char *q = getenv("LAB_QUICK");
     if (!(q && *q == '1')) {
         char err[256];

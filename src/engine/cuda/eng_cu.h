@@ -64,6 +64,14 @@ extern thread_local int eng_cu_pdl_on;
     } while (0)
 #endif
 
+/* Serpentine launch order (eng_cu_order.cu): eng_cu_order_begin(on) at a
+ * forward's start (per thread, like eng_cu_pdl_on); each launcher of the
+ * step asks eng_cu_order_take(1) where its kernel can walk its rows last
+ * to first (1: do so), eng_cu_order_take(0) where it cannot. */
+extern thread_local int eng_cu_order_on;
+void eng_cu_order_begin(int on);
+int eng_cu_order_take(int reversible);
+
 template <typename... KArgs, typename... Args>
 static inline cudaError_t eng_cu_launch(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem,
                                         cudaStream_t s, Args... args) {
@@ -266,6 +274,9 @@ typedef struct eng_cu_attn_args {
      * work items from them, and its last block zeroes them again.  One
      * pair serves the launches of one stream in turn, never two at once */
     int *work;
+    /* walk the tile list last to first (eng_cu_order_take; the launcher
+     * sets it, so callers leave it 0) */
+    int rev;
 } eng_cu_attn_args;
 
 /* The version `version = 0` runs for a head size: POSY_CUDA_ATTN when it

@@ -463,11 +463,12 @@ cudaError_t eng_cu_attention(cudaStream_t s, const eng_cu_attn_args *a) {
         a->n_heads % a->n_kv_heads || a->version < 0 || a->version > 10)
         return cudaErrorInvalidValue;
     int v = a->version ? a->version : eng_cu_attn_version(a->head_dim, 0);
+    if (v == 10 && !a->q_norm && eng_cu_gemm_wg_available())
+        return eng_cu_attention_wg(s, a); /* its launcher asks eng_cu_order_take */
+    eng_cu_order_take(0); /* the others walk the tile list forwards */
+    if (a->rev) return cudaErrorInvalidValue; /* rev is the launcher's to set */
     if (v == 3) return eng_cu_attention_v3(s, a);
-    if (v == 10) { /* off Hopper, or with the q/k norm fused (the chain's), v2 stands in */
-        if (!a->q_norm && eng_cu_gemm_wg_available()) return eng_cu_attention_wg(s, a);
-        v = 2;
-    }
+    if (v == 10) v = 2; /* off Hopper, or with the q/k norm fused (the chain's), v2 stands in */
     if (a->q_norm && (v == 1 || !a->k_norm || !a->rope)) return cudaErrorInvalidValue; /* v2 and v3 fuse it */
     switch (a->head_dim) {
     case 32: return launch_d<32>(s, a, v);

@@ -214,7 +214,10 @@ static int awg_waves(int D) {
  * blocks past the real tiles; each such block still costs the SM a block
  * launch (the reason for the cap: dev/cuda/NOTES.md, 2026-12-02 night). */
 template <int D, bool C, int ST>
-static cudaError_t awg_launch(cudaStream_t s, const eng_cu_attn_args *a) {
+static cudaError_t awg_launch(cudaStream_t s, const eng_cu_attn_args *a_in) {
+    eng_cu_attn_args b = *a_in;
+    b.rev = eng_cu_order_take(1); /* the tile list either way (attn_item_at) */
+    const eng_cu_attn_args *a = &b;
     if (awg_dyn(a, D)) { /* one GPU-full of blocks (waves > 1 if asked), one-dimensional */
         void (*k)(eng_cu_attn_args) = attn_wg_kernel<D, C, ST, true>;
         constexpr size_t smem = awg_smem<D, ST>();
@@ -257,7 +260,7 @@ static cudaError_t awg_pick(cudaStream_t s, const eng_cu_attn_args *a) {
         env = e && e[0] >= '1' && e[0] <= '3' && !e[1] ? e[0] - '0' : 0;
     }
     const int st = eng_cu_attn_wg_stages ? eng_cu_attn_wg_stages : env ? env : D == 128 ? 1 : 2;
-    if (st == 3) return eng_cu_attention_wgp(s, a);
+    if (st == 3) return eng_cu_order_take(0), eng_cu_attention_wgp(s, a);
     if (st == 1) return a->causal ? awg_launch<D, true, 1>(s, a) : awg_launch<D, false, 1>(s, a);
     return a->causal ? awg_launch<D, true, 2>(s, a) : awg_launch<D, false, 2>(s, a);
 }

@@ -218,7 +218,8 @@ static __device__ __forceinline__ void eng_attn_tile(const uint32_t (*qf)[4], co
  * sequence, first row, length) read from the input block before the PDL
  * wait (three dependent loads off a one-query chain's path), then, after
  * it, the rows and key tiles it covers and its head's K/V bases.  live is
- * false for blocks past the real tile count (they exit). */
+ * false for blocks past the real tile count (they exit).  With a.rev, work
+ * item `tile` is the list's tile n - 1 - tile. */
 struct attn_item {
     bool live;
     int q0, start, len, qrows, ntiles;
@@ -228,8 +229,10 @@ struct attn_item {
 template <int D, int BN, bool CAUSAL>
 static __device__ __forceinline__ attn_item attn_item_at(const eng_cu_attn_args &a, int tile, int h) {
     attn_item it = {};
-    it.live = tile < *a.n_tiles_dev;
+    const int n = *a.n_tiles_dev;
+    it.live = tile < n;
     if (it.live) {
+        if (a.rev) tile = n - 1 - tile; /* serpentine order (eng_cu_order.cu) */
         const int seq = a.tiles[2 * tile];
         it.q0 = a.tiles[2 * tile + 1];
         it.start = a.cu_seqlens[seq];

@@ -154,9 +154,10 @@ static gemm_entry *entry_get(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, c
 
 static cublasStatus_t run(eng_cu_gemm_ctx *g, gemm_entry *e, int which, cudaStream_t s,
                           const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y) {
-    if (which <= WHICH_OWN(1))
+    if (which <= WHICH_OWN(1)) /* its launcher asks eng_cu_order_take */
         return eng_cu_gemm_wg_v(OWN_VERSION(which), s, X, W, bias, R, Y, e->M, e->N, e->K, e->epi) == cudaSuccess
                    ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;
+    eng_cu_order_take(0); /* cuBLASLt's and the small kernel walk their own way */
     if (which < 0)
         return eng_cu_gemm_small(s, X, W, bias, R, Y, e->M, e->N, e->K, e->epi) == cudaSuccess
                    ? CUBLAS_STATUS_SUCCESS : CUBLAS_STATUS_EXECUTION_FAILED;

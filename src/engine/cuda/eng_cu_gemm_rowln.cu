@@ -79,7 +79,7 @@ template <int NW, bool HASR>
 __global__ void __launch_bounds__(RL_THREADS, 1)
     rl_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
               const __grid_constant__ CUtensorMap ty, const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
-              const float *__restrict__ gamma, const float *__restrict__ beta, float eps, int M, int K) {
+              const float *__restrict__ gamma, const float *__restrict__ beta, float eps, int M, int K, int rev) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(NW == 128 || NW == 192, "the wgmma widths the tile uses");
     constexpr int N = 2 * NW, ST = rl_stages(NW), BB = rl_b_bytes(NW);
@@ -106,10 +106,10 @@ __global__ void __launch_bounds__(RL_THREADS, 1)
             int it = 0;
             for (int t = blockIdx.x; t < tiles; t += gridDim.x)
                 for (int kt = 0; kt < KT; kt++, it++) {
-                    const int s = it % ST;
+                    const int s = it % ST, u = rev ? tiles - 1 - t : t;
                     if (it >= ST) wg_bar_wait(&empty[s], ((it / ST) + 1) & 1);
                     wg_bar_arm(&full[s], RL_A_BYTES + BB);
-                    wg_tma(&ta, sA + s * RL_A_BYTES, &full[s], kt * RL_BK, t * RL_BM);
+                    wg_tma(&ta, sA + s * RL_A_BYTES, &full[s], kt * RL_BK, u * RL_BM);
                     wg_tma(&tb, sB + s * BB, &full[s], kt * RL_BK, 0);
                     wg_tma(&tb, sB + s * BB + NW * 128, &full[s], kt * RL_BK, NW);
                 }
@@ -147,7 +147,7 @@ __global__ void __launch_bounds__(RL_THREADS, 1)
         if (lane == 0) wg_bar_arrive(&empty[(it - 1) % ST]);
 
         /* v = acc + b + R in place; d[4j + 2i + e]: row r0 + 8i, column c0 + 8j + e */
-        const int m0 = t * RL_BM, row0 = m0 + r0;
+        const int m0 = (rev ? tiles - 1 - t : t) * RL_BM, row0 = m0 + r0;
         const bf16 *rr0 = HASR && row0 < M ? R + (size_t)row0 * N + c0 : nullptr;
         const bf16 *rr1 = HASR && row0 + 8 < M ? R + (size_t)(row0 + 8) * N + c0 : nullptr;
         float s0 = 0.f, s1 = 0.f;
@@ -236,7 +236,8 @@ static cudaError_t rl_launch(cudaStream_t s, const CUtensorMap &ta, const CUtens
         ready = 1;
     }
     const int tiles = (M + RL_BM - 1) / RL_BM, sms = eng_cu_wg_sm_count(), grid = tiles < sms ? tiles : sms;
-    rl_kernel<NW, HASR><<<grid, RL_THREADS, smem, s>>>(ta, tb, ty, bias, R, gamma, beta, eps, M, K);
+    rl_kernel<NW, HASR><<<grid, RL_THREADS, smem, s>>>(ta, tb, ty, bias, R, gamma, beta, eps, M, K,
+                                                       eng_cu_order_take(1)); /* rev: tiles last to first */
     return cudaGetLastError();
 }
 

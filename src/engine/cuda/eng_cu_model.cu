@@ -395,6 +395,10 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
                    eng_cu_gemm_wg_rowln_ok(1, m->H, m->I) && !(rl && !strcmp(rl, "0"));
     }
     {
+        const char *sp = getenv("POSY_CUDA_SERP");
+        m->serp = sp && !strcmp(sp, "1");
+    }
+    {
         const char *sk = getenv("POSY_CUDA_SKINNY");
         eng_cu_skinny_version = sk && !strcmp(sk, "2") ? 2 : 1;
     }
@@ -442,6 +446,7 @@ static int chain_fits(const eng_cu_model *m, int T) {
 int eng_cu_model_chain_begin(const eng_cu_model *m, int T) {
     const int chain = T <= m->chain_max && chain_fits(m, T);
     eng_cu_pdl_on = chain || m->pdl_env;
+    eng_cu_order_begin(!chain && m->serp);
     return chain;
 }
 

@@ -100,6 +100,9 @@
 /* the epilogue beside eng_cu.h's ENG_CU_EPI_*: Qwen3's q/k RMSNorm +
  * rotary on the QKV product (eng_cu_gemm_wg_qk) */
 #define WG_EPI_QK 16
+/* flags: version 3 / 4 walks its tiles last to first (serpentine order,
+ * eng_cu_order.cu; wg3_launch sets it) */
+#define WG_REV 0x400
 
 /* version 1: one 128 x 128 tile a CTA, 3 stages, two CTAs an SM */
 #define WG1_STAGES 3
@@ -386,7 +389,7 @@ static __device__ __forceinline__ void wg_row_stats(const unsigned char *sA, uin
             __syncwarp();
             if (lane == 0) wg_bar_arrive32(eb + 8 * s);
         }
-        const int b = i & 1, m0 = (t / nN) * WG_BM;
+        const int b = i & 1, m0 = ((flags & WG_REV ? tiles - 1 - t : t) / nN) * WG_BM;
         if (i >= 2) wg_bar_wait32(sbb + 8 * (2 + b), ((i >> 1) + 1) & 1); /* tile i - 2's scales have been read */
 #pragma unroll
         for (int k = 0; k < 3; k++) {
@@ -446,9 +449,11 @@ __global__ void __launch_bounds__(WG3_THREADS, 1)
         if (threadIdx.x == 256) {
             asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&ta) : "memory");
             asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)&tb) : "memory");
-            for (int t = blockIdx.x; t < tiles; t += gridDim.x)
-                wg_produce<BN, ST, PROF>(&ta, &tb, sA, sB, full, empty, it, (t / nN) * WG_BM, (t % nN) * BN, N, KT,
+            for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
+                const int u = flags & WG_REV ? tiles - 1 - t : t;
+                wg_produce<BN, ST, PROF>(&ta, &tb, sA, sB, full, empty, it, (u / nN) * WG_BM, (u % nN) * BN, N, KT,
                                          swiglu, pc);
+            }
             if constexpr (PROF) {
                 prof[WG_PROF_SLOTS * blockIdx.x + 12] = pc[0];
                 prof[WG_PROF_SLOTS * blockIdx.x + 13] = clock64() - t_start;
@@ -466,7 +471,8 @@ __global__ void __launch_bounds__(WG3_THREADS, 1)
 #pragma unroll
     for (int i = 0; i < BN / 2; i++) d[i] = 0.f;
     for (int t = blockIdx.x, i = 0; t < tiles; t += gridDim.x, i++) {
-        const int m0 = (t / nN) * WG_BM, n0 = (t % nN) * BN;
+        const int u = flags & WG_REV ? tiles - 1 - t : t;
+        const int m0 = (u / nN) * WG_BM, n0 = (u % nN) * BN;
         wg_consume<BN, ST, PROF>(d, sA, sB, full, empty, it, wgp, KT, pc);
         if (skip) continue;
         unsigned long long t0 = 0, t1 = 0;
@@ -744,7 +750,8 @@ static cudaError_t wg3_launch(cudaStream_t s, const CUtensorMap &ta, const CUten
     eng_cu_ln_epi no_ln;
     memset(&no_ln, 0, sizeof no_ln);
     wg3_kernel<BN, EPI, HASR, PROF, IMG, RSH, LN><<<grid, WG3_THREADS, smem, s>>>(
-        ta, tb, ty, bias, R, M, N, K, RSH ? flags | eng_cu_wg_lab_flags : flags, prof, *qk, rs,
+        ta, tb, ty, bias, R, M, N, K, (RSH ? flags | eng_cu_wg_lab_flags : flags) | (eng_cu_order_take(1) ? WG_REV : 0),
+        prof, *qk, rs,
         RSH ? rn->n_rows_dev : nullptr, RSH ? rn->eps : 0.f, ln ? *ln : no_ln);
     return cudaGetLastError();
 }
@@ -821,6 +828,7 @@ static cudaError_t wg5_launch(cudaStream_t s, const CUtensorMap &ta, const CUten
         ready = 1;
     }
     const int tiles = (N / WG5_BN) * ((M + WG_BM - 1) / WG_BM), grid = tiles < wg_sms ? tiles : wg_sms;
+    eng_cu_order_take(0); /* first to last only */
     eng_cu_qk_args none;
     if (!qk) {
         memset(&none, 0, sizeof none);
@@ -862,6 +870,7 @@ cudaError_t eng_cu_gemm_wg_v(int v, cudaStream_t s, const bf16 *X, const bf16 *W
     CUtensorMap ta, tb;
     if (wg_map(&ta, X, M, K, WG_BM) || wg_map(&tb, W, N, K, swiglu ? bn / 2 : bn)) return cudaErrorInvalidValue;
     const int mt = (M + WG_BM - 1) / WG_BM, tiles = mt * (N / bn), grid = tiles < wg_sms ? tiles : wg_sms;
+    eng_cu_order_take(0); /* versions 1, 2: first to last only */
     if (v == 1)
         wg1_kernel<<<dim3(N / 128, mt), WG_THREADS, WG1_SMEM, s>>>(ta, tb, bias, R, Y, M, N, K, epi);
     else if (bn == 256)
