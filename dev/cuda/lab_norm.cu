@@ -89,44 +89,51 @@ static void check_sizes(int rows, int H) {
     snprintf(name, sizeof name, "add_ln (in place) rows=%d H=%d rev", rows, H);
     lab_check(name, got.data(), ref.data(), (size_t)rows * H, 2e-2f, 1e-2f);
 
-    /* add + RMSNorm: res += x, out = rms(res) * g */
-    CUCHECK(cudaMemcpy(dr, rb.data(), rb.size() * 2, cudaMemcpyHostToDevice));
-    CUCHECK(eng_cu_add_rmsnorm(0, dx, dr, dg, dout, bucket, dn, H, 1e-6f));
-    CUCHECK(cudaDeviceSynchronize());
-    std::vector<float> refres((size_t)rows * H);
-    for (int r = 0; r < rows; r++) {
-        double q = 0;
-        for (int i = 0; i < H; i++) {
-            v[i] = bfr(xf[(size_t)r * H + i] + rf[(size_t)r * H + i]);
-            refres[(size_t)r * H + i] = v[i];
-            q += (double)v[i] * v[i];
+    /* twice: rows first to last, then last to first (serpentine order, eng_cu_order.cu) */
+    for (int rev = 0; rev < 2; rev++) {
+        /* add + RMSNorm: res += x, out = rms(res) * g */
+        CUCHECK(cudaMemcpy(dr, rb.data(), rb.size() * 2, cudaMemcpyHostToDevice));
+        eng_cu_order_begin(rev);
+        CUCHECK(eng_cu_add_rmsnorm(0, dx, dr, dg, dout, bucket, dn, H, 1e-6f));
+        eng_cu_order_begin(0);
+        CUCHECK(cudaDeviceSynchronize());
+        std::vector<float> refres((size_t)rows * H);
+        for (int r = 0; r < rows; r++) {
+            double q = 0;
+            for (int i = 0; i < H; i++) {
+                v[i] = bfr(xf[(size_t)r * H + i] + rf[(size_t)r * H + i]);
+                refres[(size_t)r * H + i] = v[i];
+                q += (double)v[i] * v[i];
+            }
+            const double s = 1.0 / sqrt(q / H + 1e-6);
+            for (int i = 0; i < H; i++) ref[(size_t)r * H + i] = (float)(v[i] * s * g[i]);
         }
-        const double s = 1.0 / sqrt(q / H + 1e-6);
-        for (int i = 0; i < H; i++) ref[(size_t)r * H + i] = (float)(v[i] * s * g[i]);
-    }
-    got = lab_download_bf16(dout, (size_t)rows * H);
-    snprintf(name, sizeof name, "add_rmsnorm out rows=%d H=%d", rows, H);
-    lab_check(name, got.data(), ref.data(), (size_t)rows * H, 2e-2f, 1e-2f);
-    got = lab_download_bf16(dr, (size_t)rows * H);
-    snprintf(name, sizeof name, "add_rmsnorm residual rows=%d H=%d", rows, H);
-    lab_check(name, got.data(), refres.data(), (size_t)rows * H, 0.f, 0.f);
+        got = lab_download_bf16(dout, (size_t)rows * H);
+        snprintf(name, sizeof name, "add_rmsnorm out rows=%d H=%d%s", rows, H, rev ? " rev" : "");
+        lab_check(name, got.data(), ref.data(), (size_t)rows * H, 2e-2f, 1e-2f);
+        got = lab_download_bf16(dr, (size_t)rows * H);
+        snprintf(name, sizeof name, "add_rmsnorm residual rows=%d H=%d%s", rows, H, rev ? " rev" : "");
+        lab_check(name, got.data(), refres.data(), (size_t)rows * H, 0.f, 0.f);
 
-    /* the RMS statistics alone: rs = rsqrt(mean(x^2) + eps), 0 on the padded rows */
-    float *drs;
-    CUCHECK(cudaMalloc(&drs, (size_t)bucket * 4));
-    lab_poison(drs, (size_t)bucket * 4);
-    CUCHECK(eng_cu_rms_rows(0, dx, drs, bucket, dn, H, 1e-6f));
-    CUCHECK(cudaDeviceSynchronize());
-    std::vector<float> rsg(bucket), rsr(bucket, 0.f);
-    CUCHECK(cudaMemcpy(rsg.data(), drs, (size_t)bucket * 4, cudaMemcpyDeviceToHost));
-    for (int r = 0; r < rows; r++) {
-        double q = 0;
-        for (int i = 0; i < H; i++) q += (double)xf[(size_t)r * H + i] * xf[(size_t)r * H + i];
-        rsr[r] = (float)(1.0 / sqrt(q / H + 1e-6));
+        /* the RMS statistics alone: rs = rsqrt(mean(x^2) + eps), 0 on the padded rows */
+        float *drs;
+        CUCHECK(cudaMalloc(&drs, (size_t)bucket * 4));
+        lab_poison(drs, (size_t)bucket * 4);
+        eng_cu_order_begin(rev);
+        CUCHECK(eng_cu_rms_rows(0, dx, drs, bucket, dn, H, 1e-6f));
+        eng_cu_order_begin(0);
+        CUCHECK(cudaDeviceSynchronize());
+        std::vector<float> rsg(bucket), rsr(bucket, 0.f);
+        CUCHECK(cudaMemcpy(rsg.data(), drs, (size_t)bucket * 4, cudaMemcpyDeviceToHost));
+        for (int r = 0; r < rows; r++) {
+            double q = 0;
+            for (int i = 0; i < H; i++) q += (double)xf[(size_t)r * H + i] * xf[(size_t)r * H + i];
+            rsr[r] = (float)(1.0 / sqrt(q / H + 1e-6));
+        }
+        snprintf(name, sizeof name, "rms_rows rows=%d (bucket %d) H=%d%s", rows, bucket, H, rev ? " rev" : "");
+        lab_check(name, rsg.data(), rsr.data(), (size_t)bucket, 0.f, 1e-4f);
+        cudaFree(drs);
     }
-    snprintf(name, sizeof name, "rms_rows rows=%d (bucket %d) H=%d", rows, bucket, H);
-    lab_check(name, rsg.data(), rsr.data(), (size_t)bucket, 0.f, 1e-4f);
-    cudaFree(drs);
 
     cudaFree(dx); cudaFree(dr); cudaFree(dw); cudaFree(dp); cudaFree(dt); cudaFree(dg);
     cudaFree(db); cudaFree(dids); cudaFree(dpos); cudaFree(dtyp); cudaFree(dn); cudaFree(dout);

@@ -144,8 +144,8 @@ add_ln_kernel(const bf16 *x, const bf16 *res, const float *gamma, const float *b
 template <int MAXC>
 __global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
 add_rmsnorm_kernel(const bf16 *x, bf16 *res, const float *gamma, bf16 *out, int rows,
-                   const int *n_rows_dev, int H, float eps) {
-    const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
+                   const int *n_rows_dev, int H, float eps, int rev) {
+    const int row = (rev ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * ROWS_PER_BLOCK + (threadIdx.x >> 5);
     const int n = n_rows_dev ? min(*n_rows_dev, rows) : rows;
     const int lane = threadIdx.x & 31, nc = H >> 3;
     /* before the wait: the real row count (input block) and, for short
@@ -202,8 +202,8 @@ add_rmsnorm_kernel(const bf16 *x, bf16 *res, const float *gamma, bf16 *out, int 
  * rows (the norm weights folded into the matrix). */
 template <int MAXC>
 __global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
-rms_rows_kernel(const bf16 *x, float *rs, int rows, const int *n_rows_dev, int H, float eps) {
-    const int row = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
+rms_rows_kernel(const bf16 *x, float *rs, int rows, const int *n_rows_dev, int H, float eps, int rev) {
+    const int row = (rev ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * ROWS_PER_BLOCK + (threadIdx.x >> 5);
     const int n = n_rows_dev ? min(*n_rows_dev, rows) : rows;
     const int lane = threadIdx.x & 31, nc = H >> 3;
     ENG_CU_PDL_WAIT();
@@ -336,7 +336,7 @@ cudaError_t eng_cu_add_ln(cudaStream_t s, const bf16 *x, const bf16 *res, const 
     if (H % 8 || rows <= 0) return cudaErrorInvalidValue;
     const int grid = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
     cudaError_t e = cudaSuccess;
-    const int rev = eng_cu_order_take(1);
+    const int rev = eng_cu_order_take(1); /* rows last to first (eng_cu_order.cu) */
     DISPATCH_MAXC(H, (e = eng_cu_launch(add_ln_kernel<MC>, dim3(grid), dim3(32 * ROWS_PER_BLOCK), 0, s,
                                         x, res, gamma, beta, out, rows, n_rows_dev, H, eps, rev)));
     return e != cudaSuccess ? e : cudaGetLastError();
@@ -347,8 +347,9 @@ cudaError_t eng_cu_add_rmsnorm(cudaStream_t s, const bf16 *x, bf16 *res, const f
     if (H % 8 || rows <= 0) return cudaErrorInvalidValue;
     const int grid = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
     cudaError_t e = cudaSuccess;
+    const int rev = eng_cu_order_take(1); /* rows last to first (eng_cu_order.cu) */
     DISPATCH_MAXC(H, (e = eng_cu_launch(add_rmsnorm_kernel<MC>, dim3(grid), dim3(32 * ROWS_PER_BLOCK), 0,
-                                        s, x, res, gamma, out, rows, n_rows_dev, H, eps)));
+                                        s, x, res, gamma, out, rows, n_rows_dev, H, eps, rev)));
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 
@@ -357,8 +358,9 @@ cudaError_t eng_cu_rms_rows(cudaStream_t s, const bf16 *x, float *rs, int rows, 
     if (H % 8 || rows <= 0) return cudaErrorInvalidValue;
     const int grid = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
     cudaError_t e = cudaSuccess;
+    const int rev = eng_cu_order_take(1); /* rows last to first (eng_cu_order.cu) */
     DISPATCH_MAXC(H, (e = eng_cu_launch(rms_rows_kernel<MC>, dim3(grid), dim3(32 * ROWS_PER_BLOCK), 0, s, x, rs,
-                                        rows, n_rows_dev, H, eps)));
+                                        rows, n_rows_dev, H, eps, rev)));
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 
