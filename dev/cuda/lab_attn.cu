@@ -233,18 +233,16 @@ static void run_case(const acase &c, int time_it) {
              * rev: the tile list walked last to first (serpentine order,
              * eng_cu_order.cu: the launch after eng_cu_order_begin(1)),
              * checked, not timed */
-            struct wg_form { int st, waves, maxx, maxb, wide, dyn, rev, mb; };
+            struct wg_form { int st, waves, maxx, maxb, wide, dyn, rev; };
             static const wg_form forms[] = {
-                {1, 0, 0, 0, 0, 0, 0, 0}, {2, 0, 0, 0, 0, 0, 0, 0}, {3, 0, 0, 0, 0, 0, 0, 0}, {3, 0, 0, 3, 0, 0, 0, 0}, {1, 0, 2, 0, 0, 0, 0, 0},
-                {2, 0, 2, 0, 0, 0, 0, 0}, {1, 1, 0, 0, 0, 0, 0, 0}, {2, 2, 0, 0, 0, 0, 0, 0},
-                {1, 0, 0, 0, 0, 1, 0, 0}, {2, 0, 0, 0, 0, 1, 0, 0}, {1, 0, 2, 0, 0, 1, 0, 0}, {2, 0, 2, 0, 0, 1, 0, 0},
-                {1, 0, 0, 0, 0, 0, 1, 0}, {2, 0, 0, 0, 0, 0, 1, 0}, {2, 2, 0, 0, 0, 0, 1, 0}, {1, 0, 2, 0, 0, 0, 1, 0},
-                {2, 0, 0, 0, 0, 1, 1, 0}, {1, 0, 2, 0, 0, 1, 1, 0},
-                {2, 0, 0, 0, 0, 0, 0, 8}, {2, 0, 2, 0, 0, 0, 0, 8}, {1, 0, 0, 0, 0, 1, 0, 8},
-                {2, 4, 0, 0, 1, 0, 0, 8},
-                {1, 0, 0, 0, 1, 0, 0, 0}, {1, 1, 0, 0, 1, 0, 0, 0}, {1, 2, 0, 0, 1, 0, 0, 0}, {1, 4, 0, 0, 1, 0, 0, 0},
-                {2, 0, 0, 0, 1, 0, 0, 0}, {2, 1, 0, 0, 1, 0, 0, 0}, {2, 2, 0, 0, 1, 0, 0, 0}, {2, 4, 0, 0, 1, 0, 0, 0}, {3, 0, 0, 0, 1, 0, 0, 0},
-                {1, 0, 0, 0, 1, 1, 0, 0}, {2, 0, 0, 0, 1, 1, 0, 0}, {1, 2, 0, 0, 1, 1, 0, 0}, {2, 2, 0, 0, 1, 1, 0, 0},
+                {1, 0, 0, 0, 0, 0, 0}, {2, 0, 0, 0, 0, 0, 0}, {3, 0, 0, 0, 0, 0, 0}, {3, 0, 0, 3, 0, 0, 0}, {1, 0, 2, 0, 0, 0, 0},
+                {2, 0, 2, 0, 0, 0, 0}, {1, 1, 0, 0, 0, 0, 0}, {2, 2, 0, 0, 0, 0, 0},
+                {1, 0, 0, 0, 0, 1, 0}, {2, 0, 0, 0, 0, 1, 0}, {1, 0, 2, 0, 0, 1, 0}, {2, 0, 2, 0, 0, 1, 0},
+                {1, 0, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 0, 1}, {2, 2, 0, 0, 0, 0, 1}, {1, 0, 2, 0, 0, 0, 1},
+                {2, 0, 0, 0, 0, 1, 1}, {1, 0, 2, 0, 0, 1, 1},
+                {1, 0, 0, 0, 1, 0, 0}, {1, 1, 0, 0, 1, 0, 0}, {1, 2, 0, 0, 1, 0, 0}, {1, 4, 0, 0, 1, 0, 0},
+                {2, 0, 0, 0, 1, 0, 0}, {2, 1, 0, 0, 1, 0, 0}, {2, 2, 0, 0, 1, 0, 0}, {2, 4, 0, 0, 1, 0, 0}, {3, 0, 0, 0, 1, 0, 0},
+                {1, 0, 0, 0, 1, 1, 0}, {2, 0, 0, 0, 1, 1, 0}, {1, 2, 0, 0, 1, 1, 0}, {2, 2, 0, 0, 1, 1, 0},
             };
             const int wide_tiles = eng_cu_attn_max_tiles(T, T / 32 > S + 2 ? T / 32 : S + 2);
             for (const wg_form &fm : forms) {
@@ -254,13 +252,12 @@ static void run_case(const acase &c, int time_it) {
                 eng_cu_attn_wg_max_x = fm.maxx;
                 eng_cu_attn_wgp_max_blocks = fm.maxb;
                 eng_cu_attn_wg_dyn = fm.dyn;
-                eng_cu_attn_wg_minb = fm.mb ? fm.mb : -1;
                 a.max_tiles = fm.wide ? wide_tiles : max_tiles;
                 char nm[200];
                 snprintf(nm, sizeof nm, "%s st%d%s%s%s%s%s", name, fm.st,
                          fm.waves ? (fm.waves == 1 ? " waves 1" : fm.waves == 2 ? " waves 2" : " waves 4") : "",
                          fm.maxb ? " grid 3" : fm.maxx ? (fm.dyn ? " grid 2" : " x 2") : "", fm.wide ? " wide" : "",
-                         fm.dyn ? " dyn" : "", fm.rev ? " rev" : fm.mb ? " minb 8" : "");
+                         fm.dyn ? " dyn" : "", fm.rev ? " rev" : "");
                 lab_poison(dout, (size_t)T * Hq * 2);
                 eng_cu_order_begin(fm.rev);
                 cudaError_t e = eng_cu_attention(0, &a);
@@ -297,7 +294,6 @@ static void run_case(const acase &c, int time_it) {
             }
             a.max_tiles = max_tiles;
             eng_cu_attn_wg_dyn = -1;
-            eng_cu_attn_wg_minb = -1;
             eng_cu_attn_wg_waves = -1;
             eng_cu_attn_wg_stages = 0;
             continue;

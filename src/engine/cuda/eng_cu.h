@@ -319,9 +319,6 @@ extern int eng_cu_attn_wg_max_x;
 /* labs: 1 / 0 forces version 10's dynamic schedule on / off where a.work
  * is given (-1: POSY_CUDA_ATTN_DYN) */
 extern int eng_cu_attn_wg_dyn;
-/* labs: 8 / 6 forces eight / six blocks an SM at head size 32 (-1:
- * POSY_CUDA_ATTN_MINB=8 asks for eight; eng_cu_attn_wg.cu) */
-extern int eng_cu_attn_wg_minb;
 /* labs: > 0 caps the persistent form's grid (eng_cu_attn_wg_stages = 3),
  * so a small case still walks several items a block */
 extern int eng_cu_attn_wgp_max_blocks;

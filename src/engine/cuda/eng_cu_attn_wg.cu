@@ -78,8 +78,8 @@
  * zeroes both, so the next launch (a graph replay needs no memset node)
  * finds them at 0; the counter is touched only after the PDL wait (in
  * attn_item_at), when the previous attention launch is long complete. */
-template <int D, bool CAUSAL, int ST, bool DYN, int MB = awg_minb<D, ST>()>
-__global__ void __launch_bounds__(128, MB) attn_wg_kernel(eng_cu_attn_args a) {
+template <int D, bool CAUSAL, int ST, bool DYN>
+__global__ void __launch_bounds__(128, (awg_minb<D, ST>())) attn_wg_kernel(eng_cu_attn_args a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BM = ENG_CU_ATTN_BM, BN = 64, TB = 64 * D * 2; /* a tile's bytes (BM = BN = 64) */
     static_assert(BM == 64, "one warpgroup, 64 query rows");
@@ -213,13 +213,13 @@ static int awg_waves(int D) {
  * tokens / 64 + seqs, so a bucket of 128-token sequences has 2/3-4/5 of its
  * blocks past the real tiles; each such block still costs the SM a block
  * launch (the reason for the cap: dev/cuda/NOTES.md, 2026-12-02 night). */
-template <int D, bool C, int ST, int MB>
-static cudaError_t awg_launch_mb(cudaStream_t s, const eng_cu_attn_args *a_in) {
+template <int D, bool C, int ST>
+static cudaError_t awg_launch(cudaStream_t s, const eng_cu_attn_args *a_in) {
     eng_cu_attn_args b = *a_in;
     b.rev = eng_cu_order_take(1); /* the tile list either way (attn_item_at) */
     const eng_cu_attn_args *a = &b;
     if (awg_dyn(a, D)) { /* one GPU-full of blocks (waves > 1 if asked), one-dimensional */
-        void (*k)(eng_cu_attn_args) = attn_wg_kernel<D, C, ST, true, MB>;
+        void (*k)(eng_cu_attn_args) = attn_wg_kernel<D, C, ST, true>;
         constexpr size_t smem = awg_smem<D, ST>();
         static bool optin = false;
         static int resident = 0;
@@ -232,7 +232,7 @@ static cudaError_t awg_launch_mb(cudaStream_t s, const eng_cu_attn_args *a_in) {
         if (eng_cu_attn_wg_max_x > 0 && x > eng_cu_attn_wg_max_x) x = eng_cu_attn_wg_max_x;
         return eng_cu_launch(k, dim3((unsigned)x), dim3(128), smem, s, *a);
     }
-    void (*k)(eng_cu_attn_args) = attn_wg_kernel<D, C, ST, false, MB>;
+    void (*k)(eng_cu_attn_args) = attn_wg_kernel<D, C, ST, false>;
     constexpr size_t smem = awg_smem<D, ST>();
     static bool optin = false; /* this instantiation's own */
     static int resident = 0;   /* blocks an SM x SMs */
@@ -247,32 +247,6 @@ static cudaError_t awg_launch_mb(cudaStream_t s, const eng_cu_attn_args *a_in) {
     }
     if (eng_cu_attn_wg_max_x > 0 && x > eng_cu_attn_wg_max_x) x = eng_cu_attn_wg_max_x;
     return eng_cu_launch(k, dim3(x, a->n_heads), dim3(128), smem, s, *a);
-}
-
-int eng_cu_attn_wg_minb = -1;
-
-/* At head size 32, eight blocks an SM instead of six (64 registers a
- * thread instead of 80; two stages take 21.5 KB, so shared memory would
- * allow ten): eng_cu_attn_wg_minb (labs), else POSY_CUDA_ATTN_MINB=8.
- * An experiment: ncu on the H200 (2026-12-03) found the six-block kernel
- * in MiniLM's saturated step issuing on 62% of cycles with 24 warps an SM,
- * register-bound.  The price: ptxas spills ~250 bytes a thread at 64
- * registers (~225 at 72, seven blocks). */
-static bool awg_more_blocks(void) {
-    if (eng_cu_attn_wg_minb >= 0) return eng_cu_attn_wg_minb == 8;
-    static int env = -1;
-    if (env < 0) {
-        const char *e = getenv("POSY_CUDA_ATTN_MINB");
-        env = e && !strcmp(e, "8");
-    }
-    return env;
-}
-
-template <int D, bool C, int ST>
-static cudaError_t awg_launch(cudaStream_t s, const eng_cu_attn_args *a) {
-    if constexpr (D == 32)
-        if (awg_more_blocks()) return awg_launch_mb<D, C, ST, 8>(s, a);
-    return awg_launch_mb<D, C, ST, awg_minb<D, ST>()>(s, a);
 }
 
 /* the form: eng_cu_attn_wg_stages (labs), else POSY_CUDA_ATTN_WG (1 or 2
