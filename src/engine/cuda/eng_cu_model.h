@@ -164,8 +164,8 @@ typedef struct eng_cu_model {
      * fused, 0 not) */
     int rowln;
     eng_cu_bucket_picks rowln_picks[2];
-    /* the graph path's kernels in serpentine order (eng_cu_order.cu;
-     * POSY_CUDA_SERP=1) */
+    /* the graph path's kernels in serpentine order (eng_cu_order.cu; on
+     * unless POSY_CUDA_SERP=0) */
     int serp;
     /* the small-batch persistent kernel (eng_cu_mega.cu), when it fits */
     int mega_ok, mega_grid, mega_nt;
