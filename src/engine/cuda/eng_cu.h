@@ -319,6 +319,9 @@ extern int eng_cu_attn_wg_max_x;
 /* labs: 1 / 0 forces version 10's dynamic schedule on / off where a.work
  * is given (-1: POSY_CUDA_ATTN_DYN) */
 extern int eng_cu_attn_wg_dyn;
+/* labs: 1 / 0 forces version 10's static head-fastest walk on / off
+ * where the dynamic schedule is not taken (-1: POSY_CUDA_ATTN_HF=1 on) */
+extern int eng_cu_attn_wg_hf;
 /* labs: > 0 caps the persistent form's grid (eng_cu_attn_wg_stages = 3),
  * so a small case still walks several items a block */
 extern int eng_cu_attn_wgp_max_blocks;

@@ -78,7 +78,13 @@
  * zeroes both, so the next launch (a graph replay needs no memset node)
  * finds them at 0; the counter is touched only after the PDL wait (in
  * attn_item_at), when the previous attention launch is long complete. */
-template <int D, bool CAUSAL, int ST, bool DYN>
+/* HF (with DYN false): the same one-dimensional walk over (tile, head)
+ * items, head fastest, but striding by the grid instead of a counter --
+ * so the blocks resident together cover all heads of neighbouring rows,
+ * and in the serpentine order (eng_cu_order.cu) the first wave reads the
+ * QKV rows still in L2; the (x, head) grid reads each head's rows in its
+ * own pass. */
+template <int D, bool CAUSAL, int ST, bool DYN, bool HF = false>
 __global__ void __launch_bounds__(128, (awg_minb<D, ST>())) attn_wg_kernel(eng_cu_attn_args a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BM = ENG_CU_ATTN_BM, BN = 64, TB = 64 * D * 2; /* a tile's bytes (BM = BN = 64) */
@@ -89,9 +95,10 @@ __global__ void __launch_bounds__(128, (awg_minb<D, ST>())) attn_wg_kernel(eng_c
     const uint32_t sQ = base, sK = sQ + TB, sV = sK + ST * TB; /* stage b at + b * TB */
     const int H = a.n_heads;
     __shared__ int s_next; /* DYN: the block's next item */
-    int t = blockIdx.x, h = DYN ? t % H : (int)blockIdx.y;
-    for (;;) { /* static: grid-stride over this head's query tiles; DYN: items from the counter */
-        const attn_item it = attn_item_at<D, BN, CAUSAL>(a, DYN ? t / H : t, h);
+    constexpr bool ITEMS = DYN || HF; /* t counts (tile, head) items, head fastest */
+    int t = blockIdx.x, h = ITEMS ? t % H : (int)blockIdx.y;
+    for (;;) { /* static: grid-stride over this head's query tiles (HF: over the items); DYN: items from the counter */
+        const attn_item it = attn_item_at<D, BN, CAUSAL>(a, ITEMS ? t / H : t, h);
         if (!it.live) break;
         int pending = 0;
         if (DYN && threadIdx.x == 0) pending = (int)gridDim.x + atomicAdd(a.work, 1);
@@ -151,6 +158,7 @@ __global__ void __launch_bounds__(128, (awg_minb<D, ST>())) attn_wg_kernel(eng_c
             h = t % H;
         } else {
             t += gridDim.x;
+            if (HF) h = t % H;
         }
     }
     if (DYN && threadIdx.x == 0) {
@@ -191,6 +199,25 @@ static bool awg_dyn(const eng_cu_attn_args *a, int D) {
     return env >= 0 ? env > 0 : D == 128;
 }
 
+int eng_cu_attn_wg_hf = -1;
+
+/* The static head-fastest walk (HF above) instead of the (x, head) grid,
+ * where the dynamic schedule is not taken: eng_cu_attn_wg_hf (labs), else
+ * POSY_CUDA_ATTN_HF=1.  An experiment, not yet run on the GPU: with the
+ * serpentine order the (x, head) grid's attention read all 151 MB of a
+ * MiniLM step's QKV from HBM (2026-12-03 run 25), and the counter-driven
+ * head-fastest schedule with it gained BERT-base 0.6-0.7% but was mixed
+ * for MiniLM (run 26). */
+static bool awg_hf(void) {
+    if (eng_cu_attn_wg_hf >= 0) return eng_cu_attn_wg_hf > 0;
+    static int env = -1;
+    if (env < 0) {
+        const char *e = getenv("POSY_CUDA_ATTN_HF");
+        env = e && !strcmp(e, "1");
+    }
+    return env;
+}
+
 /* The waves of blocks a launch may have: eng_cu_attn_wg_waves (labs), else
  * POSY_CUDA_ATTN_WAVES (0 = one block a tile of the bucket's bound, the
  * form before the cap), else the default: ENG_CU_ATTN_WAVES for head
@@ -229,6 +256,20 @@ static cudaError_t awg_launch(cudaStream_t s, const eng_cu_attn_args *a_in) {
         const int waves = awg_waves(D);
         long x = (long)(waves > 1 ? waves : 1) * resident;
         if (x > (long)a->max_tiles * a->n_heads) x = (long)a->max_tiles * a->n_heads;
+        if (eng_cu_attn_wg_max_x > 0 && x > eng_cu_attn_wg_max_x) x = eng_cu_attn_wg_max_x;
+        return eng_cu_launch(k, dim3((unsigned)x), dim3(128), smem, s, *a);
+    }
+    if (awg_hf()) { /* one-dimensional, head fastest, striding (HF above) */
+        void (*k)(eng_cu_attn_args) = attn_wg_kernel<D, C, ST, false, true>;
+        constexpr size_t smem = awg_smem<D, ST>();
+        static bool optin = false;
+        static int resident = 0;
+        cudaError_t e = attn_smem_optin<smem>(k, optin);
+        if (e == cudaSuccess) e = awg_resident(k, smem, resident);
+        if (e != cudaSuccess) return e;
+        const int waves = awg_waves(D);
+        long x = (long)a->max_tiles * a->n_heads;
+        if (waves > 0 && x > (long)waves * resident) x = (long)waves * resident;
         if (eng_cu_attn_wg_max_x > 0 && x > eng_cu_attn_wg_max_x) x = eng_cu_attn_wg_max_x;
         return eng_cu_launch(k, dim3((unsigned)x), dim3(128), smem, s, *a);
     }
