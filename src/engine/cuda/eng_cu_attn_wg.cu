@@ -234,6 +234,26 @@ static int awg_waves(int D) {
     return env >= 0 ? env : D <= 64 ? ENG_CU_ATTN_WAVES : 0;
 }
 
+/* The one-dimensional grids over (tile, head) items: the dynamic schedule
+ * (DYN: one GPU-full of blocks, more if POSY_CUDA_ATTN_WAVES asks) or the
+ * static head-fastest walk (HF: capped at the waves, if any) */
+template <int D, bool C, int ST, bool DYN>
+static cudaError_t awg_launch_items(cudaStream_t s, const eng_cu_attn_args *a) {
+    void (*k)(eng_cu_attn_args) = attn_wg_kernel<D, C, ST, DYN, !DYN>;
+    constexpr size_t smem = awg_smem<D, ST>();
+    static bool optin = false; /* this instantiation's own */
+    static int resident = 0;
+    cudaError_t e = attn_smem_optin<smem>(k, optin);
+    if (e == cudaSuccess) e = awg_resident(k, smem, resident);
+    if (e != cudaSuccess) return e;
+    const int waves = awg_waves(D);
+    const long items = (long)a->max_tiles * a->n_heads;
+    long x = DYN ? (long)(waves > 1 ? waves : 1) * resident : waves > 0 ? (long)waves * resident : items;
+    if (x > items) x = items;
+    if (eng_cu_attn_wg_max_x > 0 && x > eng_cu_attn_wg_max_x) x = eng_cu_attn_wg_max_x;
+    return eng_cu_launch(k, dim3((unsigned)x), dim3(128), smem, s, *a);
+}
+
 /* Grid: x = the bucket's bound of query tiles (max_tiles), y = heads --
  * capped in x so the whole grid is about `waves` GPU-fulls of blocks, each
  * block walking tiles x, x + gridDim.x, ... of its head.  The bound is
@@ -245,34 +265,8 @@ static cudaError_t awg_launch(cudaStream_t s, const eng_cu_attn_args *a_in) {
     eng_cu_attn_args b = *a_in;
     b.rev = eng_cu_order_take(1); /* the tile list either way (attn_item_at) */
     const eng_cu_attn_args *a = &b;
-    if (awg_dyn(a, D)) { /* one GPU-full of blocks (waves > 1 if asked), one-dimensional */
-        void (*k)(eng_cu_attn_args) = attn_wg_kernel<D, C, ST, true>;
-        constexpr size_t smem = awg_smem<D, ST>();
-        static bool optin = false;
-        static int resident = 0;
-        cudaError_t e = attn_smem_optin<smem>(k, optin);
-        if (e == cudaSuccess) e = awg_resident(k, smem, resident);
-        if (e != cudaSuccess) return e;
-        const int waves = awg_waves(D);
-        long x = (long)(waves > 1 ? waves : 1) * resident;
-        if (x > (long)a->max_tiles * a->n_heads) x = (long)a->max_tiles * a->n_heads;
-        if (eng_cu_attn_wg_max_x > 0 && x > eng_cu_attn_wg_max_x) x = eng_cu_attn_wg_max_x;
-        return eng_cu_launch(k, dim3((unsigned)x), dim3(128), smem, s, *a);
-    }
-    if (awg_hf()) { /* one-dimensional, head fastest, striding (HF above) */
-        void (*k)(eng_cu_attn_args) = attn_wg_kernel<D, C, ST, false, true>;
-        constexpr size_t smem = awg_smem<D, ST>();
-        static bool optin = false;
-        static int resident = 0;
-        cudaError_t e = attn_smem_optin<smem>(k, optin);
-        if (e == cudaSuccess) e = awg_resident(k, smem, resident);
-        if (e != cudaSuccess) return e;
-        const int waves = awg_waves(D);
-        long x = (long)a->max_tiles * a->n_heads;
-        if (waves > 0 && x > (long)waves * resident) x = (long)waves * resident;
-        if (eng_cu_attn_wg_max_x > 0 && x > eng_cu_attn_wg_max_x) x = eng_cu_attn_wg_max_x;
-        return eng_cu_launch(k, dim3((unsigned)x), dim3(128), smem, s, *a);
-    }
+    if (awg_dyn(a, D)) return awg_launch_items<D, C, ST, true>(s, a);
+    if (awg_hf()) return awg_launch_items<D, C, ST, false>(s, a);
     void (*k)(eng_cu_attn_args) = attn_wg_kernel<D, C, ST, false>;
     constexpr size_t smem = awg_smem<D, ST>();
     static bool optin = false; /* this instantiation's own */
