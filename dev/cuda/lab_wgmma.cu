@@ -247,10 +247,12 @@ static void check_rows(int v, int M, int N, int K, int with_bias, int own = 0) {
     CUCHECK(cudaMalloc(&dy, (size_t)M * No * 2));
     lab_poison(dy, (size_t)M * No * 2);
     char name[128];
-    snprintf(name, sizeof name, "wgmma v%d swiglu + %srow scale M=%d N=%d K=%d%s", v, own ? "own RMS " : "", M, N, K,
-             with_bias ? " +b" : "");
+    snprintf(name, sizeof name, "wgmma v%d swiglu + %srow scale M=%d N=%d K=%d%s%s", v, own ? "own RMS " : "", M, N,
+             K, with_bias ? " +b" : "", g_rev ? " rev" : "");
+    eng_cu_order_begin(g_rev);
     const cudaError_t e = eng_cu_gemm_wg_rows(v, 0, dx, dw, with_bias ? db : NULL, dy, M, N, K, ENG_CU_EPI_SWIGLU,
                                               own ? NULL : drs, own ? &rn : NULL);
+    eng_cu_order_begin(0);
     if (!launched(name, e)) return;
     const std::vector<float> y = lab_download_bf16(dy, (size_t)M * No);
     std::vector<float> got, ref;
@@ -888,6 +890,8 @@ int main(void) {
     check_rowln(129, 384, 384, 1);
     check_rowln(1000, 256, 512, 0);
     check_rowln(5000, 384, 1536, 1);
+    check_rows(3, 5000, 768, 512, 0, 1); /* the kernel's own RMS row scales, whose warps walk the tiles too */
+    check_rows(4, 129, 256, 1024, 1);
     g_rev = 0;
     const char *q = getenv("LAB_QUICK");
     if (!(q && *q == '1')) {
