@@ -322,6 +322,10 @@ extern int eng_cu_attn_wg_dyn;
 /* labs: 1 / 0 forces version 10's static head-fastest walk on / off
  * where the dynamic schedule is not taken (-1: POSY_CUDA_ATTN_HF=1 on) */
 extern int eng_cu_attn_wg_hf;
+/* labs: 1 / 0 forces version 10's two-tile form (eng_cu_attn_wg2.cu) on /
+ * off for its two-stage launches at head sizes 32 and 64 (-1:
+ * POSY_CUDA_ATTN_PAIR=1 on) */
+extern int eng_cu_attn_wg_pair;
 /* labs: > 0 caps the persistent form's grid (eng_cu_attn_wg_stages = 3),
  * so a small case still walks several items a block */
 extern int eng_cu_attn_wgp_max_blocks;

@@ -297,6 +297,7 @@ static cudaError_t awg_pick(cudaStream_t s, const eng_cu_attn_args *a) {
     const int st = eng_cu_attn_wg_stages ? eng_cu_attn_wg_stages : env ? env : D == 128 ? 1 : 2;
     if (st == 3) return eng_cu_order_take(0), eng_cu_attention_wgp(s, a);
     if (st == 1) return a->causal ? awg_launch<D, true, 1>(s, a) : awg_launch<D, false, 1>(s, a);
+    if (D <= 64 && eng_cu_attn_wg2_on()) return eng_cu_attention_wg2(s, a); /* an experiment, opt-in */
     return a->causal ? awg_launch<D, true, 2>(s, a) : awg_launch<D, false, 2>(s, a);
 }
 
