@@ -231,7 +231,7 @@ static void run_case(const acase &c, int time_it) {
             /* dyn: the dynamic schedule (items from a counter; with maxx,
              * two blocks take them all), its counter checked back at 0;
              * rev: the tile list walked last to first (serpentine order,
-             * eng_cu_order.cu: the launch after eng_cu_order_begin(1)),
+             * eng_cu_order.c: the launch after eng_cu_order_begin(1)),
              * checked, not timed; hf: the static head-fastest walk
              * (eng_cu_attn_wg_hf); pair: two query tiles a CTA
              * (eng_cu_attn_wg2.cu, two stages, d = 32 / 64; elsewhere

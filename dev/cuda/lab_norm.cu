@@ -79,7 +79,7 @@ static void check_sizes(int rows, int H) {
     got = lab_download_bf16(dr, (size_t)bucket * H);
     snprintf(name, sizeof name, "add_ln (in place) rows=%d H=%d", rows, H);
     lab_check(name, got.data(), ref.data(), (size_t)rows * H, 2e-2f, 1e-2f);
-    /* the same, rows walked last to first (serpentine order, eng_cu_order.cu) */
+    /* the same, rows walked last to first (serpentine order, eng_cu_order.c) */
     CUCHECK(cudaMemcpy(dr, rb.data(), rb.size() * 2, cudaMemcpyHostToDevice));
     eng_cu_order_begin(1);
     CUCHECK(eng_cu_add_ln(0, dx, dr, dg, db, dr, bucket, dn, H, eps));
@@ -89,7 +89,7 @@ static void check_sizes(int rows, int H) {
     snprintf(name, sizeof name, "add_ln (in place) rows=%d H=%d rev", rows, H);
     lab_check(name, got.data(), ref.data(), (size_t)rows * H, 2e-2f, 1e-2f);
 
-    /* twice: rows first to last, then last to first (serpentine order, eng_cu_order.cu) */
+    /* twice: rows first to last, then last to first (serpentine order, eng_cu_order.c) */
     for (int rev = 0; rev < 2; rev++) {
         /* add + RMSNorm: res += x, out = rms(res) * g */
         CUCHECK(cudaMemcpy(dr, rb.data(), rb.size() * 2, cudaMemcpyHostToDevice));

@@ -62,7 +62,7 @@ static void rand_operands(std::vector<float> &xf, std::vector<uint16_t> &xb, std
 }
 
 /* g_rev: the checks' launches walk their tiles last to first (serpentine
- * order, eng_cu_order.cu: the launch after eng_cu_order_begin(1)) */
+ * order, eng_cu_order.c: the launch after eng_cu_order_begin(1)) */
 static int g_rev = 0;
 
 static void check(int M, int N, int K, int epi, int with_bias, int with_r) {

@@ -22,6 +22,7 @@
 #include <stdint.h>
 #include "eng_cu_attn_tiles.h"
 #include "eng_cu_bf16.h"
+#include "eng_cu_order.h" /* the serpentine launch order (eng_cu_order.c) */
 
 typedef __nv_bfloat16 bf16;
 
@@ -63,14 +64,6 @@ extern thread_local int eng_cu_pdl_on;
         asm volatile("griddepcontrol.wait;\n" ::: "memory");                    \
     } while (0)
 #endif
-
-/* Serpentine launch order (eng_cu_order.cu): eng_cu_order_begin(on) at a
- * forward's start (per thread, like eng_cu_pdl_on); each launcher of the
- * step asks eng_cu_order_take(1) where its kernel can walk its rows last
- * to first (1: do so), eng_cu_order_take(0) where it cannot. */
-extern thread_local int eng_cu_order_on;
-void eng_cu_order_begin(int on);
-int eng_cu_order_take(int reversible);
 
 template <typename... KArgs, typename... Args>
 static inline cudaError_t eng_cu_launch(void (*k)(KArgs...), dim3 grid, dim3 block, size_t smem,

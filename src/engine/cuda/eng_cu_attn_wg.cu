@@ -81,7 +81,7 @@
 /* HF (with DYN false): the same one-dimensional walk over (tile, head)
  * items, head fastest, but striding by the grid instead of a counter --
  * so the blocks resident together cover all heads of neighbouring rows,
- * and in the serpentine order (eng_cu_order.cu) the first wave reads the
+ * and in the serpentine order (eng_cu_order.c) the first wave reads the
  * QKV rows still in L2; the (x, head) grid reads each head's rows in its
  * own pass. */
 template <int D, bool CAUSAL, int ST, bool DYN, bool HF = false>

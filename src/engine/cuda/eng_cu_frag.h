@@ -232,7 +232,7 @@ static __device__ __forceinline__ attn_item attn_item_at(const eng_cu_attn_args 
     const int n = *a.n_tiles_dev;
     it.live = tile < n;
     if (it.live) {
-        if (a.rev) tile = n - 1 - tile; /* serpentine order (eng_cu_order.cu) */
+        if (a.rev) tile = n - 1 - tile; /* serpentine order (eng_cu_order.c) */
         const int seq = a.tiles[2 * tile];
         it.q0 = a.tiles[2 * tile + 1];
         it.start = a.cu_seqlens[seq];

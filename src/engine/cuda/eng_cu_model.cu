@@ -395,7 +395,7 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
                    eng_cu_gemm_wg_rowln_ok(1, m->H, m->I) && !(rl && !strcmp(rl, "0"));
     }
     {
-        /* the graph path's kernels in serpentine order (eng_cu_order.cu;
+        /* the graph path's kernels in serpentine order (eng_cu_order.c;
          * POSY_CUDA_SERP=0 off) */
         const char *sp = getenv("POSY_CUDA_SERP");
         m->serp = !(sp && !strcmp(sp, "0"));

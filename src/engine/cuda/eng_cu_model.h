@@ -164,7 +164,7 @@ typedef struct eng_cu_model {
      * fused, 0 not) */
     int rowln;
     eng_cu_bucket_picks rowln_picks[2];
-    /* the graph path's kernels in serpentine order (eng_cu_order.cu; on
+    /* the graph path's kernels in serpentine order (eng_cu_order.c; on
      * unless POSY_CUDA_SERP=0) */
     int serp;
     /* the small-batch persistent kernel (eng_cu_mega.cu), when it fits */

@@ -71,7 +71,7 @@ template <int MAXC>
 __global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
 add_ln_kernel(const bf16 *x, const bf16 *res, const float *gamma, const float *beta, bf16 *out,
               int rows, const int *n_rows_dev, int H, float eps, int rev) {
-    /* rev: the blocks take the rows last to first (eng_cu_order.cu) */
+    /* rev: the blocks take the rows last to first (eng_cu_order.c) */
     const int row = (rev ? gridDim.x - 1 - blockIdx.x : blockIdx.x) * ROWS_PER_BLOCK + (threadIdx.x >> 5);
     const int lane = threadIdx.x & 31, nc = H >> 3;
     if (MAXC <= 4) {
@@ -336,7 +336,7 @@ cudaError_t eng_cu_add_ln(cudaStream_t s, const bf16 *x, const bf16 *res, const 
     if (H % 8 || rows <= 0) return cudaErrorInvalidValue;
     const int grid = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
     cudaError_t e = cudaSuccess;
-    const int rev = eng_cu_order_take(1); /* rows last to first (eng_cu_order.cu) */
+    const int rev = eng_cu_order_take(1); /* rows last to first (eng_cu_order.c) */
     DISPATCH_MAXC(H, (e = eng_cu_launch(add_ln_kernel<MC>, dim3(grid), dim3(32 * ROWS_PER_BLOCK), 0, s,
                                         x, res, gamma, beta, out, rows, n_rows_dev, H, eps, rev)));
     return e != cudaSuccess ? e : cudaGetLastError();
@@ -347,7 +347,7 @@ cudaError_t eng_cu_add_rmsnorm(cudaStream_t s, const bf16 *x, bf16 *res, const f
     if (H % 8 || rows <= 0) return cudaErrorInvalidValue;
     const int grid = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
     cudaError_t e = cudaSuccess;
-    const int rev = eng_cu_order_take(1); /* rows last to first (eng_cu_order.cu) */
+    const int rev = eng_cu_order_take(1); /* rows last to first (eng_cu_order.c) */
     DISPATCH_MAXC(H, (e = eng_cu_launch(add_rmsnorm_kernel<MC>, dim3(grid), dim3(32 * ROWS_PER_BLOCK), 0,
                                         s, x, res, gamma, out, rows, n_rows_dev, H, eps, rev)));
     return e != cudaSuccess ? e : cudaGetLastError();
@@ -358,7 +358,7 @@ cudaError_t eng_cu_rms_rows(cudaStream_t s, const bf16 *x, float *rs, int rows, 
     if (H % 8 || rows <= 0) return cudaErrorInvalidValue;
     const int grid = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
     cudaError_t e = cudaSuccess;
-    const int rev = eng_cu_order_take(1); /* rows last to first (eng_cu_order.cu) */
+    const int rev = eng_cu_order_take(1); /* rows last to first (eng_cu_order.c) */
     DISPATCH_MAXC(H, (e = eng_cu_launch(rms_rows_kernel<MC>, dim3(grid), dim3(32 * ROWS_PER_BLOCK), 0, s, x, rs,
                                         rows, n_rows_dev, H, eps, rev)));
     return e != cudaSuccess ? e : cudaGetLastError();

@@ -101,7 +101,7 @@
  * rotary on the QKV product (eng_cu_gemm_wg_qk) */
 #define WG_EPI_QK 16
 /* flags: version 3 / 4 walks its tiles last to first (serpentine order,
- * eng_cu_order.cu; wg3_launch sets it) */
+ * eng_cu_order.c; wg3_launch sets it) */
 #define WG_REV 0x400
 
 /* version 1: one 128 x 128 tile a CTA, 3 stages, two CTAs an SM */

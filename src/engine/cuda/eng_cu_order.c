@@ -10,6 +10,7 @@
  * a kernel that can walk either way walks last to first when its
  * predecessor walked first to last, and so starts on the rows still in L2.
  *
+ * Plain C (no CUDA), so tests/unit/test_cu_order.c checks it on any machine.
  * The launchers ask eng_cu_order_take(reversible) at each launch: a kernel
  * that can walk backwards (ours: the Hopper GEMM, the GEMM + whole-row
  * LayerNorm, attention's tile list, add_ln) gets 1 when the launch before
@@ -28,17 +29,18 @@
  * Correct: lab checks of every backward walk, e2e_vs_transformers and
  * e2e_qwen3 pass with it on (graph == eager bit for bit).  So it is the
  * default: a small gain for MiniLM, no loss elsewhere. */
-#include "eng_cu.h"
+#include "eng_cu_order.h"
 
-thread_local int eng_cu_order_on = 0;
-static thread_local int order_last = 0; /* the last launch walked backwards */
+/* per thread: each forward runs on one thread (as eng_cu_pdl_on) */
+static _Thread_local int order_on = 0;
+static _Thread_local int order_last = 0; /* the last launch walked backwards */
 
 void eng_cu_order_begin(int on) {
-    eng_cu_order_on = on;
+    order_on = on != 0;
     order_last = 0;
 }
 
 int eng_cu_order_take(int reversible) {
-    order_last = eng_cu_order_on && reversible && !order_last;
+    order_last = order_on && reversible && !order_last;
     return order_last;
 }
