@@ -13,9 +13,11 @@
  * Plain C (no CUDA), so tests/unit/test_cu_order.c checks it on any machine.
  * The launchers ask eng_cu_order_take(reversible) at each launch: a kernel
  * that can walk backwards (ours: the Hopper GEMM, the GEMM + whole-row
- * LayerNorm, attention's tile list, add_ln) gets 1 when the launch before
- * walked forwards, and one that cannot (cuBLASLt, the embedding) resets
- * the state.  Off unless eng_cu_order_begin(1) -- the graph path's forward
+ * LayerNorm, attention v10's tile list, add_ln, add_rmsnorm, rms_rows)
+ * gets 1 when the launch before walked forwards; one that cannot (cuBLASLt,
+ * the small-batch GEMM, the other attention forms) asks with 0 and counts
+ * as forwards; kernels that do not ask (the embedding, pooling) leave the
+ * alternation alone.  Off unless eng_cu_order_begin(1) -- the graph path's forward
  * (eng_cu_model_chain_begin; POSY_CUDA_SERP=0 turns it off) -- so labs and
  * the one-query chain walk forwards.  The order changes which block does
  * which rows, never what a row's result is.
@@ -24,7 +26,7 @@
  * MiniLM step's HBM reads 4.25 -> 3.89 GB, 8-27 MB saved at each kernel
  * that follows a GEMM or a norm -- not at the attention, whose static grid
  * walks heads in the outer dimension.  Saturated steps, on / off: MiniLM
- * 1.008 / 1.008 at equal 128 (two runs), 1.003-1.005 elsewhere; BERT-base
+ * 1.008 / 1.008 at equal 128 (two runs), 1.001-1.005 elsewhere; BERT-base
  * 0.998-1.003; Qwen3-0.6B 1.000-1.004 -- against a noise of about 0.5%.
  * Correct: lab checks of every backward walk, e2e_vs_transformers and
  * e2e_qwen3 pass with it on (graph == eager bit for bit).  So it is the
