@@ -451,10 +451,13 @@ cudaError_t eng_cu_gemm_wg_ln(int version, cudaStream_t s, const bf16 *X, const 
 /* Y = LayerNorm(X W^T + bias (+ R)) by rows of N, gamma / beta fp32,
  * the norm on the fp32 sums (eng_cu_gemm_rowln.cu): sm_90, N 256 or 384
  * (tiles hold whole rows), K % 64 == 0, bias required, R may be NULL;
- * every row < M is written.  _ok says whether it runs for the shape. */
+ * every row < M is written.  _ok says whether it runs for the shape.
+ * pair: CTAs in clusters of two on adjacent row tiles, sharing W's
+ * k-slices by TMA multicast. */
 int eng_cu_gemm_wg_rowln_ok(int M, int N, int K);
 cudaError_t eng_cu_gemm_wg_rowln(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
-                                 const float *gamma, const float *beta, float eps, bf16 *Y, int M, int N, int K);
+                                 const float *gamma, const float *beta, float eps, bf16 *Y, int M, int N, int K,
+                                 int pair);
 /* Lab only: version 3 (4 where eng_cu_wg_version is 4) with clock64 counters, ENG_CU_WG_PROF_SLOTS per CTA
  * in prof (for consumer warpgroup w at 6w: cycles waiting for data, for
  * its wgmma group, in the epilogue, in all, in the epilogue's waits,
