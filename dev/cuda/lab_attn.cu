@@ -233,24 +233,20 @@ static void run_case(const acase &c, int time_it) {
              * rev: the tile list walked last to first (serpentine order,
              * eng_cu_order.c: the launch after eng_cu_order_begin(1)),
              * checked, not timed; hf: the static head-fastest walk
-             * (eng_cu_attn_wg_hf); pair: two query tiles a CTA
-             * (eng_cu_attn_wg2.cu, two stages, d = 32 / 64; elsewhere
-             * the form without it runs again) */
-            struct wg_form { int st, waves, maxx, maxb, wide, dyn, rev, hf, pair; };
+             * (eng_cu_attn_wg_hf) */
+            struct wg_form { int st, waves, maxx, maxb, wide, dyn, rev, hf; };
             static const wg_form forms[] = {
-                {1, 0, 0, 0, 0, 0, 0, 0, 0}, {2, 0, 0, 0, 0, 0, 0, 0, 0}, {3, 0, 0, 0, 0, 0, 0, 0, 0}, {3, 0, 0, 3, 0, 0, 0, 0, 0}, {1, 0, 2, 0, 0, 0, 0, 0, 0},
-                {2, 0, 2, 0, 0, 0, 0, 0, 0}, {1, 1, 0, 0, 0, 0, 0, 0, 0}, {2, 2, 0, 0, 0, 0, 0, 0, 0},
-                {1, 0, 0, 0, 0, 1, 0, 0, 0}, {2, 0, 0, 0, 0, 1, 0, 0, 0}, {1, 0, 2, 0, 0, 1, 0, 0, 0}, {2, 0, 2, 0, 0, 1, 0, 0, 0},
-                {1, 0, 0, 0, 0, 0, 1, 0, 0}, {2, 0, 0, 0, 0, 0, 1, 0, 0}, {2, 2, 0, 0, 0, 0, 1, 0, 0}, {1, 0, 2, 0, 0, 0, 1, 0, 0},
-                {2, 0, 0, 0, 0, 1, 1, 0, 0}, {1, 0, 2, 0, 0, 1, 1, 0, 0},
-                {2, 0, 0, 0, 0, 0, 0, 1, 0}, {1, 2, 0, 0, 0, 0, 0, 1, 0}, {2, 0, 2, 0, 0, 0, 0, 1, 0}, {2, 0, 0, 0, 0, 0, 1, 1, 0},
-                {1, 0, 2, 0, 0, 0, 1, 1, 0},
-                {2, 0, 0, 0, 0, 0, 0, 0, 1}, {2, 0, 2, 0, 0, 0, 0, 0, 1}, {2, 0, 3, 0, 0, 0, 0, 0, 1},
-                {2, 0, 0, 0, 0, 0, 1, 0, 1}, {2, 0, 3, 0, 0, 0, 1, 0, 1},
-                {1, 0, 0, 0, 1, 0, 0, 0, 0}, {1, 1, 0, 0, 1, 0, 0, 0, 0}, {1, 2, 0, 0, 1, 0, 0, 0, 0}, {1, 4, 0, 0, 1, 0, 0, 0, 0},
-                {2, 0, 0, 0, 1, 0, 0, 0, 0}, {2, 1, 0, 0, 1, 0, 0, 0, 0}, {2, 2, 0, 0, 1, 0, 0, 0, 0}, {2, 4, 0, 0, 1, 0, 0, 0, 0}, {3, 0, 0, 0, 1, 0, 0, 0, 0},
-                {1, 0, 0, 0, 1, 1, 0, 0, 0}, {2, 0, 0, 0, 1, 1, 0, 0, 0}, {1, 2, 0, 0, 1, 1, 0, 0, 0}, {2, 2, 0, 0, 1, 1, 0, 0, 0},
-                {2, 4, 0, 0, 1, 0, 0, 1, 0}, {1, 4, 0, 0, 1, 0, 0, 1, 0}, {2, 4, 0, 0, 1, 0, 0, 0, 1},
+                {1, 0, 0, 0, 0, 0, 0, 0}, {2, 0, 0, 0, 0, 0, 0, 0}, {3, 0, 0, 0, 0, 0, 0, 0}, {3, 0, 0, 3, 0, 0, 0, 0}, {1, 0, 2, 0, 0, 0, 0, 0},
+                {2, 0, 2, 0, 0, 0, 0, 0}, {1, 1, 0, 0, 0, 0, 0, 0}, {2, 2, 0, 0, 0, 0, 0, 0},
+                {1, 0, 0, 0, 0, 1, 0, 0}, {2, 0, 0, 0, 0, 1, 0, 0}, {1, 0, 2, 0, 0, 1, 0, 0}, {2, 0, 2, 0, 0, 1, 0, 0},
+                {1, 0, 0, 0, 0, 0, 1, 0}, {2, 0, 0, 0, 0, 0, 1, 0}, {2, 2, 0, 0, 0, 0, 1, 0}, {1, 0, 2, 0, 0, 0, 1, 0},
+                {2, 0, 0, 0, 0, 1, 1, 0}, {1, 0, 2, 0, 0, 1, 1, 0},
+                {2, 0, 0, 0, 0, 0, 0, 1}, {1, 2, 0, 0, 0, 0, 0, 1}, {2, 0, 2, 0, 0, 0, 0, 1}, {2, 0, 0, 0, 0, 0, 1, 1},
+                {1, 0, 2, 0, 0, 0, 1, 1},
+                {1, 0, 0, 0, 1, 0, 0, 0}, {1, 1, 0, 0, 1, 0, 0, 0}, {1, 2, 0, 0, 1, 0, 0, 0}, {1, 4, 0, 0, 1, 0, 0, 0},
+                {2, 0, 0, 0, 1, 0, 0, 0}, {2, 1, 0, 0, 1, 0, 0, 0}, {2, 2, 0, 0, 1, 0, 0, 0}, {2, 4, 0, 0, 1, 0, 0, 0}, {3, 0, 0, 0, 1, 0, 0, 0},
+                {1, 0, 0, 0, 1, 1, 0, 0}, {2, 0, 0, 0, 1, 1, 0, 0}, {1, 2, 0, 0, 1, 1, 0, 0}, {2, 2, 0, 0, 1, 1, 0, 0},
+                {2, 4, 0, 0, 1, 0, 0, 1}, {1, 4, 0, 0, 1, 0, 0, 1},
             };
             const int wide_tiles = eng_cu_attn_max_tiles(T, T / 32 > S + 2 ? T / 32 : S + 2);
             for (const wg_form &fm : forms) {
@@ -261,15 +257,14 @@ static void run_case(const acase &c, int time_it) {
                 eng_cu_attn_wgp_max_blocks = fm.maxb;
                 eng_cu_attn_wg_dyn = fm.dyn;
                 eng_cu_attn_wg_hf = fm.hf;
-                eng_cu_attn_wg_pair = fm.pair;
                 a.max_tiles = fm.wide ? wide_tiles : max_tiles;
                 char nm[200], cap[32] = "";
                 if (fm.maxb) snprintf(cap, sizeof cap, " grid %d", fm.maxb);
                 else if (fm.maxx) snprintf(cap, sizeof cap, fm.dyn ? " grid %d" : " x %d", fm.maxx);
-                snprintf(nm, sizeof nm, "%s st%d%s%s%s%s%s%s%s", name, fm.st,
+                snprintf(nm, sizeof nm, "%s st%d%s%s%s%s%s%s", name, fm.st,
                          fm.waves ? (fm.waves == 1 ? " waves 1" : fm.waves == 2 ? " waves 2" : " waves 4") : "",
                          cap, fm.wide ? " wide" : "",
-                         fm.dyn ? " dyn" : "", fm.rev ? " rev" : "", fm.hf ? " hf" : "", fm.pair ? " pair" : "");
+                         fm.dyn ? " dyn" : "", fm.rev ? " rev" : "", fm.hf ? " hf" : "");
                 lab_poison(dout, (size_t)T * Hq * 2);
                 eng_cu_order_begin(fm.rev);
                 cudaError_t e = eng_cu_attention(0, &a);
@@ -307,7 +302,6 @@ static void run_case(const acase &c, int time_it) {
             a.max_tiles = max_tiles;
             eng_cu_attn_wg_dyn = -1;
             eng_cu_attn_wg_hf = -1;
-            eng_cu_attn_wg_pair = -1;
             eng_cu_attn_wg_waves = -1;
             eng_cu_attn_wg_stages = 0;
             continue;

@@ -13,8 +13,7 @@
  * LAB_WG_ROWLN=1 (or =quick: checks only) instead checks the product with
  * the whole row's LayerNorm in its epilogue (eng_cu_gemm_rowln.cu) against
  * fp64 and times it against the product + add_ln at MiniLM's O and down
- * shapes, alone and in CTA pairs (clusters of two sharing W by
- * multicast); its checks also run among the default ones, both forms.
+ * shapes; its checks also run among the default ones.
  * LAB_WG_PROF="N K epi ..." instead prints where the time of versions 3
  * and 4 goes (its clock64 counters: waiting for data, for the tensor cores,
  * storing), the same without its epilogue (the products alone), and how
@@ -65,9 +64,6 @@ static void rand_operands(std::vector<float> &xf, std::vector<uint16_t> &xb, std
 /* g_rev: the checks' launches walk their tiles last to first (serpentine
  * order, eng_cu_order.c: the launch after eng_cu_order_begin(1)) */
 static int g_rev = 0;
-/* g_pair: check_rowln runs the whole-row kernel in CTA pairs (clusters of
- * two sharing W by multicast) */
-static int g_pair = 0;
 
 static void check(int M, int N, int K, int epi, int with_bias, int with_r) {
     std::vector<float> xf, wf, bf, rf;
@@ -492,11 +488,10 @@ static void check_rowln(int M, int N, int K, int with_r) {
     CUCHECK(cudaMalloc(&dy, (size_t)M * N * 2));
     lab_poison(dy, (size_t)M * N * 2);
     char name[160];
-    snprintf(name, sizeof name, "gemm + row layernorm M=%d N=%d K=%d%s%s%s", M, N, K, with_r ? " +R" : "",
-             g_rev ? " rev" : "", g_pair ? " pairs" : "");
+    snprintf(name, sizeof name, "gemm + row layernorm M=%d N=%d K=%d%s%s", M, N, K, with_r ? " +R" : "",
+             g_rev ? " rev" : "");
     eng_cu_order_begin(g_rev);
-    const cudaError_t e =
-        eng_cu_gemm_wg_rowln(0, dx, dw, db, with_r ? dr : NULL, dg, dbe, 1e-12f, dy, M, N, K, g_pair);
+    const cudaError_t e = eng_cu_gemm_wg_rowln(0, dx, dw, db, with_r ? dr : NULL, dg, dbe, 1e-12f, dy, M, N, K);
     eng_cu_order_begin(0);
     if (!launched(name, e)) return;
     const std::vector<float> y = lab_download_bf16(dy, (size_t)M * N);
@@ -541,7 +536,7 @@ static void bench_rowln(eng_cu_gemm_ctx *g, const char *what, int H, int I) {
     CUCHECK(cudaMemcpy(nt, &M, sizeof(int), cudaMemcpyHostToDevice));
     char err[256];
     for (int K : {H, I}) {
-        /* 0: cuBLASLt (tuned) + add_ln; 1, 2: ours v3 / v4 + add_ln; 3: the fused kernel; 4: in CTA pairs */
+        /* 0: cuBLASLt (tuned) + add_ln; 1, 2: ours v3 / v4 + add_ln; 3: the fused kernel */
         auto run = [&](int i) {
             if (i == 0) {
                 if (eng_cu_gemm(g, 0, o.x, o.w, o.b, r2, o.y, M, H, K, ENG_CU_EPI_BIAS, err, sizeof err)) {
@@ -551,19 +546,19 @@ static void bench_rowln(eng_cu_gemm_ctx *g, const char *what, int H, int I) {
             } else if (i < 3)
                 CUCHECK(eng_cu_gemm_wg_v(i + 2, 0, o.x, o.w, o.b, r2, o.y, M, H, K, ENG_CU_EPI_BIAS));
             else {
-                CUCHECK(eng_cu_gemm_wg_rowln(0, o.x, o.w, o.b, r2, gm, gm, 1e-12f, o.y, M, H, K, i == 4));
+                CUCHECK(eng_cu_gemm_wg_rowln(0, o.x, o.w, o.b, r2, gm, gm, 1e-12f, o.y, M, H, K));
                 return;
             }
             CUCHECK(eng_cu_add_ln(0, o.y, NULL, gm, gm, o.y, M, nt, H, 1e-12f));
         };
-        float t[5];
-        for (int i = 0; i < 5; i++) t[i] = 1e30f, run(i); /* cuBLASLt's tuning */
+        float t[4];
+        for (int i = 0; i < 4; i++) t[i] = 1e30f, run(i); /* cuBLASLt's tuning */
         for (int round = 0; round < 3; round++)
-            for (int i = 0; i < 5; i++) t[i] = std::min(t[i], lab_time_ms([&] { run(i); }, 10));
-        const float best = std::min(t[0], std::min(t[1], t[2]));
+            for (int i = 0; i < 4; i++) t[i] = std::min(t[i], lab_time_ms([&] { run(i); }, 10));
         printf("  bench %s rowln M=%d N=%d K=%d: cublaslt+add_ln %6.1f us | v3+add_ln %6.1f | v4+add_ln %6.1f | "
-               "fused %6.1f (%.3f of the best product + add_ln) | pairs %6.1f (%.3f)\n",
-               what, M, H, K, t[0] * 1e3, t[1] * 1e3, t[2] * 1e3, t[3] * 1e3, t[3] / best, t[4] * 1e3, t[4] / best);
+               "fused %6.1f (%.3f of the best pair)\n",
+               what, M, H, K, t[0] * 1e3, t[1] * 1e3, t[2] * 1e3, t[3] * 1e3,
+               t[3] / std::min(t[0], std::min(t[1], t[2])));
     }
     operands_free(o);
     cudaFree(r2); cudaFree(gm); cudaFree(nt);
@@ -810,16 +805,12 @@ int main(void) {
     }
     const char *rl = getenv("LAB_WG_ROWLN"); /* the product + whole-row LayerNorm alone: checks, then timing */
     if (rl) {
-        for (g_pair = 0; g_pair < 2; g_pair++) {
-            for (int N : {384, 256})
-                for (int M : {1, 63, 65, 127, 129, 1000})
-                    for (int r = 0; r < 2; r++) check_rowln(M, N, N, r);
-            check_rowln(5000, 384, 1536, 1);  /* many tiles a CTA, the ring wrapping */
-            check_rowln(40000, 384, 1536, 1); /* every CTA several tiles */
-            check_rowln(300, 256, 64, 1);     /* one k-slice */
-            check_rowln(170, 384, 384, 1);    /* pairs: an odd tile count, the last pair's second tile a phantom */
-        }
-        g_pair = 0;
+        for (int N : {384, 256})
+            for (int M : {1, 63, 65, 127, 129, 1000})
+                for (int r = 0; r < 2; r++) check_rowln(M, N, N, r);
+        check_rowln(5000, 384, 1536, 1);  /* many tiles a CTA, the ring wrapping */
+        check_rowln(40000, 384, 1536, 1); /* every CTA several tiles */
+        check_rowln(300, 256, 64, 1);     /* one k-slice */
         if (strcmp(rl, "quick")) {
             char err[256];
             eng_cu_gemm_ctx *g = eng_cu_gemm_create((size_t)32 << 20, err, sizeof err);
@@ -883,15 +874,11 @@ int main(void) {
         check(5000, 1024, 512, ENG_CU_EPI_BIAS, 1, 1);    /* 320 tiles: version 5's warpgroups take several each */
     }
     check_rows(5, 1000, 768, 512, 0); /* version 5's row-scaled SwiGLU, after its plain checks */
-    for (g_pair = 0; g_pair < 2; g_pair++) { /* the product + whole-row LayerNorm (eng_cu_gemm_rowln.cu) */
-        for (int r = 0; r < 2; r++) {
-            check_rowln(129, 384, 384, r);
-            check_rowln(1000, 256, 512, r);
-        }
-        check_rowln(5000, 384, 1536, 1);
-        check_rowln(170, 384, 1536, 1); /* pairs: the last pair's second tile a phantom */
+    for (int r = 0; r < 2; r++) { /* the product + whole-row LayerNorm (eng_cu_gemm_rowln.cu) */
+        check_rowln(129, 384, 384, r);
+        check_rowln(1000, 256, 512, r);
     }
-    g_pair = 0;
+    check_rowln(5000, 384, 1536, 1);
     g_rev = 1; /* the serpentine order's backward walk: versions 3, 4 and the whole-row tile */
     for (int v : {3, 4}) {
         eng_cu_wg_version = v;
@@ -900,13 +887,9 @@ int main(void) {
         check(300, 1536, 384, ENG_CU_EPI_BIAS_GELU, 1, 0);
     }
     eng_cu_wg_version = 3;
-    for (g_pair = 0; g_pair < 2; g_pair++) {
-        check_rowln(129, 384, 384, 1);
-        check_rowln(1000, 256, 512, 0);
-        check_rowln(5000, 384, 1536, 1);
-        check_rowln(170, 384, 384, 1);
-    }
-    g_pair = 0;
+    check_rowln(129, 384, 384, 1);
+    check_rowln(1000, 256, 512, 0);
+    check_rowln(5000, 384, 1536, 1);
     check_rows(3, 5000, 768, 512, 0, 1); /* the kernel's own RMS row scales, whose warps walk the tiles too */
     check_rows(4, 129, 256, 1024, 1);
     g_rev = 0;

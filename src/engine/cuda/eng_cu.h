@@ -315,10 +315,6 @@ extern int eng_cu_attn_wg_dyn;
 /* labs: 1 / 0 forces version 10's static head-fastest walk on / off
  * where the dynamic schedule is not taken (-1: POSY_CUDA_ATTN_HF=1 on) */
 extern int eng_cu_attn_wg_hf;
-/* labs: 1 / 0 forces version 10's two-tile form (eng_cu_attn_wg2.cu) on /
- * off for its two-stage launches at head sizes 32 and 64 (-1:
- * POSY_CUDA_ATTN_PAIR=1 on) */
-extern int eng_cu_attn_wg_pair;
 /* labs: > 0 caps the persistent form's grid (eng_cu_attn_wg_stages = 3),
  * so a small case still walks several items a block */
 extern int eng_cu_attn_wgp_max_blocks;
@@ -451,13 +447,10 @@ cudaError_t eng_cu_gemm_wg_ln(int version, cudaStream_t s, const bf16 *X, const 
 /* Y = LayerNorm(X W^T + bias (+ R)) by rows of N, gamma / beta fp32,
  * the norm on the fp32 sums (eng_cu_gemm_rowln.cu): sm_90, N 256 or 384
  * (tiles hold whole rows), K % 64 == 0, bias required, R may be NULL;
- * every row < M is written.  _ok says whether it runs for the shape.
- * pair: CTAs in clusters of two on adjacent row tiles, sharing W's
- * k-slices by TMA multicast. */
+ * every row < M is written.  _ok says whether it runs for the shape. */
 int eng_cu_gemm_wg_rowln_ok(int M, int N, int K);
 cudaError_t eng_cu_gemm_wg_rowln(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
-                                 const float *gamma, const float *beta, float eps, bf16 *Y, int M, int N, int K,
-                                 int pair);
+                                 const float *gamma, const float *beta, float eps, bf16 *Y, int M, int N, int K);
 /* Lab only: version 3 (4 where eng_cu_wg_version is 4) with clock64 counters, ENG_CU_WG_PROF_SLOTS per CTA
  * in prof (for consumer warpgroup w at 6w: cycles waiting for data, for
  * its wgmma group, in the epilogue, in all, in the epilogue's waits,

@@ -54,6 +54,11 @@
  * with sequence order it put 16 x 1024 causal tokens' heavy tiles last
  * (287 us against 259 heaviest first, 2026-12-03 run 5).
  *
+ * Two 64-row query tiles a 256-thread CTA sharing K / V (half of the L2
+ * -> SM bytes at 128-token sequences) were correct and slower (2026-12-03
+ * run 27: saturated MiniLM 0.935-0.967x, BERT-base 0.979-0.988x: three
+ * CTAs an SM at 80 registers instead of six; commit 148a695 holds them).
+ *
  * No q/k norm: with it, eng_cu_attention runs v2's fused path instead.
  */
 #include "eng_cu_attn_wg.h"
@@ -83,7 +88,8 @@
  * so the blocks resident together cover all heads of neighbouring rows,
  * and in the serpentine order (eng_cu_order.c) the first wave reads the
  * QKV rows still in L2; the (x, head) grid reads each head's rows in its
- * own pass. */
+ * own pass.  Opt-in: within the noise on the H200 (2026-12-03 run 27:
+ * saturated MiniLM 0.995-1.007x, BERT-base 0.999-1.000x). */
 template <int D, bool CAUSAL, int ST, bool DYN, bool HF = false>
 __global__ void __launch_bounds__(128, (awg_minb<D, ST>())) attn_wg_kernel(eng_cu_attn_args a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
@@ -203,11 +209,10 @@ int eng_cu_attn_wg_hf = -1;
 
 /* The static head-fastest walk (HF above) instead of the (x, head) grid,
  * where the dynamic schedule is not taken: eng_cu_attn_wg_hf (labs), else
- * POSY_CUDA_ATTN_HF=1.  An experiment, not yet run on the GPU: with the
- * serpentine order the (x, head) grid's attention read all 151 MB of a
- * MiniLM step's QKV from HBM (2026-12-03 run 25), and the counter-driven
- * head-fastest schedule with it gained BERT-base 0.6-0.7% but was mixed
- * for MiniLM (run 26). */
+ * POSY_CUDA_ATTN_HF=1.  With the serpentine order the (x, head) grid's
+ * attention read all 151 MB of a MiniLM step's QKV from HBM (2026-12-03
+ * run 25); this walk, timed in run 27, changed the saturated steps by
+ * -0.5% to +0.7% (the noise), so it stays opt-in. */
 static bool awg_hf(void) {
     if (eng_cu_attn_wg_hf >= 0) return eng_cu_attn_wg_hf > 0;
     static int env = -1;
@@ -297,7 +302,6 @@ static cudaError_t awg_pick(cudaStream_t s, const eng_cu_attn_args *a) {
     const int st = eng_cu_attn_wg_stages ? eng_cu_attn_wg_stages : env ? env : D == 128 ? 1 : 2;
     if (st == 3) return eng_cu_order_take(0), eng_cu_attention_wgp(s, a);
     if (st == 1) return a->causal ? awg_launch<D, true, 1>(s, a) : awg_launch<D, false, 1>(s, a);
-    if (D <= 64 && eng_cu_attn_wg2_on()) return eng_cu_attention_wg2(s, a); /* an experiment, opt-in */
     return a->causal ? awg_launch<D, true, 2>(s, a) : awg_launch<D, false, 2>(s, a);
 }
 

@@ -68,13 +68,12 @@ struct awg_layout {
 
 /* cp.async of R rows of D values (global row stride ld) into the swizzled
  * tile at dst (1024-byte aligned), rows >= valid zero-filled; by the CTA's
- * NT threads, not committed.  Below D = 128 a load of 128 rows is two
- * 64-row tiles, TB bytes apart (eng_cu_attn_wg2.cu's query slab). */
-template <int D, int R, int NT = 128>
+ * 128 threads, not committed */
+template <int D, int R>
 static __device__ __forceinline__ void awg_load(uint32_t dst, const bf16 *src, int ld, int valid) {
     constexpr int CPR = D / 8; /* 16-byte chunks a row */
 #pragma unroll
-    for (int c = threadIdx.x; c < R * CPR; c += NT) {
+    for (int c = threadIdx.x; c < R * CPR; c += 128) {
         const int r = c / CPR, cc = c % CPR;
         const uint32_t off = D >= 64 ? (cc >> 3) * (R * 128) + r * 128 + (((cc & 7) ^ (r & 7)) << 4)
                                      : r * 64 + ((cc ^ ((r >> 1) & 3)) << 4);
@@ -168,18 +167,18 @@ static constexpr int awg_minb() {
     return D == 128 ? (ST == 1 ? 4 : 2) : D == 64 ? 5 : 6;
 }
 
-/* The blocks of kernel k (threads a block, smem bytes of shared memory)
- * that fit the GPU at once, SMs x blocks an SM; found on the first call
- * (after the shared-memory opt-in) into the caller's `resident`, one per
- * kernel instantiation. */
+/* The blocks of kernel k (128 threads, smem bytes of shared memory) that
+ * fit the GPU at once, SMs x blocks an SM; found on the first call (after
+ * the shared-memory opt-in) into the caller's `resident`, one per kernel
+ * instantiation. */
 template <typename Kern>
-static cudaError_t awg_resident(Kern k, size_t smem, int &resident, int threads = 128) {
+static cudaError_t awg_resident(Kern k, size_t smem, int &resident) {
     if (resident) return cudaSuccess;
     int dev = 0, sms = 0, per = 0;
     cudaError_t e;
     if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
         (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
-        (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, threads, smem)) != cudaSuccess)
+        (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, 128, smem)) != cudaSuccess)
         return e;
     if (per < 1) return cudaErrorInvalidConfiguration;
     resident = sms * per;
@@ -188,8 +187,3 @@ static cudaError_t awg_resident(Kern k, size_t smem, int &resident, int threads 
 
 /* the persistent form (eng_cu_attn_wgp.cu), eng_cu_attn_wg_stages = 3 */
 cudaError_t eng_cu_attention_wgp(cudaStream_t s, const eng_cu_attn_args *a);
-/* two query tiles a CTA sharing K / V (eng_cu_attn_wg2.cu): two stages,
- * head sizes 32 and 64; taken in place of the two-stage form where
- * eng_cu_attn_wg2_on() */
-cudaError_t eng_cu_attention_wg2(cudaStream_t s, const eng_cu_attn_args *a);
-int eng_cu_attn_wg2_on(void);

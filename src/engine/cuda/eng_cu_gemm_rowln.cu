@@ -39,18 +39,11 @@
  * built and checked too (commit 3af0c56) and lost everywhere (138 and 221
  * us); ptxas caps a thread at 168 registers at 384 threads and reported
  * ~1 KB of spills a thread even with setmaxnreg (why it lost is not
- * established beyond that).
- *
- *
- * Pairs (CL = 2, `pair`): CTAs in clusters of two on vertically adjacent
- * tiles, each loading its own X rows and one half of W's k-slice, which
- * the TMA multicasts into both CTAs' rings -- W's L2 reads per 64 rows
- * halve, back to about the 128-row tile's without its registers.  A
- * slot's empty barrier then counts both CTAs' consumer warps (the peer's
- * multicast refills it here too), and a pair's second tile past the last
- * is a phantom (rows from M: zeros in, nothing stored).  Written
- * 2026-12-03 after the 128-row form lost; raced by the engine only with
- * POSY_CUDA_ROWLN=2 until measured.
+ * established beyond that).  Clusters of two CTAs on adjacent 64-row
+ * tiles sharing W's k-slices by TMA multicast (W's L2 reads halved
+ * without the registers) were correct and no faster (2026-12-03 run 28:
+ * O 87.1 against 84.3 us, down 179.8 against 179.9; commit 148a695 holds
+ * them): W's L2 traffic is not what bounds the down projection here.
  *
  * sm_90a only (eng_cu_gemm_wg_rowln_ok); the lab: dev/cuda/lab_wgmma.cu
  * (LAB_WG_ROWLN), against fp64 and timed against the product + add_ln.
@@ -86,14 +79,13 @@ static __device__ __forceinline__ float rl_quad_sum(float v) {
 }
 #endif
 
-template <int NW, bool HASR, int CL>
+template <int NW, bool HASR>
 __global__ void __launch_bounds__(RL_THREADS, 1)
     rl_kernel(const __grid_constant__ CUtensorMap ta, const __grid_constant__ CUtensorMap tb,
               const __grid_constant__ CUtensorMap ty, const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
               const float *__restrict__ gamma, const float *__restrict__ beta, float eps, int M, int K, int rev) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(NW == 128 || NW == 192, "the wgmma widths the tile uses");
-    static_assert(CL == 1 || CL == 2, "alone or in pairs");
     constexpr int N = 2 * NW, ST = rl_stages(NW), BB = rl_b_bytes(NW);
     static_assert(ST >= 2, "a ring of at least two slices");
     extern __shared__ unsigned char rl_raw[];
@@ -102,45 +94,30 @@ __global__ void __launch_bounds__(RL_THREADS, 1)
     uint64_t *full = (uint64_t *)(sB + ST * BB), *empty = full + ST;
     float *red = (float *)((unsigned char *)full + 128); /* [pass 2][warpgroup 2][row 64] */
     const int warp = threadIdx.x >> 5, KT = K / RL_BK, tiles = (M + RL_BM - 1) / RL_BM;
-    /* units: CL vertically adjacent tiles, one a CTA of the cluster (a
-     * pair's second tile past the last is a phantom: its rows start at M,
-     * so X arrives as zeros and nothing is stored) */
-    const uint32_t rank = CL == 2 ? wg_cluster_rank() : 0;
-    const int units = (tiles + CL - 1) / CL, u0 = (int)blockIdx.x / CL, ustep = (int)gridDim.x / CL;
-    auto tile_row = [&](int p) { /* the first row of this CTA's tile of unit p */
-        const int t = CL * p + (int)rank;
-        return (t >= tiles ? tiles : rev ? tiles - 1 - t : t) * RL_BM;
-    };
     if (threadIdx.x == 0) {
         for (int s = 0; s < ST; s++) {
             wg_bar_init(&full[s], 1);
-            wg_bar_init(&empty[s], 8 * CL); /* one arrival a consumer warp of each CTA its copies land in */
+            wg_bar_init(&empty[s], 8); /* one arrival a consumer warp */
         }
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
     }
-    if constexpr (CL == 2) wg_cluster_sync(); /* the peer's barriers exist before anything reaches them */
-    else __syncthreads();
+    __syncthreads();
     if (warp >= 8) { /* the producer warpgroup: one thread issues, all give registers back */
         asm volatile("setmaxnreg.dec.sync.aligned.u32 40;\n" ::: "memory");
         if (threadIdx.x == 256) {
             wg_map_prefetch(&ta);
             wg_map_prefetch(&tb);
             int it = 0;
-            for (int p = u0; p < units; p += ustep)
+            for (int t = blockIdx.x; t < tiles; t += gridDim.x)
                 for (int kt = 0; kt < KT; kt++, it++) {
-                    const int s = it % ST;
+                    const int s = it % ST, u = rev ? tiles - 1 - t : t;
                     if (it >= ST) wg_bar_wait(&empty[s], ((it / ST) + 1) & 1);
                     wg_bar_arm(&full[s], RL_A_BYTES + BB);
-                    wg_tma(&ta, sA + s * RL_A_BYTES, &full[s], kt * RL_BK, tile_row(p));
-                    if constexpr (CL == 2) /* this CTA's half of W, into both CTAs' slot */
-                        wg_tma_multicast(&tb, sB + s * BB + rank * NW * 128, &full[s], kt * RL_BK, (int)rank * NW, 3);
-                    else {
-                        wg_tma(&tb, sB + s * BB, &full[s], kt * RL_BK, 0);
-                        wg_tma(&tb, sB + s * BB + NW * 128, &full[s], kt * RL_BK, NW);
-                    }
+                    wg_tma(&ta, sA + s * RL_A_BYTES, &full[s], kt * RL_BK, u * RL_BM);
+                    wg_tma(&tb, sB + s * BB, &full[s], kt * RL_BK, 0);
+                    wg_tma(&tb, sB + s * BB + NW * 128, &full[s], kt * RL_BK, NW);
                 }
         }
-        if constexpr (CL == 2) wg_cluster_sync(); /* see the end */
         return;
     }
     asm volatile("setmaxnreg.inc.sync.aligned.u32 232;\n" ::: "memory");
@@ -156,14 +133,8 @@ __global__ void __launch_bounds__(RL_THREADS, 1)
     float d[NW / 2];
 #pragma unroll
     for (int i = 0; i < NW / 2; i++) d[i] = 0.f;
-    /* a slot given back: to this CTA's producer and, in a pair, to the
-     * peer's, whose multicast refills it here too */
-    auto release = [&](int slot) {
-        wg_bar_arrive(&empty[slot]);
-        if constexpr (CL == 2) wg_bar_arrive_remote(&empty[slot], rank ^ 1);
-    };
     int it = 0;
-    for (int p = u0; p < units; p += ustep) {
+    for (int t = blockIdx.x; t < tiles; t += gridDim.x) {
         for (int kt = 0; kt < KT; kt++, it++) {
             const int s = it % ST;
             wg_bar_wait(&full[s], (it / ST) & 1);
@@ -173,14 +144,14 @@ __global__ void __launch_bounds__(RL_THREADS, 1)
             for (int kk = 0; kk < RL_BK / 16; kk++) wg_mma<NW>(d, wg_desc(a + 32 * kk), wg_desc(b + 32 * kk), kt | kk);
             wg_commit();
             wg_wait<1>(); /* the group before this one is done: its slot may be refilled */
-            if (kt > 0 && lane == 0) release((it - 1) % ST);
+            if (kt > 0 && lane == 0) wg_bar_arrive(&empty[(it - 1) % ST]);
         }
         wg_wait<0>();
         wg_fence_regs<NW / 2>(d);
-        if (lane == 0) release((it - 1) % ST);
+        if (lane == 0) wg_bar_arrive(&empty[(it - 1) % ST]);
 
         /* v = acc + b + R in place; d[4j + 2i + e]: row r0 + 8i, column c0 + 8j + e */
-        const int m0 = tile_row(p), row0 = m0 + r0;
+        const int m0 = (rev ? tiles - 1 - t : t) * RL_BM, row0 = m0 + r0;
         const bf16 *rr0 = HASR && row0 < M ? R + (size_t)row0 * N + c0 : nullptr;
         const bf16 *rr1 = HASR && row0 + 8 < M ? R + (size_t)(row0 + 8) * N + c0 : nullptr;
         float s0 = 0.f, s1 = 0.f;
@@ -241,7 +212,7 @@ __global__ void __launch_bounds__(RL_THREADS, 1)
         }
         wg_fence_async_smem();
         wg_group_sync(wgp);
-        if (lead && m0 < M) {
+        if (lead) {
 #pragma unroll
             for (int q = 0; q < NW / 64; q++)
                 wg_tma_store(&ty, C + (wgp * (NW / 64) + q) * 8192, wgp * NW + 64 * q, m0);
@@ -249,9 +220,6 @@ __global__ void __launch_bounds__(RL_THREADS, 1)
         }
     }
     if (lead) wg_store_wait();
-    /* no CTA of a pair leaves while its peer may still arrive on its
-     * barriers */
-    if constexpr (CL == 2) wg_cluster_sync();
 #else
     __trap(); /* eng_cu_gemm_wg_rowln_ok never lets another architecture launch this */
 #endif
@@ -259,38 +227,22 @@ __global__ void __launch_bounds__(RL_THREADS, 1)
 
 /* ---- host side ---------------------------------------------------------------- */
 
-/* One CTA an SM walking the tiles (persistent); in pairs (CL = 2) as many
- * clusters as can be resident at once, which the occupancy query says. */
-template <int NW, bool HASR, int CL>
+template <int NW, bool HASR>
 static cudaError_t rl_launch(cudaStream_t s, const CUtensorMap &ta, const CUtensorMap &tb, const CUtensorMap &ty,
                              const bf16 *bias, const bf16 *R, const float *gamma, const float *beta, float eps, int M,
                              int K) {
     constexpr int smem = rl_smem(NW);
-    auto kern = rl_kernel<NW, HASR, CL>;
-    static int ready, fit; /* this instantiation's: opted in; units resident at once */
-    cudaLaunchConfig_t cfg = {};
-    cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeClusterDimension;
-    at[0].val.clusterDim.x = CL;
-    at[0].val.clusterDim.y = at[0].val.clusterDim.z = 1;
-    cfg.blockDim = dim3(RL_THREADS);
-    cfg.dynamicSmemBytes = smem;
-    cfg.stream = s;
-    cfg.attrs = at;
-    cfg.numAttrs = CL > 1;
+    static int ready;
     if (!ready) {
-        if (cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) != cudaSuccess)
-            return cudaErrorInvalidValue;
-        fit = eng_cu_wg_sm_count() / CL;
-        cfg.gridDim = dim3(CL * fit);
-        if (CL > 1 && (cudaOccupancyMaxActiveClusters(&fit, kern, &cfg) != cudaSuccess || fit < 1))
+        if (cudaFuncSetAttribute(rl_kernel<NW, HASR>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem) !=
+            cudaSuccess)
             return cudaErrorInvalidValue;
         ready = 1;
     }
-    const int units = ((M + RL_BM - 1) / RL_BM + CL - 1) / CL;
-    cfg.gridDim = dim3(CL * (units < fit ? units : fit));
-    return cudaLaunchKernelEx(&cfg, kern, ta, tb, ty, bias, R, gamma, beta, eps, M, K,
-                              eng_cu_order_take(1)); /* rev: tiles last to first */
+    const int tiles = (M + RL_BM - 1) / RL_BM, sms = eng_cu_wg_sm_count(), grid = tiles < sms ? tiles : sms;
+    rl_kernel<NW, HASR><<<grid, RL_THREADS, smem, s>>>(ta, tb, ty, bias, R, gamma, beta, eps, M, K,
+                                                       eng_cu_order_take(1)); /* rev: tiles last to first */
+    return cudaGetLastError();
 }
 
 int eng_cu_gemm_wg_rowln_ok(int M, int N, int K) {
@@ -298,8 +250,7 @@ int eng_cu_gemm_wg_rowln_ok(int M, int N, int K) {
 }
 
 cudaError_t eng_cu_gemm_wg_rowln(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
-                                 const float *gamma, const float *beta, float eps, bf16 *Y, int M, int N, int K,
-                                 int pair) {
+                                 const float *gamma, const float *beta, float eps, bf16 *Y, int M, int N, int K) {
     if (!eng_cu_gemm_wg_rowln_ok(M, N, K) || !bias || !gamma || !beta ||
         ((uintptr_t)X | (uintptr_t)W | (uintptr_t)Y) & 15 || ((uintptr_t)bias | (uintptr_t)R) & 3 ||
         ((uintptr_t)gamma | (uintptr_t)beta) & 7)
@@ -307,10 +258,9 @@ cudaError_t eng_cu_gemm_wg_rowln(cudaStream_t s, const bf16 *X, const bf16 *W, c
     CUtensorMap ta, tb, ty;
     if (eng_cu_wg_map(&ta, X, M, K, RL_BM) || eng_cu_wg_map(&tb, W, N, K, N / 2) || eng_cu_wg_map(&ty, Y, M, N, 64))
         return cudaErrorInvalidValue;
-#define RL_CALL(NW, H, CL) rl_launch<NW, H, CL>(s, ta, tb, ty, bias, R, gamma, beta, eps, M, K)
-#define RL_PAIRS(NW, H) (pair ? RL_CALL(NW, H, 2) : RL_CALL(NW, H, 1))
-    if (N == 384) return R ? RL_PAIRS(192, true) : RL_PAIRS(192, false);
-    return R ? RL_PAIRS(128, true) : RL_PAIRS(128, false);
-#undef RL_PAIRS
-#undef RL_CALL
+    if (N == 384)
+        return R ? rl_launch<192, true>(s, ta, tb, ty, bias, R, gamma, beta, eps, M, K)
+                 : rl_launch<192, false>(s, ta, tb, ty, bias, R, gamma, beta, eps, M, K);
+    return R ? rl_launch<128, true>(s, ta, tb, ty, bias, R, gamma, beta, eps, M, K)
+             : rl_launch<128, false>(s, ta, tb, ty, bias, R, gamma, beta, eps, M, K);
 }

@@ -389,13 +389,10 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
                      !strcmp(lr, "1");
         /* the O and down projections with the LayerNorm after them in one
          * kernel (tiles of whole rows: hidden size 256 or 384), raced per
-         * bucket against the product + add_ln (POSY_CUDA_ROWLN=0 off; =2
-         * races its CTA-pair form too, an experiment) */
+         * bucket against the product + add_ln (POSY_CUDA_ROWLN=0 off) */
         const char *rl = getenv("POSY_CUDA_ROWLN");
         m->rowln = !is_q3 && m->wg_versions && eng_cu_gemm_wg_rowln_ok(1, m->H, m->H) &&
-                           eng_cu_gemm_wg_rowln_ok(1, m->H, m->I) && !(rl && !strcmp(rl, "0"))
-                       ? rl && !strcmp(rl, "2") ? 2 : 1
-                       : 0;
+                   eng_cu_gemm_wg_rowln_ok(1, m->H, m->I) && !(rl && !strcmp(rl, "0"));
     }
     {
         /* the graph path's kernels in serpentine order (eng_cu_order.c;
@@ -561,7 +558,7 @@ static int gemm_ln_run(eng_cu_model *m, cudaStream_t s, int fused, const bf16 *X
                        posy_err *err) {
     if (fused) {
         if (!eng_cu_ablate("gemm"))
-            CK("gemm + layernorm", eng_cu_gemm_wg_rowln(s, X, W, B, R, g, be, m->eps, Y, T, m->H, K, fused == 2));
+            CK("gemm + layernorm", eng_cu_gemm_wg_rowln(s, X, W, B, R, g, be, m->eps, Y, T, m->H, K));
         return 0;
     }
     if (eng_cu_model_gemm(m, s, 0, X, W, B, R, Y, T, m->H, K, B ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, NULL, err, NULL))
@@ -586,16 +583,13 @@ static int gemm_ln(eng_cu_model *m, cudaStream_t s, int role, const bf16 *X, con
         fused = picks_find(&m->rowln_picks[role], T);
         if (fused < 0 && under_capture(s)) fused = 1;
         if (fused < 0) {
-            float us[3] = {-1.f, -1.f, -1.f};
-            fused = 0;
-            for (int f = 0; f <= m->rowln; f++) { /* the fastest that ran; 2: CTA pairs */
+            float us[2];
+            for (int f = 0; f < 2; f++)
                 us[f] = race_us(s, [&] { return gemm_ln_run(m, s, f, X, W, B, R, g, be, Y, T, K, n_tok, err); });
-                if (us[f] >= 0.f && (us[fused] < 0.f || us[f] < us[fused])) fused = f;
-            }
+            fused = us[1] >= 0.f && (us[0] < 0.f || us[1] < us[0]);
             if (getenv("POSY_CUDA_TUNE_LOG"))
-                fprintf(stderr, "%s + layernorm T=%d: %s (product + add_ln %.2f us, fused %.2f us, pairs %.2f us)\n",
-                        role ? "down" : "o", T, fused == 2 ? "pairs" : fused ? "fused" : "product + add_ln", us[0],
-                        us[1], us[2]);
+                fprintf(stderr, "%s + layernorm T=%d: %s (product + add_ln %.2f us, fused %.2f us)\n",
+                        role ? "down" : "o", T, fused ? "fused" : "product + add_ln", us[0], us[1]);
             picks_put(&m->rowln_picks[role], T, fused);
         }
     }

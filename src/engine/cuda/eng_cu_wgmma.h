@@ -61,36 +61,6 @@ static __device__ __forceinline__ void wg_tma(const CUtensorMap *map, void *dst,
                  : "memory");
 }
 
-/* Thread-block clusters (eng_cu_gemm_rowln.cu's pairs): the same box into
- * the same offset of every CTA of the cluster in mask, each CTA's barrier
- * at bar's offset counting the bytes it receives; an arrival on the
- * barrier at bar's offset in the cluster's CTA `rank` (CTA-scope release,
- * as a local arrival: it only orders this warp's finished wgmma reads of
- * a slot before the peer's multicast refills it -- a cluster-scope
- * release made the 2026-12-01 clustered GEMM 1.6-2.1x slower); a barrier
- * of every thread of every CTA of the cluster; this CTA's rank. */
-static __device__ __forceinline__ void wg_tma_multicast(const CUtensorMap *map, void *dst, uint64_t *bar, int c0,
-                                                        int c1, uint16_t mask) {
-    asm volatile("cp.async.bulk.tensor.2d.shared::cluster.global.mbarrier::complete_tx::bytes.multicast::cluster"
-                 " [%0], [%1, {%3, %4}], [%2], %5;\n"
-                 ::"r"(wg_smem(dst)), "l"((uint64_t)map), "r"(wg_smem(bar)), "r"(c0), "r"(c1), "h"(mask)
-                 : "memory");
-}
-static __device__ __forceinline__ void wg_bar_arrive_remote(uint64_t *bar, uint32_t rank) {
-    asm volatile("{\n .reg .b32 ra;\n mapa.shared::cluster.u32 ra, %0, %1;\n"
-                 " mbarrier.arrive.shared::cluster.b64 _, [ra];\n}\n"
-                 ::"r"(wg_smem(bar)), "r"(rank)
-                 : "memory");
-}
-static __device__ __forceinline__ void wg_cluster_sync() {
-    asm volatile("barrier.cluster.arrive.release.aligned;\n barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
-}
-static __device__ __forceinline__ uint32_t wg_cluster_rank() {
-    uint32_t r;
-    asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-    return r;
-}
-
 /* a kernel parameter's tensor map fetched ahead of its first copy */
 static __device__ __forceinline__ void wg_map_prefetch(const CUtensorMap *map) {
     asm volatile("prefetch.tensormap [%0];\n" ::"l"((uint64_t)map) : "memory");
