@@ -169,7 +169,10 @@ cudaError_t eng_cu_embed_ln(cudaStream_t s, const int32_t *ids, const int32_t *p
                             const bf16 *type, const float *gamma, const float *beta, bf16 *out,
                             int rows, const int *n_rows_dev, int H, float eps);
 
-/* out[r] = LayerNorm(x[r] + res[r]) (res may be NULL; out may alias res). */
+/* out[r] = LayerNorm(x[r] + res[r]) (res may be NULL; out may alias res
+ * or x).  eng_cu_add_ln_loop (labs; -1: on unless POSY_CUDA_ADDLN_LOOP=0):
+ * 1 / 0 forces the row-walking kernel (H <= 1024) on / off. */
+extern int eng_cu_add_ln_loop;
 cudaError_t eng_cu_add_ln(cudaStream_t s, const bf16 *x, const bf16 *res, const float *gamma,
                           const float *beta, bf16 *out, int rows, const int *n_rows_dev, int H,
                           float eps);

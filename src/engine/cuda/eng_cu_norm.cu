@@ -13,6 +13,8 @@
  * parameter so the register array is indexed by constants only.
  */
 #include "eng_cu.h"
+#include <stdlib.h>
+#include <string.h>
 
 #define ROWS_PER_BLOCK 4
 
@@ -139,6 +141,96 @@ add_ln_kernel(const bf16 *x, const bf16 *res, const float *gamma, const float *b
         }
     }
     eng_cu_ln_finish<MAXC>(v, H, gamma, beta, out + (size_t)row * H, eps);
+}
+
+/* add_ln for long buckets (H <= 1024): a grid of one wave at most, whose
+ * warps walk rows idx, idx + warps, ..., with gamma and beta in shared memory
+ * (loaded once a block, before the wait) and the next row's x (and res)
+ * loaded, as raw bf16, before this row's statistics -- two rows in flight
+ * a warp.  Why: add_ln over 65536 x 384 took 32.5 us in a saturated MiniLM
+ * step (ncu, 2026-12-03 run 24), ~3.1 TB/s for its 100 MB, with one row a
+ * warp, 16384 blocks of four rows, and each row's 48 chunks fetching 64
+ * bytes of gamma / beta beside its 16 of data.  Rows: idx, or n - 1 - idx
+ * walked backwards (rev, eng_cu_order.c); the same arithmetic as
+ * add_ln_kernel, and the same bits (lab_norm compares them). */
+template <int MAXC>
+__global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
+add_ln_loop_kernel(const bf16 *x, const bf16 *res, const float *gamma, const float *beta, bf16 *out,
+                   int rows, const int *n_rows_dev, int H, float eps, int rev) {
+    static_assert(MAXC <= 4, "rows of at most 1024 values");
+    __shared__ __align__(16) float sg[MAXC * 256], sb[MAXC * 256];
+    for (int i = threadIdx.x; i < H; i += 32 * ROWS_PER_BLOCK) {
+        sg[i] = gamma[i];
+        sb[i] = beta[i];
+    }
+    __syncthreads();
+    ENG_CU_PDL_WAIT();
+    const int n = n_rows_dev ? min(*n_rows_dev, rows) : rows;
+    const int lane = threadIdx.x & 31, nc = H >> 3, step = gridDim.x * ROWS_PER_BLOCK;
+    int idx = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
+    uint4 nx[MAXC], nr[MAXC];
+    auto fetch = [&](int i) {
+        const size_t base = (size_t)(rev ? n - 1 - i : i) * H;
+#pragma unroll
+        for (int k = 0; k < MAXC; k++) {
+            const int c = lane + 32 * k;
+            if (c < nc) {
+                nx[k] = *(const uint4 *)(x + base + c * 8);
+                if (res) nr[k] = *(const uint4 *)(res + base + c * 8);
+            }
+        }
+    };
+    if (idx < n) fetch(idx);
+    for (; idx < n; idx += step) {
+        float v[MAXC][8];
+#pragma unroll
+        for (int k = 0; k < MAXC; k++) {
+            if (lane + 32 * k < nc) {
+                const __nv_bfloat162 *hx = (const __nv_bfloat162 *)&nx[k], *hr = (const __nv_bfloat162 *)&nr[k];
+#pragma unroll
+                for (int j = 0; j < 4; j++) {
+                    const float2 a = __bfloat1622float2(hx[j]);
+                    v[k][2 * j] = a.x;
+                    v[k][2 * j + 1] = a.y;
+                    if (res) {
+                        const float2 b = __bfloat1622float2(hr[j]);
+                        v[k][2 * j] += b.x;
+                        v[k][2 * j + 1] += b.y;
+                    }
+                }
+            }
+        }
+        const int row = rev ? n - 1 - idx : idx;
+        if (idx + step < n) fetch(idx + step); /* in flight under this row's statistics and stores */
+        float sum = 0.f;
+#pragma unroll
+        for (int k = 0; k < MAXC; k++)
+            if (lane + 32 * k < nc)
+#pragma unroll
+                for (int j = 0; j < 8; j++) sum += v[k][j];
+        const float mean = eng_cu_warp_sum(sum) / (float)H;
+        float q = 0.f;
+#pragma unroll
+        for (int k = 0; k < MAXC; k++)
+            if (lane + 32 * k < nc)
+#pragma unroll
+                for (int j = 0; j < 8; j++) { float d = v[k][j] - mean; q += d * d; }
+        const float rstd = rsqrtf(eng_cu_warp_sum(q) / (float)H + eps);
+#pragma unroll
+        for (int k = 0; k < MAXC; k++) {
+            const int c = lane + 32 * k;
+            if (c < nc) {
+                const float4 g0 = *(const float4 *)&sg[c * 8], g1 = *(const float4 *)&sg[c * 8 + 4];
+                const float4 b0 = *(const float4 *)&sb[c * 8], b1 = *(const float4 *)&sb[c * 8 + 4];
+                const float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+                const float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+                float y[8];
+#pragma unroll
+                for (int j = 0; j < 8; j++) y[j] = (v[k][j] - mean) * rstd * g[j] + b[j];
+                eng_cu_store8(out + (size_t)row * H + c * 8, y);
+            }
+        }
+    }
 }
 
 template <int MAXC>
@@ -330,6 +422,46 @@ cudaError_t eng_cu_embed_ln(cudaStream_t s, const int32_t *ids, const int32_t *p
     return cudaGetLastError(); /* first node after the copy-in: a plain launch */
 }
 
+int eng_cu_add_ln_loop = -1;
+
+/* Whether the row-walking add_ln runs (H <= 1024): eng_cu_add_ln_loop
+ * (labs: 1 on, 0 off), else on unless POSY_CUDA_ADDLN_LOOP=0.  H200,
+ * 2026-12-03 run 29: lab_norm 65536 x 768 in place 84.3 -> 68.8 us, with
+ * a residual 119.6 -> 82.0; x 384 0.93-0.99x the one-row-a-warp kernel;
+ * saturated BERT-base 1.013 / 1.008 / 1.013 (equal 128 / random / equal
+ * 512), MiniLM 1.004 / 1.002 / 0.995 (the noise). */
+static bool add_ln_loop_on(void) {
+    static int env = -1;
+    if (env < 0) {
+        const char *e = getenv("POSY_CUDA_ADDLN_LOOP");
+        env = !(e && !strcmp(e, "0"));
+    }
+    return eng_cu_add_ln_loop >= 0 ? eng_cu_add_ln_loop > 0 : env > 0;
+}
+
+/* Its launch: one wave at most -- the blocks resident at once (SMs x what
+ * the occupancy query allows, found once per instantiation), fewer when
+ * the bucket has fewer rows. */
+template <int MAXC>
+static cudaError_t add_ln_loop_launch(cudaStream_t s, int grid, const bf16 *x, const bf16 *res, const float *gamma,
+                                      const float *beta, bf16 *out, int rows, const int *n_rows_dev, int H,
+                                      float eps, int rev) {
+    static int cap = 0;
+    if (!cap) {
+        int dev = 0, sms = 0, per = 0;
+        cudaError_t e;
+        if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
+            (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
+            (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, add_ln_loop_kernel<MAXC>, 32 * ROWS_PER_BLOCK,
+                                                               0)) != cudaSuccess)
+            return e;
+        if (per < 1 || sms < 1) return cudaErrorInvalidConfiguration;
+        cap = sms * per;
+    }
+    return eng_cu_launch(add_ln_loop_kernel<MAXC>, dim3(grid < cap ? grid : cap), dim3(32 * ROWS_PER_BLOCK), 0, s,
+                         x, res, gamma, beta, out, rows, n_rows_dev, H, eps, rev);
+}
+
 cudaError_t eng_cu_add_ln(cudaStream_t s, const bf16 *x, const bf16 *res, const float *gamma,
                           const float *beta, bf16 *out, int rows, const int *n_rows_dev, int H,
                           float eps) {
@@ -337,6 +469,12 @@ cudaError_t eng_cu_add_ln(cudaStream_t s, const bf16 *x, const bf16 *res, const 
     const int grid = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
     cudaError_t e = cudaSuccess;
     const int rev = eng_cu_order_take(1); /* rows last to first (eng_cu_order.c) */
+    if ((maxc_for(H) == 2 || maxc_for(H) == 4) && add_ln_loop_on()) {
+        e = maxc_for(H) == 2
+                ? add_ln_loop_launch<2>(s, grid, x, res, gamma, beta, out, rows, n_rows_dev, H, eps, rev)
+                : add_ln_loop_launch<4>(s, grid, x, res, gamma, beta, out, rows, n_rows_dev, H, eps, rev);
+        return e != cudaSuccess ? e : cudaGetLastError();
+    }
     DISPATCH_MAXC(H, (e = eng_cu_launch(add_ln_kernel<MC>, dim3(grid), dim3(32 * ROWS_PER_BLOCK), 0, s,
                                         x, res, gamma, beta, out, rows, n_rows_dev, H, eps, rev)));
     return e != cudaSuccess ? e : cudaGetLastError();
