@@ -126,25 +126,44 @@ static __device__ __forceinline__ void eng_cu_store8(bf16 *p, const float *v) {
  * (lane + 32 i) * 8 .. +7, MAXC chunks a lane), written as bf16 to out and,
  * when not NULL, to out2.  Two-pass statistics in fp32.  Shared by the norm
  * kernels (eng_cu_norm.cu) and the small-batch kernel (eng_cu_mega.cu). */
+/* The row's mean and 1 / std (two passes over the registers), the same
+ * operations in the same order wherever a norm kernel needs them, so their
+ * results agree bit for bit. */
+/* LPR < 32: a row held by LPR lanes (chunk i of lane l at (l % LPR + LPR i)
+ * * 8), 32 / LPR rows a warp, the sums taken within each lane group. */
+template <int LPR = 32>
+static __device__ __forceinline__ float eng_cu_lanes_sum(float v) {
+#pragma unroll
+    for (int o = LPR / 2; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    return v;
+}
+template <int MAXC, int LPR = 32>
+static __device__ __forceinline__ void eng_cu_ln_stats(const float (*v)[8], int H, float eps, float &mean,
+                                                       float &rstd) {
+    const int sl = threadIdx.x & (LPR - 1), nc = H >> 3;
+    float s = 0.f;
+#pragma unroll
+    for (int i = 0; i < MAXC; i++)
+        if (sl + LPR * i < nc)
+#pragma unroll
+            for (int j = 0; j < 8; j++) s += v[i][j];
+    mean = eng_cu_lanes_sum<LPR>(s) / (float)H;
+    float q = 0.f;
+#pragma unroll
+    for (int i = 0; i < MAXC; i++)
+        if (sl + LPR * i < nc)
+#pragma unroll
+            for (int j = 0; j < 8; j++) { float d = v[i][j] - mean; q += d * d; }
+    rstd = rsqrtf(eng_cu_lanes_sum<LPR>(q) / (float)H + eps);
+}
+
 template <int MAXC>
 static __device__ __forceinline__ void eng_cu_ln_finish(float (*v)[8], int H, const float *gamma,
                                                         const float *beta, bf16 *out, float eps,
                                                         bf16 *out2 = NULL) {
     const int lane = threadIdx.x & 31, nc = H >> 3;
-    float s = 0.f;
-#pragma unroll
-    for (int i = 0; i < MAXC; i++)
-        if (lane + 32 * i < nc)
-#pragma unroll
-            for (int j = 0; j < 8; j++) s += v[i][j];
-    const float mean = eng_cu_warp_sum(s) / (float)H;
-    float q = 0.f;
-#pragma unroll
-    for (int i = 0; i < MAXC; i++)
-        if (lane + 32 * i < nc)
-#pragma unroll
-            for (int j = 0; j < 8; j++) { float d = v[i][j] - mean; q += d * d; }
-    const float rstd = rsqrtf(eng_cu_warp_sum(q) / (float)H + eps);
+    float mean, rstd;
+    eng_cu_ln_stats<MAXC>(v, H, eps, mean, rstd);
 #pragma unroll
     for (int i = 0; i < MAXC; i++) {
         const int c = lane + 32 * i;

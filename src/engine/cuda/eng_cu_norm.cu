@@ -97,20 +97,8 @@ add_ln_kernel(const bf16 *x, const bf16 *res, const float *gamma, const float *b
                 }
             }
         }
-        float s = 0.f;
-#pragma unroll
-        for (int i = 0; i < MAXC; i++)
-            if (lane + 32 * i < nc)
-#pragma unroll
-                for (int j = 0; j < 8; j++) s += v[i][j];
-        const float mean = eng_cu_warp_sum(s) / (float)H;
-        float q = 0.f;
-#pragma unroll
-        for (int i = 0; i < MAXC; i++)
-            if (lane + 32 * i < nc)
-#pragma unroll
-                for (int j = 0; j < 8; j++) { float d = v[i][j] - mean; q += d * d; }
-        const float rstd = rsqrtf(eng_cu_warp_sum(q) / (float)H + eps);
+        float mean, rstd;
+        eng_cu_ln_stats<MAXC>(v, H, eps, mean, rstd);
 #pragma unroll
         for (int i = 0; i < MAXC; i++) {
             const int c = lane + 32 * i;
@@ -143,22 +131,27 @@ add_ln_kernel(const bf16 *x, const bf16 *res, const float *gamma, const float *b
     eng_cu_ln_finish<MAXC>(v, H, gamma, beta, out + (size_t)row * H, eps);
 }
 
-/* add_ln for long buckets (H <= 1024): a grid of one wave at most, whose
- * warps walk rows idx, idx + warps, ..., with gamma and beta in shared memory
- * (loaded once a block, before the wait) and the next row's x (and res)
- * loaded, as raw bf16, before this row's statistics -- two rows in flight
- * a warp.  Why: add_ln over 65536 x 384 took 32.5 us in a saturated MiniLM
- * step (ncu, 2026-12-03 run 24), ~3.1 TB/s for its 100 MB, with one row a
- * warp, 16384 blocks of four rows, and each row's 48 chunks fetching 64
- * bytes of gamma / beta beside its 16 of data.  Rows: idx, or n - 1 - idx
- * walked backwards (rev, eng_cu_order.c); the same arithmetic as
- * add_ln_kernel, and the same bits (lab_norm compares them). */
-template <int MAXC>
+/* add_ln for long buckets: a grid of one wave at most, whose warps walk
+ * rows, with gamma and beta in shared memory (loaded once a block, before
+ * the wait) and the next rows' input loaded before this row's statistics.
+ * A row is LPR lanes' (16 or 32), each CPL chunks of 8 values (H = 8 CPL
+ * LPR exactly: 384 = 16 x 3, 768 = 32 x 3, ...), so no lane idles, and a
+ * warp holds 32 / LPR rows at once; its row groups g = warp-wide index,
+ * g + warps, ... take rows g (32 / LPR) + lane / LPR.  Why: add_ln over
+ * 65536 x 384 took 32.5 us in a saturated MiniLM step (ncu, 2026-12-03
+ * run 24), ~3.1 TB/s for its 100 MB, with one row a warp (48 chunks over
+ * 32 lanes), 16384 blocks of four rows, and each chunk fetching 64 bytes
+ * of gamma / beta beside its 16 of data.  Rows: i, or n - 1 - i walked
+ * backwards (rev, eng_cu_order.c).  The loop's trip count is the warp's
+ * (every lane shuffles), a row past n computes on stale data and is not
+ * stored. */
+template <int CPL, int LPR>
 __global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
-add_ln_loop_kernel(const bf16 *x, const bf16 *res, const float *gamma, const float *beta, bf16 *out,
-                   int rows, const int *n_rows_dev, int H, float eps, int rev) {
-    static_assert(MAXC <= 4, "rows of at most 1024 values");
-    __shared__ __align__(16) float sg[MAXC * 256], sb[MAXC * 256];
+add_ln_rows_kernel(const bf16 *x, const bf16 *res, const float *gamma, const float *beta, bf16 *out, int rows,
+                   const int *n_rows_dev, int H, float eps, int rev) {
+    static_assert(LPR == 16 || LPR == 32, "a row is a half or a whole warp");
+    constexpr int RPW = 32 / LPR; /* rows a warp at once */
+    __shared__ __align__(16) float sg[CPL * LPR * 8], sb[CPL * LPR * 8];
     for (int i = threadIdx.x; i < H; i += 32 * ROWS_PER_BLOCK) {
         sg[i] = gamma[i];
         sb[i] = beta[i];
@@ -166,69 +159,54 @@ add_ln_loop_kernel(const bf16 *x, const bf16 *res, const float *gamma, const flo
     __syncthreads();
     ENG_CU_PDL_WAIT();
     const int n = n_rows_dev ? min(*n_rows_dev, rows) : rows;
-    const int lane = threadIdx.x & 31, nc = H >> 3, step = gridDim.x * ROWS_PER_BLOCK;
-    int idx = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
-    uint4 nx[MAXC], nr[MAXC];
-    auto fetch = [&](int i) {
+    const int sl = threadIdx.x & (LPR - 1), sub = (threadIdx.x & 31) / LPR;
+    const int step = gridDim.x * ROWS_PER_BLOCK;
+    uint4 nx[CPL], nr[CPL];
+    auto fetch = [&](int i) { /* row i's chunks, if it exists */
+        if (i >= n) return;
         const size_t base = (size_t)(rev ? n - 1 - i : i) * H;
 #pragma unroll
-        for (int k = 0; k < MAXC; k++) {
-            const int c = lane + 32 * k;
-            if (c < nc) {
-                nx[k] = *(const uint4 *)(x + base + c * 8);
-                if (res) nr[k] = *(const uint4 *)(res + base + c * 8);
-            }
+        for (int k = 0; k < CPL; k++) {
+            nx[k] = *(const uint4 *)(x + base + (sl + LPR * k) * 8);
+            if (res) nr[k] = *(const uint4 *)(res + base + (sl + LPR * k) * 8);
         }
     };
-    if (idx < n) fetch(idx);
-    for (; idx < n; idx += step) {
-        float v[MAXC][8];
+    int g = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
+    fetch(g * RPW + sub);
+    for (; g * RPW < n; g += step) {
+        const int i = g * RPW + sub;
+        float v[CPL][8];
 #pragma unroll
-        for (int k = 0; k < MAXC; k++) {
-            if (lane + 32 * k < nc) {
-                const __nv_bfloat162 *hx = (const __nv_bfloat162 *)&nx[k], *hr = (const __nv_bfloat162 *)&nr[k];
+        for (int k = 0; k < CPL; k++) {
+            const __nv_bfloat162 *hx = (const __nv_bfloat162 *)&nx[k], *hr = (const __nv_bfloat162 *)&nr[k];
 #pragma unroll
-                for (int j = 0; j < 4; j++) {
-                    const float2 a = __bfloat1622float2(hx[j]);
-                    v[k][2 * j] = a.x;
-                    v[k][2 * j + 1] = a.y;
-                    if (res) {
-                        const float2 b = __bfloat1622float2(hr[j]);
-                        v[k][2 * j] += b.x;
-                        v[k][2 * j + 1] += b.y;
-                    }
+            for (int j = 0; j < 4; j++) {
+                const float2 a = __bfloat1622float2(hx[j]);
+                v[k][2 * j] = a.x;
+                v[k][2 * j + 1] = a.y;
+                if (res) {
+                    const float2 b = __bfloat1622float2(hr[j]);
+                    v[k][2 * j] += b.x;
+                    v[k][2 * j + 1] += b.y;
                 }
             }
         }
-        const int row = rev ? n - 1 - idx : idx;
-        if (idx + step < n) fetch(idx + step); /* in flight under this row's statistics and stores */
-        float sum = 0.f;
+        fetch(i + step * RPW); /* in flight under this row's statistics and stores */
+        float mean, rstd;
+        eng_cu_ln_stats<CPL, LPR>(v, H, eps, mean, rstd);
+        if (i >= n) continue;
+        const size_t row = (size_t)(rev ? n - 1 - i : i);
 #pragma unroll
-        for (int k = 0; k < MAXC; k++)
-            if (lane + 32 * k < nc)
+        for (int k = 0; k < CPL; k++) {
+            const int c = sl + LPR * k;
+            const float4 g0 = *(const float4 *)&sg[c * 8], g1 = *(const float4 *)&sg[c * 8 + 4];
+            const float4 b0 = *(const float4 *)&sb[c * 8], b1 = *(const float4 *)&sb[c * 8 + 4];
+            const float gg[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+            const float bb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+            float y[8];
 #pragma unroll
-                for (int j = 0; j < 8; j++) sum += v[k][j];
-        const float mean = eng_cu_warp_sum(sum) / (float)H;
-        float q = 0.f;
-#pragma unroll
-        for (int k = 0; k < MAXC; k++)
-            if (lane + 32 * k < nc)
-#pragma unroll
-                for (int j = 0; j < 8; j++) { float d = v[k][j] - mean; q += d * d; }
-        const float rstd = rsqrtf(eng_cu_warp_sum(q) / (float)H + eps);
-#pragma unroll
-        for (int k = 0; k < MAXC; k++) {
-            const int c = lane + 32 * k;
-            if (c < nc) {
-                const float4 g0 = *(const float4 *)&sg[c * 8], g1 = *(const float4 *)&sg[c * 8 + 4];
-                const float4 b0 = *(const float4 *)&sb[c * 8], b1 = *(const float4 *)&sb[c * 8 + 4];
-                const float g[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
-                const float b[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-                float y[8];
-#pragma unroll
-                for (int j = 0; j < 8; j++) y[j] = (v[k][j] - mean) * rstd * g[j] + b[j];
-                eng_cu_store8(out + (size_t)row * H + c * 8, y);
-            }
+            for (int j = 0; j < 8; j++) y[j] = (v[k][j] - mean) * rstd * gg[j] + bb[j];
+            eng_cu_store8(out + row * H + c * 8, y);
         }
     }
 }
@@ -424,12 +402,14 @@ cudaError_t eng_cu_embed_ln(cudaStream_t s, const int32_t *ids, const int32_t *p
 
 int eng_cu_add_ln_loop = -1;
 
-/* Whether the row-walking add_ln runs (H <= 1024): eng_cu_add_ln_loop
+/* Whether the row-walking add_ln runs (H = 8 x CPL x LPR, below): eng_cu_add_ln_loop
  * (labs: 1 on, 0 off), else on unless POSY_CUDA_ADDLN_LOOP=0.  H200,
- * 2026-12-03 run 29: lab_norm 65536 x 768 in place 84.3 -> 68.8 us, with
- * a residual 119.6 -> 82.0; x 384 0.93-0.99x the one-row-a-warp kernel;
- * saturated BERT-base 1.013 / 1.008 / 1.013 (equal 128 / random / equal
- * 512), MiniLM 1.004 / 1.002 / 0.995 (the noise). */
+ * 2026-12-03 run 29 (one row a warp, CPL = 3 at H = 768 or 2 slots at
+ * 384): lab_norm 65536 x 768 in place 84.3 -> 68.8 us, with a residual
+ * 119.6 -> 82.0; x 384 0.93-0.99x the one-row-a-warp kernel; saturated
+ * BERT-base 1.013 / 1.008 / 1.013 (equal 128 / random / equal 512),
+ * MiniLM 1.004 / 1.002 / 0.995 (the noise).  Half-warp rows at H = 384:
+ * run 30. */
 static bool add_ln_loop_on(void) {
     static int env = -1;
     if (env < 0) {
@@ -442,8 +422,8 @@ static bool add_ln_loop_on(void) {
 /* Its launch: one wave at most -- the blocks resident at once (SMs x what
  * the occupancy query allows, found once per instantiation), fewer when
  * the bucket has fewer rows. */
-template <int MAXC>
-static cudaError_t add_ln_loop_launch(cudaStream_t s, int grid, const bf16 *x, const bf16 *res, const float *gamma,
+template <int CPL, int LPR>
+static cudaError_t add_ln_rows_launch(cudaStream_t s, const bf16 *x, const bf16 *res, const float *gamma,
                                       const float *beta, bf16 *out, int rows, const int *n_rows_dev, int H,
                                       float eps, int rev) {
     static int cap = 0;
@@ -452,14 +432,32 @@ static cudaError_t add_ln_loop_launch(cudaStream_t s, int grid, const bf16 *x, c
         cudaError_t e;
         if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
             (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
-            (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, add_ln_loop_kernel<MAXC>, 32 * ROWS_PER_BLOCK,
-                                                               0)) != cudaSuccess)
+            (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, add_ln_rows_kernel<CPL, LPR>,
+                                                               32 * ROWS_PER_BLOCK, 0)) != cudaSuccess)
             return e;
         if (per < 1 || sms < 1) return cudaErrorInvalidConfiguration;
         cap = sms * per;
     }
-    return eng_cu_launch(add_ln_loop_kernel<MAXC>, dim3(grid < cap ? grid : cap), dim3(32 * ROWS_PER_BLOCK), 0, s,
-                         x, res, gamma, beta, out, rows, n_rows_dev, H, eps, rev);
+    const int rows_a_block = ROWS_PER_BLOCK * 32 / LPR, need = (rows + rows_a_block - 1) / rows_a_block;
+    return eng_cu_launch(add_ln_rows_kernel<CPL, LPR>, dim3(need < cap ? need : cap), dim3(32 * ROWS_PER_BLOCK), 0,
+                         s, x, res, gamma, beta, out, rows, n_rows_dev, H, eps, rev);
+}
+
+/* the row-walking kernel's instantiation for H, if it has one (error
+ * cudaErrorNotSupported otherwise) */
+static cudaError_t add_ln_rows(cudaStream_t s, const bf16 *x, const bf16 *res, const float *gamma,
+                               const float *beta, bf16 *out, int rows, const int *n_rows_dev, int H, float eps,
+                               int rev) {
+#define ADDLN_ROWS(C, L) add_ln_rows_launch<C, L>(s, x, res, gamma, beta, out, rows, n_rows_dev, H, eps, rev)
+    switch (H) {
+    case 256: return ADDLN_ROWS(2, 16);
+    case 384: return ADDLN_ROWS(3, 16);
+    case 512: return ADDLN_ROWS(2, 32);
+    case 768: return ADDLN_ROWS(3, 32);
+    case 1024: return ADDLN_ROWS(4, 32);
+    default: return cudaErrorNotSupported;
+    }
+#undef ADDLN_ROWS
 }
 
 cudaError_t eng_cu_add_ln(cudaStream_t s, const bf16 *x, const bf16 *res, const float *gamma,
@@ -469,12 +467,9 @@ cudaError_t eng_cu_add_ln(cudaStream_t s, const bf16 *x, const bf16 *res, const 
     const int grid = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
     cudaError_t e = cudaSuccess;
     const int rev = eng_cu_order_take(1); /* rows last to first (eng_cu_order.c) */
-    if ((maxc_for(H) == 2 || maxc_for(H) == 4) && add_ln_loop_on()) {
-        e = maxc_for(H) == 2
-                ? add_ln_loop_launch<2>(s, grid, x, res, gamma, beta, out, rows, n_rows_dev, H, eps, rev)
-                : add_ln_loop_launch<4>(s, grid, x, res, gamma, beta, out, rows, n_rows_dev, H, eps, rev);
+    if (add_ln_loop_on() && (e = add_ln_rows(s, x, res, gamma, beta, out, rows, n_rows_dev, H, eps, rev)) !=
+                                cudaErrorNotSupported)
         return e != cudaSuccess ? e : cudaGetLastError();
-    }
     DISPATCH_MAXC(H, (e = eng_cu_launch(add_ln_kernel<MC>, dim3(grid), dim3(32 * ROWS_PER_BLOCK), 0, s,
                                         x, res, gamma, beta, out, rows, n_rows_dev, H, eps, rev)));
     return e != cudaSuccess ? e : cudaGetLastError();
