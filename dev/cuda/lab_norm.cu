@@ -55,21 +55,30 @@ static void check_sizes(int rows, int H) {
     char name[96];
     std::vector<float> ref((size_t)bucket * H), v(H);
 
-    /* embedding + LN; rows past n_real must stay poisoned */
-    lab_poison(dout, (size_t)bucket * H * 2);
-    CUCHECK(eng_cu_embed_ln(0, dids, dpos, dtyp, dw, dp, dt, dg, db, dout, bucket, dn, H, eps));
-    CUCHECK(cudaDeviceSynchronize());
-    for (int r = 0; r < rows; r++) {
-        for (int i = 0; i < H; i++)
-            v[i] = wf[(size_t)ids[r] * H + i] + pf[(size_t)pos[r] * H + i] + tf[(size_t)typ[r] * H + i];
-        ref_ln(v.data(), H, g.data(), b.data(), eps, &ref[(size_t)r * H]);
+    /* embedding + LN, by both kernels (the row-walking one at H <= 1024),
+     * with and without token types; rows past n_real must stay poisoned */
+    std::vector<float> got;
+    for (int type = 1; type >= 0; type--) {
+        for (int r = 0; r < rows; r++) {
+            for (int i = 0; i < H; i++)
+                v[i] = wf[(size_t)ids[r] * H + i] + pf[(size_t)pos[r] * H + i] + (type ? tf[(size_t)typ[r] * H + i] : 0.f);
+            ref_ln(v.data(), H, g.data(), b.data(), eps, &ref[(size_t)r * H]);
+        }
+        for (int walk = 0; walk < (H <= 1024 ? 2 : 1); walk++) {
+            eng_cu_embed_ln_rows = walk;
+            lab_poison(dout, (size_t)bucket * H * 2);
+            CUCHECK(eng_cu_embed_ln(0, dids, dpos, dtyp, dw, dp, type ? dt : NULL, dg, db, dout, bucket, dn, H, eps));
+            CUCHECK(cudaDeviceSynchronize());
+            got = lab_download_bf16(dout, (size_t)bucket * H);
+            snprintf(name, sizeof name, "embed_ln rows=%d H=%d%s%s", rows, H, type ? "" : " no types",
+                     walk ? " rows" : "");
+            lab_check(name, got.data(), ref.data(), (size_t)rows * H, 2e-2f, 1e-2f);
+            int untouched = 1;
+            for (size_t i = (size_t)rows * H; i < (size_t)bucket * H; i++) untouched &= !(got[i] == got[i]);
+            if (!untouched) { printf("  FAIL: %s wrote padded rows\n", name); lab_failures++; }
+        }
     }
-    std::vector<float> got = lab_download_bf16(dout, (size_t)bucket * H);
-    snprintf(name, sizeof name, "embed_ln rows=%d H=%d", rows, H);
-    lab_check(name, got.data(), ref.data(), (size_t)rows * H, 2e-2f, 1e-2f);
-    int untouched = 1;
-    for (size_t i = (size_t)rows * H; i < (size_t)bucket * H; i++) untouched &= !(got[i] == got[i]);
-    if (!untouched) { printf("  FAIL: embed_ln wrote padded rows\n"); lab_failures++; }
+    eng_cu_embed_ln_rows = -1;
 
     /* add + LN, in place into the residual as the engine uses it, rows
      * first to last and last to first (serpentine order, eng_cu_order.c),
@@ -156,6 +165,40 @@ static void check_sizes(int rows, int H) {
     cudaFree(db); cudaFree(dids); cudaFree(dpos); cudaFree(dtyp); cudaFree(dn); cudaFree(dout);
 }
 
+/* embed_ln at a saturated step's size: both kernels in turn, best of
+ * three rounds; ids spread over a BERT-sized vocabulary */
+static void bench_embed(int rows, int H) {
+    const int vocab = 30522, npos = 512;
+    std::vector<int32_t> ids(rows), pos(rows), typ(rows, 0);
+    for (int r = 0; r < rows; r++) ids[r] = (int)(((unsigned)r * 2654435761u) % vocab), pos[r] = r % 128;
+    int32_t *dids = lab_upload(ids), *dpos = lab_upload(pos), *dtyp = lab_upload(typ);
+    bf16 *w, *p, *t, *o;
+    float *g;
+    CUCHECK(cudaMalloc(&w, (size_t)vocab * H * 2));
+    CUCHECK(cudaMalloc(&p, (size_t)npos * H * 2));
+    CUCHECK(cudaMalloc(&t, (size_t)2 * H * 2));
+    CUCHECK(cudaMalloc(&o, (size_t)rows * H * 2));
+    CUCHECK(cudaMalloc(&g, (size_t)H * 4));
+    CUCHECK(cudaMemset(w, 0x3f, (size_t)vocab * H * 2));
+    CUCHECK(cudaMemset(p, 0x3e, (size_t)npos * H * 2));
+    CUCHECK(cudaMemset(t, 0x3d, (size_t)2 * H * 2));
+    CUCHECK(cudaMemset(g, 0, (size_t)H * 4));
+    int *dn = lab_upload(std::vector<int>(1, rows));
+    float tm[2] = {1e30f, 1e30f};
+    for (int round = 0; round < 3; round++)
+        for (int walk = 0; walk < 2; walk++) {
+            eng_cu_embed_ln_rows = walk;
+            tm[walk] = std::min(tm[walk], lab_time_ms([&] {
+                CUCHECK(eng_cu_embed_ln(0, dids, dpos, dtyp, w, p, t, g, g, o, rows, dn, H, 1e-12f));
+            }, 50));
+        }
+    eng_cu_embed_ln_rows = -1;
+    printf("  bench embed_ln rows=%d H=%d: %.2f us | rows %.2f us (%.3f)\n", rows, H, tm[0] * 1e3, tm[1] * 1e3,
+           tm[1] / tm[0]);
+    cudaFree(dids); cudaFree(dpos); cudaFree(dtyp); cudaFree(w); cudaFree(p); cudaFree(t); cudaFree(o);
+    cudaFree(g); cudaFree(dn);
+}
+
 static void bench(int rows, int H) {
     bf16 *x, *r, *o;
     float *g;
@@ -204,5 +247,7 @@ int main(void) {
     bench(65536, 384); /* a saturated step: past L2 */
     bench(65536, 768);
     bench(131072, 384);
+    bench_embed(65536, 384);
+    bench_embed(65536, 768);
     return lab_finish("lab_norm");
 }

@@ -182,7 +182,10 @@ static __device__ __forceinline__ void eng_cu_ln_finish(float (*v)[8], int H, co
 /* ---- norms (eng_cu_norm.cu) --------------------------------------------- */
 
 /* out[r] = LayerNorm(word[ids[r]] + pos[pos_ids[r]] + type[type_ids[r]]) for
- * r < *n_rows_dev.  `type` may be NULL (no token type embeddings). */
+ * r < *n_rows_dev.  `type` may be NULL (no token type embeddings).
+ * eng_cu_embed_ln_rows (labs; -1: on unless POSY_CUDA_EMBLN_ROWS=0): 1 / 0
+ * forces the row-walking kernel (H 256, 384, 512, 768, 1024) on / off. */
+extern int eng_cu_embed_ln_rows;
 cudaError_t eng_cu_embed_ln(cudaStream_t s, const int32_t *ids, const int32_t *pos_ids,
                             const int32_t *type_ids, const bf16 *word, const bf16 *pos,
                             const bf16 *type, const float *gamma, const float *beta, bf16 *out,

@@ -145,6 +145,66 @@ add_ln_kernel(const bf16 *x, const bf16 *res, const float *gamma, const float *b
  * backwards (rev, eng_cu_order.c).  The loop's trip count is the warp's
  * (every lane shuffles), a row past n computes on stale data and is not
  * stored. */
+/* The row-walking kernels' shared pieces: gamma / beta into shared memory
+ * (before the PDL wait: they are weights), 8 bf16 values converted and
+ * added into v, and a row's LayerNorm from v, stored by its LPR lanes
+ * (statistics by every lane, stores only where the row is live). */
+static __device__ __forceinline__ void rows_params(float *sg, float *sb, const float *gamma, const float *beta,
+                                                   int H) {
+    for (int i = threadIdx.x; i < H; i += 32 * ROWS_PER_BLOCK) {
+        sg[i] = gamma[i];
+        sb[i] = beta[i];
+    }
+    __syncthreads();
+}
+static __device__ __forceinline__ void rows_add8(float *v, const uint4 &u) {
+    const __nv_bfloat162 *h = (const __nv_bfloat162 *)&u;
+#pragma unroll
+    for (int j = 0; j < 4; j++) {
+        const float2 a = __bfloat1622float2(h[j]);
+        v[2 * j] += a.x;
+        v[2 * j + 1] += a.y;
+    }
+}
+/* gamma / beta loaded, the predecessor waited for, and the walk's
+ * numbers: the real row count, this lane's place in its row (sl) and its
+ * row's place in the warp (sub), the warps of the grid (step) */
+struct rows_ctx {
+    int n, sl, sub, step;
+};
+template <int LPR>
+static __device__ __forceinline__ rows_ctx rows_begin(float *sg, float *sb, const float *gamma, const float *beta,
+                                                      int H, int rows, const int *n_rows_dev) {
+    rows_params(sg, sb, gamma, beta, H);
+    ENG_CU_PDL_WAIT();
+    rows_ctx c;
+    c.n = n_rows_dev ? min(*n_rows_dev, rows) : rows;
+    c.sl = threadIdx.x & (LPR - 1);
+    c.sub = (threadIdx.x & 31) / LPR;
+    c.step = gridDim.x * ROWS_PER_BLOCK;
+    return c;
+}
+template <int CPL, int LPR>
+static __device__ __forceinline__ void rows_finish(float (*v)[8], int H, float eps, const float *sg, const float *sb,
+                                                   bf16 *out_row, bool live) {
+    float mean, rstd;
+    eng_cu_ln_stats<CPL, LPR>(v, H, eps, mean, rstd);
+    if (!live) return;
+    const int sl = threadIdx.x & (LPR - 1);
+#pragma unroll
+    for (int k = 0; k < CPL; k++) {
+        const int c = sl + LPR * k;
+        const float4 g0 = *(const float4 *)&sg[c * 8], g1 = *(const float4 *)&sg[c * 8 + 4];
+        const float4 b0 = *(const float4 *)&sb[c * 8], b1 = *(const float4 *)&sb[c * 8 + 4];
+        const float gg[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
+        const float bb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
+        float y[8];
+#pragma unroll
+        for (int j = 0; j < 8; j++) y[j] = (v[k][j] - mean) * rstd * gg[j] + bb[j];
+        eng_cu_store8(out_row + c * 8, y);
+    }
+}
+
 template <int CPL, int LPR>
 __global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
 add_ln_rows_kernel(const bf16 *x, const bf16 *res, const float *gamma, const float *beta, bf16 *out, int rows,
@@ -152,15 +212,8 @@ add_ln_rows_kernel(const bf16 *x, const bf16 *res, const float *gamma, const flo
     static_assert(LPR == 16 || LPR == 32, "a row is a half or a whole warp");
     constexpr int RPW = 32 / LPR; /* rows a warp at once */
     __shared__ __align__(16) float sg[CPL * LPR * 8], sb[CPL * LPR * 8];
-    for (int i = threadIdx.x; i < H; i += 32 * ROWS_PER_BLOCK) {
-        sg[i] = gamma[i];
-        sb[i] = beta[i];
-    }
-    __syncthreads();
-    ENG_CU_PDL_WAIT();
-    const int n = n_rows_dev ? min(*n_rows_dev, rows) : rows;
-    const int sl = threadIdx.x & (LPR - 1), sub = (threadIdx.x & 31) / LPR;
-    const int step = gridDim.x * ROWS_PER_BLOCK;
+    const rows_ctx rc = rows_begin<LPR>(sg, sb, gamma, beta, H, rows, n_rows_dev);
+    const int n = rc.n, sl = rc.sl, sub = rc.sub, step = rc.step;
     uint4 nx[CPL], nr[CPL];
     auto fetch = [&](int i) { /* row i's chunks, if it exists */
         if (i >= n) return;
@@ -175,39 +228,69 @@ add_ln_rows_kernel(const bf16 *x, const bf16 *res, const float *gamma, const flo
     fetch(g * RPW + sub);
     for (; g * RPW < n; g += step) {
         const int i = g * RPW + sub;
-        float v[CPL][8];
+        float v[CPL][8] = {};
 #pragma unroll
         for (int k = 0; k < CPL; k++) {
-            const __nv_bfloat162 *hx = (const __nv_bfloat162 *)&nx[k], *hr = (const __nv_bfloat162 *)&nr[k];
-#pragma unroll
-            for (int j = 0; j < 4; j++) {
-                const float2 a = __bfloat1622float2(hx[j]);
-                v[k][2 * j] = a.x;
-                v[k][2 * j + 1] = a.y;
-                if (res) {
-                    const float2 b = __bfloat1622float2(hr[j]);
-                    v[k][2 * j] += b.x;
-                    v[k][2 * j + 1] += b.y;
-                }
-            }
+            rows_add8(v[k], nx[k]);
+            if (res) rows_add8(v[k], nr[k]);
         }
         fetch(i + step * RPW); /* in flight under this row's statistics and stores */
-        float mean, rstd;
-        eng_cu_ln_stats<CPL, LPR>(v, H, eps, mean, rstd);
-        if (i >= n) continue;
-        const size_t row = (size_t)(rev ? n - 1 - i : i);
+        rows_finish<CPL, LPR>(v, H, eps, sg, sb, out + (size_t)(rev ? n - 1 - i : i) * H, i < n);
+    }
+}
+
+/* embed_ln the same way (H = 8 CPL LPR): word[ids] + pos[pos_ids] (+
+ * type[type_ids]), the next row's table rows loaded under this row's
+ * statistics and the row after's three ids under those loads, so neither
+ * round trip sits on a warp's path.  Why: the one-row-a-warp embed_ln took
+ * 68.5 us of a saturated MiniLM step (ncu, 2026-12-03 run 25) for 50 MB
+ * written -- more than an add_ln over the same rows. */
+template <int CPL, int LPR>
+__global__ void __launch_bounds__(32 * ROWS_PER_BLOCK)
+embed_ln_rows_kernel(const int32_t *ids, const int32_t *pos_ids, const int32_t *type_ids, const bf16 *word,
+                     const bf16 *pos, const bf16 *type, const float *gamma, const float *beta, bf16 *out, int rows,
+                     const int *n_rows_dev, int H, float eps) {
+    static_assert(LPR == 16 || LPR == 32, "a row is a half or a whole warp");
+    constexpr int RPW = 32 / LPR;
+    __shared__ __align__(16) float sg[CPL * LPR * 8], sb[CPL * LPR * 8];
+    const rows_ctx rc = rows_begin<LPR>(sg, sb, gamma, beta, H, rows, n_rows_dev);
+    const int n = rc.n, sl = rc.sl, sub = rc.sub, step = rc.step;
+    uint4 nw[CPL], np[CPL], nt[CPL];
+    int id[3] = {0, 0, 0}; /* the ids of the row to fetch next */
+    auto ids_of = [&](int i) {
+        if (i >= n) return;
+        id[0] = ids[i];
+        id[1] = pos_ids[i];
+        id[2] = type ? (type_ids ? type_ids[i] : 0) : 0;
+    };
+    auto fetch = [&](int i) { /* row i's table rows by the ids in id[] */
+        if (i >= n) return;
+        const bf16 *w = word + (size_t)id[0] * H, *p = pos + (size_t)id[1] * H;
+        const bf16 *t = type ? type + (size_t)id[2] * H : nullptr;
 #pragma unroll
         for (int k = 0; k < CPL; k++) {
-            const int c = sl + LPR * k;
-            const float4 g0 = *(const float4 *)&sg[c * 8], g1 = *(const float4 *)&sg[c * 8 + 4];
-            const float4 b0 = *(const float4 *)&sb[c * 8], b1 = *(const float4 *)&sb[c * 8 + 4];
-            const float gg[8] = {g0.x, g0.y, g0.z, g0.w, g1.x, g1.y, g1.z, g1.w};
-            const float bb[8] = {b0.x, b0.y, b0.z, b0.w, b1.x, b1.y, b1.z, b1.w};
-            float y[8];
-#pragma unroll
-            for (int j = 0; j < 8; j++) y[j] = (v[k][j] - mean) * rstd * gg[j] + bb[j];
-            eng_cu_store8(out + row * H + c * 8, y);
+            const int c = (sl + LPR * k) * 8;
+            nw[k] = *(const uint4 *)(w + c);
+            np[k] = *(const uint4 *)(p + c);
+            if (t) nt[k] = *(const uint4 *)(t + c);
         }
+    };
+    int g = blockIdx.x * ROWS_PER_BLOCK + (threadIdx.x >> 5);
+    ids_of(g * RPW + sub);
+    fetch(g * RPW + sub);
+    ids_of(g * RPW + sub + step * RPW);
+    for (; g * RPW < n; g += step) {
+        const int i = g * RPW + sub;
+        float v[CPL][8] = {};
+#pragma unroll
+        for (int k = 0; k < CPL; k++) {
+            rows_add8(v[k], nw[k]);
+            rows_add8(v[k], np[k]);
+            if (type) rows_add8(v[k], nt[k]);
+        }
+        fetch(i + step * RPW);
+        ids_of(i + 2 * step * RPW);
+        rows_finish<CPL, LPR>(v, H, eps, sg, sb, out + (size_t)i * H, i < n);
     }
 }
 
@@ -388,16 +471,15 @@ static int maxc_for(int H) {
     default: return cudaErrorInvalidValue;                      \
     }
 
-cudaError_t eng_cu_embed_ln(cudaStream_t s, const int32_t *ids, const int32_t *pos_ids,
-                            const int32_t *type_ids, const bf16 *word, const bf16 *pos,
-                            const bf16 *type, const float *gamma, const float *beta, bf16 *out,
-                            int rows, const int *n_rows_dev, int H, float eps) {
-    if (H % 8 || rows <= 0) return cudaErrorInvalidValue;
-    const int grid = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
-    DISPATCH_MAXC(H, (embed_ln_kernel<MC><<<grid, 32 * ROWS_PER_BLOCK, 0, s>>>(
-                         ids, pos_ids, type_ids, word, pos, type, gamma, beta, out, rows,
-                         n_rows_dev, H, eps)));
-    return cudaGetLastError(); /* first node after the copy-in: a plain launch */
+/* A row-walking kernel's switch: the lab's variable when set (1 on, 0
+ * off), else on unless the environment variable is "0" (read once into
+ * the caller's `env`). */
+static bool rows_switch(int lab, const char *var, int &env) {
+    if (env < 0) {
+        const char *e = getenv(var);
+        env = !(e && !strcmp(e, "0"));
+    }
+    return lab >= 0 ? lab > 0 : env > 0;
 }
 
 int eng_cu_add_ln_loop = -1;
@@ -412,52 +494,106 @@ int eng_cu_add_ln_loop = -1;
  * run 30. */
 static bool add_ln_loop_on(void) {
     static int env = -1;
-    if (env < 0) {
-        const char *e = getenv("POSY_CUDA_ADDLN_LOOP");
-        env = !(e && !strcmp(e, "0"));
-    }
-    return eng_cu_add_ln_loop >= 0 ? eng_cu_add_ln_loop > 0 : env > 0;
+    return rows_switch(eng_cu_add_ln_loop, "POSY_CUDA_ADDLN_LOOP", env);
 }
 
-/* Its launch: one wave at most -- the blocks resident at once (SMs x what
- * the occupancy query allows, found once per instantiation), fewer when
- * the bucket has fewer rows. */
-template <int CPL, int LPR>
-static cudaError_t add_ln_rows_launch(cudaStream_t s, const bf16 *x, const bf16 *res, const float *gamma,
-                                      const float *beta, bf16 *out, int rows, const int *n_rows_dev, int H,
-                                      float eps, int rev) {
-    static int cap = 0;
+/* A row-walking kernel's launch: one wave at most -- the blocks resident
+ * at once (SMs x what the occupancy query allows, found once per
+ * instantiation into its `cap`), fewer when the bucket has fewer rows. */
+template <int LPR, bool PLAIN = false, typename Kern, typename... Args>
+static cudaError_t rows_launch(Kern k, int &cap, cudaStream_t s, int rows, Args... args) {
     if (!cap) {
         int dev = 0, sms = 0, per = 0;
         cudaError_t e;
         if ((e = cudaGetDevice(&dev)) != cudaSuccess ||
             (e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev)) != cudaSuccess ||
-            (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, add_ln_rows_kernel<CPL, LPR>,
-                                                               32 * ROWS_PER_BLOCK, 0)) != cudaSuccess)
+            (e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per, k, 32 * ROWS_PER_BLOCK, 0)) != cudaSuccess)
             return e;
         if (per < 1 || sms < 1) return cudaErrorInvalidConfiguration;
         cap = sms * per;
     }
     const int rows_a_block = ROWS_PER_BLOCK * 32 / LPR, need = (rows + rows_a_block - 1) / rows_a_block;
-    return eng_cu_launch(add_ln_rows_kernel<CPL, LPR>, dim3(need < cap ? need : cap), dim3(32 * ROWS_PER_BLOCK), 0,
-                         s, x, res, gamma, beta, out, rows, n_rows_dev, H, eps, rev);
+    const dim3 grid(need < cap ? need : cap), block(32 * ROWS_PER_BLOCK);
+    if constexpr (PLAIN) { /* the first node after the copy-in */
+        k<<<grid, block, 0, s>>>(args...);
+        return cudaGetLastError();
+    }
+    return eng_cu_launch(k, grid, block, 0, s, args...);
 }
 
-/* the row-walking kernel's instantiation for H, if it has one (error
- * cudaErrorNotSupported otherwise) */
+/* The row-walking kernels' shapes (H = 8 x CPL x LPR): CALL(CPL, LPR)
+ * for H's, cudaErrorNotSupported for other widths */
+#define ROWS_SHAPES(H, CALL)                     \
+    switch (H) {                                 \
+    case 256: return CALL(2, 16);                \
+    case 384: return CALL(3, 16);                \
+    case 512: return CALL(2, 32);                \
+    case 768: return CALL(3, 32);                \
+    case 1024: return CALL(4, 32);               \
+    default: return cudaErrorNotSupported;       \
+    }
+
+template <int CPL, int LPR>
+static cudaError_t add_ln_rows_launch(cudaStream_t s, const bf16 *x, const bf16 *res, const float *gamma,
+                                      const float *beta, bf16 *out, int rows, const int *n_rows_dev, int H,
+                                      float eps, int rev) {
+    static int cap = 0;
+    return rows_launch<LPR>(add_ln_rows_kernel<CPL, LPR>, cap, s, rows, x, res, gamma, beta, out, rows, n_rows_dev,
+                            H, eps, rev);
+}
 static cudaError_t add_ln_rows(cudaStream_t s, const bf16 *x, const bf16 *res, const float *gamma,
                                const float *beta, bf16 *out, int rows, const int *n_rows_dev, int H, float eps,
                                int rev) {
 #define ADDLN_ROWS(C, L) add_ln_rows_launch<C, L>(s, x, res, gamma, beta, out, rows, n_rows_dev, H, eps, rev)
-    switch (H) {
-    case 256: return ADDLN_ROWS(2, 16);
-    case 384: return ADDLN_ROWS(3, 16);
-    case 512: return ADDLN_ROWS(2, 32);
-    case 768: return ADDLN_ROWS(3, 32);
-    case 1024: return ADDLN_ROWS(4, 32);
-    default: return cudaErrorNotSupported;
-    }
+    ROWS_SHAPES(H, ADDLN_ROWS)
 #undef ADDLN_ROWS
+}
+
+template <int CPL, int LPR>
+static cudaError_t embed_ln_rows_launch(cudaStream_t s, const int32_t *ids, const int32_t *pos_ids,
+                                        const int32_t *type_ids, const bf16 *word, const bf16 *pos,
+                                        const bf16 *type, const float *gamma, const float *beta, bf16 *out,
+                                        int rows, const int *n_rows_dev, int H, float eps) {
+    static int cap = 0;
+    return rows_launch<LPR, true>(embed_ln_rows_kernel<CPL, LPR>, cap, s, rows, ids, pos_ids, type_ids, word, pos,
+                                  type, gamma, beta, out, rows, n_rows_dev, H, eps);
+}
+static cudaError_t embed_ln_rows(cudaStream_t s, const int32_t *ids, const int32_t *pos_ids, const int32_t *type_ids,
+                                 const bf16 *word, const bf16 *pos, const bf16 *type, const float *gamma,
+                                 const float *beta, bf16 *out, int rows, const int *n_rows_dev, int H, float eps) {
+#define EMBLN_ROWS(C, L)                                                                                   \
+    embed_ln_rows_launch<C, L>(s, ids, pos_ids, type_ids, word, pos, type, gamma, beta, out, rows, n_rows_dev, H, \
+                               eps)
+    ROWS_SHAPES(H, EMBLN_ROWS)
+#undef EMBLN_ROWS
+}
+
+int eng_cu_embed_ln_rows = -1;
+
+/* Whether embed_ln walks rows: eng_cu_embed_ln_rows (labs: 1 on, 0 off),
+ * else on unless POSY_CUDA_EMBLN_ROWS=0.  H200, 2026-12-03 run 31:
+ * lab_norm 65536 x 384 71.5 -> 35.0 us, x 768 135.8 -> 61.8; saturated
+ * MiniLM 1.012 / 1.003 / 1.007 (equal 128 / random / equal 512), BERT-base
+ * 1.001 / 1.002 / 1.000. */
+static bool embed_ln_rows_on(void) {
+    static int env = -1;
+    return rows_switch(eng_cu_embed_ln_rows, "POSY_CUDA_EMBLN_ROWS", env);
+}
+
+cudaError_t eng_cu_embed_ln(cudaStream_t s, const int32_t *ids, const int32_t *pos_ids,
+                            const int32_t *type_ids, const bf16 *word, const bf16 *pos,
+                            const bf16 *type, const float *gamma, const float *beta, bf16 *out,
+                            int rows, const int *n_rows_dev, int H, float eps) {
+    if (H % 8 || rows <= 0) return cudaErrorInvalidValue;
+    cudaError_t e;
+    if (embed_ln_rows_on() && (e = embed_ln_rows(s, ids, pos_ids, type_ids, word, pos, type, gamma, beta, out, rows,
+                                               n_rows_dev, H, eps)) != cudaErrorNotSupported)
+        return e;
+    const int grid = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
+    DISPATCH_MAXC(H, (embed_ln_kernel<MC><<<grid, 32 * ROWS_PER_BLOCK, 0, s>>>(
+                         ids, pos_ids, type_ids, word, pos, type, gamma, beta, out, rows,
+                         n_rows_dev, H, eps)));
+    return cudaGetLastError(); /* first node after the copy-in: a plain launch */
 }
 
 cudaError_t eng_cu_add_ln(cudaStream_t s, const bf16 *x, const bf16 *res, const float *gamma,
