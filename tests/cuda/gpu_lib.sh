@@ -3,7 +3,10 @@
 # sourcing, on stdout and appended to $LOG.  gpu_build OUTDIR builds $BUILD
 # (default build-gpu; GPU_TARGET: that target alone) with POSY_ENGINE_ONLY
 # (no tokenizer or server dependencies) and returns 0, or copies the log to OUTDIR/build.log,
-# prints its errors and returns 1.  gpu_name: the GPU and driver, on
+# prints its errors and returns 1.  GPU_PREBUILT="bin ..." (binaries built
+# on another machine with the same CUDA and carried; the device then needs
+# LD_LIBRARY_PATH=/usr/local/cuda/lib64): only checks that GPU_TARGET's,
+# else those, exist.  gpu_name: the GPU and driver, on
 # stdout and appended to $LOG.  gpu_setup NAME (for scripts that source
 # this first): the defaults of OUT, BUILD, WORK (encoder harnesses) and
 # QWORK (Qwen3 harnesses), pipefail, LOG=$OUT/NAME, status=0, gpu_name.
@@ -13,7 +16,13 @@
 # memcheck (where installed; else 0), log in $OUT/LAB.memcheck.log, a
 # summary line by say; returns the sanitizer's status.
 gpu_build() {
-  local log=/tmp/posy_build.log
+  local log=/tmp/posy_build.log t missing=
+  if [ -n "$GPU_PREBUILT" ]; then # binaries built elsewhere (same CUDA) and carried: check, do not build
+    for t in ${GPU_TARGET:-$GPU_PREBUILT}; do [ -x "${BUILD:-build-gpu}/$t" ] || missing="$missing $t"; done
+    [ -z "$missing" ] && return 0
+    echo "GPU_PREBUILT: missing in ${BUILD:-build-gpu}:$missing" | tee "$1/build.log"
+    return 1
+  fi
   cmake -S . -B "${BUILD:-build-gpu}" -DPOSY_ENGINE_ONLY=ON -DPOSY_CUDA=ON -DCMAKE_BUILD_TYPE=Release > "$log" 2>&1 &&
     timeout 300 cmake --build "${BUILD:-build-gpu}" -j"$(nproc)" ${GPU_TARGET:+--target $GPU_TARGET} >> "$log" 2>&1 && return 0
   cp "$log" "$1/build.log"

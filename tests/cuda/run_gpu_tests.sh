@@ -4,7 +4,9 @@
 # server dependencies needed), runs the kernel labs (each checks its kernels
 # against CPU references and exits non-zero on a mismatch), then the
 # end-to-end check against transformers.  Logs go to $OUT (default ./out).
-#   usage: OUT=dir tests/cuda/run_gpu_tests.sh
+#   usage: OUT=dir [QUICK=1] [SANITIZE=1] [GPU_PREBUILT="..."] tests/cuda/run_gpu_tests.sh
+# QUICK=1: every lab's checks without its timing; SANITIZE=1: four labs
+# under compute-sanitizer memcheck too; GPU_PREBUILT: gpu_lib.sh.
 set -o pipefail
 OUT=${OUT:-out}
 BUILD=${BUILD:-build-gpu}
@@ -18,7 +20,7 @@ status=0
 for lab in lab_norm lab_pool lab_gemm lab_attn lab_qwen3 lab_chain lab_wgmma; do
   # lab_wgmma: its checks only (our Hopper GEMM and the GEMM + whole-row
   # LayerNorm); its timing is run_wgmma_check_gpu.sh's
-  if [ $lab = lab_wgmma ]; then LAB_QUICK=1 "./$BUILD/$lab"; else "./$BUILD/$lab"; fi >> "$OUT/labs.log" 2>&1
+  if [ $lab = lab_wgmma ] || [ -n "$QUICK" ]; then LAB_QUICK=1 "./$BUILD/$lab"; else "./$BUILD/$lab"; fi >> "$OUT/labs.log" 2>&1
   rc=$?
   echo "$lab: rc=$rc" | tee -a "$OUT/labs.log"
   [ $rc -ne 0 ] && status=1
