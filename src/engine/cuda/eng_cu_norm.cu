@@ -11,6 +11,16 @@
  * the registers (exact, no E[x^2]-E[x]^2 cancellation).  All arithmetic is
  * fp32; only storage is bf16.  MAXC (chunks per lane) is a template
  * parameter so the register array is indexed by constants only.
+ *
+ * The encoders' two LayerNorm kernels also come as row walkers (the
+ * default where H = 8 x CPL x LPR: 256, 384, 512, 768, 1024): a row in LPR
+ * lanes (16 or 32) with no lane idle, one wave of blocks whose warps walk
+ * many rows, gamma / beta in shared memory once a block, the next row's
+ * input in flight under this row's statistics.  On the H200 (2026-12-03
+ * runs 29-32) they made add_ln 0.78-0.83x and embed_ln 0.46-0.49x the
+ * one-row kernels' time at 65536 rows, saturated MiniLM steps 1.025x and
+ * BERT-base 1.014x (docs/BENCHMARKS.md, "The residual add + LayerNorm
+ * walking rows").
  */
 #include "eng_cu.h"
 #include <stdlib.h>
