@@ -237,10 +237,13 @@ int main(void) {
     const int hs[] = {384, 768, 1024, 4096};
     for (int h : hs)
         for (int r : rows) check_sizes(r, h);
+    /* the row walkers run from ROWS_WALK_MIN (16384) rows of a bucket;
+     * below, the forced "rows" / "loop" forms above run the one-row kernels */
     check_sizes(20000, 384); /* past the row-walking add_ln's one wave: warps take several rows */
-    check_sizes(9001, 768);
-    check_sizes(9001, 256); /* its other shapes: half-warp rows of 2 chunks, whole-warp rows of 2 */
-    check_sizes(5003, 512);
+    check_sizes(16400, 768);
+    check_sizes(16400, 256); /* its other shapes: half-warp rows of 2 chunks, whole-warp rows of 2 */
+    check_sizes(16400, 512);
+    check_sizes(16400, 1024);
     if (getenv("LAB_QUICK")) return lab_finish("lab_norm");
     bench(16384, 384);
     bench(16384, 768);

@@ -492,6 +492,17 @@ static bool rows_switch(int lab, const char *var, int &env) {
     return lab >= 0 ? lab > 0 : env > 0;
 }
 
+/* The row walkers take buckets of at least this many rows.  Below, the
+ * one-row kernels' more, shorter blocks win: with the walkers on every
+ * bucket, one query of 64 tokens took 128.1 against 121.5 us (MiniLM) and
+ * 367.1 against 361.6 (BERT-base) on the H200 (2026-12-03 run 33); from
+ * 2048 rows, a BERT-base step of 4096 tokens ran 0.971x the old kernels'
+ * tokens/s (run 34), while lab_norm found the walkers faster at 16384 and
+ * 65536 rows and the saturated steps gain (65536 tokens: MiniLM 1.009,
+ * BERT-base 1.016 in run 34).  Between 4096 and 16384 rows: not measured
+ * step by step; the one-row kernels run there. */
+#define ROWS_WALK_MIN 16384
+
 int eng_cu_add_ln_loop = -1;
 
 /* Whether the row-walking add_ln runs (H = 8 x CPL x LPR, below): eng_cu_add_ln_loop
@@ -596,8 +607,9 @@ cudaError_t eng_cu_embed_ln(cudaStream_t s, const int32_t *ids, const int32_t *p
                             int rows, const int *n_rows_dev, int H, float eps) {
     if (H % 8 || rows <= 0) return cudaErrorInvalidValue;
     cudaError_t e;
-    if (embed_ln_rows_on() && (e = embed_ln_rows(s, ids, pos_ids, type_ids, word, pos, type, gamma, beta, out, rows,
-                                               n_rows_dev, H, eps)) != cudaErrorNotSupported)
+    if (rows >= ROWS_WALK_MIN && embed_ln_rows_on() &&
+        (e = embed_ln_rows(s, ids, pos_ids, type_ids, word, pos, type, gamma, beta, out, rows, n_rows_dev, H, eps)) !=
+            cudaErrorNotSupported)
         return e;
     const int grid = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
     DISPATCH_MAXC(H, (embed_ln_kernel<MC><<<grid, 32 * ROWS_PER_BLOCK, 0, s>>>(
@@ -613,8 +625,8 @@ cudaError_t eng_cu_add_ln(cudaStream_t s, const bf16 *x, const bf16 *res, const 
     const int grid = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
     cudaError_t e = cudaSuccess;
     const int rev = eng_cu_order_take(1); /* rows last to first (eng_cu_order.c) */
-    if (add_ln_loop_on() && (e = add_ln_rows(s, x, res, gamma, beta, out, rows, n_rows_dev, H, eps, rev)) !=
-                                cudaErrorNotSupported)
+    if (rows >= ROWS_WALK_MIN && add_ln_loop_on() &&
+        (e = add_ln_rows(s, x, res, gamma, beta, out, rows, n_rows_dev, H, eps, rev)) != cudaErrorNotSupported)
         return e != cudaSuccess ? e : cudaGetLastError();
     DISPATCH_MAXC(H, (e = eng_cu_launch(add_ln_kernel<MC>, dim3(grid), dim3(32 * ROWS_PER_BLOCK), 0, s,
                                         x, res, gamma, beta, out, rows, n_rows_dev, H, eps, rev)));
