@@ -237,8 +237,8 @@ int main(void) {
     const int hs[] = {384, 768, 1024, 4096};
     for (int h : hs)
         for (int r : rows) check_sizes(r, h);
-    /* the row walkers run from ROWS_WALK_MIN (16384) rows of a bucket;
-     * below, the forced "rows" / "loop" forms above run the one-row kernels */
+    /* the engine takes the row walkers from ROWS_WALK_MIN (16384) rows of
+     * a bucket; the lab's forced "rows" / "loop" forms run them at any size */
     check_sizes(20000, 384); /* past the row-walking add_ln's one wave: warps take several rows */
     check_sizes(16400, 768);
     check_sizes(16400, 256); /* its other shapes: half-warp rows of 2 chunks, whole-warp rows of 2 */

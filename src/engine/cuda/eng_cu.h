@@ -184,7 +184,8 @@ static __device__ __forceinline__ void eng_cu_ln_finish(float (*v)[8], int H, co
 /* out[r] = LayerNorm(word[ids[r]] + pos[pos_ids[r]] + type[type_ids[r]]) for
  * r < *n_rows_dev.  `type` may be NULL (no token type embeddings).
  * eng_cu_embed_ln_rows (labs; -1: on unless POSY_CUDA_EMBLN_ROWS=0): 1 / 0
- * forces the row-walking kernel (H 256, 384, 512, 768, 1024) on / off. */
+ * forces the row-walking kernel (H 256, 384, 512, 768, 1024; any bucket)
+ * on / off; by default it takes buckets of 16384 rows and more. */
 extern int eng_cu_embed_ln_rows;
 cudaError_t eng_cu_embed_ln(cudaStream_t s, const int32_t *ids, const int32_t *pos_ids,
                             const int32_t *type_ids, const bf16 *word, const bf16 *pos,
@@ -193,7 +194,8 @@ cudaError_t eng_cu_embed_ln(cudaStream_t s, const int32_t *ids, const int32_t *p
 
 /* out[r] = LayerNorm(x[r] + res[r]) (res may be NULL; out may alias res
  * or x).  eng_cu_add_ln_loop (labs; -1: on unless POSY_CUDA_ADDLN_LOOP=0):
- * 1 / 0 forces the row-walking kernel (H <= 1024) on / off. */
+ * 1 / 0 forces the row-walking kernel (H 256-1024, any bucket) on / off;
+ * by default it takes buckets of 16384 rows and more. */
 extern int eng_cu_add_ln_loop;
 cudaError_t eng_cu_add_ln(cudaStream_t s, const bf16 *x, const bf16 *res, const float *gamma,
                           const float *beta, bf16 *out, int rows, const int *n_rows_dev, int H,

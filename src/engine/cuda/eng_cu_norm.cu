@@ -481,17 +481,6 @@ static int maxc_for(int H) {
     default: return cudaErrorInvalidValue;                      \
     }
 
-/* A row-walking kernel's switch: the lab's variable when set (1 on, 0
- * off), else on unless the environment variable is "0" (read once into
- * the caller's `env`). */
-static bool rows_switch(int lab, const char *var, int &env) {
-    if (env < 0) {
-        const char *e = getenv(var);
-        env = !(e && !strcmp(e, "0"));
-    }
-    return lab >= 0 ? lab > 0 : env > 0;
-}
-
 /* The row walkers take buckets of at least this many rows.  Below, the
  * one-row kernels' more, shorter blocks win: with the walkers on every
  * bucket, one query of 64 tokens took 128.1 against 121.5 us (MiniLM) and
@@ -503,6 +492,19 @@ static bool rows_switch(int lab, const char *var, int &env) {
  * step by step; the one-row kernels run there. */
 #define ROWS_WALK_MIN 16384
 
+/* Whether a row-walking kernel takes a bucket of `rows`: the lab's
+ * variable when set (1 on at any size, 0 off), else from ROWS_WALK_MIN
+ * rows unless the environment variable is "0" (read once into the
+ * caller's `env`). */
+static bool rows_switch(int lab, const char *var, int &env, int rows) {
+    if (env < 0) {
+        const char *e = getenv(var);
+        env = !(e && !strcmp(e, "0"));
+    }
+    return lab >= 0 ? lab > 0 : env > 0 && rows >= ROWS_WALK_MIN;
+}
+
+
 int eng_cu_add_ln_loop = -1;
 
 /* Whether the row-walking add_ln runs (H = 8 x CPL x LPR, below): eng_cu_add_ln_loop
@@ -513,9 +515,9 @@ int eng_cu_add_ln_loop = -1;
  * BERT-base 1.013 / 1.008 / 1.013 (equal 128 / random / equal 512),
  * MiniLM 1.004 / 1.002 / 0.995 (the noise).  Half-warp rows at H = 384:
  * run 30. */
-static bool add_ln_loop_on(void) {
+static bool add_ln_loop_on(int rows) {
     static int env = -1;
-    return rows_switch(eng_cu_add_ln_loop, "POSY_CUDA_ADDLN_LOOP", env);
+    return rows_switch(eng_cu_add_ln_loop, "POSY_CUDA_ADDLN_LOOP", env, rows);
 }
 
 /* A row-walking kernel's launch: one wave at most -- the blocks resident
@@ -596,9 +598,9 @@ int eng_cu_embed_ln_rows = -1;
  * lab_norm 65536 x 384 71.5 -> 35.0 us, x 768 135.8 -> 61.8; saturated
  * MiniLM 1.012 / 1.003 / 1.007 (equal 128 / random / equal 512), BERT-base
  * 1.001 / 1.002 / 1.000. */
-static bool embed_ln_rows_on(void) {
+static bool embed_ln_rows_on(int rows) {
     static int env = -1;
-    return rows_switch(eng_cu_embed_ln_rows, "POSY_CUDA_EMBLN_ROWS", env);
+    return rows_switch(eng_cu_embed_ln_rows, "POSY_CUDA_EMBLN_ROWS", env, rows);
 }
 
 cudaError_t eng_cu_embed_ln(cudaStream_t s, const int32_t *ids, const int32_t *pos_ids,
@@ -607,7 +609,7 @@ cudaError_t eng_cu_embed_ln(cudaStream_t s, const int32_t *ids, const int32_t *p
                             int rows, const int *n_rows_dev, int H, float eps) {
     if (H % 8 || rows <= 0) return cudaErrorInvalidValue;
     cudaError_t e;
-    if (rows >= ROWS_WALK_MIN && embed_ln_rows_on() &&
+    if (embed_ln_rows_on(rows) &&
         (e = embed_ln_rows(s, ids, pos_ids, type_ids, word, pos, type, gamma, beta, out, rows, n_rows_dev, H, eps)) !=
             cudaErrorNotSupported)
         return e;
@@ -625,7 +627,7 @@ cudaError_t eng_cu_add_ln(cudaStream_t s, const bf16 *x, const bf16 *res, const 
     const int grid = (rows + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK;
     cudaError_t e = cudaSuccess;
     const int rev = eng_cu_order_take(1); /* rows last to first (eng_cu_order.c) */
-    if (rows >= ROWS_WALK_MIN && add_ln_loop_on() &&
+    if (add_ln_loop_on(rows) &&
         (e = add_ln_rows(s, x, res, gamma, beta, out, rows, n_rows_dev, H, eps, rev)) != cudaErrorNotSupported)
         return e != cudaSuccess ? e : cudaGetLastError();
     DISPATCH_MAXC(H, (e = eng_cu_launch(add_ln_kernel<MC>, dim3(grid), dim3(32 * ROWS_PER_BLOCK), 0, s,
