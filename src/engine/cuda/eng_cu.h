@@ -185,7 +185,8 @@ static __device__ __forceinline__ void eng_cu_ln_finish(float (*v)[8], int H, co
  * r < *n_rows_dev.  `type` may be NULL (no token type embeddings).
  * eng_cu_embed_ln_rows (labs; -1: on unless POSY_CUDA_EMBLN_ROWS=0): 1 / 0
  * forces the row-walking kernel (H 256, 384, 512, 768, 1024; any bucket)
- * on / off; by default it takes buckets of 16384 rows and more. */
+ * on / off; by default it takes buckets of 8192 rows and more
+ * (POSY_CUDA_ROWS_WALK_MIN moves that floor). */
 extern int eng_cu_embed_ln_rows;
 cudaError_t eng_cu_embed_ln(cudaStream_t s, const int32_t *ids, const int32_t *pos_ids,
                             const int32_t *type_ids, const bf16 *word, const bf16 *pos,
@@ -195,7 +196,7 @@ cudaError_t eng_cu_embed_ln(cudaStream_t s, const int32_t *ids, const int32_t *p
 /* out[r] = LayerNorm(x[r] + res[r]) (res may be NULL; out may alias res
  * or x).  eng_cu_add_ln_loop (labs; -1: on unless POSY_CUDA_ADDLN_LOOP=0):
  * 1 / 0 forces the row-walking kernel (H 256-1024, any bucket) on / off;
- * by default it takes buckets of 16384 rows and more. */
+ * by default it takes buckets of 8192 rows and more. */
 extern int eng_cu_add_ln_loop;
 cudaError_t eng_cu_add_ln(cudaStream_t s, const bf16 *x, const bf16 *res, const float *gamma,
                           const float *beta, bf16 *out, int rows, const int *n_rows_dev, int H,
@@ -363,6 +364,20 @@ enum { ENG_CU_POOL_MEAN = 0, ENG_CU_POOL_CLS = 1, ENG_CU_POOL_LAST = 2 };
 cudaError_t eng_cu_pool(cudaStream_t s, const bf16 *x, const int32_t *cu_seqlens, const int32_t *skip,
                         const int *n_seqs_dev, int max_seqs, int H, int dims, int mode,
                         int normalize, float *out);
+
+/* The last norm and the pooling in one kernel (eng_cu_ln_pool.cu): out as
+ * eng_cu_pool's, over the rows LayerNorm(x[r]) * gamma + beta, or with
+ * beta NULL RMSNorm(x[r]) * gamma; only the rows the mode pools are
+ * normalised, and they are not rounded to bf16 on the way.  H 256, 384,
+ * 512, 768, 1024 (else cudaErrorNotSupported: take eng_cu_add_ln or
+ * eng_cu_add_rmsnorm, then eng_cu_pool).  eng_cu_ln_pool_usable(H): the
+ * kernel takes H and is on -- eng_cu_ln_pool_on (labs: 1 on, 0 off), else
+ * unless POSY_CUDA_LN_POOL=0. */
+extern int eng_cu_ln_pool_on;
+bool eng_cu_ln_pool_usable(int H);
+cudaError_t eng_cu_ln_pool(cudaStream_t s, const bf16 *x, const float *gamma, const float *beta,
+                           const int32_t *cu_seqlens, const int32_t *skip, const int *n_seqs_dev, int max_seqs,
+                           int H, int dims, int mode, int normalize, float eps, float *out);
 
 /* ---- GEMM through cuBLASLt (eng_cu_gemm.cu) ------------------------------ */
 

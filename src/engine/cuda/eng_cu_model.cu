@@ -601,6 +601,29 @@ static int gemm_ln(eng_cu_model *m, cudaStream_t s, int role, const bf16 *X, con
         if (eng_cu_model_gemm(m, s, chain, X, W, B, R, Y, T, N, K, EPI, NULL, err, NULL)) return -1; \
     } while (0)
 
+int eng_cu_model_norm_pool(eng_cu_model *m, cudaStream_t s, const bf16 *x, const float *gamma, const float *beta,
+                           bf16 *scratch, int T, int S, const int32_t *in, const eng_cu_in_layout &lay,
+                           posy_err *err) {
+    const int H = m->H;
+    const int *n_tok = in + lay.meta + ENG_CU_META_TOKENS, *n_seq = in + lay.meta + ENG_CU_META_SEQS;
+    const bf16 *pool_in = x;
+    if (!eng_cu_ablate("norm")) {
+        if (eng_cu_ln_pool_usable(H)) {
+            CK("layernorm + pooling", eng_cu_ln_pool(s, x, gamma, beta, in + lay.cu, in + lay.skip, n_seq, S, H, H,
+                                                    m->pool_mode, m->normalize, m->eps, m->pooled));
+            return 0;
+        }
+        if (beta)
+            CK("layernorm", eng_cu_add_ln(s, x, NULL, gamma, beta, scratch, T, n_tok, H, m->eps));
+        else
+            CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, gamma, scratch, T, n_tok, H, m->eps));
+        pool_in = scratch;
+    }
+    CK("pooling", eng_cu_pool(s, pool_in, in + lay.cu, in + lay.skip, n_seq, S, H, H, m->pool_mode, m->normalize,
+                              m->pooled));
+    return 0;
+}
+
 int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *err) {
     if (m->arch == ENG_CU_ARCH_QWEN3) return eng_cu_qwen3_forward(m, s, T, S, err);
     const int chain = eng_cu_model_chain_begin(m, T);
@@ -628,7 +651,7 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
     a.scale = 1.f / sqrtf((float)m->head_dim);
     a.causal = 0;
     a.work = m->attn_work;
-    const bf16 *pool_in = m->x; /* the last LayerNorm's output */
+    const bf16 *pool_in = m->x; /* the last LayerNorm's output (rowln) */
     if (chain && T <= m->chain_ln) {
         /* the LayerNorms folded (four kernels a layer): x holds the layer's
          * input raw (layer 0: the embedding's LayerNorm output), y the
@@ -660,9 +683,7 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
                 return -1;
         }
         const eng_cu_layer *last = eng_cu_layer_at(m, m->L - 1);
-        if (!eng_cu_ablate("norm"))
-            CK("layernorm", eng_cu_add_ln(s, m->x, NULL, last->ln2_g, last->ln2_b, m->y, T, n_tok, H, m->eps));
-        pool_in = m->y;
+        return eng_cu_model_norm_pool(m, s, m->x, last->ln2_g, last->ln2_b, m->y, T, S, in, lay, err);
     } else if (chain && m->chain_norm) { /* norms fused into the next GEMM's prologue: five kernels a layer */
         eng_cu_chain_norm nm = {NULL, NULL, m->eps, n_tok, m->x, 0, NULL, NULL};
         for (int l = 0; l < m->L; l++) {
@@ -681,8 +702,7 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
             GEMM(m->inter, w->down_w, w->down_b, m->x, m->y, H, m->I, ENG_CU_EPI_BIAS);
         }
         const eng_cu_layer *last = &m->layers[m->L - 1];
-        if (!eng_cu_ablate("norm"))
-            CK("layernorm", eng_cu_add_ln(s, m->y, NULL, last->ln2_g, last->ln2_b, m->x, T, n_tok, H, m->eps));
+        return eng_cu_model_norm_pool(m, s, m->y, last->ln2_g, last->ln2_b, m->x, T, S, in, lay, err);
     } else if (m->ln_rows && !chain) {
         /* the LayerNorms as row statistics (POSY_CUDA_LN_ROWS=1): the O
          * projection writes y1 = ctx Wo^T + b + (layer 0: x; else
@@ -731,8 +751,7 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
             if (l + 1 < m->L) CK("ln stats", eng_cu_ln_stats(s, m->ln_part, nch, m->ln_s2, T, n_tok, H, m->eps));
         }
         const eng_cu_layer *last = &m->layers[m->L - 1];
-        CK("layernorm", eng_cu_add_ln(s, m->x, NULL, last->ln2_g, last->ln2_b, m->y, T, n_tok, H, m->eps));
-        pool_in = m->y;
+        return eng_cu_model_norm_pool(m, s, m->x, last->ln2_g, last->ln2_b, m->y, T, S, in, lay, err);
     } else if (m->rowln && !chain) {
         /* the O and down projections each with their LayerNorm (gemm_ln):
          * y = LN1(ctx Wo^T + b + x), x = LN2(inter Wd^T + b + y) -- the
@@ -749,18 +768,22 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
             if (gemm_ln(m, s, 1, m->inter, w->down_w, w->down_b, m->y, w->ln2_g, w->ln2_b, m->x, T, m->I, n_tok, err))
                 return -1;
         }
-    } else
-    for (int l = 0; l < m->L; l++) {
-        const eng_cu_layer *w = eng_cu_layer_at(m, l);
-        GEMM(m->x, w->qkv_w, w->qkv_b, NULL, m->qkv, 3 * H, H, ENG_CU_EPI_BIAS);
-        /* y = ctx Wo^T + b + x (residual in the epilogue), x = LN(y) */
-        if (eng_cu_model_attn_o(m, s, chain, &a, n_tok, n_seq, w->ao_w, w->ao_b, m->x, m->y, T, H, err)) return -1;
-        if (!eng_cu_ablate("norm"))
-            CK("layernorm", eng_cu_add_ln(s, m->y, NULL, w->ln1_g, w->ln1_b, m->x, T, n_tok, H, m->eps));
-        GEMM(m->x, w->up_w, w->up_b, NULL, m->inter, m->I, H, m->epi_up);
-        GEMM(m->inter, w->down_w, w->down_b, m->x, m->y, H, m->I, ENG_CU_EPI_BIAS);
-        if (!eng_cu_ablate("norm"))
-            CK("layernorm", eng_cu_add_ln(s, m->y, NULL, w->ln2_g, w->ln2_b, m->x, T, n_tok, H, m->eps));
+    } else {
+        for (int l = 0; l < m->L; l++) {
+            const eng_cu_layer *w = eng_cu_layer_at(m, l);
+            GEMM(m->x, w->qkv_w, w->qkv_b, NULL, m->qkv, 3 * H, H, ENG_CU_EPI_BIAS);
+            /* y = ctx Wo^T + b + x (residual in the epilogue), x = LN(y) */
+            if (eng_cu_model_attn_o(m, s, chain, &a, n_tok, n_seq, w->ao_w, w->ao_b, m->x, m->y, T, H, err))
+                return -1;
+            if (!eng_cu_ablate("norm"))
+                CK("layernorm", eng_cu_add_ln(s, m->y, NULL, w->ln1_g, w->ln1_b, m->x, T, n_tok, H, m->eps));
+            GEMM(m->x, w->up_w, w->up_b, NULL, m->inter, m->I, H, m->epi_up);
+            GEMM(m->inter, w->down_w, w->down_b, m->x, m->y, H, m->I, ENG_CU_EPI_BIAS);
+            if (l + 1 < m->L && !eng_cu_ablate("norm"))
+                CK("layernorm", eng_cu_add_ln(s, m->y, NULL, w->ln2_g, w->ln2_b, m->x, T, n_tok, H, m->eps));
+        }
+        const eng_cu_layer *last = &m->layers[m->L - 1];
+        return eng_cu_model_norm_pool(m, s, m->y, last->ln2_g, last->ln2_b, m->x, T, S, in, lay, err);
     }
     CK("pooling", eng_cu_pool(s, pool_in, in + lay.cu, in + lay.skip, in + lay.meta + ENG_CU_META_SEQS, S, H, H,
                               m->pool_mode, m->normalize, m->pooled));

@@ -239,6 +239,15 @@ int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X,
                       const bf16 *R, bf16 *Y, int T, int N, int K, int epi, const eng_cu_chain_norm *nm,
                       posy_err *err, const eng_cu_chain_res *res = NULL);
 
+/* The forward's end: the last norm of x (LayerNorm with gamma / beta, or
+ * RMSNorm when beta is NULL) and the pooling into m->pooled -- one kernel
+ * (eng_cu_ln_pool) where it takes H and is on, else the norm into
+ * `scratch` (T rows) and eng_cu_pool over it.  in / lay: the forward's
+ * input block (its cu_seqlens, skips and real counts). */
+int eng_cu_model_norm_pool(eng_cu_model *m, cudaStream_t s, const bf16 *x, const float *gamma, const float *beta,
+                           bf16 *scratch, int T, int S, const int32_t *in, const eng_cu_in_layout &lay,
+                           posy_err *err);
+
 /* Qwen3 (eng_cu_model_qwen3.cu): the shape check (which also holds the
  * POSY_CUDA_QWEN3=0 off switch), the weights upload, and the forward. */
 int eng_cu_qwen3_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err);

@@ -322,8 +322,7 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
             GEMM(m->act, w->down_w, (const bf16 *)NULL, x, y, H, I);
             t = x; x = y; y = t;
         }
-        if (!eng_cu_ablate("norm"))
-            CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, m->emb_g, m->h, T, n_tok, H, m->eps));
+        return eng_cu_model_norm_pool(m, s, x, m->emb_g, NULL, m->h, T, S, in, lay, err);
     } else {
         /* the fused QKV (picked on layer 0's operands, then for every layer;
          * _ok looks at the norm weights, which each layer sets) */
@@ -371,11 +370,10 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
             }
             GEMM(m->act, w->down_w, (const bf16 *)NULL, x, y, H, I);
             t = x; x = y; y = t;
-            const float *g = l + 1 < m->L ? m->layers[l + 1].ln1_g : m->emb_g;
-            if ((!rows_qkv || l + 1 == m->L) && !eng_cu_ablate("norm")) /* the next QKV's h, or the pooled norm */
-                CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, g, m->h, T, n_tok, H, m->eps));
+            if (l + 1 == m->L) break; /* the last norm goes with the pooling */
+            if (!rows_qkv && !eng_cu_ablate("norm")) /* the next QKV's h */
+                CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, m->layers[l + 1].ln1_g, m->h, T, n_tok, H, m->eps));
         }
+        return eng_cu_model_norm_pool(m, s, x, m->emb_g, NULL, m->h, T, S, in, lay, err);
     }
-    CK("pooling", eng_cu_pool(s, m->h, in + lay.cu, in + lay.skip, n_seq, S, H, H, m->pool_mode, m->normalize, m->pooled));
-    return 0;
 }

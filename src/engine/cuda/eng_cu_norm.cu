@@ -488,20 +488,37 @@ static int maxc_for(int H) {
  * 2048 rows, a BERT-base step of 4096 tokens ran 0.971x the old kernels'
  * tokens/s (run 34), while lab_norm found the walkers faster at 16384 and
  * 65536 rows and the saturated steps gain (65536 tokens: MiniLM 1.009,
- * BERT-base 1.016 in run 34).  Between 4096 and 16384 rows: not measured
- * step by step; the one-row kernels run there. */
-#define ROWS_WALK_MIN 16384
+ * BERT-base 1.016 in run 34).  Run 35 placed the floor step by step
+ * (equal-128 steps, walkers at every size against none, tokens/s):
+ * 4096 tokens MiniLM 0.978, BERT-base 0.973; 8192: 1.008, 1.012; 16384:
+ * 1.014, 1.017; 65536: 1.019, 1.013. */
+#define ROWS_WALK_MIN 8192
+
+/* The smallest bucket the walkers take: ROWS_WALK_MIN, or
+ * POSY_CUDA_ROWS_WALK_MIN when it holds a whole number of rows from 0 up
+ * (a tuning knob, for measuring where the walkers start to pay; anything
+ * else keeps the default).  Read once. */
+static int rows_walk_min() {
+    static int min = -1;
+    if (min < 0) {
+        const char *e = getenv("POSY_CUDA_ROWS_WALK_MIN");
+        char *end = nullptr;
+        long v = e && *e ? strtol(e, &end, 10) : -1;
+        min = v >= 0 && v <= (1L << 30) && end && !*end ? (int)v : ROWS_WALK_MIN;
+    }
+    return min;
+}
 
 /* Whether a row-walking kernel takes a bucket of `rows`: the lab's
- * variable when set (1 on at any size, 0 off), else from ROWS_WALK_MIN
- * rows unless the environment variable is "0" (read once into the
- * caller's `env`). */
+ * variable when set (1 on at any size, 0 off), else from
+ * rows_walk_min() rows unless the environment variable is "0" (read once
+ * into the caller's `env`). */
 static bool rows_switch(int lab, const char *var, int &env, int rows) {
     if (env < 0) {
         const char *e = getenv(var);
         env = !(e && !strcmp(e, "0"));
     }
-    return lab >= 0 ? lab > 0 : env > 0 && rows >= ROWS_WALK_MIN;
+    return lab >= 0 ? lab > 0 : env > 0 && rows >= rows_walk_min();
 }
 
 
