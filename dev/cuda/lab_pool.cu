@@ -162,18 +162,11 @@ static void bench_lnp(int S, int L, int H) {
         CUCHECK(eng_cu_pool(0, x, dcu, NULL, ds, S, H, H, ENG_CU_POOL_MEAN, 1, o));
     };
     auto one = [&] { CUCHECK(eng_cu_ln_pool(0, x, g, g, dcu, NULL, ds, S, H, H, ENG_CU_POOL_MEAN, 1, 1e-12f, o)); };
-    float t[2] = {1e30f, 1e30f}, tf[5] = {1e30f, 1e30f, 1e30f, 1e30f, 1e30f};
+    float t[2] = {1e30f, 1e30f};
     for (int round = 0; round < 3; round++) {
         t[0] = std::min(t[0], lab_time_ms(two, 50));
         t[1] = std::min(t[1], lab_time_ms(one, 50));
-        for (int pf = 0; pf <= 4; pf++) {
-            eng_cu_ln_pool_pf = pf;
-            tf[pf] = std::min(tf[pf], lab_time_ms(one, 50));
-        }
-        eng_cu_ln_pool_pf = -1;
     }
-    printf("  bench ln_pool %d x %d rows H=%d, forms 0-4: %.2f %.2f %.2f %.2f %.2f us\n", S, L, H, tf[0] * 1e3,
-           tf[1] * 1e3, tf[2] * 1e3, tf[3] * 1e3, tf[4] * 1e3);
     cudaStream_t st;
     CUCHECK(cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking));
     auto two_s = [&] {
@@ -203,24 +196,17 @@ int main(void) {
     run(768, 256, ENG_CU_POOL_MEAN, 1, SKIP_MIXED);
     run(1024, 130, ENG_CU_POOL_LAST, 1, SKIP_NULL);
     run(1024, 130, ENG_CU_POOL_CLS, 1, SKIP_MIXED);
-    /* every form of the kernel (eng_cu_ln_pool_pf: 0-2 rows sent into L2
-     * ahead; 3, 4: the sums in shared memory, 0 / 1 ahead) */
-    for (int pf = 0; pf <= 4; pf++) {
-        eng_cu_ln_pool_pf = pf;
-        printf("  ln_pool form %d\n", pf);
-        for (int H : {256, 384, 512, 768, 1024})
-            for (int mode : {ENG_CU_POOL_MEAN, ENG_CU_POOL_CLS, ENG_CU_POOL_LAST})
-                for (int rms = 0; rms < 2; rms++) run_lnp(H, H, mode, 1, SKIP_NULL, rms, 0);
-        for (int mode : {ENG_CU_POOL_MEAN, ENG_CU_POOL_CLS, ENG_CU_POOL_LAST}) {
-            run_lnp(384, 384, mode, 0, SKIP_MIXED, false, 1);
-            run_lnp(768, 768, mode, 1, SKIP_LAST, false, 0);
-            run_lnp(1024, 1024, mode, 1, SKIP_MIXED, true, 1);
-        }
-        run_lnp(768, 256, ENG_CU_POOL_MEAN, 1, SKIP_ZERO, false, 1);
-        run_lnp(1024, 130, ENG_CU_POOL_LAST, 1, SKIP_NULL, true, 0);
-        run_lnp(384, 384, ENG_CU_POOL_MEAN, 1, SKIP_NULL, false, 1);
+    for (int H : {256, 384, 512, 768, 1024})
+        for (int mode : {ENG_CU_POOL_MEAN, ENG_CU_POOL_CLS, ENG_CU_POOL_LAST})
+            for (int rms = 0; rms < 2; rms++) run_lnp(H, H, mode, 1, SKIP_NULL, rms, 0);
+    for (int mode : {ENG_CU_POOL_MEAN, ENG_CU_POOL_CLS, ENG_CU_POOL_LAST}) {
+        run_lnp(384, 384, mode, 0, SKIP_MIXED, false, 1);
+        run_lnp(768, 768, mode, 1, SKIP_LAST, false, 0);
+        run_lnp(1024, 1024, mode, 1, SKIP_MIXED, true, 1);
     }
-    eng_cu_ln_pool_pf = -1;
+    run_lnp(768, 256, ENG_CU_POOL_MEAN, 1, SKIP_ZERO, false, 1);
+    run_lnp(1024, 130, ENG_CU_POOL_LAST, 1, SKIP_NULL, true, 0);
+    run_lnp(384, 384, ENG_CU_POOL_MEAN, 1, SKIP_NULL, false, 1);
     /* a width it does not take says so */
     {
         float *dg = lab_upload(std::vector<float>(320, 1.f));

@@ -374,7 +374,6 @@ cudaError_t eng_cu_pool(cudaStream_t s, const bf16 *x, const int32_t *cu_seqlens
  * kernel takes H and is on -- eng_cu_ln_pool_on (labs: 1 on, 0 off), else
  * unless POSY_CUDA_LN_POOL=0. */
 extern int eng_cu_ln_pool_on;
-extern int eng_cu_ln_pool_pf; /* labs: the kernel's form (eng_cu_ln_pool.cu) */
 bool eng_cu_ln_pool_usable(int H);
 cudaError_t eng_cu_ln_pool(cudaStream_t s, const bf16 *x, const float *gamma, const float *beta,
                            const int32_t *cu_seqlens, const int32_t *skip, const int *n_seqs_dev, int max_seqs,

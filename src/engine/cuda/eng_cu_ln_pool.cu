@@ -23,6 +23,14 @@
  * are summed.  Sequences are taken last to first when the kernel before
  * walked forwards (eng_cu_order.c), so the first blocks find their rows in
  * L2.
+ *
+ * Measured on the H200 (2026-12-03, runs 36-37; docs/BENCHMARKS.md, "the
+ * last norm inside the pooling"): one 16-token query 2-4 us faster on
+ * every model (MiniLM 63.4 against 65.4 us); lab 512 x 128 x 384 35 us
+ * against 61 for add_ln + pool, but the saturated steps within the noise.
+ * It reads at only 1.4-1.9 TB/s; forms that sent rows into L2 ahead or
+ * kept the sums in shared memory (64 registers, two blocks an SM) were no
+ * faster in the steps (run 37; commit c69db28 holds them).
  */
 #include "eng_cu.h"
 #include <stdlib.h>
@@ -30,15 +38,14 @@
 
 #define LNP_WARPS 16
 
-template <int CPL, int LPR, bool RMS, int PF, bool SACC>
-__global__ void __launch_bounds__(32 * LNP_WARPS, SACC ? 2 : 1)
+template <int CPL, int LPR, bool RMS>
+__global__ void __launch_bounds__(32 * LNP_WARPS)
 ln_pool_kernel(const bf16 *x, const float *gamma, const float *beta, const int32_t *cu, const int32_t *skip,
                const int *n_seqs_dev, int H, int dims, int mode, int normalize, float eps, float *out, int rev) {
     static_assert(LPR == 16 || LPR == 32, "a row is a half or a whole warp");
     constexpr int RPW = 32 / LPR, SLOTS = LNP_WARPS * RPW, PER = (8 * CPL * LPR + 32 * LNP_WARPS - 1) / (32 * LNP_WARPS);
-    constexpr int PARTS = SACC ? SLOTS : LNP_WARPS;
     extern __shared__ __align__(16) float lnp_sm[];
-    float *sg = lnp_sm, *sb = lnp_sm + H, *part = lnp_sm + 2 * H; /* part: [PARTS][H] */
+    float *sg = lnp_sm, *sb = lnp_sm + H, *part = lnp_sm + 2 * H; /* part: [LNP_WARPS][H] */
     __shared__ float red[LNP_WARPS];
     for (int i = threadIdx.x; i < H; i += 32 * LNP_WARPS) {
         sg[i] = gamma[i];
@@ -71,13 +78,6 @@ ln_pool_kernel(const bf16 *x, const float *gamma, const float *beta, const int32
         for (int k = 0; k < CPL; k++) nx[k] = *(const uint4 *)(row + (sl + LPR * k) * 8);
     };
     float acc[CPL][8] = {};
-    float *mine = part + (w * RPW + sub) * H; /* SACC: this row slot's sums */
-    if (SACC)
-#pragma unroll
-        for (int k = 0; k < CPL; k++) {
-            *(float4 *)(mine + (sl + LPR * k) * 8) = make_float4(0.f, 0.f, 0.f, 0.f);
-            *(float4 *)(mine + (sl + LPR * k) * 8 + 4) = make_float4(0.f, 0.f, 0.f, 0.f);
-        }
     int g = w;
     fetch(g * RPW + sub);
     /* the trip count is the warp's (its lanes shuffle together); a row past
@@ -96,14 +96,6 @@ ln_pool_kernel(const bf16 *x, const float *gamma, const float *beta, const int32
             }
         }
         fetch(i + SLOTS); /* in flight under this row's statistics */
-#pragma unroll
-        for (int p = 2; p <= PF + 1; p++) /* and the rows after it on their way into L2 */
-            if (i + p * SLOTS < n) {
-                const bf16 *row = x + (size_t)(r0 + i + p * SLOTS) * H;
-#pragma unroll
-                for (int k = 0; k < CPL; k++)
-                    asm volatile("prefetch.global.L2 [%0];" ::"l"(row + (sl + LPR * k) * 8));
-            }
         float mean = 0.f, rstd;
         if (RMS) {
             float q = 0.f;
@@ -114,30 +106,18 @@ ln_pool_kernel(const bf16 *x, const float *gamma, const float *beta, const int32
             rstd = rsqrtf(eng_cu_lanes_sum<LPR>(q) / (float)H + eps);
         } else
             eng_cu_ln_stats<CPL, LPR>(v, H, eps, mean, rstd);
-        if (i < n && SACC)
-#pragma unroll
-            for (int k = 0; k < CPL; k++) {
-                float4 *a = (float4 *)(mine + (sl + LPR * k) * 8);
-                float4 a0 = a[0], a1 = a[1];
-                a0.x += (v[k][0] - mean) * rstd; a0.y += (v[k][1] - mean) * rstd;
-                a0.z += (v[k][2] - mean) * rstd; a0.w += (v[k][3] - mean) * rstd;
-                a1.x += (v[k][4] - mean) * rstd; a1.y += (v[k][5] - mean) * rstd;
-                a1.z += (v[k][6] - mean) * rstd; a1.w += (v[k][7] - mean) * rstd;
-                a[0] = a0;
-                a[1] = a1;
-            }
-        else if (i < n)
+        if (i < n)
 #pragma unroll
             for (int k = 0; k < CPL; k++)
 #pragma unroll
                 for (int j = 0; j < 8; j++) acc[k][j] += (v[k][j] - mean) * rstd;
     }
-    if (RPW == 2 && !SACC)
+    if (RPW == 2)
 #pragma unroll
         for (int k = 0; k < CPL; k++)
 #pragma unroll
             for (int j = 0; j < 8; j++) acc[k][j] += __shfl_xor_sync(0xffffffffu, acc[k][j], 16);
-    if (sub == 0 && !SACC)
+    if (sub == 0)
 #pragma unroll
         for (int k = 0; k < CPL; k++) {
             float *p = part + w * H + (sl + LPR * k) * 8;
@@ -145,7 +125,7 @@ ln_pool_kernel(const bf16 *x, const float *gamma, const float *beta, const int32
             *(float4 *)(p + 4) = make_float4(acc[k][4], acc[k][5], acc[k][6], acc[k][7]);
         }
     __syncthreads();
-    /* the partial sums in warp (SACC: slot) order, then the mean of the affine rows */
+    /* the warps' partial sums in warp order, then the mean of the affine rows */
     const float inv = 1.f / (float)n;
     float pv[PER], ss = 0.f;
 #pragma unroll
@@ -155,7 +135,7 @@ ln_pool_kernel(const bf16 *x, const float *gamma, const float *beta, const int32
         if (c < H) {
             float a = 0.f;
 #pragma unroll
-            for (int q = 0; q < PARTS; q++) a += part[q * H + c];
+            for (int q = 0; q < LNP_WARPS; q++) a += part[q * H + c];
             pv[u] = a * inv * sg[c] + sb[c];
             if (c < dims) ss += pv[u] * pv[u];
         }
@@ -179,60 +159,24 @@ ln_pool_kernel(const bf16 *x, const float *gamma, const float *beta, const int32
     }
 }
 
-template <int CPL, int LPR, bool RMS, int PF, bool SACC = false>
+template <int CPL, int LPR, bool RMS>
 static cudaError_t ln_pool_launch(cudaStream_t s, const bf16 *x, const float *gamma, const float *beta,
                                   const int32_t *cu, const int32_t *skip, const int *n_seqs_dev, int max_seqs,
                                   int H, int dims, int mode, int normalize, float eps, float *out, int rev) {
-    const size_t smem = (size_t)(2 + (SACC ? LNP_WARPS * 32 / LPR : LNP_WARPS)) * H * sizeof(float);
+    const size_t smem = (size_t)(2 + LNP_WARPS) * H * sizeof(float);
     static bool attr = false; /* this instantiation's own (a shared flag would skip the others) */
     if (!attr) {
-        cudaError_t e = cudaFuncSetAttribute(ln_pool_kernel<CPL, LPR, RMS, PF, SACC>,
+        cudaError_t e = cudaFuncSetAttribute(ln_pool_kernel<CPL, LPR, RMS>,
                                              cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
         if (e != cudaSuccess) return e;
         attr = true;
     }
-    cudaError_t e = eng_cu_launch(ln_pool_kernel<CPL, LPR, RMS, PF, SACC>, dim3(max_seqs), dim3(32 * LNP_WARPS), smem, s, x,
+    cudaError_t e = eng_cu_launch(ln_pool_kernel<CPL, LPR, RMS>, dim3(max_seqs), dim3(32 * LNP_WARPS), smem, s, x,
                                   gamma, beta, cu, skip, n_seqs_dev, H, dims, mode, normalize, eps, out, rev);
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 int eng_cu_ln_pool_on = -1;
-int eng_cu_ln_pool_pf = -1;
-
-/* The kernel's form: 0-2 rows sent into L2 beyond the one in flight, the
- * sums in registers; 3, 4: the sums in shared memory (fewer registers: two
- * blocks an SM), 0 / 1 rows into L2.  eng_cu_ln_pool_pf (labs) when set,
- * else POSY_CUDA_LN_POOL_FORM (a tuning knob, read once), else LNP_PF. */
-#define LNP_PF 0
-
-static int ln_pool_form() {
-    if (eng_cu_ln_pool_pf >= 0) return eng_cu_ln_pool_pf;
-    static int env = -2;
-    if (env == -2) {
-        const char *e = getenv("POSY_CUDA_LN_POOL_FORM");
-        env = e && e[0] >= '0' && e[0] <= '4' && !e[1] ? e[0] - '0' : -1;
-    }
-    return env >= 0 ? env : LNP_PF;
-}
-
-template <int CPL, int LPR, bool RMS>
-static cudaError_t ln_pool_pick(cudaStream_t s, const bf16 *x, const float *gamma, const float *beta,
-                                const int32_t *cu, const int32_t *skip, const int *n_seqs_dev, int max_seqs, int H,
-                                int dims, int mode, int normalize, float eps, float *out, int rev) {
-    switch (ln_pool_form()) {
-    case 0: return ln_pool_launch<CPL, LPR, RMS, 0>(s, x, gamma, beta, cu, skip, n_seqs_dev, max_seqs, H, dims, mode,
-                                                    normalize, eps, out, rev);
-    case 1: return ln_pool_launch<CPL, LPR, RMS, 1>(s, x, gamma, beta, cu, skip, n_seqs_dev, max_seqs, H, dims, mode,
-                                                    normalize, eps, out, rev);
-    case 2: return ln_pool_launch<CPL, LPR, RMS, 2>(s, x, gamma, beta, cu, skip, n_seqs_dev, max_seqs, H, dims, mode,
-                                                    normalize, eps, out, rev);
-    case 3: return ln_pool_launch<CPL, LPR, RMS, 0, true>(s, x, gamma, beta, cu, skip, n_seqs_dev, max_seqs, H, dims,
-                                                          mode, normalize, eps, out, rev);
-    case 4: return ln_pool_launch<CPL, LPR, RMS, 1, true>(s, x, gamma, beta, cu, skip, n_seqs_dev, max_seqs, H, dims,
-                                                          mode, normalize, eps, out, rev);
-    default: return cudaErrorInvalidValue;
-    }
-}
 
 bool eng_cu_ln_pool_usable(int H) {
     static int env = -1;
@@ -250,9 +194,9 @@ cudaError_t eng_cu_ln_pool(cudaStream_t s, const bf16 *x, const float *gamma, co
     if (max_seqs <= 0 || dims <= 0 || dims > H || !gamma) return cudaErrorInvalidValue;
     const int rev = eng_cu_order_take(1); /* sequences last to first (eng_cu_order.c) */
 #define LNP(C, L)                                                                                                 \
-    (beta ? ln_pool_pick<C, L, false>(s, x, gamma, beta, cu_seqlens, skip, n_seqs_dev, max_seqs, H, dims, mode, \
+    (beta ? ln_pool_launch<C, L, false>(s, x, gamma, beta, cu_seqlens, skip, n_seqs_dev, max_seqs, H, dims, mode, \
                                         normalize, eps, out, rev)                                                 \
-          : ln_pool_pick<C, L, true>(s, x, gamma, beta, cu_seqlens, skip, n_seqs_dev, max_seqs, H, dims, mode,  \
+          : ln_pool_launch<C, L, true>(s, x, gamma, beta, cu_seqlens, skip, n_seqs_dev, max_seqs, H, dims, mode,  \
                                        normalize, eps, out, rev))
     switch (H) {
     case 256: return LNP(2, 16);
