@@ -192,6 +192,7 @@ cudaError_t eng_cu_ln_pool(cudaStream_t s, const bf16 *x, const float *gamma, co
                            const int32_t *cu_seqlens, const int32_t *skip, const int *n_seqs_dev, int max_seqs,
                            int H, int dims, int mode, int normalize, float eps, float *out) {
     if (max_seqs <= 0 || dims <= 0 || dims > H || !gamma) return cudaErrorInvalidValue;
+    if (H != 256 && H != 384 && H != 512 && H != 768 && H != 1024) return cudaErrorNotSupported; /* before the order turns */
     const int rev = eng_cu_order_take(1); /* sequences last to first (eng_cu_order.c) */
 #define LNP(C, L)                                                                                                 \
     (beta ? ln_pool_launch<C, L, false>(s, x, gamma, beta, cu_seqlens, skip, n_seqs_dev, max_seqs, H, dims, mode, \
