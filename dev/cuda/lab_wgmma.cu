@@ -10,10 +10,12 @@
  * stay NaN (poisoned) and fail.  Tolerance: |a - b| <= 2e-2 + 1e-2 |ref|
  * on outputs of O(1) -- bf16 rounding of the output plus fp32 sums.
  *
- * LAB_WG_ROWLN=1 (or =quick: checks only) instead checks the product with
- * the whole row's LayerNorm in its epilogue (eng_cu_gemm_rowln.cu) against
- * fp64 and times it against the product + add_ln at MiniLM's O and down
- * shapes; its checks also run among the default ones.
+ * LAB_WG_ROWLN=1 (or =quick: checks only; =bench: timing only) instead
+ * checks the product with the whole row's LayerNorm in its epilogue
+ * (eng_cu_gemm_rowln.cu, and with W resident in CTA pairs,
+ * eng_cu_gemm_rowln_res.cu, in each of its forms) against fp64 and times
+ * it against the product + add_ln at MiniLM's O and down shapes; its
+ * checks also run among the default ones.
  * LAB_WG_PROF="N K epi ..." instead prints where the time of versions 3
  * and 4 goes (its clock64 counters: waiting for data, for the tensor cores,
  * storing), the same without its epilogue (the products alone), and how
@@ -273,7 +275,7 @@ static void check_rows(int v, int M, int N, int K, int with_bias, int own = 0) {
     cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy); cudaFree(drs); cudaFree(dreal);
 }
 
-#define WG_VERSIONS 5
+#define WG_VERSIONS 6
 
 /* The timing runs' operands on the device: X [M, K], W [N, K], a bias
  * [N], Y [M, N] -- random values, not zeros (zeros run faster than real
@@ -488,8 +490,8 @@ static void check_rowln(int M, int N, int K, int with_r) {
     CUCHECK(cudaMalloc(&dy, (size_t)M * N * 2));
     lab_poison(dy, (size_t)M * N * 2);
     char name[160];
-    snprintf(name, sizeof name, "gemm + row layernorm M=%d N=%d K=%d%s%s", M, N, K, with_r ? " +R" : "",
-             g_rev ? " rev" : "");
+    snprintf(name, sizeof name, "gemm + row layernorm M=%d N=%d K=%d%s%s%s", M, N, K, with_r ? " +R" : "",
+             g_rev ? " rev" : "", eng_cu_gemm_wg_rowln_res_ok(M, N, K) ? " (W resident, pairs)" : "");
     eng_cu_order_begin(g_rev);
     const cudaError_t e = eng_cu_gemm_wg_rowln(0, dx, dw, db, with_r ? dr : NULL, dg, dbe, 1e-12f, dy, M, N, K);
     eng_cu_order_begin(0);
@@ -518,6 +520,26 @@ static void check_rowln(int M, int N, int K, int with_r) {
     cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dr); cudaFree(dy); cudaFree(dg); cudaFree(dbe);
 }
 
+/* Version 6 (W resident, eng_cu_gemm_wres.cu) against fp64: the shapes it
+ * takes (K <= 384 with blocks of 192, <= 640 with 128), every epilogue
+ * it has, 1 to 40000 rows (every CTA many tiles), both walk directions. */
+static void check_wres() {
+    const int keep = eng_cu_wg_version;
+    eng_cu_wg_version = 6;
+    for (int M : {1, 63, 129, 1000, 40000}) {
+        check(M, 1152, 384, ENG_CU_EPI_BIAS, 1, 0);      /* MiniLM's QKV: six groups of 192 */
+        check(M, 1536, 384, ENG_CU_EPI_BIAS_GELU, 1, 0); /* its up + GELU: twelve groups of 128 */
+    }
+    check(5000, 384, 384, ENG_CU_EPI_NONE, 0, 0);
+    check(3000, 256, 640, ENG_CU_EPI_BIAS, 1, 0);  /* ten k-slices, a ring of three */
+    check(777, 768, 128, ENG_CU_EPI_BIAS_GELU, 1, 0);
+    g_rev = 1;
+    check(40000, 1152, 384, ENG_CU_EPI_BIAS, 1, 0);
+    check(1000, 1536, 384, ENG_CU_EPI_BIAS_GELU, 1, 0);
+    g_rev = 0;
+    eng_cu_wg_version = keep;
+}
+
 /* The O and down projections with their LayerNorm at M = 65536 (MiniLM's
  * shapes): cuBLASLt's product (the engine's tuning) + add_ln in place,
  * ours (versions 3, 4) + add_ln, and the one kernel -- what the engine's
@@ -536,8 +558,15 @@ static void bench_rowln(eng_cu_gemm_ctx *g, const char *what, int H, int I) {
     CUCHECK(cudaMemcpy(nt, &M, sizeof(int), cudaMemcpyHostToDevice));
     char err[256];
     for (int K : {H, I}) {
-        /* 0: cuBLASLt (tuned) + add_ln; 1, 2: ours v3 / v4 + add_ln; 3: the fused kernel */
+        /* 0: cuBLASLt (tuned) + add_ln; 1, 2: ours v3 / v4 + add_ln; 3: the fused kernel (W resident in
+         * pairs where it fits); 4: the fused kernel's streaming tiles */
         auto run = [&](int i) {
+            if (i == 4) {
+                eng_cu_rl_res_on = 0;
+                CUCHECK(eng_cu_gemm_wg_rowln(0, o.x, o.w, o.b, r2, gm, gm, 1e-12f, o.y, M, H, K));
+                eng_cu_rl_res_on = -1;
+                return;
+            }
             if (i == 0) {
                 if (eng_cu_gemm(g, 0, o.x, o.w, o.b, r2, o.y, M, H, K, ENG_CU_EPI_BIAS, err, sizeof err)) {
                     printf("%s\n", err);
@@ -551,14 +580,15 @@ static void bench_rowln(eng_cu_gemm_ctx *g, const char *what, int H, int I) {
             }
             CUCHECK(eng_cu_add_ln(0, o.y, NULL, gm, gm, o.y, M, nt, H, 1e-12f));
         };
-        float t[4];
-        for (int i = 0; i < 4; i++) t[i] = 1e30f, run(i); /* cuBLASLt's tuning */
+        float t[5];
+        for (int i = 0; i < 5; i++) t[i] = 1e30f, run(i); /* cuBLASLt's tuning */
         for (int round = 0; round < 3; round++)
-            for (int i = 0; i < 4; i++) t[i] = std::min(t[i], lab_time_ms([&] { run(i); }, 10));
+            for (int i = 0; i < 5; i++) t[i] = std::min(t[i], lab_time_ms([&] { run(i); }, 10));
         printf("  bench %s rowln M=%d N=%d K=%d: cublaslt+add_ln %6.1f us | v3+add_ln %6.1f | v4+add_ln %6.1f | "
-               "fused %6.1f (%.3f of the best pair)\n",
+               "fused %6.1f%s (%.3f of the best pair) | fused streaming %6.1f\n",
                what, M, H, K, t[0] * 1e3, t[1] * 1e3, t[2] * 1e3, t[3] * 1e3,
-               t[3] / std::min(t[0], std::min(t[1], t[2])));
+               eng_cu_gemm_wg_rowln_res_ok(M, H, K) ? " resident" : "", t[3] / std::min(t[0], std::min(t[1], t[2])),
+               t[4] * 1e3);
     }
     operands_free(o);
     cudaFree(r2); cudaFree(gm); cudaFree(nt);
@@ -577,6 +607,7 @@ static void bench(eng_cu_gemm_ctx *g, const char *what, int M, int N, int K, int
      * product, then the SwiGLU kernel); 1..3: our versions */
     auto run = [&](int v) {
         if (v) {
+            if (v == 6 && !eng_cu_gemm_wres_ok(M, N, K, epi)) return; /* W resident: short K only */
             eng_cu_wg_version = v;
             CUCHECK(eng_cu_gemm_wg(0, x, w, bias, NULL, y, M, N, K, epi));
         } else if (epi == ENG_CU_EPI_SWIGLU) {
@@ -600,12 +631,14 @@ static void bench(eng_cu_gemm_ctx *g, const char *what, int M, int N, int K, int
         for (int v = 0; v <= WG_VERSIONS; v++) t[v] = 1e30f;
         run(0); /* cuBLASLt's tuning */
         for (int round = 0; round < 3; round++)
-            for (int v = 0; v <= WG_VERSIONS; v++) t[v] = std::min(t[v], lab_time_ms([&] { run(v); }, 10));
+            for (int v = 0; v <= WG_VERSIONS; v++)
+                if (v != 6 || eng_cu_gemm_wres_ok(M, N, K, epi)) t[v] = std::min(t[v], lab_time_ms([&] { run(v); }, 10));
         const double fl = 2.0 * M * N * K;
         printf("  bench %-20s M=%-6d N=%-5d K=%-5d cuBLASLt%s %7.1f us %5.1f TF |", what, M, N, K,
                epi == ENG_CU_EPI_SWIGLU ? "+swiglu" : "", t[0] * 1e3, fl / (t[0] * 1e-3) / 1e12);
         for (int v = 1; v <= WG_VERSIONS; v++)
-            printf(" v%d %7.1f us %5.1f TF (%.3f)", v, t[v] * 1e3, fl / (t[v] * 1e-3) / 1e12, t[v] / t[0]);
+            if (t[v] < 1e29f) /* (version 6 takes short K only) */
+                printf(" v%d %7.1f us %5.1f TF (%.3f)", v, t[v] * 1e3, fl / (t[v] * 1e-3) / 1e12, t[v] / t[0]);
         printf("\n");
     }
     operands_free(o);
@@ -805,12 +838,26 @@ int main(void) {
     }
     const char *rl = getenv("LAB_WG_ROWLN"); /* the product + whole-row LayerNorm alone: checks, then timing */
     if (rl) {
-        for (int N : {384, 256})
-            for (int M : {1, 63, 65, 127, 129, 1000})
-                for (int r = 0; r < 2; r++) check_rowln(M, N, N, r);
-        check_rowln(5000, 384, 1536, 1);  /* many tiles a CTA, the ring wrapping */
-        check_rowln(40000, 384, 1536, 1); /* every CTA several tiles */
-        check_rowln(300, 256, 64, 1);     /* one k-slice */
+        /* W resident in pairs of CTAs where it fits, then the streaming tiles
+         * only (=bench: timing alone, for ncu) */
+        for (int res = 1; res >= 0 && strcmp(rl, "bench"); res--) {
+            eng_cu_rl_res_on = res;
+            for (int N : {384, 256})
+                for (int M : {1, 63, 65, 127, 129, 1000})
+                    for (int r = 0; r < 2; r++) check_rowln(M, N, N, r);
+            check_rowln(5000, 384, 1536, 1);  /* many tiles a CTA, the ring wrapping */
+            check_rowln(40000, 384, 1536, 1); /* every CTA several tiles */
+            check_rowln(300, 256, 64, 1);     /* one k-slice */
+            check_rowln(40000, 384, 384, 1);  /* resident: each warpgroup many tiles, the ring wrapping */
+            check_rowln(8511, 384, 384, 0);   /* a last tile of 63 rows, odd tile counts per pair */
+            check_rowln(3000, 256, 512, 1);   /* resident at N = 256, eight k-slices */
+            check_rowln(2000, 256, 640, 1);   /* resident: ten k-slices, a ring of three */
+            g_rev = 1;
+            check_rowln(40000, 384, 384, 1);
+            check_rowln(1000, 256, 256, 1);
+            g_rev = 0;
+        }
+        eng_cu_rl_res_on = -1;
         if (strcmp(rl, "quick")) {
             char err[256];
             eng_cu_gemm_ctx *g = eng_cu_gemm_create((size_t)32 << 20, err, sizeof err);
@@ -819,6 +866,24 @@ int main(void) {
             bench_rowln(g, "minilm", 384, 1536);
             eng_cu_gemm_destroy(g);
         }
+        return lab_finish("lab_wgmma");
+    }
+    const char *wr = getenv("LAB_WG_WRES"); /* version 6 (W resident) alone: checks, then timing */
+    if (wr) {
+        check_wres();
+        if (strcmp(wr, "quick")) {
+            char err[256];
+            eng_cu_gemm_ctx *g = eng_cu_gemm_create((size_t)32 << 20, err, sizeof err);
+            if (!g) { printf("FAIL: %s\n", err); return 1; }
+            eng_cu_gemm_set_tuning(g, 1);
+            bench(g, "minilm qkv", 65536, 1152, 384, ENG_CU_EPI_BIAS);
+            bench(g, "minilm up+gelu", 65536, 1536, 384, ENG_CU_EPI_BIAS_GELU);
+            bench(g, "minilm o", 65536, 384, 384, ENG_CU_EPI_BIAS);
+            bench(g, "minilm qkv 8192", 8192, 1152, 384, ENG_CU_EPI_BIAS);
+            bench(g, "minilm up 8192", 8192, 1536, 384, ENG_CU_EPI_BIAS_GELU);
+            eng_cu_gemm_destroy(g);
+        }
+        eng_cu_wg_version = 3;
         return lab_finish("lab_wgmma");
     }
     if (getenv("LAB_WG_SELF")) { /* the own-row-scale checks and timing alone */
@@ -855,7 +920,7 @@ int main(void) {
     }
     check_qk(1024, {1, 300, 129, 570}, 4, 2, 256, 2); /* the fused QKV with its own RMS row scales */
     check_qk(5000, {17, 583, 2000, 2000, 400}, 16, 8, 1024, 2);
-    for (int v = 1; v <= WG_VERSIONS; v++) {
+    for (int v = 1; v <= 5; v++) { /* version 6 takes fewer shapes: check_wres below */
         eng_cu_wg_version = v;
         for (int M : {1, 127, 129, 1000}) {
             check(M, 128, 64, ENG_CU_EPI_NONE, 0, 0);
@@ -874,11 +939,17 @@ int main(void) {
         check(5000, 1024, 512, ENG_CU_EPI_BIAS, 1, 1);    /* 320 tiles: version 5's warpgroups take several each */
     }
     check_rows(5, 1000, 768, 512, 0); /* version 5's row-scaled SwiGLU, after its plain checks */
-    for (int r = 0; r < 2; r++) { /* the product + whole-row LayerNorm (eng_cu_gemm_rowln.cu) */
+    check_wres();                     /* version 6 (W resident) */
+    for (int r = 0; r < 2; r++) { /* the product + whole-row LayerNorm (eng_cu_gemm_rowln.cu, _res.cu) */
         check_rowln(129, 384, 384, r);
         check_rowln(1000, 256, 512, r);
     }
     check_rowln(5000, 384, 1536, 1);
+    check_rowln(40000, 384, 384, 1); /* W resident: each warpgroup many tiles */
+    eng_cu_rl_res_on = 0;            /* the streaming tiles where W would fit */
+    check_rowln(129, 384, 384, 1);
+    check_rowln(1000, 256, 512, 0);
+    eng_cu_rl_res_on = -1;
     g_rev = 1; /* the serpentine order's backward walk: versions 3, 4 and the whole-row tile */
     for (int v : {3, 4}) {
         eng_cu_wg_version = v;

@@ -420,7 +420,8 @@ int eng_cu_gemm_wg_available(void);
  * SM, tiles of 128 x (256 | 192 | 128) by N; 3 (default): 2 with the
  * output tile stored by TMA from shared memory; 4: 3 through two 64-column
  * image buffers (a deeper ring); 5: ping-pong, each consumer warpgroup its
- * own 128 x 128 tiles (experiment).  Labs set it;
+ * own 128 x 128 tiles (experiment); 6: W resident (eng_cu_gemm_wres, short
+ * K, no residual).  Labs set it;
  * POSY_CUDA_WG_VERSION=N at engine open, for experiments. */
 extern int eng_cu_wg_version;
 /* lab only: 0x200 makes the kernels with their own RMS row scales
@@ -429,7 +430,8 @@ extern int eng_cu_wg_lab_flags;
 int eng_cu_gemm_wg_ok(int M, int N, int K, int epi);
 cudaError_t eng_cu_gemm_wg(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
                            int M, int N, int K, int epi);
-/* the same in a given version (1..5), whatever eng_cu_wg_version says */
+/* the same in a given version (1..6), whatever eng_cu_wg_version says;
+ * 6 is eng_cu_gemm_wres (below): no residual, short K */
 cudaError_t eng_cu_gemm_wg_v(int version, cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias,
                              const bf16 *R, bf16 *Y, int M, int N, int K, int epi);
 /* The RMSNorm row scale computed by the GEMM that uses it
@@ -490,9 +492,25 @@ cudaError_t eng_cu_gemm_wg_ln(int version, cudaStream_t s, const bf16 *X, const 
  * the norm on the fp32 sums (eng_cu_gemm_rowln.cu): sm_90, N 256 or 384
  * (tiles hold whole rows), K % 64 == 0, bias required, R may be NULL;
  * every row < M is written.  _ok says whether it runs for the shape. */
+/* Y = X W^T + b (GELU optional; epi none, bias or bias + GELU, no
+ * residual) with each CTA's block of W's rows (192 or 128) resident in
+ * shared memory and only X streaming (eng_cu_gemm_wres.cu): sm_90, K %
+ * 64 == 0 and K <= 384 (block of 192) or 640 (128).  Our GEMM's version 6. */
+int eng_cu_gemm_wres_ok(int M, int N, int K, int epi);
+cudaError_t eng_cu_gemm_wres(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, bf16 *Y, int M, int N,
+                             int K, int epi);
 int eng_cu_gemm_wg_rowln_ok(int M, int N, int K);
 cudaError_t eng_cu_gemm_wg_rowln(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
                                  const float *gamma, const float *beta, float eps, bf16 *Y, int M, int N, int K);
+/* The same with W resident in shared memory, half in each CTA of a
+ * cluster of two (eng_cu_gemm_rowln_res.cu): where _ok says so (W's half
+ * fits beside the ring: K <= 384 at N = 384), eng_cu_gemm_wg_rowln runs
+ * this.  eng_cu_rl_res_on: labs 1 on, 0 off; -1 (default) on unless
+ * POSY_CUDA_RL_RES=0. */
+extern int eng_cu_rl_res_on;
+int eng_cu_gemm_wg_rowln_res_ok(int M, int N, int K);
+cudaError_t eng_cu_gemm_wg_rowln_res(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
+                                     const float *gamma, const float *beta, float eps, bf16 *Y, int M, int N, int K);
 /* Lab only: version 3 (4 where eng_cu_wg_version is 4) with clock64 counters, ENG_CU_WG_PROF_SLOTS per CTA
  * in prof (for consumer warpgroup w at 6w: cycles waiting for data, for
  * its wgmma group, in the epilogue, in all, in the epilogue's waits,

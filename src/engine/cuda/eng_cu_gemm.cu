@@ -149,7 +149,7 @@ static gemm_entry *entry_get(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, c
     return entry_make(g, M, N, K, epi, err, errlen);
 }
 
-#define WHICH_OWN(v) (-10 - (v)) /* our kernel in version v (1..5): best = -11..-15 */
+#define WHICH_OWN(v) (-10 - (v)) /* our kernel in version v (1..6): best = -11..-16 */
 #define OWN_VERSION(which) (-10 - (which))
 
 static cublasStatus_t run(eng_cu_gemm_ctx *g, gemm_entry *e, int which, cudaStream_t s,
@@ -199,7 +199,7 @@ static void tune(eng_cu_gemm_ctx *g, gemm_entry *e, cudaStream_t s, const bf16 *
     if (cudaEventCreate(&b) != cudaSuccess) { cudaEventDestroy(a); return; }
     float best = 1e30f;
     const int own = g->own && e->M >= TUNE_MIN_M && eng_cu_gemm_wg_ok(e->M, e->N, e->K, e->epi);
-    const int first = own ? WHICH_OWN(5) : skinny ? -1 : 0, last = e->M < TUNE_MIN_M ? 1 : e->n_cand;
+    const int first = own ? WHICH_OWN(6) : skinny ? -1 : 0, last = e->M < TUNE_MIN_M ? 1 : e->n_cand;
     for (int i = first; i < last; i++) {
         if (i == -1 && !skinny) continue;
         if (i < -1 && (i > WHICH_OWN(1) || !(g->own >> OWN_VERSION(i) & 1))) continue;

@@ -45,6 +45,11 @@
  * O 87.1 against 84.3 us, down 179.8 against 179.9; commit 148a695 holds
  * them): W's L2 traffic is not what bounds the down projection here.
  *
+ * Where W's half fits in shared memory (the O projection at K = H),
+ * eng_cu_gemm_wg_rowln runs eng_cu_gemm_rowln_res.cu instead: W resident
+ * in CTA pairs, 63 against these tiles' 85 us at 65536 x 384 x 384 (H200,
+ * 2026-12-04 run 45).
+ *
  * sm_90a only (eng_cu_gemm_wg_rowln_ok); the lab: dev/cuda/lab_wgmma.cu
  * (LAB_WG_ROWLN), against fp64 and timed against the product + add_ln.
  */
@@ -73,10 +78,6 @@ static __host__ __device__ constexpr int rl_smem(int NW) {
 /* the two consumer warpgroups (warps 0-7) meet: named barrier 4 (0 is
  * __syncthreads, 2 and 3 each warpgroup's own) */
 static __device__ __forceinline__ void rl_pair_sync() { asm volatile("bar.sync 4, 256;\n" ::: "memory"); }
-static __device__ __forceinline__ float rl_quad_sum(float v) {
-    v += __shfl_xor_sync(0xffffffffu, v, 1);
-    return v + __shfl_xor_sync(0xffffffffu, v, 2);
-}
 #endif
 
 template <int NW, bool HASR>
@@ -163,16 +164,11 @@ __global__ void __launch_bounds__(RL_THREADS, 1)
                 if (rr0) x0 = __bfloat1622float2(*(const __nv_bfloat162 *)(rr0 + 8 * j));
                 if (rr1) x1 = __bfloat1622float2(*(const __nv_bfloat162 *)(rr1 + 8 * j));
             }
-            d[4 * j] += bb.x + x0.x;
-            d[4 * j + 1] += bb.y + x0.y;
-            d[4 * j + 2] += bb.x + x1.x;
-            d[4 * j + 3] += bb.y + x1.y;
-            s0 += d[4 * j] + d[4 * j + 1];
-            s1 += d[4 * j + 2] + d[4 * j + 3];
+            wg_ln_add2(d + 4 * j, bb, x0, x1, s0, s1);
         }
         /* the mean: this warpgroup's half of each row, then both halves */
-        s0 = rl_quad_sum(s0);
-        s1 = rl_quad_sum(s1);
+        s0 = wg_quad_sum(s0);
+        s1 = wg_quad_sum(s1);
         if ((lane & 3) == 0) {
             red_a[wgp * 64 + r0] = s0;
             red_a[wgp * 64 + r0 + 8] = s1;
@@ -182,13 +178,9 @@ __global__ void __launch_bounds__(RL_THREADS, 1)
         const float mu1 = (red_a[r0 + 8] + red_a[64 + r0 + 8]) * (1.f / N);
         float q0 = 0.f, q1 = 0.f;
 #pragma unroll
-        for (int j = 0; j < NW / 8; j++) {
-            const float e0 = d[4 * j] - mu0, e1 = d[4 * j + 1] - mu0, e2 = d[4 * j + 2] - mu1, e3 = d[4 * j + 3] - mu1;
-            q0 += e0 * e0 + e1 * e1;
-            q1 += e2 * e2 + e3 * e3;
-        }
-        q0 = rl_quad_sum(q0);
-        q1 = rl_quad_sum(q1);
+        for (int j = 0; j < NW / 8; j++) wg_ln_dev2(d + 4 * j, mu0, mu1, q0, q1);
+        q0 = wg_quad_sum(q0);
+        q1 = wg_quad_sum(q1);
         if ((lane & 3) == 0) {
             red_b[wgp * 64 + r0] = q0;
             red_b[wgp * 64 + r0 + 8] = q1;
@@ -205,10 +197,7 @@ __global__ void __launch_bounds__(RL_THREADS, 1)
 #pragma unroll
         for (int j = 0; j < NW / 8; j++) {
             const float2 g = *(const float2 *)(gamma + c0 + 8 * j), be = *(const float2 *)(beta + c0 + 8 * j);
-            const uint32_t at = line + (j >> 3) * 8192 + (((j & 7) ^ key) << 4);
-            wg_sts32(at, wg_pack((d[4 * j] - mu0) * rs0 * g.x + be.x, (d[4 * j + 1] - mu0) * rs0 * g.y + be.y));
-            wg_sts32(at + 1024,
-                     wg_pack((d[4 * j + 2] - mu1) * rs1 * g.x + be.x, (d[4 * j + 3] - mu1) * rs1 * g.y + be.y));
+            wg_ln_put2(line + (j >> 3) * 8192 + (((j & 7) ^ key) << 4), d + 4 * j, mu0, rs0, mu1, rs1, g, be);
         }
         wg_fence_async_smem();
         wg_group_sync(wgp);
@@ -255,6 +244,9 @@ cudaError_t eng_cu_gemm_wg_rowln(cudaStream_t s, const bf16 *X, const bf16 *W, c
         ((uintptr_t)X | (uintptr_t)W | (uintptr_t)Y) & 15 || ((uintptr_t)bias | (uintptr_t)R) & 3 ||
         ((uintptr_t)gamma | (uintptr_t)beta) & 7)
         return cudaErrorInvalidValue;
+    if (eng_cu_gemm_wg_rowln_res_ok(M, N, K) && !((uintptr_t)R & 15)) /* W fits in a pair's shared memory
+                                                                         (eng_cu_gemm_rowln_res.cu) */
+        return eng_cu_gemm_wg_rowln_res(s, X, W, bias, R, gamma, beta, eps, Y, M, N, K);
     CUtensorMap ta, tb, ty;
     if (eng_cu_wg_map(&ta, X, M, K, RL_BM) || eng_cu_wg_map(&tb, W, N, K, N / 2) || eng_cu_wg_map(&ty, Y, M, N, 64))
         return cudaErrorInvalidValue;

@@ -348,14 +348,15 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
          * POSY_CUDA_WGMMA=0 turns it off */
         const char *wg = getenv("POSY_CUDA_WGMMA"), *wv = getenv("POSY_CUDA_WG_VERSION");
         const int want = !(wg && !strcmp(wg, "0"));
-        /* the versions raced: 3 and 4 (each wins somewhere), or those
-         * POSY_CUDA_WG_VERSION names (digits 1..5, e.g. "5" or "3,4,5": for
+        /* the versions raced: 3 and 4 (each wins somewhere) and 6 (W
+         * resident: short K only, eng_cu_gemm_wres.cu), or those
+         * POSY_CUDA_WG_VERSION names (digits 1..6, e.g. "5" or "3,4,5": for
          * experiments; racing 5 beside 3 and 4 moved the saturated steps
          * by 0.999-1.005x on the H200, 2026-12-02 run 16) */
         int v = 0;
         for (const char *c = wv; c && *c; c++)
-            if (*c >= '1' && *c <= '5') v |= 1 << (*c - '0');
-        m->wg_versions = want && eng_cu_gemm_wg_available() ? (v ? v : 1 << 3 | 1 << 4) : 0;
+            if (*c >= '1' && *c <= '6') v |= 1 << (*c - '0');
+        m->wg_versions = want && eng_cu_gemm_wg_available() ? (v ? v : 1 << 3 | 1 << 4 | 1 << 6) : 0;
         eng_cu_gemm_set_own(m->gemm, m->wg_versions);
         /* Qwen3's QKV + q/k norm + rotary in our GEMM, raced per bucket
          * (POSY_CUDA_QKV_FUSE=0 off), and with it the norms before the
@@ -574,7 +575,10 @@ static int gemm_ln_run(eng_cu_model *m, cudaStream_t s, int fused, const bf16 *X
  * the H200 (2026-12-03 runs 21-22) the fused kernel won the O projection
  * at every bucket (65536 tokens: 82 against 89 us) and lost the down
  * projection at most (184 against 160 us: whole-row tiles read W once
- * per 64 rows, 1.4x the operand bytes of the product's tiles). */
+ * per 64 rows, 1.4x the operand bytes of the product's tiles).  Since
+ * 2026-12-04 the O projection's fused kernel keeps W in shared memory
+ * (eng_cu_gemm_rowln_res.cu): 63 against 91 us at 65536 tokens, and
+ * ~10 against 15-25 us at buckets of 96-4096 (runs 44-45). */
 static int gemm_ln(eng_cu_model *m, cudaStream_t s, int role, const bf16 *X, const bf16 *W, const bf16 *B,
                    const bf16 *R, const float *g, const float *be, bf16 *Y, int T, int K, const int *n_tok,
                    posy_err *err) {

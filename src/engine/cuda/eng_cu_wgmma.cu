@@ -61,7 +61,12 @@
  *      1.33x the operand bytes a FLOP); raced beside 3 and 4 it moved no
  *      saturated step by more than 0.5%.  Its fused QKV (one head a
  *      tile, eng_cu_gemm_wg_qk(5, ...)) is checked in the lab but not
- *      raced: 1005-1029 us against version 3's 850 at 65536 rows.
+ *      raced: 1005-1029 us against version 3's 850 at 65536 rows;
+ *   6  (raced beside 3 and 4 by default) W resident: each CTA a block of
+ *      W's rows in shared memory for the whole kernel, only X streaming,
+ *      for K <= 384 / 640 and no residual (eng_cu_gemm_wres.cu):
+ *      MiniLM's QKV 91 against cuBLASLt's 110 us, saturated MiniLM
+ *      1.035x (H200 2026-12-04 run 46).
  * Two epilogue experiments stay opt-in, correct and slower on the H200
  * (2026-12-02, docs/BENCHMARKS.md "Two norm fusions that lost"): RSH,
  * the fused QKV / SwiGLU computing their own RMS row scales in the
@@ -700,6 +705,7 @@ static int wg_bn(int N, int epi, int v) {
 }
 
 static int wg_ok(int M, int N, int K, int epi, int v) {
+    if (v == 6) return eng_cu_gemm_wres_ok(M, N, K, epi); /* W resident (eng_cu_gemm_wres.cu) */
     if (v < 1 || v > 5 || M < 1 || N < 128 || K < WG_BK || K % WG_BK || !wg_bn(N, epi, v)) return 0;
     if ((v == 1 || v == 5) && (N % 128 || (epi == ENG_CU_EPI_SWIGLU && (N / 2) % 64))) return 0;
     return eng_cu_gemm_wg_available();
@@ -865,6 +871,7 @@ cudaError_t eng_cu_gemm_wg_v(int v, cudaStream_t s, const bf16 *X, const bf16 *W
         (epi != ENG_CU_EPI_NONE && epi != ENG_CU_EPI_SWIGLU && !bias) || ((uintptr_t)X | (uintptr_t)W) & 15)
         return cudaErrorInvalidValue;
     if (v == 5) return wg5_run(s, X, W, bias, R, Y, M, N, K, epi);
+    if (v == 6) return R ? cudaErrorInvalidValue : eng_cu_gemm_wres(s, X, W, bias, Y, M, N, K, epi);
     if (v >= 3) return wg3_run<false>(s, X, W, bias, R, Y, M, N, K, epi, v == 4 ? 2 : 0, 0, NULL, NULL);
     const int bn = wg_bn(N, epi, v), swiglu = epi == ENG_CU_EPI_SWIGLU;
     CUtensorMap ta, tb;

@@ -279,6 +279,41 @@ static __device__ __forceinline__ uint32_t wg_pack(float v0, float v1) {
     return *(const uint32_t *)&h;
 }
 
+/* The whole-row LayerNorm epilogues' pieces (eng_cu_gemm_rowln.cu,
+ * eng_cu_gemm_rowln_res.cu), on a thread's column pair of its two rows
+ * (dj: wgmma's accumulators d[4j .. 4j + 3]): bias bb and the rows'
+ * residuals x0, x1 added in place and the results summed into s0 / s1;
+ * the squared deviations from the rows' means into q0 / q1; a sum over
+ * the 4 lanes that hold a row. */
+static __device__ __forceinline__ void wg_ln_add2(float *dj, float2 bb, float2 x0, float2 x1, float &s0, float &s1) {
+    dj[0] += bb.x + x0.x;
+    dj[1] += bb.y + x0.y;
+    dj[2] += bb.x + x1.x;
+    dj[3] += bb.y + x1.y;
+    s0 += dj[0] + dj[1];
+    s1 += dj[2] + dj[3];
+}
+static __device__ __forceinline__ void wg_ln_dev2(const float *dj, float m0, float m1, float &q0, float &q1) {
+    const float e0 = dj[0] - m0, e1 = dj[1] - m0, e2 = dj[2] - m1, e3 = dj[3] - m1;
+    q0 += e0 * e0 + e1 * e1;
+    q1 += e2 * e2 + e3 * e3;
+}
+static __device__ __forceinline__ float wg_quad_sum(float v) {
+    v += __shfl_xor_sync(0xffffffffu, v, 1);
+    return v + __shfl_xor_sync(0xffffffffu, v, 2);
+}
+
+/* Two rows' LayerNorm outputs into an output image: a thread's columns
+ * (c, c + 1) of its rows r0 (at address at) and r0 + 8 (at + 1024, eight
+ * 128-byte lines on) from their sums dj[0..3] (wgmma's accumulator order),
+ * each row's mean and 1/stddev, gamma and beta of the two columns
+ * (eng_cu_gemm_rowln.cu, eng_cu_gemm_rowln_res.cu). */
+static __device__ __forceinline__ void wg_ln_put2(uint32_t at, const float *dj, float mu0, float rs0, float mu1,
+                                                  float rs1, float2 g, float2 be) {
+    wg_sts32(at, wg_pack((dj[0] - mu0) * rs0 * g.x + be.x, (dj[1] - mu0) * rs0 * g.y + be.y));
+    wg_sts32(at + 1024, wg_pack((dj[2] - mu1) * rs1 * g.x + be.x, (dj[3] - mu1) * rs1 * g.y + be.y));
+}
+
 /* The epilogue into a shared-memory image of the output tile for TMA
  * stores (versions 3 and 4), EPI and the residual (HASR) fixed at compile
  * time: output columns 8 J0 .. 8 (J0 + JN) of the tile's BN (SwiGLU: BN/2)
