@@ -488,10 +488,6 @@ typedef struct eng_cu_ln_epi {
  * residual R required), N % 64 == 0. */
 cudaError_t eng_cu_gemm_wg_ln(int version, cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias,
                               const bf16 *R, bf16 *Y, int M, int N, int K, int epi, const eng_cu_ln_epi *ln);
-/* Y = LayerNorm(X W^T + bias (+ R)) by rows of N, gamma / beta fp32,
- * the norm on the fp32 sums (eng_cu_gemm_rowln.cu): sm_90, N 256 or 384
- * (tiles hold whole rows), K % 64 == 0, bias required, R may be NULL;
- * every row < M is written.  _ok says whether it runs for the shape. */
 /* Y = X W^T + b (GELU optional; epi none, bias or bias + GELU, no
  * residual) with each CTA's block of W's rows (192 or 128) resident in
  * shared memory and only X streaming (eng_cu_gemm_wres.cu): sm_90, K %
@@ -499,6 +495,10 @@ cudaError_t eng_cu_gemm_wg_ln(int version, cudaStream_t s, const bf16 *X, const 
 int eng_cu_gemm_wres_ok(int M, int N, int K, int epi);
 cudaError_t eng_cu_gemm_wres(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, bf16 *Y, int M, int N,
                              int K, int epi);
+/* Y = LayerNorm(X W^T + bias (+ R)) by rows of N, gamma / beta fp32,
+ * the norm on the fp32 sums (eng_cu_gemm_rowln.cu): sm_90, N 256 or 384
+ * (tiles hold whole rows), K % 64 == 0, bias required, R may be NULL;
+ * every row < M is written.  _ok says whether it runs for the shape. */
 int eng_cu_gemm_wg_rowln_ok(int M, int N, int K);
 cudaError_t eng_cu_gemm_wg_rowln(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
                                  const float *gamma, const float *beta, float eps, bf16 *Y, int M, int N, int K);
