@@ -13,7 +13,7 @@
  * LAB_WG_ROWLN=1 (or =quick: checks only; =bench: timing only) instead
  * checks the product with the whole row's LayerNorm in its epilogue
  * (eng_cu_gemm_rowln.cu, and with W resident in CTA pairs,
- * eng_cu_gemm_rowln_res.cu, in each of its forms) against fp64 and times
+ * eng_cu_gemm_rowln_res.cu) against fp64 and times
  * it against the product + add_ln at MiniLM's O and down shapes; its
  * checks also run among the default ones.
  * LAB_WG_PROF="N K epi ..." instead prints where the time of versions 3

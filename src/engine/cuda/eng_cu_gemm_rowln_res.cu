@@ -52,7 +52,7 @@
  * aligned for the prefetch's tensor map): results agree with it to
  * rounding (the variance is summed in another order), every row < M is
  * written, deterministic.  Tested by dev/cuda/lab_wgmma.cu (LAB_WG_ROWLN:
- * both kernels against fp64, M = 1 .. 40000, both walk directions, 3-10
+ * both kernels against fp64, M = 1 .. 40000, both walk directions, 1-10
  * k-slices) and e2e_vs_transformers.
  */
 #include "eng_cu_wres.h"

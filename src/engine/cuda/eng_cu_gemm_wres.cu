@@ -23,7 +23,6 @@
  * 128.  Tested by dev/cuda/lab_wgmma.cu against fp64 (version 6).
  */
 #include "eng_cu_wres.h"
-#include <string.h>
 
 #define WS_EXTRA (1024 + 256) /* alignment fix-up, barriers */
 
