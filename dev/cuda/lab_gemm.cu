@@ -14,6 +14,9 @@
 
 static int use_small = 0; /* check(): 1 runs eng_cu_gemm_small, 3 eng_cu_gemm_chain, instead of cuBLASLt */
 
+/* the chain kernel's columns a block in the last launch, for a check's name */
+static const char *nc_tag(void) { return eng_cu_chain_last_nc == 32 ? " nc32" : ""; }
+
 /* fp64 reference of Y = epi(X W^T + b) (+ R): GELU exact (erf) */
 static void ref_linear(const float *x, const float *w, const float *b, const float *r, float *y, int M, int N, int K,
                        int epi) {
@@ -70,8 +73,8 @@ static void check(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, int with_r =
     if (epi == ENG_CU_EPI_SWIGLU) ref.resize(ref_swiglu(ref.data(), M, N));
     std::vector<float> got = lab_download_bf16(dy, ref.size());
     char name[96];
-    snprintf(name, sizeof name, "gemm%s M=%d N=%d K=%d epi=%d%s", !use_small ? "" : use_small == 3 ? "-chain" : eng_cu_skinny_version == 2 ? "-skinny2" : "-skinny", M, N, K,
-             epi, with_r ? " +residual" : "");
+    snprintf(name, sizeof name, "gemm%s M=%d N=%d K=%d epi=%d%s%s", !use_small ? "" : use_small == 3 ? "-chain" : eng_cu_skinny_version == 2 ? "-skinny2" : "-skinny", M, N, K,
+             epi, with_r ? " +residual" : "", use_small == 3 ? nc_tag() : "");
     lab_check(name, got.data(), ref.data(), got.size(), 3e-2f, 1e-2f);
     cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy); cudaFree(dr);
 }
@@ -165,8 +168,8 @@ static void check_fold(int M, int n_real, int N, int K, int epi) {
     if (epi == ENG_CU_EPI_SWIGLU) ref.resize(ref_swiglu(ref.data(), M, N));
     std::vector<float> got = lab_download_bf16(dy, ref.size());
     char name[96];
-    snprintf(name, sizeof name, "gemm-chain rms-fold M=%d (real %d) N=%d K=%d epi=%d%s", M, n_real, N, K, epi,
-             with_b ? " +bias" : "");
+    snprintf(name, sizeof name, "gemm-chain rms-fold M=%d (real %d) N=%d K=%d epi=%d%s%s", M, n_real, N, K, epi,
+             with_b ? " +bias" : "", nc_tag());
     lab_check(name, got.data(), ref.data(), got.size(), 3e-2f, 1e-2f);
     cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy); cudaFree(dnr);
 }
@@ -237,6 +240,7 @@ static void check_lnfold(int M, int n_real, int N, int K, int epi) {
     } else {
         CUCHECK(eng_cu_gemm_chain(0, dx, dw, db, NULL, dy, M, N, K, epi, &nm));
         CUCHECK(cudaDeviceSynchronize());
+        snprintf(name + strlen(name), sizeof name - strlen(name), "%s", nc_tag());
         const std::vector<float2> st = ref_row_stats(xf, M, n_real, K, 1e-6);
         std::vector<float> xn((size_t)M * K, 0.f), ref((size_t)M * N), w1((size_t)N * K), b1((size_t)N);
         for (int m = 0; m < n_real && m < M; m++)
@@ -383,21 +387,28 @@ static void bench_small(eng_cu_gemm_ctx *g) {
              * weight requests overlap the previous one; launched from the
              * host, then as a captured graph (what the chain runs), plain
              * and with the norm prologue */
-            float t3 = 0.f, tg = 0.f, tgc = 0.f, tgn = 0.f, tgp = 0.f;
+            float t3 = 0.f, tg = 0.f, tgc = 0.f, tgn = 0.f, tgp = 0.f, tg32 = 0.f;
             auto v3 = [&](const eng_cu_chain_norm *nm, int pf = 0) {
                 for (int i = 0; i < 20; i++)
                     CUCHECK(eng_cu_gemm_chain(st, x, w + (i % copies) * wn, b, NULL, y, M, N, K, ENG_CU_EPI_BIAS, nm,
                                               pf ? w + ((i + 1) % copies) * wn : NULL, wn * 2));
             };
             if (eng_cu_gemm_chain_ok(M, N, K, 0)) {
+                eng_cu_chain_nc = 16; /* blocks of 16 columns, then (tg32) of 32 where built */
                 eng_cu_pdl_on = 1;
                 t3 = lab_time_ms([&] { v3(NULL); }, 10) / 20;
                 eng_cu_pdl_on = 0;
                 tg = lab_graph_ms(st, [&] { v3(NULL); }, 10) / 20;
+                eng_cu_chain_nc = 32;
+                v3(NULL); /* outside the capture: the first call sets the kernel's shared-memory cap */
+                CUCHECK(cudaStreamSynchronize(st));
+                if (eng_cu_chain_last_nc == 32) tg32 = lab_graph_ms(st, [&] { v3(NULL); }, 10) / 20;
+                eng_cu_chain_nc = 16;
                 tgp = lab_graph_ms(st, [&] { v3(NULL, 1); }, 10) / 20; /* each one prefetches the next one's weights */
                 eng_cu_chain_bulk = 0;
                 tgc = lab_graph_ms(st, [&] { v3(NULL); }, 10) / 20;
                 eng_cu_chain_bulk = 1;
+                eng_cu_chain_nc = 0;
             }
             if (eng_cu_gemm_chain_ok(M, N, K, 1)) {
                 v3(&nm); /* outside the capture: the first call sets the kernel's shared-memory cap */
@@ -407,9 +418,9 @@ static void bench_small(eng_cu_gemm_ctx *g) {
             const double gbs = (double)wn * 2 / 1e9 / 1e-3;
             printf("  bench small-M M=%-3d N=%-5d K=%-5d cuBLASLt %6.2f us (%4.0f GB/s)  skinny v1 %6.2f us  "
                    "v2 %6.2f us (%4.0f GB/s)  v3+PDL %6.2f us (%4.0f GB/s)  graph: v3 %5.2f us (%4.0f GB/s)  "
-                   "+L2 prefetch %5.2f us  cp.async %5.2f us  +norm %5.2f us\n",
+                   "+L2 prefetch %5.2f us  cp.async %5.2f us  +norm %5.2f us  32 columns a block %5.2f us\n",
                    M, N, K, tl * 1e3, gbs / tl, ts[0] * 1e3, ts[1] * 1e3, gbs / ts[1], t3 * 1e3, t3 > 0 ? gbs / t3 : 0.,
-                   tg * 1e3, tg > 0 ? gbs / tg : 0., tgp * 1e3, tgc * 1e3, tgn * 1e3);
+                   tg * 1e3, tg > 0 ? gbs / tg : 0., tgp * 1e3, tgc * 1e3, tgn * 1e3, tg32 * 1e3);
         }
     cudaFree(x); cudaFree(w); cudaFree(b); cudaFree(y); cudaFree(gam); cudaFree(nrows);
     CUCHECK(cudaStreamDestroy(st));
@@ -458,9 +469,27 @@ int main(void) {
     check(g, 16, 1024, 3072, ENG_CU_EPI_NONE, 1);
     eng_cu_skinny_version = 1;
     /* v3 (the chain kernel): every K split (warps x groups) it is built
-     * for, every M tile count (X in one chunk or several) */
+     * for, every M tile count (X in one chunk or several); all of it with
+     * blocks of 16 columns, then again with 32 wherever they are built
+     * (eng_cu_chain_nc) */
     use_small = 3;
-    {
+    for (int nc : {16, 32}) {
+        eng_cu_chain_nc = nc;
+        printf("  -- chain kernel, eng_cu_chain_nc = %d\n", nc);
+        {
+            /* the blocks really are of the size asked for: Qwen3's QKV and
+             * gate|up, BERT-base's QKV (two m tiles), with 32 */
+            const int want[][4] = {{16, 4096, 1024, 0}, {16, 6144, 1024, 0}, {32, 2304, 768, 0}, {64, 2304, 768, 1}};
+            for (auto &c : want) {
+                check(g, c[0], c[1], c[2], c[1] == 6144 ? ENG_CU_EPI_SWIGLU : ENG_CU_EPI_BIAS);
+                const int expect = nc == 32 && !c[3] ? 32 : 16; /* 64 rows (four m tiles) keep 16 */
+                if (eng_cu_chain_last_nc != expect) {
+                    printf("  FAIL chain M=%d N=%d K=%d ran with %d columns a block, not %d\n", c[0], c[1], c[2],
+                           eng_cu_chain_last_nc, expect);
+                    lab_failures++;
+                }
+            }
+        }
         const int shapes[][3] = {{1152, 384, ENG_CU_EPI_BIAS}, {3072, 768, ENG_CU_EPI_BIAS_GELU},
                                  {384, 1536, ENG_CU_EPI_BIAS}, {768, 3072, ENG_CU_EPI_BIAS},
                                  {4096, 1024, ENG_CU_EPI_NONE}, {1024, 2048, ENG_CU_EPI_NONE}};
@@ -559,6 +588,25 @@ int main(void) {
             }
         }
     }
+    {
+        /* the default (auto): 32 for Qwen3's 16-token gate|up (192 blocks,
+         * several an SM); at 29 rows what it picked (one wave or not
+         * depends on the kernel's registers), printed */
+        eng_cu_chain_nc = 0;
+        check(g, 16, 6144, 1024, ENG_CU_EPI_SWIGLU);
+        if (eng_cu_chain_last_nc != 32) {
+            printf("  FAIL auto: 16 x 6144 x 1024 ran with %d columns a block, not 32\n", eng_cu_chain_last_nc);
+            lab_failures++;
+        }
+        check(g, 29, 6144, 1024, ENG_CU_EPI_SWIGLU);
+        printf("  auto at 29 x 6144 x 1024: %d columns a block\n", eng_cu_chain_last_nc);
+        check(g, 16, 1152, 384, ENG_CU_EPI_BIAS);
+        if (eng_cu_chain_last_nc != 16) {
+            printf("  FAIL auto: 16 x 1152 x 384 ran with %d columns a block, not 16\n", eng_cu_chain_last_nc);
+            lab_failures++;
+        }
+    }
+    eng_cu_chain_nc = 0;
     use_small = 0;
     if (!getenv("LAB_QUICK")) bench_small(g);
     if (getenv("LAB_SMALL_ONLY")) { eng_cu_gemm_destroy(g); return lab_finish("lab_gemm"); }

@@ -589,6 +589,14 @@ typedef struct eng_cu_chain_res {
  * (TMA) a row, completing on an mbarrier; 0 16-byte cp.async by every
  * thread (POSY_CUDA_CHAIN_BULK=0 at engine open; labs set it directly). */
 extern int eng_cu_chain_bulk;
+/* The chain kernel's columns a block: 0 (default) 32 where N >= 2048, the
+ * launch is built for it (K <= 1024, at most 32 rows, no norm prologue or
+ * LayerNorm residual) and its N / 32 blocks fit the GPU in one wave, else
+ * 16; 16 always 16; 32 wherever it is built (POSY_CUDA_CHAIN_NC at engine
+ * open; labs set it directly).  last_nc: what this thread's last
+ * eng_cu_gemm_chain launch used (the labs' check). */
+extern int eng_cu_chain_nc;
+extern thread_local int eng_cu_chain_last_nc;
 /* When a chain kernel (GEMM, attention + O) lets its dependents launch: 0
  * (default) at its start, so the next kernel's blocks sit resident and
  * stream their weights through this one; 1 after its own wait, so at most

@@ -45,6 +45,15 @@
  * takes a 16-token MiniLM query from 132 to 75 us (docs/BENCHMARKS.md,
  * "One query").
  *
+ * A block owns 16 output columns, or 32 (NC) where N >= 2048 and its
+ * launch is built for it (chain_nc): each block reads all of X, so at 16
+ * rows the N / 16 copies of X a launch reads from L2 weigh as much as its
+ * weights, and blocks of 32 halve them.  On the H200 (2026-12-04 runs
+ * 49-50) that took Qwen3-0.6B's 16-token query from 687.5 to 623.6 us and
+ * BERT-base's from 184.0 to 179.1 (32 tokens 250.9 -> 246.6);
+ * all-MiniLM-L6's GEMMs (N <= 1536) lose with it (36-48 blocks: 16
+ * tokens 63.5 -> 65.0 us) and keep 16.  POSY_CUDA_CHAIN_NC=16 turns it off.
+ *
  * A warp owns G groups of 64 k (K = 64 * G * WARPS).  Inside a group a
  * lane loads 8 values of its X row and of its weight row at 8t and 8 more
  * at 32 + 8t (t = lane % 4; where sk3_half says so) and feeds them to 4
@@ -185,58 +194,65 @@ enum { SK3_PLAIN = 0, SK3_NORM = 1, SK3_FOLD = 2, SK3_LNFOLD = 3 };
  * LayerNorm residual (ext): the block's 16 column sums, gamma and beta
  * (fp32), the residual rows' (mu, rs), the fold's rows' (mu, rs), and the
  * warps' shares of the row sums [WARPS][MT * 16]. */
-static __host__ __device__ constexpr size_t sk3_ext_bytes(int MT, int WARPS) {
-    return 3 * 16 * 4 + 2 * (size_t)MT * 16 * 8 + (size_t)WARPS * MT * 16 * 4;
+static __host__ __device__ constexpr size_t sk3_ext_bytes(int MT, int WARPS, int NC) {
+    return 3 * (size_t)NC * 4 + 2 * (size_t)MT * 16 * 8 + (size_t)WARPS * MT * 16 * 4;
 }
 
-template <int MT, int WARPS, int G, int MODE, bool LNR, bool LATE>
+template <int MT, int WARPS, int G, int MODE, bool LNR, bool LATE, int NC>
 __global__ void __launch_bounds__(WARPS * 32)
 skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y, int M,
                int N, int K, int epi, eng_cu_chain_norm nm, int bulk, const char *pf, unsigned pf_slice,
                eng_cu_chain_res res) {
     constexpr bool NORM = MODE == SK3_NORM, FOLD = MODE == SK3_FOLD || MODE == SK3_LNFOLD,
                    LNF = MODE == SK3_LNFOLD;
+    constexpr int NT = NC / 8, HALF = NC / 2; /* n tiles of 8; the columns at n_lo, then at n_hi */
     extern __shared__ __align__(16) unsigned char sk3_smem[];
     __shared__ uint64_t wbar; /* bulk: the weight slice's arrival */
-    bf16 *Ws = (bf16 *)sk3_smem; /* [16][K + sk3_pad(MT, G)] */
-    float *gs = (float *)(sk3_smem + (size_t)16 * (K + sk3_pad(MT, G)) * 2), *bs = gs + K; /* NORM: gamma, beta [K] */
-    float(*part)[MT * 16][17] = (float(*)[MT * 16][17])(NORM ? bs + K : gs);
-    bf16 *bsm = (bf16 *)(part + WARPS), *Rs = bsm + 16; /* the block's bias [16], residual [MT * 16][16] */
-    float *csm = (float *)(Rs + MT * 16 * 16), *rgs = csm + 16, *rbs = rgs + 16; /* ext: sk3_ext_bytes */
+    bf16 *Ws = (bf16 *)sk3_smem; /* [NC][K + sk3_pad(MT, G)] */
+    float *gs = (float *)(sk3_smem + (size_t)NC * (K + sk3_pad(MT, G)) * 2), *bs = gs + K; /* NORM: gamma, beta [K] */
+    float(*part)[MT * 16][NC + 1] = (float(*)[MT * 16][NC + 1])(NORM ? bs + K : gs);
+    bf16 *bsm = (bf16 *)(part + WARPS), *Rs = bsm + NC; /* the block's bias [NC], residual [MT * 16][NC] */
+    float *csm = (float *)(Rs + MT * 16 * NC), *rgs = csm + NC, *rbs = rgs + NC; /* ext: sk3_ext_bytes */
     float2 *rst = (float2 *)(rbs + 16), *lnst = rst + MT * 16;
     float *rsm = (float *)(lnst + MT * 16);
     ENG_CU_TRACE_BEGIN(); /* -DENG_CU_TRACE only: eng_cu_trace.h */
     /* LATE (eng_cu_chain_late): the dependents launch after the wait */
     if (!LATE) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-    /* the block's 16 weight rows: columns n_lo.. and n_hi.., 8 each (SwiGLU:
-     * 8 gate columns and the same 8 of the up half) */
+    /* the block's NC weight rows: columns n_lo.. and n_hi.., HALF each
+     * (SwiGLU: HALF gate columns and the same HALF of the up half) */
     const bool swiglu = epi == ENG_CU_EPI_SWIGLU, has_b = bias && epi != ENG_CU_EPI_NONE;
-    const int n_lo = swiglu ? 8 * blockIdx.x : 16 * blockIdx.x, n_hi = swiglu ? (N >> 1) + n_lo : n_lo + 8;
+    const int n_lo = swiglu ? HALF * blockIdx.x : NC * blockIdx.x, n_hi = swiglu ? (N >> 1) + n_lo : n_lo + HALF;
     const int ldw = K + sk3_pad(MT, G), cpr = K / 8;
     if (bulk) {
         if (threadIdx.x == 0) {
             sk3_bulk_init(&wbar);
-            sk3_bulk_arm(&wbar, 16 * K * 2);
-            for (int r = 0; r < 16; r++)
-                sk3_bulk_row(&wbar, Ws + r * ldw, W + (size_t)(r < 8 ? n_lo + r : n_hi + r - 8) * K, K * 2);
+            sk3_bulk_arm(&wbar, NC * K * 2);
+            for (int r = 0; r < NC; r++)
+                sk3_bulk_row(&wbar, Ws + r * ldw, W + (size_t)(r < HALF ? n_lo + r : n_hi + r - HALF) * K, K * 2);
         }
     } else
-        for (int c = threadIdx.x; c < 16 * cpr; c += WARPS * 32) {
+        for (int c = threadIdx.x; c < NC * cpr; c += WARPS * 32) {
             const int r = c / cpr, cc = (c - r * cpr) * 8;
-            sk3_cp16(Ws + r * ldw + cc, W + (size_t)(r < 8 ? n_lo + r : n_hi + r - 8) * K + cc);
+            sk3_cp16(Ws + r * ldw + cc, W + (size_t)(r < HALF ? n_lo + r : n_hi + r - HALF) * K + cc);
         }
     if constexpr (NORM)
         for (int c = threadIdx.x; c < K / 4; c += WARPS * 32) {
             sk3_cp16(gs + 4 * c, nm.gamma + 4 * c);
             if (nm.beta) sk3_cp16(bs + 4 * c, nm.beta + 4 * c);
         }
-    if (has_b && threadIdx.x < 2) sk3_cp16(bsm + 8 * threadIdx.x, bias + (threadIdx.x ? n_hi : n_lo));
+    if (has_b && threadIdx.x < NT) /* (NC = 16 spelled as before: the same code as before blocks of 32) */
+        sk3_cp16(bsm + 8 * threadIdx.x,
+                 bias + (NC == 16 ? (threadIdx.x ? n_hi : n_lo)
+                                  : (int)threadIdx.x < NT / 2 ? n_lo + 8 * (int)threadIdx.x
+                                                              : n_hi + 8 * ((int)threadIdx.x - NT / 2)));
     /* the LayerNorm fold's column sums, the LayerNorm residual's gamma and
-     * beta: the block's 16 columns (contiguous: no SwiGLU with either) */
-    if (LNF && threadIdx.x >= 32 && threadIdx.x < 36) sk3_cp16(csm + 4 * (threadIdx.x - 32), nm.colsum + n_lo + 4 * (threadIdx.x - 32));
-    if (LNR && threadIdx.x >= 64 && threadIdx.x < 72) {
+     * beta: the block's NC columns (contiguous: no SwiGLU with either) */
+    if (LNF && threadIdx.x >= 32 && threadIdx.x < 32 + NC / 4)
+        sk3_cp16(csm + 4 * (threadIdx.x - 32), nm.colsum + n_lo + 4 * (threadIdx.x - 32));
+    if (LNR && threadIdx.x >= 64 && threadIdx.x < 64 + NC / 2) {
+        constexpr int Q = NC / 4; /* 16-byte pieces of each */
         const int i = threadIdx.x - 64;
-        sk3_cp16(i < 4 ? rgs + 4 * i : rbs + 4 * (i - 4), (i < 4 ? res.gamma : res.beta) + n_lo + 4 * (i & 3));
+        sk3_cp16(i < Q ? rgs + 4 * i : rbs + 4 * (i - Q), (i < Q ? res.gamma : res.beta) + n_lo + 4 * (i & (Q - 1)));
     }
     eng_async_commit();
     /* FOLD: the real row count comes from the input block, which no kernel
@@ -256,8 +272,9 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
     /* the residual (written two kernels back) lands with X, not after the
      * products */
     if (R) {
-        for (int i = threadIdx.x; i < 2 * M; i += WARPS * 32)
-            sk3_cp16(Rs + 8 * i, R + (size_t)(i >> 1) * N + n_lo + 8 * (i & 1));
+        constexpr int LP = NC == 32 ? 2 : 1; /* log2 of a row's 16-byte pieces */
+        for (int i = threadIdx.x; i < (M << LP); i += WARPS * 32)
+            sk3_cp16(Rs + 8 * i, R + (size_t)(i >> LP) * N + n_lo + 8 * (i & ((1 << LP) - 1)));
         eng_async_commit();
     }
     /* the residual rows' (mu, rs), which an earlier fold stored: from L2
@@ -267,9 +284,9 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
     if (LNR && threadIdx.x < M) rst_v = __ldcg(res.stats + threadIdx.x);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const int kw = warp * G * 64 + (sk3_half(MT, G) == 32 ? 8 : 16) * t; /* this lane's first k */
-    float acc[MT][2][4], ssq[FOLD ? MT : 1][2][4]; /* FOLD: X X^T of the row tile, whose diagonal is wanted */
-    float rsum[LNF ? MT : 1][4];                  /* LNF: X against ones, each column the row sums */
-    skinny_zero<MT>(acc);
+    float acc[MT][NT][4], ssq[FOLD ? MT : 1][2][4]; /* FOLD: X X^T of the row tile, whose diagonal is wanted */
+    float rsum[LNF ? MT : 1][4];                   /* LNF: X against ones, each column the row sums */
+    skinny_zero<MT, NT>(acc);
     if constexpr (FOLD) skinny_zero<MT>(ssq);
 #pragma unroll
     for (int i = 0; i < (LNF ? MT : 1); i++) rsum[i][0] = rsum[i][1] = rsum[i][2] = rsum[i][3] = 0.f;
@@ -305,9 +322,9 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
         }
 #pragma unroll
         for (int q = 0; q < GC; q++) {
-            uint32_t wb[2][8];
+            uint32_t wb[NT][8];
 #pragma unroll
-            for (int nt = 0; nt < 2; nt++) {
+            for (int nt = 0; nt < NT; nt++) {
                 const uint4 *ws = (const uint4 *)(Ws + (nt * 8 + g) * ldw + kw + 64 * (c * GC + q));
                 *(uint4 *)&wb[nt][0] = ws[0];
                 *(uint4 *)&wb[nt][4] = ws[sk3_half(MT, G) / 8];
@@ -318,8 +335,8 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
                 for (int mt = 0; mt < MT; mt++) {
                     const uint32_t *lo = (const uint32_t *)&xa[mt][0][q][0], *hi = (const uint32_t *)&xa[mt][1][q][0];
                     const uint32_t a[4] = {lo[2 * j], hi[2 * j], lo[2 * j + 1], hi[2 * j + 1]};
-                    eng_mma16816(acc[mt][0], a, wb[0][2 * j], wb[0][2 * j + 1]);
-                    eng_mma16816(acc[mt][1], a, wb[1][2 * j], wb[1][2 * j + 1]);
+#pragma unroll
+                    for (int nt = 0; nt < NT; nt++) eng_mma16816(acc[mt][nt], a, wb[nt][2 * j], wb[nt][2 * j + 1]);
                     if constexpr (FOLD) { /* the same fragments as B: rows 0-7, then 8-15 of the tile */
                         eng_mma16816(ssq[mt][0], a, lo[2 * j], lo[2 * j + 1]);
                         eng_mma16816(ssq[mt][1], a, hi[2 * j], hi[2 * j + 1]);
@@ -333,13 +350,13 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
         /* the diagonal of X X^T -- this warp's share of each row's sum of
          * squares -- sits in lanes with t == g / 2: element g % 2 of the
          * first n tile (row g), 2 + g % 2 of the second (row g + 8); it goes
-         * to the partial tile's spare 17th column, summed over the warps in
+         * to the partial tile's spare column NC, summed over the warps in
          * skinny_finish */
         if (t == g >> 1)
 #pragma unroll
             for (int mt = 0; mt < MT; mt++) {
-                part[warp][mt * 16 + g][16] = g & 1 ? ssq[mt][0][1] : ssq[mt][0][0];
-                part[warp][mt * 16 + g + 8][16] = g & 1 ? ssq[mt][1][3] : ssq[mt][1][2];
+                part[warp][mt * 16 + g][NC] = g & 1 ? ssq[mt][0][1] : ssq[mt][0][0];
+                part[warp][mt * 16 + g + 8][NC] = g & 1 ? ssq[mt][1][3] : ssq[mt][1][2];
             }
         fold.K = K;
         fold.eps = nm.eps;
@@ -360,19 +377,19 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
         fold.stats_out = blockIdx.x == 0 ? nm.stats_out : NULL;
     }
     const skinny_res sres = {LNR ? rst : NULL, rgs, rbs, r_real};
-    skinny_finish<MT, WARPS>(acc, part, has_b ? bsm : NULL, R ? Rs : NULL, 16, Y + n_lo, swiglu ? N >> 1 : N, M,
-                             epi, fold, sres);
+    skinny_finish<MT, WARPS, NC>(acc, part, has_b ? bsm : NULL, R ? Rs : NULL, NC, Y + n_lo, swiglu ? N >> 1 : N, M,
+                                 epi, fold, sres);
     ENG_CU_TRACE_END();
 }
 
 /* m tiles a launch is built for: 1, 2 or 4 (33..64 rows take 4) */
 static int skinny3_mt(int M) { return M <= 16 ? 1 : M <= 32 ? 2 : 4; }
 
-static size_t skinny3_smem(int M, int K, int warps, int norm, int ext) {
+static size_t skinny3_smem(int M, int K, int warps, int norm, int ext, int nc) {
     const size_t mt = (size_t)skinny3_mt(M);
-    return (size_t)16 * (K + sk3_pad((int)mt, K / 64 / warps)) * 2 + (norm ? (size_t)8 * K : 0) +
-           (size_t)warps * mt * 16 * 17 * 4 + 32 +
-           mt * 16 * 16 * 2 + (ext ? sk3_ext_bytes((int)mt, warps) : 0);
+    return (size_t)nc * (K + sk3_pad((int)mt, K / 64 / warps)) * 2 + (norm ? (size_t)8 * K : 0) +
+           (size_t)warps * mt * 16 * (nc + 1) * 4 + (size_t)nc * 2 + mt * 16 * nc * 2 +
+           (ext ? sk3_ext_bytes((int)mt, warps, nc) : 0);
 }
 
 int eng_cu_gemm_chain_ok(int M, int N, int K, int norm) {
@@ -384,38 +401,82 @@ int eng_cu_gemm_chain_ok(int M, int N, int K, int norm) {
      * RMS fold is built for up to two m tiles, the LayerNorm fold for K <=
      * 1024 (at most 2 groups a warp) */
     return M >= 1 && M <= 64 && N % 16 == 0 && w > 0 && (norm != 1 || mt * gq <= 4) && (norm != 2 || mt <= 2) &&
-           (norm != 3 || gq <= 2) && skinny3_smem(M, K, w, norm == 1, 1) <= 200 * 1024;
+           (norm != 3 || gq <= 2) && skinny3_smem(M, K, w, norm == 1, 1, 16) <= 200 * 1024;
 }
 
-template <int MT, int WARPS, int G, int MODE, bool LNR>
+/* Blocks of 32 columns (NC = 32): each block reads X once for twice the
+ * columns, so a launch moves N / 32 instead of N / 16 copies of X from L2
+ * -- at 16 rows as many bytes as the weights themselves (dev/cuda/NOTES.md:
+ * a chain GEMM's time fits 1.6 us + (W + X copies) / ~6 TB/s).  Built for
+ * one or two m tiles, at most 2 groups a warp (K <= 1024: a 64 KB weight
+ * slice), no norm prologue and no LayerNorm residual.  Blocks of 64 were
+ * faster still in the lab (Qwen3's QKV 4.20 against 4.64 us) but not in
+ * the chain (H200, 2026-12-04 run 50: Qwen3-0.6B's 16-token query 623.2
+ * against 623.6 us, BERT-base 182.2 against 179.1), so they are not
+ * built. */
+int eng_cu_chain_nc = 0;
+thread_local int eng_cu_chain_last_nc = 0;
+
+static int chain_nc(int M, int N, int K, int mode, bool lnr) {
+    int w, gq;
+    eng_cu_chain_split(K, &w, &gq);
+    const bool can = eng_cu_chain_nc != 16 && skinny3_mt(M) <= 2 && N % 32 == 0 && gq <= 2 && mode != 1 && !lnr &&
+                     skinny3_smem(M, K, w, 0, mode == 3, 32) <= 200 * 1024;
+    if (!can) return 16;
+    /* 0 (auto): where N / 32 blocks still cover most of the SMs (and, in
+     * launch3, fit in one wave) */
+    return eng_cu_chain_nc == 32 || N >= 2048 ? 32 : 16;
+}
+
+template <int MT, int WARPS, int G, int MODE, bool LNR, int NC>
 static cudaError_t launch3(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
                            bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm &nm, const char *pf,
                            unsigned pf_slice, const eng_cu_chain_res &res) {
     /* the LayerNorm residual is built for the plain products only (O and
-     * down of the encoders' folded chain) */
+     * down of the encoders' folded chain); blocks of 32 as chain_nc says */
     if constexpr ((MODE == SK3_NORM && MT * G > 4) || (MODE == SK3_FOLD && MT > 2) || (MODE == SK3_LNFOLD && G > 2) ||
-                  (LNR && MODE != SK3_PLAIN)) {
+                  (LNR && MODE != SK3_PLAIN) || (NC == 32 && (MT > 2 || G > 2 || MODE == SK3_NORM || LNR))) {
         return cudaErrorInvalidValue;
     } else {
-        const size_t smem = skinny3_smem(M, K, WARPS, MODE == SK3_NORM, MODE == SK3_LNFOLD || LNR);
+        const size_t smem = skinny3_smem(M, K, WARPS, MODE == SK3_NORM, MODE == SK3_LNFOLD || LNR, NC);
         /* the trigger's place is a template parameter, not a runtime
          * branch: a branch there moved the scheduling of BERT-base's and
          * Qwen3's K = 3072 kernel enough to cost 40 / 58 us a query (H200,
          * 2026-12-03 run 10), so the default kernel stays as it was */
-        auto *k = eng_cu_chain_late ? skinny3_kernel<MT, WARPS, G, MODE, LNR, true>
-                                    : skinny3_kernel<MT, WARPS, G, MODE, LNR, false>;
+        auto *k = eng_cu_chain_late ? skinny3_kernel<MT, WARPS, G, MODE, LNR, true, NC>
+                                    : skinny3_kernel<MT, WARPS, G, MODE, LNR, false, NC>;
         static int attr_done[2] = {0, 0}; /* per instantiation: raise the shared-memory cap once */
         if (!attr_done[eng_cu_chain_late ? 1 : 0]) {
             cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
             if (e != cudaSuccess) return e;
             attr_done[eng_cu_chain_late ? 1 : 0] = 1;
         }
-        return eng_cu_launch(k, dim3(N / 16), dim3(WARPS * 32), smem, s, X, W, bias, R, Y, M, N, K, epi, nm,
+        if constexpr (NC == 32) {
+            /* auto: blocks of 32 only where the N / 32 blocks run in one
+             * wave -- Qwen3-0.6B's gate|up at 32 rows (192 blocks of 132
+             * registers a thread, one an SM) was slower than 384 blocks of
+             * 16 (H200, 2026-12-04 run 49: 848 against 840 us) */
+            static int waves_ok[2] = {-1, -1};
+            int &ok = waves_ok[eng_cu_chain_late ? 1 : 0];
+            if (ok < 0) {
+                int per_sm = 0, dev = 0, sms = 0;
+                cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, WARPS * 32, smem);
+                if (e == cudaSuccess) e = cudaGetDevice(&dev);
+                if (e == cudaSuccess) e = cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev);
+                if (e != cudaSuccess) return e;
+                ok = per_sm * sms; /* blocks in one wave (>= 0 from here on) */
+            }
+            if (!eng_cu_chain_nc && N / 32 > ok)
+                return launch3<MT, WARPS, G, MODE, LNR, 16>(s, X, W, bias, R, Y, M, N, K, epi, nm, pf,
+                                                            pf_slice / 32 * 16, res); /* 16-byte slices */
+        }
+        eng_cu_chain_last_nc = NC;
+        return eng_cu_launch(k, dim3(N / NC), dim3(WARPS * 32), smem, s, X, W, bias, R, Y, M, N, K, epi, nm,
                              eng_cu_chain_bulk, pf, pf_slice, res);
     }
 }
 
-template <int MT>
+template <int MT, int NC>
 static cudaError_t launch3_mt(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
                               bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm *nm, const char *pf,
                               unsigned pf_slice, const eng_cu_chain_res &res) {
@@ -424,17 +485,17 @@ static cudaError_t launch3_mt(cudaStream_t s, const bf16 *X, const bf16 *W, cons
     const eng_cu_chain_norm none = {NULL, NULL, 0.f, NULL, NULL, 0, NULL, NULL};
 #define SK3(WW, GG)                                                                                             \
     if (w == WW && gq == GG)                                                                                    \
-        return !nm ? (res.stats ? launch3<MT, WW, GG, SK3_PLAIN, true>(s, X, W, bias, R, Y, M, N, K, epi, none, pf, \
-                                                                       pf_slice, res)                           \
-                                : launch3<MT, WW, GG, SK3_PLAIN, false>(s, X, W, bias, R, Y, M, N, K, epi, none, pf, \
-                                                                        pf_slice, res))                         \
+        return !nm ? (res.stats ? launch3<MT, WW, GG, SK3_PLAIN, true, NC>(s, X, W, bias, R, Y, M, N, K, epi, none, \
+                                                                           pf, pf_slice, res)                   \
+                                : launch3<MT, WW, GG, SK3_PLAIN, false, NC>(s, X, W, bias, R, Y, M, N, K, epi, none, \
+                                                                            pf, pf_slice, res))                 \
                : res.stats ? cudaErrorInvalidValue                                                              \
-               : nm->fold == 2                                                                                  \
-                   ? launch3<MT, WW, GG, SK3_LNFOLD, false>(s, X, W, bias, R, Y, M, N, K, epi, *nm, pf, pf_slice, res) \
-               : nm->fold ? launch3<MT, WW, GG, SK3_FOLD, false>(s, X, W, bias, R, Y, M, N, K, epi, *nm, pf, pf_slice, \
-                                                                 res)                                          \
-                          : launch3<MT, WW, GG, SK3_NORM, false>(s, X, W, bias, R, Y, M, N, K, epi, *nm, pf, pf_slice, \
-                                                                 res)
+               : nm->fold == 2 ? launch3<MT, WW, GG, SK3_LNFOLD, false, NC>(s, X, W, bias, R, Y, M, N, K, epi, *nm, \
+                                                                            pf, pf_slice, res)                  \
+               : nm->fold ? launch3<MT, WW, GG, SK3_FOLD, false, NC>(s, X, W, bias, R, Y, M, N, K, epi, *nm, pf, \
+                                                                     pf_slice, res)                             \
+                          : launch3<MT, WW, GG, SK3_NORM, false, NC>(s, X, W, bias, R, Y, M, N, K, epi, *nm, pf, \
+                                                                     pf_slice, res)
     SK3(8, 1); SK3(8, 2); SK3(8, 3); SK3(8, 4); SK3(8, 6);
     SK3(6, 1); SK3(6, 2); SK3(6, 3); SK3(6, 4); SK3(6, 6);
     SK3(4, 1); SK3(4, 2); SK3(4, 3);
@@ -457,13 +518,18 @@ cudaError_t eng_cu_gemm_chain(cudaStream_t s, const bf16 *X, const bf16 *W, cons
         (((uintptr_t)X | (uintptr_t)W | (uintptr_t)bias | (uintptr_t)R | (uintptr_t)(nm ? nm->out : NULL)) & 15))
         return cudaErrorInvalidValue; /* 16-byte accesses to X, W, bias, R, the normalised rows, column sums,
                                          gamma and beta */
+    const int nc = chain_nc(M, N, K, mode, res->stats != NULL);
     /* each block prefetches an equal 16-byte-multiple slice; the few bytes
      * past the last whole slice are left to the next GEMM's own loads */
-    const unsigned slice = pf && ((uintptr_t)pf & 15) == 0 ? (unsigned)(pf_bytes / (N / 16) / 16 * 16) : 0;
+    const unsigned slice = pf && ((uintptr_t)pf & 15) == 0 ? (unsigned)(pf_bytes / (N / nc) / 16 * 16) : 0;
     const char *p = slice ? (const char *)pf : NULL;
+    if (nc == 32) switch (skinny3_mt(M)) {
+        case 1: return launch3_mt<1, 32>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice, *res);
+        default: return launch3_mt<2, 32>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice, *res);
+        }
     switch (skinny3_mt(M)) {
-    case 1: return launch3_mt<1>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice, *res);
-    case 2: return launch3_mt<2>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice, *res);
-    default: return launch3_mt<4>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice, *res);
+    case 1: return launch3_mt<1, 16>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice, *res);
+    case 2: return launch3_mt<2, 16>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice, *res);
+    default: return launch3_mt<4, 16>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice, *res);
     }
 }

@@ -305,6 +305,8 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         m->chain_trigger = ct ? atoi(ct) & 15 : -1; /* -1: the default, chain_late_mask */
         const char *cb = getenv("POSY_CUDA_CHAIN_BULK");
         eng_cu_chain_bulk = !(cb && !strcmp(cb, "0"));
+        const char *cnc = getenv("POSY_CUDA_CHAIN_NC"); /* columns a chain GEMM block: eng_cu.h */
+        eng_cu_chain_nc = !cnc ? 0 : !strcmp(cnc, "16") ? 16 : !strcmp(cnc, "32") ? 32 : 0;
         /* encoders: the chain's LayerNorms folded into the QKV and up
          * GEMMs (eng_cu_gemm_chain's LayerNorm fold, the O / down residual
          * normalised in their epilogues), two nodes fewer a layer, for

@@ -1,27 +1,29 @@
 /* eng_cu_skinny.h: what the few-row GEMM kernels share -- the skinny
  * kernels v1 and v2 (eng_cu_skinny.cu) and the one-query chain's v3
  * (eng_cu_chain_gemm.cu), and the chain's attention + O projection
- * (eng_cu_chain_attn.cu): a block owns 16 output columns for all M rows,
- * its warps split K, and their partial tiles meet here; the chain kernels
- * also share the bulk-copy (TMA) helpers and the split of K over warps.
+ * (eng_cu_chain_attn.cu): a block owns 16 output columns (the chain
+ * GEMM: 16 or 32) for all M rows, its warps split K, and their partial
+ * tiles meet here; the chain kernels also share the bulk-copy (TMA)
+ * helpers and the split of K over warps.
  */
 #ifndef ENG_CU_SKINNY_H
 #define ENG_CU_SKINNY_H
 
 #include "eng_cu_frag.h"
 
-/* A warp's accumulators: MT m tiles x the block's two n tiles of 8. */
-template <int MT>
-static __device__ __forceinline__ void skinny_zero(float (*acc)[2][4]) {
+/* A warp's accumulators: MT m tiles x the block's NT n tiles of 8 (two:
+ * 16 columns; the chain kernel also builds blocks of 32, NT = 4). */
+template <int MT, int NT = 2>
+static __device__ __forceinline__ void skinny_zero(float (*acc)[NT][4]) {
 #pragma unroll
     for (int i = 0; i < MT; i++)
 #pragma unroll
-        for (int j = 0; j < 2; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
+        for (int j = 0; j < NT; j++) acc[i][j][0] = acc[i][j][1] = acc[i][j][2] = acc[i][j][3] = 0.f;
 }
 
 /* The chain kernel's RMS fold (eng_cu_chain_gemm.cu, SK3_FOLD): with K > 0
  * row r's sums are scaled by rsqrt(ssq_r / K + eps), ssq_r being the sum
- * over the warps of part[w][r][16] (each warp's share of the row's sum of
+ * over the warps of part[w][r][NC] (each warp's share of the row's sum of
  * squares); rows at or past n_real get zero sums, as the norm kernels zero
  * those rows.  K = 0: no fold. */
 typedef struct skinny_fold {
@@ -29,7 +31,7 @@ typedef struct skinny_fold {
     float eps;
     int n_real;
     /* the LayerNorm fold (rsum != NULL): rsum[w * MT * 16 + r] is warp w's
-     * share of row r's sum (shared memory), colsum the block's 16 column
+     * share of row r's sum (shared memory), colsum the block's NC column
      * sums of the folded W (shared), rowst a shared [MT * 16] scratch for
      * the rows' (mu, rs), stats_out where they also go (block 0; else
      * NULL); each output becomes rs (sum - mu colsum) before the bias */
@@ -39,7 +41,7 @@ typedef struct skinny_fold {
 
 /* The residual as a LayerNorm of its raw rows (eng_cu_chain_res): st
  * (shared, NULL: the residual as it is) holds each row's (mu, rs), g / b
- * the block's 16 gamma / beta values (shared); rows at or past n_real
+ * the block's NC gamma / beta values (shared); rows at or past n_real
  * contribute 0. */
 typedef struct skinny_res {
     const float2 *st;
@@ -47,24 +49,29 @@ typedef struct skinny_res {
     int n_real;
 } skinny_res;
 
-/* The warps' partial sums of the block's 16 columns meet in shared memory;
- * one pass adds bias, GELU (the tanh form, as cuBLASLt's epilogue, so both
- * paths agree), the residual, and stores bf16.  b16: the block's 16 bias
- * values (NULL: none); r16 + r * ldr: row r's 16 residual values (NULL:
- * none); y16 + r * ldy: where row r's outputs go.  ENG_CU_EPI_SWIGLU (the
- * chain kernel only): the block's columns are 8 gate then 8 up columns,
- * and row r gets the 8 values silu(gate) * up, from the fp32 sums. */
-template <int MT, int WARPS>
-static __device__ __forceinline__ void skinny_finish(const float (*acc)[2][4], float (*part)[MT * 16][17],
+/* The warps' partial sums of the block's NC (16, or 32 in the chain
+ * kernel) columns meet in shared memory; one pass adds bias, GELU (the
+ * tanh form, as cuBLASLt's epilogue, so both paths agree), the residual,
+ * and stores bf16.  b16: the block's NC bias values (NULL: none); r16 + r *
+ * ldr: row r's NC residual values (NULL: none); y16 + r * ldy: where row
+ * r's outputs go.  ENG_CU_EPI_SWIGLU (the chain kernel only): the block's
+ * columns are NC / 2 gate then NC / 2 up columns, and row r gets the NC / 2
+ * values silu(gate) * up, from the fp32 sums.  The fold's and the
+ * residual's per-column arrays (colsum, g, b) hold NC values too; part's
+ * spare column NC carries the fold's sums of squares. */
+template <int MT, int WARPS, int NC = 16>
+static __device__ __forceinline__ void skinny_finish(const float (*acc)[NC / 8][4], float (*part)[MT * 16][NC + 1],
                                                      const bf16 *b16, const bf16 *r16, int ldr, bf16 *y16,
                                                      int ldy, int M, int epi,
                                                      skinny_fold fold = skinny_fold{0, 0.f, 0, NULL, NULL, NULL, NULL},
                                                      skinny_res res = skinny_res{NULL, NULL, NULL, 0}) {
+    static_assert(NC == 16 || NC == 32, "blocks of 16 or 32 columns");
+    constexpr int LNC = NC == 32 ? 5 : 4; /* log2 NC */
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
 #pragma unroll
     for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-        for (int nt = 0; nt < 2; nt++)
+        for (int nt = 0; nt < NC / 8; nt++)
 #pragma unroll
             for (int e = 0; e < 4; e++)
                 part[warp][mt * 16 + g + (e >> 1) * 8][nt * 8 + 2 * t + (e & 1)] = acc[mt][nt][e];
@@ -73,7 +80,7 @@ static __device__ __forceinline__ void skinny_finish(const float (*acc)[2][4], f
         if (!fold.K) return 1.f;
         float ss = 0.f;
 #pragma unroll
-        for (int w = 0; w < WARPS; w++) ss += part[w][r][16];
+        for (int w = 0; w < WARPS; w++) ss += part[w][r][NC];
         return r < fold.n_real ? rsqrtf(ss / (float)fold.K + fold.eps) : 0.f;
     };
     const bool ln = fold.K && fold.rsum;
@@ -83,7 +90,7 @@ static __device__ __forceinline__ void skinny_finish(const float (*acc)[2][4], f
 #pragma unroll
             for (int w = 0; w < WARPS; w++) {
                 s1 += fold.rsum[w * MT * 16 + r];
-                s2 += part[w][r][16];
+                s2 += part[w][r][NC];
             }
             const float mu = s1 / (float)fold.K, var = fmaxf(s2 / (float)fold.K - mu * mu, 0.f);
             const float2 st = r < fold.n_real ? make_float2(mu, rsqrtf(var + fold.eps)) : make_float2(0.f, 0.f);
@@ -93,27 +100,27 @@ static __device__ __forceinline__ void skinny_finish(const float (*acc)[2][4], f
         __syncthreads();
     }
     if (epi == ENG_CU_EPI_SWIGLU) {
-        for (int i = threadIdx.x; i < M * 8; i += WARPS * 32) {
-            const int r = i >> 3, c = i & 7;
+        for (int i = threadIdx.x; i < M * (NC / 2); i += WARPS * 32) {
+            const int r = i >> (LNC - 1), c = i & (NC / 2 - 1);
             float gv = 0.f, uv = 0.f;
 #pragma unroll
             for (int w = 0; w < WARPS; w++) {
                 gv += part[w][r][c];
-                uv += part[w][r][c + 8];
+                uv += part[w][r][c + NC / 2];
             }
             const float sc = row_scale(r);
             gv *= sc;
             uv *= sc;
             if (b16) {
                 gv += __bfloat162float(b16[c]);
-                uv += __bfloat162float(b16[c + 8]);
+                uv += __bfloat162float(b16[c + NC / 2]);
             }
             y16[(size_t)r * ldy + c] = __float2bfloat16(gv / (1.f + expf(-gv)) * uv);
         }
         return;
     }
-    for (int i = threadIdx.x; i < M * 16; i += WARPS * 32) {
-        const int r = i >> 4, c = i & 15;
+    for (int i = threadIdx.x; i < M * NC; i += WARPS * 32) {
+        const int r = i >> LNC, c = i & (NC - 1);
         float v = 0.f;
 #pragma unroll
         for (int w = 0; w < WARPS; w++) v += part[w][r][c];
