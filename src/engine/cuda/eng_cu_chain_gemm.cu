@@ -191,7 +191,7 @@ static __device__ __forceinline__ void sk3_norm(uint4 (*xa)[2][G][2], const eng_
 enum { SK3_PLAIN = 0, SK3_NORM = 1, SK3_FOLD = 2, SK3_LNFOLD = 3 };
 
 /* Shared memory past the residual rows, for the LayerNorm fold and the
- * LayerNorm residual (ext): the block's 16 column sums, gamma and beta
+ * LayerNorm residual (ext): the block's NC column sums, gamma and beta
  * (fp32), the residual rows' (mu, rs), the fold's rows' (mu, rs), and the
  * warps' shares of the row sums [WARPS][MT * 16]. */
 static __host__ __device__ constexpr size_t sk3_ext_bytes(int MT, int WARPS, int NC) {
@@ -213,7 +213,7 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
     float(*part)[MT * 16][NC + 1] = (float(*)[MT * 16][NC + 1])(NORM ? bs + K : gs);
     bf16 *bsm = (bf16 *)(part + WARPS), *Rs = bsm + NC; /* the block's bias [NC], residual [MT * 16][NC] */
     float *csm = (float *)(Rs + MT * 16 * NC), *rgs = csm + NC, *rbs = rgs + NC; /* ext: sk3_ext_bytes */
-    float2 *rst = (float2 *)(rbs + 16), *lnst = rst + MT * 16;
+    float2 *rst = (float2 *)(rbs + NC), *lnst = rst + MT * 16;
     float *rsm = (float *)(lnst + MT * 16);
     ENG_CU_TRACE_BEGIN(); /* -DENG_CU_TRACE only: eng_cu_trace.h */
     /* LATE (eng_cu_chain_late): the dependents launch after the wait */
