@@ -298,11 +298,6 @@ typedef struct eng_cu_attn_args {
     /* walk the tile list last to first (eng_cu_order_take; the launcher
      * sets it, so callers leave it 0) */
     int rev;
-    /* with q_norm, v2: the q/k norm weights and the rotary rows of the
-     * query tile and the first key tile copied into shared memory with
-     * the tiles, one round trip, instead of loaded as the norm needs them
-     * (POSY_CUDA_ATTN_QKS=1; eng_cu_attn.cu, QKS) */
-    int qk_stage;
 } eng_cu_attn_args;
 
 /* The version `version = 0` runs for a head size: POSY_CUDA_ATTN when it

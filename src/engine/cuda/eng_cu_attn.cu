@@ -213,30 +213,21 @@ static constexpr size_t attn_smem_bytes() {
     return ((size_t)ENG_CU_ATTN_BM + 2 * (size_t)ST * BN) * (D + 8) * sizeof(bf16);
 }
 
-/* QKS's staging past the tiles: the two norms' weights and the rotary
- * rows of a query tile and a key tile, fp32 */
-template <int D, int BN>
-static constexpr size_t attn_qks_bytes() {
-    return (2 * (size_t)D + ((size_t)ENG_CU_ATTN_BM + BN) * D) * sizeof(float);
-}
-
-/* -DENG_CU_TRACE: v2's blocks stamp their start, the PDL wait, its
- * return, the first key tile ready (after Qwen3's q/k norm) and their end
- * -- the attention node of the one-query chain in chain_trace.py's
- * layout */
+/* -DENG_CU_TRACE: v2's blocks stamp their start, the reads of their work
+ * item (which end in the PDL wait), the wait's return, the first key tile
+ * ready (after Qwen3's q/k norm: chain_trace.py's "weights" column) and
+ * their end -- Qwen3's attention node of the one-query chain in
+ * chain_trace.py's layout */
 ENG_CU_TRACE_UNIT("attn")
 
 template <int D, bool CAUSAL, int BN = (D >= 128 ? 32 : 64), int MINB = (D >= 128 ? 2 : 4), bool QKN = false,
-          int ST_ = 0, bool HM = false, bool QSM = false, bool QKS = false>
+          int ST_ = 0, bool HM = false, bool QSM = false>
 __global__ void __launch_bounds__(128, MINB) attn_kernel_v2(eng_cu_attn_args a) {
     constexpr int BM = ENG_CU_ATTN_BM, LD = D + 8, NT = 128;
     constexpr int ST = ST_ ? ST_ : (D >= 128 ? 1 : 2);
     extern __shared__ __align__(16) unsigned char attn_smem[];
     bf16 *sQ = (bf16 *)attn_smem;
     bf16 *const sK0 = sQ + BM * LD, *const sV0 = sK0 + ST * BN * LD; /* stage b at + b * BN * LD */
-    /* QKS: q_norm, k_norm [D] each, the query tile's rotary rows [BM][D],
-     * the first key tile's [BN][D] (attn_qks_bytes) */
-    float *const sG = (float *)(sV0 + ST * BN * LD), *const sRq = sG + 2 * D, *const sRk = sRq + BM * D;
 
     const int tile = HM ? (int)blockIdx.x / a.n_heads : (int)blockIdx.x;
     const int h = HM ? (int)blockIdx.x - tile * a.n_heads : (int)blockIdx.y;
@@ -249,12 +240,6 @@ __global__ void __launch_bounds__(128, MINB) attn_kernel_v2(eng_cu_attn_args a) 
     const bf16 *kbase = it.kbase, *vbase = it.vbase;
 
     eng_async_rows<BM, D, NT>(sQ, a.q + (size_t)(start + q0) * a.ldq + h * D, a.ldq, qrows);
-    if constexpr (QKS) {
-        eng_async_f32<NT>(sG, a.q_norm, D);
-        eng_async_f32<NT>(sG + D, a.k_norm, D);
-        eng_async_rope_rows<D, NT>(sRq, a.rope, a.rope_rows, q0, qrows);
-        eng_async_rope_rows<D, NT>(sRk, a.rope, a.rope_rows, 0, min(BN, len));
-    }
     eng_async_commit();
     eng_async_rows<BN, D, NT>(sK0, kbase, a.ldk, len);
     eng_async_commit();
@@ -285,14 +270,8 @@ __global__ void __launch_bounds__(128, MINB) attn_kernel_v2(eng_cu_attn_args a) 
         }
         __syncthreads();
         if constexpr (QKN) {
-            if constexpr (QKS) {
-                if (j == 0) eng_attn_qk_rows<D, 128>(sQ, qrows, q0, sG, a, -1, nullptr, sRq);
-                if (j == 0) eng_attn_qk_rows<D, 128>(sK0 + buf * BN * LD, min(BN, len), 0, sG + D, a, -1, nullptr, sRk);
-                else eng_attn_qk_rows<D, 128>(sK0 + buf * BN * LD, min(BN, len - k0), k0, sG + D, a);
-            } else {
-                if (j == 0) eng_attn_qk_rows<D, 128>(sQ, qrows, q0, a.q_norm, a);
-                eng_attn_qk_rows<D, 128>(sK0 + buf * BN * LD, min(BN, len - k0), k0, a.k_norm, a);
-            }
+            if (j == 0) eng_attn_qk_rows<D, 128>(sQ, qrows, q0, a.q_norm, a);
+            eng_attn_qk_rows<D, 128>(sK0 + buf * BN * LD, min(BN, len - k0), k0, a.k_norm, a);
             __syncthreads();
         }
         if (j == 0) ENG_CU_TRACE_AT(3);
@@ -391,10 +370,10 @@ static cudaError_t launch_v8(cudaStream_t s, const eng_cu_attn_args *a) {
  * ST = 2 at D = 128, which needs attn_smem_optin) and its grid,
  * two-dimensional (tile, head) or, HM, one-dimensional with the head
  * fastest. */
-template <int D, bool C, int BN, int MB, bool QKN, int ST, bool HM, bool QSM = false, bool QKS = false>
+template <int D, bool C, int BN, int MB, bool QKN, int ST, bool HM, bool QSM = false>
 static cudaError_t launch_v2(cudaStream_t s, const eng_cu_attn_args *a) {
-    constexpr size_t smem = attn_smem_bytes<D, BN, ST ? ST : (D >= 128 ? 1 : 2)>() + (QKS ? attn_qks_bytes<D, BN>() : 0);
-    void (*k)(eng_cu_attn_args) = attn_kernel_v2<D, C, BN, MB, QKN, ST, HM, QSM, QKS>;
+    constexpr size_t smem = attn_smem_bytes<D, BN, ST ? ST : (D >= 128 ? 1 : 2)>();
+    void (*k)(eng_cu_attn_args) = attn_kernel_v2<D, C, BN, MB, QKN, ST, HM, QSM>;
     static bool optin = false; /* this instantiation's own */
     const cudaError_t e = attn_smem_optin<smem>(k, optin);
     if (e != cudaSuccess) return e;
@@ -432,8 +411,6 @@ static cudaError_t launch_d(cudaStream_t s, const eng_cu_attn_args *a, int v) {
                                   : launch_v2<D, false, BN, MB, true, 0, true>(s, a))
             : v == 7 ? (a->causal ? launch_v2<D, true, BN, MB, true, 2, true>(s, a)
                                   : launch_v2<D, false, BN, MB, true, 2, true>(s, a))
-            : a->qk_stage ? (a->causal ? launch_v2<D, true, BN, MB, true, 0, false, false, true>(s, a)
-                                       : launch_v2<D, false, BN, MB, true, 0, false, false, true>(s, a))
                      : (a->causal ? launch_v2<D, true, BN, MB, true, 0, false>(s, a)
                                   : launch_v2<D, false, BN, MB, true, 0, false>(s, a));
     else if (D >= 128 && (v == 4 || v == 5)) {

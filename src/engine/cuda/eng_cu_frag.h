@@ -66,31 +66,6 @@ static __device__ __forceinline__ void eng_async_rows(bf16 *dst, const bf16 *src
     }
 }
 
-/* cp.async of n fp32 values (n % 4 == 0, 16-byte aligned) into shared
- * memory, and of n rows of a rotary table (D floats a position, rows
- * pos0.. clamped to the table's last) into [n][D] shared rows -- Qwen3's
- * q/k norm operands staged beside the tiles (eng_cu_attn.cu, v2's QKS).
- * Do not commit. */
-template <int NT>
-static __device__ __forceinline__ void eng_async_f32(float *dst, const float *src, int n) {
-    for (int c = threadIdx.x; c < n / 4; c += NT)
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
-                         (uint32_t)__cvta_generic_to_shared(dst + 4 * c)),
-                     "l"(src + 4 * c));
-}
-
-template <int D, int NT>
-static __device__ __forceinline__ void eng_async_rope_rows(float *dst, const float *rope, int rope_rows, int pos0,
-                                                           int n) {
-    constexpr int CPR = D / 4;
-    for (int c = threadIdx.x; c < n * CPR; c += NT) {
-        const int r = c / CPR, cc = (c - r * CPR) * 4;
-        asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
-                         (uint32_t)__cvta_generic_to_shared(dst + r * D + cc)),
-                     "l"(rope + (size_t)min(pos0 + r, rope_rows - 1) * D + cc));
-    }
-}
-
 static __device__ __forceinline__ void eng_async_commit() {
     asm volatile("cp.async.commit_group;\n" ::);
 }
@@ -329,14 +304,11 @@ static __device__ __forceinline__ void eng_attn_store(float (*o)[4], float *l, i
  * A single warp transforming its own tiles (the chain's attention + O
  * projection, eng_cu_chain_attn.cu) passes THREADS = 32 and its lane as
  * tid, and row_pos: row r's position is row_pos[r] (rows of several
- * sequences in one tile) instead of pos0 + r.  rope_tile: the tile's
- * rotary rows staged in shared memory (row r's at rope_tile + r * D;
- * g may point there too) instead of the table in global memory. */
+ * sequences in one tile) instead of pos0 + r. */
 template <int D, int THREADS>
 static __device__ __forceinline__ void eng_attn_qk_rows(bf16 *tile, int rows, int pos0, const float *g,
                                                         const eng_cu_attn_args &a, int tid = -1,
-                                                        const int *row_pos = nullptr,
-                                                        const float *rope_tile = nullptr) {
+                                                        const int *row_pos = nullptr) {
     constexpr int LD = D + 8, HALF = D / 2, LPR = HALF / 8, RPI = THREADS / LPR;
     const int me = tid < 0 ? (int)threadIdx.x : tid;
     const int k = me % LPR, j0 = 8 * k;
@@ -363,8 +335,7 @@ static __device__ __forceinline__ void eng_attn_qk_rows(bf16 *tile, int rows, in
         if (!ok) continue;
         const float rs = rsqrtf(ss / (float)D + a.qk_eps);
         const int pos = row_pos ? row_pos[r] : pos0 + r;
-        const float4 *cs = (const float4 *)(rope_tile ? rope_tile + (size_t)r * D + 2 * j0
-                                                      : a.rope + (size_t)min(pos, a.rope_rows - 1) * D + 2 * j0);
+        const float4 *cs = (const float4 *)(a.rope + (size_t)min(pos, a.rope_rows - 1) * D + 2 * j0);
         float y1[8], y2[8];
 #pragma unroll
         for (int q = 0; q < 4; q++) {

@@ -292,8 +292,6 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         m->fold_norm = is_q3 && !(fn && !strcmp(fn, "0"));
         const char *cq = getenv("POSY_CUDA_CHAIN_QK");
         m->chain_qk = !(cq && !strcmp(cq, "0"));
-        const char *qp = getenv("POSY_CUDA_ATTN_QKS");
-        m->attn_qks = qp && !strcmp(qp, "1");
         const char *cs = getenv("POSY_CUDA_CHAIN_SWIGLU");
         m->chain_swiglu = !(cs && !strcmp(cs, "0"));
         const char *cl = getenv("POSY_CUDA_CHAIN_L2");

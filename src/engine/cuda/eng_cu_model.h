@@ -92,10 +92,8 @@ typedef struct eng_cu_model {
      * its own kernel); chain_l2: each chain GEMM
      * prefetches into L2 the weights of the GEMM chain_l2 GEMMs later
      * (POSY_CUDA_CHAIN_L2=1..8, 0 off); pdl_env: POSY_CUDA_PDL=1 (PDL for
-     * the other buckets too); attn_qks: with the q/k norm inside
-     * attention, its weights and rotary rows staged in shared memory
-     * with the tiles (POSY_CUDA_ATTN_QKS=1) */
-    int chain_max, chain_norm, chain_swiglu, chain_qk, chain_l2, pdl_env, attn_qks;
+     * the other buckets too) */
+    int chain_max, chain_norm, chain_swiglu, chain_qk, chain_l2, pdl_env;
     /* the chain's attention inside the O projection's kernel for buckets
      * of <= 16 tokens (eng_cu_chain_attn.cu): 1 (default) for head size 32
      * and for shapes with one head a warp (eng_cu_chain_attn_wh: BERT-base,

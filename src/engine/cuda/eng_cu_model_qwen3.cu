@@ -301,7 +301,7 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
      * node fewer a layer; POSY_CUDA_CHAIN_QK=0: its own kernel), or opt-in
      * everywhere (POSY_CUDA_QK_FUSE=1) */
     const int fuse = eng_cu_attn_fuses_qk(d) || (chain && m->chain_qk);
-    a.rope = m->rope; a.rope_rows = m->rope_rows; a.qk_eps = m->eps; a.qk_stage = m->attn_qks;
+    a.rope = m->rope; a.rope_rows = m->rope_rows; a.qk_eps = m->eps;
     if (chain && (m->chain_norm || m->fold_norm)) {
         /* the two RMSNorms of a layer inside the GEMM that follows them:
          * as the RMS fold (the default: the norm's weights are in W, the
