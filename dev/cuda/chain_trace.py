@@ -4,13 +4,16 @@
 
     python3 dev/cuda/chain_trace.py TRACE.txt
 
-One row per traced launch (chain GEMMs, attention + O), in the order their
-waits returned, times in us from the first block's start:
+One row per traced launch (chain GEMMs, attention + O, attention version 2
+-- Qwen3's attention node), in the order their waits returned, times in us
+from the first block's start:
   start      first block started .. last block started
-  reached    the last block reached griddepcontrol.wait
+  reached    the last block reached griddepcontrol.wait (attention: began
+             the reads of its work item, which end in the wait)
   returned   first .. last block's wait returned (the predecessor was done)
   weights    the last block's weight slice landed (after "returned": the
-             weights, not the predecessor, held this node up)
+             weights, not the predecessor, held this node up; attention:
+             its first key tile loaded and q/k normed)
   end        the last block ended
   gap        from the previous traced node's end to this one's first
              return: the untraced nodes between them (norms, attention)
