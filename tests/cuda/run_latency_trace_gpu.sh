@@ -28,7 +28,6 @@ cd "$(dirname "$0")/../.."
 gpu_setup latency_trace.log
 mkdir -p "$OUT/lat" "$OUT/trace"
 MODELS=${MODELS:-minilm-l6 bert-base qwen3-0.6b}
-# TRACE_PREBUILT=1: build-trace/bench_gpu was built elsewhere and carried
 [ -n "${NO_TRACE:-}" ] || [ -n "${TRACE_PREBUILT:-}" ] || gpu_bench_only . build-trace -DENG_CU_TRACE &
 for b in ${BUILDS:-}; do gpu_bench_only . "build-${b%%:*}" "${b#*:}" & done
 [ -d "$WORK/bert-base-harness" ] ||
