@@ -17,6 +17,25 @@ static int use_small = 0; /* check(): 1 runs eng_cu_gemm_small, 3 eng_cu_gemm_ch
 /* the chain kernel's columns a block in the last launch, for a check's name */
 static const char *nc_tag(void) { return eng_cu_chain_last_nc == 32 ? " nc32" : ""; }
 
+/* lab_padw: the chain checks pass W's padded copy too (eng_cu_gemm_chain's
+ * wp), made as the engine makes it (eng_cu_chain_wpad elements after each
+ * row) but with NaN in the padding, so a kernel that read it would fail;
+ * the engine uses the copy at <= 16 rows with bulk copies only.  lab_wp
+ * returns NULL where it does not apply; wp_tag names the checks that ran
+ * on it. */
+static int lab_padw = 0;
+static bf16 *lab_wp(const bf16 *dw, int M, int N, int K) {
+    const int pad = eng_cu_chain_wpad(K);
+    if (!lab_padw || !pad || M > 16) return NULL;
+    bf16 *p = NULL;
+    const size_t ld = (size_t)(K + pad) * 2;
+    CUCHECK(cudaMalloc(&p, (size_t)N * ld));
+    lab_poison(p, (size_t)N * ld);
+    CUCHECK(cudaMemcpy2D(p, ld, dw, (size_t)K * 2, (size_t)K * 2, N, cudaMemcpyDeviceToDevice));
+    return p;
+}
+static const char *wp_tag(const bf16 *wp) { return wp && eng_cu_chain_bulk ? " padw" : ""; }
+
 /* fp64 reference of Y = epi(X W^T + b) (+ R): GELU exact (erf) */
 static void ref_linear(const float *x, const float *w, const float *b, const float *r, float *y, int M, int N, int K,
                        int epi) {
@@ -58,8 +77,10 @@ static void check(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, int with_r =
     /* SwiGLU's bias is optional: odd M have one */
     const bool sw_nob = epi == ENG_CU_EPI_SWIGLU && !(M & 1);
     if (sw_nob) std::fill(bfv.begin(), bfv.end(), 0.f);
+    bf16 *wp = use_small == 3 ? lab_wp(dw, M, N, K) : NULL;
     if (use_small == 3) {
-        CUCHECK(eng_cu_gemm_chain(0, dx, dw, epi && !sw_nob ? db : NULL, with_r ? dr : NULL, dy, M, N, K, epi, NULL));
+        CUCHECK(eng_cu_gemm_chain(0, dx, dw, epi && !sw_nob ? db : NULL, with_r ? dr : NULL, dy, M, N, K, epi, NULL,
+                                  NULL, 0, NULL, wp));
     } else if (use_small) {
         CUCHECK(eng_cu_gemm_small(0, dx, dw, epi ? db : NULL, with_r ? dr : NULL, dy, M, N, K, epi));
     } else if (eng_cu_gemm(g, 0, dx, dw, epi ? db : NULL, with_r ? dr : NULL, dy, M, N, K, epi, err, sizeof err)) {
@@ -73,10 +94,10 @@ static void check(eng_cu_gemm_ctx *g, int M, int N, int K, int epi, int with_r =
     if (epi == ENG_CU_EPI_SWIGLU) ref.resize(ref_swiglu(ref.data(), M, N));
     std::vector<float> got = lab_download_bf16(dy, ref.size());
     char name[96];
-    snprintf(name, sizeof name, "gemm%s M=%d N=%d K=%d epi=%d%s%s", !use_small ? "" : use_small == 3 ? "-chain" : eng_cu_skinny_version == 2 ? "-skinny2" : "-skinny", M, N, K,
-             epi, with_r ? " +residual" : "", use_small == 3 ? nc_tag() : "");
+    snprintf(name, sizeof name, "gemm%s M=%d N=%d K=%d epi=%d%s%s%s", !use_small ? "" : use_small == 3 ? "-chain" : eng_cu_skinny_version == 2 ? "-skinny2" : "-skinny", M, N, K,
+             epi, with_r ? " +residual" : "", use_small == 3 ? nc_tag() : "", wp_tag(wp));
     lab_check(name, got.data(), ref.data(), got.size(), 3e-2f, 1e-2f);
-    cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy); cudaFree(dr);
+    cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy); cudaFree(dr); cudaFree(wp);
 }
 
 /* The operands of a norm-then-product check: X [M, K] (scale 2), W
@@ -111,7 +132,8 @@ static void check_norm(int M, int n_real, int N, int K, int epi, int rms) {
     lab_poison(dy, (size_t)M * N * 2);
     lab_poison(dn, (size_t)M * K * 2);
     const eng_cu_chain_norm nm = {dg, rms ? NULL : dbe, 1e-6f, dnr, dn, 0, NULL, NULL};
-    CUCHECK(eng_cu_gemm_chain(0, dx, dw, epi ? db : NULL, NULL, dy, M, N, K, epi, &nm));
+    bf16 *wp = lab_wp(dw, M, N, K);
+    CUCHECK(eng_cu_gemm_chain(0, dx, dw, epi ? db : NULL, NULL, dy, M, N, K, epi, &nm, NULL, 0, NULL, wp));
     CUCHECK(cudaDeviceSynchronize());
     std::vector<float> xn((size_t)M * K, 0.f), ref((size_t)M * N);
     for (int m = 0; m < M && m < n_real; m++) {
@@ -127,12 +149,13 @@ static void check_norm(int M, int n_real, int N, int K, int epi, int rms) {
     if (epi == ENG_CU_EPI_SWIGLU) ref.resize(ref_swiglu(ref.data(), M, N));
     char name[96];
     std::vector<float> got = lab_download_bf16(dy, ref.size()), gotn = lab_download_bf16(dn, (size_t)M * K);
-    snprintf(name, sizeof name, "gemm-chain %s M=%d (real %d) N=%d K=%d epi=%d", rms ? "rmsnorm" : "layernorm", M,
-             n_real, N, K, epi);
+    snprintf(name, sizeof name, "gemm-chain %s M=%d (real %d) N=%d K=%d epi=%d%s", rms ? "rmsnorm" : "layernorm", M,
+             n_real, N, K, epi, wp_tag(wp));
     lab_check(name, got.data(), ref.data(), got.size(), 3e-2f, 1e-2f);
     snprintf(name, sizeof name, "  its normalised rows (out)");
     lab_check(name, gotn.data(), xn.data(), gotn.size(), 1e-2f, 1e-2f);
     cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy); cudaFree(dn); cudaFree(dg); cudaFree(dbe); cudaFree(dnr);
+    cudaFree(wp);
 }
 
 /* The chain kernel's RMS fold: X raw in the products, each output row
@@ -155,7 +178,8 @@ static void check_fold(int M, int n_real, int N, int K, int epi) {
     CUCHECK(cudaMalloc(&dy, ny * 2));
     lab_poison(dy, ny * 2);
     const eng_cu_chain_norm nm = {NULL, NULL, 1e-6f, dnr, NULL, 1, NULL, NULL};
-    CUCHECK(eng_cu_gemm_chain(0, dx, dw, with_b ? db : NULL, NULL, dy, M, N, K, epi, &nm));
+    bf16 *wp = lab_wp(dw, M, N, K);
+    CUCHECK(eng_cu_gemm_chain(0, dx, dw, with_b ? db : NULL, NULL, dy, M, N, K, epi, &nm, NULL, 0, NULL, wp));
     CUCHECK(cudaDeviceSynchronize());
     std::vector<float> xs((size_t)M * K, 0.f), ref((size_t)M * N);
     for (int m = 0; m < M && m < n_real; m++) {
@@ -168,10 +192,10 @@ static void check_fold(int M, int n_real, int N, int K, int epi) {
     if (epi == ENG_CU_EPI_SWIGLU) ref.resize(ref_swiglu(ref.data(), M, N));
     std::vector<float> got = lab_download_bf16(dy, ref.size());
     char name[96];
-    snprintf(name, sizeof name, "gemm-chain rms-fold M=%d (real %d) N=%d K=%d epi=%d%s%s", M, n_real, N, K, epi,
-             with_b ? " +bias" : "", nc_tag());
+    snprintf(name, sizeof name, "gemm-chain rms-fold M=%d (real %d) N=%d K=%d epi=%d%s%s%s", M, n_real, N, K, epi,
+             with_b ? " +bias" : "", nc_tag(), wp_tag(wp));
     lab_check(name, got.data(), ref.data(), got.size(), 3e-2f, 1e-2f);
-    cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy); cudaFree(dnr);
+    cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dy); cudaFree(dnr); cudaFree(wp);
 }
 
 /* Row statistics in fp64: (mean, 1 / sqrt(var + eps)) of each of M rows
@@ -238,9 +262,11 @@ static void check_lnfold(int M, int n_real, int N, int K, int epi) {
         printf("  %-44s FAIL (not accepted)\n", name);
         lab_failures++;
     } else {
-        CUCHECK(eng_cu_gemm_chain(0, dx, dw, db, NULL, dy, M, N, K, epi, &nm));
+        bf16 *wp = lab_wp(dw, M, N, K);
+        CUCHECK(eng_cu_gemm_chain(0, dx, dw, db, NULL, dy, M, N, K, epi, &nm, NULL, 0, NULL, wp));
         CUCHECK(cudaDeviceSynchronize());
-        snprintf(name + strlen(name), sizeof name - strlen(name), "%s", nc_tag());
+        snprintf(name + strlen(name), sizeof name - strlen(name), "%s%s", nc_tag(), wp_tag(wp));
+        cudaFree(wp);
         const std::vector<float2> st = ref_row_stats(xf, M, n_real, K, 1e-6);
         std::vector<float> xn((size_t)M * K, 0.f), ref((size_t)M * N), w1((size_t)N * K), b1((size_t)N);
         for (int m = 0; m < n_real && m < M; m++)
@@ -284,7 +310,8 @@ static void check_lnres(int M, int n_real, int N, int K) {
     CUCHECK(cudaMalloc(&dy, (size_t)M * N * 2));
     lab_poison(dy, (size_t)M * N * 2);
     const eng_cu_chain_res res = {dst, dg, dbe, dnr};
-    CUCHECK(eng_cu_gemm_chain(0, dx, dw, db, dr, dy, M, N, K, ENG_CU_EPI_BIAS, NULL, NULL, 0, &res));
+    bf16 *wp = lab_wp(dw, M, N, K);
+    CUCHECK(eng_cu_gemm_chain(0, dx, dw, db, dr, dy, M, N, K, ENG_CU_EPI_BIAS, NULL, NULL, 0, &res, wp));
     CUCHECK(cudaDeviceSynchronize());
     std::vector<float> rn((size_t)M * N, 0.f), ref((size_t)M * N);
     for (int m = 0; m < n_real && m < M; m++)
@@ -293,9 +320,9 @@ static void check_lnres(int M, int n_real, int N, int K) {
     ref_linear(xf.data(), wf.data(), bfv.data(), rn.data(), ref.data(), M, N, K, ENG_CU_EPI_BIAS);
     std::vector<float> got = lab_download_bf16(dy, ref.size());
     char name[112];
-    snprintf(name, sizeof name, "gemm-chain ln-residual M=%d (real %d) N=%d K=%d", M, n_real, N, K);
+    snprintf(name, sizeof name, "gemm-chain ln-residual M=%d (real %d) N=%d K=%d%s", M, n_real, N, K, wp_tag(wp));
     lab_check(name, got.data(), ref.data(), got.size(), 3e-2f, 1e-2f);
-    cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dr); cudaFree(dy); cudaFree(dg); cudaFree(dbe);
+    cudaFree(dx); cudaFree(dw); cudaFree(db); cudaFree(dr); cudaFree(dy); cudaFree(dg); cudaFree(dbe); cudaFree(wp);
     cudaFree(dst); cudaFree(dnr);
 }
 
@@ -587,6 +614,52 @@ int main(void) {
                 lab_failures++;
             }
         }
+    }
+    {
+        /* the padded weights (lab_padw): every form the engine runs at <= 16
+         * rows, blocks of 16 and of 32 columns; then with cp.async, which
+         * must ignore the copy.  The padding is what the kernel's shared
+         * memory rows carry at one m tile: 8 elements for one group of 64 k
+         * a warp, 32 for more */
+        if (eng_cu_chain_wpad(384) != 8 || eng_cu_chain_wpad(1024) != 32 || eng_cu_chain_wpad(3072) != 32 ||
+            eng_cu_chain_wpad(100) != 0) {
+            printf("  FAIL eng_cu_chain_wpad: %d %d %d %d\n", eng_cu_chain_wpad(384), eng_cu_chain_wpad(1024),
+                   eng_cu_chain_wpad(3072), eng_cu_chain_wpad(100));
+            lab_failures++;
+        }
+        lab_padw = 1;
+        for (int nc : {16, 32}) {
+            eng_cu_chain_nc = nc;
+            printf("  -- chain kernel on padded weights, eng_cu_chain_nc = %d\n", nc);
+            for (int M : {1, 16}) {
+                check(g, M, 1152, 384, ENG_CU_EPI_BIAS, M % 2);
+                check(g, M, 3072, 768, ENG_CU_EPI_BIAS_GELU);
+                check(g, M, 384, 1536, ENG_CU_EPI_BIAS, 1);
+                check(g, M, 768, 3072, ENG_CU_EPI_BIAS, 1);
+                check(g, M, 4096, 1024, ENG_CU_EPI_NONE);
+                check(g, M, 1024, 2048, ENG_CU_EPI_NONE, 1);
+                check(g, M, 6144, 1024, ENG_CU_EPI_SWIGLU);
+                check(g, M, 3072, 768, ENG_CU_EPI_SWIGLU);
+            }
+            check_norm(16, 11, 1536, 384, ENG_CU_EPI_BIAS_GELU, 0);
+            check_norm(16, 13, 6144, 1024, ENG_CU_EPI_SWIGLU, 1);
+            check_fold(1, 1, 4096, 1024, ENG_CU_EPI_NONE);
+            check_fold(16, 13, 4096, 1024, ENG_CU_EPI_NONE);
+            check_fold(16, 16, 6144, 1024, ENG_CU_EPI_SWIGLU);
+            check_fold(16, 11, 1152, 384, ENG_CU_EPI_BIAS_GELU);
+            check_lnfold(16, 13, 1152, 384, ENG_CU_EPI_BIAS);
+            check_lnfold(16, 16, 3072, 768, ENG_CU_EPI_BIAS_GELU);
+            check_lnfold(1, 1, 1152, 384, ENG_CU_EPI_BIAS);
+            check_lnres(16, 13, 384, 1536);
+            check_lnres(16, 16, 768, 768);
+            check_lnres(1, 1, 1024, 3072);
+        }
+        eng_cu_chain_nc = 0;
+        eng_cu_chain_bulk = 0;
+        check(g, 16, 4096, 1024, ENG_CU_EPI_NONE);
+        check(g, 16, 6144, 1024, ENG_CU_EPI_SWIGLU);
+        eng_cu_chain_bulk = 1;
+        lab_padw = 0;
     }
     {
         /* the default (auto): 32 for Qwen3's 16-token gate|up (192 blocks,

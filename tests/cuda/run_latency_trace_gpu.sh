@@ -21,7 +21,8 @@
 # CUDA flags in build-NAME and times it under every setting (build NAME).  GATE=FILE: before
 # timing, wait (up to 400 s) for FILE to exist -- another GPU job started
 # beside the build (e.g. run_serve_gpu.sh) finishes first, off the timings.
-# TRACE_PREBUILT=1 uses a carried build-trace/bench_gpu instead of building.
+# TRACE_PREBUILT=1 uses a carried build-trace/bench_gpu instead of building;
+# BUILDS_PREBUILT=1 likewise carried build-NAME/bench_gpu for every BUILDS entry.
 set -u
 cd "$(dirname "$0")/../.."
 . tests/cuda/gpu_lib.sh
@@ -29,7 +30,7 @@ gpu_setup latency_trace.log
 mkdir -p "$OUT/lat" "$OUT/trace"
 MODELS=${MODELS:-minilm-l6 bert-base qwen3-0.6b}
 [ -n "${NO_TRACE:-}" ] || [ -n "${TRACE_PREBUILT:-}" ] || gpu_bench_only . build-trace -DENG_CU_TRACE &
-for b in ${BUILDS:-}; do gpu_bench_only . "build-${b%%:*}" "${b#*:}" & done
+[ -n "${BUILDS_PREBUILT:-}" ] || for b in ${BUILDS:-}; do gpu_bench_only . "build-${b%%:*}" "${b#*:}" & done
 [ -d "$WORK/bert-base-harness" ] ||
   timeout 150 python3 tests/cuda/e2e_vs_transformers.py --build-only "$BUILD" "$WORK" > "$OUT/lat/enc_build.log" 2>&1 &
 gpu_build "$OUT" || { say "BUILD FAILED"; exit 1; }

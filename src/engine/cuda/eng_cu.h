@@ -606,10 +606,21 @@ extern thread_local int eng_cu_chain_late;
 /* pf (optional): pf_bytes of weights a later GEMM of the forward needs,
  * which the blocks request into L2 (cp.async.bulk.prefetch, each block an
  * equal share) before their wait, so that GEMM's slices come from L2. */
-/* res (optional, with R): R as the LayerNorm of its raw rows. */
+/* res (optional, with R): R as the LayerNorm of its raw rows.
+ * wp (optional): the same W with its rows eng_cu_chain_wpad(K) elements
+ * longer (the kernel's shared-memory layout; the padding is never read),
+ * used for M <= 16 with bulk copies: a block's slice is then one
+ * contiguous run, fetched by one bulk copy (two with SwiGLU) instead of
+ * one a row -- on the H200 (dev/cuda/lab_stream.cu) such slices land
+ * 8-15% sooner and thread 0 issues them in 0.26 us instead of 0.8-1.6;
+ * ignored for more rows (see eng_cu_model.h, chain_padw). */
 cudaError_t eng_cu_gemm_chain(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
                               bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm *nm,
-                              const void *pf = NULL, size_t pf_bytes = 0, const eng_cu_chain_res *res = NULL);
+                              const void *pf = NULL, size_t pf_bytes = 0, const eng_cu_chain_res *res = NULL,
+                              const bf16 *wp = NULL);
+/* the padding (elements a row) wp must carry for K: the chain kernel's
+ * shared-memory row padding at one m tile; 0 where K is not a chain K */
+int eng_cu_chain_wpad(int K);
 
 /* The chain's attention + O projection in one kernel
  * (eng_cu_chain_attn.cu): Y[M, N] = attention(a) Wo^T (+ bias) (+ R), for

@@ -8,7 +8,12 @@
  * whole weight slice (16 columns x K) into shared memory -- one bulk copy
  * (TMA) a row, landing on an mbarrier (POSY_CUDA_CHAIN_BULK=0: 16-byte
  * cp.async by every thread; the bulk copies took Qwen3-0.6B's 16-token
- * query from 864 to 786 us on the H200);
+ * query from 864 to 786 us on the H200).  At one m tile the launcher may
+ * pass a copy of W whose rows carry the shared-memory padding (wp, PW):
+ * a block's rows are then one contiguous run and one bulk copy (two with
+ * SwiGLU), which lab_stream measured landing 8-15% sooner and issued in
+ * 0.26 instead of 0.8-1.6 us (Qwen3-0.6B's 16-token query 622.2 -> 601.2
+ * us, 2026-12-04 run 61);
  * after the wait only X (tiny, in L2) remains to be read, a warp's share
  * in one burst of 16-byte loads into registers (a few bursts for 17-64
  * rows and long K, at most 64 registers of X at a time).  The bias comes
@@ -198,7 +203,7 @@ static __host__ __device__ constexpr size_t sk3_ext_bytes(int MT, int WARPS, int
     return 3 * (size_t)NC * 4 + 2 * (size_t)MT * 16 * 8 + (size_t)WARPS * MT * 16 * 4;
 }
 
-template <int MT, int WARPS, int G, int MODE, bool LNR, bool LATE, int NC>
+template <int MT, int WARPS, int G, int MODE, bool LNR, bool LATE, int NC, bool PW>
 __global__ void __launch_bounds__(WARPS * 32)
 skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y, int M,
                int N, int K, int epi, eng_cu_chain_norm nm, int bulk, const char *pf, unsigned pf_slice,
@@ -223,17 +228,30 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
     const bool swiglu = epi == ENG_CU_EPI_SWIGLU, has_b = bias && epi != ENG_CU_EPI_NONE;
     const int n_lo = swiglu ? HALF * blockIdx.x : NC * blockIdx.x, n_hi = swiglu ? (N >> 1) + n_lo : n_lo + HALF;
     const int ldw = K + sk3_pad(MT, G), cpr = K / 8;
+    /* PW: W is the padded copy (rows ldw apart, the shared-memory layout),
+     * so the block's rows are one contiguous run -- two with SwiGLU, the
+     * HALF gate rows and the HALF up rows -- and one bulk copy each */
+    const int ldg = PW ? ldw : K;
     if (bulk) {
         if (threadIdx.x == 0) {
             sk3_bulk_init(&wbar);
-            sk3_bulk_arm(&wbar, NC * K * 2);
-            for (int r = 0; r < NC; r++)
-                sk3_bulk_row(&wbar, Ws + r * ldw, W + (size_t)(r < HALF ? n_lo + r : n_hi + r - HALF) * K, K * 2);
+            if constexpr (PW) {
+                sk3_bulk_arm(&wbar, NC * ldw * 2);
+                if (swiglu) {
+                    sk3_bulk_row(&wbar, Ws, W + (size_t)n_lo * ldw, HALF * ldw * 2);
+                    sk3_bulk_row(&wbar, Ws + HALF * ldw, W + (size_t)n_hi * ldw, HALF * ldw * 2);
+                } else
+                    sk3_bulk_row(&wbar, Ws, W + (size_t)n_lo * ldw, NC * ldw * 2);
+            } else {
+                sk3_bulk_arm(&wbar, NC * K * 2);
+                for (int r = 0; r < NC; r++)
+                    sk3_bulk_row(&wbar, Ws + r * ldw, W + (size_t)(r < HALF ? n_lo + r : n_hi + r - HALF) * K, K * 2);
+            }
         }
     } else
         for (int c = threadIdx.x; c < NC * cpr; c += WARPS * 32) {
             const int r = c / cpr, cc = (c - r * cpr) * 8;
-            sk3_cp16(Ws + r * ldw + cc, W + (size_t)(r < HALF ? n_lo + r : n_hi + r - HALF) * K + cc);
+            sk3_cp16(Ws + r * ldw + cc, W + (size_t)(r < HALF ? n_lo + r : n_hi + r - HALF) * ldg + cc);
         }
     if constexpr (NORM)
         for (int c = threadIdx.x; c < K / 4; c += WARPS * 32) {
@@ -431,7 +449,7 @@ static int chain_nc(int M, int N, int K, int mode, bool lnr) {
 template <int MT, int WARPS, int G, int MODE, bool LNR, int NC>
 static cudaError_t launch3(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
                            bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm &nm, const char *pf,
-                           unsigned pf_slice, const eng_cu_chain_res &res) {
+                           unsigned pf_slice, const eng_cu_chain_res &res, const bf16 *wp) {
     /* the LayerNorm residual is built for the plain products only (O and
      * down of the encoders' folded chain); blocks of 32 as chain_nc says */
     if constexpr ((MODE == SK3_NORM && MT * G > 4) || (MODE == SK3_FOLD && MT > 2) || (MODE == SK3_LNFOLD && G > 2) ||
@@ -443,21 +461,27 @@ static cudaError_t launch3(cudaStream_t s, const bf16 *X, const bf16 *W, const b
          * branch: a branch there moved the scheduling of BERT-base's and
          * Qwen3's K = 3072 kernel enough to cost 40 / 58 us a query (H200,
          * 2026-12-03 run 10), so the default kernel stays as it was */
-        auto *k = eng_cu_chain_late ? skinny3_kernel<MT, WARPS, G, MODE, LNR, true, NC>
-                                    : skinny3_kernel<MT, WARPS, G, MODE, LNR, false, NC>;
-        static int attr_done[2] = {0, 0}; /* per instantiation: raise the shared-memory cap once */
-        if (!attr_done[eng_cu_chain_late ? 1 : 0]) {
+        auto *k = eng_cu_chain_late ? skinny3_kernel<MT, WARPS, G, MODE, LNR, true, NC, false>
+                                    : skinny3_kernel<MT, WARPS, G, MODE, LNR, false, NC, false>;
+        /* the padded weights' form: built for one m tile only (the
+         * launcher passes wp for at most 16 rows) */
+        if constexpr (MT == 1)
+            if (wp) k = eng_cu_chain_late ? skinny3_kernel<MT, WARPS, G, MODE, LNR, true, NC, true>
+                                          : skinny3_kernel<MT, WARPS, G, MODE, LNR, false, NC, true>;
+        const int var = (eng_cu_chain_late ? 1 : 0) + (wp ? 2 : 0);
+        static int attr_done[4] = {0, 0, 0, 0}; /* per instantiation: raise the shared-memory cap once */
+        if (!attr_done[var]) {
             cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
             if (e != cudaSuccess) return e;
-            attr_done[eng_cu_chain_late ? 1 : 0] = 1;
+            attr_done[var] = 1;
         }
         if constexpr (NC == 32) {
             /* auto: blocks of 32 only where the N / 32 blocks run in one
              * wave -- Qwen3-0.6B's gate|up at 32 rows (192 blocks of 132
              * registers a thread, one an SM) was slower than 384 blocks of
              * 16 (H200, 2026-12-04 run 49: 848 against 840 us) */
-            static int waves_ok[2] = {-1, -1};
-            int &ok = waves_ok[eng_cu_chain_late ? 1 : 0];
+            static int waves_ok[4] = {-1, -1, -1, -1};
+            int &ok = waves_ok[var];
             if (ok < 0) {
                 int per_sm = 0, dev = 0, sms = 0;
                 cudaError_t e = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, k, WARPS * 32, smem);
@@ -468,10 +492,10 @@ static cudaError_t launch3(cudaStream_t s, const bf16 *X, const bf16 *W, const b
             }
             if (!eng_cu_chain_nc && N / 32 > ok)
                 return launch3<MT, WARPS, G, MODE, LNR, 16>(s, X, W, bias, R, Y, M, N, K, epi, nm, pf,
-                                                            pf_slice / 32 * 16, res); /* 16-byte slices */
+                                                            pf_slice / 32 * 16, res, wp); /* 16-byte slices */
         }
         eng_cu_chain_last_nc = NC;
-        return eng_cu_launch(k, dim3(N / NC), dim3(WARPS * 32), smem, s, X, W, bias, R, Y, M, N, K, epi, nm,
+        return eng_cu_launch(k, dim3(N / NC), dim3(WARPS * 32), smem, s, X, wp ? wp : W, bias, R, Y, M, N, K, epi, nm,
                              eng_cu_chain_bulk, pf, pf_slice, res);
     }
 }
@@ -479,23 +503,23 @@ static cudaError_t launch3(cudaStream_t s, const bf16 *X, const bf16 *W, const b
 template <int MT, int NC>
 static cudaError_t launch3_mt(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
                               bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm *nm, const char *pf,
-                              unsigned pf_slice, const eng_cu_chain_res &res) {
+                              unsigned pf_slice, const eng_cu_chain_res &res, const bf16 *wp) {
     int w, gq;
     eng_cu_chain_split(K, &w, &gq);
     const eng_cu_chain_norm none = {NULL, NULL, 0.f, NULL, NULL, 0, NULL, NULL};
 #define SK3(WW, GG)                                                                                             \
     if (w == WW && gq == GG)                                                                                    \
         return !nm ? (res.stats ? launch3<MT, WW, GG, SK3_PLAIN, true, NC>(s, X, W, bias, R, Y, M, N, K, epi, none, \
-                                                                           pf, pf_slice, res)                   \
+                                                                           pf, pf_slice, res, wp)               \
                                 : launch3<MT, WW, GG, SK3_PLAIN, false, NC>(s, X, W, bias, R, Y, M, N, K, epi, none, \
-                                                                            pf, pf_slice, res))                 \
+                                                                            pf, pf_slice, res, wp))             \
                : res.stats ? cudaErrorInvalidValue                                                              \
                : nm->fold == 2 ? launch3<MT, WW, GG, SK3_LNFOLD, false, NC>(s, X, W, bias, R, Y, M, N, K, epi, *nm, \
-                                                                            pf, pf_slice, res)                  \
+                                                                            pf, pf_slice, res, wp)              \
                : nm->fold ? launch3<MT, WW, GG, SK3_FOLD, false, NC>(s, X, W, bias, R, Y, M, N, K, epi, *nm, pf, \
-                                                                     pf_slice, res)                             \
+                                                                     pf_slice, res, wp)                         \
                           : launch3<MT, WW, GG, SK3_NORM, false, NC>(s, X, W, bias, R, Y, M, N, K, epi, *nm, pf, \
-                                                                     pf_slice, res)
+                                                                     pf_slice, res, wp)
     SK3(8, 1); SK3(8, 2); SK3(8, 3); SK3(8, 4); SK3(8, 6);
     SK3(6, 1); SK3(6, 2); SK3(6, 3); SK3(6, 4); SK3(6, 6);
     SK3(4, 1); SK3(4, 2); SK3(4, 3);
@@ -505,7 +529,7 @@ static cudaError_t launch3_mt(cudaStream_t s, const bf16 *X, const bf16 *W, cons
 
 cudaError_t eng_cu_gemm_chain(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
                               bf16 *Y, int M, int N, int K, int epi, const eng_cu_chain_norm *nm, const void *pf,
-                              size_t pf_bytes, const eng_cu_chain_res *res) {
+                              size_t pf_bytes, const eng_cu_chain_res *res, const bf16 *wp) {
     const int mode = !nm ? 0 : nm->fold == 2 ? 3 : nm->fold ? 2 : 1;
     const eng_cu_chain_res nores = {NULL, NULL, NULL, NULL};
     if (!res) res = &nores;
@@ -515,7 +539,8 @@ cudaError_t eng_cu_gemm_chain(cudaStream_t s, const bf16 *X, const bf16 *W, cons
         (res->stats && (!R || !res->gamma || !res->beta || !res->n_rows_dev ||
                         (((uintptr_t)res->gamma | (uintptr_t)res->beta) & 15) || ((uintptr_t)res->stats & 7))) ||
         (epi == ENG_CU_EPI_SWIGLU && R) || (epi != ENG_CU_EPI_NONE && epi != ENG_CU_EPI_SWIGLU && !bias) ||
-        (((uintptr_t)X | (uintptr_t)W | (uintptr_t)bias | (uintptr_t)R | (uintptr_t)(nm ? nm->out : NULL)) & 15))
+        (((uintptr_t)X | (uintptr_t)W | (uintptr_t)wp | (uintptr_t)bias | (uintptr_t)R |
+          (uintptr_t)(nm ? nm->out : NULL)) & 15))
         return cudaErrorInvalidValue; /* 16-byte accesses to X, W, bias, R, the normalised rows, column sums,
                                          gamma and beta */
     const int nc = chain_nc(M, N, K, mode, res->stats != NULL);
@@ -523,13 +548,22 @@ cudaError_t eng_cu_gemm_chain(cudaStream_t s, const bf16 *X, const bf16 *W, cons
      * past the last whole slice are left to the next GEMM's own loads */
     const unsigned slice = pf && ((uintptr_t)pf & 15) == 0 ? (unsigned)(pf_bytes / (N / nc) / 16 * 16) : 0;
     const char *p = slice ? (const char *)pf : NULL;
+    /* the padded copy: one m tile and bulk copies only (its layout is the
+     * one-m-tile padding, eng_cu_chain_wpad) */
+    if (skinny3_mt(M) != 1 || !eng_cu_chain_bulk) wp = NULL;
     if (nc == 32) switch (skinny3_mt(M)) {
-        case 1: return launch3_mt<1, 32>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice, *res);
-        default: return launch3_mt<2, 32>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice, *res);
+        case 1: return launch3_mt<1, 32>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice, *res, wp);
+        default: return launch3_mt<2, 32>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice, *res, NULL);
         }
     switch (skinny3_mt(M)) {
-    case 1: return launch3_mt<1, 16>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice, *res);
-    case 2: return launch3_mt<2, 16>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice, *res);
-    default: return launch3_mt<4, 16>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice, *res);
+    case 1: return launch3_mt<1, 16>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice, *res, wp);
+    case 2: return launch3_mt<2, 16>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice, *res, NULL);
+    default: return launch3_mt<4, 16>(s, X, W, bias, R, Y, M, N, K, epi, nm, p, slice, *res, NULL);
     }
+}
+
+int eng_cu_chain_wpad(int K) {
+    int w, gq;
+    eng_cu_chain_split(K, &w, &gq);
+    return w > 0 ? sk3_pad(1, gq) : 0;
 }

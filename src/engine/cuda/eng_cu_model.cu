@@ -25,6 +25,9 @@
  */
 #include "eng_cu_model.h"
 #include "eng_cu_race.h"
+extern "C" {
+#include "posy_log.h"
+}
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -303,6 +306,8 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         eng_cu_chain_attn_wh = !(cw && !strcmp(cw, "0")); /* one head a warp in attention + O: eng_cu.h */
         const char *ct = getenv("POSY_CUDA_CHAIN_TRIGGER");
         m->chain_trigger = ct ? atoi(ct) & 15 : -1; /* -1: the default, chain_late_mask */
+        const char *cpw = getenv("POSY_CUDA_CHAIN_PADW"); /* padded chain weights: eng_cu_model.h */
+        m->chain_padw = !cpw ? is_q3 : !strcmp(cpw, "1") ? 1 : !strcmp(cpw, "0") ? 0 : is_q3;
         const char *cb = getenv("POSY_CUDA_CHAIN_BULK");
         eng_cu_chain_bulk = !(cb && !strcmp(cb, "0"));
         const char *cnc = getenv("POSY_CUDA_CHAIN_NC"); /* columns a chain GEMM block: eng_cu.h */
@@ -416,6 +421,8 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
 }
 
 void eng_cu_model_close(eng_cu_model *m) {
+    for (int i = 0; i < m->n_wps; i++) cudaFree(m->chain_wps[i].p);
+    free(m->chain_wps);
     if (m->gemm) eng_cu_gemm_destroy(m->gemm);
     if (m->wmem) cudaFree(m->wmem);
     if (m->amem) cudaFree(m->amem);
@@ -514,6 +521,54 @@ static int gemm_late(const eng_cu_model *m, const bf16 *W, int T) {
     return at >= 0 && ((mask >> (at % 4)) & 1);
 }
 
+/* W's padded copy for a chain GEMM of T <= 16 rows (chain_padw in
+ * eng_cu_model.h), made here on the first launch that needs it -- always
+ * an eager one, since a bucket's first run is eager.  A launch that finds
+ * none while a graph is being captured runs on W, as does every launch
+ * after an allocation failed (chain_padw then goes off, with a warning):
+ * the copies are a speed-up, never a condition. */
+static const bf16 *chain_wp(eng_cu_model *m, cudaStream_t s, const bf16 *W, int T, int N, int K) {
+    const int pad = eng_cu_chain_wpad(K);
+    if (!m->chain_padw || T > 16 || !pad) return NULL;
+    for (int i = 0; i < m->n_wps; i++)
+        if (m->chain_wps[i].w == W) return m->chain_wps[i].p;
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) return NULL;
+    bf16 *p = NULL;
+    const size_t ld = (size_t)(K + pad) * sizeof(bf16);
+    cudaError_t e = cudaSuccess;
+    if (m->n_wps == m->cap_wps) {
+        const int cap = m->cap_wps ? 2 * m->cap_wps : 64;
+        eng_cu_wp *t = (eng_cu_wp *)realloc(m->chain_wps, (size_t)cap * sizeof *t);
+        if (!t) e = cudaErrorMemoryAllocation;
+        else {
+            m->chain_wps = t;
+            m->cap_wps = cap;
+        }
+    }
+    if (e == cudaSuccess) e = cudaMalloc((void **)&p, (size_t)N * ld);
+    if (e == cudaSuccess) e = cudaMemset2DAsync((char *)p + (size_t)K * sizeof(bf16), ld, 0, (size_t)pad * sizeof(bf16),
+                                                (size_t)N, s);
+    if (e == cudaSuccess)
+        e = cudaMemcpy2DAsync(p, ld, W, (size_t)K * sizeof(bf16), (size_t)K * sizeof(bf16), (size_t)N,
+                              cudaMemcpyDeviceToDevice, s);
+    if (e != cudaSuccess) {
+        if (p) cudaFree(p);
+        (void)cudaGetLastError(); /* an allocation failure is not sticky: clear it */
+        POSY_WARN("cuda: no memory for the chain's padded weights (%s): short queries use the weights as they are "
+                  "(POSY_CUDA_CHAIN_PADW=0 skips them)", cudaGetErrorString(e));
+        m->chain_padw = 0;
+        return NULL;
+    }
+    if (!m->n_wps)
+        POSY_INFO("cuda: queries of <= 16 tokens read padded copies of the weights (one more copy of each matrix "
+                  "the one-query chain reads; POSY_CUDA_CHAIN_PADW=0 skips them)");
+    m->chain_wps[m->n_wps].w = W;
+    m->chain_wps[m->n_wps].p = p;
+    m->n_wps++;
+    return p;
+}
+
 int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, const bf16 *W, const bf16 *B,
                       const bf16 *R, bf16 *Y, int T, int N, int K, int epi, const eng_cu_chain_norm *nm,
                       posy_err *err, const eng_cu_chain_res *res) {
@@ -522,7 +577,8 @@ int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X,
         size_t pfb = 0;
         const bf16 *pf = m->chain_l2 ? weights_ahead(m, W, m->chain_l2, &pfb) : NULL;
         eng_cu_chain_late = gemm_late(m, W, T);
-        const cudaError_t ce = eng_cu_gemm_chain(s, X, W, B, R, Y, T, N, K, epi, nm, pf, pfb, res);
+        const bf16 *wp = chain_wp(m, s, W, T, N, K);
+        const cudaError_t ce = eng_cu_gemm_chain(s, X, W, B, R, Y, T, N, K, epi, nm, pf, pfb, res, wp);
         eng_cu_chain_late = 0;
         CK("chain gemm", ce);
         return 0;

@@ -52,6 +52,12 @@ typedef struct eng_cu_bucket_picks {
     int T[ENG_CU_BUCKET_PICKS], pick[ENG_CU_BUCKET_PICKS], n;
 } eng_cu_bucket_picks;
 
+/* a weight matrix and its padded copy (chain_padw below) */
+typedef struct eng_cu_wp {
+    const bf16 *w;
+    bf16 *p;
+} eng_cu_wp;
+
 typedef struct eng_cu_model {
     /* shape */
     int arch;                           /* ENG_CU_ARCH_* */
@@ -94,6 +100,22 @@ typedef struct eng_cu_model {
      * (POSY_CUDA_CHAIN_L2=1..8, 0 off); pdl_env: POSY_CUDA_PDL=1 (PDL for
      * the other buckets too) */
     int chain_max, chain_norm, chain_swiglu, chain_qk, chain_l2, pdl_env;
+    /* chain_padw: chain GEMMs of buckets of at most 16 tokens read a copy
+     * of their weights with padded rows (eng_cu_gemm_chain's wp: one bulk
+     * copy a block's slice instead of one a row).  On the H200 (2026-12-04
+     * runs 61-62) Qwen3-0.6B's 16-token query went 622.4 -> 602.6 us; not
+     * at 32 tokens, where the copies of X outweigh the weights (833.5 ->
+     * 846.4 with it there), so it is not used past 16 rows; and the
+     * encoders gained nothing (all-MiniLM-L6 64.1 / 64.2 us, BERT-base
+     * 180.9 / 181.5 in run 61) or lost (BERT-base 192.9 / 182.1 in run
+     * 62: its down projection's padded form has 128 registers, not 130,
+     * so two of its blocks share an SM).  So the default is on for Qwen3
+     * only; POSY_CUDA_CHAIN_PADW=1 turns it on for every model, =0 off.
+     * The copies (chain_wps, n_wps of them, one a weight matrix: about
+     * the layers' weight bytes again, ~0.9 GB for Qwen3-0.6B) are made
+     * on the first eager launch that needs each and freed at close */
+    int chain_padw, n_wps, cap_wps;
+    eng_cu_wp *chain_wps;
     /* the chain's attention inside the O projection's kernel for buckets
      * of <= 16 tokens (eng_cu_chain_attn.cu): 1 (default) for head size 32
      * and for shapes with one head a warp (eng_cu_chain_attn_wh: BERT-base,
