@@ -307,7 +307,9 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         const char *ct = getenv("POSY_CUDA_CHAIN_TRIGGER");
         m->chain_trigger = ct ? atoi(ct) & 15 : -1; /* -1: the default, chain_late_mask */
         const char *cpw = getenv("POSY_CUDA_CHAIN_PADW"); /* padded chain weights: eng_cu_model.h */
-        m->chain_padw = !cpw ? is_q3 : !strcmp(cpw, "1") ? 1 : !strcmp(cpw, "0") ? 0 : is_q3;
+        m->chain_padw = !cpw ? (is_q3 ? 15 : 0) : !strcmp(cpw, "1") ? 15 : !strcmp(cpw, "0") ? 0 : is_q3 ? 15 : 0;
+        const char *cpr = getenv("POSY_CUDA_CHAIN_PADW_ROLES"); /* an experiment's mask: 1 QKV, 2 O, 4 up, 8 down */
+        if (cpr && m->chain_padw) m->chain_padw = atoi(cpr) & 15;
         const char *cb = getenv("POSY_CUDA_CHAIN_BULK");
         eng_cu_chain_bulk = !(cb && !strcmp(cb, "0"));
         const char *cnc = getenv("POSY_CUDA_CHAIN_NC"); /* columns a chain GEMM block: eng_cu.h */
@@ -530,6 +532,8 @@ static int gemm_late(const eng_cu_model *m, const bf16 *W, int T) {
 static const bf16 *chain_wp(eng_cu_model *m, cudaStream_t s, const bf16 *W, int T, int N, int K) {
     const int pad = eng_cu_chain_wpad(K);
     if (!m->chain_padw || T > 16 || !pad) return NULL;
+    const int at = weight_slot(m, W, 1); /* the role (weight_slot % 4): chain_padw's bits */
+    if (at < 0 || !((m->chain_padw >> (at % 4)) & 1)) return NULL;
     for (int i = 0; i < m->n_wps; i++)
         if (m->chain_wps[i].w == W) return m->chain_wps[i].p;
     cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
@@ -555,8 +559,8 @@ static const bf16 *chain_wp(eng_cu_model *m, cudaStream_t s, const bf16 *W, int 
     if (e != cudaSuccess) {
         if (p) cudaFree(p);
         (void)cudaGetLastError(); /* an allocation failure is not sticky: clear it */
-        POSY_WARN("cuda: no memory for the chain's padded weights (%s): short queries use the weights as they are "
-                  "(POSY_CUDA_CHAIN_PADW=0 skips them)", cudaGetErrorString(e));
+        POSY_WARN("cuda: the chain's padded weight copies could not be made (%s): queries of <= 16 tokens read the "
+                  "weights as they are (POSY_CUDA_CHAIN_PADW=0 skips the copies)", cudaGetErrorString(e));
         m->chain_padw = 0;
         return NULL;
     }

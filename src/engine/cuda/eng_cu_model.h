@@ -111,6 +111,10 @@ typedef struct eng_cu_model {
      * 62: its down projection's padded form has 128 registers, not 130,
      * so two of its blocks share an SM).  So the default is on for Qwen3
      * only; POSY_CUDA_CHAIN_PADW=1 turns it on for every model, =0 off.
+     * A bit per GEMM role (weight_slot % 4: 1 QKV, 2 O, 4 up, 8 down), 15
+     * when on; POSY_CUDA_CHAIN_PADW_ROLES=mask picks roles, an experiment:
+     * no role alone gains and QKV or gate|up alone lose 23 us (run 64),
+     * only all four together gain.
      * The copies (chain_wps, n_wps of them, one a weight matrix: about
      * the layers' weight bytes again, ~0.9 GB for Qwen3-0.6B) are made
      * on the first eager launch that needs each and freed at close */
