@@ -508,11 +508,14 @@ static const bf16 *weights_ahead(const eng_cu_model *m, const bf16 *W, int ahead
  * too since run 17; in Qwen3's 16-token bucket QKV and
  * gate/up (5), which took its query 2.6-14 us faster in three H200 runs
  * (751 -> 737, 696 -> 688, and 699 -> 697 us with the carveout
- * experiment on in both; at 32 tokens +1, +6, 0, so not there); none
- * elsewhere. */
+ * experiment on in both; at 32 tokens +1, +6, 0, so not there then); in
+ * Qwen3's 32-token bucket QKV, O and gate/up (7) since the 16-token
+ * bucket reads padded weights (chain_padw): 822.3 against 836.7 and 824.3
+ * against 838.5 us in two H200 runs (2026-12-04 runs 65-66; the 16-token
+ * bucket keeps 5: 621.1 with 7). */
 static int chain_late_mask(const eng_cu_model *m, int T) {
     if (m->chain_trigger >= 0) return m->chain_trigger;
-    if (m->arch == ENG_CU_ARCH_QWEN3) return T <= 16 ? 5 : 0;
+    if (m->arch == ENG_CU_ARCH_QWEN3) return T <= 16 ? 5 : 7;
     return 15;
 }
 

@@ -134,8 +134,8 @@ typedef struct eng_cu_model {
      * 4 up, 8 down (POSY_CUDA_CHAIN_TRIGGER=mask, every chain bucket); -1
      * (default): all four in every encoder chain bucket (since run 17 of
      * 2026-12-03; before, only in the folded ones), QKV and gate/up in
-     * Qwen3's 16-token bucket, none in Qwen3's 32 (chain_late_mask in
-     * eng_cu_model.cu) */
+     * Qwen3's 16-token bucket, QKV, O and gate/up in Qwen3's 32 (since
+     * 2026-12-04 run 66; none before; chain_late_mask in eng_cu_model.cu) */
     int chain_trigger;
     /* encoders: for chain buckets of at most chain_ln tokens (0: none),
      * the LayerNorms folded into the QKV and up GEMMs (the LayerNorm fold
