@@ -20,11 +20,12 @@ static const char *nc_tag(void) { return eng_cu_chain_last_nc == 32 ? " nc32" : 
 /* lab_padw: the chain checks pass W's padded copy too (eng_cu_gemm_chain's
  * wp), made as the engine makes it (eng_cu_chain_wpad elements after each
  * row) but with NaN in the padding, so a kernel that read it would fail;
- * the engine uses the copy at <= 16 rows with bulk copies only.  lab_wp
- * returns NULL where it does not apply; wp_tag names the checks that ran
- * on it. */
+ * where the engine must use the copy (<= 16 rows, bulk copies) W itself
+ * is then overwritten with NaN, so a launch that read W instead would
+ * fail too.  lab_wp returns NULL where it does not apply; wp_tag names
+ * the checks that ran on the copy. */
 static int lab_padw = 0;
-static bf16 *lab_wp(const bf16 *dw, int M, int N, int K) {
+static bf16 *lab_wp(bf16 *dw, int M, int N, int K) {
     const int pad = eng_cu_chain_wpad(K);
     if (!lab_padw || !pad || M > 16) return NULL;
     bf16 *p = NULL;
@@ -32,6 +33,7 @@ static bf16 *lab_wp(const bf16 *dw, int M, int N, int K) {
     CUCHECK(cudaMalloc(&p, (size_t)N * ld));
     lab_poison(p, (size_t)N * ld);
     CUCHECK(cudaMemcpy2D(p, ld, dw, (size_t)K * 2, (size_t)K * 2, N, cudaMemcpyDeviceToDevice));
+    if (eng_cu_chain_bulk) lab_poison(dw, (size_t)N * K * 2);
     return p;
 }
 static const char *wp_tag(const bf16 *wp) { return wp && eng_cu_chain_bulk ? " padw" : ""; }
