@@ -531,7 +531,8 @@ static int gemm_late(const eng_cu_model *m, const bf16 *W, int T) {
  * an eager one, since a bucket's first run is eager.  A launch that finds
  * none while a graph is being captured runs on W, as does every launch
  * after an allocation failed (chain_padw then goes off, with a warning):
- * the copies are a speed-up, never a condition. */
+ * the copies are a speed-up, never a condition.  The copies made before
+ * a failure stay until close: a graph captured earlier may read them. */
 static const bf16 *chain_wp(eng_cu_model *m, cudaStream_t s, const bf16 *W, int T, int N, int K) {
     const int pad = eng_cu_chain_wpad(K);
     if (!m->chain_padw || T > 16 || !pad) return NULL;
