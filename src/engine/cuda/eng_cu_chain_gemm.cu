@@ -12,8 +12,9 @@
  * pass a copy of W whose rows carry the shared-memory padding (wp, PW):
  * a block's rows are then one contiguous run and one bulk copy (two with
  * SwiGLU), which lab_stream measured landing 8-15% sooner and issued in
- * 0.26 instead of 0.8-1.6 us (Qwen3-0.6B's 16-token query 622.2 -> 601.2
- * us, 2026-12-04 run 61);
+ * 0.26 instead of 0.8-1.6 us (Qwen3-0.6B's 16-token query 622.5 -> 601.1
+ * us, 2026-12-04 run 63; the model decides where: eng_cu_model.h,
+ * chain_padw);
  * after the wait only X (tiny, in L2) remains to be read, a warp's share
  * in one burst of 16-byte loads into registers (a few bursts for 17-64
  * rows and long K, at most 64 registers of X at a time).  The bias comes
