@@ -13,8 +13,9 @@
  *   rows     one bulk copy (TMA) a row, all issued by thread 0 -- the
  *            chain GEMM's way (eng_cu_chain_gemm.cu);
  *   rows32   the same copies issued by warp 0's 32 lanes side by side;
- *   whole    the slice as one contiguous bulk copy (a layout without
- *            padding, e.g. swizzled, would allow it);
+ *   whole    the slice as one contiguous bulk copy (which W laid out in
+ *            global memory as in shared memory, padding included,
+ *            allows: eng_cu_gemm_chain's wp, the result of this lab);
  *   chunk16  the slice in bulk copies of 16 KB, from thread 0;
  *   cpasync  16-byte cp.async by every thread (POSY_CUDA_CHAIN_BULK=0).
  * Then a probe: 16 blocks re-reading 16 KB tiles from L2, quiet and beside
@@ -31,7 +32,6 @@
 #include "eng_cu_skinny.h" /* the chain kernel's bulk-copy helpers (sk3_bulk_*) */
 
 #define ST_THREADS 256
-#define ST_REPS_MAX 64
 
 enum { ST_ROWS = 0, ST_ROWS32, ST_WHOLE, ST_CHUNK16, ST_CPASYNC, ST_MODES };
 static const char *st_names[ST_MODES] = {"rows", "rows32", "whole", "chunk16", "cpasync"};
