@@ -596,6 +596,10 @@ extern int eng_cu_chain_bulk;
  * open; labs set it directly).  last_nc: what this thread's last
  * eng_cu_gemm_chain launch used (the labs' check). */
 extern int eng_cu_chain_nc;
+/* 1: the chain's down projections (K = 3072 at 8 warps) ask for 116 KB
+ * of shared memory, one block an SM whatever their registers
+ * (POSY_CUDA_CHAIN_DOWN_FLOOR=1 at engine open; an experiment). */
+extern int eng_cu_chain_down_floor;
 extern thread_local int eng_cu_chain_last_nc;
 /* When a chain kernel (GEMM, attention + O) lets its dependents launch: 0
  * (default) at its start, so the next kernel's blocks sit resident and

@@ -434,6 +434,7 @@ int eng_cu_gemm_chain_ok(int M, int N, int K, int norm) {
  * against 623.6 us, BERT-base 182.2 against 179.1), so they are not
  * built. */
 int eng_cu_chain_nc = 0;
+int eng_cu_chain_down_floor = 0;
 thread_local int eng_cu_chain_last_nc = 0;
 
 static int chain_nc(int M, int N, int K, int mode, bool lnr) {
@@ -457,7 +458,13 @@ static cudaError_t launch3(cudaStream_t s, const bf16 *X, const bf16 *W, const b
                   (LNR && MODE != SK3_PLAIN) || (NC == 32 && (MT > 2 || G > 2 || MODE == SK3_NORM || LNR))) {
         return cudaErrorInvalidValue;
     } else {
-        const size_t smem = skinny3_smem(M, K, WARPS, MODE == SK3_NORM, MODE == SK3_LNFOLD || LNR, NC);
+        const size_t smem0 = skinny3_smem(M, K, WARPS, MODE == SK3_NORM, MODE == SK3_LNFOLD || LNR, NC);
+        /* eng_cu_chain_down_floor (experiment, not yet run on a GPU): the
+         * down projections' launches (six groups of 64 k a warp: K = 3072
+         * at 8 warps) ask for 116 KB, so one block sits on an SM whatever
+         * their register count (130 gives one, 128 two: dev/cuda/NOTES.md,
+         * runs 57 and 62) */
+        const size_t smem = eng_cu_chain_down_floor && G == 6 && smem0 < 116 * 1024 ? 116 * 1024 : smem0;
         /* the trigger's place is a template parameter, not a runtime
          * branch: a branch there moved the scheduling of BERT-base's and
          * Qwen3's K = 3072 kernel enough to cost 40 / 58 us a query (H200,

@@ -312,6 +312,8 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         if (cpr && m->chain_padw) m->chain_padw = atoi(cpr) & 15;
         const char *cb = getenv("POSY_CUDA_CHAIN_BULK");
         eng_cu_chain_bulk = !(cb && !strcmp(cb, "0"));
+        const char *cdf = getenv("POSY_CUDA_CHAIN_DOWN_FLOOR"); /* an experiment: eng_cu.h */
+        eng_cu_chain_down_floor = cdf && !strcmp(cdf, "1");
         const char *cnc = getenv("POSY_CUDA_CHAIN_NC"); /* columns a chain GEMM block: eng_cu.h */
         eng_cu_chain_nc = !cnc ? 0 : !strcmp(cnc, "16") ? 16 : !strcmp(cnc, "32") ? 32 : 0;
         /* encoders: the chain's LayerNorms folded into the QKV and up
