@@ -106,7 +106,7 @@ typedef struct eng_cu_model {
      * runs 61-62) Qwen3-0.6B's 16-token query went 622.4 -> 602.6 us; not
      * at 32 tokens, where the copies of X outweigh the weights (833.5 ->
      * 846.4 with it there), so it is not used past 16 rows; and the
-     * encoders gained nothing (all-MiniLM-L6 64.1 / 64.2 us, BERT-base
+     * encoders gained nothing (all-MiniLM-L6 63.4 / 63.1 us, BERT-base
      * 180.9 / 181.5 in run 61) or lost (BERT-base 192.9 / 182.1 in run
      * 62: its down projection's padded form has 128 registers, not 130,
      * so two of its blocks share an SM).  So the default is on for Qwen3
@@ -116,7 +116,8 @@ typedef struct eng_cu_model {
      * no role alone gains and QKV or gate|up alone lose 23 us (run 64),
      * only all four together gain.
      * The copies (chain_wps, n_wps of them, one a weight matrix: about
-     * the layers' weight bytes again, ~0.9 GB for Qwen3-0.6B) are made
+     * the layers' weight bytes again: 28 x 31.5 MB, ~0.9 GB for Qwen3-0.6B,
+     * counted, not measured) are made
      * on the first eager launch that needs each and freed at close */
     int chain_padw, n_wps, cap_wps;
     eng_cu_wp *chain_wps;
