@@ -17,7 +17,8 @@
  * as eng_cu_qk_norm_rope (fp32, one bf16 rounding), and also time
  * "qk_norm_rope kernel + v3" against "v3 fused" on the same data.
  * Also the one-query chain's attention + O projection kernel
- * (eng_cu_chain_attn.cu, check_attn_o).
+ * (eng_cu_chain_attn.cu, check_attn_o) and the QKV GEMM's attention tail
+ * (eng_cu_chain_gemm.cu, check_qkv_att).
  */
 #include "lab.h"
 
@@ -99,20 +100,11 @@ static void ref_attn(const std::vector<float> &qkv, int ld, int H, const acase &
     }
 }
 
-/* q/k fusion cases: weights near 1 (qw, kw), a rotary table of the real
- * formula (rope, rope_rows positions); the reference attends over the
- * transformed Q/K, so f's Q and K columns are transformed in place (the
- * GPU gets the raw values) */
-static void ref_qkn_setup(const acase &c, const std::vector<int> &cu, std::vector<float> &f, int ld, int rope_rows,
-                          float qk_eps, std::vector<float> &qw, std::vector<float> &kw, std::vector<float> &rope) {
+/* Q and K of f transformed in place by the q/k norm (weights qw, kw) and
+ * the rotary table rope, as eng_cu_qk_norm_rope does (ref_qk_head) */
+static void ref_qkn_apply(const acase &c, const std::vector<int> &cu, std::vector<float> &f, int ld, float qk_eps,
+                          const std::vector<float> &qw, const std::vector<float> &kw, const std::vector<float> &rope) {
     const int D = c.d, Hq = c.heads * D, S = (int)cu.size() - 1;
-    for (int j = 0; j < D; j++) { qw[j] = 1.f + 0.5f * lab_uniform(); kw[j] = 1.f + 0.5f * lab_uniform(); }
-    for (int p = 0; p < rope_rows; p++)
-        for (int j = 0; j < D / 2; j++) {
-            const double th = p * pow(1e6, -2.0 * j / D);
-            rope[(size_t)p * D + 2 * j] = (float)cos(th);
-            rope[(size_t)p * D + 2 * j + 1] = (float)sin(th);
-        }
     for (int s_ = 0; s_ < S; s_++)
         for (int t = cu[s_]; t < cu[s_ + 1]; t++) {
             const float *cs = &rope[(size_t)(t - cu[s_]) * D];
@@ -121,6 +113,24 @@ static void ref_qkn_setup(const acase &c, const std::vector<int> &cu, std::vecto
                 ref_qk_head(&f[(size_t)t * ld + Hq + h * D], D, kw.data(), cs, qk_eps);
         }
 }
+
+/* q/k fusion cases: weights near 1 (qw, kw), a rotary table of the real
+ * formula (rope, rope_rows positions); the reference attends over the
+ * transformed Q/K, so f's Q and K columns are transformed in place (the
+ * GPU gets the raw values) */
+static void ref_qkn_setup(const acase &c, const std::vector<int> &cu, std::vector<float> &f, int ld, int rope_rows,
+                          float qk_eps, std::vector<float> &qw, std::vector<float> &kw, std::vector<float> &rope) {
+    const int D = c.d;
+    for (int j = 0; j < D; j++) { qw[j] = 1.f + 0.5f * lab_uniform(); kw[j] = 1.f + 0.5f * lab_uniform(); }
+    for (int p = 0; p < rope_rows; p++)
+        for (int j = 0; j < D / 2; j++) {
+            const double th = p * pow(1e6, -2.0 * j / D);
+            rope[(size_t)p * D + 2 * j] = (float)cos(th);
+            rope[(size_t)p * D + 2 * j + 1] = (float)sin(th);
+        }
+    ref_qkn_apply(c, cu, f, ld, qk_eps, qw, kw, rope);
+}
+
 
 /* The engine's row [Q (heads*D) | K (kv*D) | V (kv*D)] as ref_attn reads
  * it: K at column Hq, V at 2*Hq. */
@@ -441,6 +451,165 @@ static void check_attn_o(const acase &c, int M, int N, int lnres = 0) {
     cudaFree(dns); cudaFree(dqw); cudaFree(dkw); cudaFree(drope); cudaFree(drg); cudaFree(drb); cudaFree(drst);
 }
 
+/* The QKV chain GEMM with the attention tail (eng_cu_chain_att,
+ * eng_cu_chain_gemm.cu): X raw [M][1024], W [N][1024] with the RMS fold
+ * (each output row scaled by rsqrt(mean(x^2) + eps)), Y = Q|K|V, and the
+ * tail's attention(Y) in ctx.  Y against an fp64 product (lab_gemm's
+ * tolerance); ctx against ref_qkn_setup + ref_attn (P rounded) run on the
+ * Y the GPU stored, so the check isolates the tail, with run_case's
+ * tolerance; ctx rows past the real count must be exactly zero.  Three
+ * launches -- plain, the late trigger, the padded weight copy (NaN in its
+ * padding, W itself then NaN) -- ctx poisoned before each, and the
+ * group counters must be back at zero after each (the next launch relies
+ * on it). */
+static void check_qkv_att(const acase &c, int M) {
+    const int D = c.d, Hq = c.heads * D, Hkv = c.kv_heads * D, N = Hq + 2 * Hkv, K = 1024;
+    const float eps = 1e-6f, qk_eps = 1e-6f;
+    std::vector<int> cu(1, 0);
+    for (int l : c.lens) cu.push_back(cu.back() + l);
+    const int T = cu.back(), S = (int)c.lens.size();
+    std::vector<float> xf, wf;
+    std::vector<uint16_t> xb, wb;
+    lab_rand_bf16(xf, xb, (size_t)M * K, 1.f);
+    lab_rand_bf16(wf, wb, (size_t)N * K, 0.05f);
+    std::vector<float> yref((size_t)M * N, 0.f);
+    for (int m = 0; m < T; m++) {
+        double ss = 0;
+        for (int k = 0; k < K; k++) ss += (double)xf[(size_t)m * K + k] * xf[(size_t)m * K + k];
+        const double rs = 1.0 / sqrt(ss / K + eps);
+        for (int n = 0; n < N; n++) {
+            double acc = 0;
+            for (int k = 0; k < K; k++) acc += (double)xf[(size_t)m * K + k] * wf[(size_t)n * K + k];
+            yref[(size_t)m * N + n] = (float)(acc * rs);
+        }
+    }
+    const int rope_rows = 64;
+    std::vector<float> qw(D), kw(D), rope((size_t)rope_rows * D);
+    bf16 *dx = (bf16 *)lab_upload(xb), *dw = (bf16 *)lab_upload(wb), *dy, *dctx, *dwp = NULL;
+    int32_t *dcu = lab_upload(cu);
+    int *dnr = lab_upload(std::vector<int>{T}), *dns = lab_upload(std::vector<int>{S});
+    unsigned *dcnt;
+    CUCHECK(cudaMalloc(&dy, (size_t)M * N * 2));
+    CUCHECK(cudaMalloc(&dctx, (size_t)M * Hq * 2));
+    CUCHECK(cudaMalloc(&dcnt, (size_t)c.kv_heads * sizeof(unsigned)));
+    CUCHECK(cudaMemset(dcnt, 0, (size_t)c.kv_heads * sizeof(unsigned)));
+    eng_cu_chain_att at;
+    memset(&at, 0, sizeof at);
+    at.a = lab_attn_args(c, dy, N, dcu);
+    at.a.o = dctx; at.a.ldo = Hq;
+    at.n_seqs_dev = dns;
+    at.counters = dcnt;
+    float *dqw = NULL, *dkw = NULL, *drope = NULL;
+    std::vector<float> dummy((size_t)T * N, 0.f); /* the tables now; Q/K transformed later (ref_qkn_apply) */
+    ref_qkn_setup(c, cu, dummy, N, rope_rows, qk_eps, qw, kw, rope);
+    lab_attn_qkn(at.a, qw, kw, rope, rope_rows, qk_eps, &dqw, &dkw, &drope);
+    const eng_cu_chain_norm nm = {NULL, NULL, eps, dnr, NULL, 1, NULL, NULL};
+    for (int run = 0; run < 3; run++) {
+        char name[160];
+        snprintf(name, sizeof name, "qkv+att d=%d heads %d/%d %s M=%d (%d seqs, %d real)%s", D, c.heads, c.kv_heads,
+                 c.causal ? "causal" : "bidir", M, S, T, run == 0 ? "" : run == 1 ? " late" : " padw");
+        if (!eng_cu_chain_att_ok(&at.a, M, N, K)) {
+            printf("  %-60s FAIL (not accepted)\n", name);
+            lab_failures++;
+            break;
+        }
+        if (run == 2) { /* the padded copy, as lab_gemm's lab_wp makes it; W itself NaN from here */
+            const int pad = eng_cu_chain_wpad(K);
+            const size_t ld = (size_t)(K + pad) * 2;
+            CUCHECK(cudaMalloc(&dwp, (size_t)N * ld));
+            lab_poison(dwp, (size_t)N * ld);
+            CUCHECK(cudaMemcpy2D(dwp, ld, dw, (size_t)K * 2, (size_t)K * 2, N, cudaMemcpyDeviceToDevice));
+            lab_poison(dw, (size_t)N * K * 2);
+        }
+        lab_poison(dy, (size_t)M * N * 2);
+        lab_poison(dctx, (size_t)M * Hq * 2);
+        eng_cu_chain_att_next = &at;
+        eng_cu_chain_late = run == 1;
+        const cudaError_t ce = eng_cu_gemm_chain(0, dx, dw, NULL, NULL, dy, M, N, K, ENG_CU_EPI_NONE, &nm, NULL, 0,
+                                                 NULL, dwp);
+        eng_cu_chain_att_next = NULL;
+        eng_cu_chain_late = 0;
+        CUCHECK(ce);
+        CUCHECK(cudaDeviceSynchronize());
+        std::vector<float> y = lab_download_bf16(dy, (size_t)M * N);
+        char yname[180];
+        snprintf(yname, sizeof yname, "%s: Y", name);
+        lab_check(yname, y.data(), yref.data(), y.size(), 3e-2f, 1e-2f);
+        std::vector<float> f = y;
+        ref_qkn_apply(c, cu, f, N, qk_eps, qw, kw, rope); /* Q/K of f in place, with the GPU's tables */
+        const std::vector<float> fr = ref_layout(f, T, N, Hq, Hkv);
+        std::vector<float> ctx((size_t)M * Hq, 0.f);
+        ref_attn(fr, 3 * Hq, Hq, c, cu, ctx, Hq, S, true);
+        std::vector<float> got = lab_download_bf16(dctx, ctx.size());
+        snprintf(yname, sizeof yname, "%s: attention", name);
+        lab_check(yname, got.data(), ctx.data(), got.size(), 1e-2f, 2e-2f);
+        size_t nz = 0;
+        for (size_t i = (size_t)T * Hq; i < got.size(); i++) nz += got[i] != 0.f;
+        std::vector<unsigned> cnt((size_t)c.kv_heads);
+        CUCHECK(cudaMemcpy(cnt.data(), dcnt, cnt.size() * sizeof(unsigned), cudaMemcpyDeviceToHost));
+        size_t left = 0;
+        for (unsigned v : cnt) left += v != 0;
+        const int pass = nz == 0 && left == 0;
+        printf("  %-60s %s (%zu padding values not 0, %zu counters not 0)\n", "  padding rows zero, counters reset",
+               pass ? "ok" : "FAIL", nz, left);
+        if (!pass) lab_failures++;
+    }
+    cudaFree(dx); cudaFree(dw); cudaFree(dwp); cudaFree(dy); cudaFree(dctx); cudaFree(dcu); cudaFree(dnr);
+    cudaFree(dns); cudaFree(dcnt); cudaFree(dqw); cudaFree(dkw); cudaFree(drope);
+}
+
+/* What the attention tail refuses (the forward then runs the attention
+ * node): more than 16 rows, head size 64, a K other than 1024, a
+ * launch without the RMS fold -- eng_cu_gemm_chain then returns
+ * cudaErrorNotSupported and writes nothing. */
+static void check_qkv_att_refusals(void) {
+    const acase c = {128, 16, 8, 1, {16}, 1};
+    const int D = 128, Hq = 16 * D, N = Hq + 2 * 8 * D;
+    bf16 *dy, *dctx, *dx, *dw;
+    float *dtab;
+    unsigned *dcnt;
+    int *dn;
+    CUCHECK(cudaMalloc(&dy, (size_t)16 * N * 2));
+    CUCHECK(cudaMalloc(&dx, (size_t)16 * 1024 * 2));
+    CUCHECK(cudaMalloc(&dw, (size_t)N * 1024 * 2));
+    CUCHECK(cudaMemset(dx, 0, (size_t)16 * 1024 * 2));
+    CUCHECK(cudaMemset(dw, 0, (size_t)N * 1024 * 2));
+    CUCHECK(cudaMalloc(&dctx, (size_t)16 * Hq * 2));
+    CUCHECK(cudaMalloc(&dtab, (size_t)64 * D * 4));
+    CUCHECK(cudaMalloc(&dcnt, 64));
+    CUCHECK(cudaMalloc(&dn, 64));
+    CUCHECK(cudaMemset(dn, 0, 64));
+    eng_cu_chain_att at;
+    memset(&at, 0, sizeof at);
+    at.a = lab_attn_args(c, dy, N, (const int32_t *)dn);
+    at.a.o = dctx; at.a.ldo = Hq;
+    at.a.q_norm = at.a.k_norm = at.a.rope = dtab; at.a.rope_rows = 64; at.a.qk_eps = 1e-6f;
+    at.n_seqs_dev = dn;
+    at.counters = dcnt;
+    const int ok = eng_cu_chain_att_ok(&at.a, 16, N, 1024), no17 = !eng_cu_chain_att_ok(&at.a, 17, N, 1024),
+              nok = !eng_cu_chain_att_ok(&at.a, 16, N, 2048), non = !eng_cu_chain_att_ok(&at.a, 16, N + 32, 1024);
+    eng_cu_attn_args b = at.a;
+    b.head_dim = 64; b.n_heads = 32; b.n_kv_heads = 16;
+    const int no64 = !eng_cu_chain_att_ok(&b, 16, N, 1024);
+    b = at.a;
+    b.q_norm = NULL;
+    const int noqn = !eng_cu_chain_att_ok(&b, 16, N, 1024);
+    /* a launch without the fold: refused before anything runs */
+    lab_poison(dy, (size_t)16 * N * 2);
+    eng_cu_chain_att_next = &at;
+    const cudaError_t ce = eng_cu_gemm_chain(0, dx, dw, NULL, NULL, dy, 16, N, 1024, ENG_CU_EPI_NONE, NULL);
+    eng_cu_chain_att_next = NULL;
+    CUCHECK(cudaDeviceSynchronize());
+    std::vector<uint16_t> h((size_t)16 * N);
+    CUCHECK(cudaMemcpy(h.data(), dy, h.size() * 2, cudaMemcpyDeviceToHost));
+    size_t touched = 0;
+    for (uint16_t v : h) touched += v != 0xffff;
+    const int pass = ok && no17 && nok && non && no64 && noqn && ce == cudaErrorNotSupported && touched == 0;
+    printf("  %-60s %s\n", "qkv+att refuses what it is not built for", pass ? "ok" : "FAIL");
+    if (!pass) lab_failures++;
+    cudaFree(dy); cudaFree(dx); cudaFree(dw); cudaFree(dctx); cudaFree(dtab); cudaFree(dcnt); cudaFree(dn);
+}
+
 /* What eng_cu_chain_attn_o refuses (the forward then runs attention and
  * the GEMM apart): more than 16 rows, a head size or K it is not built
  * for, N not a multiple of 16. */
@@ -488,6 +657,12 @@ static void check_attn_o_split(void) {
 }
 
 int main(void) {
+    if (getenv("LAB_ATTN_QKV_ONLY")) { /* the QKV attention tail's checks alone (memcheck runs) */
+        check_qkv_att({128, 16, 8, 1, {7, 5}, 1}, 16);
+        check_qkv_att({128, 16, 8, 0, {6, 1, 8}, 1}, 16);
+        check_qkv_att_refusals();
+        return lab_finish("lab_attn");
+    }
     const std::vector<int> mix = {1, 17, 64, 65, 2, 200, 63, 512, 5};
     for (int d : {32, 64, 128})
         for (int causal : {0, 1}) {
@@ -532,6 +707,15 @@ int main(void) {
     check_attn_o({64, 12, 12, 1, {1}, 0}, 16, 768, 1);
     check_attn_o_refusals();
     check_attn_o_split();
+    /* the QKV GEMM's attention tail (Qwen3-0.6B's shape): one sequence
+     * filling the bucket, several with padding rows, one token,
+     * bidirectional */
+    check_qkv_att({128, 16, 8, 1, {16}, 1}, 16);
+    check_qkv_att({128, 16, 8, 1, {7, 5}, 1}, 16);
+    check_qkv_att({128, 16, 8, 1, {1}, 1}, 16);
+    check_qkv_att({128, 16, 8, 1, {3}, 1}, 3);
+    check_qkv_att({128, 16, 8, 0, {6, 1, 8}, 1}, 16);
+    check_qkv_att_refusals();
     /* every version on the heaviest-first tile list (the list itself:
      * tests/unit/test_cu_attn_tiles.c) */
     g_heavy = 1;

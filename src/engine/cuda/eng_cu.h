@@ -626,6 +626,30 @@ cudaError_t eng_cu_gemm_chain(cudaStream_t s, const bf16 *X, const bf16 *W, cons
  * shared-memory row padding at one m tile; 0 where K is not a chain K */
 int eng_cu_chain_wpad(int K);
 
+/* The QKV GEMM's attention tail (eng_cu_chain_gemm.cu, ATT): when set
+ * around an eng_cu_gemm_chain call that makes Qwen3's Q|K|V (Y), the
+ * launch also computes attention(Y) into a.o -- a.q / a.k / a.v must be
+ * Y's Q, K and V columns.  The blocks of one K/V head's group (its query
+ * heads' Q columns, its K and its V) count themselves on counters[group]
+ * as they finish; the group's lead block waits for them and computes the
+ * group's attention (q/k norm + rotary as the chain's attention kernel
+ * applies them, causal or not, rows of several sequences within their own)
+ * and stores it, rows at or past the real count as zeros -- so the forward
+ * needs no attention node.  counters: device, n_kv_heads unsigned, zero at
+ * first; the lead sets its group's back to 0.  n_seqs_dev: the real sequence
+ * count (device).  ok (eng_cu_chain_att_ok): M <= 16, head size 128 with
+ * the q/k norm, K = 1024 (8 warps of 2 groups), blocks of 32 columns --
+ * Qwen3-0.6B's shape; eng_cu_gemm_chain returns cudaErrorNotSupported,
+ * launching nothing, when the launch it would make cannot carry the tail,
+ * and the caller then runs attention as its own kernel. */
+typedef struct eng_cu_chain_att {
+    eng_cu_attn_args a;
+    const int *n_seqs_dev;
+    unsigned *counters;
+} eng_cu_chain_att;
+extern thread_local const eng_cu_chain_att *eng_cu_chain_att_next;
+int eng_cu_chain_att_ok(const eng_cu_attn_args *a, int M, int N, int K);
+
 /* The chain's attention + O projection in one kernel
  * (eng_cu_chain_attn.cu): Y[M, N] = attention(a) Wo^T (+ bias) (+ R), for
  * buckets of M <= 16 rows, the attention as eng_cu_attention computes it

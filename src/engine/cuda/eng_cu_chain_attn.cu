@@ -14,14 +14,14 @@
  * rows (<= 16 of each, from L2) into its own shared tiles, applies
  * Qwen3's q/k RMSNorm + rotary there when asked (QKN), computes
  * S = Q K^T, the masked softmax (one key tile: no online rescaling) and
- * O = P V on tensor cores, and feeds O -- rounded to bf16 exactly as the
- * attention kernels store it -- straight from its accumulators into the
- * mma A fragments of the projection (the two layouts agree), against the
- * block's 16 weight rows that were requested, by bulk copies, before
- * griddepcontrol.wait.  Each block recomputes the attention (N / 16
- * blocks: 24 to 64 times), which is cheap next to a node; the warps'
- * partial tiles meet in skinny_finish with the bias and the residual, as
- * in the chain GEMM.
+ * O = P V on tensor cores (eng_chain_head, eng_cu_chain_head.h), and
+ * feeds O -- rounded to bf16 exactly as the attention kernels store it --
+ * straight from its accumulators into the mma A fragments of the
+ * projection (the two layouts agree), against the block's 16 weight rows
+ * that were requested, by bulk copies, before griddepcontrol.wait.  Each
+ * block recomputes the attention (N / 16 blocks: 24 to 64 times), which
+ * is cheap next to a node; the warps' partial tiles meet in skinny_finish
+ * with the bias and the residual, as in the chain GEMM.
  *
  * Rows may belong to several sequences (a bucket of 16 serves any mix):
  * each query row gets its sequence's key range from cu_seqlens (and,
@@ -41,6 +41,7 @@
  * the one-head split, Qwen3 only with POSY_CUDA_CHAIN_ATTN=1
  * (eng_cu_model.h, chain_attn).
  */
+#include "eng_cu_chain_head.h"
 #include "eng_cu_skinny.h"
 #include "eng_cu_trace.h"
 #include <math.h>
@@ -119,7 +120,6 @@ chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs
     float2 rst_v = make_float2(0.f, 0.f);
     if (LNR && threadIdx.x < M) rst_v = __ldcg(res.stats + threadIdx.x);
     const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-    const int mi = lane >> 3, mr = lane & 7;
     const int h0 = warp * HPW, grp = a.n_heads / a.n_kv_heads;
     bf16 *wt = tiles + warp * TPW * TILE; /* Q tiles, then K, then V */
     {
@@ -158,60 +158,8 @@ chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs
     for (int j = 0; j < HPW; j++) {
         const bf16 *Qs = wt + j * TILE, *Ks = wt + (HPW + (KVW == 1 ? 0 : j)) * TILE,
                    *Vs = wt + (HPW + KVW + (KVW == 1 ? 0 : j)) * TILE;
-        float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
-#pragma unroll
-        for (int kk = 0; kk < D / 16; kk++) {
-            const bf16 *q = Qs + kk * 16 + 2 * t;
-            const uint32_t qf[4] = {eng_ld32(q + g * LD), eng_ld32(q + (g + 8) * LD), eng_ld32(q + g * LD + 8),
-                                    eng_ld32(q + (g + 8) * LD + 8)};
-#pragma unroll
-            for (int nt = 0; nt < 2; nt++) {
-                const bf16 *k = Ks + (nt * 8 + g) * LD + kk * 16 + 2 * t;
-                eng_mma16816(sc[nt], qf, eng_ld32(k), eng_ld32(k + 8));
-            }
-        }
-        /* mask, then softmax over the (single) key tile in the log2 domain */
-        float mx[2] = {-INFINITY, -INFINITY};
-#pragma unroll
-        for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                const int key = nt * 8 + 2 * t + (e & 1), h = e >> 1;
-                if (key < lo[h] || key >= hi[h]) sc[nt][e] = -INFINITY;
-                mx[h] = fmaxf(mx[h], sc[nt][e]);
-            }
-        float l[2] = {0.f, 0.f};
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 1));
-            mx[h] = fmaxf(mx[h], __shfl_xor_sync(0xffffffffu, mx[h], 2));
-            mx[h] = mx[h] == -INFINITY ? 0.f : -mx[h] * sl2;
-        }
-#pragma unroll
-        for (int nt = 0; nt < 2; nt++)
-#pragma unroll
-            for (int e = 0; e < 4; e++) {
-                sc[nt][e] = eng_fast_exp2(fmaf(sc[nt][e], sl2, mx[e >> 1]));
-                l[e >> 1] += sc[nt][e];
-            }
-#pragma unroll
-        for (int h = 0; h < 2; h++) {
-            l[h] += __shfl_xor_sync(0xffffffffu, l[h], 1);
-            l[h] += __shfl_xor_sync(0xffffffffu, l[h], 2);
-            l[h] = l[h] > 0.f ? 1.f / l[h] : 0.f;
-        }
-        const uint32_t pa[4] = {eng_pack_bf16(sc[0][0], sc[0][1]), eng_pack_bf16(sc[0][2], sc[0][3]),
-                                eng_pack_bf16(sc[1][0], sc[1][1]), eng_pack_bf16(sc[1][2], sc[1][3])};
-        float o[D / 8][4];
-#pragma unroll
-        for (int dn = 0; dn < D / 8; dn++) o[dn][0] = o[dn][1] = o[dn][2] = o[dn][3] = 0.f;
-#pragma unroll
-        for (int dn = 0; dn < D / 8; dn += 2) {
-            uint32_t vb[4];
-            eng_ldmatrix_x4_trans(vb, Vs + ((mi & 1) * 8 + mr) * LD + (dn + (mi >> 1)) * 8);
-            eng_mma16816(o[dn], pa, vb[0], vb[1]);
-            eng_mma16816(o[dn + 1], pa, vb[2], vb[3]);
-        }
+        float o[D / 8][4], l[2];
+        eng_chain_head<D, LD>(Qs, Ks, Vs, lo, hi, sl2, o, l);
         if (j == 0) {
             sk3_bulk_wait(&wbar); /* the weight slice, requested before the wait */
             ENG_CU_TRACE_AT(3);

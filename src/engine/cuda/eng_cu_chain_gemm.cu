@@ -51,6 +51,14 @@
  * takes a 16-token MiniLM query from 132 to 75 us (docs/BENCHMARKS.md,
  * "One query").
  *
+ * With ATT (eng_cu_chain_att; Qwen3-0.6B's QKV at <= 16 rows) the launch
+ * also does the layer's attention: the blocks of each K/V group count
+ * themselves as they finish, and the group's lead block computes its
+ * attention from the Q|K|V the others stored (sk3_att_tail) -- the
+ * attention node between QKV and O, and its dependency, gone.  The other
+ * instantiations are untouched by it (their SASS compared equal with
+ * cuobjdump, all 504).
+ *
  * A block owns 16 output columns, or 32 (NC) where N >= 2048 and its
  * launch is built for it (chain_nc): each block reads all of X, so at 16
  * rows the N / 16 copies of X a launch reads from L2 weigh as much as its
@@ -73,11 +81,13 @@
  * (v3 checks against fp64: bulk and cp.async, with and without the norm
  * prologue, the SwiGLU epilogue).
  */
+#include "eng_cu_chain_head.h"
 #include "eng_cu_skinny.h"
 #include "eng_cu_trace.h"
 
 int eng_cu_chain_bulk = 1;
 thread_local int eng_cu_chain_late = 0;
+thread_local const eng_cu_chain_att *eng_cu_chain_att_next = NULL;
 ENG_CU_TRACE_UNIT("chain_gemm")
 
 /* Where a lane's second 8 values of a 64-value group start: 32 (whole
@@ -204,11 +214,118 @@ static __host__ __device__ constexpr size_t sk3_ext_bytes(int MT, int WARPS, int
     return 3 * (size_t)NC * 4 + 2 * (size_t)MT * 16 * 8 + (size_t)WARPS * MT * 16 * 4;
 }
 
-template <int MT, int WARPS, int G, int MODE, bool LNR, bool LATE, int NC, bool PW>
+/* The kernel's shared memory (the layout at the top of skinny3_kernel):
+ * weights, the norm prologue's gamma and beta, the warps' partial tiles,
+ * bias, residual rows and the ext part. */
+static __host__ __device__ constexpr size_t sk3_core_bytes(int MT, int K, int WARPS, bool norm, bool ext, int NC) {
+    return (size_t)NC * (K + sk3_pad(MT, K / 64 / WARPS)) * 2 + (norm ? (size_t)8 * K : 0) +
+           (size_t)WARPS * MT * 16 * (NC + 1) * 4 + (size_t)NC * 2 + (size_t)MT * 16 * NC * 2 +
+           (ext ? sk3_ext_bytes(MT, WARPS, NC) : 0);
+}
+
+/* The attention tail (ATT, eng_cu_chain_att): head size 128 only, its
+ * shared memory past the core part (16-byte aligned): the rotary rows of
+ * positions 0-15 [16][D] and the q / k norm weights [D] each (fp32, copied
+ * before the wait), then each query row's key range and position
+ * (rlo, rhi, rpos [16] each) and 16 bytes spare. */
+#define SK3_ATT_D 128
+static __host__ __device__ constexpr size_t sk3_att_off(size_t core) { return (core + 15) / 16 * 16; }
+static __host__ __device__ constexpr size_t sk3_att_bytes() { return (size_t)18 * SK3_ATT_D * 4 + 64 * 4; }
+
+/* The attention tail of the QKV launch (eng_cu_chain_att).  Each K/V
+ * group has a lead block, its first Q block (sk3_att_lead); the group's
+ * other blocks, once their Q, K or V columns are stored, count themselves
+ * on the group's counter (bar.sync, then thread 0's release add, which
+ * returns nothing: they leave at once) and the lead, after its own
+ * columns, polls the counter with acquire loads until all have come,
+ * sets it back to 0, and brings the group's Q, K and V rows into shared
+ * tiles where the weights were (loads that bypass L1), applies the q/k
+ * norm + rotary (two warps a tile, the rotary rows and norm weights
+ * already in shared memory), then computes the attention with the
+ * head's columns split over warps (eng_chain_head, 32 columns a warp,
+ * each computing S again) and stores O / l as bf16 -- rows at or past
+ * the real count as zeros.  The lead may wait on blocks of its launch
+ * only: every block has started before any waits (the launch fits the GPU
+ * in one wave, launch3 checks; and the polls come after griddepcontrol.wait).
+ * First version: the group's last block, found by an acquire-release add
+ * every block waited on, did the attention (two warps) -- 674 us a
+ * 16-token Qwen3-0.6B query with __threadfence, 646.5 with the acq_rel add,
+ * against 604.0 with the attention node (H200, runs 69-70); the trace
+ * (run 71) had every block 1.4 us later at its end and the tail 3.5 us.
+ * This form: 643.7 against 603.7 (run 72) -- still a loss, so the tail is
+ * an experiment, off by default (eng_cu_model.h, chain_qkv_att). */
+static __device__ __forceinline__ bool sk3_att_lead(const eng_cu_attn_args &a, int NC) {
+    const int c0 = NC * blockIdx.x, g = SK3_ATT_D * (a.n_heads / a.n_kv_heads);
+    return c0 < a.n_heads * SK3_ATT_D && c0 % g == 0;
+}
+
+template <int WARPS, int NC>
+static __device__ __forceinline__ void sk3_att_tail(const eng_cu_chain_att &at, bf16 *tiles, const float *rope_s,
+                                                    int *arow, int n_real, int M) {
+    constexpr int D = SK3_ATT_D, LD = D + 8, TILE = 16 * LD, DC = 32;
+    const eng_cu_attn_args &a = at.a;
+    const int hpg = a.n_heads / a.n_kv_heads, Hq = a.n_heads * D, Hk = a.n_kv_heads * D;
+    const int c0 = NC * blockIdx.x;
+    const int grp = c0 < Hq ? c0 / (D * hpg) : c0 < Hq + Hk ? (c0 - Hq) / D : (c0 - Hq - Hk) / D;
+    unsigned *cnt = at.counters + grp;
+    __syncthreads(); /* every thread's stores of Y issued */
+    if (!sk3_att_lead(a, NC)) {
+        if (threadIdx.x == 0) asm volatile("red.release.gpu.global.add.u32 [%0], 1;\n" ::"l"(cnt) : "memory");
+        return;
+    }
+    if (threadIdx.x == 0) {
+        const unsigned others = (unsigned)((hpg + 2) * D / NC) - 1;
+        unsigned v;
+        do asm volatile("ld.acquire.gpu.global.u32 %0, [%1];\n" : "=r"(v) : "l"(cnt) : "memory");
+        while (v != others);
+        asm volatile("st.relaxed.gpu.global.u32 [%0], 0;\n" ::"l"(cnt) : "memory"); /* ready for the next launch */
+    }
+    __syncthreads(); /* the other threads' loads come after thread 0's acquire */
+    /* hpg Q tiles, then K, then V; rows at or past the real count as zeros */
+    for (int ti = 0; ti < hpg; ti++)
+        eng_async_rows<16, D, WARPS * 32>(tiles + ti * TILE, a.q + (grp * hpg + ti) * D, a.ldq, n_real);
+    eng_async_rows<16, D, WARPS * 32>(tiles + hpg * TILE, a.k + grp * D, a.ldk, n_real);
+    eng_async_rows<16, D, WARPS * 32>(tiles + (hpg + 1) * TILE, a.v + grp * D, a.ldv, n_real);
+    eng_async_commit();
+    eng_async_wait<0>();
+    __syncthreads();
+    /* q/k norm + rotary: two warps a tile; the rotary rows come from shared
+     * memory (positions within a 16-row bucket are < 16) */
+    eng_cu_attn_args an = a;
+    an.rope = rope_s;
+    an.rope_rows = min(16, a.rope_rows);
+    const float *qn = rope_s + 16 * D, *kn = qn + D;
+    for (int j = (int)threadIdx.x >> 6; j <= hpg; j += WARPS / 2)
+        eng_attn_qk_rows<D, 64>(tiles + j * TILE, n_real, 0, j < hpg ? qn : kn, an, (int)threadIdx.x & 63,
+                                arow + 32);
+    __syncthreads();
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int lo[2] = {arow[g], arow[g + 8]}, hi[2] = {arow[16 + g], arow[16 + g + 8]};
+    const float sl2 = a.scale * 1.4426950408889634f;
+    for (int it = warp; it < hpg * (D / DC); it += WARPS) { /* (head, 32 columns) a warp */
+        const int j = it / (D / DC), cs = (it % (D / DC)) * DC;
+        float o[DC / 8][4], l[2];
+        eng_chain_head<D, LD, DC>(tiles + j * TILE, tiles + hpg * TILE, tiles + (hpg + 1) * TILE, lo, hi, sl2, o, l,
+                                  cs);
+        bf16 *dst = a.o + (grp * hpg + j) * D + cs + 2 * t;
+#pragma unroll
+        for (int h = 0; h < 2; h++) {
+            const int r = g + 8 * h;
+            const float sc = r < n_real ? l[h] : 0.f;
+            if (r < M)
+#pragma unroll
+                for (int dn = 0; dn < DC / 8; dn++)
+                    *(uint32_t *)(dst + (size_t)r * a.ldo + dn * 8) =
+                        eng_pack_bf16(o[dn][2 * h] * sc, o[dn][2 * h + 1] * sc);
+        }
+    }
+}
+
+template <int MT, int WARPS, int G, int MODE, bool LNR, bool LATE, int NC, bool PW, bool ATT>
 __global__ void __launch_bounds__(WARPS * 32)
 skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y, int M,
                int N, int K, int epi, eng_cu_chain_norm nm, int bulk, const char *pf, unsigned pf_slice,
-               eng_cu_chain_res res) {
+               eng_cu_chain_res res, eng_cu_chain_att att) {
     constexpr bool NORM = MODE == SK3_NORM, FOLD = MODE == SK3_FOLD || MODE == SK3_LNFOLD,
                    LNF = MODE == SK3_LNFOLD;
     constexpr int NT = NC / 8, HALF = NC / 2; /* n tiles of 8; the columns at n_lo, then at n_hi */
@@ -221,6 +338,9 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
     float *csm = (float *)(Rs + MT * 16 * NC), *rgs = csm + NC, *rbs = rgs + NC; /* ext: sk3_ext_bytes */
     float2 *rst = (float2 *)(rbs + NC), *lnst = rst + MT * 16;
     float *rsm = (float *)(lnst + MT * 16);
+    /* ATT: the tail's part (sk3_att_bytes) */
+    float *rope_s = (float *)(sk3_smem + sk3_att_off(sk3_core_bytes(MT, K, WARPS, NORM, LNF || LNR, NC)));
+    int *arow = (int *)(rope_s + 18 * SK3_ATT_D);
     ENG_CU_TRACE_BEGIN(); /* -DENG_CU_TRACE only: eng_cu_trace.h */
     /* LATE (eng_cu_chain_late): the dependents launch after the wait */
     if (!LATE) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
@@ -273,11 +393,41 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
         const int i = threadIdx.x - 64;
         sk3_cp16(i < Q ? rgs + 4 * i : rbs + 4 * (i - Q), (i < Q ? res.gamma : res.beta) + n_lo + 4 * (i & (Q - 1)));
     }
+    if constexpr (ATT) /* the lead: the rotary rows of positions 0-15, then the q and k norm weights */
+    if (sk3_att_lead(att.a, NC)) {
+        constexpr int D4 = SK3_ATT_D / 4;
+        const int rr = min(16, att.a.rope_rows);
+        for (int c = threadIdx.x; c < (rr + 2) * D4; c += WARPS * 32) {
+            const int r = c / D4;
+            const float *src = r < rr ? att.a.rope + 4 * c : (r == rr ? att.a.q_norm : att.a.k_norm) + 4 * (c - r * D4);
+            sk3_cp16(rope_s + 4 * (r < rr ? c : c + (16 - rr) * D4), src);
+        }
+    }
     eng_async_commit();
     /* FOLD: the real row count comes from the input block, which no kernel
      * of the forward writes (eng_cu.h): read before the wait */
     const int n_real = FOLD ? min(M, *nm.n_rows_dev) : M;
     const int r_real = LNR ? min(M, *res.n_rows_dev) : M;
+    if constexpr (ATT) { /* the lead: each query row's key range and position, from cu_seqlens (input block) */
+        const int r = (int)threadIdx.x - (WARPS - 1) * 32;
+        if (r >= 0 && r < 16 && sk3_att_lead(att.a, NC)) {
+            const int ns = *att.n_seqs_dev;
+            int lo = 0, hi = 0, pos = 0;
+            if (r < n_real)
+                for (int q = 0; q < ns; q++) {
+                    const int b = att.a.cu_seqlens[q], e = att.a.cu_seqlens[q + 1];
+                    if (r >= b && r < e) {
+                        lo = b;
+                        hi = att.a.causal ? r + 1 : e;
+                        pos = r - b;
+                        break;
+                    }
+                }
+            arow[r] = lo;
+            arow[16 + r] = hi;
+            arow[32 + r] = pos;
+        }
+    }
     /* a later GEMM's weights into L2, this block's share, while the
      * predecessor still runs (weights are never written by the forward) */
     if (pf && threadIdx.x == 32)
@@ -398,6 +548,7 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
     const skinny_res sres = {LNR ? rst : NULL, rgs, rbs, r_real};
     skinny_finish<MT, WARPS, NC>(acc, part, has_b ? bsm : NULL, R ? Rs : NULL, NC, Y + n_lo, swiglu ? N >> 1 : N, M,
                                  epi, fold, sres);
+    if constexpr (ATT) sk3_att_tail<WARPS, NC>(att, Ws, rope_s, arow, n_real, M);
     ENG_CU_TRACE_END();
 }
 
@@ -405,10 +556,7 @@ skinny3_kernel(const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf
 static int skinny3_mt(int M) { return M <= 16 ? 1 : M <= 32 ? 2 : 4; }
 
 static size_t skinny3_smem(int M, int K, int warps, int norm, int ext, int nc) {
-    const size_t mt = (size_t)skinny3_mt(M);
-    return (size_t)nc * (K + sk3_pad((int)mt, K / 64 / warps)) * 2 + (norm ? (size_t)8 * K : 0) +
-           (size_t)warps * mt * 16 * (nc + 1) * 4 + (size_t)nc * 2 + mt * 16 * nc * 2 +
-           (ext ? sk3_ext_bytes((int)mt, warps, nc) : 0);
+    return sk3_core_bytes(skinny3_mt(M), K, warps, norm != 0, ext != 0, nc);
 }
 
 int eng_cu_gemm_chain_ok(int M, int N, int K, int norm) {
@@ -464,20 +612,34 @@ static cudaError_t launch3(cudaStream_t s, const bf16 *X, const bf16 *W, const b
          * at 8 warps) ask for 116 KB, so one block sits on an SM whatever
          * their register count (130 gives one, 128 two: dev/cuda/NOTES.md,
          * runs 57 and 62) */
-        const size_t smem = eng_cu_chain_down_floor && G == 6 && smem0 < 116 * 1024 ? 116 * 1024 : smem0;
+        size_t smem = eng_cu_chain_down_floor && G == 6 && smem0 < 116 * 1024 ? 116 * 1024 : smem0;
+        /* the attention tail (eng_cu_chain_att): built for Qwen3-0.6B's QKV
+         * only (one m tile, K = 1024 at 8 warps, the RMS fold, blocks of 32);
+         * eng_cu_gemm_chain checked the rest */
+        constexpr bool CAN_ATT = MT == 1 && WARPS == 8 && G == 2 && MODE == SK3_FOLD && !LNR && NC == 32;
+        const eng_cu_chain_att *att = eng_cu_chain_att_next;
+        if (att && !CAN_ATT) return cudaErrorNotSupported;
+        if (att) smem = sk3_att_off(smem0) + sk3_att_bytes();
         /* the trigger's place is a template parameter, not a runtime
          * branch: a branch there moved the scheduling of BERT-base's and
          * Qwen3's K = 3072 kernel enough to cost 40 / 58 us a query (H200,
          * 2026-12-03 run 10), so the default kernel stays as it was */
-        auto *k = eng_cu_chain_late ? skinny3_kernel<MT, WARPS, G, MODE, LNR, true, NC, false>
-                                    : skinny3_kernel<MT, WARPS, G, MODE, LNR, false, NC, false>;
+        auto *k = eng_cu_chain_late ? skinny3_kernel<MT, WARPS, G, MODE, LNR, true, NC, false, false>
+                                    : skinny3_kernel<MT, WARPS, G, MODE, LNR, false, NC, false, false>;
         /* the padded weights' form: built for one m tile only (the
          * launcher passes wp for at most 16 rows) */
         if constexpr (MT == 1)
-            if (wp) k = eng_cu_chain_late ? skinny3_kernel<MT, WARPS, G, MODE, LNR, true, NC, true>
-                                          : skinny3_kernel<MT, WARPS, G, MODE, LNR, false, NC, true>;
-        const int var = (eng_cu_chain_late ? 1 : 0) + (wp ? 2 : 0);
-        static int attr_done[4] = {0, 0, 0, 0}; /* per instantiation: raise the shared-memory cap once */
+            if (wp) k = eng_cu_chain_late ? skinny3_kernel<MT, WARPS, G, MODE, LNR, true, NC, true, false>
+                                          : skinny3_kernel<MT, WARPS, G, MODE, LNR, false, NC, true, false>;
+        if constexpr (CAN_ATT)
+            if (att) {
+                if (wp) k = eng_cu_chain_late ? skinny3_kernel<MT, WARPS, G, MODE, LNR, true, NC, true, true>
+                                              : skinny3_kernel<MT, WARPS, G, MODE, LNR, false, NC, true, true>;
+                else k = eng_cu_chain_late ? skinny3_kernel<MT, WARPS, G, MODE, LNR, true, NC, false, true>
+                                           : skinny3_kernel<MT, WARPS, G, MODE, LNR, false, NC, false, true>;
+            }
+        const int var = (eng_cu_chain_late ? 1 : 0) + (wp ? 2 : 0) + (att ? 4 : 0);
+        static int attr_done[8] = {0, 0, 0, 0, 0, 0, 0, 0}; /* per instantiation: raise the shared-memory cap once */
         if (!attr_done[var]) {
             cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, 200 * 1024);
             if (e != cudaSuccess) return e;
@@ -488,7 +650,7 @@ static cudaError_t launch3(cudaStream_t s, const bf16 *X, const bf16 *W, const b
              * wave -- Qwen3-0.6B's gate|up at 32 rows (192 blocks of 132
              * registers a thread, one an SM) was slower than 384 blocks of
              * 16 (H200, 2026-12-04 run 49: 848 against 840 us) */
-            static int waves_ok[4] = {-1, -1, -1, -1};
+            static int waves_ok[8] = {-1, -1, -1, -1, -1, -1, -1, -1};
             int &ok = waves_ok[var];
             if (ok < 0) {
                 int per_sm = 0, dev = 0, sms = 0;
@@ -498,13 +660,19 @@ static cudaError_t launch3(cudaStream_t s, const bf16 *X, const bf16 *W, const b
                 if (e != cudaSuccess) return e;
                 ok = per_sm * sms; /* blocks in one wave (>= 0 from here on) */
             }
-            if (!eng_cu_chain_nc && N / 32 > ok)
+            /* the tail's lead blocks wait on the other blocks of their
+             * launch: all must be on the GPU at once, whatever
+             * POSY_CUDA_CHAIN_NC asks (and it is built for blocks of 32 only) */
+            if (att && N / 32 > ok) return cudaErrorNotSupported;
+            if (!eng_cu_chain_nc && N / 32 > ok) {
                 return launch3<MT, WARPS, G, MODE, LNR, 16>(s, X, W, bias, R, Y, M, N, K, epi, nm, pf,
                                                             pf_slice / 32 * 16, res, wp); /* 16-byte slices */
+            }
         }
         eng_cu_chain_last_nc = NC;
+        const eng_cu_chain_att none = {};
         return eng_cu_launch(k, dim3(N / NC), dim3(WARPS * 32), smem, s, X, wp ? wp : W, bias, R, Y, M, N, K, epi, nm,
-                             eng_cu_chain_bulk, pf, pf_slice, res);
+                             eng_cu_chain_bulk, pf, pf_slice, res, att ? *att : none);
     }
 }
 
@@ -552,6 +720,11 @@ cudaError_t eng_cu_gemm_chain(cudaStream_t s, const bf16 *X, const bf16 *W, cons
         return cudaErrorInvalidValue; /* 16-byte accesses to X, W, bias, R, the normalised rows, column sums,
                                          gamma and beta */
     const int nc = chain_nc(M, N, K, mode, res->stats != NULL);
+    /* the attention tail: only where its launch is built (eng_cu_chain_att_ok), else nothing is launched */
+    if (eng_cu_chain_att_next && (mode != 2 || nc != 32 || epi == ENG_CU_EPI_SWIGLU || R ||
+                                  !eng_cu_chain_att_ok(&eng_cu_chain_att_next->a, M, N, K) ||
+                                  !eng_cu_chain_att_next->counters || !eng_cu_chain_att_next->n_seqs_dev))
+        return cudaErrorNotSupported;
     /* each block prefetches an equal 16-byte-multiple slice; the few bytes
      * past the last whole slice are left to the next GEMM's own loads */
     const unsigned slice = pf && ((uintptr_t)pf & 15) == 0 ? (unsigned)(pf_bytes / (N / nc) / 16 * 16) : 0;
@@ -574,4 +747,22 @@ int eng_cu_chain_wpad(int K) {
     int w, gq;
     eng_cu_chain_split(K, &w, &gq);
     return w > 0 ? sk3_pad(1, gq) : 0;
+}
+
+int eng_cu_chain_att_ok(const eng_cu_attn_args *a, int M, int N, int K) {
+    int w, gq;
+    eng_cu_chain_split(K, &w, &gq);
+    const int D = a->head_dim;
+    if (M < 1 || M > 16 || D != SK3_ATT_D || w != 8 || gq != 2 || a->n_kv_heads < 1 || a->n_heads % a->n_kv_heads)
+        return 0;
+    const int hpg = a->n_heads / a->n_kv_heads;
+    /* Y is [Q | K | V] (so each block of 32 columns lies in one head), the
+     * group's tiles fit where the weights were, 16-byte accesses */
+    return N == (a->n_heads + 2 * a->n_kv_heads) * D && a->q_norm && a->k_norm && a->rope && a->rope_rows >= 1 &&
+           a->o && a->cu_seqlens && chain_nc(M, N, K, 2, false) == 32 &&
+           (size_t)(hpg + 2) * 16 * (D + 8) * 2 <= (size_t)32 * (K + sk3_pad(1, gq)) * 2 &&
+           (a->ldq | a->ldk | a->ldv | a->ldo) % 8 == 0 &&
+           (((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v | (uintptr_t)a->o | (uintptr_t)a->q_norm |
+             (uintptr_t)a->k_norm | (uintptr_t)a->rope) & 15) == 0 &&
+           sk3_att_off(skinny3_smem(M, K, w, 0, 0, 32)) + sk3_att_bytes() <= 200 * 1024;
 }

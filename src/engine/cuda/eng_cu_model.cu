@@ -231,6 +231,7 @@ static void plan_arena(eng_cu_model *m, bump *b) {
     m->pooled = (float *)take(b, (size_t)m->max_seqs * H * 4);
     m->d_in = (int32_t *)take(b, eng_cu_in_layout_for(m->max_tokens, m->max_seqs).total * 4);
     m->attn_work = (int *)take(b, 2 * sizeof(int));
+    m->att_cnt = (unsigned *)take(b, (size_t)m->kv_heads * sizeof(unsigned));
 }
 
 static int reserve_arena(eng_cu_model *m, posy_err *err) {
@@ -312,6 +313,8 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         if (cpr && m->chain_padw) m->chain_padw = atoi(cpr) & 15;
         const char *cb = getenv("POSY_CUDA_CHAIN_BULK");
         eng_cu_chain_bulk = !(cb && !strcmp(cb, "0"));
+        const char *cqa = getenv("POSY_CUDA_CHAIN_QKV_ATT"); /* attention in the QKV GEMM: eng_cu_model.h */
+        m->chain_qkv_att = is_q3 && cqa && !strcmp(cqa, "1");
         const char *cdf = getenv("POSY_CUDA_CHAIN_DOWN_FLOOR"); /* an experiment: eng_cu.h */
         eng_cu_chain_down_floor = cdf && !strcmp(cdf, "1");
         const char *cnc = getenv("POSY_CUDA_CHAIN_NC"); /* columns a chain GEMM block: eng_cu.h */
@@ -579,18 +582,26 @@ static const bf16 *chain_wp(eng_cu_model *m, cudaStream_t s, const bf16 *W, int 
     return p;
 }
 
+/* One chain GEMM launch with the model's settings for W's role: the L2
+ * prefetch, the trigger's place, the padded copy. */
+static cudaError_t chain_gemm(eng_cu_model *m, cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *B,
+                              const bf16 *R, bf16 *Y, int T, int N, int K, int epi, const eng_cu_chain_norm *nm,
+                              const eng_cu_chain_res *res) {
+    size_t pfb = 0;
+    const bf16 *pf = m->chain_l2 ? weights_ahead(m, W, m->chain_l2, &pfb) : NULL;
+    eng_cu_chain_late = gemm_late(m, W, T);
+    const bf16 *wp = chain_wp(m, s, W, T, N, K);
+    const cudaError_t ce = eng_cu_gemm_chain(s, X, W, B, R, Y, T, N, K, epi, nm, pf, pfb, res, wp);
+    eng_cu_chain_late = 0;
+    return ce;
+}
+
 int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, const bf16 *W, const bf16 *B,
                       const bf16 *R, bf16 *Y, int T, int N, int K, int epi, const eng_cu_chain_norm *nm,
                       posy_err *err, const eng_cu_chain_res *res) {
     if (eng_cu_ablate("gemm")) return 0;
     if (chain) {
-        size_t pfb = 0;
-        const bf16 *pf = m->chain_l2 ? weights_ahead(m, W, m->chain_l2, &pfb) : NULL;
-        eng_cu_chain_late = gemm_late(m, W, T);
-        const bf16 *wp = chain_wp(m, s, W, T, N, K);
-        const cudaError_t ce = eng_cu_gemm_chain(s, X, W, B, R, Y, T, N, K, epi, nm, pf, pfb, res, wp);
-        eng_cu_chain_late = 0;
-        CK("chain gemm", ce);
+        CK("chain gemm", chain_gemm(m, s, X, W, B, R, Y, T, N, K, epi, nm, res));
         return 0;
     }
     if (res) return posy_err_set(err, POSY_E_INTERNAL, "cuda backend: a normalised residual off the chain");
@@ -598,6 +609,18 @@ int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X,
     if (eng_cu_gemm(m->gemm, s, X, W, B, R, Y, T, N, K, epi, msg, sizeof msg))
         return posy_err_set(err, POSY_E_INTERNAL, "cuda backend: %s", msg);
     return 0;
+}
+
+int eng_cu_model_qkv_att(eng_cu_model *m, cudaStream_t s, const eng_cu_chain_att *att, const bf16 *X, const bf16 *W,
+                         const bf16 *B, bf16 *Y, int T, int N, int K, const eng_cu_chain_norm *nm, posy_err *err) {
+    if (eng_cu_ablate("gemm")) return 1;
+    eng_cu_chain_att_next = att;
+    const cudaError_t ce =
+        chain_gemm(m, s, X, W, B, NULL, Y, T, N, K, B ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, nm, NULL);
+    eng_cu_chain_att_next = NULL;
+    if (ce == cudaErrorNotSupported) return 0;
+    CK("qkv + attention (chain)", ce);
+    return 1;
 }
 
 int eng_cu_model_attn_o(eng_cu_model *m, cudaStream_t s, int chain, const eng_cu_attn_args *a, const int *n_tok,

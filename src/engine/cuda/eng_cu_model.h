@@ -85,6 +85,7 @@ typedef struct eng_cu_model {
     float *pooled;                      /* [max_seqs, H] */
     int32_t *d_in;                      /* input block, eng_cu_in_layout(max) ints */
     int *attn_work;                     /* attention's work counter pair (eng_cu_attn_args.work), zeroed at open */
+    unsigned *att_cnt;                  /* the QKV attention tail's counters [kv_heads] (eng_cu_chain_att), zeroed at open */
     eng_cu_gemm_ctx *gemm;
     /* the one-query chain: buckets of at most chain_max tokens run every
      * kernel with programmatic dependent launch and the GEMMs through
@@ -130,6 +131,13 @@ typedef struct eng_cu_model {
      * (docs/BENCHMARKS.md); 2 for every shape it is built for
      * (POSY_CUDA_CHAIN_ATTN=1); 0 off (=0) */
     int chain_attn;
+    /* Qwen3: attention at the end of the QKV GEMM (eng_cu_chain_att: a
+     * lead block of each K/V group computes the group's attention) in
+     * buckets of at most 16 tokens, instead of an attention kernel between
+     * QKV and O -- one node fewer a layer.  POSY_CUDA_CHAIN_QKV_ATT=1 on;
+     * an experiment, off by default: slower than the node on the H200
+     * (643.7 against 603.7 us a 16-token query, docs/BENCHMARKS.md) */
+    int chain_qkv_att;
     /* which chain kernels let their dependents launch only after their own
      * wait (eng_cu_chain_late), a bit per role: 1 QKV, 2 attention + O / O,
      * 4 up, 8 down (POSY_CUDA_CHAIN_TRIGGER=mask, every chain bucket); -1
@@ -262,6 +270,12 @@ static inline int eng_cu_ablate(const char *kind) {
 int eng_cu_model_attn_o(eng_cu_model *m, cudaStream_t s, int chain, const eng_cu_attn_args *a, const int *n_tok,
                         const int *n_seq, const bf16 *Wo, const bf16 *bo, const bf16 *R, bf16 *Y, int T, int K,
                         posy_err *err, const eng_cu_chain_res *res = NULL);
+/* Qwen3's QKV with the attention tail (eng_cu_chain_att): Y = X W^T as
+ * eng_cu_model_gemm's chain path, and attention(Y) into att->a.o.
+ * Returns 1 when launched, 0 when this launch cannot carry the tail
+ * (nothing launched: run attention as its own kernel), -1 on error. */
+int eng_cu_model_qkv_att(eng_cu_model *m, cudaStream_t s, const eng_cu_chain_att *att, const bf16 *X, const bf16 *W,
+                         const bf16 *B, bf16 *Y, int T, int N, int K, const eng_cu_chain_norm *nm, posy_err *err);
 int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, const bf16 *W, const bf16 *B,
                       const bf16 *R, bf16 *Y, int T, int N, int K, int epi, const eng_cu_chain_norm *nm,
                       posy_err *err, const eng_cu_chain_res *res = NULL);

@@ -41,7 +41,9 @@
  *
  * The one-query chain (buckets of <= 32 tokens, eng_cu_model.cu) runs five
  * launches a layer: qkv (RMS fold), attention (q/k norm + rotary inside),
- * o (+ residual), gate|up (RMS fold, SwiGLU epilogue), down (+ residual).
+ * o (+ residual), gate|up (RMS fold, SwiGLU epilogue), down (+ residual);
+ * four with POSY_CUDA_CHAIN_QKV_ATT=1 at <= 16 tokens, attention then
+ * being the QKV launch's tail (eng_cu_chain_att).
  * The fold: at load each layer's ln1 / ln2 weights are multiplied into the
  * columns of Wqkv / Wgu and stored as ones (eng_cu_qwen3_pack.c), so the
  * graph path's norm kernels compute the same function with unit weights,
@@ -309,13 +311,35 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
          * as the norm prologue (POSY_CUDA_CHAIN_NORM=1) */
         const int fold = !m->chain_norm;
         eng_cu_chain_norm nm = {NULL, NULL, m->eps, n_tok, NULL, fold, NULL, NULL};
+        /* attention at the end of the QKV GEMM (chain_qkv_att, eng_cu_chain_att),
+         * where the launch is built for the shape; a launch that cannot carry
+         * it (eng_cu_model_qkv_att returns 0) falls back to the node */
+        eng_cu_chain_att att;
+        memset(&att, 0, sizeof att);
+        att.a = a;
+        att.a.q_norm = m->layers[0].q_norm; att.a.k_norm = m->layers[0].k_norm;
+        att.n_seqs_dev = n_seq;
+        att.counters = m->att_cnt;
+        const int qkv_att = m->chain_qkv_att && fold && eng_cu_chain_att_ok(&att.a, T, m->qkv_n, H);
         for (int l = 0; l < m->L; l++) {
             const eng_cu_layer *w = eng_cu_layer_at(m, l);
             nm.gamma = fold ? NULL : w->ln1_g; /* prologue, layer 0: h is the embedding's norm already */
-            if (eng_cu_model_gemm(m, s, 1, l || fold ? x : m->h, w->qkv_w, w->qkv_b, NULL, m->qkv, T, m->qkv_n, H,
-                                  w->qkv_b ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, l || fold ? &nm : NULL, err))
-                return -1;
-            if (attn_block(m, s, 1, fuse, 0, w, &q, &a, x, y, T, err)) return -1;
+            int done = 0;
+            if (qkv_att) {
+                att.a.q_norm = w->q_norm; att.a.k_norm = w->k_norm;
+                done = eng_cu_model_qkv_att(m, s, &att, x, w->qkv_w, w->qkv_b, m->qkv, T, m->qkv_n, H, &nm, err);
+                if (done < 0) return -1;
+            }
+            if (done) {
+                if (eng_cu_model_gemm(m, s, 1, m->ctx, w->ao_w, w->ao_b, x, y, T, H, m->attn_n,
+                                      w->ao_b ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, NULL, err))
+                    return -1;
+            } else {
+                if (eng_cu_model_gemm(m, s, 1, l || fold ? x : m->h, w->qkv_w, w->qkv_b, NULL, m->qkv, T, m->qkv_n,
+                                      H, w->qkv_b ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, l || fold ? &nm : NULL, err))
+                    return -1;
+                if (attn_block(m, s, 1, fuse, 0, w, &q, &a, x, y, T, err)) return -1;
+            }
             t = x; x = y; y = t;
             nm.gamma = fold ? NULL : w->ln2_g;
             if (mlp_up(m, s, 1, x, w, T, n_tok, &nm, err)) return -1;
