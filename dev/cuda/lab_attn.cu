@@ -131,7 +131,6 @@ static void ref_qkn_setup(const acase &c, const std::vector<int> &cu, std::vecto
     ref_qkn_apply(c, cu, f, ld, qk_eps, qw, kw, rope);
 }
 
-
 /* The engine's row [Q (heads*D) | K (kv*D) | V (kv*D)] as ref_attn reads
  * it: K at column Hq, V at 2*Hq. */
 static std::vector<float> ref_layout(const std::vector<float> &f, int T, int ld, int Hq, int Hkv) {
