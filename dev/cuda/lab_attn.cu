@@ -114,13 +114,10 @@ static void ref_qkn_apply(const acase &c, const std::vector<int> &cu, std::vecto
         }
 }
 
-/* q/k fusion cases: weights near 1 (qw, kw), a rotary table of the real
- * formula (rope, rope_rows positions); the reference attends over the
- * transformed Q/K, so f's Q and K columns are transformed in place (the
- * GPU gets the raw values) */
-static void ref_qkn_setup(const acase &c, const std::vector<int> &cu, std::vector<float> &f, int ld, int rope_rows,
-                          float qk_eps, std::vector<float> &qw, std::vector<float> &kw, std::vector<float> &rope) {
-    const int D = c.d;
+/* q/k fusion cases: weights near 1 (qw, kw) and a rotary table of the
+ * real formula (rope, rope_rows positions) */
+static void ref_qkn_tables(int D, int rope_rows, std::vector<float> &qw, std::vector<float> &kw,
+                           std::vector<float> &rope) {
     for (int j = 0; j < D; j++) { qw[j] = 1.f + 0.5f * lab_uniform(); kw[j] = 1.f + 0.5f * lab_uniform(); }
     for (int p = 0; p < rope_rows; p++)
         for (int j = 0; j < D / 2; j++) {
@@ -128,6 +125,13 @@ static void ref_qkn_setup(const acase &c, const std::vector<int> &cu, std::vecto
             rope[(size_t)p * D + 2 * j] = (float)cos(th);
             rope[(size_t)p * D + 2 * j + 1] = (float)sin(th);
         }
+}
+
+/* the tables, then f's Q and K columns transformed in place: the
+ * reference attends over the transformed Q/K (the GPU gets the raw values) */
+static void ref_qkn_setup(const acase &c, const std::vector<int> &cu, std::vector<float> &f, int ld, int rope_rows,
+                          float qk_eps, std::vector<float> &qw, std::vector<float> &kw, std::vector<float> &rope) {
+    ref_qkn_tables(c.d, rope_rows, qw, kw, rope);
     ref_qkn_apply(c, cu, f, ld, qk_eps, qw, kw, rope);
 }
 
@@ -499,8 +503,7 @@ static void check_qkv_att(const acase &c, int M) {
     at.n_seqs_dev = dns;
     at.counters = dcnt;
     float *dqw = NULL, *dkw = NULL, *drope = NULL;
-    std::vector<float> dummy((size_t)T * N, 0.f); /* the tables now; Q/K transformed later (ref_qkn_apply) */
-    ref_qkn_setup(c, cu, dummy, N, rope_rows, qk_eps, qw, kw, rope);
+    ref_qkn_tables(D, rope_rows, qw, kw, rope); /* Q/K transformed later, on the GPU's Y (ref_qkn_apply) */
     lab_attn_qkn(at.a, qw, kw, rope, rope_rows, qk_eps, &dqw, &dkw, &drope);
     const eng_cu_chain_norm nm = {NULL, NULL, eps, dnr, NULL, 1, NULL, NULL};
     for (int run = 0; run < 3; run++) {
