@@ -450,6 +450,45 @@ static void check_attn_o(const acase &c, int M, int N, int lnres = 0) {
         std::vector<float> got = lab_download_bf16(dy, ref.size());
         lab_check(name, got.data(), ref.data(), got.size(), 3e-2f, 1e-2f);
     }
+    /* the split launch (eng_cu_chain_ao: Qwen3's shapes, no bias, the
+     * plain residual): the same reference less the bias, rows past the
+     * real count exactly zero, and the same bits over three launches */
+    if (!lnres && eng_cu_chain_ao_ok(&a, M, N)) {
+        bf16 *img = NULL, *dy2 = NULL;
+        float *part = NULL;
+        unsigned long long *bar = NULL;
+        CUCHECK(cudaMalloc(&img, eng_cu_chain_ao_img_bytes(N, c.heads)));
+        CUCHECK(cudaMalloc(&part, eng_cu_chain_ao_part_bytes(N, c.heads)));
+        CUCHECK(cudaMalloc(&bar, 8));
+        CUCHECK(cudaMemset(bar, 0, 8));
+        CUCHECK(cudaMalloc(&dy2, (size_t)M * N * 2));
+        CUCHECK(eng_cu_chain_ao_pack(0, dw, img, N, c.heads));
+        std::vector<float> ref2(ref);
+        for (int m = 0; m < M; m++)
+            for (int n = 0; n < N; n++) {
+                float &v = ref2[(size_t)m * N + n];
+                v = m < T ? v - bfv[n] : 0.f;
+            }
+        std::vector<float> first;
+        int same = 1;
+        for (int rep = 0; rep < 3; rep++) {
+            lab_poison(dy2, (size_t)M * N * 2);
+            CUCHECK(eng_cu_chain_ao(0, &a, dnr, dns, img, dr, dy2, part, bar, M, N, rep == 2));
+            CUCHECK(cudaDeviceSynchronize());
+            std::vector<float> got = lab_download_bf16(dy2, ref2.size());
+            if (rep == 0) first = got;
+            else same &= !memcmp(got.data(), first.data(), got.size() * sizeof(float));
+        }
+        char nm2[160];
+        snprintf(nm2, sizeof nm2, "%s split by head", name);
+        lab_check(nm2, first.data(), ref2.data(), first.size(), 3e-2f, 1e-2f);
+        size_t nz = 0;
+        for (size_t i = (size_t)T * N; i < first.size(); i++) nz += first[i] != 0.f;
+        snprintf(nm2, sizeof nm2, "  split: padding rows zero, 3 launches same bits");
+        const float okv = !nz && same ? 1.f : 0.f, want = 1.f;
+        lab_check(nm2, &okv, &want, 1, 0.f, 0.f);
+        cudaFree(img); cudaFree(part); cudaFree(bar); cudaFree(dy2);
+    }
     cudaFree(dqkv); cudaFree(dw); cudaFree(db); cudaFree(dr); cudaFree(dy); cudaFree(dcu); cudaFree(dnr);
     cudaFree(dns); cudaFree(dqw); cudaFree(dkw); cudaFree(drope); cudaFree(drg); cudaFree(drb); cudaFree(drst);
 }
@@ -659,6 +698,14 @@ static void check_attn_o_split(void) {
 }
 
 int main(void) {
+    if (getenv("LAB_ATTN_AO_ONLY")) { /* the split attention + O's checks alone (memcheck runs) */
+        check_attn_o({128, 16, 8, 1, {16}, 1}, 16, 1024);
+        check_attn_o({128, 16, 8, 1, {7, 9}, 1}, 16, 1024);
+        check_attn_o({128, 16, 8, 1, {3}, 1}, 3, 1024);
+        check_attn_o({128, 16, 8, 0, {6, 8}, 1}, 16, 1024);
+        check_attn_o({128, 16, 8, 1, {1}, 1}, 1, 1024);
+        return lab_finish("lab_attn");
+    }
     if (getenv("LAB_ATTN_QKV_ONLY")) { /* the QKV attention tail's checks alone (memcheck runs) */
         check_qkv_att({128, 16, 8, 1, {7, 5}, 1}, 16);
         check_qkv_att({128, 16, 8, 0, {6, 1, 8}, 1}, 16);
@@ -694,6 +741,8 @@ int main(void) {
     check_attn_o({128, 16, 8, 1, {4}, 1}, 16, 1024);
     check_attn_o({128, 16, 8, 0, {6, 8}, 1}, 16, 1024);
     check_attn_o({128, 16, 8, 1, {13}, 0}, 16, 1024);
+    check_attn_o({128, 16, 8, 1, {3}, 1}, 3, 1024);
+    check_attn_o({128, 16, 8, 1, {1}, 1}, 1, 1024);
     /* with the LayerNorm residual (MiniLM's folded chain) */
     check_attn_o({32, 12, 12, 0, {16}, 0}, 16, 384, 1);
     check_attn_o({32, 12, 12, 0, {5, 1, 7}, 0}, 16, 384, 1);

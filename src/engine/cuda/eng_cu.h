@@ -675,6 +675,46 @@ cudaError_t eng_cu_chain_attn_o(cudaStream_t s, const eng_cu_attn_args *a, const
 extern int eng_cu_chain_attn_wh;
 int eng_cu_chain_attn_o_one_head(const eng_cu_attn_args *a);
 
+/* A decoder layer's whole MLP as one chain launch (eng_cu_chain_ffn.cu):
+ * Y = X + W_down (silu(rs Wg X) * (rs Wu X)), rs = rsqrt(mean(x^2) + eps)
+ * per row (the RMS fold: the norm's weights are already in Wg | Wu), rows
+ * at or past *n_rows_dev (and below M) stored as zeros.  Each block owns
+ * 16 intermediate columns and adds a T x H partial; the partials meet by
+ * a reduce-scatter in a fixed order behind one grid barrier (bar: a
+ * 64-bit counter, zero at first, shared only by launches of the same I),
+ * so results are the same bits on every run.  img: the per-block weight
+ * image eng_cu_chain_ffn_pack makes from Wgu [2I][H] (gate rows, then up)
+ * and Wd [H][I], eng_cu_chain_ffn_img_bytes; part: fp32 scratch,
+ * eng_cu_chain_ffn_part_bytes.  ok: M <= 16, H = 1024, I % 16 == 0 (Qwen3-
+ * 0.6B).  cudaErrorNotSupported, launching nothing, when the shape is not
+ * built or the grid cannot be resident at once (the caller then runs the
+ * two GEMMs).  late: the dependents launch after the wait. */
+int eng_cu_chain_ffn_ok(int M, int H, int I);
+/* Attention + O projection as one chain launch split by head
+ * (eng_cu_chain_ao.cu): Y = R + attention(a) Wo^T, the attention as the
+ * chain's v2 computes it with Qwen3's q/k norm + rotary (a.q_norm,
+ * a.k_norm, a.rope required), rows past *n_rows_dev (below M) zero.
+ * Block (head h, column group c) adds the head's T x 128 partial; the
+ * partials meet as in eng_cu_chain_ffn (fixed order, same bits every
+ * run; bar shared only by launches of the same shape).  img:
+ * eng_cu_chain_ao_pack of Wo [H][n_heads x 128], _img_bytes; part:
+ * _part_bytes.  ok: M <= 16, head size 128, <= 16 heads, H % 128 == 0
+ * (Qwen3-0.6B).  cudaErrorNotSupported, launching nothing, when the shape
+ * is not built or the grid cannot be resident at once. */
+int eng_cu_chain_ao_ok(const eng_cu_attn_args *a, int M, int H);
+size_t eng_cu_chain_ao_img_bytes(int H, int n_heads);
+size_t eng_cu_chain_ao_part_bytes(int H, int n_heads);
+cudaError_t eng_cu_chain_ao_pack(cudaStream_t s, const bf16 *Wo, bf16 *img, int H, int n_heads);
+cudaError_t eng_cu_chain_ao(cudaStream_t s, const eng_cu_attn_args *a, const int *n_rows_dev, const int *n_seqs_dev,
+                            const bf16 *img, const bf16 *R, bf16 *Y, float *part, unsigned long long *bar, int M,
+                            int H, int late);
+size_t eng_cu_chain_ffn_img_bytes(int H, int I);
+size_t eng_cu_chain_ffn_part_bytes(int H, int I);
+cudaError_t eng_cu_chain_ffn_pack(cudaStream_t s, const bf16 *Wgu, const bf16 *Wd, bf16 *img, int H, int I);
+cudaError_t eng_cu_chain_ffn(cudaStream_t s, const bf16 *X, const bf16 *img, bf16 *Y, float *part,
+                             unsigned long long *bar, int M, int H, int I, const int *n_rows_dev, float eps,
+                             int late);
+
 /* Lab use: run the same GEMM with the i-th heuristic candidate instead of
  * the cached choice.  Returns -1 when there is no such candidate. */
 int eng_cu_gemm_candidate(eng_cu_gemm_ctx *g, cudaStream_t s, const bf16 *X, const bf16 *W,

@@ -315,6 +315,10 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         eng_cu_chain_bulk = !(cb && !strcmp(cb, "0"));
         const char *cqa = getenv("POSY_CUDA_CHAIN_QKV_ATT"); /* attention in the QKV GEMM: eng_cu_model.h */
         m->chain_qkv_att = is_q3 && cqa && !strcmp(cqa, "1");
+        const char *cff = getenv("POSY_CUDA_CHAIN_FFN"); /* the MLP as one launch: eng_cu_model.h */
+        m->chain_ffn = is_q3 && cff && !strcmp(cff, "1");
+        const char *cao = getenv("POSY_CUDA_CHAIN_AO"); /* attention + O as one launch: eng_cu_model.h */
+        m->chain_ao = is_q3 && cao && !strcmp(cao, "1");
         const char *cdf = getenv("POSY_CUDA_CHAIN_DOWN_FLOOR"); /* an experiment: eng_cu.h */
         eng_cu_chain_down_floor = cdf && !strcmp(cdf, "1");
         const char *cnc = getenv("POSY_CUDA_CHAIN_NC"); /* columns a chain GEMM block: eng_cu.h */
@@ -430,6 +434,16 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
 void eng_cu_model_close(eng_cu_model *m) {
     for (int i = 0; i < m->n_wps; i++) cudaFree(m->chain_wps[i].p);
     free(m->chain_wps);
+    if (m->ffn_img)
+        for (int l = 0; l < m->L; l++) cudaFree(m->ffn_img[l]);
+    free(m->ffn_img);
+    if (m->ffn_part) cudaFree(m->ffn_part);
+    if (m->ffn_bar) cudaFree(m->ffn_bar);
+    if (m->ao_img)
+        for (int l = 0; l < m->L; l++) cudaFree(m->ao_img[l]);
+    free(m->ao_img);
+    if (m->ao_part) cudaFree(m->ao_part);
+    if (m->ao_bar) cudaFree(m->ao_bar);
     if (m->gemm) eng_cu_gemm_destroy(m->gemm);
     if (m->wmem) cudaFree(m->wmem);
     if (m->amem) cudaFree(m->amem);
@@ -620,6 +634,88 @@ int eng_cu_model_qkv_att(eng_cu_model *m, cudaStream_t s, const eng_cu_chain_att
     eng_cu_chain_att_next = NULL;
     if (ce == cudaErrorNotSupported) return 0;
     CK("qkv + attention (chain)", ce);
+    return 1;
+}
+
+/* Layer l's weight image for a split launch (the one-launch MLP,
+ * chain_ffn, or attention + O, chain_ao), made on the first eager launch
+ * that needs it, as chain_wp makes the padded copies, with the launches'
+ * fp32 partials and barrier counter beside the first; NULL while a graph
+ * is being captured without one, or after an allocation failed (the
+ * caller's switch then goes off, with a warning, and the unsplit kernels
+ * run).  Images made before a failure stay until close: a graph captured
+ * earlier may read them. */
+typedef struct split_slot {
+    bf16 ***img;
+    float **part;
+    unsigned long long **bar;
+    int *on;
+    size_t img_bytes, part_bytes;
+    const char *what, *env;
+} split_slot;
+
+static const bf16 *split_image(eng_cu_model *m, cudaStream_t s, int l, const split_slot *k, const bf16 *W1,
+                               const bf16 *W2) {
+    if (*k->img && (*k->img)[l]) return (*k->img)[l];
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) return NULL;
+    cudaError_t e = cudaSuccess;
+    if (!*k->img) {
+        *k->img = (bf16 **)calloc((size_t)m->L, sizeof **k->img);
+        if (!*k->img) e = cudaErrorMemoryAllocation;
+    }
+    if (e == cudaSuccess && !*k->part) e = cudaMalloc((void **)k->part, k->part_bytes);
+    if (e == cudaSuccess && !*k->bar) {
+        e = cudaMalloc((void **)k->bar, sizeof **k->bar);
+        if (e == cudaSuccess) e = cudaMemsetAsync(*k->bar, 0, sizeof **k->bar, s);
+    }
+    bf16 *p = NULL;
+    if (e == cudaSuccess) e = cudaMalloc((void **)&p, k->img_bytes);
+    if (e == cudaSuccess)
+        e = W2 ? eng_cu_chain_ffn_pack(s, W1, W2, p, m->H, m->I) : eng_cu_chain_ao_pack(s, W1, p, m->H, m->heads);
+    if (e != cudaSuccess) {
+        if (p) cudaFree(p);
+        (void)cudaGetLastError(); /* an allocation failure is not sticky: clear it */
+        POSY_WARN("cuda: the %s's weight images could not be made (%s): queries of <= 16 tokens run it unsplit "
+                  "(%s=0 skips the images)", k->what, cudaGetErrorString(e), k->env);
+        *k->on = 0;
+        return NULL;
+    }
+    if (l == 0)
+        POSY_INFO("cuda: queries of <= 16 tokens run each layer's %s as one split launch (a %.1f MB weight image "
+                  "a layer; %s=0 turns it off)", k->what, k->img_bytes / 1e6, k->env);
+    (*k->img)[l] = p;
+    return p;
+}
+
+int eng_cu_model_ffn(eng_cu_model *m, cudaStream_t s, int l, const eng_cu_layer *w, const bf16 *X, bf16 *Y, int T,
+                     const int *n_tok, posy_err *err) {
+    if (!m->chain_ffn || T > 16 || !eng_cu_chain_ffn_ok(T, m->H, m->I) || w->up_b || w->down_b) return 0;
+    const split_slot k = {&m->ffn_img, &m->ffn_part, &m->ffn_bar, &m->chain_ffn,
+                          eng_cu_chain_ffn_img_bytes(m->H, m->I), eng_cu_chain_ffn_part_bytes(m->H, m->I), "MLP",
+                          "POSY_CUDA_CHAIN_FFN"};
+    const bf16 *img = split_image(m, s, l, &k, w->up_w, w->down_w);
+    if (!img) return 0;
+    const cudaError_t ce = eng_cu_chain_ffn(s, X, img, Y, m->ffn_part, m->ffn_bar, T, m->H, m->I, n_tok, m->eps,
+                                            (chain_late_mask(m, T) >> 2) & 1);
+    if (ce == cudaErrorNotSupported) return 0;
+    CK("mlp (one launch)", ce);
+    return 1;
+}
+
+int eng_cu_model_ao(eng_cu_model *m, cudaStream_t s, int l, const eng_cu_layer *w, const eng_cu_attn_args *a,
+                    const int *n_tok, const int *n_seq, const bf16 *R, bf16 *Y, int T, posy_err *err) {
+    if (!m->chain_ao || T > 16 || w->ao_b || !eng_cu_chain_ao_ok(a, T, m->H) || a->n_heads * a->head_dim != m->attn_n)
+        return 0;
+    const split_slot k = {&m->ao_img, &m->ao_part, &m->ao_bar, &m->chain_ao,
+                          eng_cu_chain_ao_img_bytes(m->H, m->heads), eng_cu_chain_ao_part_bytes(m->H, m->heads),
+                          "attention + O projection", "POSY_CUDA_CHAIN_AO"};
+    const bf16 *img = split_image(m, s, l, &k, w->ao_w, NULL);
+    if (!img) return 0;
+    const cudaError_t ce =
+        eng_cu_chain_ao(s, a, n_tok, n_seq, img, R, Y, m->ao_part, m->ao_bar, T, m->H, (chain_late_mask(m, T) >> 1) & 1);
+    if (ce == cudaErrorNotSupported) return 0;
+    CK("attention + O (one launch)", ce);
     return 1;
 }
 

@@ -138,6 +138,29 @@ typedef struct eng_cu_model {
      * an experiment, off by default: slower than the node on the H200
      * (643.7 against 603.7 us a 16-token query, docs/BENCHMARKS.md) */
     int chain_qkv_att;
+    /* Qwen3: the layer's whole MLP as one launch (eng_cu_chain_ffn: split-K
+     * partials met by a reduce-scatter behind a grid barrier) in buckets of
+     * at most 16 tokens, instead of the gate | up and down GEMMs -- one node
+     * fewer a layer.  POSY_CUDA_CHAIN_FFN=1 on, =0 off.  Its per-block
+     * weight images (ffn_img, one a layer, ~19 MB each for Qwen3-0.6B;
+     * they replace the padded copies of gate | up and down, which are then
+     * never made) are made on a bucket's first, eager run, like the padded
+     * copies; ffn_part (fp32 partials) and ffn_bar (the grid barrier's
+     * counter) with the first image. */
+    int chain_ffn;
+    bf16 **ffn_img;
+    float *ffn_part;
+    unsigned long long *ffn_bar;
+    /* Qwen3: attention and the O projection as one launch split by head
+     * (eng_cu_chain_ao, the same reduce-scatter) in buckets of at most 16
+     * tokens, instead of the attention node and the O GEMM -- one node
+     * fewer a layer.  POSY_CUDA_CHAIN_AO=1 on, =0 off.  Images (ao_img,
+     * one a layer: Wo's per-block slices, ~4.5 MB for Qwen3-0.6B), ao_part
+     * and ao_bar made like ffn_img's. */
+    int chain_ao;
+    bf16 **ao_img;
+    float *ao_part;
+    unsigned long long *ao_bar;
     /* which chain kernels let their dependents launch only after their own
      * wait (eng_cu_chain_late), a bit per role: 1 QKV, 2 attention + O / O,
      * 4 up, 8 down (POSY_CUDA_CHAIN_TRIGGER=mask, every chain bucket); -1
@@ -276,6 +299,19 @@ int eng_cu_model_attn_o(eng_cu_model *m, cudaStream_t s, int chain, const eng_cu
  * (nothing launched: run attention as its own kernel), -1 on error. */
 int eng_cu_model_qkv_att(eng_cu_model *m, cudaStream_t s, const eng_cu_chain_att *att, const bf16 *X, const bf16 *W,
                          const bf16 *B, bf16 *Y, int T, int N, int K, const eng_cu_chain_norm *nm, posy_err *err);
+/* Qwen3's MLP as one launch (chain_ffn, eng_cu_chain_ffn): Y = X +
+ * MLP(RMSNorm(X)) for layer l.  Returns 1 when launched, 0 when it is off
+ * or this launch cannot be made (nothing launched: run the two GEMMs),
+ * -1 on error. */
+int eng_cu_model_ffn(eng_cu_model *m, cudaStream_t s, int l, const eng_cu_layer *w, const bf16 *X, bf16 *Y, int T,
+                     const int *n_tok, posy_err *err);
+/* Qwen3's attention + O projection as one launch (chain_ao,
+ * eng_cu_chain_ao): Y = R + attention(a) Wo^T for layer l (a's q_norm and
+ * k_norm set to the layer's).  Returns 1 when launched, 0 when off or not
+ * possible (nothing launched: run the attention node and the O GEMM), -1
+ * on error. */
+int eng_cu_model_ao(eng_cu_model *m, cudaStream_t s, int l, const eng_cu_layer *w, const eng_cu_attn_args *a,
+                    const int *n_tok, const int *n_seq, const bf16 *R, bf16 *Y, int T, posy_err *err);
 int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, const bf16 *W, const bf16 *B,
                       const bf16 *R, bf16 *Y, int T, int N, int K, int epi, const eng_cu_chain_norm *nm,
                       posy_err *err, const eng_cu_chain_res *res = NULL);

@@ -338,12 +338,20 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
                 if (eng_cu_model_gemm(m, s, 1, l || fold ? x : m->h, w->qkv_w, w->qkv_b, NULL, m->qkv, T, m->qkv_n,
                                       H, w->qkv_b ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, l || fold ? &nm : NULL, err))
                     return -1;
-                if (attn_block(m, s, 1, fuse, 0, w, &q, &a, x, y, T, err)) return -1;
+                eng_cu_attn_args as = a; /* the split launch always applies the q/k norm itself */
+                as.q_norm = w->q_norm; as.k_norm = w->k_norm;
+                const int ao = eng_cu_model_ao(m, s, l, w, &as, n_tok, n_seq, x, y, T, err);
+                if (ao < 0) return -1;
+                if (!ao && attn_block(m, s, 1, fuse, 0, w, &q, &a, x, y, T, err)) return -1;
             }
             t = x; x = y; y = t;
             nm.gamma = fold ? NULL : w->ln2_g;
-            if (mlp_up(m, s, 1, x, w, T, n_tok, &nm, err)) return -1;
-            GEMM(m->act, w->down_w, (const bf16 *)NULL, x, y, H, I);
+            const int ffn = fold ? eng_cu_model_ffn(m, s, l, w, x, y, T, n_tok, err) : 0;
+            if (ffn < 0) return -1;
+            if (!ffn) {
+                if (mlp_up(m, s, 1, x, w, T, n_tok, &nm, err)) return -1;
+                GEMM(m->act, w->down_w, (const bf16 *)NULL, x, y, H, I);
+            }
             t = x; x = y; y = t;
         }
         return eng_cu_model_norm_pool(m, s, x, m->emb_g, NULL, m->h, T, S, in, lay, err);
