@@ -24,7 +24,7 @@
  * dependent launch (trigger first, then griddepcontrol.wait), captured in
  * a CUDA graph, as the engine's chain is.  Checks: the integer modes equal
  * an exact CPU replay bit for bit and every replay gives the same bits;
- * f32 is within 1e-5 of the CPU's double sums; slice equals plain launches.
+ * f32 is within 1e-4 of the CPU's double sums; slice equals the CPU replay exactly.
  */
 #include "lab.h"
 
@@ -222,7 +222,9 @@ int main() {
                                               : ((float *)first.data())[i];
                         rf[i] = (float)ref[i];
                     }
-                    lab_check(what, gf.data(), rf.data(), n, m == RD_F32 ? 1e-5f : 0.f, 0.f);
+                    /* f32: each step's 48-132 rounded adds (~1e-6) carried over 48 steps; a
+                     * lost or doubled partial is off by ~1 / nb or more */
+                    lab_check(what, gf.data(), rf.data(), n, m == RD_F32 ? 1e-4f : 0.f, 0.f);
                 } else { /* integers: exact */
                     size_t bad = 0;
                     for (int i = 0; i < n; i++) {
