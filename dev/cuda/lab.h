@@ -106,11 +106,11 @@ static float lab_time_ms(F fn, int iters) {
     return t[iters / 2];
 }
 
-/* `fn` (launches on the blocking stream st) captured once as a CUDA graph
- * with eng_cu_pdl_on set, as the engine's chain is; the median time of
- * one replay in ms.  Launch costs are the graph's, not the host's. */
+/* `fn` (launches on the blocking stream st) captured as a CUDA graph with
+ * eng_cu_pdl_on set, as the engine's chain is; the caller destroys the
+ * executable graph. */
 template <typename F>
-static float lab_graph_ms(cudaStream_t st, F fn, int iters) {
+static cudaGraphExec_t lab_capture(cudaStream_t st, F fn) {
     cudaGraph_t g;
     cudaGraphExec_t ge;
     CUCHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
@@ -119,9 +119,17 @@ static float lab_graph_ms(cudaStream_t st, F fn, int iters) {
     eng_cu_pdl_on = 0;
     CUCHECK(cudaStreamEndCapture(st, &g));
     CUCHECK(cudaGraphInstantiate(&ge, g, 0));
+    CUCHECK(cudaGraphDestroy(g));
+    return ge;
+}
+
+/* `fn` captured once (lab_capture); the median time of one replay in ms.
+ * Launch costs are the graph's, not the host's. */
+template <typename F>
+static float lab_graph_ms(cudaStream_t st, F fn, int iters) {
+    cudaGraphExec_t ge = lab_capture(st, fn);
     const float ms = lab_time_ms([&] { CUCHECK(cudaGraphLaunch(ge, st)); }, iters);
     CUCHECK(cudaGraphExecDestroy(ge));
-    CUCHECK(cudaGraphDestroy(g));
     return ms;
 }
 

@@ -1,6 +1,7 @@
-/* lab_ffn: the one-launch decoder MLP (eng_cu_chain_ffn) against an fp64
- * reference and against the chain's two GEMMs, then both timed as 28
- * dependent layers in a PDL graph.
+/* lab_ffn: the one-launch MLP (eng_cu_chain_ffn) against an fp64
+ * reference and against the chain's two GEMMs, then both timed as a
+ * model's dependent layers in a PDL graph: Qwen3's form (28 layers) and
+ * the encoders' (all-MiniLM-L6, 6 layers; BERT-base, 12).
  *
  * Why: the fused MLP replaces two chain nodes (gate | up + SwiGLU, down +
  * residual) by one launch whose blocks add split-K partials through a
@@ -13,6 +14,13 @@
  * (from HBM, as in a forward), each layer's output the next one's input,
  * the fused launch against the two GEMMs (with their padded weight copies,
  * as the model runs them at <= 16 rows); LAB_QUICK=1 skips the timing.
+ * The encoders' form (H 384 / I 1536 and H 768 / I 3072): the reference
+ * takes X raw, applies the LayerNorm, up + bias, GELU (tanh form, rounded
+ * to bf16), down + bias + the normalised X; the kernel gets the folded
+ * weights as the model makes them (gamma into W, W beta into the bias,
+ * the folded bf16 W's column sums); the two chain GEMMs it is compared
+ * with are the LayerNorm-folded up and the down with the post-LN residual.
+ * LAB_FFN_ENC_ONLY=1 runs only the encoders' part.
  */
 #include "lab.h"
 
@@ -48,15 +56,32 @@ static void ffn_ref(const std::vector<float> &x, const std::vector<float> &wgu, 
     }
 }
 
-int main() {
+/* one launch (fn) captured with PDL as the chain runs it, replayed three
+ * times over a poisoned output: each replay must give got's bits */
+template <typename F>
+static void check_replays(cudaStream_t st, F fn, const bf16 *y, size_t bytes, const std::vector<float> &got,
+                          const char *what) {
+    cudaGraphExec_t ge = lab_capture(st, fn);
+    int same = 1;
+    for (int rep = 0; rep < 3; rep++) {
+        lab_poison((void *)y, bytes);
+        CUCHECK(cudaGraphLaunch(ge, st));
+        CUCHECK(cudaStreamSynchronize(st));
+        std::vector<float> again = lab_download_bf16(y, got.size());
+        same &= !memcmp(again.data(), got.data(), again.size() * sizeof(float));
+    }
+    const float one = same ? 1.f : 0.f, want = 1.f;
+    lab_check(what, &one, &want, 1, 0.f, 0.f);
+    CUCHECK(cudaGraphExecDestroy(ge));
+}
+
+static void qwen3_part(cudaStream_t st) {
     const float eps = 1e-6f;
-    cudaStream_t st;
-    CUCHECK(cudaStreamCreate(&st));
     /* weights: FL layers, each a random gate | up and down */
     std::vector<float> wgu0, wd0;
     std::vector<uint16_t> hb;
     std::vector<bf16 *> dgu(FL), dd(FL), img(FL), pgu(FL), pd(FL);
-    const size_t imgb = eng_cu_chain_ffn_img_bytes(FH, FI);
+    const size_t imgb = eng_cu_chain_ffn_img_bytes(FH, FI, 1);
     const int padgu = eng_cu_chain_wpad(FH), padd = eng_cu_chain_wpad(FI);
     for (int l = 0; l < FL; l++) {
         std::vector<float> f;
@@ -67,7 +92,7 @@ int main() {
         if (l == 0) wd0 = f;
         dd[l] = (bf16 *)lab_upload(hb);
         CUCHECK(cudaMalloc(&img[l], imgb));
-        CUCHECK(eng_cu_chain_ffn_pack(st, dgu[l], dd[l], img[l], FH, FI));
+        CUCHECK(eng_cu_chain_ffn_pack(st, dgu[l], dd[l], img[l], FH, FI, 1));
         /* the two GEMMs' padded copies (rows K + pad), as the model makes them */
         CUCHECK(cudaMalloc(&pgu[l], (size_t)2 * FI * (FH + padgu) * 2));
         CUCHECK(cudaMemcpy2DAsync(pgu[l], (FH + padgu) * 2, dgu[l], FH * 2, FH * 2, 2 * FI, cudaMemcpyDeviceToDevice,
@@ -104,7 +129,7 @@ int main() {
         lab_poison(yb, 16 * FH * 2);
         std::vector<float> ref;
         ffn_ref(x, wgu0, wd0, M, n_real, eps, ref);
-        const cudaError_t e = eng_cu_chain_ffn(st, xb, img[0], yb, part, bar, M, FH, FI, nrow, eps, 0);
+        const cudaError_t e = eng_cu_chain_ffn(st, xb, img[0], yb, part, bar, M, FH, FI, nrow, eps, 0, NULL);
         if (e != cudaSuccess) {
             printf("  ffn M=%d: launch refused (%s)\n", M, cudaGetErrorString(e));
             lab_failures++;
@@ -125,27 +150,10 @@ int main() {
         snprintf(what, sizeof what, "ffn M=%d real=%d vs the two chain GEMMs", M, n_real);
         lab_check(what, got.data(), two.data(), two.size(), 2e-3f, 1.6e-2f);
         /* same bits: three replays of a captured launch */
-        cudaGraph_t g;
-        cudaGraphExec_t ge;
-        CUCHECK(cudaStreamBeginCapture(st, cudaStreamCaptureModeThreadLocal));
-        eng_cu_pdl_on = 1;
-        CUCHECK(eng_cu_chain_ffn(st, xb, img[0], yb, part, bar, M, FH, FI, nrow, eps, 0));
-        eng_cu_pdl_on = 0;
-        CUCHECK(cudaStreamEndCapture(st, &g));
-        CUCHECK(cudaGraphInstantiate(&ge, g, 0));
-        int same = 1;
-        for (int rep = 0; rep < 3; rep++) {
-            lab_poison(yb, 16 * FH * 2);
-            CUCHECK(cudaGraphLaunch(ge, st));
-            CUCHECK(cudaStreamSynchronize(st));
-            std::vector<float> again = lab_download_bf16(yb, (size_t)M * FH);
-            same &= !memcmp(again.data(), got.data(), again.size() * sizeof(float));
-        }
         snprintf(what, sizeof what, "ffn M=%d real=%d replays bit-identical", M, n_real);
-        const float one = same ? 1.f : 0.f, want = 1.f;
-        lab_check(what, &one, &want, 1, 0.f, 0.f);
-        CUCHECK(cudaGraphExecDestroy(ge));
-        CUCHECK(cudaGraphDestroy(g));
+        check_replays(
+            st, [&] { CUCHECK(eng_cu_chain_ffn(st, xb, img[0], yb, part, bar, M, FH, FI, nrow, eps, 0, NULL)); }, yb,
+            16 * FH * 2, got, what);
     }
 
     /* 28 dependent layers: fused against the two GEMMs (LAB_QUICK: skipped) */
@@ -161,7 +169,7 @@ int main() {
                 [&] {
                     for (int l = 0; l < FL; l++)
                         CUCHECK(eng_cu_chain_ffn(st, l & 1 ? yb : xb, img[l], l & 1 ? xb : yb, part, bar, M, FH, FI,
-                                                 nrow, eps, late));
+                                                 nrow, eps, late, NULL));
                 },
                 20);
             const float two = lab_graph_ms(
@@ -183,5 +191,204 @@ int main() {
                    two / fused);
         }
     }
+}
+
+static float gelu_tanh(double u) { return (float)(0.5 * u * (1.0 + tanh(0.7978845608028654 * (u + 0.044715 * u * u * u)))); }
+
+/* The encoders' MLP: y = bf16(Wd bf16(gelu(Wu ln + bu)) + bd + ln), ln =
+ * LayerNorm(x) (gamma, beta), for the real rows; 0 past them */
+static void enc_ref(const std::vector<float> &x, const std::vector<float> &wu, const std::vector<float> &bu,
+                    const std::vector<float> &wd, const std::vector<float> &bd, const std::vector<float> &ga,
+                    const std::vector<float> &be, int H, int I, int M, int n_real, float eps, std::vector<float> &y) {
+    y.assign((size_t)M * H, 0.f);
+    std::vector<double> ln(H), act(I);
+    for (int r = 0; r < n_real; r++) {
+        const float *xr = &x[(size_t)r * H];
+        double s1 = 0, s2 = 0;
+        for (int k = 0; k < H; k++) s1 += xr[k];
+        const double mu = s1 / H;
+        for (int k = 0; k < H; k++) s2 += (xr[k] - mu) * (xr[k] - mu);
+        const double rs = 1.0 / sqrt(s2 / H + eps);
+        for (int k = 0; k < H; k++) ln[k] = (xr[k] - mu) * rs * ga[k] + be[k];
+        for (int j = 0; j < I; j++) {
+            double u = bu[j];
+            const float *w = &wu[(size_t)j * H];
+            for (int k = 0; k < H; k++) u += (double)w[k] * ln[k];
+            act[j] = bfr(gelu_tanh(u));
+        }
+        for (int n = 0; n < H; n++) {
+            double v = ln[n] + bd[n];
+            const float *w = &wd[(size_t)n * I];
+            for (int j = 0; j < I; j++) v += (double)w[j] * act[j];
+            y[(size_t)r * H + n] = bfr((float)v);
+        }
+    }
+}
+
+/* the model's fold (eng_cu_model.cu, put_folded): Wf = bf16(Wu diag(g)),
+ * bf = bf16(bu + Wu beta), cs = the column sums of Wf's bf16 values */
+static void enc_fold(const std::vector<float> &wu, const std::vector<float> &bu, const std::vector<float> &ga,
+                     const std::vector<float> &be, int H, int I, std::vector<uint16_t> &wf, std::vector<uint16_t> &bf,
+                     std::vector<float> &cs) {
+    wf.resize((size_t)I * H);
+    bf.resize(I);
+    cs.resize(I);
+    for (int j = 0; j < I; j++) {
+        double b = bu[j], sum = 0;
+        for (int k = 0; k < H; k++) {
+            const uint16_t v = eng_cu_f2bf_bits(wu[(size_t)j * H + k] * ga[k]);
+            wf[(size_t)j * H + k] = v;
+            sum += eng_cu_bf_bits2f(v);
+            b += (double)wu[(size_t)j * H + k] * be[k];
+        }
+        bf[j] = eng_cu_f2bf_bits((float)b);
+        cs[j] = (float)sum;
+    }
+}
+
+static void enc_part(cudaStream_t st, const char *name, int H, int I, int L) {
+    const float eps = 1e-12f;
+    std::vector<uint16_t> hb;
+    /* L layers: weights, folded weights and images; layer 0's kept on the host */
+    std::vector<float> wu0, bu0, wd0, bd0, ga0, be0;
+    std::vector<bf16 *> dwf(L), dbf(L), dwd(L), dbd(L), img(L);
+    std::vector<float *> dcs(L), dga(L), dbe(L);
+    const size_t imgb = eng_cu_chain_ffn_img_bytes(H, I, 0);
+    for (int l = 0; l < L; l++) {
+        std::vector<float> wu, bu, wd, bd, ga(H), be(H), cs;
+        std::vector<uint16_t> wf, bf, wdb, bdb;
+        lab_rand_bf16(wu, hb, (size_t)I * H, 0.08f);
+        lab_rand_bf16(bu, hb, I, 0.1f);
+        lab_rand_bf16(wd, wdb, (size_t)H * I, 0.04f);
+        lab_rand_bf16(bd, bdb, H, 0.1f);
+        for (int k = 0; k < H; k++) {
+            ga[k] = 1.f + 0.2f * lab_uniform();
+            be[k] = 0.1f * lab_uniform();
+        }
+        enc_fold(wu, bu, ga, be, H, I, wf, bf, cs);
+        dwf[l] = (bf16 *)lab_upload(wf);
+        dbf[l] = (bf16 *)lab_upload(bf);
+        dcs[l] = lab_upload(cs);
+        dga[l] = lab_upload(ga);
+        dbe[l] = lab_upload(be);
+        dwd[l] = (bf16 *)lab_upload(wdb);
+        dbd[l] = (bf16 *)lab_upload(bdb);
+        CUCHECK(cudaMalloc(&img[l], imgb));
+        CUCHECK(eng_cu_chain_ffn_pack(st, dwf[l], dwd[l], img[l], H, I, 0));
+        if (l == 0) {
+            wu0 = wu; bu0 = bu; wd0 = wd; bd0 = bd; ga0 = ga; be0 = be;
+        }
+    }
+    CUCHECK(cudaStreamSynchronize(st));
+    float *part = NULL;
+    float2 *stats = NULL;
+    unsigned long long *bar = NULL;
+    int *nrow = NULL;
+    bf16 *xb = NULL, *yb = NULL, *act = NULL, *y2 = NULL;
+    CUCHECK(cudaMalloc(&part, eng_cu_chain_ffn_part_bytes(H, I)));
+    CUCHECK(cudaMalloc(&stats, 16 * sizeof(float2)));
+    CUCHECK(cudaMalloc(&bar, 8));
+    CUCHECK(cudaMemset(bar, 0, 8));
+    CUCHECK(cudaMalloc(&nrow, 4));
+    CUCHECK(cudaMalloc(&xb, 16 * H * 2));
+    CUCHECK(cudaMalloc(&yb, 16 * H * 2));
+    CUCHECK(cudaMalloc(&y2, 16 * H * 2));
+    CUCHECK(cudaMalloc(&act, 16 * I * 2));
+    printf("lab_ffn (%s): H %d, I %d; image %.1f MB a layer\n", name, H, I, imgb / 1e6);
+    auto lnargs = [&](int l) { return eng_cu_ffn_ln{dcs[l], dbf[l], dbd[l], dga[l], dbe[l]}; };
+
+    const int cases[][2] = {{1, 1}, {7, 7}, {16, 16}, {16, 11}};
+    for (const auto &c : cases) {
+        const int M = c[0], n_real = c[1];
+        std::vector<float> x;
+        lab_rand_bf16(x, hb, (size_t)M * H, 1.f);
+        for (size_t i = 0; i < (size_t)n_real * H; i++) { /* a raw sum: an offset and a spread per row */
+            x[i] = bfr(x[i] * 2.f + 0.5f);
+            hb[i] = eng_cu_f2bf_bits(x[i]);
+        }
+        for (size_t i = (size_t)n_real * H; i < x.size(); i++) { /* rows past the real count: garbage */
+            x[i] = 0.f;
+            hb[i] = 0x4049;
+        }
+        CUCHECK(cudaMemcpy(xb, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice));
+        CUCHECK(cudaMemcpy(nrow, &n_real, 4, cudaMemcpyHostToDevice));
+        lab_poison(yb, 16 * H * 2);
+        std::vector<float> ref;
+        enc_ref(x, wu0, bu0, wd0, bd0, ga0, be0, H, I, M, n_real, eps, ref);
+        const eng_cu_ffn_ln ln = lnargs(0);
+        const cudaError_t e = eng_cu_chain_ffn(st, xb, img[0], yb, part, bar, M, H, I, nrow, eps, 0, &ln);
+        if (e != cudaSuccess) {
+            printf("  %s ffn M=%d: launch refused (%s)\n", name, M, cudaGetErrorString(e));
+            lab_failures++;
+            continue;
+        }
+        CUCHECK(cudaStreamSynchronize(st));
+        std::vector<float> got = lab_download_bf16(yb, (size_t)M * H);
+        char what[96];
+        snprintf(what, sizeof what, "%s ffn M=%d real=%d vs fp64", name, M, n_real);
+        lab_check(what, got.data(), ref.data(), got.size(), 4e-3f, 1.6e-2f);
+        /* the chain's two GEMMs: the LayerNorm-folded up, the down with the post-LN residual */
+        const eng_cu_chain_norm f1 = {NULL, NULL, eps, nrow, NULL, 2, dcs[0], stats};
+        const eng_cu_chain_res r1 = {stats, dga[0], dbe[0], nrow};
+        lab_poison(y2, 16 * H * 2);
+        CUCHECK(eng_cu_gemm_chain(st, xb, dwf[0], dbf[0], NULL, act, M, I, H, ENG_CU_EPI_BIAS_GELU, &f1));
+        CUCHECK(eng_cu_gemm_chain(st, act, dwd[0], dbd[0], xb, y2, M, H, I, ENG_CU_EPI_BIAS, NULL, NULL, 0, &r1));
+        CUCHECK(cudaStreamSynchronize(st));
+        std::vector<float> two = lab_download_bf16(y2, (size_t)n_real * H);
+        snprintf(what, sizeof what, "%s ffn M=%d real=%d vs the two chain GEMMs", name, M, n_real);
+        lab_check(what, got.data(), two.data(), two.size(), 4e-3f, 1.6e-2f);
+        /* same bits: three replays of a captured launch */
+        snprintf(what, sizeof what, "%s ffn M=%d real=%d replays bit-identical", name, M, n_real);
+        check_replays(
+            st, [&] { CUCHECK(eng_cu_chain_ffn(st, xb, img[0], yb, part, bar, M, H, I, nrow, eps, 0, &ln)); }, yb,
+            16 * H * 2, got, what);
+    }
+
+    /* L dependent layers: fused against the two GEMMs (LAB_QUICK: skipped) */
+    for (int M = 16; M >= 1 && !getenv("LAB_QUICK"); M -= 15) {
+        std::vector<float> x;
+        lab_rand_bf16(x, hb, (size_t)M * H, 1.f);
+        CUCHECK(cudaMemcpy(xb, hb.data(), hb.size() * 2, cudaMemcpyHostToDevice));
+        CUCHECK(cudaMemcpy(nrow, &M, 4, cudaMemcpyHostToDevice));
+        for (int late = 0; late < 2; late++) {
+            const float fused = lab_graph_ms(
+                st,
+                [&] {
+                    for (int l = 0; l < L; l++) {
+                        const eng_cu_ffn_ln ln = lnargs(l);
+                        CUCHECK(eng_cu_chain_ffn(st, l & 1 ? yb : xb, img[l], l & 1 ? xb : yb, part, bar, M, H, I,
+                                                 nrow, eps, late, &ln));
+                    }
+                },
+                20);
+            const float two = lab_graph_ms(
+                st,
+                [&] {
+                    for (int l = 0; l < L; l++) {
+                        const eng_cu_chain_norm f1 = {NULL, NULL, eps, nrow, NULL, 2, dcs[l], stats};
+                        const eng_cu_chain_res r1 = {stats, dga[l], dbe[l], nrow};
+                        eng_cu_chain_late = late;
+                        CUCHECK(eng_cu_gemm_chain(st, l & 1 ? yb : xb, dwf[l], dbf[l], NULL, act, M, I, H,
+                                                  ENG_CU_EPI_BIAS_GELU, &f1));
+                        eng_cu_chain_late = 0;
+                        CUCHECK(eng_cu_gemm_chain(st, act, dwd[l], dbd[l], l & 1 ? yb : xb, l & 1 ? xb : yb, M, H, I,
+                                                  ENG_CU_EPI_BIAS, NULL, NULL, 0, &r1));
+                    }
+                },
+                20);
+            printf("  %s: %d layers, %2d rows, %s trigger: fused %7.1f us (%5.2f a layer), two GEMMs %7.1f us "
+                   "(%5.2f): %.3fx\n",
+                   name, L, M, late ? "late " : "early", fused * 1e3f, fused * 1e3f / L, two * 1e3f, two * 1e3f / L,
+                   two / fused);
+        }
+    }
+}
+
+int main() {
+    cudaStream_t st;
+    CUCHECK(cudaStreamCreate(&st));
+    if (!getenv("LAB_FFN_ENC_ONLY")) qwen3_part(st);
+    enc_part(st, "MiniLM", 384, 1536, 6);
+    enc_part(st, "BERT-base", 768, 3072, 12);
     return lab_finish("lab_ffn");
 }

@@ -675,21 +675,35 @@ cudaError_t eng_cu_chain_attn_o(cudaStream_t s, const eng_cu_attn_args *a, const
 extern int eng_cu_chain_attn_wh;
 int eng_cu_chain_attn_o_one_head(const eng_cu_attn_args *a);
 
-/* A decoder layer's whole MLP as one chain launch (eng_cu_chain_ffn.cu):
- * Y = X + W_down (silu(rs Wg X) * (rs Wu X)), rs = rsqrt(mean(x^2) + eps)
- * per row (the RMS fold: the norm's weights are already in Wg | Wu), rows
- * at or past *n_rows_dev (and below M) stored as zeros.  Each block owns
- * 16 intermediate columns and adds a T x H partial; the partials meet by
- * a reduce-scatter in a fixed order behind one grid barrier (bar: a
- * 64-bit counter, zero at first, shared only by launches of the same I),
- * so results are the same bits on every run.  img: the per-block weight
- * image eng_cu_chain_ffn_pack makes from Wgu [2I][H] (gate rows, then up)
- * and Wd [H][I], eng_cu_chain_ffn_img_bytes; part: fp32 scratch,
- * eng_cu_chain_ffn_part_bytes.  ok: M <= 16, H = 1024, I % 16 == 0 (Qwen3-
- * 0.6B).  cudaErrorNotSupported, launching nothing, when the shape is not
- * built or the grid cannot be resident at once (the caller then runs the
- * two GEMMs).  late: the dependents launch after the wait. */
-int eng_cu_chain_ffn_ok(int M, int H, int I);
+/* A layer's whole MLP as one chain launch (eng_cu_chain_ffn.cu).
+ * Qwen3 (ln NULL, glu): Y = X + W_down (silu(rs Wg X) * (rs Wu X)), rs =
+ * rsqrt(mean(x^2) + eps) per row (the RMS fold: the norm's weights are
+ * already in Wg | Wu).  Encoders (ln set): Y = W_down gelu(rs (Wf X - mu
+ * colsum) + b') + b_down + LN(X), where Wf, b', colsum are the up
+ * projection with the LayerNorm folded in (the chain's LayerNorm fold:
+ * eng_cu_model.cu, put_folded), (mu, rs) X's row statistics and LN(X) =
+ * (X - mu) rs gamma + beta -- X is the attention block's raw sum and Y
+ * the layer's raw output, as the chain's folded up / down GEMMs read and
+ * write them.  Rows at or past *n_rows_dev (and below M) stored as zeros.
+ * Each block owns 16 intermediate columns and adds a T x H partial; the
+ * partials meet by a reduce-scatter in a fixed order behind one grid
+ * barrier (bar: a 64-bit counter, zero at first, shared only by launches
+ * of the same I), so results are the same bits on every run.  img: the
+ * per-block weight image eng_cu_chain_ffn_pack makes from Wu (glu: [2I][H],
+ * gate rows then up; else [I][H]) and Wd [H][I], eng_cu_chain_ffn_img_bytes;
+ * part: fp32 scratch, eng_cu_chain_ffn_part_bytes.  ok: M <= 16,
+ * I % 16 == 0, and H = 1024 with glu (Qwen3-0.6B), H = 384 or 768
+ * without (all-MiniLM-L6, BERT-base).  cudaErrorNotSupported, launching
+ * nothing, when the shape is not built or the grid cannot be resident at
+ * once (the caller then runs the two GEMMs).  late: the dependents launch
+ * after the wait. */
+typedef struct eng_cu_ffn_ln {
+    const float *colsum;        /* [I] the folded up matrix's column sums */
+    const bf16 *b_up;           /* [I] the folded up bias b' */
+    const bf16 *b_down;         /* [H], 8-byte aligned */
+    const float *gamma, *beta;  /* [H] the LayerNorm folded into up, 16-byte aligned */
+} eng_cu_ffn_ln;
+int eng_cu_chain_ffn_ok(int M, int H, int I, int glu);
 /* Attention + O projection as one chain launch split by head
  * (eng_cu_chain_ao.cu): Y = R + attention(a) Wo^T, the attention as the
  * chain's v2 computes it with Qwen3's q/k norm + rotary (a.q_norm,
@@ -708,12 +722,12 @@ cudaError_t eng_cu_chain_ao_pack(cudaStream_t s, const bf16 *Wo, bf16 *img, int 
 cudaError_t eng_cu_chain_ao(cudaStream_t s, const eng_cu_attn_args *a, const int *n_rows_dev, const int *n_seqs_dev,
                             const bf16 *img, const bf16 *R, bf16 *Y, float *part, unsigned long long *bar, int M,
                             int H, int late);
-size_t eng_cu_chain_ffn_img_bytes(int H, int I);
+size_t eng_cu_chain_ffn_img_bytes(int H, int I, int glu);
 size_t eng_cu_chain_ffn_part_bytes(int H, int I);
-cudaError_t eng_cu_chain_ffn_pack(cudaStream_t s, const bf16 *Wgu, const bf16 *Wd, bf16 *img, int H, int I);
+cudaError_t eng_cu_chain_ffn_pack(cudaStream_t s, const bf16 *Wu, const bf16 *Wd, bf16 *img, int H, int I, int glu);
 cudaError_t eng_cu_chain_ffn(cudaStream_t s, const bf16 *X, const bf16 *img, bf16 *Y, float *part,
-                             unsigned long long *bar, int M, int H, int I, const int *n_rows_dev, float eps,
-                             int late);
+                             unsigned long long *bar, int M, int H, int I, const int *n_rows_dev, float eps, int late,
+                             const eng_cu_ffn_ln *ln);
 
 /* Lab use: run the same GEMM with the i-th heuristic candidate instead of
  * the cached choice.  Returns -1 when there is no such candidate. */

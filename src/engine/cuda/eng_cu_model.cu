@@ -316,7 +316,7 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         const char *cqa = getenv("POSY_CUDA_CHAIN_QKV_ATT"); /* attention in the QKV GEMM: eng_cu_model.h */
         m->chain_qkv_att = is_q3 && cqa && !strcmp(cqa, "1");
         const char *cff = getenv("POSY_CUDA_CHAIN_FFN"); /* the MLP as one launch: eng_cu_model.h */
-        m->chain_ffn = is_q3 && cff && !strcmp(cff, "1");
+        m->chain_ffn = cff && !strcmp(cff, "1");
         const char *cao = getenv("POSY_CUDA_CHAIN_AO"); /* attention + O as one launch: eng_cu_model.h */
         m->chain_ao = is_q3 && cao && !strcmp(cao, "1");
         const char *cdf = getenv("POSY_CUDA_CHAIN_DOWN_FLOOR"); /* an experiment: eng_cu.h */
@@ -645,6 +645,7 @@ int eng_cu_model_qkv_att(eng_cu_model *m, cudaStream_t s, const eng_cu_chain_att
  * caller's switch then goes off, with a warning, and the unsplit kernels
  * run).  Images made before a failure stay until close: a graph captured
  * earlier may read them. */
+enum { SPLIT_AO = 0, SPLIT_FFN_GLU = 1, SPLIT_FFN_LN = 2 }; /* which image split_image packs */
 typedef struct split_slot {
     bf16 ***img;
     float **part;
@@ -652,6 +653,7 @@ typedef struct split_slot {
     int *on;
     size_t img_bytes, part_bytes;
     const char *what, *env;
+    int kind;
 } split_slot;
 
 static const bf16 *split_image(eng_cu_model *m, cudaStream_t s, int l, const split_slot *k, const bf16 *W1,
@@ -672,7 +674,8 @@ static const bf16 *split_image(eng_cu_model *m, cudaStream_t s, int l, const spl
     bf16 *p = NULL;
     if (e == cudaSuccess) e = cudaMalloc((void **)&p, k->img_bytes);
     if (e == cudaSuccess)
-        e = W2 ? eng_cu_chain_ffn_pack(s, W1, W2, p, m->H, m->I) : eng_cu_chain_ao_pack(s, W1, p, m->H, m->heads);
+        e = k->kind == SPLIT_AO ? eng_cu_chain_ao_pack(s, W1, p, m->H, m->heads)
+                                : eng_cu_chain_ffn_pack(s, W1, W2, p, m->H, m->I, k->kind == SPLIT_FFN_GLU);
     if (e != cudaSuccess) {
         if (p) cudaFree(p);
         (void)cudaGetLastError(); /* an allocation failure is not sticky: clear it */
@@ -690,14 +693,20 @@ static const bf16 *split_image(eng_cu_model *m, cudaStream_t s, int l, const spl
 
 int eng_cu_model_ffn(eng_cu_model *m, cudaStream_t s, int l, const eng_cu_layer *w, const bf16 *X, bf16 *Y, int T,
                      const int *n_tok, posy_err *err) {
-    if (!m->chain_ffn || T > 16 || !eng_cu_chain_ffn_ok(T, m->H, m->I) || w->up_b || w->down_b) return 0;
+    /* Qwen3: gate | up without biases; encoders: the LayerNorm-folded up
+     * weights (chain_ln), GELU, both biases */
+    const int glu = m->epi_up != ENG_CU_EPI_BIAS_GELU;
+    if (!m->chain_ffn || T > 16 || !eng_cu_chain_ffn_ok(T, m->H, m->I, glu)) return 0;
+    if (glu ? (w->up_b || w->down_b) : (!w->upf_w || !w->upf_b || !w->upf_c || !w->down_b || T > m->chain_ln))
+        return 0;
     const split_slot k = {&m->ffn_img, &m->ffn_part, &m->ffn_bar, &m->chain_ffn,
-                          eng_cu_chain_ffn_img_bytes(m->H, m->I), eng_cu_chain_ffn_part_bytes(m->H, m->I), "MLP",
-                          "POSY_CUDA_CHAIN_FFN"};
-    const bf16 *img = split_image(m, s, l, &k, w->up_w, w->down_w);
+                          eng_cu_chain_ffn_img_bytes(m->H, m->I, glu), eng_cu_chain_ffn_part_bytes(m->H, m->I), "MLP",
+                          "POSY_CUDA_CHAIN_FFN", glu ? SPLIT_FFN_GLU : SPLIT_FFN_LN};
+    const bf16 *img = split_image(m, s, l, &k, glu ? w->up_w : w->upf_w, w->down_w);
     if (!img) return 0;
+    const eng_cu_ffn_ln ln = {w->upf_c, w->upf_b, w->down_b, w->ln1_g, w->ln1_b};
     const cudaError_t ce = eng_cu_chain_ffn(s, X, img, Y, m->ffn_part, m->ffn_bar, T, m->H, m->I, n_tok, m->eps,
-                                            (chain_late_mask(m, T) >> 2) & 1);
+                                            (chain_late_mask(m, T) >> 2) & 1, glu ? NULL : &ln);
     if (ce == cudaErrorNotSupported) return 0;
     CK("mlp (one launch)", ce);
     return 1;
@@ -709,7 +718,7 @@ int eng_cu_model_ao(eng_cu_model *m, cudaStream_t s, int l, const eng_cu_layer *
         return 0;
     const split_slot k = {&m->ao_img, &m->ao_part, &m->ao_bar, &m->chain_ao,
                           eng_cu_chain_ao_img_bytes(m->H, m->heads), eng_cu_chain_ao_part_bytes(m->H, m->heads),
-                          "attention + O projection", "POSY_CUDA_CHAIN_AO"};
+                          "attention + O projection", "POSY_CUDA_CHAIN_AO", SPLIT_AO};
     const bf16 *img = split_image(m, s, l, &k, w->ao_w, NULL);
     if (!img) return 0;
     const cudaError_t ce =
@@ -864,6 +873,10 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
             if (eng_cu_model_attn_o(m, s, 1, &a, n_tok, n_seq, w->ao_w, w->ao_b, m->x, m->y, T, H, err,
                                     l ? &r2 : NULL))
                 return -1;
+            /* the MLP as one split launch where it is on (chain_ffn), else up and down */
+            const int ffn = eng_cu_model_ffn(m, s, l, w, m->y, m->x, T, n_tok, err);
+            if (ffn < 0) return -1;
+            if (ffn) continue;
             const eng_cu_chain_norm f1 = {NULL, NULL, m->eps, n_tok, NULL, 2, w->upf_c, m->ln_s1};
             if (eng_cu_model_gemm(m, s, 1, m->y, w->upf_w, w->upf_b, NULL, m->inter, T, m->I, H, m->epi_up, &f1, err,
                                   NULL))

@@ -138,15 +138,18 @@ typedef struct eng_cu_model {
      * an experiment, off by default: slower than the node on the H200
      * (643.7 against 603.7 us a 16-token query, docs/BENCHMARKS.md) */
     int chain_qkv_att;
-    /* Qwen3: the layer's whole MLP as one launch (eng_cu_chain_ffn: split-K
+    /* The layer's whole MLP as one launch (eng_cu_chain_ffn: split-K
      * partials met by a reduce-scatter behind a grid barrier) in buckets of
-     * at most 16 tokens, instead of the gate | up and down GEMMs -- one node
-     * fewer a layer.  POSY_CUDA_CHAIN_FFN=1 on, =0 off.  Its per-block
-     * weight images (ffn_img, one a layer, ~19 MB each for Qwen3-0.6B;
-     * they replace the padded copies of gate | up and down, which are then
-     * never made) are made on a bucket's first, eager run, like the padded
-     * copies; ffn_part (fp32 partials) and ffn_bar (the grid barrier's
-     * counter) with the first image. */
+     * at most 16 tokens, instead of the up (gate | up) and down GEMMs -- one
+     * node fewer a layer: Qwen3 (RMS fold, SwiGLU), and the encoders in the
+     * LayerNorm-folded chain (chain_ln; GELU, post-LN residual).
+     * POSY_CUDA_CHAIN_FFN=1 on, =0 off.  Its per-block weight images
+     * (ffn_img, one a layer: ~19 MB each for Qwen3-0.6B, 2.4 MB for
+     * all-MiniLM-L6, 9.6 MB for BERT-base; for Qwen3 they replace the
+     * padded copies of gate | up and down, which are then never made) are
+     * made on a bucket's first, eager run, like the padded copies;
+     * ffn_part (fp32 partials) and ffn_bar (the grid barrier's counter)
+     * with the first image. */
     int chain_ffn;
     bf16 **ffn_img;
     float *ffn_part;
@@ -299,8 +302,9 @@ int eng_cu_model_attn_o(eng_cu_model *m, cudaStream_t s, int chain, const eng_cu
  * (nothing launched: run attention as its own kernel), -1 on error. */
 int eng_cu_model_qkv_att(eng_cu_model *m, cudaStream_t s, const eng_cu_chain_att *att, const bf16 *X, const bf16 *W,
                          const bf16 *B, bf16 *Y, int T, int N, int K, const eng_cu_chain_norm *nm, posy_err *err);
-/* Qwen3's MLP as one launch (chain_ffn, eng_cu_chain_ffn): Y = X +
- * MLP(RMSNorm(X)) for layer l.  Returns 1 when launched, 0 when it is off
+/* The MLP as one launch (chain_ffn, eng_cu_chain_ffn) for layer l: Qwen3
+ * Y = X + MLP(RMSNorm(X)); encoders (the LayerNorm-folded chain, X raw)
+ * Y = LN1(X) + MLP(LN1(X)), raw.  Returns 1 when launched, 0 when it is off
  * or this launch cannot be made (nothing launched: run the two GEMMs),
  * -1 on error. */
 int eng_cu_model_ffn(eng_cu_model *m, cudaStream_t s, int l, const eng_cu_layer *w, const bf16 *X, bf16 *Y, int T,
