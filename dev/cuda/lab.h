@@ -133,6 +133,47 @@ static float lab_graph_ms(cudaStream_t st, F fn, int iters) {
     return ms;
 }
 
+/* one launch (fn) captured with PDL as the chain runs it, replayed three
+ * times over a poisoned output: each replay must give got's bits */
+template <typename F>
+static void lab_check_replays(cudaStream_t st, F fn, const bf16 *y, size_t bytes, const std::vector<float> &got,
+                          const char *what) {
+    cudaGraphExec_t ge = lab_capture(st, fn);
+    int same = 1;
+    for (int rep = 0; rep < 3; rep++) {
+        lab_poison((void *)y, bytes);
+        CUCHECK(cudaGraphLaunch(ge, st));
+        CUCHECK(cudaStreamSynchronize(st));
+        std::vector<float> again = lab_download_bf16(y, got.size());
+        same &= !memcmp(again.data(), got.data(), again.size() * sizeof(float));
+    }
+    const float one = same ? 1.f : 0.f, want = 1.f;
+    lab_check(what, &one, &want, 1, 0.f, 0.f);
+    CUCHECK(cudaGraphExecDestroy(ge));
+}
+
+/* the model's fold (eng_cu_model.cu, put_folded): Wf = bf16(Wu diag(g)),
+ * bf = bf16(bu + Wu beta), cs = the column sums of Wf's bf16 values;
+ * Wu is I x H */
+static void lab_fold_ln(const std::vector<float> &wu, const std::vector<float> &bu, const std::vector<float> &ga,
+                     const std::vector<float> &be, int H, int I, std::vector<uint16_t> &wf, std::vector<uint16_t> &bf,
+                     std::vector<float> &cs) {
+    wf.resize((size_t)I * H);
+    bf.resize(I);
+    cs.resize(I);
+    for (int j = 0; j < I; j++) {
+        double b = bu[j], sum = 0;
+        for (int k = 0; k < H; k++) {
+            const uint16_t v = eng_cu_f2bf_bits(wu[(size_t)j * H + k] * ga[k]);
+            wf[(size_t)j * H + k] = v;
+            sum += eng_cu_bf_bits2f(v);
+            b += (double)wu[(size_t)j * H + k] * be[k];
+        }
+        bf[j] = eng_cu_f2bf_bits((float)b);
+        cs[j] = (float)sum;
+    }
+}
+
 static int lab_finish(const char *name) {
     printf("%s: %s (%d failing checks)\n", name, lab_failures ? "FAIL" : "PASS", lab_failures);
     return lab_failures ? 1 : 0;

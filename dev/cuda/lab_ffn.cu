@@ -56,25 +56,6 @@ static void ffn_ref(const std::vector<float> &x, const std::vector<float> &wgu, 
     }
 }
 
-/* one launch (fn) captured with PDL as the chain runs it, replayed three
- * times over a poisoned output: each replay must give got's bits */
-template <typename F>
-static void check_replays(cudaStream_t st, F fn, const bf16 *y, size_t bytes, const std::vector<float> &got,
-                          const char *what) {
-    cudaGraphExec_t ge = lab_capture(st, fn);
-    int same = 1;
-    for (int rep = 0; rep < 3; rep++) {
-        lab_poison((void *)y, bytes);
-        CUCHECK(cudaGraphLaunch(ge, st));
-        CUCHECK(cudaStreamSynchronize(st));
-        std::vector<float> again = lab_download_bf16(y, got.size());
-        same &= !memcmp(again.data(), got.data(), again.size() * sizeof(float));
-    }
-    const float one = same ? 1.f : 0.f, want = 1.f;
-    lab_check(what, &one, &want, 1, 0.f, 0.f);
-    CUCHECK(cudaGraphExecDestroy(ge));
-}
-
 static void qwen3_part(cudaStream_t st) {
     const float eps = 1e-6f;
     /* weights: FL layers, each a random gate | up and down */
@@ -151,7 +132,7 @@ static void qwen3_part(cudaStream_t st) {
         lab_check(what, got.data(), two.data(), two.size(), 2e-3f, 1.6e-2f);
         /* same bits: three replays of a captured launch */
         snprintf(what, sizeof what, "ffn M=%d real=%d replays bit-identical", M, n_real);
-        check_replays(
+        lab_check_replays(
             st, [&] { CUCHECK(eng_cu_chain_ffn(st, xb, img[0], yb, part, bar, M, FH, FI, nrow, eps, 0, NULL)); }, yb,
             16 * FH * 2, got, what);
     }
@@ -225,27 +206,6 @@ static void enc_ref(const std::vector<float> &x, const std::vector<float> &wu, c
     }
 }
 
-/* the model's fold (eng_cu_model.cu, put_folded): Wf = bf16(Wu diag(g)),
- * bf = bf16(bu + Wu beta), cs = the column sums of Wf's bf16 values */
-static void enc_fold(const std::vector<float> &wu, const std::vector<float> &bu, const std::vector<float> &ga,
-                     const std::vector<float> &be, int H, int I, std::vector<uint16_t> &wf, std::vector<uint16_t> &bf,
-                     std::vector<float> &cs) {
-    wf.resize((size_t)I * H);
-    bf.resize(I);
-    cs.resize(I);
-    for (int j = 0; j < I; j++) {
-        double b = bu[j], sum = 0;
-        for (int k = 0; k < H; k++) {
-            const uint16_t v = eng_cu_f2bf_bits(wu[(size_t)j * H + k] * ga[k]);
-            wf[(size_t)j * H + k] = v;
-            sum += eng_cu_bf_bits2f(v);
-            b += (double)wu[(size_t)j * H + k] * be[k];
-        }
-        bf[j] = eng_cu_f2bf_bits((float)b);
-        cs[j] = (float)sum;
-    }
-}
-
 static void enc_part(cudaStream_t st, const char *name, int H, int I, int L) {
     const float eps = 1e-12f;
     std::vector<uint16_t> hb;
@@ -265,7 +225,7 @@ static void enc_part(cudaStream_t st, const char *name, int H, int I, int L) {
             ga[k] = 1.f + 0.2f * lab_uniform();
             be[k] = 0.1f * lab_uniform();
         }
-        enc_fold(wu, bu, ga, be, H, I, wf, bf, cs);
+        lab_fold_ln(wu, bu, ga, be, H, I, wf, bf, cs);
         dwf[l] = (bf16 *)lab_upload(wf);
         dbf[l] = (bf16 *)lab_upload(bf);
         dcs[l] = lab_upload(cs);
@@ -339,7 +299,7 @@ static void enc_part(cudaStream_t st, const char *name, int H, int I, int L) {
         lab_check(what, got.data(), two.data(), two.size(), 4e-3f, 1.6e-2f);
         /* same bits: three replays of a captured launch */
         snprintf(what, sizeof what, "%s ffn M=%d real=%d replays bit-identical", name, M, n_real);
-        check_replays(
+        lab_check_replays(
             st, [&] { CUCHECK(eng_cu_chain_ffn(st, xb, img[0], yb, part, bar, M, H, I, nrow, eps, 0, &ln)); }, yb,
             16 * H * 2, got, what);
     }

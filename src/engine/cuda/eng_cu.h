@@ -722,6 +722,37 @@ cudaError_t eng_cu_chain_ao_pack(cudaStream_t s, const bf16 *Wo, bf16 *img, int 
 cudaError_t eng_cu_chain_ao(cudaStream_t s, const eng_cu_attn_args *a, const int *n_rows_dev, const int *n_seqs_dev,
                             const bf16 *img, const bf16 *R, bf16 *Y, float *part, unsigned long long *bar, int M,
                             int H, int late);
+/* An encoder layer's attention block as one chain launch
+ * (eng_cu_chain_ab.cu), split by head: Y = ctx Wo^T + bo + res, ctx =
+ * attention(Q | K | V) over the packed sequences (cu_seqlens, not causal),
+ * Q | K | V = rs (X Wf^T - mu colsum) + b' (the previous layer's
+ * LayerNorm folded into Wf, b' and colsum as put_folded makes them) with
+ * res = (X - mu) rs gamma + beta -- or, at layer 0 (colsum, gamma, beta
+ * all NULL), Q | K | V = X W^T + b and res = X.  X raw [M][H], Y raw: what
+ * the chain's QKV GEMM and attention + O kernel compute together.  Rows
+ * at or past *n_rows_dev (below M) stored as zeros; the heads' partials
+ * meet in a fixed order behind one grid barrier (bar: a 64-bit counter,
+ * zero at first, shared only by these launches), so results are the same
+ * bits every run.  img: eng_cu_chain_ab_pack of W [3H][H] (Q, K, V rows)
+ * and Wo [H][H], eng_cu_chain_ab_img_bytes; part:
+ * eng_cu_chain_ab_part_bytes.  ok: M <= 16 and all-MiniLM-L6's shape (H
+ * 384, 12 heads of 32).  cudaErrorNotSupported, launching nothing, when
+ * the shape is not built or the 96 blocks cannot be resident at once. */
+typedef struct eng_cu_ab_args {
+    const bf16 *X, *img, *qkv_b, *bo;   /* qkv_b: b' (folded) or b; bo 8-byte aligned */
+    const float *colsum, *gamma, *beta; /* NULL at layer 0; gamma / beta 16-byte aligned */
+    bf16 *Y;
+    float *part;
+    unsigned long long *bar;
+    const int *n_rows_dev, *n_seqs_dev, *cu_seqlens;
+    float scale, eps;
+    int M, H, n_heads, head_dim, late;
+} eng_cu_ab_args;
+int eng_cu_chain_ab_ok(int M, int H, int n_heads, int head_dim);
+size_t eng_cu_chain_ab_img_bytes(void);
+size_t eng_cu_chain_ab_part_bytes(void);
+cudaError_t eng_cu_chain_ab_pack(cudaStream_t s, const bf16 *Wqkv, const bf16 *Wo, bf16 *img);
+cudaError_t eng_cu_chain_ab(cudaStream_t s, const eng_cu_ab_args *a);
 size_t eng_cu_chain_ffn_img_bytes(int H, int I, int glu);
 size_t eng_cu_chain_ffn_part_bytes(int H, int I);
 cudaError_t eng_cu_chain_ffn_pack(cudaStream_t s, const bf16 *Wu, const bf16 *Wd, bf16 *img, int H, int I, int glu);

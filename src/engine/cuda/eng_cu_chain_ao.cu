@@ -27,9 +27,10 @@
  * kernel's blocks launch only after all of this launch's blocks have run
  * launch_dependents, so none can take the room first.
  *
- * Tested by dev/cuda/lab_ffn.cu (its attention + O part) against an fp64
- * reference: one and several sequences, causal and not, a single token,
- * padding rows zero, same bits over replays.
+ * Tested by dev/cuda/lab_attn.cu (check_attn_o's split-by-head part,
+ * LAB_ATTN_AO_ONLY=1 runs only those cases) against its reference: one and
+ * several sequences, causal and not, a single token, padding rows zero,
+ * same bits over replays.
  */
 #include "eng_cu_chain_head.h"
 #include "eng_cu_skinny.h"
@@ -89,23 +90,7 @@ __global__ void __launch_bounds__(AO_THREADS) ao_kernel(ao_args p) {
     /* the input block (no kernel of the forward writes it): real rows, and
      * each row's key range and position from cu_seqlens */
     const int n_real = min(p.M, *p.n_rows_dev);
-    if (threadIdx.x < 16) {
-        const int r = threadIdx.x, ns = *p.n_seqs_dev;
-        int lo = 0, hi = 0, pos = 0;
-        if (r < n_real)
-            for (int q = 0; q < ns; q++) {
-                const int s0 = a.cu_seqlens[q], e0 = a.cu_seqlens[q + 1];
-                if (r >= s0 && r < e0) {
-                    lo = s0;
-                    hi = a.causal ? r + 1 : e0;
-                    pos = r - s0;
-                    break;
-                }
-            }
-        arow[r] = lo;
-        arow[16 + r] = hi;
-        arow[32 + r] = pos;
-    }
+    if (threadIdx.x < 16) eng_chain_rows(arow, n_real, a.cu_seqlens, *p.n_seqs_dev, a.causal);
     __syncthreads(); /* the mbarrier's init before anyone waits on it */
     asm volatile("griddepcontrol.wait;\n" ::: "memory");
     if (p.late) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");

@@ -82,28 +82,6 @@ static __host__ __device__ constexpr size_t ffn_smem(int H, int W, bool glu) {
  * and H / 8 / W n tiles of the down partial (an even number) */
 static __host__ __device__ constexpr int ffn_warps(int H) { return H == 384 ? 6 : 8; }
 
-/* four summed columns of row r with the encoders' residual: + the down
- * bias + LN(R) = (R - mu) rs gamma + beta, stored bf16; zeros at or past
- * the real count */
-static __device__ __forceinline__ void ffn_store4_ln(float4 s, const bf16 *R, bf16 *Y, int ld, int r, int col,
-                                                     int n_real, float2 st, const eng_cu_ffn_ln &ln) {
-    uint2 o = make_uint2(0u, 0u);
-    if (r < n_real) {
-        const uint2 rr = __ldcg((const uint2 *)(R + (size_t)r * ld + col));
-        const uint2 bb = __ldg((const uint2 *)(ln.b_down + col));
-        const float4 ga = __ldg((const float4 *)(ln.gamma + col)), be = __ldg((const float4 *)(ln.beta + col));
-        const float2 r0 = __bfloat1622float2(*(const __nv_bfloat162 *)&rr.x),
-                     r1 = __bfloat1622float2(*(const __nv_bfloat162 *)&rr.y);
-        const float2 b0 = __bfloat1622float2(*(const __nv_bfloat162 *)&bb.x),
-                     b1 = __bfloat1622float2(*(const __nv_bfloat162 *)&bb.y);
-        o.x = eng_pack_bf16(s.x + b0.x + ((r0.x - st.x) * st.y * ga.x + be.x),
-                            s.y + b0.y + ((r0.y - st.x) * st.y * ga.y + be.y));
-        o.y = eng_pack_bf16(s.z + b1.x + ((r1.x - st.x) * st.y * ga.z + be.z),
-                            s.w + b1.y + ((r1.y - st.x) * st.y * ga.w + be.w));
-    }
-    *(uint2 *)(Y + (size_t)r * ld + col) = o;
-}
-
 /* LN false: Qwen3 (RMS fold, gate | up, SwiGLU, plain residual); LN true:
  * the encoders (LayerNorm fold, up, GELU, down bias, post-LN residual) */
 template <int H, int W, bool LN>
@@ -295,7 +273,7 @@ ffn_kernel(const bf16 *X, const bf16 *img, bf16 *Y, float *part, unsigned long l
             const int r = rh * 8 + (threadIdx.x >> 1), col = c * 8 + (threadIdx.x & 1) * 4;
             if (r < M) {
                 if constexpr (LN)
-                    ffn_store4_ln(a, X, Y, H, r, col, n_real, st[r], ln);
+                    eng_split_store4_res(a, X, Y, H, r, col, n_real, ln.b_down, st[r], ln.gamma, ln.beta);
                 else
                     eng_split_store4(a, X, Y, H, r, col, n_real);
             }

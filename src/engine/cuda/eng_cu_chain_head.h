@@ -82,4 +82,27 @@ static __device__ __forceinline__ void eng_chain_head(const bf16 *Qs, const bf16
     }
 }
 
+/* The first 16 query rows' key ranges and positions from cu_seqlens (ns
+ * sequences): arow[r] = lo, arow[16 + r] = hi (causal: r + 1), arow[32 +
+ * r] = r's position in its sequence; zeros at or past n_real.  Threads
+ * 0-15 call it, one row each (the split launches: eng_cu_chain_ao.cu,
+ * eng_cu_chain_ab.cu). */
+static __device__ __forceinline__ void eng_chain_rows(int *arow, int n_real, const int *cu, int ns, int causal) {
+    const int r = threadIdx.x;
+    int lo = 0, hi = 0, pos = 0;
+    if (r < n_real)
+        for (int q = 0; q < ns; q++) {
+            const int s0 = cu[q], e0 = cu[q + 1];
+            if (r >= s0 && r < e0) {
+                lo = s0;
+                hi = causal ? r + 1 : e0;
+                pos = r - s0;
+                break;
+            }
+        }
+    arow[r] = lo;
+    arow[16 + r] = hi;
+    arow[32 + r] = pos;
+}
+
 #endif

@@ -317,6 +317,8 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         m->chain_qkv_att = is_q3 && cqa && !strcmp(cqa, "1");
         const char *cff = getenv("POSY_CUDA_CHAIN_FFN"); /* the MLP as one launch: eng_cu_model.h */
         m->chain_ffn = cff && !strcmp(cff, "1");
+        const char *cab = getenv("POSY_CUDA_CHAIN_AB"); /* an encoder's attention block as one launch */
+        m->chain_ab = !is_q3 && cab && !strcmp(cab, "1");
         const char *cao = getenv("POSY_CUDA_CHAIN_AO"); /* attention + O as one launch: eng_cu_model.h */
         m->chain_ao = is_q3 && cao && !strcmp(cao, "1");
         const char *cdf = getenv("POSY_CUDA_CHAIN_DOWN_FLOOR"); /* an experiment: eng_cu.h */
@@ -444,6 +446,11 @@ void eng_cu_model_close(eng_cu_model *m) {
     free(m->ao_img);
     if (m->ao_part) cudaFree(m->ao_part);
     if (m->ao_bar) cudaFree(m->ao_bar);
+    if (m->ab_img)
+        for (int l = 0; l < m->L; l++) cudaFree(m->ab_img[l]);
+    free(m->ab_img);
+    if (m->ab_part) cudaFree(m->ab_part);
+    if (m->ab_bar) cudaFree(m->ab_bar);
     if (m->gemm) eng_cu_gemm_destroy(m->gemm);
     if (m->wmem) cudaFree(m->wmem);
     if (m->amem) cudaFree(m->amem);
@@ -645,7 +652,7 @@ int eng_cu_model_qkv_att(eng_cu_model *m, cudaStream_t s, const eng_cu_chain_att
  * caller's switch then goes off, with a warning, and the unsplit kernels
  * run).  Images made before a failure stay until close: a graph captured
  * earlier may read them. */
-enum { SPLIT_AO = 0, SPLIT_FFN_GLU = 1, SPLIT_FFN_LN = 2 }; /* which image split_image packs */
+enum { SPLIT_AO = 0, SPLIT_FFN_GLU = 1, SPLIT_FFN_LN = 2, SPLIT_AB = 3 }; /* which image split_image packs */
 typedef struct split_slot {
     bf16 ***img;
     float **part;
@@ -674,8 +681,9 @@ static const bf16 *split_image(eng_cu_model *m, cudaStream_t s, int l, const spl
     bf16 *p = NULL;
     if (e == cudaSuccess) e = cudaMalloc((void **)&p, k->img_bytes);
     if (e == cudaSuccess)
-        e = k->kind == SPLIT_AO ? eng_cu_chain_ao_pack(s, W1, p, m->H, m->heads)
-                                : eng_cu_chain_ffn_pack(s, W1, W2, p, m->H, m->I, k->kind == SPLIT_FFN_GLU);
+        e = k->kind == SPLIT_AO   ? eng_cu_chain_ao_pack(s, W1, p, m->H, m->heads)
+            : k->kind == SPLIT_AB ? eng_cu_chain_ab_pack(s, W1, W2, p)
+                                  : eng_cu_chain_ffn_pack(s, W1, W2, p, m->H, m->I, k->kind == SPLIT_FFN_GLU);
     if (e != cudaSuccess) {
         if (p) cudaFree(p);
         (void)cudaGetLastError(); /* an allocation failure is not sticky: clear it */
@@ -709,6 +717,44 @@ int eng_cu_model_ffn(eng_cu_model *m, cudaStream_t s, int l, const eng_cu_layer 
                                             (chain_late_mask(m, T) >> 2) & 1, glu ? NULL : &ln);
     if (ce == cudaErrorNotSupported) return 0;
     CK("mlp (one launch)", ce);
+    return 1;
+}
+
+int eng_cu_model_ab(eng_cu_model *m, cudaStream_t s, int l, const eng_cu_attn_args *a, const int *n_tok,
+                    const int *n_seq, const bf16 *X, bf16 *Y, int T, posy_err *err) {
+    if (!m->chain_ab || T > 16 || T > m->chain_ln || !eng_cu_chain_ab_ok(T, m->H, m->heads, m->head_dim)) return 0;
+    const eng_cu_layer *w = eng_cu_layer_at(m, l), *pv = l ? eng_cu_layer_at(m, l - 1) : NULL;
+    if (!w->qkv_b || !w->ao_b || (l && (!w->qkvf_w || !w->qkvf_b || !w->qkvf_c))) return 0;
+    /* the image is made per layer (the layer's own QKV weights, folded or not) */
+    const split_slot k = {&m->ab_img, &m->ab_part, &m->ab_bar, &m->chain_ab, eng_cu_chain_ab_img_bytes(),
+                          eng_cu_chain_ab_part_bytes(), "attention block", "POSY_CUDA_CHAIN_AB", SPLIT_AB};
+    const bf16 *img = split_image(m, s, l, &k, l ? w->qkvf_w : w->qkv_w, w->ao_w);
+    if (!img) return 0;
+    eng_cu_ab_args ab;
+    memset(&ab, 0, sizeof ab);
+    ab.X = X;
+    ab.img = img;
+    ab.qkv_b = l ? w->qkvf_b : w->qkv_b;
+    ab.bo = w->ao_b;
+    ab.colsum = l ? w->qkvf_c : NULL;
+    ab.gamma = l ? pv->ln2_g : NULL;
+    ab.beta = l ? pv->ln2_b : NULL;
+    ab.Y = Y;
+    ab.part = m->ab_part;
+    ab.bar = m->ab_bar;
+    ab.n_rows_dev = n_tok;
+    ab.n_seqs_dev = n_seq;
+    ab.cu_seqlens = a->cu_seqlens;
+    ab.scale = a->scale;
+    ab.eps = m->eps;
+    ab.M = T;
+    ab.H = m->H;
+    ab.n_heads = m->heads;
+    ab.head_dim = m->head_dim;
+    ab.late = chain_late_mask(m, T) & 1;
+    const cudaError_t ce = eng_cu_chain_ab(s, &ab);
+    if (ce == cudaErrorNotSupported) return 0;
+    CK("attention block (one launch)", ce);
     return 1;
 }
 
@@ -859,20 +905,28 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
          * the previous layer's LN2 to x through its folded weights and
          * stores the rows' (mu, rs) in ln_s2, which the O projection uses
          * to add LN2(x) as its residual; the up GEMM does the same with
-         * LN1 of y (ln_s1) for the down projection's residual */
+         * LN1 of y (ln_s1) for the down projection's residual.  At <= 16
+         * tokens the split launches may take two kernels' work each
+         * (chain_ab: QKV + attention + O; chain_ffn: up + down), computing
+         * the rows' statistics themselves */
         for (int l = 0; l < m->L; l++) {
             const eng_cu_layer *w = eng_cu_layer_at(m, l), *pv = l ? eng_cu_layer_at(m, l - 1) : NULL;
             const eng_cu_chain_res r2 = {m->ln_s2, pv ? pv->ln2_g : NULL, pv ? pv->ln2_b : NULL, n_tok};
-            if (l) {
-                const eng_cu_chain_norm f = {NULL, NULL, m->eps, n_tok, NULL, 2, w->qkvf_c, m->ln_s2};
-                if (eng_cu_model_gemm(m, s, 1, m->x, w->qkvf_w, w->qkvf_b, NULL, m->qkv, T, 3 * H, H, ENG_CU_EPI_BIAS,
-                                      &f, err, NULL))
+            /* the attention block as one split launch where it is on (chain_ab), else QKV and attention + O */
+            const int ab = eng_cu_model_ab(m, s, l, &a, n_tok, n_seq, m->x, m->y, T, err);
+            if (ab < 0) return -1;
+            if (!ab) {
+                if (l) {
+                    const eng_cu_chain_norm f = {NULL, NULL, m->eps, n_tok, NULL, 2, w->qkvf_c, m->ln_s2};
+                    if (eng_cu_model_gemm(m, s, 1, m->x, w->qkvf_w, w->qkvf_b, NULL, m->qkv, T, 3 * H, H,
+                                          ENG_CU_EPI_BIAS, &f, err, NULL))
+                        return -1;
+                } else
+                    GEMM(m->x, w->qkv_w, w->qkv_b, NULL, m->qkv, 3 * H, H, ENG_CU_EPI_BIAS);
+                if (eng_cu_model_attn_o(m, s, 1, &a, n_tok, n_seq, w->ao_w, w->ao_b, m->x, m->y, T, H, err,
+                                        l ? &r2 : NULL))
                     return -1;
-            } else
-                GEMM(m->x, w->qkv_w, w->qkv_b, NULL, m->qkv, 3 * H, H, ENG_CU_EPI_BIAS);
-            if (eng_cu_model_attn_o(m, s, 1, &a, n_tok, n_seq, w->ao_w, w->ao_b, m->x, m->y, T, H, err,
-                                    l ? &r2 : NULL))
-                return -1;
+            }
             /* the MLP as one split launch where it is on (chain_ffn), else up and down */
             const int ffn = eng_cu_model_ffn(m, s, l, w, m->y, m->x, T, n_tok, err);
             if (ffn < 0) return -1;

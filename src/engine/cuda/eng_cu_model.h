@@ -164,6 +164,16 @@ typedef struct eng_cu_model {
     bf16 **ao_img;
     float *ao_part;
     unsigned long long *ao_bar;
+    /* all-MiniLM-L6 (eng_cu_chain_ab_ok's shape): the layer's attention
+     * block -- QKV with the LayerNorm fold, attention, O, bias, residual
+     * -- as one launch split by head, in the LayerNorm-folded chain's
+     * buckets of at most 16 tokens, instead of the QKV GEMM and the
+     * attention + O kernel.  POSY_CUDA_CHAIN_AB=1 on.  Images (ab_img, one
+     * a layer, ~1.3 MB), ab_part and ab_bar made like ffn_img's. */
+    int chain_ab;
+    bf16 **ab_img;
+    float *ab_part;
+    unsigned long long *ab_bar;
     /* which chain kernels let their dependents launch only after their own
      * wait (eng_cu_chain_late), a bit per role: 1 QKV, 2 attention + O / O,
      * 4 up, 8 down (POSY_CUDA_CHAIN_TRIGGER=mask, every chain bucket); -1
@@ -302,6 +312,13 @@ int eng_cu_model_attn_o(eng_cu_model *m, cudaStream_t s, int chain, const eng_cu
  * (nothing launched: run attention as its own kernel), -1 on error. */
 int eng_cu_model_qkv_att(eng_cu_model *m, cudaStream_t s, const eng_cu_chain_att *att, const bf16 *X, const bf16 *W,
                          const bf16 *B, bf16 *Y, int T, int N, int K, const eng_cu_chain_norm *nm, posy_err *err);
+/* The encoders' attention block as one launch (chain_ab, eng_cu_chain_ab)
+ * for layer l of the LayerNorm-folded chain: Y = O(attention(QKV(LN(X))))
+ * + LN(X) with the previous layer's LN2 (layer 0: X as it is), raw.
+ * Returns 1 when launched, 0 when off or not possible (nothing launched:
+ * run the QKV GEMM and attention + O), -1 on error. */
+int eng_cu_model_ab(eng_cu_model *m, cudaStream_t s, int l, const eng_cu_attn_args *a, const int *n_tok,
+                    const int *n_seq, const bf16 *X, bf16 *Y, int T, posy_err *err);
 /* The MLP as one launch (chain_ffn, eng_cu_chain_ffn) for layer l: Qwen3
  * Y = X + MLP(RMSNorm(X)); encoders (the LayerNorm-folded chain, X raw)
  * Y = LN1(X) + MLP(LN1(X)), raw.  Returns 1 when launched, 0 when it is off
