@@ -29,6 +29,12 @@
  * refuses (cudaErrorNotSupported: the caller runs QKV and attention + O)
  * unless the occupancy calculator says they fit.
  *
+ * Measured on the H200 (2026-12-05, runs 74-75): correct, and slower --
+ * all-MiniLM-L6's 16-token query 73.6 against 63.8 us (lab: 7.1 us a
+ * layer with the weights in L2, against ~5 for the two nodes it replaces;
+ * docs/BENCHMARKS.md, "Split launches").  An experiment, off by default
+ * (POSY_CUDA_CHAIN_AB).
+ *
  * Tested by dev/cuda/lab_ab.cu against an fp64 reference (one and several
  * sequences, a single row, padding rows zero, layer 0's form, same bits
  * over replays) and against the chain's two kernels.

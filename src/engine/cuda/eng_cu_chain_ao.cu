@@ -27,6 +27,11 @@
  * kernel's blocks launch only after all of this launch's blocks have run
  * launch_dependents, so none can take the room first.
  *
+ * Measured on the H200 (2026-12-05, run 75): correct, and slower --
+ * Qwen3-0.6B's 16-token query 663.0 against 600.3 us with the attention
+ * node and the O GEMM (docs/BENCHMARKS.md, "Split launches").  An
+ * experiment, off by default (POSY_CUDA_CHAIN_AO).
+ *
  * Tested by dev/cuda/lab_attn.cu (check_attn_o's split-by-head part,
  * LAB_ATTN_AO_ONLY=1 runs only those cases) against its reference: one and
  * several sequences, causal and not, a single token, padding rows zero,

@@ -46,6 +46,14 @@
  * same way for X and W (a lane's 8 consecutive values feed two mma
  * steps), which the sum does not see.
  *
+ * Measured on the H200 (2026-12-05, runs 74-75; docs/BENCHMARKS.md,
+ * "Split launches"): correct in every form and SLOWER everywhere -- one
+ * query of 16 tokens: Qwen3-0.6B 758.7 against 600.3 us, BERT-base 226.9
+ * against 181.3, all-MiniLM-L6 69.3 against 63.8.  What it saves (a
+ * hand-over, the second node's weight wait) its own serial path spends
+ * again: weights landing, both products, the partial store, the barrier,
+ * the reduce's loads.  An experiment, off by default (POSY_CUDA_CHAIN_FFN).
+ *
  * Tested by dev/cuda/lab_ffn.cu against an fp64 reference (odd row
  * counts, a single row, padding rows zero, same bits over replays).
  */

@@ -143,7 +143,10 @@ typedef struct eng_cu_model {
      * at most 16 tokens, instead of the up (gate | up) and down GEMMs -- one
      * node fewer a layer: Qwen3 (RMS fold, SwiGLU), and the encoders in the
      * LayerNorm-folded chain (chain_ln; GELU, post-LN residual).
-     * POSY_CUDA_CHAIN_FFN=1 on, =0 off.  Its per-block weight images
+     * POSY_CUDA_CHAIN_FFN=1 on; an experiment, off by default: slower on
+     * the H200 (16 tokens: Qwen3-0.6B 758.7 against 600.3 us, all-MiniLM-L6
+     * 69.3 against 63.8, BERT-base 226.9 against 181.3; docs/BENCHMARKS.md,
+     * "Split launches").  Its per-block weight images
      * (ffn_img, one a layer: ~19 MB each for Qwen3-0.6B, 2.4 MB for
      * all-MiniLM-L6, 9.6 MB for BERT-base; for Qwen3 they replace the
      * padded copies of gate | up and down, which are then never made) are
@@ -157,7 +160,8 @@ typedef struct eng_cu_model {
     /* Qwen3: attention and the O projection as one launch split by head
      * (eng_cu_chain_ao, the same reduce-scatter) in buckets of at most 16
      * tokens, instead of the attention node and the O GEMM -- one node
-     * fewer a layer.  POSY_CUDA_CHAIN_AO=1 on, =0 off.  Images (ao_img,
+     * fewer a layer.  POSY_CUDA_CHAIN_AO=1 on; an experiment, off by
+     * default: 663.0 against 600.3 us a 16-token query on the H200.  Images (ao_img,
      * one a layer: Wo's per-block slices, ~4.5 MB for Qwen3-0.6B), ao_part
      * and ao_bar made like ffn_img's. */
     int chain_ao;
@@ -168,7 +172,8 @@ typedef struct eng_cu_model {
      * block -- QKV with the LayerNorm fold, attention, O, bias, residual
      * -- as one launch split by head, in the LayerNorm-folded chain's
      * buckets of at most 16 tokens, instead of the QKV GEMM and the
-     * attention + O kernel.  POSY_CUDA_CHAIN_AB=1 on.  Images (ab_img, one
+     * attention + O kernel.  POSY_CUDA_CHAIN_AB=1 on; an experiment, off
+     * by default: 73.6 against 63.8 us a 16-token query on the H200.  Images (ab_img, one
      * a layer, ~1.3 MB), ab_part and ab_bar made like ffn_img's. */
     int chain_ab;
     bf16 **ab_img;
