@@ -37,7 +37,8 @@
  *
  * Tested by dev/cuda/lab_ab.cu against an fp64 reference (one and several
  * sequences, a single row, padding rows zero, layer 0's form, same bits
- * over replays) and against the chain's two kernels.
+ * over replays; 20 checks, all passing in run 74) and, in the model, by
+ * e2e_vs_transformers with POSY_CUDA_CHAIN_AB=1 (tests/cuda/run_split_gpu.sh).
  */
 #include "eng_cu_chain_head.h"
 #include "eng_cu_skinny.h"
