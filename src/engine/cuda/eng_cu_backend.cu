@@ -167,7 +167,8 @@ static int cu_open(posy_engine *e, posy_err *err) {
     }
     if (ce != cudaSuccess) { cuda_err(err, "staging slots", ce); cu_close(e); return -1; }
     snprintf(e->cfg.info.dtype, sizeof e->cfg.info.dtype, "bf16");
-    char chain[80] = "off", lnf[40] = "";
+    char chain[80] = "off", lnf[40] = "", small[48] = "off";
+    if (st->m.mega_ok) snprintf(small, sizeof small, "on (<= %d tokens)", st->m.mega_maxt);
     if (st->m.chain_ln) snprintf(lnf, sizeof lnf, ", norms folded <= %d tokens", st->m.chain_ln);
     if (st->m.chain_max)
         snprintf(chain, sizeof chain, "<= %d tokens%s", st->m.chain_max,
@@ -177,7 +178,7 @@ static int cu_open(posy_engine *e, posy_err *err) {
                   "wgmma GEMM %s",
                   st->device, st->m.wbytes / 1048576.0, st->m.abytes / 1048576.0,
                   st->m.max_tokens, st->m.max_seqs, st->n_buckets, N_SLOTS,
-                  st->m.mega_ok ? "on (<= 64 tokens)" : "off", chain, st->m.wg_versions ? "on" : "off");
+                  small, chain, st->m.wg_versions ? "on" : "off");
     return 0;
 }
 

@@ -3,10 +3,18 @@
  * of the CUDA engine.
  *
  * Status: OPT-IN (POSY_CUDA_MEGA=1).  Correct on the H200 (lab_mega,
- * gpu_backend_e2e, e2e_vs_transformers), but not yet faster than the graph
- * of kernels except for 1-token inputs on all-MiniLM-L6: each stage costs
- * 2-6 us on top of a ~0.75 us barrier (lab_mega's profile), see
- * docs/BENCHMARKS.md.
+ * gpu_backend_e2e, e2e_vs_transformers), but slower than the graph of
+ * kernels (2.2-2.7x for all-MiniLM-L6 at 1-16 tokens since the one-query
+ * chain, run 77): each stage costs 2-6 us on top of a ~0.85 us barrier
+ * (lab_mega's profile), see docs/BENCHMARKS.md.
+ *
+ * POSY_CUDA_MEGA_CLUSTER=C runs it as ONE thread-block cluster of C blocks
+ * (barrier.cluster between stages, <= 16 tokens, weights two stages ahead
+ * when two buffers fit).  Also correct, and 3.6x slower than the graph of
+ * kernels for all-MiniLM-L6 (run 77): the cluster barrier after global
+ * stores costs 0.4-1.2 us, not the bare 0.25, and 16 SMs ingest the
+ * weights at ~15 KB/us a block (docs/BENCHMARKS.md, "The whole one-query
+ * forward in one thread-block cluster").
  *
  * Why: a 16-token query is memory- and latency-bound like LLM decode.  As a
  * graph of ordinary kernels it costs ~3-4 us a node (44 nodes for
@@ -47,6 +55,9 @@
  * (tests/cuda/gpu_backend_e2e.c compares the two on the same batches).
  */
 #include "eng_cu_model.h"
+extern "C" {
+#include "posy_log.h"
+}
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -73,6 +84,10 @@ typedef struct mega_args {
     unsigned long long *bar, *prof; /* arrival counter; profile (NULL: off) */
     unsigned long long span;        /* arrivals a launch adds: barriers x blocks */
     int ntmax; /* most 8-column tiles a block owns in any stage */
+    int maxt;  /* rows the shared buffers hold (MG_MAXT, or 16 in cluster mode) */
+    int nbuf;  /* weight buffers: a stage's weights are requested nbuf GEMM stages ahead */
+    int cluster; /* 1: the grid is one thread-block cluster, barriers are barrier.cluster */
+    size_t wsz;  /* bf16 elements a weight buffer */
 } mega_args;
 
 /* ---- small device helpers -------------------------------------------------- */
@@ -113,7 +128,25 @@ static __device__ __forceinline__ unsigned long long mg_now() {
 }
 
 static __device__ __forceinline__ void mg_grid_sync(unsigned long long *ctr, unsigned long long *target,
-                                                    unsigned long long *prof, int *nb) {
+                                                    unsigned long long *prof, int *nb, int cluster) {
+    if (cluster) {
+        /* one cluster: the hardware barrier (it includes every thread of
+         * every CTA, so it is a block barrier too); release / acquire at
+         * cluster scope order the activations' global stores before the
+         * other CTAs' ld.global.cg loads */
+        __syncthreads();
+        if (prof && threadIdx.x == 0) atomicMax(prof + 2 + MG_PS * *nb, mg_now());
+        asm volatile("barrier.cluster.arrive.release.aligned;\n"
+                     "barrier.cluster.wait.acquire.aligned;\n" ::: "memory");
+        if (prof && threadIdx.x == 0) {
+            const unsigned long long t = mg_now();
+            if (blockIdx.x == 0) prof[3 + MG_PS * *nb] = t;
+            atomicMax(prof + 4 + MG_PS * *nb, t);
+        }
+        (*nb)++;
+        __syncthreads();
+        return;
+    }
     __syncthreads();
     if (threadIdx.x == 0) {
         if (prof) atomicMax(prof + 2 + MG_PS * *nb, mg_now());
@@ -349,6 +382,25 @@ static __device__ void mg_prefetch_w(const bf16 *W, int N, int K, bf16 *Ws) {
     asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
 
+/* Request the weights of GEMM stage j (layer j / 4: QKV, O, UP, DOWN) into
+ * buffer j % nbuf, as one cp.async group; past the last stage an empty
+ * group, so that before stage j exactly nbuf - 1 newer groups exist and
+ * cp.async.wait_group(nbuf - 1) means "stage j's weights have landed". */
+static __device__ void mg_prefetch_stage(const mega_args &a, int j, bf16 *Ws0) {
+    if (j >= 4 * a.L) {
+        asm volatile("cp.async.commit_group;\n" ::: "memory");
+        return;
+    }
+    const eng_cu_layer *w = &a.layers[j >> 2];
+    bf16 *dst = Ws0 + (size_t)(j % a.nbuf) * a.wsz;
+    switch (j & 3) {
+    case 0: mg_prefetch_w(w->qkv_w, 3 * a.H, a.H, dst); break;
+    case 1: mg_prefetch_w(w->ao_w, a.H, a.H, dst); break;
+    case 2: mg_prefetch_w(w->up_w, a.I, a.H, dst); break;
+    default: mg_prefetch_w(w->down_w, a.H, a.I, dst); break;
+    }
+}
+
 enum { MG_EPI_BIAS = 0, MG_EPI_GELU = 1, MG_EPI_RES = 2 };
 
 /* The block's share of one GEMM stage: out[r][n] = epi(A W^T + b) for its
@@ -359,7 +411,8 @@ static __device__ void mg_stage_gemm(const mega_args &a, const bf16 *A, int lda,
                                      float *acc, unsigned long long *ph) {
     int t0, nt;
     mg_tiles(N, &t0, &nt);
-    asm volatile("cp.async.wait_all;\n" ::: "memory");
+    if (a.nbuf > 1) asm volatile("cp.async.wait_group 1;\n" ::: "memory");
+    else asm volatile("cp.async.wait_all;\n" ::: "memory");
     __syncthreads();
     if (ph && threadIdx.x == 0) ph[0] = mg_now();
     if (nt <= 0) return;
@@ -561,42 +614,50 @@ static __device__ void mg_stage_pool(const mega_args &a, bf16 *rows_s, float *re
 __global__ void __launch_bounds__(MG_THREADS, 1) mega_bert_kernel(mega_args a) {
     extern __shared__ __align__(16) unsigned char mg_smem[];
     const int H = a.H, lda = H + 8;
-    bf16 *As = (bf16 *)mg_smem;                                        /* [64][H+8] */
-    float *acc = (float *)(mg_smem + (size_t)MG_MAXT * lda * 2);         /* [8 warps][64][ntmax*8] */
-    bf16 *Ws = (bf16 *)(acc + (size_t)MG_WARPS * MG_MAXT * a.ntmax * 8);  /* the next GEMM's weight rows */
-    const int n = min(a.meta[ENG_CU_META_TOKENS], MG_MAXT);
+    bf16 *As = (bf16 *)mg_smem;                                        /* [maxt][H+8] */
+    float *acc = (float *)(mg_smem + (size_t)a.maxt * lda * 2);         /* [8 warps][maxt][ntmax*8] */
+    bf16 *Ws = (bf16 *)(acc + (size_t)MG_WARPS * a.maxt * a.ntmax * 8);  /* nbuf buffers of the GEMMs' weight rows */
+    const int n = min(a.meta[ENG_CU_META_TOKENS], a.maxt);
     const int rows_pad = (n + 15) & ~15;
     unsigned long long target = 0; /* thread 0's: arrivals the next barrier waits for */
     int nb = 0;
     if (threadIdx.x == 0) {
-        unsigned long long c;
-        asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(c) : "l"(a.bar) : "memory");
-        target = c - c % a.span;
+        if (!a.cluster) {
+            unsigned long long c;
+            asm volatile("ld.acquire.gpu.global.u64 %0, [%1];\n" : "=l"(c) : "l"(a.bar) : "memory");
+            target = c - c % a.span;
+        }
         if (a.prof && blockIdx.x == 0) a.prof[0] = mg_now();
     }
-    mg_prefetch_w(a.layers[0].qkv_w, 3 * H, H, Ws);
+    for (int j = 0; j < a.nbuf; j++) mg_prefetch_stage(a, j, Ws);
 #define PH (a.prof && blockIdx.x == 0 ? a.prof + 2 + MG_PS * nb + 3 : NULL)
+#define WS(j) (Ws + (size_t)((j) % a.nbuf) * a.wsz)
+#define SYNC() mg_grid_sync(a.bar, &target, a.prof, &nb, a.cluster)
     for (int l = 0; l < a.L; l++) {
         const eng_cu_layer *w = &a.layers[l];
+        const int j = 4 * l;
         if (l == 0) mg_embed_prologue(a, n, rows_pad, As, lda);
         else mg_ln_prologue(a, a.layers[l - 1].ln2_g, a.layers[l - 1].ln2_b, n, rows_pad, As, lda);
-        mg_stage_gemm<1>(a, As, lda, n, Ws, w->qkv_b, 3 * H, H, MG_EPI_BIAS, NULL, a.qkv, acc, PH);
-        mg_prefetch_w(w->ao_w, H, H, Ws);
-        mg_grid_sync(a.bar, &target, a.prof, &nb);
+        mg_stage_gemm<1>(a, As, lda, n, WS(j), w->qkv_b, 3 * H, H, MG_EPI_BIAS, NULL, a.qkv, acc, PH);
+        mg_prefetch_stage(a, j + a.nbuf, Ws);
+        SYNC();
         mg_stage_attention(a, n);
-        mg_grid_sync(a.bar, &target, a.prof, &nb);
-        mg_stage_gemm<0>(a, a.ctx, H, n, Ws, w->ao_b, H, H, MG_EPI_RES, a.x, a.y, acc, PH);
-        mg_prefetch_w(w->up_w, a.I, H, Ws);
-        mg_grid_sync(a.bar, &target, a.prof, &nb);
+        SYNC();
+        mg_stage_gemm<0>(a, a.ctx, H, n, WS(j + 1), w->ao_b, H, H, MG_EPI_RES, a.x, a.y, acc, PH);
+        mg_prefetch_stage(a, j + 1 + a.nbuf, Ws);
+        SYNC();
         mg_ln_prologue(a, w->ln1_g, w->ln1_b, n, rows_pad, As, lda);
-        mg_stage_gemm<1>(a, As, lda, n, Ws, w->up_b, a.I, H, MG_EPI_GELU, NULL, a.inter, acc, PH);
-        mg_prefetch_w(w->down_w, H, a.I, Ws);
-        mg_grid_sync(a.bar, &target, a.prof, &nb);
-        mg_stage_gemm<0>(a, a.inter, a.I, n, Ws, w->down_b, H, a.I, MG_EPI_RES, a.x, a.y, acc, PH);
-        if (l + 1 < a.L) mg_prefetch_w(a.layers[l + 1].qkv_w, 3 * H, H, Ws);
-        mg_grid_sync(a.bar, &target, a.prof, &nb);
+        mg_stage_gemm<1>(a, As, lda, n, WS(j + 2), w->up_b, a.I, H, MG_EPI_GELU, NULL, a.inter, acc, PH);
+        mg_prefetch_stage(a, j + 2 + a.nbuf, Ws);
+        SYNC();
+        mg_stage_gemm<0>(a, a.inter, a.I, n, WS(j + 3), w->down_b, H, a.I, MG_EPI_RES, a.x, a.y, acc, PH);
+        mg_prefetch_stage(a, j + 3 + a.nbuf, Ws);
+        SYNC();
     }
+#undef SYNC
+#undef WS
 #undef PH
+    asm volatile("cp.async.wait_all;\n" ::: "memory"); /* (only empty groups are left) */
     mg_stage_pool(a, As, acc);
     if (a.prof) {
         __syncthreads();
@@ -608,7 +669,78 @@ __global__ void __launch_bounds__(MG_THREADS, 1) mega_bert_kernel(mega_args a) {
 
 static int mg_tiles_per_block(int N, int G) { return (N / 8 + G - 1) / G; }
 
-int eng_cu_mega_usable(const eng_cu_model *m, int tokens) { return m->mega_ok && tokens <= MG_MAXT; }
+int eng_cu_mega_usable(const eng_cu_model *m, int tokens) { return m->mega_ok && tokens <= m->mega_maxt; }
+
+/* Shared memory for a grid of G blocks, rows of maxt, nbuf weight buffers;
+ * *nt and *wsz (bf16 elements a buffer) returned. */
+static size_t mg_smem_for(const eng_cu_model *m, int G, int maxt, int nbuf, int *nt, size_t *wsz) {
+    const int Ns[4] = {3 * m->H, m->H, m->I, m->H}, Ks[4] = {m->H, m->H, m->H, m->I};
+    *nt = 0;
+    *wsz = 0;
+    for (int i = 0; i < 4; i++) {
+        const int t = mg_tiles_per_block(Ns[i], G);
+        if (t > *nt) *nt = t;
+        const size_t e = (size_t)t * 8 * (Ks[i] + 8);
+        if (e > *wsz) *wsz = e;
+    }
+    return (size_t)maxt * (m->H + 8) * 2 + (size_t)MG_WARPS * maxt * *nt * 8 * 4 + (size_t)nbuf * *wsz * 2;
+}
+
+/* POSY_CUDA_MEGA_CLUSTER=C (2..16): the whole forward in ONE cluster of C
+ * blocks, stages separated by barrier.cluster instead of the grid barrier
+ * through L2 (~0.25 us against ~0.8: lab_cluster), buckets of at most 16
+ * tokens, weights requested two GEMM stages ahead when two buffers fit.
+ * Returns 1 when set up, 0 when the model or device does not take it (a
+ * log line says why). */
+static int mg_prepare_cluster(eng_cu_model *m, int C, int smem_max) {
+    const int maxt = 16;
+    const char *nb = getenv("POSY_CUDA_MEGA_NBUF"); /* "1": one weight buffer even where two fit (A/B) */
+    int nt = 0, nbuf = nb && !strcmp(nb, "1") ? 1 : 2;
+    size_t wsz = 0, smem = mg_smem_for(m, C, maxt, nbuf, &nt, &wsz);
+    if (smem > (size_t)smem_max) {
+        nbuf = 1;
+        smem = mg_smem_for(m, C, maxt, nbuf, &nt, &wsz);
+    }
+    if (smem > (size_t)smem_max || (size_t)(32 + m->H) * 4 > (size_t)MG_WARPS * maxt * nt * 8 * 4) {
+        POSY_WARN("cuda: small-batch kernel in one cluster of %d blocks needs %zu B of shared memory a block "
+                  "(%d available): not used", C, smem, smem_max);
+        return 0;
+    }
+    cudaError_t ce = cudaFuncSetAttribute(mega_bert_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+    if (ce == cudaSuccess && C > 8)
+        ce = cudaFuncSetAttribute(mega_bert_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1);
+    int nclusters = 0;
+    if (ce == cudaSuccess) {
+        cudaLaunchConfig_t cfg = {};
+        cudaLaunchAttribute at[1];
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = (unsigned)C;
+        at[0].val.clusterDim.y = 1;
+        at[0].val.clusterDim.z = 1;
+        cfg.gridDim = dim3((unsigned)C);
+        cfg.blockDim = dim3(MG_THREADS);
+        cfg.dynamicSmemBytes = smem;
+        cfg.attrs = at;
+        cfg.numAttrs = 1;
+        ce = cudaOccupancyMaxActiveClusters(&nclusters, mega_bert_kernel, &cfg);
+    }
+    if (ce != cudaSuccess || nclusters < 1) {
+        cudaGetLastError();
+        POSY_WARN("cuda: small-batch kernel: a cluster of %d blocks with %zu B of shared memory cannot run on "
+                  "this device (%s): not used", C, smem, ce != cudaSuccess ? cudaGetErrorString(ce) : "0 clusters fit");
+        return 0;
+    }
+    m->mega_cluster = C;
+    m->mega_grid = C;
+    m->mega_maxt = maxt;
+    m->mega_nbuf = nbuf;
+    m->mega_wsz = wsz;
+    m->mega_smem = smem;
+    m->mega_nt = nt;
+    POSY_INFO("cuda: small-batch kernel in one cluster of %d blocks, <= %d tokens, %zu B shared memory, %d weight "
+              "buffer(s)", C, maxt, smem, nbuf);
+    return 1;
+}
 
 int eng_cu_mega_prepare(eng_cu_model *m, posy_err *err) {
     m->mega_ok = 0;
@@ -625,33 +757,43 @@ int eng_cu_mega_prepare(eng_cu_model *m, posy_err *err) {
     cudaDeviceGetAttribute(&coop, cudaDevAttrCooperativeLaunch, dev);
     cudaDeviceGetAttribute(&smem_max, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev);
     if (!coop || sms <= 0) return 0;
-    /* tiles a block owns per stage (QKV, O, UP, DOWN) and its weight rows */
-    const int Ns[4] = {3 * m->H, m->H, m->I, m->H}, Ks[4] = {m->H, m->H, m->H, m->I};
-    int nt = 0;
-    size_t wsz = 0;
-    for (int i = 0; i < 4; i++) {
-        const int t = mg_tiles_per_block(Ns[i], sms);
-        if (t > nt) nt = t;
-        const size_t b = (size_t)t * 8 * (Ks[i] + 8) * 2;
-        if (b > wsz) wsz = b;
+    m->mega_cluster = 0;
+    const char *cl = getenv("POSY_CUDA_MEGA_CLUSTER");
+    if (cl && *cl) {
+        char *end = NULL;
+        const long C = strtol(cl, &end, 10);
+        if (*end || C < 2 || C > 16) {
+            POSY_WARN("cuda: POSY_CUDA_MEGA_CLUSTER=%s is not a cluster size 2..16: ignored", cl);
+        } else if (!mg_prepare_cluster(m, (int)C, smem_max)) {
+            return 0;
+        }
     }
-    const size_t smem = (size_t)MG_MAXT * (m->H + 8) * 2 + (size_t)MG_WARPS * MG_MAXT * nt * 8 * 4 + wsz;
-    const size_t pool_need = (size_t)(32 + m->H) * 4;
-    if (smem > (size_t)smem_max || pool_need > (size_t)MG_MAXT * nt * 8 * 4) return 0;
-    cudaError_t ce = cudaFuncSetAttribute(mega_bert_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
-    if (ce != cudaSuccess) return eng_cu_model_fail(err, "mega kernel shared memory", ce);
-    int per_sm = 0;
-    ce = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mega_bert_kernel, MG_THREADS, smem);
-    if (ce != cudaSuccess || per_sm < 1) return 0;
+    if (!m->mega_cluster) {
+        /* tiles a block owns per stage (QKV, O, UP, DOWN) and its weight rows */
+        int nt = 0;
+        size_t wsz = 0;
+        const size_t smem = mg_smem_for(m, sms, MG_MAXT, 1, &nt, &wsz);
+        const size_t pool_need = (size_t)(32 + m->H) * 4;
+        if (smem > (size_t)smem_max || pool_need > (size_t)MG_MAXT * nt * 8 * 4) return 0;
+        cudaError_t ce =
+            cudaFuncSetAttribute(mega_bert_kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
+        if (ce != cudaSuccess) return eng_cu_model_fail(err, "mega kernel shared memory", ce);
+        int per_sm = 0;
+        ce = cudaOccupancyMaxActiveBlocksPerMultiprocessor(&per_sm, mega_bert_kernel, MG_THREADS, smem);
+        if (ce != cudaSuccess || per_sm < 1) return 0;
+        m->mega_grid = sms;
+        m->mega_maxt = MG_MAXT;
+        m->mega_nbuf = 1;
+        m->mega_wsz = wsz;
+        m->mega_smem = smem;
+        m->mega_nt = nt;
+    }
     const size_t tab = ((size_t)m->L * sizeof(eng_cu_layer) + 255) & ~(size_t)255;
-    ce = cudaMalloc(&m->mega_mem, tab + 256 + (size_t)MG_PROF_N * 8);
+    cudaError_t ce = cudaMalloc(&m->mega_mem, tab + 256 + (size_t)MG_PROF_N * 8);
     if (ce != cudaSuccess) return eng_cu_model_fail(err, "mega kernel tables", ce);
     ce = cudaMemcpy(m->mega_mem, m->layers, (size_t)m->L * sizeof(eng_cu_layer), cudaMemcpyHostToDevice);
     if (ce == cudaSuccess) ce = cudaMemset((char *)m->mega_mem + tab, 0, 256 + (size_t)MG_PROF_N * 8);
     if (ce != cudaSuccess) return eng_cu_model_fail(err, "mega kernel tables", ce);
-    m->mega_grid = sms;
-    m->mega_smem = smem;
-    m->mega_nt = nt;
     m->mega_bar = (unsigned long long *)((char *)m->mega_mem + tab);
     m->mega_prof = getenv("POSY_CUDA_MEGA_PROFILE") ? (unsigned long long *)((char *)m->mega_mem + tab + 256) : NULL;
     m->mega_ok = 1;
@@ -678,14 +820,25 @@ cudaError_t eng_cu_mega_forward(eng_cu_model *m, cudaStream_t s, int T, int S) {
     a.prof = m->mega_prof;
     a.span = (unsigned long long)MG_BARRIERS_PER_LAYER * m->L * m->mega_grid;
     a.ntmax = m->mega_nt;
+    a.maxt = m->mega_maxt;
+    a.nbuf = m->mega_nbuf;
+    a.wsz = m->mega_wsz;
+    a.cluster = m->mega_cluster > 0;
     cudaLaunchConfig_t cfg = {};
     cfg.gridDim = dim3(m->mega_grid);
     cfg.blockDim = dim3(MG_THREADS);
     cfg.dynamicSmemBytes = m->mega_smem;
     cfg.stream = s;
     cudaLaunchAttribute at[1];
-    at[0].id = cudaLaunchAttributeCooperative;
-    at[0].val.cooperative = 1;
+    if (a.cluster) {
+        at[0].id = cudaLaunchAttributeClusterDimension;
+        at[0].val.clusterDim.x = (unsigned)m->mega_cluster;
+        at[0].val.clusterDim.y = 1;
+        at[0].val.clusterDim.z = 1;
+    } else {
+        at[0].id = cudaLaunchAttributeCooperative;
+        at[0].val.cooperative = 1;
+    }
     cfg.attrs = at;
     cfg.numAttrs = 1;
     cudaError_t e = cudaLaunchKernelEx(&cfg, mega_bert_kernel, a);

@@ -245,6 +245,10 @@ typedef struct eng_cu_model {
     int serp;
     /* the small-batch persistent kernel (eng_cu_mega.cu), when it fits */
     int mega_ok, mega_grid, mega_nt;
+    int mega_maxt;    /* largest bucket it takes (64; 16 in one cluster) */
+    int mega_cluster; /* 0: cooperative grid of one block an SM; C: one cluster of C blocks */
+    int mega_nbuf;    /* weight buffers (stages requested ahead) */
+    size_t mega_wsz;  /* bf16 elements a weight buffer */
     size_t mega_smem;
     void *mega_mem;                     /* device layer table, barrier counter, profile */
     unsigned long long *mega_bar, *mega_prof; /* in mega_mem; prof NULL unless POSY_CUDA_MEGA_PROFILE */
