@@ -6,7 +6,10 @@
  *
  * - latency: one query of 16 and 64 tokens; per step the GPU time of the
  *   forward (CUDA events around the graph launch) and the wall time of
- *   step + wait including packing and both copies;
+ *   step + wait including packing and both copies; then the same query
+ *   submitted back to back ("back-to-back": the GPU time of the graph
+ *   alone, as the peer times its replays, and each query's share of wall
+ *   time);
  * - batch: equal lengths 128 and 512 at 256 .. 65536 tokens per step, and
  *   random lengths 16..512 filling the same budgets; steps are pipelined
  *   (submitted without waiting, up to the engine's staging slots), tokens/s
@@ -91,6 +94,17 @@ static void latency(posy_engine *e, const char *name, int L, int vocab, int H) {
     printf("{\"kind\": \"latency\", \"model\": \"%s\", \"seq\": %d, \"batch\": 1, \"mode\": \"posy-cuda-graph\", "
            "\"gpu_us\": %.2f, \"wall_us\": %.2f}\n", name, L, (b.gpu_ms - a.gpu_ms) / n * 1e3,
            wall / n * 1e6);
+    /* The same query submitted back to back (the staging slots keep the
+     * stream full), as ../shared/bench/hf_peer.py times its graph replays:
+     * here the GPU never waits between the start event and a graph the host
+     * has not submitted yet, so gpu_us is the graph's own time; wall_us is
+     * a query's share of the whole run (copies and packing included). */
+    eng_cuda_stats(e, &a);
+    const double wall_b2b = pipelined(e, &g, n);
+    eng_cuda_stats(e, &b);
+    printf("{\"kind\": \"latency\", \"model\": \"%s\", \"seq\": %d, \"batch\": 1, \"mode\": "
+           "\"posy-cuda-graph-back-to-back\", \"gpu_us\": %.2f, \"wall_us\": %.2f}\n",
+           name, L, (b.gpu_ms - a.gpu_ms) / n * 1e3, wall_b2b / n * 1e6);
     fflush(stdout);
     /* BENCH_TRACE=PREFIX in a -DENG_CU_TRACE build: the per-block stamps of
      * one more query (graph replay) to PREFIX-NAME-L.txt

@@ -28,20 +28,22 @@ def find(rs, **kw):
 
 
 print("### Batch-1 latency (one query), microseconds\n")
-print("| model | tokens | posy GPU time | posy step wall (pack+copies+GPU) | peer CUDA graph | peer eager | peer graph / posy GPU |")
-print("|---|---|---|---|---|---|---|")
+print("| model | tokens | posy GPU time | posy GPU time, back to back | posy step wall (pack+copies+GPU) | peer CUDA graph | peer eager | peer graph / posy GPU |")
+print("|---|---|---|---|---|---|---|---|")
 for m in MODELS:
     for L in (16, 64):
-        p = find(posy, kind="latency", model=m, seq=L)
+        p = find(posy, kind="latency", model=m, seq=L, mode="posy-cuda-graph")
+        b = find(posy, kind="latency", model=m, seq=L, mode="posy-cuda-graph-back-to-back")
+        bu = f"{b['gpu_us']:.1f}" if b else "-"
         g = find(peer, kind="latency", model=m, seq=L, mode="cuda-graph")
         e = find(peer, kind="latency", model=m, seq=L, mode="eager")
         if not p:
             continue
         gu = g["ms"] * 1e3 if g and "ms" in g else None
         eu = e["ms"] * 1e3 if e and "ms" in e else None
-        print(f"| {m} | {L} | {p['gpu_us']:.1f} | {p['wall_us']:.1f} | "
+        print(f"| {m} | {L} | {p['gpu_us']:.1f} | {bu} | {p['wall_us']:.1f} | "
               f"{gu:.1f} | {eu:.1f} | {gu / p['gpu_us']:.1f}x |" if gu and eu else
-              f"| {m} | {L} | {p['gpu_us']:.1f} | {p['wall_us']:.1f} | - | - | - |")
+              f"| {m} | {L} | {p['gpu_us']:.1f} | {bu} | {p['wall_us']:.1f} | - | - | - |")
 
 print("\n### Throughput against tokens per step (tokens/s, wall clock, steps pipelined)\n")
 print("| model | pattern | tokens/step | posy tok/s | posy GPU ms/step | peer tok/s (padded) | ratio |")
@@ -77,7 +79,7 @@ for m in MODELS:
 # Issue 7's targets for the Qwen3-0.6B configuration (docs/BENCHMARKS.md)
 if "qwen3-0.6b" in MODELS:
     print("\n### Qwen3-0.6B against its targets\n")
-    lat = find(posy, kind="latency", model="qwen3-0.6b", seq=16)
+    lat = find(posy, kind="latency", model="qwen3-0.6b", seq=16, mode="posy-cuda-graph")
     peak = max([r["peak_tok_per_s"] for r in posy if r.get("kind") == "saturation" and r["model"] == "qwen3-0.6b"],
                default=None)
     if lat:

@@ -108,6 +108,7 @@ done
 python3 - "$OUT/ab_latency.jsonl" <<'EOF' | tee -a "$LOG"
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1]) if l.startswith("{")]
+rows = [r for r in rows if r.get("mode") == "posy-cuda-graph"]  # not the back-to-back rows
 t = {}
 for r in rows:
     t.setdefault((r["model"], r["seq"]), {}).setdefault(r["build"], []).append(r["gpu_us"])

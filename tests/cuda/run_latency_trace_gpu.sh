@@ -83,7 +83,8 @@ import collections, json, sys
 d = collections.defaultdict(list)
 for l in sys.stdin:
     r = json.loads(l)
-    d[(r["model"], r["seq"], r["build"], r.get("tag", "base"))].append(r["gpu_us"])
+    b2b = "/b2b" if r.get("mode", "").endswith("back-to-back") else ""  # queries submitted back to back
+    d[(r["model"], r["seq"], r["build"], r.get("tag", "base") + b2b)].append(r["gpu_us"])
 for k in sorted(d):
     print("%-11s %3d %-8s %-10s %8.1f us  (%s)" % (*k, sum(d[k]) / len(d[k]), " ".join("%.1f" % x for x in d[k])))
 ' | tee -a "$LOG"
