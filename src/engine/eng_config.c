@@ -157,7 +157,12 @@ static int cfg_qwen3(eng_config *c, json_t *r, const char *p, posy_err *err) {
     if ((rc = cfg_qwen3_extra(c, r, p, err))) return rc;
     in->type_vocab = 0;
     /* Qwen3 sets head_dim independently of hidden/heads; only the GQA
-     * grouping must divide. */
+     * grouping must divide.  Without head_dim it is hidden / heads, which
+     * must then be exact (hidden_size 2 with 6 heads would give head_dim 0,
+     * found by tests/fuzz/fuzz_config.c). */
+    if (!c->head_dim && in->hidden % in->heads)
+        return posy_err_set(err, POSY_E_INVALID, "%s: head_dim is absent and hidden size %d is not a multiple of %d "
+                            "attention heads (set head_dim)", p, in->hidden, in->heads);
     if (!c->head_dim) c->head_dim = in->hidden / in->heads;
     if (!in->kv_heads) in->kv_heads = in->heads;
     if (in->heads % in->kv_heads)

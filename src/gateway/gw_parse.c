@@ -110,7 +110,9 @@ static int read_options(json_t *o, int openai, gw_embed_req *r, gw_perr *pe) {
     if (d && !json_is_null(d)) {
         if (!json_is_integer(d)) return perr(pe, 400, "invalid_type", "'dimensions' must be an integer");
         json_int_t v = json_integer_value(d);
-        if (v < 1 || v > 1 << 30) return perr(pe, 422, "invalid_dimensions", "'dimensions' must be at least 1");
+        if (v < 1 || v > 1 << 30)
+            return perr(pe, 422, "invalid_dimensions", "'dimensions' is %lld; it must be in [1, %d]", (long long)v,
+                        1 << 30);
         r->dims = (int)v;
     }
     (void)openai;

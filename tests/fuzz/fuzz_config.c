@@ -1,0 +1,116 @@
+/* fuzz_config: libFuzzer target for eng_config_load, the reader of a model
+ * directory's JSON files (config.json, modules.json, the Pooling module's
+ * config.json, sentence_bert_config.json, config_sentence_transformers.json,
+ * tokenizer_config.json).  A model directory is outside input too: a
+ * downloaded model, or a volume mounted into a worker.
+ *
+ * The readers take a directory, not a buffer, so the input is written out
+ * as one: it is split at NUL bytes into up to six pieces, piece i becoming
+ * fuzz_files[i] in a scratch directory (under /dev/shm when there is one,
+ * for speed); files past the last piece are absent, as optional files may
+ * be.  Beyond "no crash, no leak, no UB" it checks what the engine and the
+ * gateway rely on after a successful load (sizes in range, heads dividing
+ * as the family requires, 1 <= max_seq_len <= max_positions, the default
+ * prompt findable) and that every refusal names the file at fault.
+ * Build and run: tests/fuzz/run_fuzz.sh config [seconds].
+ */
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "eng_config.h"
+
+static const char *const fuzz_files[] = {
+    "config.json", "modules.json", "1_Pooling/config.json", "sentence_bert_config.json",
+    "config_sentence_transformers.json", "tokenizer_config.json",
+};
+#define FUZZ_NFILES (int)(sizeof fuzz_files / sizeof fuzz_files[0])
+
+static char g_dir[256];
+
+static void fuzz_cleanup(void) {
+    char path[512];
+    for (int i = 0; i < FUZZ_NFILES; i++) {
+        snprintf(path, sizeof path, "%s/%s", g_dir, fuzz_files[i]);
+        unlink(path);
+    }
+    snprintf(path, sizeof path, "%s/1_Pooling", g_dir);
+    rmdir(path);
+    rmdir(g_dir);
+}
+
+int LLVMFuzzerInitialize(int *argc, char ***argv) {
+    (void)argc; (void)argv;
+    struct stat st;
+    const char *base = stat("/dev/shm", &st) == 0 && S_ISDIR(st.st_mode) ? "/dev/shm" : "/tmp";
+    snprintf(g_dir, sizeof g_dir, "%s/posy_fuzz_cfg_XXXXXX", base);
+    if (!mkdtemp(g_dir)) abort();
+    char sub[300];
+    snprintf(sub, sizeof sub, "%s/1_Pooling", g_dir);
+    if (mkdir(sub, 0700)) abort();
+    atexit(fuzz_cleanup);
+    return 0;
+}
+
+static void fuzz_write(int i, const uint8_t *p, size_t n) {
+    char path[512];
+    snprintf(path, sizeof path, "%s/%s", g_dir, fuzz_files[i]);
+    if (!p) {
+        unlink(path);
+        return;
+    }
+    FILE *f = fopen(path, "wb");
+    if (!f) abort();
+    if (n && fwrite(p, 1, n, f) != n) abort();
+    if (fclose(f)) abort();
+}
+
+static int fuzz_has_file_name(const char *msg) {
+    for (int i = 0; i < FUZZ_NFILES; i++)
+        if (strstr(msg, fuzz_files[i])) return 1;
+    return 0;
+}
+
+static void fuzz_check_ok(const eng_config *c) {
+    const posy_model_info *in = &c->info;
+    if (in->hidden < 1 || in->heads < 1 || in->layers < 1 || in->vocab < 1 || in->intermediate < 1) abort();
+    if (in->kv_heads < 1 || in->heads % in->kv_heads || c->head_dim < 1) abort();
+    if (strcmp(c->model_type, "qwen3") && (in->hidden % in->heads || c->head_dim * in->heads != in->hidden)) abort();
+    if (in->max_positions < 1 || in->max_positions > c->max_position_embeddings) abort();
+    if (in->max_seq_len < 1 || in->max_seq_len > in->max_positions) abort();
+    if ((unsigned)in->pooling > POSY_POOL_LAST || (in->normalize & ~1) || (c->do_lower_case & ~1)) abort();
+    if (c->n_prompts < 0 || c->n_prompts > ENG_MAX_PROMPTS) abort();
+    for (int i = 0; i < c->n_prompts; i++) {
+        if (!c->prompts[i].text || !memchr(c->prompts[i].name, 0, sizeof c->prompts[i].name)) abort();
+        if (eng_config_prompt(c, c->prompts[i].name) == NULL) abort();
+    }
+    if (c->default_prompt_name[0] && !eng_config_prompt(c, c->default_prompt_name)) abort();
+    if (!(c->ln_eps >= 0 && c->ln_eps <= 1)) abort();
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    const uint8_t *p = data, *end = data + size;
+    for (int i = 0; i < FUZZ_NFILES; i++) {
+        if (!p) {
+            fuzz_write(i, NULL, 0);
+            continue;
+        }
+        const uint8_t *nul = memchr(p, 0, (size_t)(end - p));
+        fuzz_write(i, p, (size_t)((nul ? nul : end) - p));
+        p = nul ? nul + 1 : NULL;
+    }
+    eng_config c;
+    posy_err err = {0};
+    int rc = eng_config_load(&c, g_dir, &err);
+    if (rc == 0) {
+        fuzz_check_ok(&c);
+        eng_config_free(&c);
+    } else if (err.code == POSY_OK || !err.msg[0] || !fuzz_has_file_name(err.msg) || c.n_prompts) {
+        fprintf(stderr, "fuzz_config: refusal without the file's name: %s\n", err.msg);
+        abort();
+    }
+    return 0;
+}

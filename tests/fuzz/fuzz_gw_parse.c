@@ -1,0 +1,87 @@
+/* fuzz_gw_parse: libFuzzer target for gw_parse_body, the reader of every
+ * JSON body the HTTP front takes (/v1/embeddings, /embed, /tokenize ...).
+ *
+ * The first input byte picks the route's flags, so one corpus covers all
+ * of them: bit 0 openai ("input" vs "inputs"), bit 1 /tokenize, bits 2-3
+ * --max-client-batch (1, 2, 8, 2048), bit 4 --auto-truncate.  The rest is
+ * the body, handed over at its exact size so that ASan sees any read past
+ * it.  Afterwards the target does what gw_stage_parse does: read every
+ * text and token id (tokenization), gw_embed_req_free, json_decref.
+ *
+ * Beyond "no crash, no leak, no UB" it checks the parser's contract:
+ * an error carries a 400 or 422 status, a code and a message; a success
+ * yields 1..max_inputs inputs (one list of ids counts as one) whose texts
+ * and id lists are the very values of the document's "input(s)" field.
+ * Build and run: tests/fuzz/run_fuzz.sh gw_parse [seconds].
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "gw_parse.h"
+
+static const int fuzz_max_inputs[4] = {1, 2, 8, 2048};
+
+volatile uint64_t fuzz_sink; /* keeps the reads of texts and ids alive */
+
+static void fuzz_check_error(const gw_perr *pe, const json_t *doc) {
+    if (pe->status != 400 && pe->status != 422) abort();
+    if (!pe->code || !pe->code[0] || !pe->msg[0]) abort();
+    if (!memchr(pe->msg, 0, sizeof pe->msg)) abort();
+    if (!doc && strcmp(pe->code, "invalid_json") != 0) abort();   /* only bad JSON leaves no document */
+}
+
+/* Element i of the request must be the document's own value (texts and ids
+ * point into it), and read like tokenization reads it. */
+static void fuzz_check_input(const gw_input *in, json_t *want) {
+    uint64_t h = 0;
+    if (in->text) {
+        if (in->ids || !json_is_string(want) || in->text != json_string_value(want)) abort();
+        if (in->len != json_string_length(want)) abort();
+        for (size_t k = 0; k < in->len; k++) h = h * 31 + (uint8_t)in->text[k];
+    } else {
+        if (in->ids != want || !json_is_array(want) || json_array_size(want) == 0) abort();
+        for (size_t k = 0; k < json_array_size(want); k++) {
+            json_t *v = json_array_get(want, k);
+            if (!json_is_integer(v)) abort();
+            h = h * 31 + (uint64_t)json_integer_value(v);
+        }
+    }
+    fuzz_sink += h;
+}
+
+static void fuzz_check_ok(const gw_embed_req *r, json_t *doc, int openai, int max_inputs) {
+    if (!json_is_object(doc) || r->n < 1 || !r->inputs) abort();
+    json_t *field = json_object_get(doc, openai ? "input" : "inputs");
+    if (!field) abort();
+    if (json_is_string(field) || json_is_integer(json_array_get(field, 0))) {   /* one input */
+        if (r->n != 1) abort();
+        fuzz_check_input(&r->inputs[0], field);
+    } else {
+        if (r->n > max_inputs || (size_t)r->n != json_array_size(field)) abort();
+        for (int i = 0; i < r->n; i++) fuzz_check_input(&r->inputs[i], json_array_get(field, (size_t)i));
+    }
+    if (r->dims < 0 || r->dims > 1 << 30) abort();
+    if ((unsigned)r->enc.dtype > POSY_VEC_UBINARY) abort();
+    if (r->dir != TOK_TRUNC_LEFT && r->dir != TOK_TRUNC_RIGHT) abort();
+    if ((r->normalize | r->truncate | r->chunked | r->add_special | r->base64) & ~1) abort();
+    if (r->prompt_name) fuzz_sink += strlen(r->prompt_name);
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size < 1) return 0;
+    int openai = data[0] & 1, tokenize = (data[0] >> 1) & 1;
+    int max_inputs = fuzz_max_inputs[(data[0] >> 2) & 3], truncate = (data[0] >> 4) & 1;
+    json_t *doc = (json_t *)1;   /* must be overwritten on every path */
+    gw_embed_req r;
+    gw_perr pe;
+    memset(&pe, 0, sizeof pe);
+    int rc = gw_parse_body((const char *)data + 1, size - 1, openai, tokenize, max_inputs, truncate, &doc, &r, &pe);
+    if (doc == (json_t *)1) abort();
+    if (rc == 0) fuzz_check_ok(&r, doc, openai, max_inputs);
+    else if (rc == -1) fuzz_check_error(&pe, doc);
+    else abort();
+    gw_embed_req_free(&r);
+    json_decref(doc);
+    return 0;
+}

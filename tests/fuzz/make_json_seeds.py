@@ -1,0 +1,136 @@
+#!/usr/bin/env python3
+"""Write the seed corpora of the two JSON fuzzers (run from anywhere):
+
+  tests/fuzz/gw_seeds/   fuzz_gw_parse: one flag byte (bit 0 openai, bit 1
+                         /tokenize, bits 2-3 --max-client-batch 1/2/8/2048,
+                         bit 4 --auto-truncate), then a request body: the
+                         OpenAI and TEI forms, every option, token-id
+                         inputs, and the usual mistakes (wrong types, empty
+                         lists, mixed inputs, bad JSON).
+  tests/fuzz/cfg_seeds/  fuzz_config: the files of a model directory joined
+                         by NUL bytes, in fuzz_config.c's order (config.json,
+                         modules.json, 1_Pooling/config.json,
+                         sentence_bert_config.json,
+                         config_sentence_transformers.json,
+                         tokenizer_config.json); fewer pieces = absent files.
+
+Files whose name starts with "crash-" are reproducers of fixed bugs and are
+left alone.  Standard library only."""
+import json
+import os
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+OPENAI, TOKENIZE, TRUNC = 1, 2, 16
+BATCH = {1: 0 << 2, 2: 1 << 2, 8: 2 << 2, 2048: 3 << 2}
+
+GW = {
+    "oa_string": (OPENAI | BATCH[2048], {"input": "Hello world", "model": "text-embedding-3-small"}),
+    "oa_list_base64": (OPENAI | BATCH[2048], {"input": ["a", "b", "c"], "model": "m", "encoding_format": "base64",
+                                              "dimensions": 128, "user": "u-1"}),
+    "oa_ids": (OPENAI | BATCH[8], {"input": [101, 7592, 2088, 102], "encoding_format": "float"}),
+    "oa_ids_batch": (OPENAI | BATCH[8], {"input": [[101, 7592, 102], [101, 2088, 102]], "dimensions": 64}),
+    "oa_int8": (OPENAI | BATCH[2], {"input": "x", "encoding_format": "int8"}),
+    "oa_ubinary_trunc": (OPENAI | TRUNC | BATCH[2], {"input": ["long text " * 20], "encoding_format": "ubinary"}),
+    "oa_too_many": (OPENAI | BATCH[1], {"input": ["one", "two", "three"]}),
+    "tei_full": (BATCH[2048], {"inputs": "What is Deep Learning?", "normalize": True, "truncate": True,
+                               "truncation_direction": "left", "prompt_name": "query"}),
+    "tei_list_uint8": (BATCH[8], {"inputs": ["a", "b"], "output_dtype": "uint8", "chunked": True}),
+    "tei_binary": (BATCH[8], {"inputs": "x", "encoding_format": "binary", "output_dtype": "binary"}),
+    "tei_contradict": (BATCH[8], {"inputs": "x", "encoding_format": "int8", "output_dtype": "uint8"}),
+    "tei_nulls": (TRUNC | BATCH[8], {"inputs": "x", "normalize": None, "truncate": None, "dimensions": None,
+                                     "prompt_name": None, "encoding_format": None}),
+    "tok_list": (TOKENIZE | BATCH[2048], {"inputs": ["Hello there", "General Kenobi"], "add_special_tokens": False}),
+    "tok_oa": (OPENAI | TOKENIZE | BATCH[8], {"input": "tokenize me", "add_special_tokens": True}),
+    "wrong_types": (BATCH[8], {"inputs": {"a": [1, [2, {"b": None}]]}, "normalize": "yes", "dimensions": 1.5}),
+    "mixed": (OPENAI | BATCH[8], {"input": ["a", [1, 2]]}),
+    "mixed_ids": (BATCH[8], {"inputs": [[1, 2], "a"]}),
+    "ids_not_int": (BATCH[8], {"inputs": [1, "2", 3.0]}),
+    "empty_ids": (BATCH[8], {"inputs": [[]]}),
+    "empty_list": (BATCH[8], {"inputs": []}),
+    "null_input": (BATCH[8], {"inputs": None}),
+    "bad_dir": (BATCH[8], {"inputs": "a", "truncation_direction": "middle"}),
+    "dims_zero": (OPENAI | BATCH[8], {"input": "a", "dimensions": 0}),
+    "dims_huge": (OPENAI | BATCH[8], {"input": "a", "dimensions": 2 ** 40}),
+    "ids_extreme": (BATCH[8], {"inputs": [[9223372036854775807, -9223372036854775808, -1, 0]]}),
+    "unicode": (BATCH[8], {"inputs": ["\u00e9\u4e2d\U0001F600", "tab\there", "\\ \" /"]}),
+}
+
+RAW = {
+    "not_object": (BATCH[8], b"[1,2,3]"),
+    "truncated": (OPENAI | BATCH[8], b'{"input": ["abc", "de'),
+    "deep": (BATCH[8], b'{"inputs":' + b"[" * 300 + b"]" * 300 + b"}"),
+    "escapes": (BATCH[8], b'{"inputs":"\\ud83d\\ude00 \\u00e9 \\n"}'),
+    "nul_escape": (BATCH[8], b'{"inputs":"a\\u0000b"}'),
+    "lone_surrogate": (BATCH[8], b'{"inputs":"\\ud800"}'),
+    "dup_keys": (OPENAI | BATCH[8], b'{"input":"a","input":[1,2],"dimensions":3,"dimensions":"x"}'),
+    "empty": (BATCH[8], b""),
+    "scalar": (BATCH[8], b"42"),
+}
+
+BERT = {"model_type": "bert", "architectures": ["BertModel"], "hidden_size": 64, "num_hidden_layers": 2,
+        "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 128,
+        "type_vocab_size": 2, "layer_norm_eps": 1e-12, "hidden_act": "gelu", "pad_token_id": 0,
+        "position_embedding_type": "absolute"}
+ROBERTA = dict(BERT, model_type="xlm-roberta", pad_token_id=1, max_position_embeddings=130, hidden_act="gelu_new")
+DISTIL = {"model_type": "distilbert", "dim": 64, "n_layers": 2, "n_heads": 4, "hidden_dim": 128, "vocab_size": 100,
+          "max_position_embeddings": 128, "activation": "gelu"}
+QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
+         "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 128, "vocab_size": 100,
+         "max_position_embeddings": 4096, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "tie_word_embeddings": True,
+         "hidden_act": "silu", "rope_scaling": None, "use_sliding_window": False,
+         "rope_parameters": {"rope_type": "default", "rope_theta": 10000}, "is_causal": False}
+MODULES = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+           {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+           {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]
+POOL_MEAN = {"word_embedding_dimension": 64, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": True,
+             "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False,
+             "pooling_mode_weightedmean_tokens": False, "pooling_mode_lasttoken": False, "include_prompt": True}
+POOL_LAST = dict(POOL_MEAN, pooling_mode_mean_tokens=False, pooling_mode_lasttoken=True, include_prompt=False)
+SBERT = {"max_seq_length": 64, "do_lower_case": True}
+PROMPTS = {"prompts": {"query": "query: ", "passage": "passage: ", "empty": ""}, "default_prompt_name": "query",
+           "similarity_fn_name": "cosine"}
+TOKCFG = {"model_max_length": 1000000000000000019884624838656, "do_lower_case": True, "tokenizer_class": "BertTokenizer"}
+
+CFG = {
+    "bert_only": [BERT],
+    "bert_full": [BERT, MODULES, POOL_MEAN, SBERT, PROMPTS, TOKCFG],
+    "roberta_st": [ROBERTA, MODULES, POOL_MEAN, {"max_seq_length": 512}, {}, {"model_max_length": 77}],
+    "distilbert_modules": [DISTIL, MODULES[:2], dict(POOL_MEAN, pooling_mode_mean_tokens=False,
+                                                     pooling_mode_cls_token=True)],
+    "qwen3_prompts": [QWEN3, MODULES, POOL_LAST, {}, {"prompts": {"query": "Instruct: x\nQuery: "},
+                                                        "default_prompt_name": None}],
+    "old_arch_only": [{k: v for k, v in BERT.items() if k != "model_type"}],
+    "bad_modules": [BERT, [{"type": "sentence_transformers.models.Dense", "path": "2_Dense"}, 7]],
+    "escape_path": [BERT, [{"type": "Pooling", "path": "../../etc"}]],
+}
+# Broken files, as bytes: an empty one, and a truncated one.
+CFG_RAW = {
+    "empty_modules": b'{"model_type":"bert"}\0',
+    "truncated": json.dumps(BERT).encode()[:-20],
+}
+
+
+def write(path, data):
+    with open(path, "wb") as f:
+        f.write(data)
+
+
+def main():
+    gw = os.path.join(HERE, "gw_seeds")
+    cfg = os.path.join(HERE, "cfg_seeds")
+    for d in (gw, cfg):
+        os.makedirs(d, exist_ok=True)
+    for name, (flags, body) in GW.items():
+        write(os.path.join(gw, name), bytes([flags]) + json.dumps(body, ensure_ascii=False).encode())
+    for name, (flags, body) in RAW.items():
+        write(os.path.join(gw, name), bytes([flags]) + body)
+    for name, files in CFG.items():
+        parts = [json.dumps(f, indent=1).encode() for f in files]
+        write(os.path.join(cfg, name), b"\0".join(parts))
+    for name, data in CFG_RAW.items():
+        write(os.path.join(cfg, name), data)
+
+
+if __name__ == "__main__":
+    main()
