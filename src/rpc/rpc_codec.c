@@ -1,6 +1,7 @@
 /* rpc_codec: see rpc_codec.h.  Vectors travel as little-endian float32
  * bytes; posy only builds on little-endian hosts (checked below), so the
  * bytes are the floats and are copied without conversion. */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -164,6 +165,10 @@ grpc_byte_buffer *rpc_info_encode(const rpc_info *i) {
 
 #define RPC_COPY_STR(dst, src) snprintf((dst), sizeof(dst), "%s", (src) ? (src) : "")
 
+/* A u32 field as an int, saturated: a worker cannot hand the gateway a
+ * negative size by sending a value past INT_MAX. */
+static int rpc_u32_int(uint32_t v) { return v > INT_MAX ? INT_MAX : (int)v; }
+
 int rpc_info_decode(const uint8_t *buf, size_t len, rpc_info *o, posy_err *err) {
     Posy__V1__InfoResponse *m = posy__v1__info_response__unpack(NULL, len, buf);
     if (!m) return posy_err_set(err, POSY_E_INTERNAL, "worker sent a malformed InfoResponse");
@@ -174,13 +179,13 @@ int rpc_info_decode(const uint8_t *buf, size_t len, rpc_info *o, posy_err *err) 
     RPC_COPY_STR(o->dtype, m->dtype);
     RPC_COPY_STR(o->pooling, m->pooling);
     RPC_COPY_STR(o->fingerprint, m->fingerprint);
-    o->dim = (int)m->dim;
-    o->max_seq_len = (int)m->max_seq_len;
-    o->vocab = (int)m->vocab_size;
+    o->dim = rpc_u32_int(m->dim);
+    o->max_seq_len = rpc_u32_int(m->max_seq_len);
+    o->vocab = rpc_u32_int(m->vocab_size);
     o->type_vocab = m->type_vocab_size > 0 && m->type_vocab_size < 65536 ? (int)m->type_vocab_size : 1;
-    o->max_batch_tokens = (int)m->max_batch_tokens;
-    o->max_chunk_tokens = (int)m->max_chunk_tokens;
-    o->max_chunk_seqs = (int)m->max_chunk_seqs;
+    o->max_batch_tokens = rpc_u32_int(m->max_batch_tokens);
+    o->max_chunk_tokens = rpc_u32_int(m->max_chunk_tokens);
+    o->max_chunk_seqs = rpc_u32_int(m->max_chunk_seqs);
     o->normalize = m->normalize;
     o->pool_skip = m->pool_skip;
     o->requests = m->requests;

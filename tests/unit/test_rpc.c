@@ -4,6 +4,7 @@
  * The real engine behind `posy worker` is tested end to end in
  * tests/python/test_grpc*.py. */
 #include <grpc/grpc.h>
+#include <limits.h>
 #include <pthread.h>
 #include <unistd.h>
 
@@ -173,6 +174,27 @@ static void test_info_and_health(void) {
     CHECK_EQ_INT(call(port, "/grpc.health.v1.Health/Watch", rpc_bb_copy("", 0), &s), GRPC_STATUS_UNIMPLEMENTED);
     CHECK_EQ_INT(call(port, "/posy.v1.Embedder/Nope", rpc_bb_copy("", 0), &s), GRPC_STATUS_UNIMPLEMENTED);
     rpc_server_stop(srv, 1000);
+}
+
+/* A worker's sizes are u32 on the wire; past INT_MAX they saturate instead
+ * of turning negative in the gateway's ints. */
+static void test_info_sizes_saturate(void) {
+    Posy__V1__InfoResponse m = POSY__V1__INFO_RESPONSE__INIT;
+    m.model = "m";
+    m.dim = 0xFFFFFFFFu;
+    m.max_seq_len = 0x80000000u;
+    m.max_chunk_tokens = 512;
+    m.max_batch_tokens = 0x90000000u;
+    uint8_t buf[256];
+    size_t n = posy__v1__info_response__pack(&m, buf);
+    rpc_info info;
+    posy_err err;
+    CHECK_EQ_INT(rpc_info_decode(buf, n, &info, &err), 0);
+    CHECK_EQ_INT(info.dim, INT_MAX);
+    CHECK_EQ_INT(info.max_seq_len, INT_MAX);
+    CHECK_EQ_INT(info.max_batch_tokens, INT_MAX);
+    CHECK_EQ_INT(info.max_chunk_tokens, 512);
+    CHECK(!strcmp(info.model, "m"));
 }
 
 static void test_bad_input(void) {
@@ -435,6 +457,6 @@ static void test_fingerprint(void) {
 static void setup(void) { rpc_loop_start(&loop); }
 
 
-TEST_MAIN(TEST(setup), TEST(test_embed_roundtrip), TEST(test_info_and_health), TEST(test_bad_input),
+TEST_MAIN(TEST(setup), TEST(test_embed_roundtrip), TEST(test_info_and_health), TEST(test_info_sizes_saturate), TEST(test_bad_input),
           TEST(test_pool_spread_and_failover), TEST(test_pool_skips_follow_chunks), TEST(test_pool_needs_pool_skip),
           TEST(test_pool_refuses_other_model), TEST(test_fingerprint))
