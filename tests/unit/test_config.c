@@ -336,26 +336,25 @@ static void test_qwen3_prompts(void) {
     expect_fail("rope_scaling", NULL);
 }
 
-/* Found by tests/fuzz/fuzz_config.c: without head_dim, Qwen3's head size is
- * hidden / heads, which was taken even when it came to 0 (hidden_size 2, 6
- * heads), so the config loaded and only the weights loader failed, about a
- * head_dim of 0 that the file does not contain. */
-static void test_qwen3_head_dim_from_sizes(void) {
+/* Found by tests/fuzz/fuzz_config.c: without head_dim, posy took
+ * hidden / heads, which came to 0 for hidden_size 2 with 6 heads.
+ * transformers' Qwen3Config defaults head_dim to 128 whatever the sizes, so
+ * posy does too; an explicit 0 is refused. */
+static void test_qwen3_head_dim_default(void) {
+    eng_config c;
     fresh_dir();
     put("config.json", "{\"architectures\":[\"Qwen3\"],\"hidden_size\":2,\"num_hidden_layers\":2,"
                        "\"num_attention_heads\":6,\"intermediate_size\":2,\"vocab_size\":1}");
-    expect_fail("config.json: head_dim is absent", "hidden size 2 is not a multiple of 6 attention heads");
-    put("config.json", "{\"model_type\":\"qwen3\",\"hidden_size\":1000,\"num_hidden_layers\":2,"
-                       "\"num_attention_heads\":16,\"intermediate_size\":64,\"vocab_size\":10}");
-    expect_fail("hidden size 1000 is not a multiple of 16 attention heads", NULL);
-    eng_config c;
-    put("config.json", "{\"model_type\":\"qwen3\",\"hidden_size\":2048,\"num_hidden_layers\":2,"
-                       "\"num_attention_heads\":16,\"intermediate_size\":64,\"vocab_size\":10}");
     if (load_ok(&c)) { CHECK_EQ_INT(c.head_dim, 128); eng_config_free(&c); }
-    /* an explicit head_dim stays free of hidden / heads, as in Qwen3 */
+    put("config.json", "{\"model_type\":\"qwen3\",\"hidden_size\":2560,\"num_hidden_layers\":2,"
+                       "\"num_attention_heads\":32,\"intermediate_size\":64,\"vocab_size\":10}");
+    if (load_ok(&c)) { CHECK_EQ_INT(c.head_dim, 128); eng_config_free(&c); }   /* not 2560 / 32 = 80 */
     put("config.json", "{\"model_type\":\"qwen3\",\"hidden_size\":2,\"num_hidden_layers\":2,\"head_dim\":64,"
                        "\"num_attention_heads\":6,\"intermediate_size\":2,\"vocab_size\":1}");
     if (load_ok(&c)) { CHECK_EQ_INT(c.head_dim, 64); eng_config_free(&c); }
+    put("config.json", "{\"model_type\":\"qwen3\",\"hidden_size\":64,\"num_hidden_layers\":2,\"head_dim\":0,"
+                       "\"num_attention_heads\":4,\"intermediate_size\":2,\"vocab_size\":1}");
+    expect_fail("field head_dim = 0 is outside [1, 4096]", NULL);
 }
 
 static void test_cleanup(void) {
@@ -366,5 +365,5 @@ static void test_cleanup(void) {
 
 TEST_MAIN(TEST(test_minilm), TEST(test_defaults), TEST(test_pooling_modes), TEST(test_modules_errors),
           TEST(test_config_errors), TEST(test_roberta_family), TEST(test_distilbert), TEST(test_qwen3_prompts),
-          TEST(test_qwen3_head_dim_from_sizes),
+          TEST(test_qwen3_head_dim_default),
           TEST(test_cleanup))
