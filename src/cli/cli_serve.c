@@ -30,7 +30,7 @@
 typedef struct serve_flags {
     const char *model, *host, *device, *engine, *attention;
     long port, threads, http_threads, workers, max_batch_tokens, max_batch_seqs, max_concurrent, max_client_batch,
-        max_body_bytes, request_timeout, drain_timeout, auto_truncate, noop_delay_us;
+        max_body_bytes, request_timeout, drain_timeout, auto_truncate, noop_delay_us, warmup;
 } serve_flags;
 
 #define FS(f) offsetof(serve_flags, f)
@@ -43,6 +43,7 @@ static const cli_flag flag_defs[] = {
     {"--threads", "POSY_THREADS", "CPU engine threads (default 0 = all cores)", CLI_F_INT, 0, 4096, FS(threads)},
     {"--max-batch-tokens", "POSY_MAX_BATCH_TOKENS", "tokens per engine batch (default: 16384; on a GPU 65536 for models as small as all-MiniLM-L6)", CLI_F_INT, 1, 1 << 24, FS(max_batch_tokens)},
     {"--max-batch-seqs", "POSY_MAX_BATCH_SEQS", "sequences per engine batch (default 512)", CLI_F_INT, 1, 1 << 20, FS(max_batch_seqs)},
+    {"--warmup", "POSY_WARMUP", "0 | 1: on a GPU, run every token bucket (eager, then captured) before serving, so no request waits for a first run (default 0: lazily)", CLI_F_SWITCH, 0, 1, FS(warmup)},
     {"--noop-delay-us", "POSY_NOOP_DELAY_US", "with --engine noop: microseconds each batch pretends to take (tests)", CLI_F_INT, 0, 60000000, FS(noop_delay_us)},
 };
 #define SERVE_SUMMARY "HTTP server: OpenAI POST /v1/embeddings, TEI POST /embed and /, /tokenize, /decode,\n" \
@@ -112,7 +113,7 @@ static int load_model(serve_state *st, const serve_flags *fl, gw_server *srv, po
                                                     : posy_engine_default_batch_tokens(&st->cfg.info, POSY_DEVICE_CPU);
     } else {
         posy_engine_opts eo = {.n_threads = (int)fl->threads, .max_batch_tokens = (int)fl->max_batch_tokens,
-                               .max_batch_seqs = (int)fl->max_batch_seqs};
+                               .max_batch_seqs = (int)fl->max_batch_seqs, .warmup = (int)fl->warmup};
         parse_device(fl->device, &eo);
         cli_parse_attention("posy serve", fl->attention, &eo.attention);
         st->eng = posy_engine_open(fl->model, &eo, err);

@@ -25,7 +25,7 @@
 
 typedef struct wk_opts {
     const char *model, *listen, *device, *engine;
-    long threads, max_batch_tokens, max_batch_seqs, max_concurrent, max_chunk_tokens, max_chunk_seqs, drain_ms, noop_delay_us;
+    long threads, max_batch_tokens, max_batch_seqs, max_concurrent, max_chunk_tokens, max_chunk_seqs, drain_ms, noop_delay_us, warmup;
 } wk_opts;
 
 #define WO(f) offsetof(wk_opts, f)
@@ -37,6 +37,7 @@ static const cli_flag wk_flags[] = {
     {"--threads", "POSY_THREADS", "CPU engine threads (default 0 = all cores)", CLI_F_INT, 0, 4096, WO(threads)},
     {"--max-batch-tokens", "POSY_MAX_BATCH_TOKENS", "tokens per engine batch (default: 16384; on a GPU 65536 for models as small as all-MiniLM-L6)", CLI_F_INT, 1, 1 << 24, WO(max_batch_tokens)},
     {"--max-batch-seqs", "POSY_MAX_BATCH_SEQS", "sequences per engine batch (default 512)", CLI_F_INT, 1, 1 << 20, WO(max_batch_seqs)},
+    {"--warmup", "POSY_WARMUP", "0 | 1: on a GPU, run every token bucket (eager, then captured) before serving, so no request waits for a first run (default 0: lazily)", CLI_F_SWITCH, 0, 1, WO(warmup)},
     {"--max-concurrent", "POSY_MAX_CONCURRENT", "chunks queued or running before RESOURCE_EXHAUSTED (default 512)", CLI_F_INT, 1, 1 << 24, WO(max_concurrent)},
     {"--max-chunk-tokens", "POSY_MAX_CHUNK_TOKENS", "largest chunk one Embed accepts (default 65536)", CLI_F_INT, 1, 1 << 24, WO(max_chunk_tokens)},
     {"--max-chunk-seqs", "POSY_MAX_CHUNK_SEQS", "most sequences in one chunk (default 8192)", CLI_F_INT, 1, 1 << 22, WO(max_chunk_seqs)},
@@ -65,7 +66,7 @@ static int wk_device(const char *s, posy_engine_opts *eo) {
 }
 
 static int wk_parse(int argc, char **argv, wk_opts *o) {
-    *o = (wk_opts){"models/all-MiniLM-L6-v2", "0.0.0.0:50051", "auto", "model", 0, 0 /* the engine's default */, 512, 512, 65536, 8192, 30000, 0};
+    *o = (wk_opts){"models/all-MiniLM-L6-v2", "0.0.0.0:50051", "auto", "model", 0, 0 /* the engine's default */, 512, 512, 65536, 8192, 30000, 0, 0};
     int rc = cli_flags_parse(&wk_cmd, argc, argv, o);
     if (rc) return rc;
     posy_engine_opts probe = {0};
@@ -106,6 +107,7 @@ static int wk_engine(const wk_opts *o, posy_engine **eng, sched_engine *se, rpc_
     eo.n_threads = (int)o->threads;
     eo.max_batch_tokens = (int)o->max_batch_tokens;
     eo.max_batch_seqs = (int)o->max_batch_seqs;
+    eo.warmup = (int)o->warmup;
     if (!strcmp(o->engine, "noop")) {
         eng_config cfg;
         if (eng_config_load(&cfg, o->model, err)) return err->code ? err->code : POSY_E_IO;

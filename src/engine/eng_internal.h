@@ -96,6 +96,10 @@ struct posy_engine {
     void *backend;                                      /* backend-private state */
 };
 
+/* opts.warmup: run every CUDA bucket twice through step() (eng_warmup.c).
+ * 0, or -1 with err set if a warm-up batch failed. */
+int eng_warmup(posy_engine *e, posy_err *err);
+
 extern const eng_backend_ops eng_cpu_backend;
 #ifdef POSY_HAVE_CUDA
 extern const eng_backend_ops eng_cuda_backend;

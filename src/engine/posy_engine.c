@@ -115,6 +115,11 @@ posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opt
     if (backend_open(e, err) != 0) { engine_free(e, STAGE_WEIGHTS); return NULL; }
     posy_model_info *mi = &e->cfg.info;
     mi->device = e->ops == &eng_cpu_backend ? POSY_DEVICE_CPU : POSY_DEVICE_CUDA;
+    if (e->opts.warmup && eng_warmup(e, err) != 0) {
+        e->ops->close(e);
+        engine_free(e, STAGE_WEIGHTS);
+        return NULL;
+    }
     snprintf(mi->dtype, sizeof mi->dtype, "%s", mi->device == POSY_DEVICE_CPU ? "fp32" : "bf16");
     mi->max_batch_tokens = e->opts.max_batch_tokens;
     mi->max_batch_seqs = e->opts.max_batch_seqs;
@@ -218,6 +223,7 @@ void posy_engine_get_stats(const posy_engine *e, posy_engine_stats *out) {
     out->eager_runs = cs.eager_runs;
     out->buckets_seen = cs.buckets_seen;
     out->graph_capture_seconds = cs.capture_ms * 1e-3;
+    out->first_run_seconds = cs.first_run_ms * 1e-3;
     out->device_seconds = cs.gpu_ms * 1e-3;
 #else
     (void)e;

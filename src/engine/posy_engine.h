@@ -36,6 +36,9 @@ typedef struct posy_engine_opts {
                                   default for the model (posy_engine_default_batch_tokens) */
     int max_batch_seqs;        /* largest number of sequences in one batch; 0 = default 1024 */
     posy_attention attention;  /* --attention override; 0 = as the model says */
+    int warmup;                /* 1: open() runs every CUDA token bucket twice (eager, then captured)
+                                  so that no request pays a bucket's first run; 0 (default): buckets
+                                  warm lazily as batches arrive.  Nothing to warm on the CPU. */
 } posy_engine_opts;
 
 /* What the model is, as read from its directory. */
@@ -125,6 +128,8 @@ typedef struct posy_engine_stats {
     uint64_t eager_runs;            /* forward passes run without a graph (a bucket's first) */
     uint64_t buckets_seen;          /* token buckets that have run at least once */
     double graph_capture_seconds;   /* host time spent capturing and instantiating graphs */
+    double first_run_seconds;       /* host time of buckets' first (eager) runs: kernel loading and
+                                       GEMM choice, which stall the batches queued behind them */
     double device_seconds;          /* device time of the forward passes (CUDA events) */
 } posy_engine_stats;
 void posy_engine_get_stats(const posy_engine *e, posy_engine_stats *out);

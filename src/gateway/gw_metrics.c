@@ -96,6 +96,10 @@ void gw_metrics_render_engine(const posy_engine_stats *st, gw_buf *b) {
               st->graph_captures);
     counter_f(b, "posy_engine_graph_capture_seconds_total", "Host time spent capturing and instantiating CUDA graphs",
               st->graph_capture_seconds);
+    counter_f(b, "posy_engine_first_run_seconds_total",
+              "Host time of token buckets' first (eager) GPU runs: kernel loading and GEMM choice, which stall "
+              "the batches queued behind them (--warmup pays it at start-up)",
+              st->first_run_seconds);
     counter_u(b, "posy_engine_graph_replays_total", "Forward passes launched as a captured CUDA graph",
               st->graph_replays);
     counter_u(b, "posy_engine_eager_runs_total", "GPU forward passes run without a graph (a bucket's first batch)",

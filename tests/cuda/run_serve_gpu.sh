@@ -31,7 +31,9 @@
 # GPU; captures must then be 0); DUR (seconds per wrk run, default 8);
 # CONNS (default "1 8 64 256"); BATCH (batch-heavy runs, SENTENCES:CONNS,
 # default "32:16 256:8"; "" skips); MODELS; API_MODELS (default: MODELS;
-# "" skips); BUNDLE (default .carry/gpu); WORK (default /tmp/posy-serve-gpu).
+# "" skips); BUNDLE (default .carry/gpu); WORK (default /tmp/posy-serve-gpu);
+# SERVE_FLAGS (more `posy serve` flags; with --warmup the counters are
+# checked before any traffic: every bucket run twice, one capture each).
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
@@ -43,6 +45,7 @@ MODELS=${MODELS:-minilm-l6 bert-base}
 API_MODELS=${API_MODELS-$MODELS}
 BUNDLE=${BUNDLE:-.carry/gpu}
 WORK=${WORK:-/tmp/posy-serve-gpu}
+SERVE_FLAGS=${SERVE_FLAGS:-}
 mkdir -p "$OUT" "$WORK"
 export TRANSFORMERS_VERBOSITY=error HF_HUB_DISABLE_PROGRESS_BARS=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 OUT=$(cd "$OUT" && pwd)
@@ -190,7 +193,8 @@ serve_model() {   # serve_model NAME: every serving check on one model
   port=$(free_port); URL="http://127.0.0.1:$port"
   # exec: SRV_PID is posy itself, so SIGTERM reaches it and its exit status is ours to check
   ( export LD_LIBRARY_PATH="$LP"
-    exec "$POSY" serve --model "$dir" --device "$DEVICE" --host 127.0.0.1 --port "$port" --max-concurrent 2048
+    # shellcheck disable=SC2086  # SERVE_FLAGS: words on purpose
+    exec "$POSY" serve --model "$dir" --device "$DEVICE" --host 127.0.0.1 --port "$port" --max-concurrent 2048 $SERVE_FLAGS
   ) > "$log" 2>&1 &
   SRV_PID=$!
   local t_start; t_start=$(date +%s.%N)
@@ -208,6 +212,14 @@ serve_model() {   # serve_model NAME: every serving check on one model
   case "$DEVICE:$name" in cuda:minilm-l6) want=65536 ;; *) want=16384 ;; esac
   echo "- batch budget (/info max_batch_tokens, default): $mbt (expected $want); start-up log: $(grep -m1 -o 'max[-_ ]batch[-_ ]tokens[^,;)]*' "$log")" >> "$SUMMARY"
   [ "$mbt" = "$want" ] || bad "$name: /info max_batch_tokens $mbt, expected the default $want"
+  case "$DEVICE: $SERVE_FLAGS " in cuda:*" --warmup "*|cuda:*" --warmup=1 "*)   # before any request: every bucket warm
+    local wb we wc wn
+    wb=$(metric posy_engine_buckets_seen); we=$(metric posy_engine_eager_runs_total)
+    wc=$(metric posy_engine_graph_captures_total); wn=$(metric posy_engine_batches_total)
+    echo "- warm-up: $(grep -m1 -o 'warm-up: .*' "$log"); before traffic: $wb buckets seen, $we first runs, $wc captures, $wn batches" >> "$SUMMARY"
+    [ "${wb:-0}" -gt 0 ] && [ "$we" = "$wb" ] && [ "$wc" = "$wb" ] && [ "$wn" = "$((2 * wb))" ] 2>/dev/null \
+      || bad "$name: --warmup: before traffic $wb buckets, $we first runs, $wc captures, $wn batches (want n, n, n, 2n)" ;;
+  esac
   local chk
   chk=$(python3 tests/cuda/serve_gpu.py check "$URL" "$dir" 2>&1); local crc=$?
   echo "$chk" | tail -3; echo "- correctness: $(echo "$chk" | tail -1)" >> "$SUMMARY"

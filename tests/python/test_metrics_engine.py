@@ -13,6 +13,7 @@ from prom_util import parse
 from serve_util import Server, post_json
 
 ENGINE = ["posy_engine_graph_captures_total", "posy_engine_graph_capture_seconds_total",
+          "posy_engine_first_run_seconds_total",
           "posy_engine_graph_replays_total", "posy_engine_eager_runs_total", "posy_engine_buckets_seen",
           "posy_engine_batches_total", "posy_engine_padded_tokens_total", "posy_engine_device_seconds_total"]
 
@@ -37,6 +38,23 @@ def test_cpu_engine_counters_present_and_zero(posy_bin, posy_model):
         assert types["posy_engine_graph_captures_total"] == "counter"
         assert types["posy_engine_buckets_seen"] == "gauge"
         assert samples["posy_inputs_total"] == 4      # traffic went through this engine
+    finally:
+        assert srv.stop() == 0
+
+
+def test_cpu_warmup_is_a_logged_no_op(posy_bin, posy_model):
+    """--warmup warms the GPU's token buckets; on the CPU there are none: the
+    server says so, starts, and serves as without it (counters stay 0)."""
+    srv = Server(posy_bin, posy_model, "--device", "cpu", "--threads", "1", "--tokenization-workers", "1",
+                 "--warmup")
+    try:
+        status, js = post_json(srv.url, "/v1/embeddings", {"input": "one sentence"})
+        assert status == 200, js
+        assert len(js["data"][0]["embedding"]) == 384
+        samples, _ = scrape(srv)
+        assert samples["posy_engine_first_run_seconds_total"] == 0
+        assert samples["posy_engine_batches_total"] == 0
+        assert "warm-up: nothing to warm on the cpu backend" in srv.output()
     finally:
         assert srv.stop() == 0
 

@@ -71,7 +71,7 @@ static const float ref_val[NSEQ][6] = {
 };
 
 static posy_engine *open_engine(int max_tokens, int max_seqs) {
-    posy_engine_opts o = {POSY_DEVICE_CPU, 0, 0, max_tokens, max_seqs, POSY_ATTN_MODEL};
+    posy_engine_opts o = {.device = POSY_DEVICE_CPU, .max_batch_tokens = max_tokens, .max_batch_seqs = max_seqs};
     posy_err err;
     posy_err_clear(&err);
     posy_engine *e = posy_engine_open(model_dir(), &o, &err);
@@ -232,7 +232,7 @@ static void test_validate_rejects(void) {
 static void test_open_errors(void) {
     posy_err err;
     posy_err_clear(&err);
-    posy_engine_opts o = {POSY_DEVICE_CPU, 0, 0, -5, 0, POSY_ATTN_MODEL};
+    posy_engine_opts o = {.device = POSY_DEVICE_CPU, .max_batch_tokens = -5};
     CHECK(posy_engine_open(model_dir(), &o, &err) == NULL);
     CHECK_STR_CONTAINS(err.msg, "--max-batch-tokens");
     posy_err_clear(&err);
@@ -276,6 +276,27 @@ static void test_open_errors(void) {
  * whose 32768-token step would pass ~2 TFLOP of products; on a GPU 65536
  * for all-MiniLM-L6's shape (~1.4 TFLOP a step) and 32768 for a 12-layer
  * model of the same width. */
+/* --warmup on the CPU: nothing to warm (no buckets, no graphs), so open
+ * succeeds, runs no batch, and the engine then embeds as without it. */
+static void test_warmup_cpu(void) {
+    posy_engine_opts o = {.device = POSY_DEVICE_CPU, .max_batch_tokens = 256, .max_batch_seqs = 8, .warmup = 1};
+    posy_err err;
+    posy_err_clear(&err);
+    posy_engine *e = posy_engine_open(model_dir(), &o, &err);
+    CHECK_MSG(e != NULL, "open with warmup: %s", err.msg);
+    if (!e) return;
+    posy_engine_stats st;
+    posy_engine_get_stats(e, &st);
+    CHECK(st.batches == 0 && st.eager_runs == 0 && st.first_run_seconds == 0);
+    float out[384];
+    int32_t cu[2] = {0, lens[0]};
+    CHECK_EQ_INT(run(e, 1, seqs[0], cu, out, 5), 0);
+    float got[6];
+    for (int k = 0; k < 6; k++) got[k] = out[ref_idx[k]];
+    CHECK_MSG(posy_test_close(got, ref_val[0], 6, 1e-4f, 0), "seq 0 vs sentence-transformers after warmup");
+    posy_engine_close(e);
+}
+
 static void test_default_budget(void) {
     posy_model_info mi;
     memset(&mi, 0, sizeof mi);
@@ -299,6 +320,6 @@ int main(void) {
     fill_seq3();
     static const posy_test_case cases[] = {TEST(test_packed_matches_alone), TEST(test_step_contract),
                                            TEST(test_validate_rejects), TEST(test_open_errors),
-                                           TEST(test_default_budget)};
+                                           TEST(test_warmup_cpu), TEST(test_default_budget)};
     return posy_test_run(cases, (int)(sizeof cases / sizeof cases[0]));
 }

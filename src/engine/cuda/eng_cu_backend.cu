@@ -224,7 +224,24 @@ static int pack(cu_state *st, cu_slot *sl, const cu_bucket *bk, const posy_batch
 
 static int run_bucket(cu_state *st, cu_bucket *bk, posy_err *err) {
     cudaStream_t s = st->stream;
-    if (bk->runs == 0 || getenv("POSY_CUDA_NO_GRAPH")) {
+    if (bk->runs == 0) {
+        /* A bucket's first run loads its kernels' modules and races the
+         * GEMM candidates: the step thread stalls for it, and so does every
+         * request queued behind it.  Timed from an idle stream to the end of
+         * the forward (two waits, once a bucket) so logs and /metrics say
+         * what a cold bucket costs; --warmup pays it at start-up instead. */
+        cudaError_t ce = cudaStreamSynchronize(s);
+        if (ce != cudaSuccess) return cuda_err(err, "first run", ce);
+        const double t0 = posy_now_ns() * 1e-6;
+        if (eng_cu_model_forward(&st->m, s, bk->tokens, bk->seqs, err)) return -1;
+        ce = cudaStreamSynchronize(s);
+        if (ce != cudaSuccess) return cuda_err(err, "first run", ce);
+        const double ms = posy_now_ns() * 1e-6 - t0;
+        st->stats.eager_runs++;
+        st->stats.first_run_ms += ms;
+        POSY_INFO("cuda backend: first run of bucket %d tokens / %d seqs took %.2f ms (kernels loaded, GEMMs "
+                  "chosen; eager)", bk->tokens, bk->seqs, ms);
+    } else if (getenv("POSY_CUDA_NO_GRAPH")) {
         if (eng_cu_model_forward(&st->m, s, bk->tokens, bk->seqs, err)) return -1;
         st->stats.eager_runs++;
     } else {
@@ -361,6 +378,14 @@ extern "C" int eng_cuda_stats(const posy_engine *e, eng_cu_stats *out) {
     out->buckets_seen = 0;
     for (int i = 0; i < st->n_buckets; i++) out->buckets_seen += st->buckets[i].runs > 0;
     return 0;
+}
+
+extern "C" int eng_cuda_buckets(const posy_engine *e, int *tokens, int max) {
+    if (!e || !e->ops || strcmp(e->ops->name, "cuda") || !e->backend) return -1;
+    const cu_state *st = (const cu_state *)e->backend;
+    int n = 0;
+    for (int i = 0; i < st->n_buckets && n < max; i++) tokens[n++] = st->buckets[i].tokens;
+    return n;
 }
 
 extern "C" const eng_backend_ops eng_cuda_backend = {

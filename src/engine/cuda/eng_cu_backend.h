@@ -21,12 +21,17 @@ typedef struct eng_cu_stats {
     uint64_t eager_runs;     /* forwards run without a graph (a bucket's first, POSY_CUDA_NO_GRAPH) */
     uint64_t buckets_seen;   /* buckets run at least once (counted when stats are read) */
     double capture_ms;       /* host time spent capturing + instantiating */
+    double first_run_ms;     /* host time of buckets' first (eager) runs, idle stream to done */
     double gpu_ms;           /* sum of forward times (events around the forward) */
     double last_gpu_ms;      /* the last finished batch's forward time */
 } eng_cu_stats;
 
 /* 0 and *out filled if e runs on the CUDA backend, else -1. */
 int eng_cuda_stats(const struct posy_engine *e, eng_cu_stats *out);
+
+/* The token counts of the backend's buckets, smallest first, into
+ * tokens[0..max); returns how many (-1 if e is not on the CUDA backend). */
+int eng_cuda_buckets(const struct posy_engine *e, int *tokens, int max);
 
 /* A -DENG_CU_TRACE build (eng_cu_trace.h): writes the traced blocks'
  * records to path (NULL: none), empties the buffers when reset, returns
