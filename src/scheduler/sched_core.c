@@ -299,6 +299,9 @@ sched *sched_open(const sched_engine *eng, const sched_opts *opts, posy_err *err
     }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
+    /* What the engine did before serving (--warmup's batches) shows before
+     * the first request; no other thread drives the engine yet. */
+    refresh_engine_stats(s);
     if (pthread_create(&s->thread, NULL, sched_loop, s) != 0) {
         posy_err_set(err, POSY_E_INTERNAL, "scheduler: cannot start the step thread");
         sched_close(s);
