@@ -40,15 +40,16 @@ static int warm_shape(const posy_engine *e, int tokens, int32_t *cu) {
 /* One batch through step() and wait(); 0 or -1 with err set. */
 static int warm_run(posy_engine *e, const posy_batch *b, posy_err *err) {
     posy_result r[8];
-    if (posy_engine_step(e, b, r, 8, err) < 0) return -1;
-    while (posy_engine_inflight(e) > 0) {
-        int n = posy_engine_wait(e, r, 8);
+    int n = posy_engine_step(e, b, r, 8, err);
+    if (n < 0) return -1;
+    for (;;) {
         for (int i = 0; i < n; i++)
             if (r[i].status != 0)
                 return posy_err_set(err, POSY_E_INTERNAL, "warm-up: a batch of %d tokens failed on the device (status %d)",
                                     b->n_tokens, r[i].status);
+        if (posy_engine_inflight(e) == 0) return 0;
+        n = posy_engine_wait(e, r, 8);
     }
-    return 0;
 }
 
 #endif
