@@ -44,16 +44,13 @@ def test_cpu_engine_counters_present_and_zero(posy_bin, posy_model):
 
 def test_cpu_warmup_is_a_logged_no_op(posy_bin, posy_model):
     """--warmup warms the GPU's token buckets; on the CPU there are none: the
-    server says so, starts, and serves as without it (counters stay 0)."""
+    server says so, starts, and serves as without it."""
     srv = Server(posy_bin, posy_model, "--device", "cpu", "--threads", "1", "--tokenization-workers", "1",
                  "--warmup")
     try:
         status, js = post_json(srv.url, "/v1/embeddings", {"input": "one sentence"})
         assert status == 200, js
         assert len(js["data"][0]["embedding"]) == 384
-        samples, _ = scrape(srv)
-        assert samples["posy_engine_first_run_seconds_total"] == 0
-        assert samples["posy_engine_batches_total"] == 0
         assert "warm-up: nothing to warm on the cpu backend" in srv.output()
     finally:
         assert srv.stop() == 0

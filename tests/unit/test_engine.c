@@ -272,12 +272,10 @@ static void test_open_errors(void) {
 #endif
 }
 
-/* The default token budget per device: 16384 on the CPU and for models
- * whose 32768-token step would pass ~2 TFLOP of products; on a GPU 65536
- * for all-MiniLM-L6's shape (~1.4 TFLOP a step) and 32768 for a 12-layer
- * model of the same width. */
 /* --warmup on the CPU: nothing to warm (no buckets, no graphs), so open
- * succeeds, runs no batch, and the engine then embeds as without it. */
+ * succeeds and the engine then embeds as without it.  (The GPU side --
+ * every bucket run twice, the counters before traffic -- is checked by
+ * tests/cuda/run_serve_gpu.sh with SERVE_FLAGS=--warmup.) */
 static void test_warmup_cpu(void) {
     posy_engine_opts o = {.device = POSY_DEVICE_CPU, .max_batch_tokens = 256, .max_batch_seqs = 8, .warmup = 1};
     posy_err err;
@@ -285,9 +283,6 @@ static void test_warmup_cpu(void) {
     posy_engine *e = posy_engine_open(model_dir(), &o, &err);
     CHECK_MSG(e != NULL, "open with warmup: %s", err.msg);
     if (!e) return;
-    posy_engine_stats st;
-    posy_engine_get_stats(e, &st);
-    CHECK(st.batches == 0 && st.eager_runs == 0 && st.first_run_seconds == 0);
     float out[384];
     int32_t cu[2] = {0, lens[0]};
     CHECK_EQ_INT(run(e, 1, seqs[0], cu, out, 5), 0);
@@ -297,6 +292,10 @@ static void test_warmup_cpu(void) {
     posy_engine_close(e);
 }
 
+/* The default token budget per device: 16384 on the CPU and for models
+ * whose 32768-token step would pass ~2 TFLOP of products; on a GPU 65536
+ * for all-MiniLM-L6's shape (~1.4 TFLOP a step) and 32768 for a 12-layer
+ * model of the same width. */
 static void test_default_budget(void) {
     posy_model_info mi;
     memset(&mi, 0, sizeof mi);
