@@ -122,9 +122,17 @@ last:
     }
 }
 
+/* The CUDA runtime's current device is per thread: open() sets it on the
+ * thread that opens the engine, but the scheduler steps the engine from
+ * its own thread, where it would be device 0 -- wrong for --device cuda:N
+ * with N > 0 (launches into another device's stream fail).  Every entry
+ * point that touches the device binds the calling thread first. */
+static void cu_bind(const cu_state *st) { cudaSetDevice(st->device); }   /* a thread-local write once initialised */
+
 static void cu_close(posy_engine *e) {
     cu_state *st = (cu_state *)e->backend;
     if (!st) return;
+    cu_bind(st);
     if (st->stream) cudaStreamSynchronize(st->stream);
     for (int i = 0; i < st->n_buckets; i++)
         if (st->buckets[i].exec) cudaGraphExecDestroy(st->buckets[i].exec);
@@ -302,6 +310,7 @@ static cu_slot *oldest_busy(cu_state *st) {
 
 static int cu_submit(posy_engine *e, const posy_batch *b, posy_err *err) {
     cu_state *st = (cu_state *)e->backend;
+    cu_bind(st);
     if (st->sticky_error)
         return posy_err_set(err, POSY_E_INTERNAL, "cuda backend: an earlier device error");
     if (b->n_tokens <= 0 || b->n_seqs <= 0)
@@ -345,6 +354,7 @@ static int cu_submit(posy_engine *e, const posy_batch *b, posy_err *err) {
 
 static int cu_poll(posy_engine *e, posy_result *done, int max_done, int block) {
     cu_state *st = (cu_state *)e->backend;
+    cu_bind(st);
     int n = 0;
     while (n < max_done && st->n_doneq > 0) {
         done[n++] = st->doneq[0];
