@@ -74,6 +74,7 @@ int eng_warmup(posy_engine *e, posy_err *err) {
         const uint64_t t0 = posy_now_ns();
         int rc = 0, warmed = 0;
         for (int i = 0; i < nb && !rc; i++) {
+            /* the largest bucket is maxT rounded up to 16 (eng_cu_model_open) */
             const int T = buckets[i] < maxT ? buckets[i] : maxT;
             const int n = warm_shape(e, T, cu);
             if (!n) {
