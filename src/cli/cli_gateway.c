@@ -29,7 +29,7 @@
 #include "tok.h"
 
 typedef struct gwc_opts {
-    const char *model, *host, *dns;
+    const char *model, *host, *dns, *api_key;
     cli_list backends;
     long port, chunk_tokens, chunk_seqs, chunk_timeout_ms, health_ms, dns_ms, http_threads, workers, max_concurrent,
         max_client_batch, max_body_bytes, request_timeout, drain_timeout, auto_truncate;
@@ -131,7 +131,7 @@ int cli_cmd_gateway(int argc, char **argv) {
                   .max_body_bytes = (size_t)o.max_body_bytes, .max_client_batch = (int)o.max_client_batch,
                   .max_concurrent = (int)o.max_concurrent, .auto_truncate = (int)o.auto_truncate,
                   .max_batch_tokens = (int)o.chunk_tokens, .max_batch_seqs = (int)o.chunk_seqs,
-                  .request_timeout_ms = (int)o.request_timeout * 1000};
+                  .request_timeout_ms = (int)o.request_timeout * 1000, .api_key = o.api_key};
     gw_server *srv = gw_server_start(&go, &err);
     if (!srv) {
         POSY_ERROR("posy gateway: %s", err.msg);
@@ -145,6 +145,7 @@ int cli_cmd_gateway(int argc, char **argv) {
               "address(es)%s%s, %d healthy; chunks of <= %ld tokens / %ld inputs",
               gm.name, gm.dim, max_in, st.fingerprint, o.host, gw_server_port(srv), o.backends.n,
               o.dns ? " + DNS " : "", o.dns ? o.dns : "", rpc_pool_healthy(st.pool), o.chunk_tokens, o.chunk_seqs);
+    if (o.api_key) POSY_INFO("posy gateway: an API key is required on every route but /health and /metrics");
     int sig = 0;
     sigwait(&sigs, &sig);
     POSY_INFO("posy gateway: %s received, draining (up to %ld s)", sig == SIGTERM ? "SIGTERM" : "SIGINT",

@@ -1,6 +1,6 @@
 /* cli_http_flags: the flags of the HTTP front that `posy serve` and `posy
  * gateway` share (address, threads, admission limits, timeouts,
- * truncation), written once so the two commands cannot drift apart in
+ * truncation, API key), written once so the two commands cannot drift apart in
  * names, ranges, help or kind.  OFF is the command's offsetof macro; its
  * options struct must have the long / const char * fields named below. */
 #ifndef CLI_HTTP_FLAGS_H
@@ -25,6 +25,10 @@
     {"--drain-timeout", "POSY_DRAIN_TIMEOUT", "seconds to finish in-flight requests on SIGTERM (default 30)",        \
      CLI_F_INT, 0, 3600, OFF(drain_timeout)},                                                                       \
     {"--auto-truncate", "POSY_AUTO_TRUNCATE", "0 | 1: truncate over-long inputs by default (default 0: answer 422)", \
-     CLI_F_SWITCH, 0, 1, OFF(auto_truncate)}
+     CLI_F_SWITCH, 0, 1, OFF(auto_truncate)},                                                                      \
+    {"--api-key", "POSY_API_KEY",                                                                                   \
+     "require 'Authorization: Bearer KEY' on every route but /health and /metrics (default: none; the env "        \
+     "variable keeps it out of ps)",                                                                                \
+     CLI_F_STR, 0, 0, OFF(api_key)}
 
 #endif

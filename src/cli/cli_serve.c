@@ -28,7 +28,7 @@
 #include "tok.h"
 
 typedef struct serve_flags {
-    const char *model, *host, *device, *engine, *attention;
+    const char *model, *host, *device, *engine, *attention, *api_key;
     long port, threads, http_threads, workers, max_batch_tokens, max_batch_seqs, max_concurrent, max_client_batch,
         max_body_bytes, request_timeout, drain_timeout, auto_truncate, noop_delay_us, warmup;
 } serve_flags;
@@ -166,7 +166,7 @@ int cli_cmd_serve(int argc, char **argv) {
                   .max_body_bytes = (size_t)fl.max_body_bytes, .max_client_batch = (int)fl.max_client_batch,
                   .max_concurrent = (int)fl.max_concurrent, .auto_truncate = (int)fl.auto_truncate,
                   .max_batch_tokens = (int)fl.max_batch_tokens, .max_batch_seqs = (int)fl.max_batch_seqs,
-                  .request_timeout_ms = (int)fl.request_timeout * 1000};
+                  .request_timeout_ms = (int)fl.request_timeout * 1000, .api_key = fl.api_key};
     gw_server *srv = gw_server_start(&go, &err);
     if (!srv) {
         POSY_ERROR("posy serve: %s", err.msg);
@@ -192,6 +192,7 @@ int cli_cmd_serve(int argc, char **argv) {
               "%ld tokenization workers",
               gm.name, st.cfg.info.arch, gm.dim, max_in, st.device, fl.host, gw_server_port(srv), st.max_batch_tokens,
               fl.max_batch_seqs, fl.max_concurrent, fl.max_client_batch, fl.max_body_bytes, fl.http_threads, fl.workers);
+    if (fl.api_key) POSY_INFO("posy serve: an API key is required on every route but /health and /metrics");
     int sig = 0;
     sigwait(&sigs, &sig);
     POSY_INFO("posy serve: %s received, draining (finishing accepted requests, up to %ld s)",

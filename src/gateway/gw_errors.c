@@ -2,9 +2,9 @@
  *
  * OpenAI routes:  {"error":{"message":"...","type":"invalid_request_error","code":"..."}}
  * TEI routes:     {"error":"...","error_type":"Validation"}
- * The status code carries the class (400 malformed, 413 too large, 422
- * invalid value, 429 overloaded, 503 not ready); `code` names the exact
- * problem for programs ("invalid_json", "input_too_long", ...).
+ * The status code carries the class (400 malformed, 401 no or wrong API
+ * key, 413 too large, 422 invalid value, 429 overloaded, 503 not ready);
+ * `code` names the exact problem for programs ("invalid_json", "input_too_long", ...).
  */
 #include <stdarg.h>
 #include <stdio.h>
@@ -24,6 +24,7 @@ static const char *openai_type(int status) {
 
 static const char *tei_type(int status) {
     switch (status) {
+    case 401: return "Unauthorized";
     case 429: return "Overloaded";
     case 503: return "Unhealthy";
     case 500: return "Backend";

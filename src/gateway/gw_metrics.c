@@ -3,12 +3,12 @@
 
 #include <string.h>
 
-static const int status_codes[12] = {200, 400, 404, 405, 413, 422, 429, 499, 500, 501, 503, 0};
+static const int status_codes[GW_STATUS_SLOTS] = {200, 400, 401, 404, 405, 413, 422, 429, 499, 500, 501, 503, 0};
 static const char *route_names[GW_R_COUNT] = {"/v1/embeddings", "/embed", "/tokenize", "/decode", "/health",
                                               "/info", "/v1/models", "/metrics", "other"};
 static const char *fail_names[GW_F_COUNT] = {"malformed_json", "validation", "body_too_large", "overloaded",
                                              "not_ready", "shutting_down", "client_disconnected", "backend",
-                                             "not_found", "unsupported"};
+                                             "not_found", "unsupported", "unauthorized"};
 
 const char *gw_route_name(gw_route r) { return route_names[r]; }
 
@@ -67,7 +67,7 @@ static void render_hist(gw_hist *h, gw_buf *b) {
 void gw_metrics_render(gw_metrics *m, gw_buf *b) {
     gw_buf_puts(b, "# HELP posy_requests_total HTTP requests by route and status\n# TYPE posy_requests_total counter\n");
     for (int r = 0; r < GW_R_COUNT; r++)
-        for (int i = 0; i < 12; i++) {
+        for (int i = 0; i < GW_STATUS_SLOTS; i++) {
             unsigned long long n = atomic_load_explicit(&m->requests[r][i], memory_order_relaxed);
             if (n) gw_buf_printf(b, "posy_requests_total{route=\"%s\",status=\"%d\"} %llu\n", route_names[r],
                                  status_codes[i], n);

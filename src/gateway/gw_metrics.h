@@ -22,8 +22,11 @@ typedef enum {
 
 typedef enum {
     GW_F_MALFORMED, GW_F_VALIDATION, GW_F_TOO_LARGE, GW_F_OVERLOADED, GW_F_NOT_READY, GW_F_SHUTTING_DOWN,
-    GW_F_CLIENT_GONE, GW_F_BACKEND, GW_F_NOT_FOUND, GW_F_UNSUPPORTED, GW_F_COUNT
+    GW_F_CLIENT_GONE, GW_F_BACKEND, GW_F_NOT_FOUND, GW_F_UNSUPPORTED, GW_F_UNAUTHORIZED, GW_F_COUNT
 } gw_fail;
+
+/* HTTP statuses counted per route: the known ones and a last slot for any other */
+#define GW_STATUS_SLOTS 13
 
 #define GW_HIST_MAX 16
 typedef struct gw_hist {
@@ -38,7 +41,7 @@ typedef struct gw_hist {
 enum { GW_H_TOKENIZE, GW_H_QUEUE, GW_H_INFER, GW_H_REQUEST, GW_H_BATCH_SEQS, GW_H_BATCH_TOKENS, GW_H_COUNT };
 
 typedef struct gw_metrics {
-    atomic_ullong requests[GW_R_COUNT][12];
+    atomic_ullong requests[GW_R_COUNT][GW_STATUS_SLOTS];
     atomic_ullong failures[GW_F_COUNT];
     atomic_ullong tokens;            /* tokens sent to the model */
     atomic_ullong inputs;            /* sequences embedded */

@@ -19,6 +19,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "gw_auth.h"
 #include "gw_internal.h"
 #include "posy_clock.h"
 #include "posy_log.h"
@@ -32,6 +33,7 @@ static const char *reason_phrase(int status) {
     switch (status) {
     case 200: return "OK";
     case 400: return "Bad Request";
+    case 401: return "Unauthorized";
     case 404: return "Not Found";
     case 405: return "Method Not Allowed";
     case 413: return "Payload Too Large";
@@ -275,6 +277,17 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req) {
                           rd->post ? "this route takes POST" : "this route takes GET");
         return 0;
     }
+    if (s->opts.api_key && rd->route != GW_R_HEALTH && rd->route != GW_R_METRICS) {
+        ssize_t hi = h2o_find_header(&req->headers, H2O_TOKEN_AUTHORIZATION, -1);
+        const h2o_iovec_t *hv = hi >= 0 ? &req->headers.entries[hi].value : NULL;
+        if (!gw_auth_bearer_ok(s->opts.api_key, hv ? hv->base : NULL, hv ? hv->len : 0)) {
+            h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_WWW_AUTHENTICATE, NULL, H2O_STRLIT("Bearer"));
+            respond_error_now(s, req, rd, 401, GW_F_UNAUTHORIZED, "invalid_api_key",
+                              hv ? "the API key is wrong (send 'Authorization: Bearer <key>' with the server's --api-key)"
+                                 : "an API key is required: send 'Authorization: Bearer <key>' (the server's --api-key)");
+            return 0;
+        }
+    }
     if (!rd->post) {
         gw_buf b = {0};
         int status = 200;
@@ -347,6 +360,15 @@ gw_server *gw_server_start(const gw_opts *opts, posy_err *err) {
         return NULL;
     }
     s->opts = *opts;
+    if (opts->api_key) {
+        const char *why = gw_auth_key_problem(opts->api_key);
+        s->opts.api_key = why ? NULL : strdup(opts->api_key);
+        if (why || !s->opts.api_key) {
+            posy_err_set(err, POSY_E_INVALID, "--api-key: %s", why ? why : "out of memory");
+            free(s);
+            return NULL;
+        }
+    }
     pthread_mutex_init(&s->start_mu, NULL);
     pthread_cond_init(&s->start_cv, NULL);
     gw_metrics_init(&s->metrics);
@@ -414,5 +436,6 @@ void gw_server_free(gw_server *s) {
     pthread_mutex_destroy(&s->start_mu);
     pthread_cond_destroy(&s->start_cv);
     free(s->loops);
+    free((char *)s->opts.api_key);
     free(s);
 }

@@ -2,7 +2,8 @@
  * model: 503 on every model route (and /health) until gw_server_set_ready,
  * 200 afterwards; 404/405 with JSON bodies; after gw_server_drain, requests
  * on a connection that was already open get 503 "shutting_down" and new
- * connections are refused.  (Embedding routes with a model are covered end
+ * connections are refused; with an API key, 401 without the right bearer
+ * token on every route but /health and /metrics.  (Embedding routes with a model are covered end
  * to end by tests/python/test_serve*.py.)
  */
 #include <arpa/inet.h>
@@ -11,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include "gw_auth.h"
 #include "gw_server.h"
 #include "posy_test.h"
 
@@ -32,10 +34,11 @@ static int connect_to(int port) {
 
 /* Send one request on `fd` (keep-alive) and read one response into buf
  * (headers + body, using Content-Length).  Returns the status or -1. */
-static int http(int fd, const char *method, const char *path, const char *body, char *buf, size_t cap) {
+static int http_h(int fd, const char *method, const char *path, const char *hdrs, const char *body, char *buf,
+                  size_t cap) {
     char req[4096];
-    int n = snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: t\r\nContent-Length: %zu\r\n\r\n%s", method, path,
-                     body ? strlen(body) : 0, body ? body : "");
+    int n = snprintf(req, sizeof req, "%s %s HTTP/1.1\r\nHost: t\r\n%sContent-Length: %zu\r\n\r\n%s", method, path,
+                     hdrs, body ? strlen(body) : 0, body ? body : "");
     if (write(fd, req, (size_t)n) != n) return -1;
     size_t len = 0;
     for (;;) {
@@ -48,6 +51,10 @@ static int http(int fd, const char *method, const char *path, const char *body, 
         if (hdr_end && cl && len >= (size_t)(hdr_end + 4 - buf) + (size_t)atoi(cl + 15)) break;
     }
     return atoi(buf + 9);
+}
+
+static int http(int fd, const char *method, const char *path, const char *body, char *buf, size_t cap) {
+    return http_h(fd, method, path, "", body, buf, cap);
 }
 
 static void test_lifecycle(void) {
@@ -134,4 +141,88 @@ static void test_stop_closes_open_connections(void) {
     }
 }
 
-TEST_MAIN(TEST(test_lifecycle), TEST(test_stop_closes_open_connections))
+/* The bearer check on plain strings (gw_auth.c). */
+static void test_auth_bearer(void) {
+    const char *k = "s3cr-et_KEY.9";
+#define OK(h) gw_auth_bearer_ok(k, (h), strlen(h))
+    CHECK(OK("Bearer s3cr-et_KEY.9"));
+    CHECK(OK("bearer s3cr-et_KEY.9"));          /* the scheme is case-insensitive (RFC 9110) */
+    CHECK(OK("BEARER   s3cr-et_KEY.9 \t"));     /* spaces after the scheme, trailing whitespace */
+    CHECK(!OK("Bearer s3cr-et_KEY.8"));         /* last byte differs */
+    CHECK(!OK("Bearer S3cr-et_KEY.9"));         /* the key itself is case-sensitive */
+    CHECK(!OK("Bearer s3cr-et_KEY."));          /* a prefix of the key */
+    CHECK(!OK("Bearer s3cr-et_KEY.99"));        /* the key as a prefix */
+    CHECK(!OK("Bearer "));
+    CHECK(!OK("Bearer"));
+    CHECK(!OK("Basic s3cr-et_KEY.9"));
+    CHECK(!OK("s3cr-et_KEY.9"));                /* no scheme */
+    CHECK(!OK("Bearers3cr-et_KEY.9"));
+    CHECK(!OK(""));
+#undef OK
+    CHECK(!gw_auth_bearer_ok(k, NULL, 0));
+    CHECK(gw_auth_bearer_ok(k, "Bearer s3cr-et_KEY.9 and more", 20));   /* only len bytes count */
+    CHECK(gw_auth_key_problem(k) == NULL);
+    CHECK(gw_auth_key_problem("") != NULL);
+    CHECK(gw_auth_key_problem(NULL) != NULL);
+    CHECK(gw_auth_key_problem("two words") != NULL);
+    CHECK(gw_auth_key_problem("tab\there") != NULL);
+    CHECK(gw_auth_key_problem("caf\xc3\xa9") != NULL);
+    char long_key[4098];
+    memset(long_key, 'k', sizeof long_key - 1);
+    long_key[sizeof long_key - 1] = 0;
+    CHECK(gw_auth_key_problem(long_key) != NULL);
+    long_key[4096] = 0;
+    CHECK(gw_auth_key_problem(long_key) == NULL);
+}
+
+/* --api-key over sockets: 401 in the route's dialect with WWW-Authenticate,
+ * counted; the right token passes (a POST then reaches the parser: 400 on
+ * a bad body); /health and /metrics stay open; a bad key is refused at start. */
+static void test_api_key(void) {
+    gw_opts o = {.host = "127.0.0.1", .port = 0, .n_loops = 1, .n_workers = 1, .max_body_bytes = 1000,
+                 .max_client_batch = 8, .max_concurrent = 4, .request_timeout_ms = 2000, .api_key = "two words"};
+    posy_err err;
+    posy_err_clear(&err);
+    CHECK(gw_server_start(&o, &err) == NULL);
+    CHECK_STR_CONTAINS(err.msg, "--api-key");
+    char key[] = "k-123";
+    o.api_key = key;
+    gw_server *s = gw_server_start(&o, &err);
+    CHECK_MSG(s != NULL, "%s", err.msg);
+    if (!s) return;
+    key[0] = 'x';   /* the server keeps its own copy */
+    gw_model m = {.name = "test-model", .dim = 8, .max_input_tokens = 16, .device = "cpu", .dtype = "fp32"};
+    gw_backend be = {0};
+    gw_server_set_ready(s, &m, &be);
+    char buf[8192];
+    int fd = connect_to(gw_server_port(s));
+    CHECK(fd >= 0);
+    const char *good = "Authorization: Bearer k-123\r\n", *bad = "Authorization: Bearer k-124\r\n";
+    CHECK_EQ_INT(http(fd, "POST", "/v1/embeddings", "{\"input\":\"a\"}", buf, sizeof buf), 401);
+    CHECK_STR_CONTAINS(buf, "\"code\":\"invalid_api_key\"");
+    CHECK_STR_CONTAINS(buf, "an API key is required");
+    CHECK(strcasestr(buf, "www-authenticate: Bearer") != NULL);
+    CHECK_EQ_INT(http_h(fd, "POST", "/embed", bad, "{\"inputs\":\"a\"}", buf, sizeof buf), 401);
+    CHECK_STR_CONTAINS(buf, "\"error_type\":\"Unauthorized\"");
+    CHECK_STR_CONTAINS(buf, "the API key is wrong");
+    CHECK_EQ_INT(http(fd, "GET", "/info", NULL, buf, sizeof buf), 401);
+    CHECK_EQ_INT(http(fd, "GET", "/v1/models", NULL, buf, sizeof buf), 401);
+    CHECK_EQ_INT(http_h(fd, "POST", "/tokenize", "Authorization: k-123\r\n", "{}", buf, sizeof buf), 401);
+    CHECK_EQ_INT(http_h(fd, "GET", "/info", good, NULL, buf, sizeof buf), 200);
+    CHECK_STR_CONTAINS(buf, "\"model_id\":\"test-model\"");
+    CHECK_EQ_INT(http_h(fd, "GET", "/v1/models", "authorization: bearer k-123\r\n", NULL, buf, sizeof buf), 200);
+    CHECK_EQ_INT(http_h(fd, "POST", "/v1/embeddings", good, "{", buf, sizeof buf), 400);   /* past the key */
+    CHECK_STR_CONTAINS(buf, "\"code\":\"invalid_json\"");
+    CHECK_EQ_INT(http(fd, "GET", "/health", NULL, buf, sizeof buf), 200);
+    CHECK_EQ_INT(http(fd, "GET", "/metrics", NULL, buf, sizeof buf), 200);
+    CHECK_STR_CONTAINS(buf, "posy_request_failures_total{reason=\"unauthorized\"} 5");
+    CHECK_STR_CONTAINS(buf, "posy_requests_total{route=\"/v1/embeddings\",status=\"401\"} 1");
+    CHECK_STR_CONTAINS(buf, "posy_requests_total{route=\"/info\",status=\"401\"} 1");
+    CHECK_EQ_INT(gw_server_drain(s, 5), 0);
+    close(fd);
+    usleep(100000);
+    gw_server_stop(s);
+    gw_server_free(s);
+}
+
+TEST_MAIN(TEST(test_lifecycle), TEST(test_stop_closes_open_connections), TEST(test_auth_bearer), TEST(test_api_key))
