@@ -29,7 +29,7 @@
 #include "tok.h"
 
 typedef struct gwc_opts {
-    const char *model, *host, *dns, *api_key;
+    const char *model, *host, *dns, *api_key, *served_name;
     cli_list backends;
     long port, chunk_tokens, chunk_seqs, chunk_timeout_ms, health_ms, dns_ms, http_threads, workers, max_concurrent,
         max_client_batch, max_body_bytes, request_timeout, drain_timeout, auto_truncate;
@@ -72,6 +72,10 @@ static int gwc_parse(int argc, char **argv, gwc_opts *o) {
     o->drain_timeout = 30;
     int rc = cli_flags_parse(&gwc_cmd, argc, argv, o);
     if (rc) return rc;
+    if (o->served_name && !o->served_name[0]) {
+        fprintf(stderr, "posy gateway: --served-model-name is empty\n");
+        return -1;
+    }
     if (o->backends.n == 0 && !(o->dns && *o->dns)) {
         fprintf(stderr, "posy gateway: no workers: give --backend HOST:PORT (repeatable) or --backend-dns NAME:PORT\n");
         return -1;
@@ -138,7 +142,7 @@ int cli_cmd_gateway(int argc, char **argv) {
         rpc_pool_close(st.pool);
         return 1;
     }
-    gw_model gm = {.tok = st.tok, .cfg = &st.cfg, .name = st.cfg.info.name, .dim = st.cfg.info.hidden,
+    gw_model gm = {.tok = st.tok, .cfg = &st.cfg, .name = o.served_name ? o.served_name : st.cfg.info.name, .dim = st.cfg.info.hidden,
                    .max_input_tokens = max_in, .device = "workers", .dtype = "remote"};
     gw_server_set_ready(srv, &gm, &st.be.be);
     POSY_INFO("posy gateway: model %s (%d dims, max %d tokens, fingerprint %s), listening on %s:%d; %d worker "

@@ -1,6 +1,6 @@
 /* cli_http_flags: the flags of the HTTP front that `posy serve` and `posy
  * gateway` share (address, threads, admission limits, timeouts,
- * truncation, API key), written once so the two commands cannot drift apart in
+ * truncation, served name, API key), written once so the two commands cannot drift apart in
  * names, ranges, help or kind.  OFF is the command's offsetof macro; its
  * options struct must have the long / const char * fields named below. */
 #ifndef CLI_HTTP_FLAGS_H
@@ -26,6 +26,9 @@
      CLI_F_INT, 0, 3600, OFF(drain_timeout)},                                                                       \
     {"--auto-truncate", "POSY_AUTO_TRUNCATE", "0 | 1: truncate over-long inputs by default (default 0: answer 422)", \
      CLI_F_SWITCH, 0, 1, OFF(auto_truncate)},                                                                      \
+    {"--served-model-name", "POSY_SERVED_MODEL_NAME",                                                               \
+     "the model's name in responses, /v1/models and /info (default: the model directory's name)", CLI_F_STR, 0, 0,  \
+     OFF(served_name)},                                                                                             \
     {"--api-key", "POSY_API_KEY",                                                                                   \
      "require 'Authorization: Bearer KEY' on every route but /health and /metrics (default: none; the env "        \
      "variable keeps it out of ps)",                                                                                \

@@ -28,7 +28,7 @@
 #include "tok.h"
 
 typedef struct serve_flags {
-    const char *model, *host, *device, *engine, *attention, *api_key;
+    const char *model, *host, *device, *engine, *attention, *api_key, *served_name;
     long port, threads, http_threads, workers, max_batch_tokens, max_batch_seqs, max_concurrent, max_client_batch,
         max_body_bytes, request_timeout, drain_timeout, auto_truncate, noop_delay_us, warmup;
 } serve_flags;
@@ -60,6 +60,10 @@ static int parse_flags(int argc, char **argv, serve_flags *fl) {
                         .drain_timeout = 30};
     int rc = cli_flags_parse(&serve_cmd, argc, argv, fl);
     if (rc) return rc;
+    if (fl->served_name && !fl->served_name[0]) {
+        fprintf(stderr, "posy serve: --served-model-name is empty\n");
+        return -1;
+    }
     if (strcmp(fl->engine, "model") && strcmp(fl->engine, "noop")) {
         fprintf(stderr, "posy serve: --engine must be 'model' or 'noop', got '%s'\n", fl->engine);
         return -1;
@@ -184,7 +188,7 @@ int cli_cmd_serve(int argc, char **argv) {
     }
     gw_backend be;
     gw_backend_local(&be, st.sch);
-    gw_model gm = {.tok = st.tok, .cfg = &st.cfg, .name = st.cfg.info.name, .dim = st.cfg.info.hidden,
+    gw_model gm = {.tok = st.tok, .cfg = &st.cfg, .name = fl.served_name ? fl.served_name : st.cfg.info.name, .dim = st.cfg.info.hidden,
                    .max_input_tokens = max_in, .max_batch_tokens = st.max_batch_tokens, .device = st.device, .dtype = st.eng ? posy_engine_info(st.eng)->dtype : "fp32"};
     gw_server_set_ready(srv, &gm, &be);
     POSY_INFO("posy serve: model %s (%s, %d dims, max %d tokens) on %s, listening on %s:%d; max_batch_tokens %d, "

@@ -1,4 +1,5 @@
-"""`--api-key` / POSY_API_KEY end to end, on `posy serve` and `posy gateway`.
+"""`--api-key` / POSY_API_KEY end to end, on `posy serve` and `posy gateway`;
+`--served-model-name` (the last test).
 
 - the official `openai` SDK with the right key gets the same vectors as an
   open server; with a wrong key it gets AuthenticationError (401);
@@ -117,3 +118,18 @@ def test_gateway_takes_the_key():
     finally:
         gw.stop()
         w.stop()
+
+
+def test_served_model_name(posy_bin, posy_model):
+    """--served-model-name renames the model in every answer that names it."""
+    s = Server(posy_bin, posy_model, "--device", "cpu", "--served-model-name", "text-embedding-3-small")
+    try:
+        r = client(s.url, "unused").embeddings.create(input="hi", model="anything")
+        assert r.model == "text-embedding-3-small"
+        assert requests.get(s.url + "/v1/models", timeout=5).json()["data"][0]["id"] == "text-embedding-3-small"
+        assert requests.get(s.url + "/info", timeout=5).json()["model_id"] == "text-embedding-3-small"
+    finally:
+        assert s.stop() == 0
+    r = subprocess.run([posy_bin, "serve", "--model", posy_model, "--served-model-name", ""], capture_output=True,
+                       timeout=60)
+    assert r.returncode == 2 and b"--served-model-name is empty" in r.stderr, r.stderr
