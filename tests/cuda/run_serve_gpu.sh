@@ -16,6 +16,7 @@
 #   3. load with wrk: one-sentence requests at CONNS connections, then
 #      32- and 256-sentence requests; requests/s, p50/p99, tokens/s (from
 #      posy_tokens_total before and after each run);
+#   3b. one query's time by part (bench/serve_parts.py, PARTS requests);
 #   4. /metrics read strictly; on the GPU graph captures and replays > 0 and
 #      the counters agree with the backend's rules (one eager run per bucket
 #      seen, at most one capture per bucket, eager + replays == batches);
@@ -33,7 +34,10 @@
 # default "32:16 256:8"; "" skips); MODELS; API_MODELS (default: MODELS;
 # "" skips); BUNDLE (default .carry/gpu); WORK (default /tmp/posy-serve-gpu);
 # SERVE_FLAGS (more `posy serve` flags; with --warmup the counters are
-# checked before any traffic: every bucket run twice, one capture each).
+# checked before any traffic: every bucket run twice, one capture each);
+# PARTS (default 500; 0 skips): after the wrk runs, that many sequential
+# one-sentence requests through bench/serve_parts.py -- one query's time
+# split by the server's timing headers.
 set -u -o pipefail
 cd "$(dirname "$0")/../.."
 OUT=${OUT:-out}
@@ -46,6 +50,7 @@ API_MODELS=${API_MODELS-$MODELS}
 BUNDLE=${BUNDLE:-.carry/gpu}
 WORK=${WORK:-/tmp/posy-serve-gpu}
 SERVE_FLAGS=${SERVE_FLAGS:-}
+PARTS=${PARTS:-500}
 mkdir -p "$OUT" "$WORK"
 export TRANSFORMERS_VERBOSITY=error HF_HUB_DISABLE_PROGRESS_BARS=1 HF_HUB_OFFLINE=1 TOKENIZERS_PARALLELISM=false
 OUT=$(cd "$OUT" && pwd)
@@ -230,6 +235,10 @@ serve_model() {   # serve_model NAME: every serving check on one model
   for c in $CONNS; do wrk_case "$name" 1-sentence "$c" 1; done
   for b in $BATCH; do wrk_case "$name" "${b%%:*}-sentence" "${b##*:}" "${b%%:*}"; done
   echo >> "$SUMMARY"
+  if [ "$PARTS" -gt 0 ] 2>/dev/null; then   # one query's time by part, from the server's timing headers
+    local parts; parts=$(python3 bench/serve_parts.py "$URL" "$PARTS" 2>&1) || bad "$name: serve_parts failed: $parts"
+    { echo "$parts"; echo; } | tee -a "$SUMMARY"
+  fi
   local mf="$WORK/metrics-$name.txt"
   scrape > "$mf" || bad "$name: GET /metrics failed"
   { echo "=== $name"; cat "$mf"; echo; } >> "$OUT/metrics.txt"
