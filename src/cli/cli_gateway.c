@@ -29,7 +29,7 @@
 #include "tok.h"
 
 typedef struct gwc_opts {
-    const char *model, *host, *dns, *api_key, *served_name;
+    const char *model, *host, *dns, *api_key, *served_name, *cors;
     cli_list backends;
     long port, chunk_tokens, chunk_seqs, chunk_timeout_ms, health_ms, dns_ms, http_threads, workers, max_concurrent,
         max_client_batch, max_body_bytes, request_timeout, drain_timeout, auto_truncate;
@@ -135,7 +135,7 @@ int cli_cmd_gateway(int argc, char **argv) {
                   .max_body_bytes = (size_t)o.max_body_bytes, .max_client_batch = (int)o.max_client_batch,
                   .max_concurrent = (int)o.max_concurrent, .auto_truncate = (int)o.auto_truncate,
                   .max_batch_tokens = (int)o.chunk_tokens, .max_batch_seqs = (int)o.chunk_seqs,
-                  .request_timeout_ms = (int)o.request_timeout * 1000, .api_key = o.api_key};
+                  .request_timeout_ms = (int)o.request_timeout * 1000, .api_key = o.api_key, .cors = o.cors};
     gw_server *srv = gw_server_start(&go, &err);
     if (!srv) {
         POSY_ERROR("posy gateway: %s", err.msg);

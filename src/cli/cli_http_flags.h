@@ -1,6 +1,6 @@
 /* cli_http_flags: the flags of the HTTP front that `posy serve` and `posy
  * gateway` share (address, threads, admission limits, timeouts,
- * truncation, served name, API key), written once so the two commands cannot drift apart in
+ * truncation, served name, CORS, API key), written once so the two commands cannot drift apart in
  * names, ranges, help or kind.  OFF is the command's offsetof macro; its
  * options struct must have the long / const char * fields named below. */
 #ifndef CLI_HTTP_FLAGS_H
@@ -29,6 +29,9 @@
     {"--served-model-name", "POSY_SERVED_MODEL_NAME",                                                               \
      "the model's name in responses, /v1/models and /info (default: the model directory's name)", CLI_F_STR, 0, 0,  \
      OFF(served_name)},                                                                                             \
+    {"--cors-allow-origin", "POSY_CORS_ALLOW_ORIGIN",                                                             \
+     "origins whose web pages may call posy: * or a comma-separated list like https://app.example.com (default: "   \
+     "none)", CLI_F_STR, 0, 0, OFF(cors)},                                                                          \
     {"--api-key", "POSY_API_KEY",                                                                                   \
      "require 'Authorization: Bearer KEY' on every route but /health and /metrics (default: none; the env "        \
      "variable keeps it out of ps)",                                                                                \

@@ -28,7 +28,7 @@
 #include "tok.h"
 
 typedef struct serve_flags {
-    const char *model, *host, *device, *engine, *attention, *api_key, *served_name;
+    const char *model, *host, *device, *engine, *attention, *api_key, *served_name, *cors;
     long port, threads, http_threads, workers, max_batch_tokens, max_batch_seqs, max_concurrent, max_client_batch,
         max_body_bytes, request_timeout, drain_timeout, auto_truncate, noop_delay_us, warmup;
 } serve_flags;
@@ -170,7 +170,7 @@ int cli_cmd_serve(int argc, char **argv) {
                   .max_body_bytes = (size_t)fl.max_body_bytes, .max_client_batch = (int)fl.max_client_batch,
                   .max_concurrent = (int)fl.max_concurrent, .auto_truncate = (int)fl.auto_truncate,
                   .max_batch_tokens = (int)fl.max_batch_tokens, .max_batch_seqs = (int)fl.max_batch_seqs,
-                  .request_timeout_ms = (int)fl.request_timeout * 1000, .api_key = fl.api_key};
+                  .request_timeout_ms = (int)fl.request_timeout * 1000, .api_key = fl.api_key, .cors = fl.cors};
     gw_server *srv = gw_server_start(&go, &err);
     if (!srv) {
         POSY_ERROR("posy serve: %s", err.msg);

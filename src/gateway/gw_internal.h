@@ -47,6 +47,7 @@ typedef struct gw_loop {
 
 struct gw_server {
     gw_opts opts;
+    struct gw_cors *cors;             /* parsed opts.cors; NULL: none */
     h2o_globalconf_t config;
     gw_loop *loops;
     int n_loops;

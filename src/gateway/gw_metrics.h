@@ -26,7 +26,7 @@ typedef enum {
 } gw_fail;
 
 /* HTTP statuses counted per route: the known ones and a last slot for any other */
-#define GW_STATUS_SLOTS 13
+#define GW_STATUS_SLOTS 14
 
 #define GW_HIST_MAX 16
 typedef struct gw_hist {

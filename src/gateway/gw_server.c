@@ -20,6 +20,7 @@
 #include <unistd.h>
 
 #include "gw_auth.h"
+#include "gw_cors.h"
 #include "gw_internal.h"
 #include "posy_clock.h"
 #include "posy_log.h"
@@ -32,6 +33,7 @@ typedef struct gw_handler {
 static const char *reason_phrase(int status) {
     switch (status) {
     case 200: return "OK";
+    case 204: return "No Content";
     case 400: return "Bad Request";
     case 401: return "Unauthorized";
     case 404: return "Not Found";
@@ -262,14 +264,51 @@ static int start_call(gw_server *s, gw_loop *l, h2o_req_t *req, const route_def 
     return 0;
 }
 
+/* --cors-allow-origin: the CORS headers every answer to an allowed origin
+ * carries (added now, sent with whatever response follows). */
+static void cors_headers(gw_server *s, h2o_req_t *req) {
+    static const char expose[] = "x-tokenization-time, x-queue-time, x-inference-time, x-total-time";
+    ssize_t oi = h2o_find_header_by_str(&req->headers, H2O_STRLIT("origin"), -1);
+    const char *allow = oi >= 0 ? gw_cors_allow(s->cors, req->headers.entries[oi].value.base,
+                                                req->headers.entries[oi].value.len) : NULL;
+    if (strcmp(s->opts.cors, "*") != 0)   /* the answer depends on Origin: caches must know */
+        h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_VARY, NULL, H2O_STRLIT("Origin"));
+    if (!allow) return;
+    h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ACCESS_CONTROL_ALLOW_ORIGIN, NULL, allow, strlen(allow));
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("access-control-expose-headers"), 0, NULL,
+                          expose, sizeof expose - 1);
+}
+
+/* The preflight a browser sends before a cross-origin POST or a request
+ * with Authorization: 204, the route's method, the headers posy reads. */
+static void respond_preflight(gw_server *s, h2o_req_t *req, const route_def *rd) {
+    const char *methods = rd->post ? "POST, OPTIONS" : "GET, OPTIONS";
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("access-control-allow-methods"), 0, NULL,
+                          methods, strlen(methods));
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("access-control-allow-headers"), 0, NULL,
+                          H2O_STRLIT("Content-Type, Authorization"));
+    h2o_add_header_by_str(&req->pool, &req->res.headers, H2O_STRLIT("access-control-max-age"), 0, NULL,
+                          H2O_STRLIT("86400"));
+    req->res.status = 204;
+    req->res.reason = reason_phrase(204);
+    req->res.content_length = 0;
+    h2o_send_inline(req, "", 0);
+    gw_metrics_request(&s->metrics, rd->route, 204);
+}
+
 static int on_req(h2o_handler_t *self, h2o_req_t *req) {
     gw_server *s = ((gw_handler *)self)->srv;
     gw_loop *l = (gw_loop *)req->conn->ctx;
     const route_def *rd = find_route(req->path_normalized);
     int is_post = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"));
     int is_get = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET"));
+    if (s->cors) cors_headers(s, req);
     if (!rd) {
         respond_error_now(s, req, NULL, 404, GW_F_NOT_FOUND, "not_found", "no such route");
+        return 0;
+    }
+    if (s->cors && h2o_memis(req->method.base, req->method.len, H2O_STRLIT("OPTIONS"))) {   /* never needs the key */
+        respond_preflight(s, req, rd);
         return 0;
     }
     if ((rd->post && !is_post) || (!rd->post && !is_get)) {
@@ -369,6 +408,17 @@ gw_server *gw_server_start(const gw_opts *opts, posy_err *err) {
             return NULL;
         }
     }
+    if (opts->cors) {
+        s->cors = gw_cors_parse(opts->cors, err);
+        s->opts.cors = s->cors ? strdup(opts->cors) : NULL;
+        if (!s->cors || !s->opts.cors) {
+            if (s->cors) posy_err_set(err, POSY_E_NOMEM, "out of memory");
+            gw_cors_free(s->cors);
+            free((char *)s->opts.api_key);
+            free(s);
+            return NULL;
+        }
+    }
     pthread_mutex_init(&s->start_mu, NULL);
     pthread_cond_init(&s->start_cv, NULL);
     gw_metrics_init(&s->metrics);
@@ -437,5 +487,7 @@ void gw_server_free(gw_server *s) {
     pthread_cond_destroy(&s->start_cv);
     free(s->loops);
     free((char *)s->opts.api_key);
+    free((char *)s->opts.cors);
+    gw_cors_free(s->cors);
     free(s);
 }

@@ -38,6 +38,7 @@ typedef struct gw_opts {
     int request_timeout_ms;   /* a client must send a whole request within this (0 = h2o's 10 s) */
     const char *api_key;      /* NULL: open; else `Authorization: Bearer <key>` on all routes but
                                  /health and /metrics (gw_auth.h; copied by gw_server_start) */
+    const char *cors;         /* NULL: no CORS headers; "*" or origins, comma-separated (gw_cors.h) */
 } gw_opts;
 
 /* What the front knows about the model; owned by the caller, valid until stop. */

@@ -3,7 +3,8 @@
  * 200 afterwards; 404/405 with JSON bodies; after gw_server_drain, requests
  * on a connection that was already open get 503 "shutting_down" and new
  * connections are refused; with an API key, 401 without the right bearer
- * token on every route but /health and /metrics.  (Embedding routes with a model are covered end
+ * token on every route but /health and /metrics; with CORS origins, the
+ * preflight and the Access-Control headers.  (Embedding routes with a model are covered end
  * to end by tests/python/test_serve*.py.)
  */
 #include <arpa/inet.h>
@@ -13,6 +14,7 @@
 #include <unistd.h>
 
 #include "gw_auth.h"
+#include "gw_cors.h"
 #include "gw_server.h"
 #include "posy_test.h"
 
@@ -225,4 +227,87 @@ static void test_api_key(void) {
     gw_server_free(s);
 }
 
-TEST_MAIN(TEST(test_lifecycle), TEST(test_stop_closes_open_connections), TEST(test_auth_bearer), TEST(test_api_key))
+/* --cors-allow-origin's parsing and matching (gw_cors.c). */
+static void test_cors_parse(void) {
+    posy_err err;
+    gw_cors *c = gw_cors_parse(" https://a.example.com , http://localhost:3000", &err);
+    CHECK_MSG(c != NULL, "%s", err.msg);
+#define ALLOW(o) gw_cors_allow(c, (o), strlen(o))
+    CHECK(ALLOW("https://a.example.com") && !strcmp(ALLOW("https://a.example.com"), "https://a.example.com"));
+    CHECK(ALLOW("HTTPS://A.example.COM") != NULL);          /* ASCII case does not matter */
+    CHECK(!strcmp(ALLOW("http://localhost:3000"), "http://localhost:3000"));
+    CHECK(ALLOW("http://localhost:3001") == NULL);
+    CHECK(ALLOW("https://a.example.com.evil.net") == NULL);
+    CHECK(ALLOW("https://a.example.co") == NULL);
+    CHECK(ALLOW("null") == NULL);
+    CHECK(gw_cors_allow(c, NULL, 0) == NULL);
+    gw_cors_free(c);
+    c = gw_cors_parse("*", &err);
+    CHECK(c && !strcmp(ALLOW("https://anything.example"), "*"));
+    CHECK(c && ALLOW("") == NULL);                           /* no Origin: not a cross-origin request */
+#undef ALLOW
+    gw_cors_free(c);
+    const char *bad[] = {"", ",", "https://a.example.com,", "*,https://a.example.com", "a.example.com",
+                         "https://a.example.com/", "https://a.example.com/app", "ftp://a.example.com", "https://",
+                         "https://a b.com"};
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        posy_err_clear(&err);
+        c = gw_cors_parse(bad[i], &err);
+        CHECK_MSG(c == NULL, "'%s' accepted", bad[i]);
+        CHECK_STR_CONTAINS(err.msg, "--cors-allow-origin");
+        gw_cors_free(c);
+    }
+}
+
+/* CORS over sockets, with an API key: the preflight answers 204 without
+ * the key; allowed origins get Access-Control-Allow-Origin on every
+ * answer (401 included, so the page can read the error), others none. */
+static void test_cors_server(void) {
+    gw_opts o = {.host = "127.0.0.1", .port = 0, .n_loops = 1, .n_workers = 1, .max_body_bytes = 1000,
+                 .max_client_batch = 8, .max_concurrent = 4, .request_timeout_ms = 2000, .api_key = "k",
+                 .cors = "https://app.example.com"};
+    posy_err err;
+    gw_server *s = gw_server_start(&o, &err);
+    CHECK_MSG(s != NULL, "%s", err.msg);
+    if (!s) return;
+    gw_model m = {.name = "test-model", .dim = 8, .max_input_tokens = 16, .device = "cpu", .dtype = "fp32"};
+    gw_backend be = {0};
+    gw_server_set_ready(s, &m, &be);
+    char buf[8192];
+    int fd = connect_to(gw_server_port(s));
+    CHECK(fd >= 0);
+    const char *pre = "Origin: https://app.example.com\r\nAccess-Control-Request-Method: POST\r\n"
+                      "Access-Control-Request-Headers: authorization, content-type\r\n";
+    CHECK_EQ_INT(http_h(fd, "OPTIONS", "/v1/embeddings", pre, NULL, buf, sizeof buf), 204);
+    CHECK(strcasestr(buf, "access-control-allow-origin: https://app.example.com\r\n") != NULL);
+    CHECK(strcasestr(buf, "access-control-allow-methods: POST, OPTIONS") != NULL);
+    CHECK(strcasestr(buf, "access-control-allow-headers: Content-Type, Authorization") != NULL);
+    CHECK(strcasestr(buf, "vary: Origin") != NULL);
+    CHECK_EQ_INT(http_h(fd, "OPTIONS", "/info", "Origin: https://app.example.com\r\n", NULL, buf, sizeof buf), 204);
+    CHECK(strcasestr(buf, "access-control-allow-methods: GET, OPTIONS") != NULL);
+    CHECK_EQ_INT(http_h(fd, "POST", "/embed", "Origin: https://app.example.com\r\n", "{}", buf, sizeof buf), 401);
+    CHECK(strcasestr(buf, "access-control-allow-origin: https://app.example.com\r\n") != NULL);
+    CHECK(strcasestr(buf, "access-control-expose-headers: x-tokenization-time") != NULL);
+    CHECK_EQ_INT(http_h(fd, "GET", "/info", "Origin: https://app.example.com\r\nAuthorization: Bearer k\r\n", NULL,
+                        buf, sizeof buf), 200);
+    CHECK(strcasestr(buf, "access-control-allow-origin: https://app.example.com\r\n") != NULL);
+    CHECK_EQ_INT(http_h(fd, "OPTIONS", "/v1/embeddings", "Origin: https://evil.example.com\r\n", NULL, buf,
+                        sizeof buf), 204);
+    CHECK(strcasestr(buf, "access-control-allow-origin") == NULL);
+    CHECK_EQ_INT(http(fd, "GET", "/health", NULL, buf, sizeof buf), 200);
+    CHECK(strcasestr(buf, "access-control-allow-origin") == NULL);   /* no Origin: not a browser's cross-origin call */
+    CHECK_EQ_INT(http(fd, "GET", "/metrics", NULL, buf, sizeof buf), 200);
+    CHECK_STR_CONTAINS(buf, "posy_requests_total{route=\"/v1/embeddings\",status=\"204\"} 2");
+    CHECK_EQ_INT(gw_server_drain(s, 5), 0);
+    close(fd);
+    usleep(100000);
+    gw_server_stop(s);
+    gw_server_free(s);
+    o.cors = "https://a.example.com/path";
+    posy_err_clear(&err);
+    CHECK(gw_server_start(&o, &err) == NULL);
+    CHECK_STR_CONTAINS(err.msg, "--cors-allow-origin");
+}
+
+TEST_MAIN(TEST(test_lifecycle), TEST(test_stop_closes_open_connections), TEST(test_auth_bearer), TEST(test_api_key),
+          TEST(test_cors_parse), TEST(test_cors_server))

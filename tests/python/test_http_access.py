@@ -1,5 +1,5 @@
-"""`--api-key` / POSY_API_KEY end to end, on `posy serve` and `posy gateway`;
-`--served-model-name` (the last test).
+"""The HTTP front's access flags end to end: `--api-key` / POSY_API_KEY on
+`posy serve` and `posy gateway`, `--served-model-name`, `--cors-allow-origin`.
 
 - the official `openai` SDK with the right key gets the same vectors as an
   open server; with a wrong key it gets AuthenticationError (401);
@@ -10,7 +10,9 @@
   to the log, and an unusable key (empty, with a space) stops start-up with
   a clear message;
 - `posy gateway` takes the same flag.
-(The bearer parsing itself: tests/unit/test_gw_server.c.)
+- CORS: a browser's preflight and its POST, with the key, from an allowed
+  origin and from another.
+(The bearer and origin parsing themselves: tests/unit/test_gw_server.c.)
 """
 import os
 import subprocess
@@ -133,3 +135,31 @@ def test_served_model_name(posy_bin, posy_model):
     r = subprocess.run([posy_bin, "serve", "--model", posy_model, "--served-model-name", ""], capture_output=True,
                        timeout=60)
     assert r.returncode == 2 and b"--served-model-name is empty" in r.stderr, r.stderr
+
+
+def test_cors_preflight_and_post(posy_bin, posy_model):
+    s = Server(posy_bin, posy_model, "--device", "cpu", env={"POSY_API_KEY": KEY,
+               "POSY_CORS_ALLOW_ORIGIN": "https://app.example.com,http://localhost:5173"})
+    try:
+        pre = requests.options(s.url + "/v1/embeddings", timeout=5, headers={
+            "Origin": "http://localhost:5173", "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": "authorization,content-type"})
+        assert pre.status_code == 204
+        assert pre.headers["Access-Control-Allow-Origin"] == "http://localhost:5173"
+        assert "authorization" in pre.headers["Access-Control-Allow-Headers"].lower()
+        assert "POST" in pre.headers["Access-Control-Allow-Methods"]
+        r = requests.post(s.url + "/v1/embeddings", json={"input": "hi", "model": "m"}, timeout=30,
+                          headers={"Origin": "http://localhost:5173", "Authorization": "Bearer " + KEY})
+        assert r.status_code == 200 and len(r.json()["data"][0]["embedding"]) == 384
+        assert r.headers["Access-Control-Allow-Origin"] == "http://localhost:5173"
+        assert "x-total-time" in r.headers["Access-Control-Expose-Headers"]
+        other = requests.post(s.url + "/v1/embeddings", json={"input": "hi", "model": "m"}, timeout=30,
+                              headers={"Origin": "https://evil.example.com", "Authorization": "Bearer " + KEY})
+        assert other.status_code == 200   # the server answers; the browser withholds it from the page
+        assert "Access-Control-Allow-Origin" not in other.headers
+    finally:
+        assert s.stop() == 0
+    r = subprocess.run([posy_bin, "serve", "--model", posy_model, "--device", "cpu", "--host", "127.0.0.1",
+                        "--port", str(free_port()), "--cors-allow-origin", "https://app.example.com/"],
+                       capture_output=True, timeout=60)
+    assert r.returncode == 1 and b"is not an origin" in r.stderr + r.stdout, r.stderr
