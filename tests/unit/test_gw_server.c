@@ -59,6 +59,18 @@ static int http(int fd, const char *method, const char *path, const char *body, 
     return http_h(fd, method, path, "", body, buf, cap);
 }
 
+/* A started server, ready with a model of no tokenizer and a backend of
+ * no functions: enough for every route that answers before the backend. */
+static gw_server *start_ready(const gw_opts *o) {
+    static const gw_model m = {.name = "test-model", .dim = 8, .max_input_tokens = 16, .device = "cpu", .dtype = "fp32"};
+    static const gw_backend be = {0};
+    posy_err err;
+    gw_server *s = gw_server_start(o, &err);
+    CHECK_MSG(s != NULL, "%s", err.msg);
+    if (s) gw_server_set_ready(s, &m, &be);
+    return s;
+}
+
 static void test_lifecycle(void) {
     gw_opts o = {.host = "127.0.0.1", .port = 0, .n_loops = 2, .n_workers = 1, .max_body_bytes = 1000,
                  .max_client_batch = 8, .max_concurrent = 4, .request_timeout_ms = 2000};
@@ -114,13 +126,8 @@ static void test_lifecycle(void) {
 static void test_stop_closes_open_connections(void) {
     gw_opts o = {.host = "127.0.0.1", .port = 0, .n_loops = 2, .n_workers = 1, .max_body_bytes = 1000,
                  .max_client_batch = 8, .max_concurrent = 4, .request_timeout_ms = 5000};
-    posy_err err;
-    gw_server *s = gw_server_start(&o, &err);
-    CHECK_MSG(s != NULL, "%s", err.msg);
+    gw_server *s = start_ready(&o);
     if (!s) return;
-    gw_model m = {.name = "test-model", .dim = 8, .max_input_tokens = 16, .device = "cpu", .dtype = "fp32"};
-    gw_backend be = {0};
-    gw_server_set_ready(s, &m, &be);
     int port = gw_server_port(s);
     char buf[8192];
     int fds[6];
@@ -141,6 +148,14 @@ static void test_stop_closes_open_connections(void) {
         CHECK_MSG(n == 0 || (n < 0 && errno == ECONNRESET), "connection %d: read returned %zd", i, n);
         close(fds[i]);
     }
+}
+
+static void drain_and_free(gw_server *s, int fd) {
+    CHECK_EQ_INT(gw_server_drain(s, 5), 0);
+    close(fd);
+    usleep(100000);   /* let the loop see the client's close */
+    gw_server_stop(s);
+    gw_server_free(s);
 }
 
 /* The bearer check on plain strings (gw_auth.c). */
@@ -189,13 +204,9 @@ static void test_api_key(void) {
     CHECK_STR_CONTAINS(err.msg, "--api-key");
     char key[] = "k-123";
     o.api_key = key;
-    gw_server *s = gw_server_start(&o, &err);
-    CHECK_MSG(s != NULL, "%s", err.msg);
+    gw_server *s = start_ready(&o);
     if (!s) return;
     key[0] = 'x';   /* the server keeps its own copy */
-    gw_model m = {.name = "test-model", .dim = 8, .max_input_tokens = 16, .device = "cpu", .dtype = "fp32"};
-    gw_backend be = {0};
-    gw_server_set_ready(s, &m, &be);
     char buf[8192];
     int fd = connect_to(gw_server_port(s));
     CHECK(fd >= 0);
@@ -220,11 +231,7 @@ static void test_api_key(void) {
     CHECK_STR_CONTAINS(buf, "posy_request_failures_total{reason=\"unauthorized\"} 5");
     CHECK_STR_CONTAINS(buf, "posy_requests_total{route=\"/v1/embeddings\",status=\"401\"} 1");
     CHECK_STR_CONTAINS(buf, "posy_requests_total{route=\"/info\",status=\"401\"} 1");
-    CHECK_EQ_INT(gw_server_drain(s, 5), 0);
-    close(fd);
-    usleep(100000);
-    gw_server_stop(s);
-    gw_server_free(s);
+    drain_and_free(s, fd);
 }
 
 /* --cors-allow-origin's parsing and matching (gw_cors.c). */
@@ -266,13 +273,8 @@ static void test_cors_server(void) {
     gw_opts o = {.host = "127.0.0.1", .port = 0, .n_loops = 1, .n_workers = 1, .max_body_bytes = 1000,
                  .max_client_batch = 8, .max_concurrent = 4, .request_timeout_ms = 2000, .api_key = "k",
                  .cors = "https://app.example.com"};
-    posy_err err;
-    gw_server *s = gw_server_start(&o, &err);
-    CHECK_MSG(s != NULL, "%s", err.msg);
+    gw_server *s = start_ready(&o);
     if (!s) return;
-    gw_model m = {.name = "test-model", .dim = 8, .max_input_tokens = 16, .device = "cpu", .dtype = "fp32"};
-    gw_backend be = {0};
-    gw_server_set_ready(s, &m, &be);
     char buf[8192];
     int fd = connect_to(gw_server_port(s));
     CHECK(fd >= 0);
@@ -298,12 +300,9 @@ static void test_cors_server(void) {
     CHECK(strcasestr(buf, "access-control-allow-origin") == NULL);   /* no Origin: not a browser's cross-origin call */
     CHECK_EQ_INT(http(fd, "GET", "/metrics", NULL, buf, sizeof buf), 200);
     CHECK_STR_CONTAINS(buf, "posy_requests_total{route=\"/v1/embeddings\",status=\"204\"} 2");
-    CHECK_EQ_INT(gw_server_drain(s, 5), 0);
-    close(fd);
-    usleep(100000);
-    gw_server_stop(s);
-    gw_server_free(s);
+    drain_and_free(s, fd);
     o.cors = "https://a.example.com/path";
+    posy_err err;
     posy_err_clear(&err);
     CHECK(gw_server_start(&o, &err) == NULL);
     CHECK_STR_CONTAINS(err.msg, "--cors-allow-origin");
