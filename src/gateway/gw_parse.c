@@ -141,3 +141,48 @@ void gw_embed_req_free(gw_embed_req *r) {
     free(r->inputs);
     r->inputs = NULL;
 }
+
+/* One list of /decode ids: integers inside the vocabulary. */
+static int check_decode_ids(json_t *a, size_t idx, int vocab, gw_perr *pe) {
+    if (!json_is_array(a))
+        return perr(pe, 400, "invalid_type", "'ids' must be an array of token ids or an array of arrays of token ids");
+    for (size_t i = 0; i < json_array_size(a); i++) {
+        json_t *v = json_array_get(a, i);
+        if (!json_is_integer(v)) return perr(pe, 400, "invalid_type", "ids[%zu]: token ids must all be integers", idx);
+        json_int_t id = json_integer_value(v);
+        if (id < 0 || id >= vocab)
+            return perr(pe, 422, "token_out_of_vocabulary", "ids[%zu]: token id %lld is outside the vocabulary [0, %d)",
+                        idx, (long long)id, vocab);
+    }
+    return 0;
+}
+
+int gw_parse_decode(const char *body, size_t len, int max_inputs, int vocab, json_t **doc, gw_decode_req *r,
+                    gw_perr *pe) {
+    memset(r, 0, sizeof *r);
+    json_error_t je;
+    json_t *o = json_loadb(body, len, JSON_DECODE_ANY, &je);
+    *doc = o;
+    if (!o) return perr(pe, 400, "invalid_json", "the body is not valid JSON: %s (line %d, column %d)", je.text,
+                        je.line, je.column);
+    if (!json_is_object(o)) return perr(pe, 400, "invalid_type", "the body must be a JSON object");
+    json_t *sk = json_object_get(o, "skip_special_tokens");
+    if (sk && !json_is_null(sk) && !json_is_boolean(sk))
+        return perr(pe, 400, "invalid_type", "'skip_special_tokens' must be true or false");
+    r->skip_special = !sk || json_is_null(sk) || json_is_true(sk);
+    r->ids = json_object_get(o, "ids");
+    if (!r->ids || json_is_null(r->ids)) return perr(pe, 422, "missing_input", "'ids' is required");
+    if (!json_is_array(r->ids))
+        return perr(pe, 400, "invalid_type", "'ids' must be an array of token ids or an array of arrays of token ids");
+    if (json_array_size(r->ids) == 0) return perr(pe, 422, "empty_input", "'ids' is an empty array");
+    r->batch = json_is_array(json_array_get(r->ids, 0));
+    r->n = r->batch ? json_array_size(r->ids) : 1;
+    if (r->n > (size_t)max_inputs)
+        return perr(pe, 422, "too_many_inputs", "'ids' has %zu inputs, more than the limit of %d (--max-client-batch)",
+                    r->n, max_inputs);
+    for (size_t i = 0; i < r->n; i++)
+        if (check_decode_ids(gw_decode_list(r, i), i, vocab, pe)) return -1;
+    return 0;
+}
+
+json_t *gw_decode_list(const gw_decode_req *r, size_t i) { return r->batch ? json_array_get(r->ids, i) : r->ids; }

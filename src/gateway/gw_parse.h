@@ -44,4 +44,19 @@ int gw_parse_body(const char *body, size_t len, int openai, int route_tokenize, 
                   int default_truncate, json_t **doc, gw_embed_req *r, gw_perr *pe);
 void gw_embed_req_free(gw_embed_req *r);
 
+/* POST /decode (TEI): {"ids": [int, ...] | [[int, ...], ...],
+ * "skip_special_tokens": bool = true}.  Every id must lie in [0, vocab)
+ * (422 otherwise: the tokenizer would drop unknown ids silently), at most
+ * max_inputs lists.  An empty inner list is allowed (it decodes to ""). */
+typedef struct gw_decode_req {
+    json_t *ids;          /* the document's "ids" array */
+    int batch;            /* ids holds lists of ids */
+    size_t n;             /* lists to decode: 1 unless batch */
+    int skip_special;
+} gw_decode_req;
+int gw_parse_decode(const char *body, size_t len, int max_inputs, int vocab, json_t **doc, gw_decode_req *r,
+                    gw_perr *pe);
+/* List i (0 <= i < r->n) of a parsed /decode request. */
+json_t *gw_decode_list(const gw_decode_req *r, size_t i);
+
 #endif

@@ -7,6 +7,9 @@
  * the body, handed over at its exact size so that ASan sees any read past
  * it.  Afterwards the target does what gw_stage_parse does: read every
  * text and token id (tokenization), gw_embed_req_free, json_decref.
+ * Bit 5 sends the body to /decode's reader instead (gw_parse_decode; bit
+ * 6 then picks a 5-id vocabulary instead of 30522), whose successes must
+ * hold only in-vocabulary integer lists, the document's own.
  *
  * Beyond "no crash, no leak, no UB" it checks the parser's contract:
  * an error carries a 400 or 422 status, a code and a message; a success
@@ -68,8 +71,45 @@ static void fuzz_check_ok(const gw_embed_req *r, json_t *doc, int openai, int ma
     if (r->prompt_name) fuzz_sink += strlen(r->prompt_name);
 }
 
+/* A /decode request that parsed: every list holds in-vocabulary integers,
+ * and the lists are the document's own. */
+static void fuzz_check_decode(const gw_decode_req *r, json_t *doc, int max_inputs, int vocab) {
+    json_t *ids = json_object_get(doc, "ids");
+    if (!json_is_array(ids) || r->ids != ids || r->n < 1 || r->n > (size_t)max_inputs) abort();
+    if (r->n != (r->batch ? json_array_size(ids) : 1)) abort();
+    json_t *sk = json_object_get(doc, "skip_special_tokens");
+    if (r->skip_special != (json_is_false(sk) ? 0 : 1)) abort();
+    for (size_t i = 0; i < r->n; i++) {
+        json_t *a = gw_decode_list(r, i);
+        if (!json_is_array(a) || a != (r->batch ? json_array_get(ids, i) : ids)) abort();
+        for (size_t k = 0; k < json_array_size(a); k++) {
+            json_t *v = json_array_get(a, k);
+            if (!json_is_integer(v) || json_integer_value(v) < 0 || json_integer_value(v) >= vocab) abort();
+            fuzz_sink += (uint64_t)json_integer_value(v);
+        }
+    }
+}
+
+/* Bit 5 of the first byte: /decode (gw_parse_decode) with a vocabulary of
+ * 30522 ids, or of 5 when bit 6 is set too (most ids then fall outside). */
+static int fuzz_decode(const uint8_t *data, size_t size) {
+    int max_inputs = fuzz_max_inputs[(data[0] >> 2) & 3], vocab = (data[0] >> 6) & 1 ? 5 : 30522;
+    json_t *doc = (json_t *)1;
+    gw_decode_req r;
+    gw_perr pe;
+    memset(&pe, 0, sizeof pe);
+    int rc = gw_parse_decode((const char *)data + 1, size - 1, max_inputs, vocab, &doc, &r, &pe);
+    if (doc == (json_t *)1) abort();
+    if (rc == 0) fuzz_check_decode(&r, doc, max_inputs, vocab);
+    else if (rc == -1) fuzz_check_error(&pe, doc);
+    else abort();
+    json_decref(doc);
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
+    if ((data[0] >> 5) & 1) return fuzz_decode(data, size);
     int openai = data[0] & 1, tokenize = (data[0] >> 1) & 1;
     int max_inputs = fuzz_max_inputs[(data[0] >> 2) & 3], truncate = (data[0] >> 4) & 1;
     json_t *doc = (json_t *)1;   /* must be overwritten on every path */

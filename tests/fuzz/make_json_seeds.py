@@ -6,7 +6,8 @@
                          bit 4 --auto-truncate), then a request body: the
                          OpenAI and TEI forms, every option, token-id
                          inputs, and the usual mistakes (wrong types, empty
-                         lists, mixed inputs, bad JSON).
+                         lists, mixed inputs, bad JSON); bit 5: a /decode
+                         body instead (bit 6: a 5-id vocabulary).
   tests/fuzz/cfg_seeds/  fuzz_config: the files of a model directory joined
                          by NUL bytes, in fuzz_config.c's order (config.json,
                          modules.json, 1_Pooling/config.json,
@@ -21,7 +22,7 @@ import os
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-OPENAI, TOKENIZE, TRUNC = 1, 2, 16
+OPENAI, TOKENIZE, TRUNC, DECODE, VOCAB5 = 1, 2, 16, 32, 64
 BATCH = {1: 0 << 2, 2: 1 << 2, 8: 2 << 2, 2048: 3 << 2}
 
 GW = {
@@ -54,6 +55,12 @@ GW = {
     "dims_huge": (OPENAI | BATCH[8], {"input": "a", "dimensions": 2 ** 40}),
     "ids_extreme": (BATCH[8], {"inputs": [[9223372036854775807, -9223372036854775808, -1, 0]]}),
     "unicode": (BATCH[8], {"inputs": ["\u00e9\u4e2d\U0001F600", "tab\there", "\\ \" /"]}),
+    "dec_one": (DECODE | BATCH[8], {"ids": [101, 7592, 2088, 102]}),
+    "dec_batch": (DECODE | BATCH[8], {"ids": [[101, 7592, 102], [], [0, 30521]], "skip_special_tokens": False}),
+    "dec_small_vocab": (DECODE | VOCAB5 | BATCH[2], {"ids": [[0, 4], [5]], "skip_special_tokens": None}),
+    "dec_mixed": (DECODE | BATCH[8], {"ids": [[1], 2], "skip_special_tokens": "no"}),
+    "dec_too_many": (DECODE | BATCH[1], {"ids": [[1], [2]]}),
+    "dec_extreme": (DECODE | BATCH[8], {"ids": [9223372036854775807, -1, 30522]}),
 }
 
 RAW = {
