@@ -29,7 +29,7 @@ typedef struct embed_flags {
     posy_device_kind device;
     posy_attention attention;
     long threads, max_batch_tokens;
-    int normalize;
+    int normalize, chunked;
     char **texts;
     int n_texts;
 } embed_flags;
@@ -60,11 +60,14 @@ static void embed_usage(FILE *f) {
           "  --attention MODE        model, causal or bidirectional: override the decoder's\n"
           "                          attention direction (default model: as config.json says)\n"
           "  --normalize             L2-normalise the vectors even if the model does not\n"
+          "  --chunked               split texts longer than max_seq_length into windows and\n"
+          "                          average their vectors (weighted by tokens) instead of\n"
+          "                          truncating them (as the server's \"chunked\": true)\n"
           "  -h, --help              show this help\n"
           "  --                      every later word is a TEXT, even if it starts with '-'\n"
           "\n"
           "Inputs longer than the model's max_seq_length are truncated, as in\n"
-          "sentence-transformers.  A progress bar is drawn on stderr when it is a terminal.\n",
+          "sentence-transformers, unless --chunked.  A progress bar is drawn on stderr when it is a terminal.\n",
           f);
 }
 
@@ -134,6 +137,7 @@ static int parse_one(embed_flags *f, int argc, char **argv, int *i) {
     const char *a = argv[*i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { embed_usage(stdout); return 0; }
     if (!strcmp(a, "--normalize")) { f->normalize = 1; return -1; }
+    if (!strcmp(a, "--chunked")) { f->chunked = 1; return -1; }
     char name[64];
     const char *eq = strchr(a, '=');
     size_t nl = eq ? (size_t)(eq - a) : strlen(a);
@@ -263,7 +267,8 @@ static int embed_main(const embed_flags *f, embed_res *r) {
                          .lower = r->cfg.do_lower_case, .exclude_prompt = !r->cfg.pool_include_prompt,
                          .max_seq_len = info->max_seq_len, .max_batch_tokens = (int)f->max_batch_tokens,
                          .max_batch_seqs = max_seqs,
-                         .force_normalize = f->normalize && !info->normalize, .out = &r->out,
+                         .force_normalize = f->normalize && !info->normalize, .chunked = f->chunked,
+                         .model_normalize = info->normalize, .out = &r->out,
                          .progress = &progress};
     if (cli_embed_run(&job, &err) != 0) return fail(&err);
     if (cli_vecout_close(&r->out, &err) != 0) return fail(&err);

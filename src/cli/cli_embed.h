@@ -96,6 +96,8 @@ typedef struct cli_embed_job {
     int max_batch_tokens;
     int max_batch_seqs;
     int force_normalize;      /* L2-normalise even if the model does not */
+    int chunked;              /* split over-long texts into windows and combine them (posy_chunk.h) */
+    int model_normalize;      /* the model L2-normalises: so does the windows' combination */
     cli_vecout *out;
     cli_progress *progress;
 } cli_embed_job;

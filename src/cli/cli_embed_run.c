@@ -8,17 +8,25 @@
  * the next batch is tokenized while the previous one runs.  Vectors are
  * written strictly in input order: a finished batch waits for the ones
  * submitted before it.
+ *
+ * With --chunked, a text longer than max_seq_len is not truncated but split
+ * into windows (posy_chunk.h, the rules of the server's "chunked": true):
+ * its windows go into one batch as consecutive sequences, and when the
+ * batch is written they are combined into the text's one vector.
  */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "cli_embed.h"
+#include "posy_chunk.h"
 
 #define CLI_SLOTS 3
 
 typedef struct embed_slot {
     int32_t *ids, *type_ids, *cu, *skip;
+    int32_t *nwin;            /* windows (sequences) of each text in the batch */
+    int n_texts;
     float *out;
     posy_batch b;
     int busy, done;
@@ -36,6 +44,7 @@ typedef struct embed_state {
     size_t joined_cap;
     int dim;
     int prompt_skip;          /* tokens left out of pooling (include_prompt false), or 0 */
+    int32_t *wcu;             /* one text's window boundaries (--chunked) */
 } embed_state;
 
 static int slots_alloc(embed_state *st, posy_err *err) {
@@ -46,10 +55,13 @@ static int slots_alloc(embed_state *st, posy_err *err) {
         s->type_ids = malloc(sizeof(int32_t) * (size_t)j->max_batch_tokens);
         s->cu = malloc(sizeof(int32_t) * ((size_t)j->max_batch_seqs + 1));
         s->skip = malloc(sizeof(int32_t) * (size_t)j->max_batch_seqs);
+        s->nwin = malloc(sizeof(int32_t) * (size_t)j->max_batch_seqs);
         s->out = malloc(sizeof(float) * (size_t)j->max_batch_seqs * (size_t)st->dim);
-        if (!s->ids || !s->type_ids || !s->cu || !s->skip || !s->out)
+        if (!s->ids || !s->type_ids || !s->cu || !s->skip || !s->nwin || !s->out)
             return posy_err_set(err, POSY_E_NOMEM, "out of memory for batch buffers");
     }
+    st->wcu = malloc(sizeof(int32_t) * ((size_t)j->max_batch_seqs + 1));
+    if (!st->wcu) return posy_err_set(err, POSY_E_NOMEM, "out of memory for batch buffers");
     return 0;
 }
 
@@ -59,8 +71,10 @@ static void state_free(embed_state *st) {
         free(st->slots[i].type_ids);
         free(st->slots[i].cu);
         free(st->slots[i].skip);
+        free(st->slots[i].nwin);
         free(st->slots[i].out);
     }
+    free(st->wcu);
     tok_encoding_free(&st->enc);
     free(st->joined);
 }
@@ -91,7 +105,7 @@ static int encode_text(embed_state *st, size_t i, posy_err *err) {
         }
         s = lowered;
     }
-    tok_opts o = {.add_special = 1, .max_len = j->max_seq_len, .trunc_dir = TOK_TRUNC_RIGHT};
+    tok_opts o = {.add_special = 1, .max_len = j->chunked ? 0 : j->max_seq_len, .trunc_dir = TOK_TRUNC_RIGHT};
     int rc = tok_encode(j->tok, s, n, &o, &st->enc, err);
     free(lowered);
     if (rc != 0) {
@@ -103,17 +117,41 @@ static int encode_text(embed_state *st, size_t i, posy_err *err) {
     return 0;
 }
 
-/* Pack texts from next_text into slot `s` until the budget is reached. */
+/* The windows of the encoded text (--chunked, longer than max_seq_len):
+ * their count in *k and tokens in *total, or -1 with err. */
+static int window_plan(embed_state *st, int *p, int *sfx, int *k, size_t *total, posy_err *err) {
+    const cli_embed_job *j = st->job;
+    posy_chunk_specials(st->enc.special_mask, st->enc.n, p, sfx);
+    *k = posy_chunk_count(st->enc.n, *p, *sfx, j->max_seq_len);
+    if (*k < 1)
+        return posy_err_set(err, POSY_E_TOO_LONG, "input text %zu: %d special tokens leave no room for text in "
+                            "windows of %d tokens", st->next_text + 1, *p + *sfx, j->max_seq_len);
+    if (st->prompt_skip + *sfx >= j->max_seq_len)
+        return posy_err_set(err, POSY_E_TOO_LONG, "input text %zu: the %d prompt tokens left out of pooling fill "
+                            "the first window of %d tokens", st->next_text + 1, st->prompt_skip, j->max_seq_len);
+    *total = posy_chunk_total_tokens(st->enc.n, *p, *sfx, j->max_seq_len);
+    return 0;
+}
+
+/* Pack texts from next_text into slot `s` until the budget is reached; a
+ * chunked text's windows all go into the same batch. */
 static int slot_fill(embed_state *st, embed_slot *s, posy_err *err) {
     const cli_embed_job *j = st->job;
     int ns = 0, nt = 0;
     s->cu[0] = 0;
+    s->n_texts = 0;
     while (st->next_text < j->texts->n && ns < j->max_batch_seqs) {
         if (!st->have_pending && encode_text(st, st->next_text, err) != 0) return -1;
         st->have_pending = 1;
-        int n = st->enc.n;
-        if (nt + n > j->max_batch_tokens) {
+        int n = st->enc.n, k = 1, p = 0, sfx = 0;
+        size_t total = (size_t)n;
+        if (j->chunked && n > j->max_seq_len && window_plan(st, &p, &sfx, &k, &total, err) != 0) return -1;
+        if ((size_t)nt + total > (size_t)j->max_batch_tokens || ns + k > j->max_batch_seqs) {
             if (ns > 0) break;
+            if (k > 1)
+                return posy_err_set(err, POSY_E_TOO_LONG, "input text %zu needs %d windows of %zu tokens in all, over "
+                                    "--max-batch-tokens %d (or %d sequences a batch)", st->next_text + 1, k, total,
+                                    j->max_batch_tokens, j->max_batch_seqs);
             return posy_err_set(err, POSY_E_TOO_LONG,
                                 "input text %zu has %d tokens, over --max-batch-tokens %d",
                                 st->next_text + 1, n, j->max_batch_tokens);
@@ -121,11 +159,24 @@ static int slot_fill(embed_state *st, embed_slot *s, posy_err *err) {
         if (st->prompt_skip >= n)
             return posy_err_set(err, POSY_E_TOO_LONG, "input text %zu: %d tokens after truncation, not more than "
                                 "the %d prompt tokens left out of pooling", st->next_text + 1, n, st->prompt_skip);
-        s->skip[ns] = st->prompt_skip;
-        memcpy(s->ids + nt, st->enc.ids, sizeof(int32_t) * (size_t)n);
-        memcpy(s->type_ids + nt, st->enc.type_ids, sizeof(int32_t) * (size_t)n);
-        nt += n;
-        s->cu[++ns] = nt;
+        if (k == 1) {
+            memcpy(s->ids + nt, st->enc.ids, sizeof(int32_t) * (size_t)n);
+            memcpy(s->type_ids + nt, st->enc.type_ids, sizeof(int32_t) * (size_t)n);
+            st->wcu[0] = 0;
+            st->wcu[1] = n;
+        } else {   /* the type ids are windowed like the ids (the same positions kept) */
+            size_t cap = (size_t)(j->max_batch_tokens - nt);
+            if (posy_chunk_split(st->enc.ids, n, p, sfx, j->max_seq_len, s->ids + nt, cap, st->wcu, k + 1) != k ||
+                posy_chunk_split(st->enc.type_ids, n, p, sfx, j->max_seq_len, s->type_ids + nt, cap, st->wcu, k + 1) != k)
+                return posy_err_set(err, POSY_E_INTERNAL, "input text %zu: splitting into windows failed",
+                                    st->next_text + 1);
+        }
+        for (int w = 0; w < k; w++) {   /* the prompt lies in the first window only */
+            s->skip[ns] = w ? 0 : st->prompt_skip;
+            s->cu[++ns] = nt + st->wcu[w + 1];
+        }
+        nt += (int)total;
+        s->nwin[s->n_texts++] = k;
         st->next_text++;
         st->have_pending = 0;
     }
@@ -153,12 +204,19 @@ static int flush_done(embed_state *st, posy_err *err) {
     const cli_embed_job *j = st->job;
     while (st->count > 0 && st->slots[st->head].done) {
         embed_slot *s = &st->slots[st->head];
-        for (int i = 0; i < s->b.n_seqs; i++) {
-            float *v = s->out + (size_t)i * (size_t)st->dim;
+        for (int t = 0, q = 0; t < s->n_texts; q += s->nwin[t++]) {
+            float *v = s->out + (size_t)q * (size_t)st->dim;
+            if (s->nwin[t] > 1) {
+                /* weights are cu differences: moving the first window's start
+                 * by its skip weighs it by the tokens it pooled; the mean is
+                 * written over the first window's vector (element-wise safe) */
+                s->cu[q] += s->skip[q];
+                posy_chunk_combine(v, s->cu + q, s->nwin[t], st->dim, j->model_normalize, v);
+            }
             if (j->force_normalize) l2_normalize(v, st->dim);
             if (cli_vecout_write(j->out, v, err) != 0) return -1;
         }
-        st->written += (size_t)s->b.n_seqs;
+        st->written += (size_t)s->n_texts;
         s->busy = s->done = 0;
         st->head = (st->head + 1) % CLI_SLOTS;
         st->count--;

@@ -95,3 +95,31 @@ def test_chunked_token_ids(server, long_ids, posy_model):
 def test_over_long_without_chunked_is_422(server):
     st, r = post(server, "/embed", {"inputs": [LONG]})
     assert st == 422, r
+
+
+def test_posy_embed_chunked(server, long_ids, posy_model, posy):
+    """`posy embed --chunked`: the same windows and combination as the server,
+    for an over-long text between short ones (windows of one text stay in one
+    batch; the short ones are untouched), in every batch arrangement the
+    token budget allows."""
+    ids, _ = long_ids
+    want, k = expected(server, ids, 1, 1, max_len(posy_model))
+    texts = ["short text", LONG, "another one", LONG]
+    plain = posy.embed_jsonl(input="\n".join(t for t in texts if t != LONG).encode() + b"\n")
+    assert k == 5 and len(ids) + (k - 1) * 2 == 1050
+    for budget in ("16384", "1052"):   # 1052: each long text's 1050 window tokens make a batch of their own
+        got = posy.embed_jsonl("--chunked", "--max-batch-tokens", budget, input="\n".join(texts).encode() + b"\n")
+        assert got.shape == (4, 384)
+        for i in (1, 3):
+            assert cos(got[i], want) >= 0.99999, budget
+            assert abs(np.linalg.norm(got[i]) - 1) < 1e-5
+        np.testing.assert_allclose(got[[0, 2]], plain, atol=2e-6, rtol=0)
+    trunc = posy.embed_jsonl(input=LONG.encode() + b"\n")
+    assert cos(trunc[0], want) < 0.999           # without --chunked: truncated, as before
+
+
+def test_posy_embed_chunked_over_budget(posy, posy_model):
+    r = posy.run("embed", "--model", posy_model, "--device", "cpu", "--chunked", "--max-batch-tokens", "300",
+                 input=LONG.encode() + b"\n")
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode == 1 and "windows" in err and "--max-batch-tokens 300" in err, err
