@@ -128,7 +128,7 @@ static int load_model(serve_state *st, const serve_flags *fl, gw_server *srv, po
         st->max_batch_tokens = mi->max_batch_tokens;
         sched_engine_posy(&st->se, st->eng);
     }
-    sched_opts so = {.max_batch_tokens = st->max_batch_tokens, .max_batch_seqs = (int)fl->max_batch_seqs,
+    sched_opts so = {.spin_us = -1, .max_batch_tokens = st->max_batch_tokens, .max_batch_seqs = (int)fl->max_batch_seqs,
                      .max_concurrent = (int)fl->max_concurrent,
                      .hook = {.on_batch = on_batch, .user = gw_server_metrics(srv)}};
     st->sch = sched_open(&st->se, &so, err);

@@ -149,7 +149,7 @@ int cli_cmd_worker(int argc, char **argv) {
         fprintf(stderr, "posy worker: %s\n", err.msg);
         return 1;
     }
-    sched_opts so = {.max_batch_tokens = ri.max_batch_tokens, .max_batch_seqs = (int)o.max_batch_seqs,
+    sched_opts so = {.spin_us = -1, .max_batch_tokens = ri.max_batch_tokens, .max_batch_seqs = (int)o.max_batch_seqs,
                      .max_concurrent = (int)o.max_concurrent};
     sched *s = sched_open(&se, &so, &err);
     if (!s) {

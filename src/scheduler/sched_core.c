@@ -51,6 +51,7 @@ struct sched {
     int outstanding, queued_seqs, queued_tokens, inflight;
     uint64_t seqs_run, seqs_dropped;   /* sequences run by the engine / dropped by sched_cancel */
     posy_engine_stats eng_stats;       /* the engine's counters after its last working step */
+    uint64_t spin_ns;                  /* opts.spin_us resolved */
     sched_slot slots[SCHED_SLOTS];
 };
 
@@ -213,6 +214,20 @@ static void collect(sched *s, const posy_result *done, int n) {
  * when idle; the thread's timer slack is lowered to match (Linux). */
 #define SCHED_POLL_US 20
 
+/* Spinning instead of sleeping: a thread that sleeps between polls is
+ * woken late twice over -- the timed wait's own granularity, and on an idle
+ * many-core host the CPU's exit from a deep idle state, tens of
+ * microseconds each, which a one-query GPU request (a ~60 us forward)
+ * pays in full.  Within spin_ns of its last submission or completion the
+ * step thread polls without sleeping, pausing ~1 us between polls so that
+ * submitters get the lock.  Off by default until measured
+ * (POSY_SCHED_SPIN_US, docs/BENCHMARKS.md). */
+static void spin_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    for (int i = 0; i < 32; i++) __builtin_ia32_pause();
+#endif
+}
+
 static void wait_for_work(sched *s) {
     struct timespec ts;
     clock_gettime(CLOCK_REALTIME, &ts);
@@ -241,18 +256,28 @@ static void *sched_loop(void *arg) {
 #ifdef __linux__
     prctl(PR_SET_TIMERSLACK, 1000UL, 0UL, 0UL, 0UL); /* 1 us: the default 50 us would dwarf SCHED_POLL_US */
 #endif
+    uint64_t spin_until = 0;   /* busy-poll instead of sleeping until then (spin_ns) */
     for (;;) {
         pthread_mutex_lock(&s->mu);
+        int spinning = s->spin_ns && posy_now_ns() < spin_until;
+        if (spinning && !s->head && s->inflight == 0 && !s->closing) {   /* idle: look again soon */
+            pthread_mutex_unlock(&s->mu);
+            spin_pause();
+            continue;
+        }
         while (!s->head && s->inflight == 0 && !s->closing) pthread_cond_wait(&s->cv, &s->mu);
         if (!s->head && s->inflight == 0) {   /* closing and drained */
             pthread_mutex_unlock(&s->mu);
             break;
         }
-        if (!s->head) wait_for_work(s);       /* in flight, nothing queued: a short wait */
+        int poll_soon = 0;   /* in flight, nothing queued: a short wait, or a spin outside the lock */
+        if (!s->head && !spinning) wait_for_work(s);
+        else if (!s->head) poll_soon = 1;
         sched_slot *sl = s->head ? free_slot(s) : NULL;
         if (sl) form_batch(s, sl, posy_now_ns());
         int all_busy = s->inflight == SCHED_SLOTS && !sl;
         pthread_mutex_unlock(&s->mu);
+        if (poll_soon && !sl) spin_pause();
         int n;
         posy_err err;
         posy_err_clear(&err);
@@ -274,6 +299,7 @@ static void *sched_loop(void *arg) {
         /* before the callbacks, so a response's batch is in the next scrape */
         if (sl || n > 0) refresh_engine_stats(s);
         collect(s, done, n);
+        if (s->spin_ns && (sl || n > 0)) spin_until = posy_now_ns() + s->spin_ns;
     }
     return NULL;
 }
@@ -287,6 +313,12 @@ sched *sched_open(const sched_engine *eng, const sched_opts *opts, posy_err *err
     if (!s) goto nomem;
     s->eng = *eng;
     s->opts = *opts;
+    long spin = opts->spin_us;
+    if (spin < 0) {
+        const char *e = getenv("POSY_SCHED_SPIN_US");
+        spin = e ? strtol(e, NULL, 10) : 0;
+    }
+    s->spin_ns = spin > 0 && spin <= 1000000 ? (uint64_t)spin * 1000u : 0;
     for (int i = 0; i < SCHED_SLOTS; i++) {
         sched_slot *sl = &s->slots[i];
         sl->ids = malloc((size_t)opts->max_batch_tokens * sizeof(int32_t));
