@@ -30,7 +30,7 @@
 typedef struct serve_flags {
     const char *model, *host, *device, *engine, *attention, *api_key, *served_name, *cors;
     long port, threads, http_threads, workers, max_batch_tokens, max_batch_seqs, max_concurrent, max_client_batch,
-        max_body_bytes, request_timeout, drain_timeout, auto_truncate, noop_delay_us, warmup;
+        max_body_bytes, request_timeout, drain_timeout, auto_truncate, noop_delay_us, warmup, busy_poll_us;
 } serve_flags;
 
 #define FS(f) offsetof(serve_flags, f)
@@ -44,6 +44,7 @@ static const cli_flag flag_defs[] = {
     {"--max-batch-tokens", "POSY_MAX_BATCH_TOKENS", "tokens per engine batch (default: 16384; on a GPU 65536 for models as small as all-MiniLM-L6)", CLI_F_INT, 1, 1 << 24, FS(max_batch_tokens)},
     {"--max-batch-seqs", "POSY_MAX_BATCH_SEQS", "sequences per engine batch (default 512)", CLI_F_INT, 1, 1 << 20, FS(max_batch_seqs)},
     {"--warmup", "POSY_WARMUP", "0 | 1: on a GPU, run every token bucket (eager, then captured) before serving, so no request waits for a first run (default 0: lazily)", CLI_F_SWITCH, 0, 1, FS(warmup)},
+    {"--busy-poll-us", "POSY_BUSY_POLL_US", "after each request the step thread and one tokenization worker busy-poll this long instead of sleeping: lower latency for a CPU core (default 0: sleep)", CLI_F_INT, 0, 1000000, FS(busy_poll_us)},
     {"--noop-delay-us", "POSY_NOOP_DELAY_US", "with --engine noop: microseconds each batch pretends to take (tests)", CLI_F_INT, 0, 60000000, FS(noop_delay_us)},
 };
 #define SERVE_SUMMARY "HTTP server: OpenAI POST /v1/embeddings, TEI POST /embed and /, /tokenize, /decode,\n" \
@@ -128,7 +129,7 @@ static int load_model(serve_state *st, const serve_flags *fl, gw_server *srv, po
         st->max_batch_tokens = mi->max_batch_tokens;
         sched_engine_posy(&st->se, st->eng);
     }
-    sched_opts so = {.spin_us = -1, .max_batch_tokens = st->max_batch_tokens, .max_batch_seqs = (int)fl->max_batch_seqs,
+    sched_opts so = {.spin_us = (int)fl->busy_poll_us, .max_batch_tokens = st->max_batch_tokens, .max_batch_seqs = (int)fl->max_batch_seqs,
                      .max_concurrent = (int)fl->max_concurrent,
                      .hook = {.on_batch = on_batch, .user = gw_server_metrics(srv)}};
     st->sch = sched_open(&st->se, &so, err);
@@ -190,6 +191,7 @@ int cli_cmd_serve(int argc, char **argv) {
     gw_backend_local(&be, st.sch);
     gw_model gm = {.tok = st.tok, .cfg = &st.cfg, .name = fl.served_name ? fl.served_name : st.cfg.info.name, .dim = st.cfg.info.hidden,
                    .max_input_tokens = max_in, .max_batch_tokens = st.max_batch_tokens, .device = st.device, .dtype = st.eng ? posy_engine_info(st.eng)->dtype : "fp32"};
+    gw_server_set_busy_poll(srv, (int)fl.busy_poll_us);
     gw_server_set_ready(srv, &gm, &be);
     POSY_INFO("posy serve: model %s (%s, %d dims, max %d tokens) on %s, listening on %s:%d; max_batch_tokens %d, "
               "max_batch_seqs %ld, max_concurrent %ld, max_client_batch %ld, max_body_bytes %ld, %ld http threads, "

@@ -25,7 +25,7 @@
 
 typedef struct wk_opts {
     const char *model, *listen, *device, *engine;
-    long threads, max_batch_tokens, max_batch_seqs, max_concurrent, max_chunk_tokens, max_chunk_seqs, drain_ms, noop_delay_us, warmup;
+    long threads, max_batch_tokens, max_batch_seqs, max_concurrent, max_chunk_tokens, max_chunk_seqs, drain_ms, noop_delay_us, warmup, busy_poll_us;
 } wk_opts;
 
 #define WO(f) offsetof(wk_opts, f)
@@ -37,6 +37,7 @@ static const cli_flag wk_flags[] = {
     {"--threads", "POSY_THREADS", "CPU engine threads (default 0 = all cores)", CLI_F_INT, 0, 4096, WO(threads)},
     {"--max-batch-tokens", "POSY_MAX_BATCH_TOKENS", "tokens per engine batch (default: 16384; on a GPU 65536 for models as small as all-MiniLM-L6)", CLI_F_INT, 1, 1 << 24, WO(max_batch_tokens)},
     {"--max-batch-seqs", "POSY_MAX_BATCH_SEQS", "sequences per engine batch (default 512)", CLI_F_INT, 1, 1 << 20, WO(max_batch_seqs)},
+    {"--busy-poll-us", "POSY_BUSY_POLL_US", "after each batch the step thread busy-polls this long instead of sleeping: lower latency for a CPU core (default 0: sleep)", CLI_F_INT, 0, 1000000, WO(busy_poll_us)},
     {"--warmup", "POSY_WARMUP", "0 | 1: on a GPU, run every token bucket (eager, then captured) before serving, so no request waits for a first run (default 0: lazily)", CLI_F_SWITCH, 0, 1, WO(warmup)},
     {"--max-concurrent", "POSY_MAX_CONCURRENT", "chunks queued or running before RESOURCE_EXHAUSTED (default 512)", CLI_F_INT, 1, 1 << 24, WO(max_concurrent)},
     {"--max-chunk-tokens", "POSY_MAX_CHUNK_TOKENS", "largest chunk one Embed accepts (default 65536)", CLI_F_INT, 1, 1 << 24, WO(max_chunk_tokens)},
@@ -66,7 +67,7 @@ static int wk_device(const char *s, posy_engine_opts *eo) {
 }
 
 static int wk_parse(int argc, char **argv, wk_opts *o) {
-    *o = (wk_opts){"models/all-MiniLM-L6-v2", "0.0.0.0:50051", "auto", "model", 0, 0 /* the engine's default */, 512, 512, 65536, 8192, 30000, 0, 0};
+    *o = (wk_opts){"models/all-MiniLM-L6-v2", "0.0.0.0:50051", "auto", "model", 0, 0 /* the engine's default */, 512, 512, 65536, 8192, 30000, 0, 0, 0};
     int rc = cli_flags_parse(&wk_cmd, argc, argv, o);
     if (rc) return rc;
     posy_engine_opts probe = {0};
@@ -149,7 +150,7 @@ int cli_cmd_worker(int argc, char **argv) {
         fprintf(stderr, "posy worker: %s\n", err.msg);
         return 1;
     }
-    sched_opts so = {.spin_us = -1, .max_batch_tokens = ri.max_batch_tokens, .max_batch_seqs = (int)o.max_batch_seqs,
+    sched_opts so = {.spin_us = (int)o.busy_poll_us, .max_batch_tokens = ri.max_batch_tokens, .max_batch_seqs = (int)o.max_batch_seqs,
                      .max_concurrent = (int)o.max_concurrent};
     sched *s = sched_open(&se, &so, &err);
     if (!s) {

@@ -1,12 +1,19 @@
 /* gw_pool: see gw_pool.h. */
 #include "gw_pool.h"
 
+#include <stdatomic.h>
 #include <stdlib.h>
+
+#include "posy_clock.h"
 
 struct gw_pool {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     gw_task *head, *tail;
+    atomic_int queued;           /* tasks in the list: what a spinner polls outside the lock */
+    atomic_uint_fast64_t spin_ns;
+    int spinning;                /* a worker is polling (then pushes need not signal) */
+    int unsignaled;              /* queued tasks pushed without waking anyone */
     int closing;
     int live;                    /* threads not exited; 0: pushes are refused */
     int n;
@@ -14,10 +21,31 @@ struct gw_pool {
     pthread_t threads[];
 };
 
+static void spin_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    for (int i = 0; i < 32; i++) __builtin_ia32_pause();
+#endif
+}
+
+/* With the lock held and the queue empty: become the spinner (if none)
+ * and poll for up to spin_ns with the lock released.  Returns with the
+ * lock held; the caller re-checks the queue. */
+static void spin_for_task(gw_pool *p) {
+    uint64_t ns = atomic_load_explicit(&p->spin_ns, memory_order_relaxed);
+    if (!ns || p->spinning || p->closing) return;
+    p->spinning = 1;
+    pthread_mutex_unlock(&p->mu);
+    uint64_t until = posy_now_ns() + ns;
+    while (!atomic_load_explicit(&p->queued, memory_order_acquire) && posy_now_ns() < until) spin_pause();
+    pthread_mutex_lock(&p->mu);
+    p->spinning = 0;
+}
+
 static void *pool_main(void *arg) {
     gw_pool *p = arg;
     for (;;) {
         pthread_mutex_lock(&p->mu);
+        if (!p->head) spin_for_task(p);
         while (!p->head && !p->closing) pthread_cond_wait(&p->cv, &p->mu);
         gw_task *t = p->head;
         if (!t) {
@@ -28,10 +56,22 @@ static void *pool_main(void *arg) {
         }
         p->head = t->next;
         if (!p->head) p->tail = NULL;
+        atomic_fetch_sub_explicit(&p->queued, 1, memory_order_relaxed);
+        /* tasks pushed while a worker spun woke nobody: this one takes one,
+         * and wakes another while such tasks are left */
+        if (p->unsignaled > 0) p->unsignaled--;
+        if (p->unsignaled > 0 && p->head) {
+            p->unsignaled--;
+            pthread_cond_signal(&p->cv);
+        }
         pthread_mutex_unlock(&p->mu);
         t->next = NULL;
         t->fn(t);
     }
+}
+
+void gw_pool_set_spin(gw_pool *p, int us) {
+    atomic_store_explicit(&p->spin_ns, us > 0 ? (uint64_t)us * 1000u : 0, memory_order_relaxed);
 }
 
 gw_pool *gw_pool_open(int n_threads, void (*on_exit)(void)) {
@@ -83,7 +123,9 @@ int gw_pool_push(gw_pool *p, gw_task *t) {
     }
     if (p->tail) p->tail->next = t; else p->head = t;
     p->tail = t;
-    pthread_cond_signal(&p->cv);
+    atomic_fetch_add_explicit(&p->queued, 1, memory_order_release);
+    if (p->spinning) p->unsignaled++;   /* the spinner sees it without a wake-up */
+    else pthread_cond_signal(&p->cv);
     pthread_mutex_unlock(&p->mu);
     return 0;
 }

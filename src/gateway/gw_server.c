@@ -454,6 +454,8 @@ gw_server *gw_server_start(const gw_opts *opts, posy_err *err) {
 
 int gw_server_port(const gw_server *s) { return s->opts.port; }
 
+void gw_server_set_busy_poll(gw_server *s, int us) { gw_pool_set_spin(s->pool, us); }
+
 void gw_server_set_ready(gw_server *s, const gw_model *model, const gw_backend *backend) {
     s->model = *model;
     s->backend = *backend;

@@ -58,6 +58,8 @@ typedef struct gw_server gw_server;
 gw_server *gw_server_start(const gw_opts *opts, posy_err *err);
 void gw_server_set_ready(gw_server *s, const gw_model *model, const gw_backend *backend);
 gw_metrics *gw_server_metrics(gw_server *s);
+/* The worker pool's busy-polling (gw_pool_set_spin; 0: off, the default). */
+void gw_server_set_busy_poll(gw_server *s, int us);
 /* The port actually bound (useful with --port 0). */
 int gw_server_port(const gw_server *s);
 /* Stop accepting and wait (up to timeout_s) until no request is in flight.

@@ -220,8 +220,7 @@ static void collect(sched *s, const posy_result *done, int n) {
  * microseconds each, which a one-query GPU request (a ~60 us forward)
  * pays in full.  Within spin_ns of its last submission or completion the
  * step thread polls without sleeping, pausing ~1 us between polls so that
- * submitters get the lock.  Off by default until measured
- * (POSY_SCHED_SPIN_US, docs/BENCHMARKS.md). */
+ * submitters get the lock (`--busy-poll-us`, docs/SERVE.md). */
 static void spin_pause(void) {
 #if defined(__x86_64__) || defined(__i386__)
     for (int i = 0; i < 32; i++) __builtin_ia32_pause();
@@ -313,12 +312,7 @@ sched *sched_open(const sched_engine *eng, const sched_opts *opts, posy_err *err
     if (!s) goto nomem;
     s->eng = *eng;
     s->opts = *opts;
-    long spin = opts->spin_us;
-    if (spin < 0) {
-        const char *e = getenv("POSY_SCHED_SPIN_US");
-        spin = e ? strtol(e, NULL, 10) : 0;
-    }
-    s->spin_ns = spin > 0 && spin <= 1000000 ? (uint64_t)spin * 1000u : 0;
+    s->spin_ns = opts->spin_us > 0 && opts->spin_us <= 1000000 ? (uint64_t)opts->spin_us * 1000u : 0;
     for (int i = 0; i < SCHED_SLOTS; i++) {
         sched_slot *sl = &s->slots[i];
         sl->ids = malloc((size_t)opts->max_batch_tokens * sizeof(int32_t));

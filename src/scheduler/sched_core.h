@@ -65,7 +65,7 @@ typedef struct sched_opts {
     int max_batch_seqs;       /* > 0 */
     int max_concurrent;       /* accepted requests not yet completed; > 0 */
     int spin_us;              /* after a submission or a completion the step thread busy-polls this
-                                 long instead of sleeping (0: never; < 0: POSY_SCHED_SPIN_US, else 0) */
+                                 long instead of sleeping (0: never) */
     sched_stats_hook hook;
 } sched_opts;
 

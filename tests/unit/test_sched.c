@@ -186,8 +186,10 @@ static int treq_outputs_ok(const treq *t) {
     return 1;
 }
 
+static int test_spin_us;   /* --busy-poll-us of the schedulers opened (test_busy_poll) */
+
 static sched *open_s(sched_engine *se, int tok, int seqs, int conc) {
-    sched_opts o = {.max_batch_tokens = tok, .max_batch_seqs = seqs, .max_concurrent = conc};
+    sched_opts o = {.max_batch_tokens = tok, .max_batch_seqs = seqs, .max_concurrent = conc, .spin_us = test_spin_us};
     posy_err err;
     sched *s = sched_open(se, &o, &err);
     CHECK_MSG(s != NULL, "%s", err.msg);
@@ -524,6 +526,18 @@ static void test_close_drains(void) {
     }
 }
 
-TEST_MAIN(TEST(test_order_and_budgets), TEST(test_seq_budget_packs_across_requests), TEST(test_admission), TEST(test_type_ids), TEST(test_pool_skip),
+/* The step thread busy-polling between steps (sched_opts.spin_us) keeps
+ * every contract the sleeping one does: order, overlap, cancel, drain. */
+static void test_busy_poll(void) {
+    test_spin_us = 300;
+    test_order_and_budgets();
+    test_async_overlap();
+    test_async_submits_while_running();
+    test_cancel();
+    test_close_drains();
+    test_spin_us = 0;
+}
+
+TEST_MAIN(TEST(test_busy_poll), TEST(test_order_and_budgets), TEST(test_seq_budget_packs_across_requests), TEST(test_admission), TEST(test_type_ids), TEST(test_pool_skip),
           TEST(test_cancel), TEST(test_async_overlap), TEST(test_async_submits_while_running), TEST(test_invalid_and_failure), TEST(test_engine_stats),
           TEST(test_close_drains))
