@@ -19,6 +19,7 @@
 
 #include "cli.h"
 #include "cli_attention.h"
+#include "cli_busy_poll.h"
 #include "cli_flags.h"
 #include "cli_http_flags.h"
 #include "eng_config.h"
@@ -28,9 +29,9 @@
 #include "tok.h"
 
 typedef struct serve_flags {
-    const char *model, *host, *device, *engine, *attention, *api_key, *served_name, *cors;
+    const char *model, *host, *device, *engine, *attention, *api_key, *served_name, *cors, *busy_poll;
     long port, threads, http_threads, workers, max_batch_tokens, max_batch_seqs, max_concurrent, max_client_batch,
-        max_body_bytes, request_timeout, drain_timeout, auto_truncate, noop_delay_us, warmup, busy_poll_us;
+        max_body_bytes, request_timeout, drain_timeout, auto_truncate, noop_delay_us, warmup, busy_poll_us /* parsed from busy_poll */;
 } serve_flags;
 
 #define FS(f) offsetof(serve_flags, f)
@@ -44,7 +45,7 @@ static const cli_flag flag_defs[] = {
     {"--max-batch-tokens", "POSY_MAX_BATCH_TOKENS", "tokens per engine batch (default: 16384; on a GPU 65536 for models as small as all-MiniLM-L6)", CLI_F_INT, 1, 1 << 24, FS(max_batch_tokens)},
     {"--max-batch-seqs", "POSY_MAX_BATCH_SEQS", "sequences per engine batch (default 512)", CLI_F_INT, 1, 1 << 20, FS(max_batch_seqs)},
     {"--warmup", "POSY_WARMUP", "0 | 1: on a GPU, run every token bucket (eager, then captured) before serving, so no request waits for a first run (default 0: lazily)", CLI_F_SWITCH, 0, 1, FS(warmup)},
-    {"--busy-poll-us", "POSY_BUSY_POLL_US", "after each request the step thread and one tokenization worker busy-poll this long instead of sleeping: lower latency for a CPU core (default 0: sleep)", CLI_F_INT, 0, 1000000, FS(busy_poll_us)},
+    {"--busy-poll-us", "POSY_BUSY_POLL_US", "auto | N: after each request the step thread and one tokenization worker poll N us instead of sleeping, a CPU core for lower latency (default auto: 1000 on a GPU, 0 on the CPU)", CLI_F_STR, 0, 0, FS(busy_poll)},
     {"--noop-delay-us", "POSY_NOOP_DELAY_US", "with --engine noop: microseconds each batch pretends to take (tests)", CLI_F_INT, 0, 60000000, FS(noop_delay_us)},
 };
 #define SERVE_SUMMARY "HTTP server: OpenAI POST /v1/embeddings, TEI POST /embed and /, /tokenize, /decode,\n" \
@@ -65,6 +66,7 @@ static int parse_flags(int argc, char **argv, serve_flags *fl) {
         fprintf(stderr, "posy serve: --served-model-name is empty\n");
         return -1;
     }
+    if (cli_busy_poll_parse("serve", fl->busy_poll, &fl->busy_poll_us)) return -1;
     if (strcmp(fl->engine, "model") && strcmp(fl->engine, "noop")) {
         fprintf(stderr, "posy serve: --engine must be 'model' or 'noop', got '%s'\n", fl->engine);
         return -1;
@@ -103,6 +105,7 @@ typedef struct serve_state {
     int noop;
     char device[32];
     int max_batch_tokens; /* in effect: the flag, or the engine's default for its device */
+    int busy_poll_us;     /* in effect: the flag, or auto for the engine's device */
 } serve_state;
 
 /* Load the tokenizer and the engine, start the scheduler.  0 or -1 (logged). */
@@ -129,7 +132,8 @@ static int load_model(serve_state *st, const serve_flags *fl, gw_server *srv, po
         st->max_batch_tokens = mi->max_batch_tokens;
         sched_engine_posy(&st->se, st->eng);
     }
-    sched_opts so = {.spin_us = (int)fl->busy_poll_us, .max_batch_tokens = st->max_batch_tokens, .max_batch_seqs = (int)fl->max_batch_seqs,
+    st->busy_poll_us = cli_busy_poll_resolve(fl->busy_poll_us, !st->noop && posy_engine_info(st->eng)->device == POSY_DEVICE_CUDA);
+    sched_opts so = {.spin_us = st->busy_poll_us, .max_batch_tokens = st->max_batch_tokens, .max_batch_seqs = (int)fl->max_batch_seqs,
                      .max_concurrent = (int)fl->max_concurrent,
                      .hook = {.on_batch = on_batch, .user = gw_server_metrics(srv)}};
     st->sch = sched_open(&st->se, &so, err);
@@ -191,13 +195,14 @@ int cli_cmd_serve(int argc, char **argv) {
     gw_backend_local(&be, st.sch);
     gw_model gm = {.tok = st.tok, .cfg = &st.cfg, .name = fl.served_name ? fl.served_name : st.cfg.info.name, .dim = st.cfg.info.hidden,
                    .max_input_tokens = max_in, .max_batch_tokens = st.max_batch_tokens, .device = st.device, .dtype = st.eng ? posy_engine_info(st.eng)->dtype : "fp32"};
-    gw_server_set_busy_poll(srv, (int)fl.busy_poll_us);
+    gw_server_set_busy_poll(srv, st.busy_poll_us);
     gw_server_set_ready(srv, &gm, &be);
     POSY_INFO("posy serve: model %s (%s, %d dims, max %d tokens) on %s, listening on %s:%d; max_batch_tokens %d, "
               "max_batch_seqs %ld, max_concurrent %ld, max_client_batch %ld, max_body_bytes %ld, %ld http threads, "
               "%ld tokenization workers",
               gm.name, st.cfg.info.arch, gm.dim, max_in, st.device, fl.host, gw_server_port(srv), st.max_batch_tokens,
               fl.max_batch_seqs, fl.max_concurrent, fl.max_client_batch, fl.max_body_bytes, fl.http_threads, fl.workers);
+    if (st.busy_poll_us) POSY_INFO("posy serve: the step thread and one tokenization worker busy-poll %d us after each request (--busy-poll-us)", st.busy_poll_us);
     if (fl.api_key) POSY_INFO("posy serve: an API key is required on every route but /health and /metrics");
     int sig = 0;
     sigwait(&sigs, &sig);

@@ -18,14 +18,15 @@
 #include <string.h>
 
 #include "cli.h"
+#include "cli_busy_poll.h"
 #include "cli_flags.h"
 #include "cli_worker.h"
 #include "eng_config.h"
 #include "posy_log.h"
 
 typedef struct wk_opts {
-    const char *model, *listen, *device, *engine;
-    long threads, max_batch_tokens, max_batch_seqs, max_concurrent, max_chunk_tokens, max_chunk_seqs, drain_ms, noop_delay_us, warmup, busy_poll_us;
+    const char *model, *listen, *device, *engine, *busy_poll;
+    long threads, max_batch_tokens, max_batch_seqs, max_concurrent, max_chunk_tokens, max_chunk_seqs, drain_ms, noop_delay_us, warmup, busy_poll_us /* parsed from busy_poll */;
 } wk_opts;
 
 #define WO(f) offsetof(wk_opts, f)
@@ -37,7 +38,7 @@ static const cli_flag wk_flags[] = {
     {"--threads", "POSY_THREADS", "CPU engine threads (default 0 = all cores)", CLI_F_INT, 0, 4096, WO(threads)},
     {"--max-batch-tokens", "POSY_MAX_BATCH_TOKENS", "tokens per engine batch (default: 16384; on a GPU 65536 for models as small as all-MiniLM-L6)", CLI_F_INT, 1, 1 << 24, WO(max_batch_tokens)},
     {"--max-batch-seqs", "POSY_MAX_BATCH_SEQS", "sequences per engine batch (default 512)", CLI_F_INT, 1, 1 << 20, WO(max_batch_seqs)},
-    {"--busy-poll-us", "POSY_BUSY_POLL_US", "after each batch the step thread busy-polls this long instead of sleeping: lower latency for a CPU core (default 0: sleep)", CLI_F_INT, 0, 1000000, WO(busy_poll_us)},
+    {"--busy-poll-us", "POSY_BUSY_POLL_US", "auto | N: after each batch the step thread polls N us instead of sleeping, a CPU core for lower latency (default auto: 1000 on a GPU, 0 on the CPU)", CLI_F_STR, 0, 0, WO(busy_poll)},
     {"--warmup", "POSY_WARMUP", "0 | 1: on a GPU, run every token bucket (eager, then captured) before serving, so no request waits for a first run (default 0: lazily)", CLI_F_SWITCH, 0, 1, WO(warmup)},
     {"--max-concurrent", "POSY_MAX_CONCURRENT", "chunks queued or running before RESOURCE_EXHAUSTED (default 512)", CLI_F_INT, 1, 1 << 24, WO(max_concurrent)},
     {"--max-chunk-tokens", "POSY_MAX_CHUNK_TOKENS", "largest chunk one Embed accepts (default 65536)", CLI_F_INT, 1, 1 << 24, WO(max_chunk_tokens)},
@@ -67,11 +68,12 @@ static int wk_device(const char *s, posy_engine_opts *eo) {
 }
 
 static int wk_parse(int argc, char **argv, wk_opts *o) {
-    *o = (wk_opts){"models/all-MiniLM-L6-v2", "0.0.0.0:50051", "auto", "model", 0, 0 /* the engine's default */, 512, 512, 65536, 8192, 30000, 0, 0, 0};
+    *o = (wk_opts){"models/all-MiniLM-L6-v2", "0.0.0.0:50051", "auto", "model", NULL, 0, 0 /* the engine's default */, 512, 512, 65536, 8192, 30000, 0, 0, 0};
     int rc = cli_flags_parse(&wk_cmd, argc, argv, o);
     if (rc) return rc;
     posy_engine_opts probe = {0};
     if (wk_device(o->device, &probe)) return -1;
+    if (cli_busy_poll_parse("worker", o->busy_poll, &o->busy_poll_us)) return -1;
     if (strcmp(o->engine, "model") && strcmp(o->engine, "noop")) {
         fprintf(stderr, "posy worker: --engine must be 'model' or 'noop', got '%s'\n", o->engine);
         return -1;
@@ -150,7 +152,8 @@ int cli_cmd_worker(int argc, char **argv) {
         fprintf(stderr, "posy worker: %s\n", err.msg);
         return 1;
     }
-    sched_opts so = {.spin_us = (int)o.busy_poll_us, .max_batch_tokens = ri.max_batch_tokens, .max_batch_seqs = (int)o.max_batch_seqs,
+    int busy_poll_us = cli_busy_poll_resolve(o.busy_poll_us, eng && posy_engine_info(eng)->device == POSY_DEVICE_CUDA);
+    sched_opts so = {.spin_us = busy_poll_us, .max_batch_tokens = ri.max_batch_tokens, .max_batch_seqs = (int)o.max_batch_seqs,
                      .max_concurrent = (int)o.max_concurrent};
     sched *s = sched_open(&se, &so, &err);
     if (!s) {
@@ -169,6 +172,7 @@ int cli_cmd_worker(int argc, char **argv) {
               "max_concurrent %ld, fingerprint %s",
               ri.model, ri.dtype, ri.dim, ri.max_seq_len, ri.device, rpc_server_port(srv), ri.max_batch_tokens,
               o.max_concurrent, ri.fingerprint);
+    if (busy_poll_us) POSY_INFO("posy worker: the step thread busy-polls %d us after each batch (--busy-poll-us)", busy_poll_us);
     int sig = 0;
     sigwait(&stop, &sig);
     POSY_INFO("posy worker: %s, draining", sig == SIGTERM ? "SIGTERM" : "SIGINT");
