@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 int cli_busy_poll_parse(const char *cmd, const char *v, long *us) {
     if (!v || !strcmp(v, "auto")) {
@@ -23,5 +24,6 @@ int cli_busy_poll_parse(const char *cmd, const char *v, long *us) {
 }
 
 int cli_busy_poll_resolve(long us, int engine_on_gpu) {
-    return (int)(us >= 0 ? us : engine_on_gpu ? CLI_BUSY_POLL_GPU_US : 0);
+    if (us >= 0) return (int)us;
+    return engine_on_gpu && sysconf(_SC_NPROCESSORS_ONLN) >= CLI_BUSY_POLL_MIN_CORES ? CLI_BUSY_POLL_GPU_US : 0;
 }

@@ -45,7 +45,7 @@ static const cli_flag flag_defs[] = {
     {"--max-batch-tokens", "POSY_MAX_BATCH_TOKENS", "tokens per engine batch (default: 16384; on a GPU 65536 for models as small as all-MiniLM-L6)", CLI_F_INT, 1, 1 << 24, FS(max_batch_tokens)},
     {"--max-batch-seqs", "POSY_MAX_BATCH_SEQS", "sequences per engine batch (default 512)", CLI_F_INT, 1, 1 << 20, FS(max_batch_seqs)},
     {"--warmup", "POSY_WARMUP", "0 | 1: on a GPU, run every token bucket (eager, then captured) before serving, so no request waits for a first run (default 0: lazily)", CLI_F_SWITCH, 0, 1, FS(warmup)},
-    {"--busy-poll-us", "POSY_BUSY_POLL_US", "auto | N: after each request the step thread and one tokenization worker poll N us instead of sleeping, a CPU core for lower latency (default auto: 1000 on a GPU, 0 on the CPU)", CLI_F_STR, 0, 0, FS(busy_poll)},
+    {"--busy-poll-us", "POSY_BUSY_POLL_US", "auto | N: after each request the step thread and one tokenization worker poll N us instead of sleeping, a CPU core for lower latency (default auto: 1000 on a GPU with 8+ cores, else 0)", CLI_F_STR, 0, 0, FS(busy_poll)},
     {"--noop-delay-us", "POSY_NOOP_DELAY_US", "with --engine noop: microseconds each batch pretends to take (tests)", CLI_F_INT, 0, 60000000, FS(noop_delay_us)},
 };
 #define SERVE_SUMMARY "HTTP server: OpenAI POST /v1/embeddings, TEI POST /embed and /, /tokenize, /decode,\n" \

@@ -38,7 +38,7 @@ static const cli_flag wk_flags[] = {
     {"--threads", "POSY_THREADS", "CPU engine threads (default 0 = all cores)", CLI_F_INT, 0, 4096, WO(threads)},
     {"--max-batch-tokens", "POSY_MAX_BATCH_TOKENS", "tokens per engine batch (default: 16384; on a GPU 65536 for models as small as all-MiniLM-L6)", CLI_F_INT, 1, 1 << 24, WO(max_batch_tokens)},
     {"--max-batch-seqs", "POSY_MAX_BATCH_SEQS", "sequences per engine batch (default 512)", CLI_F_INT, 1, 1 << 20, WO(max_batch_seqs)},
-    {"--busy-poll-us", "POSY_BUSY_POLL_US", "auto | N: after each batch the step thread polls N us instead of sleeping, a CPU core for lower latency (default auto: 1000 on a GPU, 0 on the CPU)", CLI_F_STR, 0, 0, WO(busy_poll)},
+    {"--busy-poll-us", "POSY_BUSY_POLL_US", "auto | N: after each batch the step thread polls N us instead of sleeping, a CPU core for lower latency (default auto: 1000 on a GPU with 8+ cores, else 0)", CLI_F_STR, 0, 0, WO(busy_poll)},
     {"--warmup", "POSY_WARMUP", "0 | 1: on a GPU, run every token bucket (eager, then captured) before serving, so no request waits for a first run (default 0: lazily)", CLI_F_SWITCH, 0, 1, WO(warmup)},
     {"--max-concurrent", "POSY_MAX_CONCURRENT", "chunks queued or running before RESOURCE_EXHAUSTED (default 512)", CLI_F_INT, 1, 1 << 24, WO(max_concurrent)},
     {"--max-chunk-tokens", "POSY_MAX_CHUNK_TOKENS", "largest chunk one Embed accepts (default 65536)", CLI_F_INT, 1, 1 << 24, WO(max_chunk_tokens)},

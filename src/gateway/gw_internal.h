@@ -43,6 +43,7 @@ typedef struct gw_loop {
     int n_calls;                      /* calls of this loop not freed yet (loop thread only) */
     struct gw_call *pending;          /* calls waiting for their response (disconnect watch) */
     uint64_t last_watch_ns;
+    uint64_t spin_until;              /* busy-poll the loop until then (srv->busy_poll_ns; loop thread only) */
 } gw_loop;
 
 struct gw_server {
@@ -59,6 +60,7 @@ struct gw_server {
     atomic_int draining;
     atomic_int stop;
     atomic_int active;                /* calls allocated and not freed */
+    atomic_uint_fast64_t busy_poll_ns;    /* gw_server_set_busy_poll for the loops; 0: they sleep */
     pthread_mutex_t start_mu;         /* loop start-up handshake */
     pthread_cond_t start_cv;
 };

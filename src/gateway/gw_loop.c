@@ -145,7 +145,13 @@ static void *loop_main(void *arg) {
     loop_build(l);
     report_started(l, 1);
     while (!atomic_load(&s->stop)) {
-        h2o_evloop_run(l->ctx.loop, 20);
+        /* busy polling (gw_server_set_busy_poll): while a call of this loop
+         * is in flight, and for a while after any traffic, look without
+         * sleeping, so a finished call or the client's next request is
+         * handled at once rather than after a wake-up */
+        int poll = atomic_load_explicit(&s->busy_poll_ns, memory_order_relaxed) &&
+                   (l->n_calls > 0 || posy_now_ns() < l->spin_until);
+        h2o_evloop_run(l->ctx.loop, poll ? 0 : 20);
         gw_watch_disconnects(l);
         if (atomic_load(&s->draining)) close_listener(l);
     }

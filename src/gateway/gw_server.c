@@ -93,6 +93,14 @@ static void respond_error_now(gw_server *s, h2o_req_t *req, const route_def *rd,
     gw_buf_free(&b);
 }
 
+/* The loop thread saw traffic (a request, a finished call): with busy
+ * polling on, it polls its sockets and queue without sleeping for a while
+ * (gw_loop.c), so the next event is not a wake-up away. */
+static void loop_touch(gw_server *s, gw_loop *l) {
+    uint64_t ns = atomic_load_explicit(&s->busy_poll_ns, memory_order_relaxed);
+    if (ns) l->spin_until = posy_now_ns() + ns;
+}
+
 /* ---- the call lifecycle ------------------------------------------------- */
 
 static void call_free(gw_call *c) {
@@ -219,6 +227,7 @@ void gw_on_messages(h2o_multithread_receiver_t *rcv, h2o_linklist_t *messages) {
         h2o_linklist_unlink(&m->link);
         gw_call *c = H2O_STRUCT_FROM_MEMBER(gw_call, msg, m);
         pending_remove(c->loop, c);
+        loop_touch(c->srv, c->loop);
         if (!c->req) {   /* the client left; nobody to answer */
             gw_metrics_request(&c->srv->metrics, c->route, 499);
             gw_metrics_fail(&c->srv->metrics, GW_F_CLIENT_GONE);
@@ -302,6 +311,7 @@ static int on_req(h2o_handler_t *self, h2o_req_t *req) {
     const route_def *rd = find_route(req->path_normalized);
     int is_post = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("POST"));
     int is_get = h2o_memis(req->method.base, req->method.len, H2O_STRLIT("GET"));
+    loop_touch(s, l);
     if (s->cors) cors_headers(s, req);
     if (!rd) {
         respond_error_now(s, req, NULL, 404, GW_F_NOT_FOUND, "not_found", "no such route");
@@ -454,7 +464,17 @@ gw_server *gw_server_start(const gw_opts *opts, posy_err *err) {
 
 int gw_server_port(const gw_server *s) { return s->opts.port; }
 
-void gw_server_set_busy_poll(gw_server *s, int us) { gw_pool_set_spin(s->pool, us); }
+void gw_server_set_busy_poll(gw_server *s, int us) {
+    gw_pool_set_spin(s->pool, us);
+    /* The event loops poll too only with POSY_GW_LOOP_POLL=1: prepared,
+     * not yet measured on a GPU host (dev/cuda/NOTES.md, nineteenth
+     * session); on the 2-core development VM, polling loops beside the
+     * polling step thread and worker starved everything. */
+    const char *e = getenv("POSY_GW_LOOP_POLL");
+    int loops = e && !strcmp(e, "1");
+    atomic_store(&s->busy_poll_ns, us > 0 && loops ? (uint64_t)us * 1000u : 0);
+}
+
 
 void gw_server_set_ready(gw_server *s, const gw_model *model, const gw_backend *backend) {
     s->model = *model;
