@@ -1,4 +1,5 @@
-/* posy_clock: monotonic time for latencies and metrics. */
+/* posy_clock: monotonic time for latencies and metrics, and the pause of a
+ * busy-polling loop. */
 #ifndef POSY_CLOCK_H
 #define POSY_CLOCK_H
 
@@ -12,5 +13,14 @@ static inline uint64_t posy_now_ns(void) {
 }
 
 static inline double posy_now_s(void) { return (double)posy_now_ns() * 1e-9; }
+
+/* ~1 us of waiting without a system call, between two looks of a
+ * busy-polling thread (--busy-poll-us): PAUSE spares the sibling
+ * hyperthread and the memory bus. */
+static inline void posy_spin_pause(void) {
+#if defined(__x86_64__) || defined(__i386__)
+    for (int i = 0; i < 32; i++) __builtin_ia32_pause();
+#endif
+}
 
 #endif

@@ -21,12 +21,6 @@ struct gw_pool {
     pthread_t threads[];
 };
 
-static void spin_pause(void) {
-#if defined(__x86_64__) || defined(__i386__)
-    for (int i = 0; i < 32; i++) __builtin_ia32_pause();
-#endif
-}
-
 /* With the lock held and the queue empty: become the spinner (if none)
  * and poll for up to spin_ns with the lock released.  Returns with the
  * lock held; the caller re-checks the queue. */
@@ -36,7 +30,7 @@ static void spin_for_task(gw_pool *p) {
     p->spinning = 1;
     pthread_mutex_unlock(&p->mu);
     uint64_t until = posy_now_ns() + ns;
-    while (!atomic_load_explicit(&p->queued, memory_order_acquire) && posy_now_ns() < until) spin_pause();
+    while (!atomic_load_explicit(&p->queued, memory_order_acquire) && posy_now_ns() < until) posy_spin_pause();
     pthread_mutex_lock(&p->mu);
     p->spinning = 0;
 }

@@ -475,7 +475,6 @@ void gw_server_set_busy_poll(gw_server *s, int us) {
     atomic_store(&s->busy_poll_ns, us > 0 && loops ? (uint64_t)us * 1000u : 0);
 }
 
-
 void gw_server_set_ready(gw_server *s, const gw_model *model, const gw_backend *backend) {
     s->model = *model;
     s->backend = *backend;
