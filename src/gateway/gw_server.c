@@ -466,10 +466,11 @@ int gw_server_port(const gw_server *s) { return s->opts.port; }
 
 void gw_server_set_busy_poll(gw_server *s, int us) {
     gw_pool_set_spin(s->pool, us);
-    /* The event loops poll too only with POSY_GW_LOOP_POLL=1: prepared,
-     * not yet measured on a GPU host (dev/cuda/NOTES.md, nineteenth
-     * session); on the 2-core development VM, polling loops beside the
-     * polling step thread and worker starved everything. */
+    /* The event loops poll too only with POSY_GW_LOOP_POLL=1: on an H100
+     * host (run 83, docs/BENCHMARKS.md) it took one connection's p50 from
+     * 116 to 108 us but cost two more polling cores and a little p99 at
+     * 64 connections; on the 2-core development VM, polling loops beside
+     * the polling step thread and worker starved everything. */
     const char *e = getenv("POSY_GW_LOOP_POLL");
     int loops = e && !strcmp(e, "1");
     atomic_store(&s->busy_poll_ns, us > 0 && loops ? (uint64_t)us * 1000u : 0);
