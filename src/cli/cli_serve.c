@@ -48,7 +48,7 @@ static const cli_flag flag_defs[] = {
     {"--busy-poll-us", "POSY_BUSY_POLL_US", "auto | N: after each request the step thread and one tokenization worker poll N us instead of sleeping, a CPU core for lower latency (default auto: 1000 on a GPU with 8+ cores, else 0)", CLI_F_STR, 0, 0, FS(busy_poll)},
     {"--noop-delay-us", "POSY_NOOP_DELAY_US", "with --engine noop: microseconds each batch pretends to take (tests)", CLI_F_INT, 0, 60000000, FS(noop_delay_us)},
 };
-#define SERVE_SUMMARY "HTTP server: OpenAI POST /v1/embeddings, TEI POST /embed and /, /tokenize, /decode,\n" \
+#define SERVE_SUMMARY "HTTP server: OpenAI POST /v1/embeddings, TEI POST /embed and /, /similarity, /tokenize, /decode,\n" \
     "GET /health /info /v1/models /metrics.  SIGTERM/SIGINT drain and exit 0."
 /* A bad POSY_* value's error names the variable, not the flag. */
 static const cli_cmd serve_cmd = {"serve", SERVE_SUMMARY, flag_defs, sizeof flag_defs / sizeof flag_defs[0], 24, 1};

@@ -332,6 +332,9 @@ void gw_stage_parse(gw_task *t) {
                            s->opts.auto_truncate, &c->json, &r, &pe);
     if (rc) {
         gw_call_fail(c, pe.status, pe.status == 400 ? GW_F_MALFORMED : GW_F_VALIDATION, pe.code, "%s", pe.msg);
+    } else if (c->route == GW_R_SIMILARITY && !r.similarity) {
+        gw_call_fail(c, 422, GW_F_VALIDATION, "invalid_input",
+                     "/similarity takes {\"inputs\": {\"source_sentence\": \"...\", \"sentences\": [\"...\", ...]}}");
     } else if (c->route == GW_R_TOKENIZE) {
         tokenize_response(c, &r);
     } else if (r.dims > s->model.dim) {
@@ -342,6 +345,7 @@ void gw_stage_parse(gw_task *t) {
         c->enc = r.enc;
         c->dims = r.dims ? r.dims : s->model.dim;
         c->normalize = c->openai ? 1 : r.normalize;
+        c->similarity = r.similarity;
         c->tok_ns = posy_now_ns() - t0;
         gw_embed_req_free(&r);
         json_decref(c->json);   /* texts are tokenized: the document can go */
@@ -409,6 +413,29 @@ static void apply_dims(gw_call *c) {
     }
 }
 
+/* TEI /similarity's answer: [cos(v0, v1), ..., cos(v0, vn)] over the
+ * first c->dims floats (so "dimensions" compares truncated vectors), in
+ * double; 0 where either vector is zero. */
+static int write_similarities(gw_call *c) {
+    const float *a = c->out;
+    float *cosv = malloc((size_t)c->n_seqs * sizeof *cosv);
+    if (!cosv) return -1;
+    double na = 0;
+    for (int k = 0; k < c->dims; k++) na += (double)a[k] * a[k];
+    for (int i = 1; i < c->n_seqs; i++) {
+        const float *b = c->out + (size_t)i * c->dims;
+        double dot = 0, nb = 0;
+        for (int k = 0; k < c->dims; k++) {
+            dot += (double)a[k] * b[k];
+            nb += (double)b[k] * b[k];
+        }
+        cosv[i - 1] = na > 0 && nb > 0 ? (float)(dot / sqrt(na * nb)) : 0.0f;
+    }
+    gw_json_floats(&c->resp, cosv, (size_t)c->n_seqs - 1);
+    free(cosv);
+    return 0;
+}
+
 /* Returns the int8/uint8 scale (docs/ENCODINGS.md), 0 for other types. */
 static float write_vector(gw_call *c, const float *v) {
     if (c->enc.dtype != POSY_VEC_FLOAT32) return gw_json_vec_quant(&c->resp, v, c->dims, c->enc);
@@ -447,7 +474,13 @@ void gw_stage_serialize(gw_task *t) {
     apply_dims(c);
     gw_buf *b = &c->resp;
     gw_buf_reserve(b, (size_t)c->n_seqs * ((size_t)c->dims * (GW_FLOAT_MAX + 1) + 64) + 256);
-    if (c->openai) {
+    if (c->similarity) {
+        if (write_similarities(c)) {
+            gw_call_fail(c, 500, GW_F_BACKEND, "out_of_memory", "out of memory");
+            gw_call_finish(c);
+            return;
+        }
+    } else if (c->openai) {
         gw_buf_puts(b, "{\"object\":\"list\",\"data\":[");
         for (int i = 0; i < c->n_seqs; i++) {
             gw_buf_printf(b, "%s{\"object\":\"embedding\",\"index\":%d,\"embedding\":", i ? "," : "", i);

@@ -84,6 +84,7 @@ typedef struct gw_call {
     json_t *json;
     int openai;                       /* error style and response shape */
     int base64, dims, normalize;
+    int similarity;                   /* answer cosines with input 0, not vectors (TEI /similarity) */
     posy_vecenc enc;                  /* output type (gw_vecout.c when not float) */
     /* the job */
     sched_req job;

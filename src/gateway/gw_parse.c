@@ -76,6 +76,35 @@ static int read_inputs(json_t *in, const char *field, int max_inputs, gw_embed_r
     return 0;
 }
 
+/* TEI's sentence similarity: {"source_sentence": str, "sentences": [str, ...]}
+ * as inputs[0] and inputs[1..n]. */
+static int read_similarity(json_t *in, int max_inputs, gw_embed_req *r, gw_perr *pe) {
+    json_t *src = json_object_get(in, "source_sentence"), *sents = json_object_get(in, "sentences");
+    if (!src || json_is_null(src)) return perr(pe, 422, "missing_input", "'inputs.source_sentence' is required");
+    if (!json_is_string(src)) return perr(pe, 400, "invalid_type", "'inputs.source_sentence' must be a string");
+    if (!sents || json_is_null(sents)) return perr(pe, 422, "missing_input", "'inputs.sentences' is required");
+    if (!json_is_array(sents))
+        return perr(pe, 400, "invalid_type", "'inputs.sentences' must be an array of strings");
+    size_t n = json_array_size(sents);
+    if (n == 0) return perr(pe, 422, "empty_input", "'inputs.sentences' is an empty array");
+    if (n + 1 > (size_t)max_inputs)
+        return perr(pe, 422, "too_many_inputs", "'inputs.sentences' has %zu sentences; with the source that is more "
+                    "than the limit of %d inputs (--max-client-batch)", n, max_inputs);
+    r->inputs = calloc(n + 1, sizeof *r->inputs);
+    if (!r->inputs) return perr(pe, 422, "out_of_memory", "out of memory");
+    r->n = (int)n + 1;
+    r->similarity = 1;
+    r->inputs[0].text = json_string_value(src);
+    r->inputs[0].len = json_string_length(src);
+    for (size_t i = 0; i < n; i++) {
+        json_t *e = json_array_get(sents, i);
+        if (!json_is_string(e)) return perr(pe, 400, "invalid_type", "'inputs.sentences'[%zu] must be a string", i);
+        r->inputs[i + 1].text = json_string_value(e);
+        r->inputs[i + 1].len = json_string_length(e);
+    }
+    return 0;
+}
+
 static int read_bool(json_t *o, const char *k, int *out, gw_perr *pe) {
     json_t *v = json_object_get(o, k);
     if (!v || json_is_null(v)) return 0;
@@ -131,10 +160,17 @@ int gw_parse_body(const char *body, size_t len, int openai, int route_tokenize, 
     if (!o) return perr(pe, 400, "invalid_json", "the body is not valid JSON: %s (line %d, column %d)", je.text,
                         je.line, je.column);
     if (!json_is_object(o)) return perr(pe, 400, "invalid_type", "the body must be a JSON object");
-    if (read_options(o, openai, r, pe)) return -1;
     const char *field = openai ? "input" : "inputs";
-    (void)route_tokenize;
-    return read_inputs(json_object_get(o, field), field, max_inputs, r, pe);
+    json_t *in = json_object_get(o, field);
+    if (!openai && !route_tokenize && json_is_object(in)) {   /* TEI /similarity: options under "parameters" */
+        json_t *params = json_object_get(o, "parameters");
+        if (params && !json_is_null(params) && !json_is_object(params))
+            return perr(pe, 400, "invalid_type", "'parameters' must be an object");
+        if (read_options(params && json_is_object(params) ? params : o, openai, r, pe)) return -1;
+        return read_similarity(in, max_inputs, r, pe);
+    }
+    if (read_options(o, openai, r, pe)) return -1;
+    return read_inputs(in, field, max_inputs, r, pe);
 }
 
 void gw_embed_req_free(gw_embed_req *r) {

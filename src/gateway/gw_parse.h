@@ -30,6 +30,8 @@ typedef struct gw_embed_req {
     tok_trunc_dir dir;
     const char *prompt_name;   /* NULL = the model's default prompt */
     int add_special;      /* /tokenize */
+    int similarity;       /* TEI /similarity: inputs[0] is the source sentence, the answer its cosine
+                             with each of inputs[1..n) ("inputs" an object; options under "parameters") */
 } gw_embed_req;
 
 typedef struct gw_perr {

@@ -14,7 +14,9 @@
  * Beyond "no crash, no leak, no UB" it checks the parser's contract:
  * an error carries a 400 or 422 status, a code and a message; a success
  * yields 1..max_inputs inputs (one list of ids counts as one) whose texts
- * and id lists are the very values of the document's "input(s)" field.
+ * and id lists are the very values of the document's "input(s)" field
+ * (for TEI's /similarity form, an object: the source sentence, then the
+ * sentences).
  * Build and run: tests/fuzz/run_fuzz.sh gw_parse [seconds].
  */
 #include <stdint.h>
@@ -57,7 +59,13 @@ static void fuzz_check_ok(const gw_embed_req *r, json_t *doc, int openai, int ma
     if (!json_is_object(doc) || r->n < 1 || !r->inputs) abort();
     json_t *field = json_object_get(doc, openai ? "input" : "inputs");
     if (!field) abort();
-    if (json_is_string(field) || json_is_integer(json_array_get(field, 0))) {   /* one input */
+    if (r->similarity != (!openai && json_is_object(field))) abort();
+    if (r->similarity) {   /* /similarity: the source sentence, then the sentences */
+        json_t *sents = json_object_get(field, "sentences");
+        if (r->n < 2 || r->n > max_inputs || (size_t)r->n != json_array_size(sents) + 1) abort();
+        fuzz_check_input(&r->inputs[0], json_object_get(field, "source_sentence"));
+        for (int i = 1; i < r->n; i++) fuzz_check_input(&r->inputs[i], json_array_get(sents, (size_t)i - 1));
+    } else if (json_is_string(field) || json_is_integer(json_array_get(field, 0))) {   /* one input */
         if (r->n != 1) abort();
         fuzz_check_input(&r->inputs[0], field);
     } else {
@@ -67,7 +75,7 @@ static void fuzz_check_ok(const gw_embed_req *r, json_t *doc, int openai, int ma
     if (r->dims < 0 || r->dims > 1 << 30) abort();
     if ((unsigned)r->enc.dtype > POSY_VEC_UBINARY) abort();
     if (r->dir != TOK_TRUNC_LEFT && r->dir != TOK_TRUNC_RIGHT) abort();
-    if ((r->normalize | r->truncate | r->chunked | r->add_special | r->base64) & ~1) abort();
+    if ((r->normalize | r->truncate | r->chunked | r->add_special | r->base64 | r->similarity) & ~1) abort();
     if (r->prompt_name) fuzz_sink += strlen(r->prompt_name);
 }
 

@@ -89,4 +89,44 @@ static void test_dimensions_too_big_says_so(void) {
                "'dimensions' is 100000000000; it must be in [1, 1073741824]");
 }
 
-TEST_MAIN(TEST(test_good_bodies), TEST(test_refusals), TEST(test_dimensions_too_big_says_so))
+/* TEI's /similarity body: the source sentence first, then the sentences;
+ * options under "parameters" (or at the top when there is none). */
+static void test_similarity(void) {
+    parsed p = parse("{\"inputs\":{\"source_sentence\":\"a cat\",\"sentences\":[\"a dog\",\"cars\"]},"
+                     "\"parameters\":{\"truncate\":true,\"truncation_direction\":\"left\"}}", 0, 8);
+    CHECK_EQ_INT(p.rc, 0);
+    if (p.rc == 0) {
+        CHECK_EQ_INT(p.r.similarity, 1);
+        CHECK_EQ_INT(p.r.n, 3);
+        CHECK(p.r.inputs[0].len == 5 && !memcmp(p.r.inputs[0].text, "a cat", 5));
+        CHECK(p.r.inputs[2].len == 4 && !memcmp(p.r.inputs[2].text, "cars", 4));
+        CHECK_EQ_INT(p.r.truncate, 1);
+        CHECK_EQ_INT(p.r.dir, TOK_TRUNC_LEFT);
+    }
+    done(&p);
+    p = parse("{\"inputs\":{\"source_sentence\":\"s\",\"sentences\":[\"t\"]},\"truncate\":true}", 0, 8);
+    CHECK(p.rc == 0 && p.r.similarity && p.r.truncate);
+    done(&p);
+    p = parse("{\"inputs\":[\"a\",\"b\"]}", 0, 8);
+    CHECK(p.rc == 0 && !p.r.similarity);
+    done(&p);
+    expect_err("{\"inputs\":{\"sentences\":[\"t\"]}}", 0, 422, "missing_input", "inputs.source_sentence");
+    expect_err("{\"inputs\":{\"source_sentence\":\"s\"}}", 0, 422, "missing_input", "inputs.sentences");
+    expect_err("{\"inputs\":{\"source_sentence\":\"s\",\"sentences\":[]}}", 0, 422, "empty_input",
+               "inputs.sentences");
+    expect_err("{\"inputs\":{\"source_sentence\":5,\"sentences\":[\"t\"]}}", 0, 400, "invalid_type",
+               "source_sentence");
+    expect_err("{\"inputs\":{\"source_sentence\":\"s\",\"sentences\":[\"t\",7]}}", 0, 400, "invalid_type",
+               "'inputs.sentences'[1]");
+    expect_err("{\"inputs\":{\"source_sentence\":\"s\",\"sentences\":\"t\"}}", 0, 400, "invalid_type",
+               "array of strings");
+    expect_err("{\"inputs\":{\"source_sentence\":\"s\",\"sentences\":[\"t\"]},\"parameters\":3}", 0, 400,
+               "invalid_type", "'parameters'");
+    /* 8 sentences and the source are 9 inputs, over a limit of 8 */
+    expect_err("{\"inputs\":{\"source_sentence\":\"s\",\"sentences\":[\"1\",\"2\",\"3\",\"4\",\"5\",\"6\","
+               "\"7\",\"8\"]}}", 0, 422, "too_many_inputs", "limit of 8");
+    /* the OpenAI route has no such form */
+    expect_err("{\"input\":{\"source_sentence\":\"s\",\"sentences\":[\"t\"]}}", 1, 400, "invalid_type", "'input'");
+}
+
+TEST_MAIN(TEST(test_good_bodies), TEST(test_refusals), TEST(test_dimensions_too_big_says_so), TEST(test_similarity))
