@@ -83,6 +83,11 @@ def test_tei_route_through_the_gateway(cluster, serve_reference):
     st, body = http_post(gw.port, "/embed", {"inputs": texts[:5]})
     assert st == 200, body
     close(np.array(body, dtype=np.float32), ref[:5])
+    # TEI /similarity: cosines of the first text's vector with the others', from the workers' vectors
+    st, sims = http_post(gw.port, "/similarity", {"inputs": {"source_sentence": texts[0], "sentences": texts[1:5]}})
+    assert st == 200, sims
+    want = [float(ref[0] @ v / np.linalg.norm(ref[0]) / np.linalg.norm(v)) for v in ref[1:5]]
+    np.testing.assert_allclose(sims, want, atol=1e-5)
 
 
 class Load:
