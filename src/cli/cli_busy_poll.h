@@ -8,7 +8,7 @@
  * on an H100 host (2026-12-06, runs 81-82, docs/BENCHMARKS.md) 1000 us
  * took the one-connection p50 of one-sentence requests from 228-273 to
  * 131-135 us (all-MiniLM-L6) and from 375-432 to 280-282 us (BERT-base),
- * and 64 connections gained 6-10% (MiniLM) or nothing; 200 us was as
+ * and 64 connections gained 2-14% (MiniLM) or nothing; 200 us was as
  * good for MiniLM but too short for BERT-base's forward.  The CPU engine
  * needs every core for its own threads, so it never spins by default; nor
  * does a small machine, where two polling threads take a large share of
