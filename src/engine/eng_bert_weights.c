@@ -9,7 +9,7 @@
  * eng_st_view_build), so the sizing can never disagree with the filling.
  *
  * Tensor names differ by family (BERT/RoBERTa/XLM-R share one scheme,
- * DistilBERT has its own) and by the head the checkpoint was saved with
+ * DistilBERT and MPNet have their own) and by the head the checkpoint was saved with
  * ("bert.", "roberta.", "model.", ...); the prefix is found once from the
  * word embeddings.  Every shape is checked against config.json, and an
  * error names the file and the full tensor name.
@@ -37,8 +37,16 @@ static const bw_names bw_distilbert = {
     "sa_layer_norm", "ffn.lin1", "ffn.lin2", "output_layer_norm",
 };
 
+/* MPNet: BERT's layer layout under its own names, plus one relative
+ * position bias table for all layers (eng_relpos.h) */
+static const bw_names bw_mpnet = {
+    "embeddings.LayerNorm", NULL, "encoder.layer.%d.",
+    "attention.attn.q", "attention.attn.k", "attention.attn.v", "attention.attn.o",
+    "attention.LayerNorm", "intermediate.dense", "output.dense", "output.LayerNorm",
+};
+
 static const char *const bw_prefixes[] = {"", "bert.", "roberta.", "xlm-roberta.", "xlm_roberta.",
-                                          "camembert.", "distilbert.", "model.", "encoder."};
+                                          "camembert.", "distilbert.", "mpnet.", "model.", "encoder."};
 
 typedef eng_st_view bw_ctx;      /* prefix: "bert.", "roberta.", ... or "" */
 
@@ -152,6 +160,10 @@ static int bw_walk(bw_ctx *c, void *arg) {
         return rc;
     if (n->type_emb && cfg->info.type_vocab > 0 && (rc = bw_take(c, n->type_emb, NULL, 2, dt, &w->type_emb)))
         return rc;
+    if (cfg->rel_buckets) {
+        int64_t dr[2] = {cfg->rel_buckets, cfg->info.heads};
+        if ((rc = bw_take(c, "encoder.relative_attention_bias.weight", NULL, 2, dr, &w->rel_bias))) return rc;
+    }
     for (int i = 0; i < cfg->info.layers; i++)
         if ((rc = bw_layer(c, n, cfg, i, &w->layers[i]))) return rc;
     return 0;
@@ -171,7 +183,9 @@ int eng_bert_weights_load(eng_bert_weights *w, const eng_config *cfg, const eng_
     if (!strcmp(cfg->info.arch, "qwen3"))
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: model_type %s is not a BERT-family encoder", st->path,
                             cfg->model_type);
-    const bw_names *n = !strcmp(cfg->info.arch, "distilbert") ? &bw_distilbert : &bw_bert;
+    const bw_names *n = !strcmp(cfg->info.arch, "distilbert") ? &bw_distilbert
+                        : !strcmp(cfg->info.arch, "mpnet")    ? &bw_mpnet
+                                                              : &bw_bert;
     bw_ctx c = {st, bw_prefix(st), 0, NULL, 0, err};
     if (!c.prefix)
         return posy_err_set(err, POSY_E_INVALID,

@@ -16,8 +16,9 @@
 #include <stdlib.h>
 #include <string.h>
 #include "eng_cfgjson.h"
+#include "eng_relpos.h"
 
-typedef enum { FAM_BERT, FAM_ROBERTA, FAM_DISTILBERT, FAM_QWEN3 } cfg_family;
+typedef enum { FAM_BERT, FAM_ROBERTA, FAM_DISTILBERT, FAM_QWEN3, FAM_MPNET } cfg_family;
 
 static const struct {
     const char *model_type, *arch;
@@ -26,9 +27,10 @@ static const struct {
     {"bert", "bert", FAM_BERT},          {"roberta", "roberta", FAM_ROBERTA},
     {"xlm-roberta", "xlm-roberta", FAM_ROBERTA}, {"camembert", "roberta", FAM_ROBERTA},
     {"distilbert", "distilbert", FAM_DISTILBERT}, {"qwen3", "qwen3", FAM_QWEN3},
+    {"mpnet", "mpnet", FAM_MPNET},
 };
 
-#define CFG_SUPPORTED "bert, roberta, xlm-roberta, camembert, distilbert, qwen3"
+#define CFG_SUPPORTED "bert, roberta, xlm-roberta, camembert, distilbert, mpnet, qwen3"
 
 static int cfg_activation(eng_config *c, json_t *root, const char *key, const char *def, const char *path,
                           posy_err *err) {
@@ -66,6 +68,26 @@ static int cfg_finish_sizes(eng_config *c, const char *path, posy_err *err) {
     return 0;
 }
 
+/* MPNet: a BERT layer layout with T5-style relative position buckets
+ * added to the attention scores (eng_relpos.h).  transformers computes the
+ * buckets with 32 of them whatever relative_attention_num_buckets says, so
+ * any other count is refused rather than run differently; the embedding's
+ * padding index is fixed at 1 in MPNetEmbeddings (positions start at 2)
+ * whatever pad_token_id says; no token type embeddings. */
+static int cfg_mpnet(eng_config *c, json_t *r, const char *p, posy_err *err) {
+    int rc = eng_cfgjson_int(r, "relative_attention_num_buckets", p, 0, ENG_RELPOS_BUCKETS, 1, 1 << 16,
+                             &c->rel_buckets, err);
+    if (rc) return rc;
+    if (c->rel_buckets != ENG_RELPOS_BUCKETS)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: relative_attention_num_buckets %d is not supported (MPNet "
+                            "runs with %d, as transformers does)", p, c->rel_buckets, ENG_RELPOS_BUCKETS);
+    if (c->info.type_vocab)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: type_vocab_size %d: MPNet has no token type embeddings", p,
+                            c->info.type_vocab);
+    c->pad_token_id = 1;
+    return 0;
+}
+
 static int cfg_bert(eng_config *c, json_t *r, const char *p, cfg_family fam, posy_err *err) {
     posy_model_info *in = &c->info;
     char pet[32];
@@ -75,7 +97,7 @@ static int cfg_bert(eng_config *c, json_t *r, const char *p, cfg_family fam, pos
         (rc = eng_cfgjson_int(r, "num_attention_heads", p, 1, 0, 1, 1024, &in->heads, err)) ||
         (rc = eng_cfgjson_int(r, "intermediate_size", p, 1, 0, 1, 1 << 20, &in->intermediate, err)) ||
         (rc = eng_cfgjson_int(r, "vocab_size", p, 1, 0, 1, 1 << 24, &in->vocab, err)) ||
-        (rc = eng_cfgjson_int(r, "type_vocab_size", p, 0, 2, 0, 1024, &in->type_vocab, err)) ||
+        (rc = eng_cfgjson_int(r, "type_vocab_size", p, 0, fam == FAM_MPNET ? 0 : 2, 0, 1024, &in->type_vocab, err)) ||
         (rc = eng_cfgjson_int(r, "max_position_embeddings", p, 0, 512, 1, 1 << 22, &c->max_position_embeddings, err)) ||
         (rc = eng_cfgjson_int(r, "pad_token_id", p, 0, fam == FAM_ROBERTA ? 1 : 0, 0, 1 << 24, &c->pad_token_id, err)) ||
         (rc = eng_cfgjson_num(r, "layer_norm_eps", p, 0, 1e-12, 0, 1, &c->ln_eps, err)) ||
@@ -85,7 +107,8 @@ static int cfg_bert(eng_config *c, json_t *r, const char *p, cfg_family fam, pos
     if (strcmp(pet, "absolute"))
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: position_embedding_type '%s' is not supported (absolute only)",
                             p, pet);
-    c->position_offset = fam == FAM_ROBERTA ? c->pad_token_id + 1 : 0;
+    if (fam == FAM_MPNET && (rc = cfg_mpnet(c, r, p, err))) return rc;
+    c->position_offset = fam == FAM_ROBERTA || fam == FAM_MPNET ? c->pad_token_id + 1 : 0;
     return cfg_finish_sizes(c, p, err);
 }
 
@@ -195,7 +218,7 @@ static void cfg_set_name(posy_model_info *in, const char *dir) {
 static const char *cfg_type_from_arch(json_t *root) {
     static const struct { const char *cls, *type; } map[] = {
         {"XLMRoberta", "xlm-roberta"}, {"Roberta", "roberta"}, {"Camembert", "camembert"},
-        {"DistilBert", "distilbert"}, {"Bert", "bert"}, {"Qwen3", "qwen3"},
+        {"DistilBert", "distilbert"}, {"Bert", "bert"}, {"Qwen3", "qwen3"}, {"MPNet", "mpnet"},
     };
     const char *a = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
     for (size_t i = 0; a && i < sizeof map / sizeof map[0]; i++)

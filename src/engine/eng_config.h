@@ -42,6 +42,7 @@ typedef struct eng_config {
     int max_position_embeddings; /* rows of the position table as stored (= info.max_positions + position_offset) */
     int do_lower_case;           /* sentence_bert_config.json: lowercase text before tokenizing */
     int pool_include_prompt;     /* Pooling include_prompt (default 1); 0: the prompt's tokens are not pooled */
+    int rel_buckets;             /* MPNet: relative position buckets (eng_relpos.h); 0 = none */
 } eng_config;
 
 int eng_config_load(eng_config *c, const char *model_dir, posy_err *err);

@@ -33,6 +33,7 @@ typedef struct eng_bert_weights {
                                        position i of a sequence reads row i + cfg.position_offset */
     const float *type_emb;          /* [type_vocab, H] or NULL */
     const float *emb_ln_g, *emb_ln_b;
+    const float *rel_bias;          /* MPNet: [ENG_RELPOS_BUCKETS, heads] (eng_relpos.h), else NULL */
     eng_bert_layer *layers;         /* [n_layers] */
     int n_layers;
     float *owned;                   /* one allocation for converted/stacked tensors */

@@ -189,7 +189,7 @@ static void test_config_errors(void) {
     expect_fail("config.json: expected a JSON object", NULL);
     put("config.json", "{\"hidden_size\":64}");
     expect_fail("config.json: required field model_type", NULL);
-    put("config.json", "{\"architectures\":[\"MPNetModel\"],\"hidden_size\":64}");
+    put("config.json", "{\"architectures\":[\"ModernBertModel\"],\"hidden_size\":64}");
     expect_fail("config.json: required field model_type", NULL);
     /* pre-transformers-3 config: the class name stands in for model_type */
     put("config.json", "{\"architectures\":[\"RobertaModel\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
@@ -201,8 +201,36 @@ static void test_config_errors(void) {
         CHECK_EQ_INT(c.info.max_positions, 64);
         eng_config_free(&c);
     }
-    put("config.json", "{\"model_type\":\"mpnet\",\"hidden_size\":64}");
-    expect_fail("config.json: model_type 'mpnet' is not supported", NULL);
+    put("config.json", "{\"model_type\":\"modernbert\",\"hidden_size\":64}");
+    expect_fail("config.json: model_type 'modernbert' is not supported", NULL);
+    /* MPNet: positions from 2 whatever pad_token_id says, no token types,
+     * 32 relative buckets only (transformers computes 32 regardless) */
+    put("config.json", "{\"model_type\":\"mpnet\",\"hidden_size\":64,\"num_hidden_layers\":2,"
+                       "\"num_attention_heads\":4,\"intermediate_size\":128,\"vocab_size\":100,"
+                       "\"max_position_embeddings\":514,\"pad_token_id\":0}");
+    if (load_ok(&c)) {
+        CHECK(!strcmp(c.info.arch, "mpnet"));
+        CHECK_EQ_INT(c.info.max_positions, 512);
+        CHECK_EQ_INT(c.position_offset, 2);
+        CHECK_EQ_INT(c.pad_token_id, 1);
+        CHECK_EQ_INT(c.info.type_vocab, 0);
+        CHECK_EQ_INT(c.rel_buckets, 32);
+        eng_config_free(&c);
+    }
+    put("config.json", "{\"architectures\":[\"MPNetForMaskedLM\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
+                       "\"num_attention_heads\":4,\"intermediate_size\":128,\"vocab_size\":100}");
+    if (load_ok(&c)) {
+        CHECK(!strcmp(c.model_type, "mpnet"));
+        eng_config_free(&c);
+    }
+    put("config.json", "{\"model_type\":\"mpnet\",\"hidden_size\":64,\"num_hidden_layers\":2,"
+                       "\"num_attention_heads\":4,\"intermediate_size\":128,\"vocab_size\":100,"
+                       "\"relative_attention_num_buckets\":64}");
+    expect_fail("config.json: relative_attention_num_buckets 64 is not supported", NULL);
+    put("config.json", "{\"model_type\":\"mpnet\",\"hidden_size\":64,\"num_hidden_layers\":2,"
+                       "\"num_attention_heads\":4,\"intermediate_size\":128,\"vocab_size\":100,"
+                       "\"type_vocab_size\":2}");
+    expect_fail("config.json: type_vocab_size 2: MPNet has no token type embeddings", NULL);
     put("config.json", "{\"model_type\":\"bert\",\"hidden_size\":\"384\",\"num_hidden_layers\":2,"
                        "\"num_attention_heads\":4,\"intermediate_size\":128,\"vocab_size\":100}");
     expect_fail("config.json: field hidden_size must be an integer", NULL);

@@ -147,7 +147,7 @@ static void check_gqa(const int32_t *cu, int n_seqs, int nh, int nkv, int d, int
     float *ref = malloc(sizeof(float) * no), *fast = malloc(sizeof(float) * no), *mha = malloc(sizeof(float) * no);
     eng_cpu_attention_gqa_ref(ref, qkv, cu, n_seqs, nh, nkv, d, causal);
     float *ex = expand_kv(qkv, T, nh, nkv, d);
-    eng_cpu_attention_ref(mha, ex, cu, n_seqs, nh, d, causal);
+    eng_cpu_attention_ref(mha, ex, cu, n_seqs, nh, d, causal, NULL);
     CHECK_MSG(posy_test_close(ref, mha, no, 1e-5f, 1e-5f), "ref vs repeat_kv T=%d nh=%d nkv=%d causal=%d", T, nh,
               nkv, causal);
     int longest = 0;

@@ -183,7 +183,7 @@ static void test_softmax(void) {
 /* Independent oracle: pad every sequence to the longest, mask, softmax in
  * double; the way a framework without varlen support computes it. */
 static void attention_padded(float *out, const float *qkv, const int32_t *cu, int n_seqs, int nh,
-                             int d, int causal) {
+                             int d, int causal, const float *rel_weight) {
     int H = nh * d, Lmax = 0;
     for (int s = 0; s < n_seqs; s++)
         if (cu[s + 1] - cu[s] > Lmax) Lmax = cu[s + 1] - cu[s];
@@ -207,7 +207,8 @@ static void attention_padded(float *out, const float *qkv, const int32_t *cu, in
                     for (int c = 0; c < d; c++)
                         acc += (double)Q[((size_t)s * Lmax + i) * H + h * d + c] *
                                K[((size_t)s * Lmax + j) * H + h * d + c];
-                    sc[j] = masked ? -INFINITY : acc / sqrt((double)d);
+                    double bias = rel_weight ? rel_weight[eng_relpos_bucket(j - i) * nh + h] : 0.0;
+                    sc[j] = masked ? -INFINITY : acc / sqrt((double)d) + bias;
                     if (sc[j] > mx) mx = sc[j];
                 }
                 for (int j = 0; j < Lmax; j++) { sc[j] = exp(sc[j] - mx); sum += sc[j]; }
@@ -222,23 +223,43 @@ static void attention_padded(float *out, const float *qkv, const int32_t *cu, in
     free(Q); free(K); free(V); free(sc);
 }
 
-static void attention_case(const int32_t *cu, int n_seqs, int nh, int d, int causal) {
+/* rel: with MPNet's relative position bias (weights in [-3, 3], so it
+ * moves the softmax; the table sized past the longest sequence, as the
+ * engine sizes it by max_positions) */
+static void attention_case_rel(const int32_t *cu, int n_seqs, int nh, int d, int causal, int rel) {
     int H = nh * d, T = cu[n_seqs], Lmax = 0;
     for (int s = 0; s < n_seqs; s++)
         if (cu[s + 1] - cu[s] > Lmax) Lmax = cu[s + 1] - cu[s];
     float *qkv = rand_vec((size_t)T * 3 * H, -2, 2);
     float *a = rand_vec((size_t)T * H, 9, 10), *r = rand_vec((size_t)T * H, 9, 10);
     float *p = rand_vec((size_t)T * H, 9, 10);
+    float *rw = rel ? rand_vec((size_t)ENG_RELPOS_BUCKETS * nh, -3, 3) : NULL;
+    eng_relpos rp = {NULL, Lmax + 7};
+    float *tab = rel ? malloc(sizeof(float) * (size_t)nh * eng_relpos_span(rp.max_len)) : NULL;
+    if (tab) eng_relpos_expand(tab, rw, nh, rp.max_len, 1.0f);
+    rp.tab = tab;
     size_t sf = eng_cpu_attention_scratch_floats(Lmax, 4);
     float *scratch = malloc(sizeof(float) * sf);
-    CHECK_EQ_INT(eng_cpu_attention(a, qkv, cu, n_seqs, nh, d, causal, scratch, sf), 0);
-    eng_cpu_attention_ref(r, qkv, cu, n_seqs, nh, d, causal);
-    attention_padded(p, qkv, cu, n_seqs, nh, d, causal);
-    CHECK_MSG(posy_test_close(r, p, (size_t)T * H, 1e-5f, 1e-5f), "ref vs padded T=%d nh=%d d=%d causal=%d",
-              T, nh, d, causal);
-    CHECK_MSG(posy_test_close(a, r, (size_t)T * H, 1e-5f, 1e-5f), "fast vs ref T=%d nh=%d d=%d causal=%d",
-              T, nh, d, causal);
-    free(qkv); free(a); free(r); free(p); free(scratch);
+    CHECK_EQ_INT(eng_cpu_attention(a, qkv, cu, n_seqs, nh, d, causal, rel ? &rp : NULL, scratch, sf), 0);
+    eng_cpu_attention_ref(r, qkv, cu, n_seqs, nh, d, causal, rw);
+    attention_padded(p, qkv, cu, n_seqs, nh, d, causal, rw);
+    CHECK_MSG(posy_test_close(r, p, (size_t)T * H, 1e-5f, 1e-5f), "ref vs padded T=%d nh=%d d=%d causal=%d rel=%d",
+              T, nh, d, causal, rel);
+    CHECK_MSG(posy_test_close(a, r, (size_t)T * H, 1e-5f, 1e-5f), "fast vs ref T=%d nh=%d d=%d causal=%d rel=%d",
+              T, nh, d, causal, rel);
+    if (rel && T > 1) { /* the bias is not a no-op */
+        eng_cpu_attention_ref(p, qkv, cu, n_seqs, nh, d, causal, NULL);
+        CHECK_MSG(differs(p, r, (size_t)T * H, 1e-3f), "rel bias changed nothing T=%d", T);
+    }
+    if (rel) { /* a sequence longer than the table: refused, not overrun */
+        eng_relpos small = {tab, Lmax - 1};
+        if (Lmax > 1) CHECK_EQ_INT(eng_cpu_attention(a, qkv, cu, n_seqs, nh, d, causal, &small, scratch, sf), -1);
+    }
+    free(qkv); free(a); free(r); free(p); free(scratch); free(rw); free(tab);
+}
+
+static void attention_case(const int32_t *cu, int n_seqs, int nh, int d, int causal) {
+    attention_case_rel(cu, n_seqs, nh, d, causal, 0);
 }
 
 static void test_attention(void) {
@@ -251,17 +272,20 @@ static void test_attention(void) {
         attention_case(mixed, 5, 3, 8, causal);
         attention_case(mixed, 5, 2, 32, causal);
         attention_case(longs, 2, 2, 16, causal);
+        attention_case_rel(one, 1, 2, 8, causal, 1);
+        attention_case_rel(mixed, 5, 3, 8, causal, 1);
+        attention_case_rel(longs, 2, 2, 16, causal, 1); /* distances past 128: the last buckets */
     }
     /* Causal must differ from bidirectional except for the last token. */
     int32_t cu[2] = {0, 5};
     float *qkv = rand_vec(5 * 3 * 8, -2, 2), a[40], b[40];
-    eng_cpu_attention_ref(a, qkv, cu, 1, 1, 8, 0);
-    eng_cpu_attention_ref(b, qkv, cu, 1, 1, 8, 1);
+    eng_cpu_attention_ref(a, qkv, cu, 1, 1, 8, 0, NULL);
+    eng_cpu_attention_ref(b, qkv, cu, 1, 1, 8, 1, NULL);
     CHECK(differs(a, b, 32, 1e-5f));
     CHECK(posy_test_close(a + 32, b + 32, 8, 1e-5f, 1e-5f));
     /* Scratch too small for one thread's tile: refused, not overrun. */
     float tiny[4];
-    CHECK_EQ_INT(eng_cpu_attention(a, qkv, cu, 1, 1, 8, 0, tiny, 4), -1);
+    CHECK_EQ_INT(eng_cpu_attention(a, qkv, cu, 1, 1, 8, 0, NULL, tiny, 4), -1);
     free(qkv);
 }
 

@@ -5,6 +5,8 @@
  * Covers what the default model does not: RoBERTa position offset, tanh
  * GELU, token type ids, CLS pooling, no normalisation, odd sizes
  * (intermediate 37, head_dim 8) and a sequence of exactly max_positions.
+ * tiny-mpnet (tests/gen/gen_tiny_mpnet.py) adds MPNet's relative position
+ * bias, with a sequence of 200 tokens so that every bucket is used.
  * All sequences go in one packed batch; each embedding must match the
  * transformers output for that sequence alone within 1e-5 + 1e-5*|ref|
  * (fp32 both sides; the weights are large, std 0.2, so errors would show).
@@ -48,18 +50,20 @@ static int load_case(json_t *m, tiny_case *c) {
     return 0;
 }
 
-static void check_model(const char *name, posy_pooling pooling, int normalize) {
+static void check_model_in(const char *file, const char *name, posy_pooling pooling, int normalize,
+                           int max_positions) {
     json_error_t jerr;
-    json_t *root = json_load_file("tests/fixtures/tiny_expected.json", 0, &jerr);
-    CHECK_MSG(root != NULL, "tiny_expected.json: %s", jerr.text);
+    json_t *root = json_load_file(file, 0, &jerr);
+    CHECK_MSG(root != NULL, "%s: %s", file, jerr.text);
     if (!root) return;
     tiny_case c;
-    CHECK_EQ_INT(load_case(json_object_get(root, name), &c), 0);
+    json_t *m = json_object_get(root, name);
+    CHECK_EQ_INT(load_case(m ? m : root, &c), 0);
     json_decref(root);
 
     char dir[256];
     snprintf(dir, sizeof dir, "tests/fixtures/%s", name);
-    posy_engine_opts o = {.device = POSY_DEVICE_CPU, .max_batch_tokens = 128, .max_batch_seqs = 8};
+    posy_engine_opts o = {.device = POSY_DEVICE_CPU, .max_batch_tokens = MAX_TOK, .max_batch_seqs = 8};
     posy_err err;
     posy_engine *e = posy_engine_open(dir, &o, &err);
     CHECK_MSG(e != NULL, "open %s: %s", dir, err.msg);
@@ -68,7 +72,7 @@ static void check_model(const char *name, posy_pooling pooling, int normalize) {
     CHECK_EQ_INT(mi->hidden, 32);
     CHECK_EQ_INT(mi->pooling, pooling);
     CHECK_EQ_INT(mi->normalize, normalize);
-    CHECK_EQ_INT(mi->max_positions, 40);   /* RoBERTa: 42 rows - (pad 1 + 1) */
+    CHECK_EQ_INT(mi->max_positions, max_positions); /* RoBERTa, MPNet: the rows - (pad 1 + 1) */
 
     float out[16 * 32];
     posy_batch b = {1, c.n_seqs, c.n_tokens, c.ids, c.has_types ? c.types : NULL, c.cu, out, NULL};
@@ -92,7 +96,14 @@ static void check_model(const char *name, posy_pooling pooling, int normalize) {
     posy_engine_close(e);
 }
 
+static void check_model(const char *name, posy_pooling pooling, int normalize) {
+    check_model_in("tests/fixtures/tiny_expected.json", name, pooling, normalize, 40);
+}
+
 static void test_tiny_bert(void) { check_model("tiny-bert", POSY_POOL_CLS, 0); }
 static void test_tiny_roberta(void) { check_model("tiny-roberta", POSY_POOL_MEAN, 1); }
+static void test_tiny_mpnet(void) {
+    check_model_in("tests/fixtures/tiny_mpnet_expected.json", "tiny-mpnet", POSY_POOL_MEAN, 1, 200);
+}
 
-TEST_MAIN(TEST(test_tiny_bert), TEST(test_tiny_roberta))
+TEST_MAIN(TEST(test_tiny_bert), TEST(test_tiny_roberta), TEST(test_tiny_mpnet))

@@ -7,7 +7,9 @@
  * (ATT_TQ x keys) go to the thread's slice of caller-provided scratch, get a
  * max-subtracted softmax in place, and are multiplied by V straight into the
  * output rows.  Q, K and V are read where the fused QKV GEMM left them (row
- * stride 3H), so nothing is copied.
+ * stride 3H), so nothing is copied.  MPNet's relative position bias, when
+ * given, is added to each tile's scores before the softmax from a row per
+ * head indexed by distance (eng_relpos.h).
  *
  * Sequences of ATT_BLAS_MIN tokens or more use one sgemm for Q K^T and one
  * for P V per tile (already at 64 tokens the loops took 20% of a MiniLM
@@ -128,8 +130,18 @@ static void tile_pv(float *O, size_t ldo, const float *P, const float *V, size_t
     }
 }
 
+/* MPNet: the relative position bias added to the tile's scores */
+static void tile_bias(float *S, const float *row, int tq, int n_keys, int q0) {
+    for (int i = 0; i < tq; i++) {
+        float *s = S + (size_t)i * n_keys;
+        const float *b = row - (q0 + i); /* b[j] = bias of (key j - query q0 + i) */
+#pragma omp simd
+        for (int j = 0; j < n_keys; j++) s[j] += b[j];
+    }
+}
+
 static void attend_head(float *out, const float *qkv, int first, int len, int h, int n_heads,
-                        int d, int causal, float *S) {
+                        int d, int causal, const eng_relpos *rel, float *S) {
     int H = n_heads * d, use_blas = len >= ATT_BLAS_MIN;
     size_t ld = 3 * (size_t)H;
     float scale = 1.0f / sqrtf((float)d);
@@ -140,6 +152,7 @@ static void attend_head(float *out, const float *qkv, int first, int len, int h,
         int n_keys = causal ? q0 + tq : len;
         const float *Q = qkv + (size_t)(first + q0) * ld + (size_t)h * d;
         tile_scores(S, Q, K, ld, tq, n_keys, d, scale, use_blas);
+        if (rel) tile_bias(S, eng_relpos_row(rel, h), tq, n_keys, q0);
         tile_softmax(S, tq, n_keys, q0, causal);
         tile_pv(out + (size_t)(first + q0) * H + (size_t)h * d, (size_t)H, S, V, ld, tq, n_keys, d,
                 use_blas);
@@ -147,7 +160,7 @@ static void attend_head(float *out, const float *qkv, int first, int len, int h,
 }
 
 int eng_cpu_attention(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seqs,
-                      int n_heads, int head_dim, int causal, float *scratch,
+                      int n_heads, int head_dim, int causal, const eng_relpos *rel, float *scratch,
                       size_t scratch_floats) {
     int longest = 0;
     for (int s = 0; s < n_seqs; s++) {
@@ -155,7 +168,7 @@ int eng_cpu_attention(float *out, const float *qkv, const int32_t *cu_seqlens, i
         if (len > longest) longest = len;
     }
     size_t per_thread = eng_cpu_attention_scratch_floats(longest, 1);
-    if (per_thread > scratch_floats) return -1;
+    if (per_thread > scratch_floats || (rel && longest > rel->max_len)) return -1;
     int nt = omp_get_max_threads();
     if ((size_t)nt * per_thread > scratch_floats) nt = (int)(scratch_floats / per_thread);
     int blas_threads = openblas_get_num_threads();
@@ -169,7 +182,7 @@ int eng_cpu_attention(float *out, const float *qkv, const int32_t *cu_seqlens, i
         int s = w / n_heads, h = w % n_heads;
         float *S = scratch + (size_t)omp_get_thread_num() * per_thread;
         attend_head(out, qkv, cu_seqlens[s], cu_seqlens[s + 1] - cu_seqlens[s], h, n_heads, head_dim,
-                    causal, S);
+                    causal, rel, S);
     }
     if (any_blas && blas_threads > 1) openblas_set_num_threads(blas_threads);
     return 0;

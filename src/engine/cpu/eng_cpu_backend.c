@@ -45,6 +45,8 @@ typedef struct cpu_layer_pack {
 typedef struct cpu_backend {
     float *arena;
     float *x, *qkv, *ctx, *inter, *scratch;
+    float *rel_tab;                 /* MPNet: the expanded relative position bias (eng_relpos.h) */
+    eng_relpos rel;
     size_t scratch_floats;
     int n_threads;
     eng_cpu_isa isa;                  /* packed kernel, NONE: OpenBLAS only */
@@ -136,6 +138,17 @@ static int cpu_open(posy_engine *e, posy_err *err) {
     c->ctx = c->qkv + T * 3 * H;
     c->inter = c->ctx + T * H;
     c->scratch = c->inter + T * F;
+    if (e->bert.rel_bias) {
+        c->rel.max_len = mi->max_positions;
+        c->rel_tab = malloc(sizeof(float) * (size_t)mi->heads * eng_relpos_span(mi->max_positions));
+        if (!c->rel_tab) {
+            free(c->arena);
+            free(c);
+            return posy_err_set(err, POSY_E_NOMEM, "CPU backend: out of memory for the relative position table");
+        }
+        eng_relpos_expand(c->rel_tab, e->bert.rel_bias, mi->heads, mi->max_positions, 1.0f);
+        c->rel.tab = c->rel_tab;
+    }
     openblas_set_num_threads(c->n_threads);
     POSY_DEBUG("engine cpu: %d threads, activation arena %zu MiB", c->n_threads,
                floats * sizeof(float) >> 20);
@@ -149,6 +162,7 @@ static void cpu_close(posy_engine *e) {
     if (!c) return;
     eng_cpu_qwen3_close(c->qwen3);
     cpu_free_packs(c, e->bert.n_layers);
+    free(c->rel_tab);
     free(c->arena);
     free(c);
     e->backend = NULL;
@@ -163,7 +177,7 @@ static int cpu_layer(posy_engine *e, cpu_backend *c, int l, const posy_batch *b)
     float eps = (float)e->cfg.ln_eps, *tmp = c->qkv;
     eng_cpu_linear_pk(c->isa, c->qkv, c->x, L->qkv_w, P ? &P->qkv : NULL, L->qkv_b, T, 3 * H, H);
     if (eng_cpu_attention(c->ctx, c->qkv, b->cu_seqlens, b->n_seqs, mi->heads, e->cfg.head_dim,
-                          mi->causal, c->scratch, c->scratch_floats) != 0)
+                          mi->causal, c->rel_tab ? &c->rel : NULL, c->scratch, c->scratch_floats) != 0)
         return -1;
     eng_cpu_linear_pk(c->isa, tmp, c->ctx, L->ao_w, P ? &P->ao : NULL, L->ao_b, T, H, H);
     eng_cpu_add_layernorm(c->x, tmp, L->ln1_g, L->ln1_b, eps, T, H);

@@ -23,6 +23,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include "posy_engine.h"
+#include "eng_relpos.h"
 
 /* The build targets baseline x86-64 (SSE2) so the binary runs anywhere;
  * the few elementwise loops that matter get AVX2 and AVX-512 clones chosen
@@ -81,19 +82,24 @@ void eng_cpu_softmax_ref(float *x, int n);
 void eng_cpu_softmax(float *x, int n);
 
 /* Multi-head attention over packed sequences.  out[t, h*d..] = softmax(q k^T
- * / sqrt(d)) v within t's own sequence only (causal: keys up to t).  qkv as
- * above, out [n_tokens, n_heads*head_dim]. */
+ * / sqrt(d) + bias) v within t's own sequence only (causal: keys up to t).
+ * qkv as above, out [n_tokens, n_heads*head_dim].  bias: 0, or with
+ * rel_weight (MPNet's [ENG_RELPOS_BUCKETS, n_heads], eng_relpos.h) the
+ * weight of the bucket of (key - query) positions within the sequence; the
+ * reference looks the bucket up itself, the fast version reads the
+ * expanded table `rel` (NULL: none). */
 void eng_cpu_attention_ref(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seqs,
-                           int n_heads, int head_dim, int causal);
+                           int n_heads, int head_dim, int causal, const float *rel_weight);
 
 /* Scratch the fast attention needs for sequences up to max_len on n_threads
  * threads.  With less scratch it runs on fewer threads (at least one thread's
  * worth is required). */
 size_t eng_cpu_attention_scratch_floats(int max_len, int n_threads);
 /* Returns 0, or -1 if `scratch` cannot hold one thread's work for the
- * longest sequence of this batch (nothing is computed then). */
+ * longest sequence of this batch, or a sequence is longer than rel's
+ * table (nothing is computed then). */
 int eng_cpu_attention(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seqs,
-                      int n_heads, int head_dim, int causal, float *scratch,
+                      int n_heads, int head_dim, int causal, const eng_relpos *rel, float *scratch,
                       size_t scratch_floats);
 
 /* out[s] = pooled hidden states of sequence s: mean over its tokens, its

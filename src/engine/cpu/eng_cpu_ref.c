@@ -91,7 +91,7 @@ void eng_cpu_softmax_ref(float *x, int n) {
 /* One query row of one head: scores in double, max-subtracted softmax,
  * weighted sum of values. */
 static void ref_attend_row(float *o, const float *qkv, int first, int n_keys, int q, int h, int H,
-                           int d, double *p) {
+                           int d, const float *rel_weight, int n_heads, double *p) {
     size_t ld = 3 * (size_t)H;
     const float *qv = qkv + (size_t)q * ld + (size_t)h * d;
     double scale = 1.0 / sqrt((double)d), mx = -INFINITY, sum = 0;
@@ -100,6 +100,7 @@ static void ref_attend_row(float *o, const float *qkv, int first, int n_keys, in
         double acc = 0;
         for (int i = 0; i < d; i++) acc += (double)qv[i] * kv[i];
         p[j] = acc * scale;
+        if (rel_weight) p[j] += rel_weight[(size_t)eng_relpos_bucket(first + j - q) * n_heads + h];
         if (p[j] > mx) mx = p[j];
     }
     for (int j = 0; j < n_keys; j++) { p[j] = exp(p[j] - mx); sum += p[j]; }
@@ -112,7 +113,7 @@ static void ref_attend_row(float *o, const float *qkv, int first, int n_keys, in
 }
 
 void eng_cpu_attention_ref(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seqs,
-                           int n_heads, int head_dim, int causal) {
+                           int n_heads, int head_dim, int causal, const float *rel_weight) {
     int H = n_heads * head_dim, longest = 0;
     for (int s = 0; s < n_seqs; s++)
         if (cu_seqlens[s + 1] - cu_seqlens[s] > longest) longest = cu_seqlens[s + 1] - cu_seqlens[s];
@@ -123,7 +124,7 @@ void eng_cpu_attention_ref(float *out, const float *qkv, const int32_t *cu_seqle
         for (int h = 0; h < n_heads; h++)
             for (int i = 0; i < len; i++)
                 ref_attend_row(out + (size_t)(first + i) * H + (size_t)h * head_dim, qkv, first,
-                               causal ? i + 1 : len, first + i, h, H, head_dim, p);
+                               causal ? i + 1 : len, first + i, h, H, head_dim, rel_weight, n_heads, p);
     }
     free(p);
 }

@@ -1,0 +1,45 @@
+/* eng_relpos: MPNet's relative position bias, as one table per head.
+ *
+ * MPNet adds to every attention score a learned bias that depends only on
+ * the key's position minus the query's, through T5-style buckets: 32 of
+ * them, 16 per direction, distances 0-7 exact, then logarithmic up to 128,
+ * beyond which one bucket.  transformers computes the log in float32;
+ * here the same bucket comes from integer arithmetic (8 + the largest k
+ * with 64 * 2^k <= n^2), which is exact at the powers of two where the
+ * float formula lands on an integer and agrees everywhere else
+ * (test_relpos checks every distance to 600 against torch's output).
+ *
+ * Backends expand the [buckets, heads] weight once into a row per head
+ * indexed by the distance itself, so the attention inner loop does one
+ * load per score: row[key - query] with row pointing at distance 0.
+ */
+#ifndef ENG_RELPOS_H
+#define ENG_RELPOS_H
+
+#include <stddef.h>
+
+#define ENG_RELPOS_BUCKETS 32
+
+/* The bucket of distance rel = key position - query position. */
+int eng_relpos_bucket(int rel);
+
+/* An expanded table: for head h and distance r in [-(max_len-1), max_len-1],
+ * tab[h * eng_relpos_span(max_len) + (max_len - 1) + r]. */
+typedef struct eng_relpos {
+    const float *tab;
+    int max_len;
+} eng_relpos;
+
+static inline size_t eng_relpos_span(int max_len) { return 2 * (size_t)max_len - 1; }
+
+/* Head h's row, pointing at distance 0. */
+static inline const float *eng_relpos_row(const eng_relpos *r, int h) {
+    return r->tab + (size_t)h * eng_relpos_span(r->max_len) + (size_t)(r->max_len - 1);
+}
+
+/* Fill out (heads * eng_relpos_span(max_len) floats) from the model's
+ * weight [ENG_RELPOS_BUCKETS, heads], each value times mul (the CUDA
+ * kernels fold the softmax scale in; the CPU passes 1). */
+void eng_relpos_expand(float *out, const float *weight, int heads, int max_len, float mul);
+
+#endif
