@@ -18,11 +18,18 @@
  * "qk_norm_rope kernel + v3" against "v3 fused" on the same data.
  * Also the one-query chain's attention + O projection kernel
  * (eng_cu_chain_attn.cu, check_attn_o) and the QKV GEMM's attention tail
- * (eng_cu_chain_gemm.cu, check_qkv_att).
+ * (eng_cu_chain_gemm.cu, check_qkv_att).  The rel cases add MPNet's
+ * relative position bias (v2; eng_relpos.h's buckets in the reference).
  */
 #include "lab.h"
+#include "eng_relpos.h"
 
 typedef struct acase { int d, heads, kv_heads, causal; std::vector<int> lens; int qkn; } acase;
+
+/* run_case with MPNet's relative position bias (eng_cu_attn_args.rel),
+ * weights in [-3, 3] so that a wrong bucket or a missing bias fails the
+ * check */
+static int g_rel = 0;
 
 /* the tile list run_case builds: 0 sequence order (eng_cu_attn_tiles), 1
  * heaviest first (eng_cu_attn_tiles_heavy_first, the engine's default) */
@@ -64,7 +71,7 @@ static void ref_qk_head(float *x, int D, const float *w, const float *cs, float 
  * over K up to 2048 columns magnifies that rounding past its tolerance */
 static void ref_attn(const std::vector<float> &qkv, int ld, int H, const acase &c,
                      const std::vector<int> &cu, std::vector<float> &out, int ldo, size_t n_seqs,
-                     bool round_p = false) {
+                     bool round_p = false, const float *relw = nullptr) {
     const int D = c.d, grp = c.heads / c.kv_heads;
     const double scale = 1.0 / sqrt((double)D);
     std::vector<double> p;
@@ -81,7 +88,7 @@ static void ref_attn(const std::vector<float> &qkv, int ld, int H, const acase &
                     const float *k = &qkv[(size_t)(a + j) * ld + H + kh * D];
                     double s_ = 0;
                     for (int e = 0; e < D; e++) s_ += (double)q[e] * k[e];
-                    p[j] = s_ * scale;
+                    p[j] = s_ * scale + (relw ? (double)relw[eng_relpos_bucket(j - i) * c.heads + h] : 0.0);
                     mx = p[j] > mx ? p[j] : mx;
                 }
                 for (int j = 0; j < kend; j++) {
@@ -192,7 +199,19 @@ static void run_case(const acase &c, int time_it) {
     /* timing cases check their first two sequences only (the fp64
      * reference of a 32k-token batch would take minutes) */
     const int ref_seqs = time_it ? 2 : S;
-    ref_attn(fr, 3 * Hq, Hq, c, cu, ref, Hq, ref_seqs);
+    std::vector<float> relw, reltab;
+    const int rel_max = 600; /* the table longer than any case's sequence, as the engine's (max_positions) */
+    if (g_rel) {
+        uint32_t x = 777u;
+        relw.resize((size_t)ENG_RELPOS_BUCKETS * c.heads);
+        for (float &w : relw) {
+            x = x * 1664525u + 1013904223u;
+            w = -3.f + 6.f * (float)(x >> 8) / 16777216.f;
+        }
+        reltab.resize((size_t)c.heads * eng_relpos_span(rel_max));
+        eng_relpos_expand(reltab.data(), relw.data(), c.heads, rel_max, sqrtf((float)D));
+    }
+    ref_attn(fr, 3 * Hq, Hq, c, cu, ref, Hq, ref_seqs, false, g_rel ? relw.data() : nullptr);
 
     const int max_tiles = eng_cu_attn_max_tiles(T + 5, S + 2); /* a bucket bigger than the batch */
     std::vector<int32_t> tiles(2 * max_tiles);
@@ -208,8 +227,13 @@ static void run_case(const acase &c, int time_it) {
     a.tiles = dtiles; a.n_tiles_dev = dnt; a.max_tiles = max_tiles;
     int *dwork = lab_upload(std::vector<int>(2, 0));
     a.work = dwork; /* used where eng_cu_attn_wg_dyn = 1 only */
-    float *dqw = NULL, *dkw = NULL, *drope = NULL;
+    float *dqw = NULL, *dkw = NULL, *drope = NULL, *drel = NULL;
     if (c.qkn) lab_attn_qkn(a, qw, kw, rope, rope_rows, qk_eps, &dqw, &dkw, &drope);
+    if (g_rel) {
+        drel = lab_upload(reltab);
+        a.rel = drel;
+        a.rel_max = rel_max;
+    }
     /* 4, 5: v2 with more resident blocks (key tiles of 32 / 64) below
      * d = 128; at d = 128 v7 with three blocks an SM (5: Q read from
      * shared memory); 6: one-dimensional grid, head fastest; 7: 6 with
@@ -223,6 +247,10 @@ static void run_case(const acase &c, int time_it) {
     std::vector<int> versions = {1, 2, 3, 4, 5, 6, 7, 8, 9};
     if (eng_cu_gemm_wg_available()) versions.push_back(10);
     if (c.qkn) versions = {2, 3, 6, 7, 10}; /* v2's: the one-query chain's (Qwen3); 10 falls back to v2 */
+    if (g_rel) { /* v2 and v10 add the bias; any other version asked for runs v2 */
+        versions = {2, 9};
+        if (eng_cu_gemm_wg_available()) versions.push_back(10);
+    }
     if (time_it && !c.qkn && getenv("LAB_ATTN_ONLY10") && eng_cu_gemm_wg_available())
         versions = {10}; /* quicker timing runs */
     std::vector<float> got3;
@@ -230,7 +258,7 @@ static void run_case(const acase &c, int time_it) {
         a.version = version;
         char name[128];
         snprintf(name, sizeof name, "attn v%d%s d=%d h=%d kv=%d %s seqs=%d tokens=%d%s", version,
-                 c.qkn ? " qkn" : "", D, c.heads, c.kv_heads, c.causal ? "causal" : "bidir", S, T,
+                 c.qkn ? " qkn" : g_rel ? " rel" : "", D, c.heads, c.kv_heads, c.causal ? "causal" : "bidir", S, T,
                  g_heavy ? " heavy" : "");
         lab_poison(dout, (size_t)T * Hq * 2);
         if (version == 10 && !c.qkn) { /* in each form; a failure must not end the lab */
@@ -364,7 +392,7 @@ static void run_case(const acase &c, int time_it) {
         }
         cudaFree(dcopy); cudaFree((void *)q.n_seqs_dev); cudaFree((void *)q.n_rows_dev);
     }
-    cudaFree(dqw); cudaFree(dkw); cudaFree(drope);
+    cudaFree(dqw); cudaFree(dkw); cudaFree(drope); cudaFree(drel);
     cudaFree(dqkv); cudaFree(dcu); cudaFree(dtiles); cudaFree(dnt); cudaFree(dout); cudaFree(dwork);
 }
 
@@ -721,6 +749,10 @@ int main(void) {
             run_case({d, 4, 2, causal, mix, 1}, 0);
             run_case({d, 16, 8, causal, {16}, 1}, 0); /* a one-query chain's shape */
             run_case({d, 16, 8, causal, {7, 40}, 1}, 0);
+            g_rel = 1; /* MPNet's relative bias (512 tokens: every bucket) */
+            run_case({d, 4, 4, causal, mix, 0}, 0);
+            run_case({d, 2, 2, causal, {1}, 0}, 0);
+            g_rel = 0;
         }
     /* the chain's attention + O projection: all-MiniLM, BERT-base,
      * BERT-large-like and Qwen3-0.6B shapes; one sequence filling the
@@ -779,6 +811,9 @@ int main(void) {
     run_case({32, 12, 12, 0, std::vector<int>(64, 512), 0}, 1);
     run_case({128, 16, 8, 1, std::vector<int>(16, 1024), 0}, 1);
     run_case({64, 12, 12, 0, std::vector<int>(2048, 16), 0}, 1);
+    g_rel = 1; /* MPNet-base: the bias's cost against v2 above */
+    run_case({64, 12, 12, 0, std::vector<int>(64, 512), 0}, 1);
+    g_rel = 0;
     /* the saturated step of bench/profile_gpu.sh: 65536 tokens of 128 */
     run_case({32, 12, 12, 0, std::vector<int>(512, 128), 0}, 1);
     run_case({64, 12, 12, 0, std::vector<int>(512, 128), 0}, 1);

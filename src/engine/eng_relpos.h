@@ -21,7 +21,21 @@
 #define ENG_RELPOS_BUCKETS 32
 
 /* The bucket of distance rel = key position - query position. */
-int eng_relpos_bucket(int rel);
+static inline int eng_relpos_bucket(int rel) {
+    long long n = -(long long)rel;
+    int ret = 0;
+    if (n < 0) {
+        ret = ENG_RELPOS_BUCKETS / 2;
+        n = -n;
+    }
+    if (n < 8) return ret + (int)n;
+    /* 8 + floor(8 * log(n / 8) / log(16)) = 8 + floor(log2(n^2 / 64)),
+     * capped at the direction's last bucket (15) */
+    const long long sq = n * n;
+    int k = 0;
+    while (k < 7 && (64LL << (k + 1)) <= sq) k++;
+    return ret + 8 + k;
+}
 
 /* An expanded table: for head h and distance r in [-(max_len-1), max_len-1],
  * tab[h * eng_relpos_span(max_len) + (max_len - 1) + r]. */
@@ -39,7 +53,14 @@ static inline const float *eng_relpos_row(const eng_relpos *r, int h) {
 
 /* Fill out (heads * eng_relpos_span(max_len) floats) from the model's
  * weight [ENG_RELPOS_BUCKETS, heads], each value times mul (the CUDA
- * kernels fold the softmax scale in; the CPU passes 1). */
-void eng_relpos_expand(float *out, const float *weight, int heads, int max_len, float mul);
+ * kernels fold the softmax scale in; the CPU passes 1).  Inline, like the
+ * bucket, so the CUDA library and the labs use the same code without
+ * linking the C engine. */
+static inline void eng_relpos_expand(float *out, const float *weight, int heads, int max_len, float mul) {
+    const size_t span = eng_relpos_span(max_len);
+    for (int h = 0; h < heads; h++)
+        for (int r = -(max_len - 1); r <= max_len - 1; r++)
+            out[(size_t)h * span + (size_t)(r + max_len - 1)] = weight[(size_t)eng_relpos_bucket(r) * heads + h] * mul;
+}
 
 #endif

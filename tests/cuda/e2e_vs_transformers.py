@@ -1,8 +1,9 @@
 """End-to-end GPU check of posy's CUDA backend against transformers on the
 same random weights (run on a GPU machine; tests/cuda/run_gpu_tests.sh).
 
-For each configuration (all-MiniLM-L6-v2's and bert-base-uncased's) it
-builds a random-weight BertModel (LayerNorm parameters and biases perturbed
+For each configuration (all-MiniLM-L6-v2's, bert-base-uncased's and
+all-mpnet-base-v2's) it builds a random-weight BertModel or MPNetModel
+(LayerNorm parameters, biases and MPNet's relative position bias perturbed
 so that every epilogue and norm parameter matters), writes it as
   - a Hugging Face folder (safetensors + sentence-transformers files: mean
     pooling + Normalize), for the engine front and the CPU engine;
@@ -16,7 +17,7 @@ usage: e2e_vs_transformers.py [--build-only] BUILD_DIR WORK_DIR [model ...]
 import json, os, struct, subprocess, sys
 import numpy as np
 import torch
-from transformers import BertConfig, BertModel
+from transformers import BertConfig, BertModel, MPNetConfig, MPNetModel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_common import check_outputs, cosines  # noqa: E402,F401  (cosines: compare_cpu.py uses it from here)
@@ -30,7 +31,12 @@ MINILM = dict(hidden_size=384, num_hidden_layers=6, num_attention_heads=12, inte
 BERT_BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
                  vocab_size=30522, max_position_embeddings=512, type_vocab_size=2, hidden_act="gelu",
                  layer_norm_eps=1e-12)
-CONFIGS = {"minilm-l6": MINILM, "bert-base": BERT_BASE}
+# sentence-transformers/all-mpnet-base-v2's configuration (MPNet: relative
+# position buckets in attention, positions from 2, no token types)
+MPNET_BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+                  vocab_size=30527, max_position_embeddings=514, hidden_act="gelu", layer_norm_eps=1e-5,
+                  relative_attention_num_buckets=32, mpnet=True)
+CONFIGS = {"minilm-l6": MINILM, "bert-base": BERT_BASE, "mpnet-base": MPNET_BASE}
 LENGTHS = [1, 2, 3, 5, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 200, 255, 256,
            257, 300, 383, 384, 400, 511, 512]
 
@@ -47,6 +53,8 @@ def randomize(m, seed=1234):
             shape = tuple(p.shape)
             if "LayerNorm.weight" in n:
                 v = 1 + 0.2 * rng.standard_normal(shape)
+            elif "relative_attention_bias" in n:
+                v = rng.standard_normal(shape)  # large enough that a wrong bucket shows
             elif n.endswith("bias"):
                 v = 0.1 * rng.standard_normal(shape)
             else:
@@ -56,8 +64,12 @@ def randomize(m, seed=1234):
 
 
 def build(name, kw, root):
-    cfg = BertConfig(**kw, attn_implementation="eager")
-    m = randomize(BertModel(cfg, add_pooling_layer=False).eval())
+    kw = dict(kw)
+    mpnet = kw.pop("mpnet", False)
+    if mpnet:
+        m = randomize(MPNetModel(MPNetConfig(**kw, attn_implementation="eager"), add_pooling_layer=False).eval())
+    else:
+        m = randomize(BertModel(BertConfig(**kw, attn_implementation="eager"), add_pooling_layer=False).eval())
     hf = os.path.join(root, name + "-hf")
     m.save_pretrained(hf, safe_serialization=True)
     os.makedirs(os.path.join(hf, "1_Pooling"), exist_ok=True)
@@ -73,23 +85,33 @@ def build(name, kw, root):
     hdir = os.path.join(root, name + "-harness")
     os.makedirs(hdir, exist_ok=True)
     H, L = kw["hidden_size"], kw["num_hidden_layers"]
+    # MPNet: the usable positions (the table has 2 more rows), no token types
+    maxpos = kw["max_position_embeddings"] - (2 if mpnet else 0)
     with open(os.path.join(hdir, "dims.txt"), "w") as f:
-        f.write(f"{H} {L} {kw['num_attention_heads']} {kw['intermediate_size']} {kw['vocab_size']} "
-                f"{kw['type_vocab_size']} {kw['max_position_embeddings']} {kw['layer_norm_eps']} 0 1\n")
+        f.write(f"{'mpnet ' if mpnet else ''}{H} {L} {kw['num_attention_heads']} {kw['intermediate_size']} "
+                f"{kw['vocab_size']} {kw.get('type_vocab_size', 0)} {maxpos} {kw['layer_norm_eps']} 0 1\n")
     sd = {k: v.detach().float().numpy() for k, v in m.state_dict().items()}
-    parts = [sd["embeddings.word_embeddings.weight"], sd["embeddings.position_embeddings.weight"],
-             sd["embeddings.token_type_embeddings.weight"], sd["embeddings.LayerNorm.weight"],
-             sd["embeddings.LayerNorm.bias"]]
+    parts = [sd["embeddings.word_embeddings.weight"], sd["embeddings.position_embeddings.weight"]]
+    if not mpnet:
+        parts.append(sd["embeddings.token_type_embeddings.weight"])
+    parts += [sd["embeddings.LayerNorm.weight"], sd["embeddings.LayerNorm.bias"]]
     for l in range(L):
         p = f"encoder.layer.{l}."
         a = p + "attention."
-        parts += [np.concatenate([sd[a + f"self.{x}.weight"] for x in ("query", "key", "value")]),
-                  np.concatenate([sd[a + f"self.{x}.bias"] for x in ("query", "key", "value")]),
-                  sd[a + "output.dense.weight"], sd[a + "output.dense.bias"],
-                  sd[a + "output.LayerNorm.weight"], sd[a + "output.LayerNorm.bias"],
+        if mpnet:
+            names = dict(qkv=[a + f"attn.{x}" for x in "qkv"], o=a + "attn.o", ln1=a + "LayerNorm")
+        else:
+            names = dict(qkv=[a + f"self.{x}" for x in ("query", "key", "value")], o=a + "output.dense",
+                         ln1=a + "output.LayerNorm")
+        parts += [np.concatenate([sd[x + ".weight"] for x in names["qkv"]]),
+                  np.concatenate([sd[x + ".bias"] for x in names["qkv"]]),
+                  sd[names["o"] + ".weight"], sd[names["o"] + ".bias"],
+                  sd[names["ln1"] + ".weight"], sd[names["ln1"] + ".bias"],
                   sd[p + "intermediate.dense.weight"], sd[p + "intermediate.dense.bias"],
                   sd[p + "output.dense.weight"], sd[p + "output.dense.bias"],
                   sd[p + "output.LayerNorm.weight"], sd[p + "output.LayerNorm.bias"]]
+    if mpnet:
+        parts.append(sd["encoder.relative_attention_bias.weight"])
     with open(os.path.join(hdir, "weights.bin"), "wb") as f:
         for x in parts:
             f.write(np.ascontiguousarray(x, dtype=np.float32).tobytes())
@@ -124,7 +146,8 @@ def reference(m, seqs):
     with torch.no_grad():
         for s in seqs:
             ids = torch.from_numpy(s.astype(np.int64))[None].to(dev)
-            h = m(input_ids=ids, token_type_ids=torch.zeros_like(ids)).last_hidden_state[0]
+            kw = {} if isinstance(m, MPNetModel) else {"token_type_ids": torch.zeros_like(ids)}
+            h = m(input_ids=ids, **kw).last_hidden_state[0]
             out.append(torch.nn.functional.normalize(h.mean(0), dim=0).cpu().numpy())
     m.cpu()
     return np.stack(out)

@@ -20,6 +20,7 @@
 #include <string.h>
 #include "eng_internal.h"
 #include "eng_cu_backend.h"
+#include "eng_relpos.h"
 
 typedef struct gh_seqs { int n; int32_t *lens, *off, *ids; } gh_seqs;
 
@@ -94,7 +95,11 @@ static inline void gh_load_model(posy_engine *e, const char *dir) {
     if (!f) { fprintf(stderr, "cannot open %s\n", path); exit(2); }
     char tag[16] = "";
     if (fscanf(f, "%15s", tag) == 1 && !strcmp(tag, "qwen3")) { gh_load_qwen3(e, dir, f); return; }
-    rewind(f);
+    /* "mpnet" first: MPNet -- positions from 2 (the table has max_positions
+     * + 2 rows), no token types, and the relative position bias
+     * [32, heads] after the layers */
+    const int mpnet = !strcmp(tag, "mpnet");
+    if (!mpnet) rewind(f);
     posy_model_info *in = &e->cfg.info;
     double eps;
     int pool, norm;
@@ -104,10 +109,13 @@ static inline void gh_load_model(posy_engine *e, const char *dir) {
     fclose(f);
     in->kv_heads = in->heads;
     in->max_seq_len = in->max_positions;
-    e->cfg.max_position_embeddings = in->max_positions;
+    e->cfg.max_position_embeddings = in->max_positions + (mpnet ? 2 : 0);
+    e->cfg.position_offset = mpnet ? 2 : 0;
+    e->cfg.pad_token_id = mpnet ? 1 : 0;
+    e->cfg.rel_buckets = mpnet ? ENG_RELPOS_BUCKETS : 0;
     in->pooling = (posy_pooling)pool;
     in->normalize = norm;
-    snprintf(in->arch, sizeof in->arch, "bert");
+    snprintf(in->arch, sizeof in->arch, mpnet ? "mpnet" : "bert");
     snprintf(in->model_dir, sizeof in->model_dir, "%s", dir);
     e->cfg.ln_eps = eps;
     e->cfg.act = ENG_ACT_GELU;
@@ -120,7 +128,7 @@ static inline void gh_load_model(posy_engine *e, const char *dir) {
     b->owned = w;
     float *p = w;
     b->word_emb = p; p += (size_t)in->vocab * H;
-    b->pos_emb = p; p += (size_t)in->max_positions * H;
+    b->pos_emb = p; p += (size_t)e->cfg.max_position_embeddings * H;
     b->type_emb = p; p += (size_t)in->type_vocab * H;
     b->emb_ln_g = p; p += H;
     b->emb_ln_b = p; p += H;
@@ -141,6 +149,7 @@ static inline void gh_load_model(posy_engine *e, const char *dir) {
         L->ln2_g = p; p += H;
         L->ln2_b = p; p += H;
     }
+    if (mpnet) { b->rel_bias = p; p += (size_t)ENG_RELPOS_BUCKETS * in->heads; }
     if ((size_t)(p - w) * 4 != len) {
         fprintf(stderr, "%s: %zu bytes, expected %zu\n", path, len, (size_t)(p - w) * 4);
         exit(2);

@@ -22,6 +22,9 @@
 #   bench  bench/bench_gpu.sh with the peer from .peer (carried)      (~6 min)
 #   qbench tests/cuda/run_qwen3_gpu.sh, STAGES="bench peer"           (~3 min)
 #   prof   bench/profile_gpu.sh: per-kernel time of a saturated step (~2 min)
+#   mpnet  tests/cuda/run_mpnet_gpu.sh: MPNet's relative bias -- lab_attn
+#          checks + memcheck, e2e against transformers, bench_gpu beside
+#          BERT-base, lab_attn timing                                (~5 min)
 #   labs   the kernel labs named in LABS (default lab_attn), full run and
 #          compute-sanitizer memcheck (LAB_QUICK); builds build-gpu when
 #          no earlier part did                                       (~1-2 min)
@@ -78,6 +81,7 @@ for p in $PARTS; do
     bench) run_part bench 420 env PEER_DIR=.peer bash bench/bench_gpu.sh ;;
     qbench) run_part qbench 240 env STAGES="bench peer" bash tests/cuda/run_qwen3_gpu.sh ;;
     prof) run_part prof 240 bash bench/profile_gpu.sh ;;
+    mpnet) run_part mpnet 330 bash tests/cuda/run_mpnet_gpu.sh ;;
     labs) run_part labs 240 env LABS="${LABS:-lab_attn}" bash -c '[ -x build-gpu/lab_attn ] || {
             cmake -S . -B build-gpu -DPOSY_ENGINE_ONLY=ON -DPOSY_CUDA=ON -DCMAKE_BUILD_TYPE=Release >/dev/null &&
             cmake --build build-gpu -j"$(nproc)" > "$OUT/build.log" 2>&1 || { echo BUILD FAILED; exit 1; }; }

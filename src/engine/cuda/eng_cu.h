@@ -298,6 +298,14 @@ typedef struct eng_cu_attn_args {
     /* walk the tile list last to first (eng_cu_order_take; the launcher
      * sets it, so callers leave it 0) */
     int rev;
+    /* MPNet's relative position bias, or NULL: device table of n_heads
+     * rows of eng_relpos_span(rel_max) floats (eng_relpos.h's layout),
+     * holding bias / scale; every sequence at most rel_max tokens.  Only
+     * versions 2 and 10 add it (v10 in its static grid, one or two
+     * stages): with rel set, 10 runs as 10 (v2 off Hopper) and every other
+     * version asked for runs v2; no q/k norm with it */
+    const float *rel;
+    int rel_max;
 } eng_cu_attn_args;
 
 /* The version `version = 0` runs for a head size: POSY_CUDA_ATTN when it

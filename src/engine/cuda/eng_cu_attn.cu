@@ -60,6 +60,11 @@
  * faster than v2, replaced.)
  * 10 (eng_cu_attn_wg.cu, sm_90): both products as wgmma; the default on
  * Hopper since 2026-12-02, its measurements in that file's header.
+ * MPNet's relative position bias (eng_cu_attn_args.rel, 2026-12-06): v2
+ * (REL, the one-query chain's) and v10 (its static grid) add it to the
+ * scores before the softmax (eng_attn_add_rel); every other version asked
+ * for runs v2 then.  H200 run 86, 64 x 512 tokens, d = 64: v2 256 ->
+ * 323 us, v10 two stages 209 -> 282 us (one global load a score, from L1).
  */
 #include "eng_cu_frag.h"
 #include "eng_cu_trace.h"
@@ -221,7 +226,7 @@ static constexpr size_t attn_smem_bytes() {
 ENG_CU_TRACE_UNIT("attn")
 
 template <int D, bool CAUSAL, int BN = (D >= 128 ? 32 : 64), int MINB = (D >= 128 ? 2 : 4), bool QKN = false,
-          int ST_ = 0, bool HM = false, bool QSM = false>
+          int ST_ = 0, bool HM = false, bool QSM = false, bool REL = false>
 __global__ void __launch_bounds__(128, MINB) attn_kernel_v2(eng_cu_attn_args a) {
     constexpr int BM = ENG_CU_ATTN_BM, LD = D + 8, NT = 128;
     constexpr int ST = ST_ ? ST_ : (D >= 128 ? 1 : 2);
@@ -255,6 +260,8 @@ __global__ void __launch_bounds__(128, MINB) attn_kernel_v2(eng_cu_attn_args a) 
     float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
     const float sl2 = a.scale * 1.4426950408889634f;
     const int wrow0 = q0 + warp * 16; /* this warp's first query row */
+    /* REL: the head's bias row at distance 0 (eng_cu_attn_args.rel) */
+    const float *rb = REL ? a.rel + (size_t)h * (2 * (size_t)a.rel_max - 1) + (a.rel_max - 1) : nullptr;
     const bf16 *Qs = sQ + (warp * 16 + (mi & 1) * 8 + mr) * LD + (mi >> 1) * 8; /* QSM: its ldmatrix address */
 
     for (int j = 0; j < ntiles; j++) {
@@ -280,7 +287,7 @@ __global__ void __launch_bounds__(128, MINB) attn_kernel_v2(eng_cu_attn_args a) 
             for (int kk = 0; kk < D / 16; kk++) eng_ldmatrix_x4(qf[kk], Qs + kk * 16);
         }
         const bf16 *K = sK0 + buf * BN * LD, *V = sV0 + buf * BN * LD;
-        eng_attn_tile<D, BN, CAUSAL, QSM>(qf, K, V, k0, len, wrow0, sl2, o, m, l, Qs);
+        eng_attn_tile<D, BN, CAUSAL, QSM, REL>(qf, K, V, k0, len, wrow0, sl2, o, m, l, Qs, rb);
         __syncthreads(); /* buffer `buf` is refilled by the next iteration's prefetch */
         if (ST == 1 && j + 1 < ntiles) {
             eng_async_rows<BN, D, NT>(sK0, kbase + (size_t)(k0 + BN) * a.ldk, a.ldk, len - k0 - BN);
@@ -370,10 +377,10 @@ static cudaError_t launch_v8(cudaStream_t s, const eng_cu_attn_args *a) {
  * ST = 2 at D = 128, which needs attn_smem_optin) and its grid,
  * two-dimensional (tile, head) or, HM, one-dimensional with the head
  * fastest. */
-template <int D, bool C, int BN, int MB, bool QKN, int ST, bool HM, bool QSM = false>
+template <int D, bool C, int BN, int MB, bool QKN, int ST, bool HM, bool QSM = false, bool REL = false>
 static cudaError_t launch_v2(cudaStream_t s, const eng_cu_attn_args *a) {
     constexpr size_t smem = attn_smem_bytes<D, BN, ST ? ST : (D >= 128 ? 1 : 2)>();
-    void (*k)(eng_cu_attn_args) = attn_kernel_v2<D, C, BN, MB, QKN, ST, HM, QSM>;
+    void (*k)(eng_cu_attn_args) = attn_kernel_v2<D, C, BN, MB, QKN, ST, HM, QSM, REL>;
     static bool optin = false; /* this instantiation's own */
     const cudaError_t e = attn_smem_optin<smem>(k, optin);
     if (e != cudaSuccess) return e;
@@ -395,7 +402,10 @@ static cudaError_t launch_d(cudaStream_t s, const eng_cu_attn_args *a, int v) {
     constexpr int BN = D >= 128 ? 32 : 64, MB = D >= 128 ? 2 : 4;
     if (D < 128 && v == 7) v = 6; /* below D = 128 v2 already has two stages */
     cudaError_t e;
-    if (v == 8 && !a->q_norm)
+    if (a->rel) /* MPNet's relative position bias: v2 only (eng_cu_attn_args.rel) */
+        e = a->causal ? launch_v2<D, true, BN, MB, false, 0, false, false, true>(s, a)
+                      : launch_v2<D, false, BN, MB, false, 0, false, false, true>(s, a);
+    else if (v == 8 && !a->q_norm)
         e = a->causal ? launch_v8<D, true>(s, a) : launch_v8<D, false>(s, a);
     else if (v == 9 && !a->q_norm) {
         /* Q's fragments read from shared memory at each k-step (QSM), so
@@ -475,7 +485,9 @@ cudaError_t eng_cu_attention(cudaStream_t s, const eng_cu_attn_args *a) {
     if (a->max_tiles <= 0 || a->n_heads <= 0 || a->n_kv_heads <= 0 ||
         a->n_heads % a->n_kv_heads || a->version < 0 || a->version > 10)
         return cudaErrorInvalidValue;
+    if (a->rel && (a->q_norm || a->rel_max <= 0)) return cudaErrorInvalidValue;
     int v = a->version ? a->version : eng_cu_attn_version(a->head_dim, 0);
+    if (a->rel && v != 10) v = 2; /* the relative bias: v2 and v10 (off Hopper, v2) */
     if (v == 10 && !a->q_norm && eng_cu_gemm_wg_available())
         return eng_cu_attention_wg(s, a); /* its launcher asks eng_cu_order_take */
     eng_cu_order_take(0); /* the others walk the tile list forwards */

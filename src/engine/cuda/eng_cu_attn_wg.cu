@@ -22,7 +22,9 @@
  *               packed to bf16 as v2 does) and B = V from shared memory,
  *               MN-major (V's rows are keys, the product's K dimension).
  * Only the ordinary copies need a proxy fence: cp.async writes through the
- * generic proxy, wgmma reads through the async one.
+ * generic proxy, wgmma reads through the async one.  REL (MPNet, a->rel):
+ * the relative position bias added to S before the softmax, in the static
+ * grid only (the item walks and the persistent form fall back to it).
  *
  * Stages: two (K and V of the next tile copied while this one is
  * computed) take 82 KB at D = 128, two blocks an SM; one (the next K
@@ -90,7 +92,7 @@
  * QKV rows still in L2; the (x, head) grid reads each head's rows in its
  * own pass.  Opt-in: within the noise on the H200 (2026-12-03 run 27:
  * saturated MiniLM 0.995-1.007x, BERT-base 0.999-1.000x). */
-template <int D, bool CAUSAL, int ST, bool DYN, bool HF = false>
+template <int D, bool CAUSAL, int ST, bool DYN, bool HF = false, bool REL = false>
 __global__ void __launch_bounds__(128, (awg_minb<D, ST>())) attn_wg_kernel(eng_cu_attn_args a) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int BM = ENG_CU_ATTN_BM, BN = 64, TB = 64 * D * 2; /* a tile's bytes (BM = BN = 64) */
@@ -141,6 +143,9 @@ __global__ void __launch_bounds__(128, (awg_minb<D, ST>())) attn_wg_kernel(eng_c
                 awg_load<D, BN>(sK, kn, a.ldk, len - k0 - BN);
                 eng_async_commit();
             }
+            if constexpr (REL) /* MPNet (eng_cu_attn_args.rel) */
+                eng_attn_add_rel<BN>(sc, a.rel + (size_t)h * (2 * (size_t)a.rel_max - 1) + (a.rel_max - 1), k0, len,
+                                     wrow0);
             eng_attn_softmax<D, BN, CAUSAL>(sc, k0, len, wrow0, sl2, o, m, l);
             uint32_t pa[4][4];
             awg_pack_p(pa, sc);
@@ -270,12 +275,15 @@ static cudaError_t awg_launch(cudaStream_t s, const eng_cu_attn_args *a_in) {
     eng_cu_attn_args b = *a_in;
     b.rev = eng_cu_order_take(1); /* the tile list either way (attn_item_at) */
     const eng_cu_attn_args *a = &b;
-    if (awg_dyn(a, D)) return awg_launch_items<D, C, ST, true>(s, a);
-    if (awg_hf()) return awg_launch_items<D, C, ST, false>(s, a);
-    void (*k)(eng_cu_attn_args) = attn_wg_kernel<D, C, ST, false>;
+    /* MPNet's relative bias: the static grid only (not the item walks) */
+    if (!a->rel && awg_dyn(a, D)) return awg_launch_items<D, C, ST, true>(s, a);
+    if (!a->rel && awg_hf()) return awg_launch_items<D, C, ST, false>(s, a);
+    void (*k)(eng_cu_attn_args) = a->rel ? attn_wg_kernel<D, C, ST, false, false, true> : attn_wg_kernel<D, C, ST, false>;
     constexpr size_t smem = awg_smem<D, ST>();
-    static bool optin = false; /* this instantiation's own */
-    static int resident = 0;   /* blocks an SM x SMs */
+    static bool optin_k[2] = {false, false}; /* each kernel's own: [rel] */
+    static int resident_k[2] = {0, 0};       /* blocks an SM x SMs */
+    bool &optin = optin_k[a->rel != NULL];
+    int &resident = resident_k[a->rel != NULL];
     cudaError_t e = attn_smem_optin<smem>(k, optin);
     if (e != cudaSuccess) return e;
     int x = a->max_tiles;
@@ -299,7 +307,8 @@ static cudaError_t awg_pick(cudaStream_t s, const eng_cu_attn_args *a) {
         const char *e = getenv("POSY_CUDA_ATTN_WG");
         env = e && e[0] >= '1' && e[0] <= '3' && !e[1] ? e[0] - '0' : 0;
     }
-    const int st = eng_cu_attn_wg_stages ? eng_cu_attn_wg_stages : env ? env : D == 128 ? 1 : 2;
+    int st = eng_cu_attn_wg_stages ? eng_cu_attn_wg_stages : env ? env : D == 128 ? 1 : 2;
+    if (st == 3 && a->rel) st = D == 128 ? 1 : 2; /* the persistent form has no relative bias */
     if (st == 3) return eng_cu_order_take(0), eng_cu_attention_wgp(s, a);
     if (st == 1) return a->causal ? awg_launch<D, true, 1>(s, a) : awg_launch<D, false, 1>(s, a);
     return a->causal ? awg_launch<D, true, 2>(s, a) : awg_launch<D, false, 2>(s, a);

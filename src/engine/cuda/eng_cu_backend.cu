@@ -197,7 +197,10 @@ static cu_bucket *bucket_for(cu_state *st, int tokens, int seqs) {
 }
 
 /* Fill the slot's pinned input block for bucket `bk`. */
-static int pack(cu_state *st, cu_slot *sl, const cu_bucket *bk, const posy_batch *b, int pos_off,
+/* Positions: t - start + pos_off; with pad_id >= 0 (RoBERTa, MPNet: an
+ * offset) Hugging Face's rule instead, as the CPU engine's embedding: a pad
+ * id inside a sequence sits at position pad_id and is not counted. */
+static int pack(cu_state *st, cu_slot *sl, const cu_bucket *bk, const posy_batch *b, int pos_off, int pad_id,
                 posy_err *err) {
     const eng_cu_in_layout L = eng_cu_in_layout_for(bk->tokens, bk->seqs);
     int32_t *in = sl->h_in;
@@ -216,7 +219,10 @@ static int pack(cu_state *st, cu_slot *sl, const cu_bucket *bk, const posy_batch
         if (z - a > m->max_pos)
             return posy_err_set(err, POSY_E_TOO_LONG, "sequence %d has %d tokens, model max %d", s,
                                 z - a, m->max_pos);
-        for (int t = a; t < z; t++) in[L.pos + t] = t - a + pos_off;
+        if (pad_id < 0)
+            for (int t = a; t < z; t++) in[L.pos + t] = t - a + pos_off;
+        else
+            for (int t = a, n = 0; t < z; t++) in[L.pos + t] = b->ids[t] == pad_id ? pad_id : pad_id + ++n;
     }
     for (int t = 0; t < b->n_tokens; t++) {
         const int id = b->ids[t], ty = b->type_ids ? b->type_ids[t] : 0;
@@ -329,7 +335,8 @@ static int cu_submit(posy_engine *e, const posy_batch *b, posy_err *err) {
         sl = oldest_busy(st);
         finish_slot(st, sl, cudaEventSynchronize(sl->done));
     }
-    if (pack(st, sl, bk, b, e->cfg.position_offset, err)) return -1;
+    if (pack(st, sl, bk, b, e->cfg.position_offset, e->cfg.position_offset > 0 ? e->cfg.pad_token_id : -1, err))
+        return -1;
     const eng_cu_in_layout L = eng_cu_in_layout_for(bk->tokens, bk->seqs);
     cudaStream_t s = st->stream;
     cudaError_t ce = cudaMemcpyAsync(st->m.d_in, sl->h_in, L.total * 4, cudaMemcpyHostToDevice, s);

@@ -94,10 +94,31 @@ template <int D, int BN, bool CAUSAL>
 static __device__ __forceinline__ void eng_attn_softmax(float (*sc)[4], int k0, int len, int wrow0, float sl2,
                                                         float (*o)[4], float *m, float *l);
 
-template <int D, int BN, bool CAUSAL, bool QSM = false>
+/* MPNet's relative position bias on the warp's scores sc (the mma.sync C
+ * layout, as eng_attn_softmax's): rb is the head's row in units of raw
+ * scores (the bias / scale), pointing at distance 0; the bias of (key -
+ * query) is added to the score of every real key and query row. */
+template <int BN>
+static __device__ __forceinline__ void eng_attn_add_rel(float (*sc)[4], const float *rb, int k0, int len, int wrow0) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int nt = 0; nt < BN / 8; nt++)
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+            const int key = k0 + nt * 8 + 2 * t + (e & 1), q = wrow0 + g + 8 * (e >> 1);
+            if (key < len && q < len) sc[nt][e] += __ldg(rb + (key - q));
+        }
+}
+
+/* REL (MPNet): rb is the head's relative position bias row in units of
+ * raw scores (the bias / scale, so the softmax's one FFMA scales both),
+ * pointing at distance 0; the bias of (key - query) is added to every
+ * score of a real key and query (eng_relpos.h, eng_cu_attn_args.rel). */
+template <int D, int BN, bool CAUSAL, bool QSM = false, bool REL = false>
 static __device__ __forceinline__ void eng_attn_scores(const uint32_t (*qf)[4], const bf16 *K, int k0, int len,
                                                        int wrow0, float sl2, float (*o)[4], float *m, float *l,
-                                                       float (*sc)[4], const bf16 *Qs = nullptr) {
+                                                       float (*sc)[4], const bf16 *Qs = nullptr,
+                                                       const float *rb = nullptr) {
     constexpr int LD = D + 8;
     const int lane = threadIdx.x & 31, mi = lane >> 3, mr = lane & 7;
     if constexpr (QSM) { /* Q's fragments from shared memory, one k-step at a time */
@@ -129,6 +150,7 @@ static __device__ __forceinline__ void eng_attn_scores(const uint32_t (*qf)[4], 
             }
         }
     }
+    if constexpr (REL) eng_attn_add_rel<BN>(sc, rb, k0, len, wrow0);
     eng_attn_softmax<D, BN, CAUSAL>(sc, k0, len, wrow0, sl2, o, m, l);
 }
 
@@ -204,12 +226,13 @@ static __device__ __forceinline__ void eng_attn_pv(const float (*sc)[4], const b
     }
 }
 
-template <int D, int BN, bool CAUSAL, bool QSM = false>
+template <int D, int BN, bool CAUSAL, bool QSM = false, bool REL = false>
 static __device__ __forceinline__ void eng_attn_tile(const uint32_t (*qf)[4], const bf16 *K, const bf16 *V,
                                                      int k0, int len, int wrow0, float sl2, float (*o)[4],
-                                                     float *m, float *l, const bf16 *Qs = nullptr) {
+                                                     float *m, float *l, const bf16 *Qs = nullptr,
+                                                     const float *rb = nullptr) {
     float sc[BN / 8][4];
-    eng_attn_scores<D, BN, CAUSAL, QSM>(qf, K, k0, len, wrow0, sl2, o, m, l, sc, Qs);
+    eng_attn_scores<D, BN, CAUSAL, QSM, REL>(qf, K, k0, len, wrow0, sl2, o, m, l, sc, Qs, rb);
     eng_attn_pv<D, BN>(sc, V, o);
 }
 

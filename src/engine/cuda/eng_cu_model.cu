@@ -25,6 +25,7 @@
  */
 #include "eng_cu_model.h"
 #include "eng_cu_race.h"
+#include "eng_relpos.h"
 extern "C" {
 #include "posy_log.h"
 }
@@ -111,6 +112,16 @@ static void plan_weights(eng_cu_model *m, wplan *p, const eng_bert_weights *w, f
                                            : NULL;
     m->emb_g = (float *)put(p, w->emb_ln_g, H, 1);
     m->emb_b = (float *)put(p, w->emb_ln_b, H, 1);
+    if (w->rel_bias) {
+        /* MPNet: the relative position bias per head and distance, divided
+         * by the softmax scale as the attention kernel adds it (eng_cu_attn_args.rel) */
+        const size_t n = (size_t)m->heads * eng_relpos_span(m->max_pos);
+        float *tab = p->host.base ? (float *)malloc(n * sizeof(float)) : NULL;
+        if (tab) eng_relpos_expand(tab, w->rel_bias, m->heads, m->max_pos, sqrtf((float)m->head_dim));
+        m->rel = (float *)put(p, tab, n, 1);
+        m->rel_max = m->max_pos;
+        free(tab);
+    }
     for (int l = 0; l < m->L; l++) {
         const eng_bert_layer *s = &w->layers[l];
         eng_cu_layer *d = &m->layers[l];
@@ -139,10 +150,11 @@ static void plan_weights(eng_cu_model *m, wplan *p, const eng_bert_weights *w, f
 
 static int check_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err) {
     const posy_model_info *in = &cfg->info;
-    if (strcmp(in->arch, "bert") && strcmp(in->arch, "roberta") && strcmp(in->arch, "xlm-roberta"))
+    if (strcmp(in->arch, "bert") && strcmp(in->arch, "roberta") && strcmp(in->arch, "xlm-roberta") &&
+        strcmp(in->arch, "mpnet"))
         return posy_err_set(err, POSY_E_UNSUPPORTED,
                             "cuda backend: architecture '%s' is not supported (bert, roberta, "
-                            "xlm-roberta, qwen3)",
+                            "xlm-roberta, mpnet, qwen3)",
                             in->arch);
     m->arch = ENG_CU_ARCH_BERT;
     m->H = in->hidden; m->I = in->intermediate; m->L = in->layers; m->heads = in->heads;
@@ -349,6 +361,14 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         if (m->chain_ln && !(eng_cu_gemm_chain_ok(m->chain_ln, 3 * m->H, m->H, 3) &&
                              eng_cu_gemm_chain_ok(m->chain_ln, m->I, m->H, 3)))
             m->chain_ln = 0; /* a shape the fold is not built for: the chain keeps its norm kernels */
+        if (!is_q3 && bert && bert->rel_bias) {
+            /* MPNet: only attention v2 adds the relative bias, so the
+             * chain's fused attention forms (attention inside O, the
+             * attention block as one launch) are off; the chain itself
+             * stays, its attention node runs v2 */
+            m->chain_attn = 0;
+            m->chain_ab = 0;
+        }
     }
     {
         /* the attention tile list heaviest first (POSY_CUDA_ATTN_ORDER=0:
@@ -897,6 +917,8 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
     a.scale = 1.f / sqrtf((float)m->head_dim);
     a.causal = 0;
     a.work = m->attn_work;
+    a.rel = m->rel; /* MPNet: NULL for the others */
+    a.rel_max = m->rel_max;
     const bf16 *pool_in = m->x; /* the last LayerNorm's output (rowln) */
     if (chain && T <= m->chain_ln) {
         /* the LayerNorms folded (four kernels a layer): x holds the layer's
