@@ -31,7 +31,7 @@ def main():
         r = subprocess.run([os.path.join(build_dir, "api_embed"), hf, sp, cpu_out, "cpu", "4096"])
         if r.returncode:
             print(f"{name}: api_embed failed"); ok = False; continue
-        H = kw["hidden_size"]
+        H = E.hidden_of(kw)
         cpu = np.fromfile(cpu_out, dtype=np.float32).reshape(-1, H)
         ref = E.reference(m, seqs)
         c = E.cosines(cpu, ref)

@@ -1,8 +1,9 @@
 """End-to-end GPU check of posy's CUDA backend against transformers on the
 same random weights (run on a GPU machine; tests/cuda/run_gpu_tests.sh).
 
-For each configuration (all-MiniLM-L6-v2's, bert-base-uncased's and
-all-mpnet-base-v2's) it builds a random-weight BertModel or MPNetModel
+For each configuration (all-MiniLM-L6-v2's, bert-base-uncased's,
+all-mpnet-base-v2's and distilbert-base-uncased's) it builds a random-weight
+BertModel, MPNetModel or DistilBertModel
 (LayerNorm parameters, biases and MPNet's relative position bias perturbed
 so that every epilogue and norm parameter matters), writes it as
   - a Hugging Face folder (safetensors + sentence-transformers files: mean
@@ -17,7 +18,7 @@ usage: e2e_vs_transformers.py [--build-only] BUILD_DIR WORK_DIR [model ...]
 import json, os, struct, subprocess, sys
 import numpy as np
 import torch
-from transformers import BertConfig, BertModel, MPNetConfig, MPNetModel
+from transformers import BertConfig, BertModel, DistilBertConfig, DistilBertModel, MPNetConfig, MPNetModel
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_common import check_outputs, cosines  # noqa: E402,F401  (cosines: compare_cpu.py uses it from here)
@@ -36,9 +37,19 @@ BERT_BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, 
 MPNET_BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
                   vocab_size=30527, max_position_embeddings=514, hidden_act="gelu", layer_norm_eps=1e-5,
                   relative_attention_num_buckets=32, mpnet=True)
-CONFIGS = {"minilm-l6": MINILM, "bert-base": BERT_BASE, "mpnet-base": MPNET_BASE}
+# distilbert-base-uncased's (msmarco-distilbert-*, multi-qa-distilbert-*):
+# BERT's layer layout under other names, no token types
+DISTILBERT_BASE = dict(dim=768, n_layers=6, n_heads=12, hidden_dim=3072, vocab_size=30522,
+                       max_position_embeddings=512, activation="gelu", distilbert=True)
+CONFIGS = {"minilm-l6": MINILM, "bert-base": BERT_BASE, "mpnet-base": MPNET_BASE,
+           "distilbert-base": DISTILBERT_BASE}
 LENGTHS = [1, 2, 3, 5, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 200, 255, 256,
            257, 300, 383, 384, 400, 511, 512]
+
+
+def hidden_of(kw):
+    """The hidden size of a CONFIGS entry (DistilBERT calls it dim)."""
+    return kw.get("hidden_size", kw.get("dim"))
 
 
 def randomize(m, seed=1234):
@@ -51,7 +62,7 @@ def randomize(m, seed=1234):
     with torch.no_grad():
         for n, p in sorted(m.named_parameters()):
             shape = tuple(p.shape)
-            if "LayerNorm.weight" in n:
+            if "LayerNorm.weight" in n or "layer_norm.weight" in n:  # DistilBERT: sa_/output_layer_norm
                 v = 1 + 0.2 * rng.standard_normal(shape)
             elif "relative_attention_bias" in n:
                 v = rng.standard_normal(shape)  # large enough that a wrong bucket shows
@@ -65,9 +76,15 @@ def randomize(m, seed=1234):
 
 def build(name, kw, root):
     kw = dict(kw)
-    mpnet = kw.pop("mpnet", False)
+    mpnet, distil = kw.pop("mpnet", False), kw.pop("distilbert", False)
     if mpnet:
         m = randomize(MPNetModel(MPNetConfig(**kw, attn_implementation="eager"), add_pooling_layer=False).eval())
+    elif distil:
+        m = randomize(DistilBertModel(DistilBertConfig(**kw, attn_implementation="eager")).eval())
+        # the names the rest of this function reads
+        kw = dict(hidden_size=kw["dim"], num_hidden_layers=kw["n_layers"], num_attention_heads=kw["n_heads"],
+                  intermediate_size=kw["hidden_dim"], vocab_size=kw["vocab_size"], type_vocab_size=0,
+                  max_position_embeddings=kw["max_position_embeddings"], layer_norm_eps=1e-12)
     else:
         m = randomize(BertModel(BertConfig(**kw, attn_implementation="eager"), add_pooling_layer=False).eval())
     hf = os.path.join(root, name + "-hf")
@@ -92,12 +109,22 @@ def build(name, kw, root):
                 f"{kw['vocab_size']} {kw.get('type_vocab_size', 0)} {maxpos} {kw['layer_norm_eps']} 0 1\n")
     sd = {k: v.detach().float().numpy() for k, v in m.state_dict().items()}
     parts = [sd["embeddings.word_embeddings.weight"], sd["embeddings.position_embeddings.weight"]]
-    if not mpnet:
+    if not mpnet and not distil:
         parts.append(sd["embeddings.token_type_embeddings.weight"])
     parts += [sd["embeddings.LayerNorm.weight"], sd["embeddings.LayerNorm.bias"]]
     for l in range(L):
         p = f"encoder.layer.{l}."
         a = p + "attention."
+        if distil:
+            t = f"transformer.layer.{l}."
+            parts += [np.concatenate([sd[t + f"attention.{x}_lin.weight"] for x in "qkv"]),
+                      np.concatenate([sd[t + f"attention.{x}_lin.bias"] for x in "qkv"]),
+                      sd[t + "attention.out_lin.weight"], sd[t + "attention.out_lin.bias"],
+                      sd[t + "sa_layer_norm.weight"], sd[t + "sa_layer_norm.bias"],
+                      sd[t + "ffn.lin1.weight"], sd[t + "ffn.lin1.bias"],
+                      sd[t + "ffn.lin2.weight"], sd[t + "ffn.lin2.bias"],
+                      sd[t + "output_layer_norm.weight"], sd[t + "output_layer_norm.bias"]]
+            continue
         if mpnet:
             names = dict(qkv=[a + f"attn.{x}" for x in "qkv"], o=a + "attn.o", ln1=a + "LayerNorm")
         else:
@@ -146,7 +173,7 @@ def reference(m, seqs):
     with torch.no_grad():
         for s in seqs:
             ids = torch.from_numpy(s.astype(np.int64))[None].to(dev)
-            kw = {} if isinstance(m, MPNetModel) else {"token_type_ids": torch.zeros_like(ids)}
+            kw = {} if isinstance(m, (MPNetModel, DistilBertModel)) else {"token_type_ids": torch.zeros_like(ids)}
             h = m(input_ids=ids, **kw).last_hidden_state[0]
             out.append(torch.nn.functional.normalize(h.mean(0), dim=0).cpu().numpy())
     m.cpu()
@@ -174,7 +201,7 @@ def main():
         r = subprocess.run([os.path.join(build_dir, "gpu_backend_e2e"), hdir, sp, prefix])
         ok &= r.returncode == 0
         ok &= check_outputs(name, prefix, ("single", "mix64", "mix1024", "mix4096", "mix16384"),
-                            kw["hidden_size"], ref, seqs)
+                            hidden_of(kw), ref, seqs)
     print("e2e_vs_transformers:", "PASS" if ok else "FAIL")
     sys.exit(0 if ok else 1)
 

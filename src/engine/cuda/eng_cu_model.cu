@@ -150,11 +150,13 @@ static void plan_weights(eng_cu_model *m, wplan *p, const eng_bert_weights *w, f
 
 static int check_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err) {
     const posy_model_info *in = &cfg->info;
+    /* DistilBERT and MPNet: BERT's layer layout without token types
+     * (the weights loader maps their names; MPNet adds its relative bias) */
     if (strcmp(in->arch, "bert") && strcmp(in->arch, "roberta") && strcmp(in->arch, "xlm-roberta") &&
-        strcmp(in->arch, "mpnet"))
+        strcmp(in->arch, "distilbert") && strcmp(in->arch, "mpnet"))
         return posy_err_set(err, POSY_E_UNSUPPORTED,
                             "cuda backend: architecture '%s' is not supported (bert, roberta, "
-                            "xlm-roberta, mpnet, qwen3)",
+                            "xlm-roberta, distilbert, mpnet, qwen3)",
                             in->arch);
     m->arch = ENG_CU_ARCH_BERT;
     m->H = in->hidden; m->I = in->intermediate; m->L = in->layers; m->heads = in->heads;
