@@ -443,7 +443,20 @@ static void check_attn_o(const acase &c, int M, int N, int lnres = 0) {
     if (c.qkn) ref_qkn_setup(c, cu, f, ld, rope_rows, qk_eps, qw, kw, rope);
     const std::vector<float> fr = ref_layout(f, T, ld, Hq, Hkv);
     std::vector<float> ctx((size_t)M * Hq, 0.f);
-    ref_attn(fr, 3 * Hq, Hq, c, cu, ctx, Hq, S, true);
+    /* g_rel: MPNet's relative bias in the attention (table as run_case's) */
+    std::vector<float> relw, reltab;
+    const int rel_max = 600;
+    if (g_rel) {
+        uint32_t x = 4242u;
+        relw.resize((size_t)ENG_RELPOS_BUCKETS * c.heads);
+        for (float &w : relw) {
+            x = x * 1664525u + 1013904223u;
+            w = -3.f + 6.f * (float)(x >> 8) / 16777216.f;
+        }
+        reltab.resize((size_t)c.heads * eng_relpos_span(rel_max));
+        eng_relpos_expand(reltab.data(), relw.data(), c.heads, rel_max, sqrtf((float)D));
+    }
+    ref_attn(fr, 3 * Hq, Hq, c, cu, ctx, Hq, S, true, g_rel ? relw.data() : nullptr);
     for (float &v : ctx) v = bfr(v);
     std::vector<float> ref((size_t)M * N);
     for (int m = 0; m < M; m++)
@@ -460,11 +473,16 @@ static void check_attn_o(const acase &c, int M, int N, int lnres = 0) {
     CUCHECK(cudaMalloc(&dy, (size_t)M * N * 2));
     lab_poison(dy, (size_t)M * N * 2);
     eng_cu_attn_args a = lab_attn_args(c, dqkv, ld, dcu);
-    float *dqw = NULL, *dkw = NULL, *drope = NULL;
+    float *dqw = NULL, *dkw = NULL, *drope = NULL, *drel = NULL;
     if (c.qkn) lab_attn_qkn(a, qw, kw, rope, rope_rows, qk_eps, &dqw, &dkw, &drope);
+    if (g_rel) {
+        drel = lab_upload(reltab);
+        a.rel = drel;
+        a.rel_max = rel_max;
+    }
     char name[128];
     snprintf(name, sizeof name, "attn+O d=%d heads %d/%d %s%s M=%d (%d seqs, %d real) N=%d%s%s", D, c.heads,
-             c.kv_heads, c.causal ? "causal" : "bidir", c.qkn ? " qkn" : "", M, S, T, N, lnres ? " ln-res" : "",
+             c.kv_heads, c.causal ? "causal" : "bidir", c.qkn ? " qkn" : g_rel ? " rel" : "", M, S, T, N, lnres ? " ln-res" : "",
              eng_cu_chain_attn_o_one_head(&a) ? " 1 head/warp" : "");
     float *drg = lnres ? lab_upload(rg) : NULL, *drb = lnres ? lab_upload(rbe) : NULL;
     float2 *drst = lnres ? lab_upload(rst) : NULL;
@@ -481,7 +499,7 @@ static void check_attn_o(const acase &c, int M, int N, int lnres = 0) {
     /* the split launch (eng_cu_chain_ao: Qwen3's shapes, no bias, the
      * plain residual): the same reference less the bias, rows past the
      * real count exactly zero, and the same bits over three launches */
-    if (!lnres && eng_cu_chain_ao_ok(&a, M, N)) {
+    if (!lnres && !g_rel && eng_cu_chain_ao_ok(&a, M, N)) {
         bf16 *img = NULL, *dy2 = NULL;
         float *part = NULL;
         unsigned long long *bar = NULL;
@@ -519,6 +537,7 @@ static void check_attn_o(const acase &c, int M, int N, int lnres = 0) {
     }
     cudaFree(dqkv); cudaFree(dw); cudaFree(db); cudaFree(dr); cudaFree(dy); cudaFree(dcu); cudaFree(dnr);
     cudaFree(dns); cudaFree(dqw); cudaFree(dkw); cudaFree(drope); cudaFree(drg); cudaFree(drb); cudaFree(drst);
+    cudaFree(drel);
 }
 
 /* The QKV chain GEMM with the attention tail (eng_cu_chain_att,
@@ -694,7 +713,14 @@ static void check_attn_o_refusals(void) {
     const int nok = !eng_cu_chain_attn_o_ok(&a, 16, 384);
     a.n_heads = 12; a.n_kv_heads = 5;
     const int badgrp = !eng_cu_chain_attn_o_ok(&a, 16, 384);
-    const int pass = ok && no17 && non16 && nok && badgrp;
+    /* MPNet's relative bias: bidirectional only */
+    static float rel_dummy[4];
+    a.n_heads = a.n_kv_heads = 12;
+    a.rel = rel_dummy; a.rel_max = 1;
+    const int rel_ok = eng_cu_chain_attn_o_ok(&a, 16, 384);
+    a.causal = 1;
+    const int rel_causal = !eng_cu_chain_attn_o_ok(&a, 16, 384);
+    const int pass = ok && no17 && non16 && nok && badgrp && rel_ok && rel_causal;
     printf("  %-60s %s\n", "attn+O refuses what it is not built for", pass ? "ok" : "FAIL");
     if (!pass) lab_failures++;
 }
@@ -788,6 +814,14 @@ int main(void) {
     check_attn_o({64, 12, 12, 0, {16}, 0}, 16, 768);
     check_attn_o({64, 12, 12, 0, {3, 9}, 0}, 16, 768, 1);
     check_attn_o({64, 12, 12, 1, {1}, 0}, 16, 768, 1);
+    /* with MPNet's relative bias (BERT-base-like and MiniLM-like shapes,
+     * the folded chain's LayerNorm residual too) */
+    g_rel = 1;
+    check_attn_o({64, 12, 12, 0, {16}, 0}, 16, 768);
+    check_attn_o({64, 12, 12, 0, {3, 9}, 0}, 16, 768, 1);
+    check_attn_o({64, 12, 12, 0, {1}, 0}, 16, 768, 1);
+    check_attn_o({32, 12, 12, 0, {5, 1, 7}, 0}, 16, 384, 1);
+    g_rel = 0;
     check_attn_o_refusals();
     check_attn_o_split();
     /* the QKV GEMM's attention tail (Qwen3-0.6B's shape): one sequence

@@ -198,7 +198,14 @@ def main():
         ref = reference(m, seqs)
         np.save(os.path.join(root, name + "-ref.npy"), ref)
         prefix = os.path.join(root, name + "-gpu")
-        r = subprocess.run([os.path.join(build_dir, "gpu_backend_e2e"), hdir, sp, prefix])
+        # gpu_backend_e2e's bar between two bf16 runs of the same sequence
+        # (alone / in a batch / with a pool skip): 0.9999, but MPNet-base's
+        # 12 layers with a relative bias of std 1 differ by up to 1.1e-4
+        # between buckets (run 89: pool skip over one token 0.999895; each
+        # run itself >= 0.99995 from transformers' fp32, and two runs each
+        # within angle a of it may differ by 2a: 1 - 4 x 5e-5 = 0.9998)
+        bar = ["0.9998"] if name == "mpnet-base" else []
+        r = subprocess.run([os.path.join(build_dir, "gpu_backend_e2e"), hdir, sp, prefix] + bar)
         ok &= r.returncode == 0
         ok &= check_outputs(name, prefix, ("single", "mix64", "mix1024", "mix4096", "mix16384"),
                             hidden_of(kw), ref, seqs)

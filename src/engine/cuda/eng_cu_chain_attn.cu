@@ -29,7 +29,8 @@
  * zero-filled, so they attend to nothing and their outputs are the bias
  * and residual alone.  Tested against an fp64 reference of attention then
  * projection by dev/cuda/lab_attn.cu (one and several sequences, single
- * token, causal, GQA, q/k norm + rotary).
+ * token, causal, GQA, q/k norm + rotary).  MPNet's relative position bias
+ * (a.rel; bidirectional, no q/k norm) is added in eng_chain_head (REL).
  *
  * Measured on the H200 (docs/BENCHMARKS.md): all-MiniLM's 16-token query
  * 75 against 77 us, but BERT-base 251 against 220 and Qwen3-0.6B 899
@@ -59,7 +60,7 @@ static size_t ca_smem(int K, int D, int warps, int hpw, int kvw, int lnr) {
            (size_t)warps * 16 * 17 * 4 + 32 + 16 * 16 * 2 + (lnr ? 2 * 16 * 4 + 16 * 8 : 0);
 }
 
-template <int WARPS, int KPW, int D, int KVW, bool CAUSAL, bool QKN, bool LNR, bool LATE>
+template <int WARPS, int KPW, int D, int KVW, bool CAUSAL, bool QKN, bool LNR, bool LATE, bool REL = false>
 __global__ void __launch_bounds__(WARPS * 32)
 chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs_dev, const bf16 *W,
                     const bf16 *bias, const bf16 *R, bf16 *Y, int M, int N, eng_cu_chain_res res) {
@@ -159,7 +160,8 @@ chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs
         const bf16 *Qs = wt + j * TILE, *Ks = wt + (HPW + (KVW == 1 ? 0 : j)) * TILE,
                    *Vs = wt + (HPW + KVW + (KVW == 1 ? 0 : j)) * TILE;
         float o[D / 8][4], l[2];
-        eng_chain_head<D, LD>(Qs, Ks, Vs, lo, hi, sl2, o, l);
+        const float *rb = REL ? a.rel + (size_t)(h0 + j) * (2 * (size_t)a.rel_max - 1) + (a.rel_max - 1) : nullptr;
+        eng_chain_head<D, LD, D, REL>(Qs, Ks, Vs, lo, hi, sl2, o, l, 0, rb);
         if (j == 0) {
             sk3_bulk_wait(&wbar); /* the weight slice, requested before the wait */
             ENG_CU_TRACE_AT(3);
@@ -238,19 +240,20 @@ int eng_cu_chain_attn_o_ok(const eng_cu_attn_args *a, int M, int N) {
         !ca_shape(a, K, &w, &kpw, &kvw))
         return 0;
     if (a->q_norm && (a->head_dim != 128 || !a->k_norm || !a->rope || a->rope_rows < 1)) return 0;
+    if (a->rel && (a->causal || a->q_norm || a->rel_max < 1)) return 0; /* MPNet: bidirectional, no q/k norm */
     if ((a->ldq | a->ldk | a->ldv) % 8 || (((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v) & 15)) return 0;
     return ca_smem(K, a->head_dim, w, kpw / a->head_dim, kvw, 1) <= 227 * 1024;
 }
 
-template <int WARPS, int KPW, int D, int KVW, bool CAUSAL, bool QKN, bool LNR = false>
+template <int WARPS, int KPW, int D, int KVW, bool CAUSAL, bool QKN, bool LNR = false, bool REL = false>
 static cudaError_t ca_launch(cudaStream_t s, const eng_cu_attn_args &a, const int *n_rows_dev,
                              const int *n_seqs_dev, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y, int M,
                              int N, const eng_cu_chain_res &res) {
     const size_t smem = ca_smem(WARPS * KPW, D, WARPS, KPW / D, KVW, LNR);
     /* LATE (eng_cu_chain_late) as a template parameter, as in the chain GEMM */
     const int li = eng_cu_chain_late ? 1 : 0;
-    auto *k = li ? chain_attn_o_kernel<WARPS, KPW, D, KVW, CAUSAL, QKN, LNR, true>
-                 : chain_attn_o_kernel<WARPS, KPW, D, KVW, CAUSAL, QKN, LNR, false>;
+    auto *k = li ? chain_attn_o_kernel<WARPS, KPW, D, KVW, CAUSAL, QKN, LNR, true, REL>
+                 : chain_attn_o_kernel<WARPS, KPW, D, KVW, CAUSAL, QKN, LNR, false, REL>;
     static size_t attr[2] = {0, 0}; /* per instantiation: the shared-memory cap raised once */
     if (attr[li] < smem) {
         cudaError_t e = cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, (int)smem);
@@ -276,6 +279,11 @@ cudaError_t eng_cu_chain_attn_o(cudaStream_t s, const eng_cu_attn_args *a, const
     const bool causal = a->causal != 0, qkn = a->q_norm != NULL;
 #define CA_GO(W_, G_, D_, KV_)                                                                                   \
     if (w == W_ && kpw == G_ && a->head_dim == D_ && kvw == KV_) {                                               \
+        if (a->rel) /* MPNet: bidirectional without q/k norm (eng_cu_chain_attn_o_ok) */                       \
+            return res.stats ? ca_launch<W_, G_, D_, KV_, false, false, true, true>(s, *a, n_rows_dev, n_seqs_dev, W, \
+                                                                                   bias, R, Y, M, N, res)        \
+                             : ca_launch<W_, G_, D_, KV_, false, false, false, true>(s, *a, n_rows_dev, n_seqs_dev, \
+                                                                                    W, bias, R, Y, M, N, res);   \
         if (qkn && D_ == 128)                                                                                    \
             return causal ? ca_launch<W_, G_, D_, KV_, true, D_ == 128>(s, *a, n_rows_dev, n_seqs_dev, W, bias, \
                                                                        R, Y, M, N, res)                          \

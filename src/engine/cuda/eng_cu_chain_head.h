@@ -15,6 +15,10 @@
  * (e >> 1), column c0 + 8 dn + 2t + (e & 1); lo / hi / l index h = 0 for
  * row g and 1 for row g + 8 (g = lane / 4, t = lane % 4).  Tiles are
  * [16][LD] bf16, LD = D + 8 (conflict-free 32-bit loads and ldmatrix).
+ * REL (MPNet): rb is the head's relative position bias row (bias / scale,
+ * at distance 0: eng_cu_attn_args.rel), added to every unmasked score at
+ * key - row -- rows and keys are the tile's token indices, so within one
+ * sequence their difference is the distance.
  */
 #ifndef ENG_CU_CHAIN_HEAD_H
 #define ENG_CU_CHAIN_HEAD_H
@@ -22,10 +26,10 @@
 #include "eng_cu_frag.h"
 #include <math.h>
 
-template <int D, int LD, int DC = D>
+template <int D, int LD, int DC = D, bool REL = false>
 static __device__ __forceinline__ void eng_chain_head(const bf16 *Qs, const bf16 *Ks, const bf16 *Vs, const int lo[2],
                                                       const int hi[2], float sl2, float (*o)[4], float l[2],
-                                                      int c0 = 0) {
+                                                      int c0 = 0, const float *rb = nullptr) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3, mi = lane >> 3, mr = lane & 7;
     float sc[2][4] = {{0.f, 0.f, 0.f, 0.f}, {0.f, 0.f, 0.f, 0.f}};
 #pragma unroll
@@ -47,6 +51,7 @@ static __device__ __forceinline__ void eng_chain_head(const bf16 *Qs, const bf16
         for (int e = 0; e < 4; e++) {
             const int key = nt * 8 + 2 * t + (e & 1), h = e >> 1;
             if (key < lo[h] || key >= hi[h]) sc[nt][e] = -INFINITY;
+            else if constexpr (REL) sc[nt][e] += __ldg(rb + (key - (g + 8 * h))); /* same sequence: key - row */
             mx[h] = fmaxf(mx[h], sc[nt][e]);
         }
     l[0] = l[1] = 0.f;

@@ -364,11 +364,9 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
                              eng_cu_gemm_chain_ok(m->chain_ln, m->I, m->H, 3)))
             m->chain_ln = 0; /* a shape the fold is not built for: the chain keeps its norm kernels */
         if (!is_q3 && bert && bert->rel_bias) {
-            /* MPNet: only attention v2 adds the relative bias, so the
-             * chain's fused attention forms (attention inside O, the
-             * attention block as one launch) are off; the chain itself
-             * stays, its attention node runs v2 */
-            m->chain_attn = 0;
+            /* MPNet: of the chain's fused attention forms only attention
+             * inside O adds the relative bias; the attention block as one
+             * launch (opt-in) does not, so it is off */
             m->chain_ab = 0;
         }
     }
