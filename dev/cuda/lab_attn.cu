@@ -31,6 +31,24 @@ typedef struct acase { int d, heads, kv_heads, causal; std::vector<int> lens; in
  * check */
 static int g_rel = 0;
 
+/* the relative bias's table length: longer than any case's sequence, as
+ * the engine's (max_positions) */
+#define REL_MAX 600
+
+/* Random bias weights [32, heads] in [-3, 3] (a fixed generator from
+ * seed) for the reference, and the table the kernels read (weights /
+ * scale, eng_relpos_expand) */
+static void rel_tables(int heads, int D, uint32_t seed, std::vector<float> &relw, std::vector<float> &reltab) {
+    uint32_t x = seed;
+    relw.resize((size_t)ENG_RELPOS_BUCKETS * heads);
+    for (float &w : relw) {
+        x = x * 1664525u + 1013904223u;
+        w = -3.f + 6.f * (float)(x >> 8) / 16777216.f;
+    }
+    reltab.resize((size_t)heads * eng_relpos_span(REL_MAX));
+    eng_relpos_expand(reltab.data(), relw.data(), heads, REL_MAX, sqrtf((float)D));
+}
+
 /* the tile list run_case builds: 0 sequence order (eng_cu_attn_tiles), 1
  * heaviest first (eng_cu_attn_tiles_heavy_first, the engine's default) */
 static int g_heavy = 0;
@@ -200,17 +218,7 @@ static void run_case(const acase &c, int time_it) {
      * reference of a 32k-token batch would take minutes) */
     const int ref_seqs = time_it ? 2 : S;
     std::vector<float> relw, reltab;
-    const int rel_max = 600; /* the table longer than any case's sequence, as the engine's (max_positions) */
-    if (g_rel) {
-        uint32_t x = 777u;
-        relw.resize((size_t)ENG_RELPOS_BUCKETS * c.heads);
-        for (float &w : relw) {
-            x = x * 1664525u + 1013904223u;
-            w = -3.f + 6.f * (float)(x >> 8) / 16777216.f;
-        }
-        reltab.resize((size_t)c.heads * eng_relpos_span(rel_max));
-        eng_relpos_expand(reltab.data(), relw.data(), c.heads, rel_max, sqrtf((float)D));
-    }
+    if (g_rel) rel_tables(c.heads, D, 777u, relw, reltab);
     ref_attn(fr, 3 * Hq, Hq, c, cu, ref, Hq, ref_seqs, false, g_rel ? relw.data() : nullptr);
 
     const int max_tiles = eng_cu_attn_max_tiles(T + 5, S + 2); /* a bucket bigger than the batch */
@@ -232,7 +240,7 @@ static void run_case(const acase &c, int time_it) {
     if (g_rel) {
         drel = lab_upload(reltab);
         a.rel = drel;
-        a.rel_max = rel_max;
+        a.rel_max = REL_MAX;
     }
     /* 4, 5: v2 with more resident blocks (key tiles of 32 / 64) below
      * d = 128; at d = 128 v7 with three blocks an SM (5: Q read from
@@ -445,17 +453,7 @@ static void check_attn_o(const acase &c, int M, int N, int lnres = 0) {
     std::vector<float> ctx((size_t)M * Hq, 0.f);
     /* g_rel: MPNet's relative bias in the attention (table as run_case's) */
     std::vector<float> relw, reltab;
-    const int rel_max = 600;
-    if (g_rel) {
-        uint32_t x = 4242u;
-        relw.resize((size_t)ENG_RELPOS_BUCKETS * c.heads);
-        for (float &w : relw) {
-            x = x * 1664525u + 1013904223u;
-            w = -3.f + 6.f * (float)(x >> 8) / 16777216.f;
-        }
-        reltab.resize((size_t)c.heads * eng_relpos_span(rel_max));
-        eng_relpos_expand(reltab.data(), relw.data(), c.heads, rel_max, sqrtf((float)D));
-    }
+    if (g_rel) rel_tables(c.heads, D, 4242u, relw, reltab);
     ref_attn(fr, 3 * Hq, Hq, c, cu, ctx, Hq, S, true, g_rel ? relw.data() : nullptr);
     for (float &v : ctx) v = bfr(v);
     std::vector<float> ref((size_t)M * N);
@@ -478,7 +476,7 @@ static void check_attn_o(const acase &c, int M, int N, int lnres = 0) {
     if (g_rel) {
         drel = lab_upload(reltab);
         a.rel = drel;
-        a.rel_max = rel_max;
+        a.rel_max = REL_MAX;
     }
     char name[128];
     snprintf(name, sizeof name, "attn+O d=%d heads %d/%d %s%s M=%d (%d seqs, %d real) N=%d%s%s", D, c.heads,
