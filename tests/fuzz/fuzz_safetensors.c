@@ -5,8 +5,9 @@
  * every tensor lies inside the input, is findable by name, and converts to
  * fp32 without touching memory outside its bytes (ASan and UBSan watch).
  * Files that parse are also handed to eng_bert_weights_load with a tiny
- * fixed BERT config (H=8, 1 layer), so the seeds that describe such a
- * model drive the loader's lookup, shape checks and conversions too.
+ * fixed BERT config (H=8, 1 layer), and to one of MPNet (its names, the
+ * relative bias), so the seeds that describe such a model drive the
+ * loader's lookup, shape checks and conversions too.
  * Build and run: tests/fuzz/run_fuzz.sh [seconds].
  */
 #include <stdint.h>
@@ -32,17 +33,19 @@ static void fuzz_check_tensors(const eng_st_file *f, const uint8_t *data, size_t
 
 volatile float fuzz_sink; /* keeps the reads of loaded weights alive */
 
-static void fuzz_weights(const eng_st_file *f) {
+/* mpnet: MPNet's names, no token types, the relative bias [32, 2] */
+static void fuzz_weights(const eng_st_file *f, int mpnet) {
     eng_config c;
     memset(&c, 0, sizeof c);
-    strcpy(c.info.arch, "bert");
-    strcpy(c.model_type, "bert");
+    strcpy(c.info.arch, mpnet ? "mpnet" : "bert");
+    strcpy(c.model_type, mpnet ? "mpnet" : "bert");
     c.info.hidden = 8;
     c.info.layers = 1;
     c.info.heads = 2;
     c.info.intermediate = 16;
     c.info.vocab = 4;
-    c.info.type_vocab = 2;
+    c.info.type_vocab = mpnet ? 0 : 2;
+    c.rel_buckets = mpnet ? 32 : 0;
     c.max_position_embeddings = 4;
     c.info.max_positions = 4;
     eng_bert_weights w;
@@ -51,6 +54,10 @@ static void fuzz_weights(const eng_st_file *f) {
         float s = 0;
         for (int j = 0; j < 3 * 8 * 8; j++) s += w.layers[0].qkv_w[j];
         for (int j = 0; j < 4 * 8; j++) s += w.word_emb[j] + w.pos_emb[j];
+        if (mpnet) {
+            if (!w.rel_bias) abort(); /* loaded means the bias is there */
+            for (int j = 0; j < 32 * 2; j++) s += w.rel_bias[j];
+        }
         fuzz_sink = s;
         eng_bert_weights_free(&w);
     }
@@ -64,7 +71,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
         return 0;
     }
     fuzz_check_tensors(&f, data, size);
-    fuzz_weights(&f);
+    fuzz_weights(&f, 0);
+    fuzz_weights(&f, 1);
     eng_st_close(&f);
     return 0;
 }

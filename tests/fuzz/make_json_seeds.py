@@ -86,6 +86,9 @@ BERT = {"model_type": "bert", "architectures": ["BertModel"], "hidden_size": 64,
 ROBERTA = dict(BERT, model_type="xlm-roberta", pad_token_id=1, max_position_embeddings=130, hidden_act="gelu_new")
 DISTIL = {"model_type": "distilbert", "dim": 64, "n_layers": 2, "n_heads": 4, "hidden_dim": 128, "vocab_size": 100,
           "max_position_embeddings": 128, "activation": "gelu"}
+MPNET = {"model_type": "mpnet", "architectures": ["MPNetForMaskedLM"], "hidden_size": 64, "num_hidden_layers": 2,
+         "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 100, "max_position_embeddings": 130,
+         "layer_norm_eps": 1e-5, "hidden_act": "gelu", "pad_token_id": 1, "relative_attention_num_buckets": 32}
 QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "hidden_size": 64, "num_hidden_layers": 2, "num_attention_heads": 4,
          "num_key_value_heads": 2, "head_dim": 32, "intermediate_size": 128, "vocab_size": 100,
          "max_position_embeddings": 4096, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "tie_word_embeddings": True,
@@ -111,6 +114,7 @@ CFG = {
                                                      pooling_mode_cls_token=True)],
     "qwen3_prompts": [QWEN3, MODULES, POOL_LAST, {}, {"prompts": {"query": "Instruct: x\nQuery: "},
                                                         "default_prompt_name": None}],
+    "mpnet_st": [MPNET, MODULES, POOL_MEAN, {"max_seq_length": 128, "do_lower_case": False}],
     "old_arch_only": [{k: v for k, v in BERT.items() if k != "model_type"}],
     "bad_modules": [BERT, [{"type": "sentence_transformers.models.Dense", "path": "2_Dense"}, 7]],
     "escape_path": [BERT, [{"type": "Pooling", "path": "../../etc"}]],

@@ -2,7 +2,8 @@
 """Write the fuzzer's seed corpus (tests/fuzz/seeds/): a small file mixing
 dtypes (F32, F16, BF16, I64, an empty tensor) and a complete tiny BERT
 (H=8, I=16, V=4, P=4, T=2, one layer) in F32 and, under a "bert." prefix,
-in BF16, so the fuzzer starts from inputs that reach the weights loader.
+in BF16, and a tiny MPNet (its names, the relative bias, "mpnet." prefix),
+so the fuzzer starts from inputs that reach the weights loader.
 Standard library only; run from the repository root."""
 import json
 import os
@@ -49,6 +50,26 @@ def tiny(enc, dt, prefix):
     return st(out)
 
 
+def tiny_mpnet(enc, dt, prefix):
+    """MPNet's names, no token types, the relative position bias [32, heads=2]."""
+    H, I, V, P = 8, 16, 4, 4
+    t = [("embeddings.word_embeddings.weight", [V, H]), ("embeddings.position_embeddings.weight", [P, H]),
+         ("embeddings.LayerNorm.weight", [H]), ("embeddings.LayerNorm.bias", [H]),
+         ("encoder.relative_attention_bias.weight", [32, 2])]
+    for mod, o, i in [("attention.attn.q", H, H), ("attention.attn.k", H, H), ("attention.attn.v", H, H),
+                      ("attention.attn.o", H, H), ("intermediate.dense", I, H), ("output.dense", H, I)]:
+        t += [("encoder.layer.0.%s.weight" % mod, [o, i]), ("encoder.layer.0.%s.bias" % mod, [o])]
+    for ln in ["attention.LayerNorm", "output.LayerNorm"]:
+        t += [("encoder.layer.0.%s.weight" % ln, [H]), ("encoder.layer.0.%s.bias" % ln, [H])]
+    out = []
+    for n, s in t:
+        k = 1
+        for d in s:
+            k *= d
+        out.append((prefix + n, dt, s, enc(k)))
+    return st(out)
+
+
 def main():
     os.makedirs(OUT, exist_ok=True)
     files = {
@@ -57,6 +78,7 @@ def main():
                                  ("e", "F32", [0, 5], b"")]),
         "tiny_bert_f32.safetensors": tiny(f32, "F32", ""),
         "tiny_bert_bf16.safetensors": tiny(bf16, "BF16", "bert."),
+        "tiny_mpnet_f32.safetensors": tiny_mpnet(f32, "F32", "mpnet."),
     }
     for name, blob in files.items():
         with open(os.path.join(OUT, name), "wb") as f:
