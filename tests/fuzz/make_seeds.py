@@ -30,6 +30,17 @@ def bf16(n):
     return b"".join(struct.pack("<f", (i % 7 - 3) / 4)[2:] for i in range(n))
 
 
+def filled(names_shapes, enc, dt, prefix):
+    """(prefix + name, dtype, shape, bytes) for each (name, shape), values from enc."""
+    out = []
+    for n, s in names_shapes:
+        k = 1
+        for d in s:
+            k *= d
+        out.append((prefix + n, dt, s, enc(k)))
+    return out
+
+
 def tiny(enc, dt, prefix):
     H, I, V, P, T = 8, 16, 4, 4, 2
     t = [("embeddings.word_embeddings.weight", [V, H]), ("embeddings.position_embeddings.weight", [P, H]),
@@ -40,12 +51,7 @@ def tiny(enc, dt, prefix):
         t += [("encoder.layer.0.%s.weight" % mod, [o, i]), ("encoder.layer.0.%s.bias" % mod, [o])]
     for ln in ["attention.output.LayerNorm", "output.LayerNorm"]:
         t += [("encoder.layer.0.%s.weight" % ln, [H]), ("encoder.layer.0.%s.bias" % ln, [H])]
-    out = []
-    for n, s in t:
-        k = 1
-        for d in s:
-            k *= d
-        out.append((prefix + n, dt, s, enc(k)))
+    out = filled(t, enc, dt, prefix)
     out.append(("embeddings.position_ids", "I64", [1, P], struct.pack("<4q", 0, 1, 2, 3)))
     return st(out)
 
@@ -61,13 +67,7 @@ def tiny_mpnet(enc, dt, prefix):
         t += [("encoder.layer.0.%s.weight" % mod, [o, i]), ("encoder.layer.0.%s.bias" % mod, [o])]
     for ln in ["attention.LayerNorm", "output.LayerNorm"]:
         t += [("encoder.layer.0.%s.weight" % ln, [H]), ("encoder.layer.0.%s.bias" % ln, [H])]
-    out = []
-    for n, s in t:
-        k = 1
-        for d in s:
-            k *= d
-        out.append((prefix + n, dt, s, enc(k)))
-    return st(out)
+    return st(filled(t, enc, dt, prefix))
 
 
 def main():
