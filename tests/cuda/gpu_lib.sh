@@ -3,7 +3,10 @@
 # sourcing, on stdout and appended to $LOG.  gpu_build OUTDIR builds $BUILD
 # (default build-gpu; GPU_TARGET: that target alone) with POSY_ENGINE_ONLY
 # (no tokenizer or server dependencies) and returns 0, or copies the log to OUTDIR/build.log,
-# prints its errors and returns 1.  GPU_PREBUILT="bin ..." (binaries built
+# prints its errors and returns 1; the build may take GPU_BUILD_TIMEOUT
+# seconds (default 900: a fresh build of every lab on 16 cores took over
+# 300 s on 2026-12-06, run 84 -- under the device tool's 600 s a call,
+# carry binaries built elsewhere with GPU_PREBUILT instead).  GPU_PREBUILT="bin ..." (binaries built
 # on another machine with the same CUDA and carried; the device then needs
 # LD_LIBRARY_PATH=/usr/local/cuda/lib64): only checks that GPU_TARGET's,
 # else those, exist.  gpu_name: the GPU and driver, on
@@ -24,7 +27,7 @@ gpu_build() {
     return 1
   fi
   cmake -S . -B "${BUILD:-build-gpu}" -DPOSY_ENGINE_ONLY=ON -DPOSY_CUDA=ON -DCMAKE_BUILD_TYPE=Release > "$log" 2>&1 &&
-    timeout 300 cmake --build "${BUILD:-build-gpu}" -j"$(nproc)" ${GPU_TARGET:+--target $GPU_TARGET} >> "$log" 2>&1 && return 0
+    timeout "${GPU_BUILD_TIMEOUT:-900}" cmake --build "${BUILD:-build-gpu}" -j"$(nproc)" ${GPU_TARGET:+--target $GPU_TARGET} >> "$log" 2>&1 && return 0
   cp "$log" "$1/build.log"
   grep -E "error|Error" "$log" | head -40
   return 1
