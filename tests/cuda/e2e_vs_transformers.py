@@ -2,8 +2,8 @@
 same random weights (run on a GPU machine; tests/cuda/run_gpu_tests.sh).
 
 For each configuration (all-MiniLM-L6-v2's, bert-base-uncased's,
-all-mpnet-base-v2's and distilbert-base-uncased's) it builds a random-weight
-BertModel, MPNetModel or DistilBertModel
+all-mpnet-base-v2's, distilbert-base-uncased's and roberta-base's) it builds
+a random-weight BertModel, MPNetModel, DistilBertModel or RobertaModel
 (LayerNorm parameters, biases and MPNet's relative position bias perturbed
 so that every epilogue and norm parameter matters), writes it as
   - a Hugging Face folder (safetensors + sentence-transformers files: mean
@@ -18,7 +18,8 @@ usage: e2e_vs_transformers.py [--build-only] BUILD_DIR WORK_DIR [model ...]
 import json, os, struct, subprocess, sys
 import numpy as np
 import torch
-from transformers import BertConfig, BertModel, DistilBertConfig, DistilBertModel, MPNetConfig, MPNetModel
+from transformers import (BertConfig, BertModel, DistilBertConfig, DistilBertModel, MPNetConfig, MPNetModel,
+                          RobertaConfig, RobertaModel)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from e2e_common import check_outputs, cosines  # noqa: E402,F401  (cosines: compare_cpu.py uses it from here)
@@ -41,8 +42,13 @@ MPNET_BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
 # BERT's layer layout under other names, no token types
 DISTILBERT_BASE = dict(dim=768, n_layers=6, n_heads=12, hidden_dim=3072, vocab_size=30522,
                        max_position_embeddings=512, activation="gelu", distilbert=True)
+# roberta-base's (all-distilroberta-v1 and the XLM-R family share the
+# layout: positions from pad_token_id + 1 = 2, one token type)
+ROBERTA_BASE = dict(hidden_size=768, num_hidden_layers=12, num_attention_heads=12, intermediate_size=3072,
+                    vocab_size=50265, max_position_embeddings=514, type_vocab_size=1, hidden_act="gelu",
+                    layer_norm_eps=1e-5, pad_token_id=1, roberta=True)
 CONFIGS = {"minilm-l6": MINILM, "bert-base": BERT_BASE, "mpnet-base": MPNET_BASE,
-           "distilbert-base": DISTILBERT_BASE}
+           "distilbert-base": DISTILBERT_BASE, "roberta-base": ROBERTA_BASE}
 LENGTHS = [1, 2, 3, 5, 8, 15, 16, 17, 31, 32, 33, 63, 64, 65, 100, 127, 128, 129, 200, 255, 256,
            257, 300, 383, 384, 400, 511, 512]
 
@@ -76,8 +82,10 @@ def randomize(m, seed=1234):
 
 def build(name, kw, root):
     kw = dict(kw)
-    mpnet, distil = kw.pop("mpnet", False), kw.pop("distilbert", False)
-    if mpnet:
+    mpnet, distil, roberta = kw.pop("mpnet", False), kw.pop("distilbert", False), kw.pop("roberta", False)
+    if roberta:
+        m = randomize(RobertaModel(RobertaConfig(**kw, attn_implementation="eager"), add_pooling_layer=False).eval())
+    elif mpnet:
         m = randomize(MPNetModel(MPNetConfig(**kw, attn_implementation="eager"), add_pooling_layer=False).eval())
     elif distil:
         m = randomize(DistilBertModel(DistilBertConfig(**kw, attn_implementation="eager")).eval())
@@ -102,10 +110,11 @@ def build(name, kw, root):
     hdir = os.path.join(root, name + "-harness")
     os.makedirs(hdir, exist_ok=True)
     H, L = kw["hidden_size"], kw["num_hidden_layers"]
-    # MPNet: the usable positions (the table has 2 more rows), no token types
-    maxpos = kw["max_position_embeddings"] - (2 if mpnet else 0)
+    # MPNet, RoBERTa: the usable positions (the table has 2 more rows); MPNet: no token types
+    maxpos = kw["max_position_embeddings"] - (2 if mpnet or roberta else 0)
+    tag = "mpnet " if mpnet else "roberta " if roberta else ""
     with open(os.path.join(hdir, "dims.txt"), "w") as f:
-        f.write(f"{'mpnet ' if mpnet else ''}{H} {L} {kw['num_attention_heads']} {kw['intermediate_size']} "
+        f.write(f"{tag}{H} {L} {kw['num_attention_heads']} {kw['intermediate_size']} "
                 f"{kw['vocab_size']} {kw.get('type_vocab_size', 0)} {maxpos} {kw['layer_norm_eps']} 0 1\n")
     sd = {k: v.detach().float().numpy() for k, v in m.state_dict().items()}
     parts = [sd["embeddings.word_embeddings.weight"], sd["embeddings.position_embeddings.weight"]]

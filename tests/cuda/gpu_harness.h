@@ -97,9 +97,9 @@ static inline void gh_load_model(posy_engine *e, const char *dir) {
     if (fscanf(f, "%15s", tag) == 1 && !strcmp(tag, "qwen3")) { gh_load_qwen3(e, dir, f); return; }
     /* "mpnet" first: MPNet -- positions from 2 (the table has max_positions
      * + 2 rows), no token types, and the relative position bias
-     * [32, heads] after the layers */
-    const int mpnet = !strcmp(tag, "mpnet");
-    if (!mpnet) rewind(f);
+     * [32, heads] after the layers; "roberta": positions from 2 too */
+    const int mpnet = !strcmp(tag, "mpnet"), roberta = !strcmp(tag, "roberta"), off2 = mpnet || roberta;
+    if (!off2) rewind(f);
     posy_model_info *in = &e->cfg.info;
     double eps;
     int pool, norm;
@@ -109,13 +109,13 @@ static inline void gh_load_model(posy_engine *e, const char *dir) {
     fclose(f);
     in->kv_heads = in->heads;
     in->max_seq_len = in->max_positions;
-    e->cfg.max_position_embeddings = in->max_positions + (mpnet ? 2 : 0);
-    e->cfg.position_offset = mpnet ? 2 : 0;
-    e->cfg.pad_token_id = mpnet ? 1 : 0;
+    e->cfg.max_position_embeddings = in->max_positions + (off2 ? 2 : 0);
+    e->cfg.position_offset = off2 ? 2 : 0;
+    e->cfg.pad_token_id = off2 ? 1 : 0;
     e->cfg.rel_buckets = mpnet ? ENG_RELPOS_BUCKETS : 0;
     in->pooling = (posy_pooling)pool;
     in->normalize = norm;
-    snprintf(in->arch, sizeof in->arch, mpnet ? "mpnet" : "bert");
+    snprintf(in->arch, sizeof in->arch, mpnet ? "mpnet" : roberta ? "roberta" : "bert");
     snprintf(in->model_dir, sizeof in->model_dir, "%s", dir);
     e->cfg.ln_eps = eps;
     e->cfg.act = ENG_ACT_GELU;
