@@ -70,6 +70,8 @@ bad:
     return NULL;
 }
 
+int gw_cors_any(const gw_cors *c) { return c && c->any; }
+
 const char *gw_cors_allow(const gw_cors *c, const char *origin, size_t len) {
     if (!c || !origin || !len) return NULL;
     if (c->any) return "*";

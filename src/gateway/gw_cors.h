@@ -26,5 +26,8 @@ void gw_cors_free(gw_cors *c);
  * is origin[0..len) ("*" with the wildcard, else the configured origin
  * that equals it, ignoring ASCII case), or NULL: no CORS headers. */
 const char *gw_cors_allow(const gw_cors *c, const char *origin, size_t len);
+/* Whether every origin is allowed (`*`): then the answer does not depend on
+ * the request's Origin (no Vary header). */
+int gw_cors_any(const gw_cors *c);
 
 #endif

@@ -281,7 +281,7 @@ static void cors_headers(gw_server *s, h2o_req_t *req) {
     ssize_t oi = h2o_find_header_by_str(&req->headers, H2O_STRLIT("origin"), -1);
     const char *allow = oi >= 0 ? gw_cors_allow(s->cors, req->headers.entries[oi].value.base,
                                                 req->headers.entries[oi].value.len) : NULL;
-    if (strcmp(s->opts.cors, "*") != 0)   /* the answer depends on Origin: caches must know */
+    if (!gw_cors_any(s->cors))   /* the answer depends on Origin: caches must know */
         h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_VARY, NULL, H2O_STRLIT("Origin"));
     if (!allow) return;
     h2o_add_header(&req->pool, &req->res.headers, H2O_TOKEN_ACCESS_CONTROL_ALLOW_ORIGIN, NULL, allow, strlen(allow));
@@ -421,10 +421,8 @@ gw_server *gw_server_start(const gw_opts *opts, posy_err *err) {
     }
     if (opts->cors) {
         s->cors = gw_cors_parse(opts->cors, err);
-        s->opts.cors = s->cors ? strdup(opts->cors) : NULL;
-        if (!s->cors || !s->opts.cors) {
-            if (s->cors) posy_err_set(err, POSY_E_NOMEM, "out of memory");
-            gw_cors_free(s->cors);
+        s->opts.cors = NULL; /* the parsed list is what is used (the caller's string need not outlive this) */
+        if (!s->cors) {
             free((char *)s->opts.api_key);
             free(s);
             return NULL;
@@ -510,7 +508,6 @@ void gw_server_free(gw_server *s) {
     pthread_cond_destroy(&s->start_cv);
     free(s->loops);
     free((char *)s->opts.api_key);
-    free((char *)s->opts.cors);
     gw_cors_free(s->cors);
     free(s);
 }

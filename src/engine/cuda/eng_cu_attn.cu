@@ -261,7 +261,7 @@ __global__ void __launch_bounds__(128, MINB) attn_kernel_v2(eng_cu_attn_args a) 
     const float sl2 = a.scale * 1.4426950408889634f;
     const int wrow0 = q0 + warp * 16; /* this warp's first query row */
     /* REL: the head's bias row at distance 0 (eng_cu_attn_args.rel) */
-    const float *rb = REL ? a.rel + (size_t)h * (2 * (size_t)a.rel_max - 1) + (a.rel_max - 1) : nullptr;
+    const float *rb = REL ? eng_attn_rel_row(a, h) : nullptr;
     const bf16 *Qs = sQ + (warp * 16 + (mi & 1) * 8 + mr) * LD + (mi >> 1) * 8; /* QSM: its ldmatrix address */
 
     for (int j = 0; j < ntiles; j++) {

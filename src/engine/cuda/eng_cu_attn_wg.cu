@@ -144,8 +144,7 @@ __global__ void __launch_bounds__(128, (awg_minb<D, ST>())) attn_wg_kernel(eng_c
                 eng_async_commit();
             }
             if constexpr (REL) /* MPNet (eng_cu_attn_args.rel) */
-                eng_attn_add_rel<BN>(sc, a.rel + (size_t)h * (2 * (size_t)a.rel_max - 1) + (a.rel_max - 1), k0, len,
-                                     wrow0);
+                eng_attn_add_rel<BN>(sc, eng_attn_rel_row(a, h), k0, len, wrow0);
             eng_attn_softmax<D, BN, CAUSAL>(sc, k0, len, wrow0, sl2, o, m, l);
             uint32_t pa[4][4];
             awg_pack_p(pa, sc);

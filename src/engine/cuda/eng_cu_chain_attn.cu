@@ -160,7 +160,7 @@ chain_attn_o_kernel(eng_cu_attn_args a, const int *n_rows_dev, const int *n_seqs
         const bf16 *Qs = wt + j * TILE, *Ks = wt + (HPW + (KVW == 1 ? 0 : j)) * TILE,
                    *Vs = wt + (HPW + KVW + (KVW == 1 ? 0 : j)) * TILE;
         float o[D / 8][4], l[2];
-        const float *rb = REL ? a.rel + (size_t)(h0 + j) * (2 * (size_t)a.rel_max - 1) + (a.rel_max - 1) : nullptr;
+        const float *rb = REL ? eng_attn_rel_row(a, h0 + j) : nullptr;
         eng_chain_head<D, LD, D, REL>(Qs, Ks, Vs, lo, hi, sl2, o, l, 0, rb);
         if (j == 0) {
             sk3_bulk_wait(&wbar); /* the weight slice, requested before the wait */

@@ -94,6 +94,12 @@ template <int D, int BN, bool CAUSAL>
 static __device__ __forceinline__ void eng_attn_softmax(float (*sc)[4], int k0, int len, int wrow0, float sl2,
                                                         float (*o)[4], float *m, float *l);
 
+/* MPNet: head h's row of the relative position bias table, at distance 0
+ * (eng_cu_attn_args.rel; eng_relpos.h's layout) */
+static __device__ __forceinline__ const float *eng_attn_rel_row(const eng_cu_attn_args &a, int h) {
+    return a.rel + (size_t)h * (2 * (size_t)a.rel_max - 1) + (a.rel_max - 1);
+}
+
 /* MPNet's relative position bias on the warp's scores sc (the mma.sync C
  * layout, as eng_attn_softmax's): rb is the head's row in units of raw
  * scores (the bias / scale), pointing at distance 0; the bias of (key -

@@ -119,7 +119,6 @@ static void plan_weights(eng_cu_model *m, wplan *p, const eng_bert_weights *w, f
         float *tab = p->host.base ? (float *)malloc(n * sizeof(float)) : NULL;
         if (tab) eng_relpos_expand(tab, w->rel_bias, m->heads, m->max_pos, sqrtf((float)m->head_dim));
         m->rel = (float *)put(p, tab, n, 1);
-        m->rel_max = m->max_pos;
         free(tab);
     }
     for (int l = 0; l < m->L; l++) {
@@ -918,7 +917,7 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
     a.causal = 0;
     a.work = m->attn_work;
     a.rel = m->rel; /* MPNet: NULL for the others */
-    a.rel_max = m->rel_max;
+    a.rel_max = m->max_pos;
     const bf16 *pool_in = m->x; /* the last LayerNorm's output (rowln) */
     if (chain && T <= m->chain_ln) {
         /* the LayerNorms folded (four kernels a layer): x holds the layer's

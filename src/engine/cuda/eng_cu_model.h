@@ -73,8 +73,8 @@ typedef struct eng_cu_model {
     bf16 *word, *pos, *type;
     float *emb_g, *emb_b;               /* Qwen3: emb_g is the final RMSNorm */
     float *rope;                        /* Qwen3: [rope_rows][head_dim/2][2] cos, sin */
-    float *rel;                         /* MPNet: relative position bias (eng_cu_attn_args.rel), else NULL */
-    int rel_max;                        /* MPNet: its longest sequence (max_pos), else 0 */
+    float *rel;                         /* MPNet: relative position bias (eng_cu_attn_args.rel, rel_max =
+                                           max_pos), else NULL */
     eng_cu_layer *layers;
     /* activations: one device allocation for max_tokens / max_seqs */
     int max_tokens, max_seqs;
