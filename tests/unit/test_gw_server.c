@@ -248,8 +248,10 @@ static void test_cors_parse(void) {
     CHECK(ALLOW("https://a.example.co") == NULL);
     CHECK(ALLOW("null") == NULL);
     CHECK(gw_cors_allow(c, NULL, 0) == NULL);
+    CHECK(!gw_cors_any(c));                                  /* a list: answers vary by Origin */
     gw_cors_free(c);
-    c = gw_cors_parse("*", &err);
+    c = gw_cors_parse(" * ", &err);
+    CHECK(c && gw_cors_any(c));                              /* the wildcard, spaces around it or not */
     CHECK(c && !strcmp(ALLOW("https://anything.example"), "*"));
     CHECK(c && ALLOW("") == NULL);                           /* no Origin: not a cross-origin request */
 #undef ALLOW
