@@ -9,7 +9,9 @@
  *                   padded rows of x and h zeroed
  *   qk_norm_rope    eng_cpu_rmsnorm_heads_ref (Q, K) + eng_cpu_rope_ref on
  *                   packed sequences (positions restart per sequence, up
- *                   to 1999); V columns and padded rows untouched (bits)
+ *                   to 1999); V columns and padded rows untouched (bits);
+ *                   also without the norm (NULL weights: the rotary alone,
+ *                   as Qwen2 / Mistral / Llama run it)
  *   swiglu          eng_cpu_swiglu_ref; padded rows untouched
  *   attention       eng_cpu_attention_gqa_ref on the fused [T, (nh+2kv)d]
  *                   rows, causal and bidirectional, GQA 16/8 d=128, 4/2 d=32
@@ -77,7 +79,8 @@ static void check_embed(int rows, int H) {
 
 /* ---- q/k RMSNorm + rotary ---------------------------------------------------- */
 
-typedef struct qcase { int nh, nkv, d; std::vector<int> lens; double theta; } qcase;
+/* norm 0: no q/k norm (Qwen2, Mistral, Llama) -- the kernel's rotary alone */
+typedef struct qcase { int nh, nkv, d; std::vector<int> lens; double theta; int norm = 1; } qcase;
 
 static void check_qk(const qcase &c, int time_it) {
     const int d = c.d, ld = (c.nh + 2 * c.nkv) * d;
@@ -92,8 +95,10 @@ static void check_qk(const qcase &c, int time_it) {
     std::vector<float> qn = rand_range(d, 0.5f, 1.5f), kn = rand_range(d, 0.5f, 1.5f);
     /* reference: the CPU engine's kernels, in its order (norm, then rotate) */
     std::vector<float> ref(f.begin(), f.begin() + (size_t)T * ld);
-    eng_cpu_rmsnorm_heads_ref(ref.data(), (size_t)ld, 0, T, c.nh, d, qn.data(), eps);
-    eng_cpu_rmsnorm_heads_ref(ref.data(), (size_t)ld, (size_t)c.nh * d, T, c.nkv, d, kn.data(), eps);
+    if (c.norm) {
+        eng_cpu_rmsnorm_heads_ref(ref.data(), (size_t)ld, 0, T, c.nh, d, qn.data(), eps);
+        eng_cpu_rmsnorm_heads_ref(ref.data(), (size_t)ld, (size_t)c.nh * d, T, c.nkv, d, kn.data(), eps);
+    }
     eng_cpu_rope_ref(ref.data(), cu.data(), S, c.nh, c.nkv, d, c.theta);
     std::vector<float> table((size_t)longest * d);
     eng_cu_q3_rope_table(table.data(), longest, d, c.theta); /* the shipped table maker */
@@ -104,7 +109,7 @@ static void check_qk(const qcase &c, int time_it) {
     eng_cu_qk_args a;
     memset(&a, 0, sizeof a);
     a.qkv = dqkv; a.ld = ld; a.n_heads = c.nh; a.n_kv_heads = c.nkv; a.head_dim = d;
-    a.q_norm = dqn; a.k_norm = dkn; a.eps = eps; a.rope = drope; a.rope_rows = longest;
+    a.q_norm = c.norm ? dqn : NULL; a.k_norm = c.norm ? dkn : NULL; a.eps = eps; a.rope = drope; a.rope_rows = longest;
     a.cu_seqlens = dcu; a.n_seqs_dev = ds; a.rows = bucket; a.n_rows_dev = dn;
     CUCHECK(eng_cu_qk_norm_rope(0, &a));
     CUCHECK(cudaDeviceSynchronize());
@@ -123,7 +128,8 @@ static void check_qk(const qcase &c, int time_it) {
             }
         }
     char name[128];
-    snprintf(name, sizeof name, "qk_norm_rope nh=%d kv=%d d=%d seqs=%d tokens=%d", c.nh, c.nkv, d, S, T);
+    snprintf(name, sizeof name, "qk_%s nh=%d kv=%d d=%d seqs=%d tokens=%d", c.norm ? "norm_rope" : "rope (no norm)",
+             c.nh, c.nkv, d, S, T);
     lab_check(name, got.data(), want.data(), got.size(), 2e-2f, 1e-2f);
     if (!v_same) { printf("  FAIL: qk_norm_rope changed V columns\n"); lab_failures++; }
     if (!pad_same) { printf("  FAIL: qk_norm_rope changed padded rows\n"); lab_failures++; }
@@ -213,6 +219,9 @@ int main(void) {
     check_qk({16, 8, 128, {2000}, 1e6}, 0);
     check_qk({4, 2, 32, mix, 1e6}, 0);
     check_qk({8, 8, 64, mix, 1e4}, 0);
+    check_qk({12, 2, 128, mix, 1e6, 0}, 0);  /* gte-Qwen2-1.5B's heads, no q/k norm */
+    check_qk({32, 8, 128, {1}, 1e4, 0}, 0);  /* e5-mistral's */
+    check_qk({32, 8, 64, mix, 5e5, 0}, 0);
     for (int I : {128, 3072})
         for (int r : {1, 7, 1000}) check_swiglu(r, I, 0);
     for (int causal : {0, 1}) {

@@ -200,7 +200,7 @@ int cli_cmd_serve(int argc, char **argv) {
     POSY_INFO("posy serve: model %s (%s, %d dims, max %d tokens) on %s, listening on %s:%d; max_batch_tokens %d, "
               "max_batch_seqs %ld, max_concurrent %ld, max_client_batch %ld, max_body_bytes %ld, %ld http threads, "
               "%ld tokenization workers",
-              gm.name, st.cfg.info.arch, gm.dim, max_in, st.device, fl.host, gw_server_port(srv), st.max_batch_tokens,
+              gm.name, st.cfg.model_type, gm.dim, max_in, st.device, fl.host, gw_server_port(srv), st.max_batch_tokens,
               fl.max_batch_seqs, fl.max_concurrent, fl.max_client_batch, fl.max_body_bytes, fl.http_threads, fl.workers);
     if (st.busy_poll_us) POSY_INFO("posy serve: the step thread and one tokenization worker busy-poll %d us after each request (--busy-poll-us)", st.busy_poll_us);
     if (fl.api_key) POSY_INFO("posy serve: an API key is required on every route but /health and /metrics");

@@ -18,7 +18,7 @@
 #include "eng_cfgjson.h"
 #include "eng_relpos.h"
 
-typedef enum { FAM_BERT, FAM_ROBERTA, FAM_DISTILBERT, FAM_QWEN3, FAM_MPNET } cfg_family;
+typedef enum { FAM_BERT, FAM_ROBERTA, FAM_DISTILBERT, FAM_QWEN3, FAM_MPNET, FAM_QWEN2, FAM_MISTRAL, FAM_LLAMA } cfg_family;
 
 static const struct {
     const char *model_type, *arch;
@@ -28,9 +28,13 @@ static const struct {
     {"xlm-roberta", "xlm-roberta", FAM_ROBERTA}, {"camembert", "roberta", FAM_ROBERTA},
     {"distilbert", "distilbert", FAM_DISTILBERT}, {"qwen3", "qwen3", FAM_QWEN3},
     {"mpnet", "mpnet", FAM_MPNET},
+    /* the decoders without Qwen3's q/k norm run on its engine ("qwen3"
+     * family): e5-mistral, SFR-Embedding-Mistral, gte-Qwen2, ... */
+    {"qwen2", "qwen3", FAM_QWEN2},       {"mistral", "qwen3", FAM_MISTRAL},
+    {"llama", "qwen3", FAM_LLAMA},
 };
 
-#define CFG_SUPPORTED "bert, roberta, xlm-roberta, camembert, distilbert, mpnet, qwen3"
+#define CFG_SUPPORTED "bert, roberta, xlm-roberta, camembert, distilbert, mpnet, qwen3, qwen2, mistral, llama"
 
 static int cfg_activation(eng_config *c, json_t *root, const char *key, const char *def, const char *path,
                           posy_err *err) {
@@ -157,14 +161,28 @@ static int cfg_qwen3_extra(eng_config *c, json_t *r, const char *p, posy_err *er
     return 0;
 }
 
-static int cfg_qwen3(eng_config *c, json_t *r, const char *p, posy_err *err) {
+/* What differs between the decoders this family runs, all as
+ * transformers computes them (pre-norm RMSNorm layers, rotary, GQA,
+ * SwiGLU):
+ *   qwen3    q/k RMSNorm per head; head_dim set apart from hidden/heads
+ *            (128 when absent); optional bias on q, k, v and o
+ *   qwen2    no q/k norm; bias on q, k, v (never o); head_dim = hidden/heads
+ *   mistral  no q/k norm, no bias; head_dim when given (null: hidden/heads);
+ *            sliding_window W: a query sees the W - 1 keys before it, so
+ *            sequences are capped at W tokens, where it changes nothing
+ *   llama    no q/k norm; attention_bias puts a bias on q, k, v and o;
+ *            mlp_bias is refused
+ * Which biases a checkpoint has is read from its tensors (the weights
+ * loader); rope_scaling of any kind is refused. */
+static int cfg_qwen3(eng_config *c, json_t *r, const char *p, cfg_family fam, posy_err *err) {
     posy_model_info *in = &c->info;
-    int rc;
+    int rc, mlp_bias = 0, window = 0;
     if ((rc = eng_cfgjson_int(r, "hidden_size", p, 1, 0, 1, 65536, &in->hidden, err)) ||
         (rc = eng_cfgjson_int(r, "num_hidden_layers", p, 1, 0, 1, 1024, &in->layers, err)) ||
         (rc = eng_cfgjson_int(r, "num_attention_heads", p, 1, 0, 1, 1024, &in->heads, err)) ||
         (rc = eng_cfgjson_int(r, "num_key_value_heads", p, 0, 0, 0, 1024, &in->kv_heads, err)) ||
-        (rc = eng_cfgjson_int(r, "head_dim", p, 0, 128, 1, 4096, &c->head_dim, err)) ||
+        (rc = eng_cfgjson_int(r, "head_dim", p, 0, fam == FAM_QWEN3 ? 128 : 0, fam == FAM_QWEN3, 4096,
+                              &c->head_dim, err)) || /* 0 (absent or null): derived below */
         (rc = eng_cfgjson_int(r, "intermediate_size", p, 1, 0, 1, 1 << 20, &in->intermediate, err)) ||
         (rc = eng_cfgjson_int(r, "vocab_size", p, 1, 0, 1, 1 << 24, &in->vocab, err)) ||
         (rc = eng_cfgjson_int(r, "max_position_embeddings", p, 0, 32768, 1, 1 << 22, &c->max_position_embeddings, err)) ||
@@ -172,23 +190,35 @@ static int cfg_qwen3(eng_config *c, json_t *r, const char *p, posy_err *err) {
         (rc = eng_cfgjson_num(r, "rms_norm_eps", p, 0, 1e-6, 0, 1, &c->ln_eps, err)) ||
         (rc = eng_cfgjson_num(r, "rope_theta", p, 0, 10000.0, 1, 1e12, &c->rope_theta, err)) ||
         (rc = eng_cfgjson_bool(r, "tie_word_embeddings", p, 0, &c->tie_word_embeddings, err)) ||
+        (rc = eng_cfgjson_bool(r, "mlp_bias", p, 0, &mlp_bias, err)) ||
+        (fam == FAM_MISTRAL && (rc = eng_cfgjson_int(r, "sliding_window", p, 0, 0, 0, 1 << 22, &window, err))) ||
         (rc = cfg_activation(c, r, "hidden_act", "silu", p, err)))
         return rc;
     json_t *rs = json_object_get(r, "rope_scaling");
     if (rs && !json_is_null(rs))
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: rope_scaling is not supported", p);
+    if (mlp_bias) return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: mlp_bias true is not supported", p);
     if ((rc = cfg_qwen3_extra(c, r, p, err))) return rc;
     in->type_vocab = 0;
+    c->qk_norm = fam == FAM_QWEN3;
     /* Qwen3 sets head_dim independently of hidden/heads; only the GQA
      * grouping must divide.  Absent, it is 128 as in transformers'
      * Qwen3Config, not hidden / heads (which once gave 0 for hidden_size 2
      * with 6 heads: tests/fuzz/fuzz_config.c); the weights loader then
-     * checks the projections' shapes against it. */
+     * checks the projections' shapes against it.  The others derive it
+     * from hidden / heads when the config does not say. */
+    if (!c->head_dim) {
+        if (in->hidden % in->heads)
+            return posy_err_set(err, POSY_E_INVALID, "%s: hidden size %d is not a multiple of %d attention heads "
+                                "(and no head_dim)", p, in->hidden, in->heads);
+        c->head_dim = in->hidden / in->heads;
+    }
     if (!in->kv_heads) in->kv_heads = in->heads;
     if (in->heads % in->kv_heads)
         return posy_err_set(err, POSY_E_INVALID, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
                             p, in->heads, in->kv_heads);
     in->max_positions = c->max_position_embeddings;
+    if (window > 0 && window < in->max_positions) in->max_positions = window;
     return 0;
 }
 
@@ -219,6 +249,7 @@ static const char *cfg_type_from_arch(json_t *root) {
     static const struct { const char *cls, *type; } map[] = {
         {"XLMRoberta", "xlm-roberta"}, {"Roberta", "roberta"}, {"Camembert", "camembert"},
         {"DistilBert", "distilbert"}, {"Bert", "bert"}, {"Qwen3", "qwen3"}, {"MPNet", "mpnet"},
+        {"Qwen2", "qwen2"}, {"Mistral", "mistral"}, {"Llama", "llama"},
     };
     const char *a = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
     for (size_t i = 0; a && i < sizeof map / sizeof map[0]; i++)
@@ -243,7 +274,8 @@ static int cfg_load_main(eng_config *c, const char *dir, posy_err *err) {
         snprintf(c->model_type, sizeof c->model_type, "%s", mt);
         snprintf(c->info.arch, sizeof c->info.arch, "%s", cfg_types[k].arch);
         cfg_family fam = cfg_types[k].fam;
-        rc = fam == FAM_QWEN3 ? cfg_qwen3(c, root, path, err)
+        rc = fam == FAM_QWEN3 || fam == FAM_QWEN2 || fam == FAM_MISTRAL || fam == FAM_LLAMA
+                 ? cfg_qwen3(c, root, path, fam, err)
            : fam == FAM_DISTILBERT ? cfg_distilbert(c, root, path, err)
            : cfg_bert(c, root, path, fam, err);
     }

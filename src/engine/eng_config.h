@@ -43,6 +43,7 @@ typedef struct eng_config {
     int do_lower_case;           /* sentence_bert_config.json: lowercase text before tokenizing */
     int pool_include_prompt;     /* Pooling include_prompt (default 1); 0: the prompt's tokens are not pooled */
     int rel_buckets;             /* MPNet: relative position buckets (eng_relpos.h); 0 = none */
+    int qk_norm;                 /* decoders: Q and K RMSNormed per head before rotary (qwen3; not qwen2, mistral, llama) */
 } eng_config;
 
 int eng_config_load(eng_config *c, const char *model_dir, posy_err *err);

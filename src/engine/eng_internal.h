@@ -53,7 +53,7 @@ void eng_bert_weights_free(eng_bert_weights *w);
 typedef struct eng_qwen3_layer {
     const float *qkv_w, *qkv_b;     /* [(nh+2nkv)d, H], bias or NULL (attention_bias) */
     const float *o_w, *o_b;         /* [H, nh*d], bias or NULL */
-    const float *q_norm, *k_norm;   /* [head_dim] */
+    const float *q_norm, *k_norm;   /* [head_dim]; NULL when the model has none (qwen2, mistral, llama) */
     const float *ln1, *ln2;         /* input_layernorm, post_attention_layernorm [H] */
     const float *gu_w;              /* [2I, H]: gate rows then up rows */
     const float *down_w;            /* [H, I] */

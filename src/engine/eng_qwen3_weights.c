@@ -9,7 +9,9 @@
  * eng_st_view_build), so sizing and filling cannot disagree.
  *
  * Names: "embed_tokens.weight", "layers.N.self_attn.{q,k,v,o}_proj.weight"
- * (+ ".bias" when config attention_bias), "...self_attn.{q,k}_norm.weight",
+ * (+ ".bias": q, k, v together when layer 0's q_proj has one -- Qwen2
+ * always, Qwen3 / Llama with attention_bias; o when layer 0's o_proj has
+ * one), "...self_attn.{q,k}_norm.weight" (Qwen3 only: cfg->qk_norm),
  * "...{input,post_attention}_layernorm.weight",
  * "...mlp.{gate,up,down}_proj.weight", "norm.weight", under "" (a saved
  * Qwen3Model, as Qwen3-Embedding ships) or "model." (a Qwen3ForCausalLM).
@@ -58,7 +60,7 @@ static int qw_stack(qw_ctx *c, const char *lp, const char *const *names, const i
     return 0;
 }
 
-static int qw_layer(qw_ctx *c, const eng_config *cfg, int bias, int i, eng_qwen3_layer *L) {
+static int qw_layer(qw_ctx *c, const eng_config *cfg, int bias, int o_bias, int i, eng_qwen3_layer *L) {
     static const char *const qkv[3] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"};
     static const char *const gu[2] = {"mlp.gate_proj", "mlp.up_proj"};
     const posy_model_info *in = &cfg->info;
@@ -72,9 +74,9 @@ static int qw_layer(qw_ctx *c, const eng_config *cfg, int bias, int i, eng_qwen3
     if ((rc = qw_stack(c, lp, qkv, qkv_rows, 3, H, ".weight", &L->qkv_w)) ||
         (bias && (rc = qw_stack(c, lp, qkv, qkv_rows, 3, 0, ".bias", &L->qkv_b))) ||
         (rc = QW_T("self_attn.o_proj.weight", 2, dHA, &L->o_w)) ||
-        (bias && (rc = QW_T("self_attn.o_proj.bias", 1, dH, &L->o_b))) ||
-        (rc = QW_T("self_attn.q_norm.weight", 1, dd, &L->q_norm)) ||
-        (rc = QW_T("self_attn.k_norm.weight", 1, dd, &L->k_norm)) ||
+        (o_bias && (rc = QW_T("self_attn.o_proj.bias", 1, dH, &L->o_b))) ||
+        (cfg->qk_norm && (rc = QW_T("self_attn.q_norm.weight", 1, dd, &L->q_norm))) ||
+        (cfg->qk_norm && (rc = QW_T("self_attn.k_norm.weight", 1, dd, &L->k_norm))) ||
         (rc = QW_T("input_layernorm.weight", 1, dH, &L->ln1)) ||
         (rc = QW_T("post_attention_layernorm.weight", 1, dH, &L->ln2)) ||
         (rc = qw_stack(c, lp, gu, gu_rows, 2, H, ".weight", &L->gu_w)) ||
@@ -86,21 +88,21 @@ static int qw_layer(qw_ctx *c, const eng_config *cfg, int bias, int i, eng_qwen3
 
 typedef struct {
     const eng_config *cfg;
-    int bias;
+    int bias, o_bias;
     eng_qwen3_weights *w;
 } qw_walk_arg;
 
 static int qw_walk(qw_ctx *c, void *arg) {
     const qw_walk_arg *a = arg;
     const eng_config *cfg = a->cfg;
-    int bias = a->bias;
+    int bias = a->bias, o_bias = a->o_bias;
     eng_qwen3_weights *w = a->w;
     int64_t dv[2] = {cfg->info.vocab, cfg->info.hidden}, dH[1] = {cfg->info.hidden};
     int rc;
     if ((rc = qw_take(c, "embed_tokens.weight", 2, dv, &w->embed)) || (rc = qw_take(c, "norm.weight", 1, dH, &w->norm)))
         return rc;
     for (int i = 0; i < cfg->info.layers; i++)
-        if ((rc = qw_layer(c, cfg, bias, i, &w->layers[i]))) return rc;
+        if ((rc = qw_layer(c, cfg, bias, o_bias, i, &w->layers[i]))) return rc;
     return 0;
 }
 
@@ -110,18 +112,22 @@ int eng_qwen3_weights_load(eng_qwen3_weights *w, const eng_config *cfg, const en
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s/config.json: head_dim %d is not supported (even, 2..1024)",
                             cfg->info.model_dir, cfg->head_dim);
     if (cfg->act != ENG_ACT_SILU)
-        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s/config.json: qwen3 with hidden_act other than silu is not "
-                            "supported", cfg->info.model_dir);
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s/config.json: %s with hidden_act other than silu is not "
+                            "supported", cfg->info.model_dir, cfg->model_type);
     qw_ctx c = {st, NULL, 0, NULL, 0, err};
     c.prefix = eng_st_find(st, "embed_tokens.weight") ? "" : eng_st_find(st, "model.embed_tokens.weight") ? "model." : NULL;
     if (!c.prefix)
         return posy_err_set(err, POSY_E_INVALID, "%s: tensor embed_tokens.weight not found (with or without a model. "
-                            "prefix): not a qwen3 checkpoint?", st->path);
-    int bias = eng_st_find(st, c.prefix[0] ? "model.layers.0.self_attn.q_proj.bias" : "layers.0.self_attn.q_proj.bias") != NULL;
+                            "prefix): not a %s checkpoint?", st->path, cfg->model_type);
+    char bn[96];
+    snprintf(bn, sizeof bn, "%slayers.0.self_attn.q_proj.bias", c.prefix);
+    int bias = eng_st_find(st, bn) != NULL;
+    snprintf(bn, sizeof bn, "%slayers.0.self_attn.o_proj.bias", c.prefix);
+    int o_bias = eng_st_find(st, bn) != NULL;
     w->n_layers = cfg->info.layers;
     w->layers = calloc((size_t)w->n_layers, sizeof *w->layers);
     if (!w->layers) return posy_err_set(err, POSY_E_NOMEM, "out of memory for %d layers", w->n_layers);
-    qw_walk_arg a = {cfg, bias, w};
+    qw_walk_arg a = {cfg, bias, o_bias, w};
     int rc = eng_st_view_build(&c, qw_walk, &a, &w->owned, &w->owned_floats);
     if (rc) eng_qwen3_weights_free(w);
     return rc;

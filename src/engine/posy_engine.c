@@ -99,8 +99,8 @@ posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opt
     if (eng_config_load(&e->cfg, model_dir, err) != 0) { free(e); return NULL; }
     /* model.safetensors, or the shards of model.safetensors.index.json */
     if (e->opts.attention != POSY_ATTN_MODEL && strcmp(e->cfg.info.arch, "qwen3")) {
-        posy_err_set(err, POSY_E_UNSUPPORTED, "--attention applies to decoder models (qwen3); %s is a %s encoder",
-                     model_dir, e->cfg.info.arch);
+        posy_err_set(err, POSY_E_UNSUPPORTED, "--attention applies to decoder models (qwen3, qwen2, mistral, llama); "
+                     "%s is a %s encoder", model_dir, e->cfg.model_type);
         engine_free(e, STAGE_CONFIG);
         return NULL;
     }
@@ -124,7 +124,7 @@ posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opt
     mi->max_batch_tokens = e->opts.max_batch_tokens;
     mi->max_batch_seqs = e->opts.max_batch_seqs;
     POSY_INFO("engine: %s (%s, %d layers, hidden %d, %d heads, %s pooling%s%s) on %s %s, "
-              "max %d tokens%s / %d sequences per batch", mi->name, mi->arch, mi->layers, mi->hidden,
+              "max %d tokens%s / %d sequences per batch", mi->name, e->cfg.model_type, mi->layers, mi->hidden,
               mi->heads, mi->pooling == POSY_POOL_MEAN ? "mean" : mi->pooling == POSY_POOL_CLS ? "cls" : "last-token",
               mi->normalize ? ", normalized" : "",
               strcmp(mi->arch, "qwen3") ? "" : mi->causal ? ", causal attention" : ", bidirectional attention",

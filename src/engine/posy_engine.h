@@ -45,7 +45,8 @@ typedef struct posy_engine_opts {
 typedef struct posy_model_info {
     char model_dir[1024];
     char name[256];            /* directory base name, used as the OpenAI "model" */
-    char arch[32];             /* "bert", "roberta", "xlm-roberta", "qwen3" */
+    char arch[32];             /* the engine family: "bert", "roberta", "distilbert", "mpnet", "qwen3" (which also
+                                  runs qwen2, mistral and llama; config.json's model_type says which) */
     int hidden;                /* hidden size = embedding dimension before truncation */
     int layers;
     int heads;

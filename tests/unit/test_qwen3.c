@@ -1,4 +1,5 @@
-/* test_qwen3: the Qwen3 decoder on the CPU engine against transformers.
+/* test_qwen3: the Qwen3-family decoders on the CPU engine against
+ * transformers.
  *
  * tests/fixtures/qwen3/ holds two tiny random-weight Qwen3 embedding models
  * saved by transformers (tests/gen/gen_qwen3_fixtures.py) and
@@ -12,6 +13,14 @@
  * must reach cosine >= 0.99999 with the reference, and the packed batch
  * must equal each sequence run alone (|diff| <= 1e-5).  The wrong mode must
  * miss the reference, so the check can fail.
+ *
+ * tests/fixtures/decoders/ (tests/gen/gen_decoder_fixtures.py) holds the
+ * decoders without Qwen3's q/k norm, same checks, same reference layout:
+ *   qwen2/    bias on q, k, v (not o), GQA, last-token pooling, causal
+ *   mistral/  head_dim apart from hidden/heads, sliding_window 64 (posy's
+ *             length cap: max_positions 64), last-token pooling, causal
+ *   llama/    attention_bias (q, k, v and o), mean pooling, "is_causal":
+ *             false
  */
 #include <jansson.h>
 #include <math.h>
@@ -22,12 +31,14 @@
 #include "posy_test.h"
 
 #define FIX "tests/fixtures/qwen3"
+#define FIX_DEC "tests/fixtures/decoders"
 #define MAXS 16
 #define MAXT 4096
 
 static json_t *ref_root;
 static int32_t ids[MAXT], cu[MAXS + 1];
 static int n_seqs;
+static const char *g_root; /* the fixture folder being checked */
 
 /* POSY_QWEN3_FIXTURES=DIR runs the same checks on a fixture made with
  * gen_qwen3_fixtures.py --full DIR (real Qwen3-0.6B sizes, long sequences). */
@@ -36,10 +47,12 @@ static const char *fix_dir(void) {
     return d && *d ? d : FIX;
 }
 
-static void load_ref(void) {
+static void load_ref(const char *root) {
     json_error_t je;
     char path[512];
-    snprintf(path, sizeof path, "%s/reference.json", fix_dir());
+    g_root = root;
+    if (ref_root) json_decref(ref_root);
+    snprintf(path, sizeof path, "%s/reference.json", root);
     ref_root = json_load_file(path, 0, &je);
     CHECK_MSG(ref_root != NULL, "%s", je.text);
     json_t *seqs = json_object_get(ref_root, "sequences");
@@ -56,7 +69,7 @@ static void load_ref(void) {
 
 static posy_engine *open_model(const char *name, posy_attention att) {
     char dir[1024];
-    snprintf(dir, sizeof dir, "%s/%s", fix_dir(), name);
+    snprintf(dir, sizeof dir, "%s/%s", g_root, name);
     posy_engine_opts o = {0};
     o.device = POSY_DEVICE_CPU;
     o.n_threads = 2;
@@ -101,13 +114,15 @@ static double min_cos(const float *out, int H, json_t *refs) {
 static void check_model(const char *name, int config_causal) {
     json_t *m = json_object_get(json_object_get(ref_root, "models"), name);
     CHECK(m != NULL);
+    if (!m) return;
+    const int want_pool = !strcmp(json_string_value(json_object_get(m, "pooling")), "last") ? POSY_POOL_LAST : POSY_POOL_MEAN;
     for (int mode = POSY_ATTN_MODEL; mode <= POSY_ATTN_BIDIRECTIONAL; mode++) {
         posy_engine *e = open_model(name, (posy_attention)mode);
         if (!e) continue;
         const posy_model_info *mi = posy_engine_info(e);
         int causal = mode == POSY_ATTN_MODEL ? config_causal : mode == POSY_ATTN_CAUSAL;
         CHECK_EQ_INT(mi->causal, causal);
-        CHECK_EQ_INT(mi->pooling, !strcmp(name, "causal") ? POSY_POOL_LAST : POSY_POOL_MEAN);
+        CHECK_EQ_INT(mi->pooling, want_pool);
         int H = mi->hidden;
         float *packed = calloc((size_t)n_seqs * H, sizeof(float)), *one = calloc((size_t)H, sizeof(float));
         if (run(e, ids, cu, n_seqs, packed) == 0) {
@@ -133,6 +148,23 @@ static void check_model(const char *name, int config_causal) {
 static void test_qwen3_causal(void) { check_model("causal", 1); }
 static void test_qwen3_bidir(void) { check_model("bidir", 0); }
 
+/* The decoders without the q/k norm: the same checks, and the length cap
+ * Mistral's sliding window sets. */
+static void test_decoders(void) {
+    load_ref(FIX_DEC);
+    CHECK(n_seqs >= 6);
+    check_model("qwen2", 1);
+    check_model("mistral", 1);
+    check_model("llama", 0);
+    posy_engine *e = open_model("mistral", POSY_ATTN_MODEL);
+    if (e) {
+        CHECK_EQ_INT(posy_engine_info(e)->max_positions, 64);
+        posy_engine_close(e);
+    }
+    json_decref(ref_root);
+    ref_root = NULL;
+}
+
 static void test_qwen3_bad_attention_opt(void) {
     posy_engine_opts o = {0};
     o.device = POSY_DEVICE_CPU;
@@ -155,7 +187,7 @@ static void test_attention_opt_encoder_refused(void) {
     CHECK_STR_CONTAINS(err.msg, "decoder");
 }
 
-static void test_qwen3_setup(void) { load_ref(); CHECK(n_seqs >= 4); }
+static void test_qwen3_setup(void) { load_ref(fix_dir()); CHECK(n_seqs >= 4); }
 
 TEST_MAIN(TEST(test_qwen3_setup), TEST(test_qwen3_causal), TEST(test_qwen3_bidir), TEST(test_qwen3_bad_attention_opt),
-          TEST(test_attention_opt_encoder_refused))
+          TEST(test_attention_opt_encoder_refused), TEST(test_decoders))

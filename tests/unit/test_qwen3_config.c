@@ -2,8 +2,9 @@
  * (test_config.c covers those and the prompts): rope_theta where
  * transformers >= 5 writes it (rope_parameters), the attention direction
  * flags of bidirectional variants (is_causal, use_bidirectional_attention),
- * and the refusals (a rope_type other than default, sliding windows, flags
- * of the wrong JSON type).  Each case writes a config into a temp dir. */
+ * the refusals (a rope_type other than default, sliding windows, flags
+ * of the wrong JSON type), and the families run on the same engine without
+ * the q/k norm (qwen2, mistral, llama).  Each case writes a config into a temp dir. */
 #include <ftw.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,8 +20,8 @@ static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw
     return remove(p);
 }
 
-/* A fresh directory holding config.json = base sizes + `extra` fields. */
-static void write_config(const char *extra) {
+/* A fresh directory holding config.json = `body` (an object's fields). */
+static void write_body(const char *body) {
     if (g_dir[0]) nftw(g_dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
     snprintf(g_dir, sizeof g_dir, "/tmp/posy_q3cfg_XXXXXX");
     if (!mkdtemp(g_dir)) { CHECK_MSG(0, "mkdtemp failed"); return; }
@@ -28,10 +29,26 @@ static void write_config(const char *extra) {
     snprintf(p, sizeof p, "%s/config.json", g_dir);
     FILE *f = fopen(p, "wb");
     if (!f) { CHECK_MSG(0, "cannot write %s", p); return; }
-    fprintf(f, "{\"model_type\":\"qwen3\",\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
-               "\"num_key_value_heads\":2,\"head_dim\":32,\"intermediate_size\":128,\"vocab_size\":512%s%s}",
-            extra[0] ? "," : "", extra);
+    fprintf(f, "{%s}", body);
     fclose(f);
+}
+
+#define SIZES "\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,\"num_key_value_heads\":2," \
+              "\"intermediate_size\":128,\"vocab_size\":512"
+
+/* config.json of model_type `type` (NULL: none) = base sizes + `extra`. */
+static void write_typed(const char *type, const char *extra) {
+    char body[1024];
+    snprintf(body, sizeof body, "%s%s%s" SIZES "%s%s", type ? "\"model_type\":\"" : "", type ? type : "",
+             type ? "\"," : "", extra[0] ? "," : "", extra);
+    write_body(body);
+}
+
+/* Qwen3 with head_dim 32 + `extra` fields. */
+static void write_config(const char *extra) {
+    char e[768];
+    snprintf(e, sizeof e, "\"head_dim\":32%s%s", extra[0] ? "," : "", extra);
+    write_typed("qwen3", e);
 }
 
 static int load(eng_config *c, posy_err *err) {
@@ -92,8 +109,59 @@ static void test_refusals(void) {
     if (!err.code) eng_config_free(&c);
 }
 
+/* The decoders without Qwen3's q/k norm: which norm, which head_dim, the
+ * Mistral window as a length cap, and what is refused. */
+static void test_families(void) {
+    static const struct {
+        const char *type, *extra;
+        int ok, qk_norm, head_dim, max_positions;
+        const char *arch;
+    } cases[] = {
+        {"qwen3", "", 1, 1, 128, 32768, "qwen3"},                        /* Qwen3Config's head_dim default */
+        {"qwen2", "", 1, 0, 16, 32768, "qwen3"},                         /* hidden / heads */
+        {"qwen2", "\"use_sliding_window\":false,\"sliding_window\":4096", 1, 0, 16, 32768, "qwen3"},
+        {"mistral", "\"head_dim\":null,\"sliding_window\":null,\"max_position_embeddings\":4096", 1, 0, 16, 4096,
+         "qwen3"},
+        {"mistral", "\"head_dim\":32,\"sliding_window\":64,\"max_position_embeddings\":256", 1, 0, 32, 64, "qwen3"},
+        {"mistral", "\"sliding_window\":8192,\"max_position_embeddings\":4096", 1, 0, 16, 4096, "qwen3"},
+        {"llama", "\"head_dim\":32,\"attention_bias\":true,\"mlp_bias\":false", 1, 0, 32, 32768, "qwen3"},
+        {NULL, "\"architectures\":[\"MistralModel\"]", 1, 0, 16, 32768, "qwen3"}, /* before model_type existed */
+        {"llama", "\"mlp_bias\":true", 0, 0, 0, 0, "mlp_bias"},
+        {"llama", "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0}", 0, 0, 0, 0, "rope_scaling"},
+        {"qwen2", "\"use_sliding_window\":true", 0, 0, 0, 0, "use_sliding_window"},
+        {"mistral", "\"sliding_window\":-1", 0, 0, 0, 0, "sliding_window"},
+        {"llama", "\"hidden_act\":\"gelu\"", 1, 0, 16, 32768, "qwen3"},     /* refused by the weights loader */
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        eng_config c;
+        posy_err err;
+        write_typed(cases[i].type, cases[i].extra);
+        int rc = load(&c, &err);
+        if (!cases[i].ok) {
+            CHECK_MSG(rc != 0, "%s %s: loaded", cases[i].type, cases[i].extra);
+            if (rc) CHECK_STR_CONTAINS(err.msg, cases[i].arch);
+            else eng_config_free(&c);
+            continue;
+        }
+        if (rc) { CHECK_MSG(0, "%s %s: %s", cases[i].type, cases[i].extra, err.msg); continue; }
+        CHECK_MSG(c.qk_norm == cases[i].qk_norm && c.head_dim == cases[i].head_dim &&
+                      c.info.max_positions == cases[i].max_positions && !strcmp(c.info.arch, cases[i].arch),
+                  "%s %s: qk_norm %d head_dim %d max_positions %d arch %s", cases[i].type, cases[i].extra, c.qk_norm,
+                  c.head_dim, c.info.max_positions, c.info.arch);
+        eng_config_free(&c);
+    }
+    /* no head_dim and heads not dividing hidden: a clear error, not 0 */
+    write_body("\"model_type\":\"mistral\",\"hidden_size\":66,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+               "\"intermediate_size\":128,\"vocab_size\":512");
+    eng_config c;
+    posy_err err;
+    CHECK(load(&c, &err) != 0);
+    CHECK_STR_CONTAINS(err.msg, "not a multiple of 4 attention heads");
+}
+
 static void test_cleanup(void) {
     if (g_dir[0]) nftw(g_dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
 }
 
-TEST_MAIN(TEST(test_rope_theta_places), TEST(test_attention_direction), TEST(test_refusals), TEST(test_cleanup))
+TEST_MAIN(TEST(test_rope_theta_places), TEST(test_attention_direction), TEST(test_refusals), TEST(test_families),
+          TEST(test_cleanup))

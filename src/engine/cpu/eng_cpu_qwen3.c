@@ -1,8 +1,8 @@
 /* eng_cpu_qwen3: the Qwen3 decoder used as an embedder, fp32 on the CPU.
  *
  * Pre-norm decoder layers, as transformers' Qwen3Model computes them:
- *   h = RMSNorm(x) ; qkv = h Wqkv^T ; q,k = RMSNorm per head (q_norm,
- *   k_norm) ; rotary on q,k ; ctx = GQA attention (causal, or bidirectional
+ *   h = RMSNorm(x) ; qkv = h Wqkv^T (+ b) ; q,k = RMSNorm per head (q_norm,
+ *   k_norm; Qwen3 only -- Qwen2, Mistral and Llama have none) ; rotary on q,k ; ctx = GQA attention (causal, or bidirectional
  *   for pplx-embed style models) ; x += ctx Wo^T ;
  *   h = RMSNorm(x) ; x += (silu(h Wg^T) * (h Wu^T)) Wd^T
  * then the final RMSNorm, pooling (last token or mean per the
@@ -73,8 +73,10 @@ static int q3_layer(eng_cpu_qwen3 *q, const posy_engine *e, const eng_qwen3_laye
     float eps = (float)e->cfg.ln_eps;
     eng_cpu_rmsnorm(q->h, q->x, L->ln1, eps, T, H);
     eng_cpu_linear(q->qkv, q->h, L->qkv_w, L->qkv_b, T, QKV, H);
-    eng_cpu_rmsnorm_heads(q->qkv, (size_t)QKV, 0, T, nh, d, L->q_norm, eps);
-    eng_cpu_rmsnorm_heads(q->qkv, (size_t)QKV, (size_t)nh * d, T, nkv, d, L->k_norm, eps);
+    if (L->q_norm) { /* Qwen3 only */
+        eng_cpu_rmsnorm_heads(q->qkv, (size_t)QKV, 0, T, nh, d, L->q_norm, eps);
+        eng_cpu_rmsnorm_heads(q->qkv, (size_t)QKV, (size_t)nh * d, T, nkv, d, L->k_norm, eps);
+    }
     eng_cpu_rope(q->qkv, b->cu_seqlens, b->n_seqs, nh, nkv, d, e->cfg.rope_theta);
     if (eng_cpu_attention_gqa(q->ctx, q->qkv, b->cu_seqlens, b->n_seqs, nh, nkv, d, mi->causal, q->scratch,
                               q->scratch_floats) != 0)

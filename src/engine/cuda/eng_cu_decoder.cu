@@ -41,9 +41,10 @@ __global__ void __launch_bounds__(32 * QK_WARPS) qk_norm_rope_kernel(eng_cu_qk_a
     /* before the wait: the row's position (input block), its cos/sin and
      * the q/k norm weights -- nothing the predecessor writes */
     const bool live = row < a.rows && row < *a.n_rows_dev;
+    const bool norm = a.q_norm != nullptr; /* else rotary alone (no q/k norm: qwen2, mistral, llama) */
     float c[NP], sn[NP], gq[2][NP], gk[2][NP];
 #pragma unroll
-    for (int i = 0; i < NP; i++) c[i] = sn[i] = gq[0][i] = gq[1][i] = gk[0][i] = gk[1][i] = 0.f;
+    for (int i = 0; i < NP; i++) c[i] = sn[i] = 0.f, gq[0][i] = gq[1][i] = gk[0][i] = gk[1][i] = 1.f;
     if (live) {
         int p = eng_cu_pos_in_seq(a.cu_seqlens, *a.n_seqs_dev, row);
         p = min(max(p, 0), a.rope_rows - 1); /* never past the table (the host keeps p inside) */
@@ -55,10 +56,12 @@ __global__ void __launch_bounds__(32 * QK_WARPS) qk_norm_rope_kernel(eng_cu_qk_a
                 const float2 t = cs[j];
                 c[i] = t.x;
                 sn[i] = t.y;
-                gq[0][i] = a.q_norm[j];
-                gq[1][i] = a.q_norm[j + HALF];
-                gk[0][i] = a.k_norm[j];
-                gk[1][i] = a.k_norm[j + HALF];
+                if (norm) {
+                    gq[0][i] = a.q_norm[j];
+                    gq[1][i] = a.q_norm[j + HALF];
+                    gk[0][i] = a.k_norm[j];
+                    gk[1][i] = a.k_norm[j + HALF];
+                }
             }
         }
     }
@@ -80,7 +83,7 @@ __global__ void __launch_bounds__(32 * QK_WARPS) qk_norm_rope_kernel(eng_cu_qk_a
                 ss += x1[i] * x1[i] + x2[i] * x2[i];
             }
         }
-        const float r = rsqrtf(eng_cu_warp_sum(ss) / (float)D + a.eps);
+        const float r = norm ? rsqrtf(eng_cu_warp_sum(ss) / (float)D + a.eps) : 1.f;
 #pragma unroll
         for (int i = 0; i < NP; i++) {
             const int j = lane + 32 * i;
@@ -96,7 +99,7 @@ __global__ void __launch_bounds__(32 * QK_WARPS) qk_norm_rope_kernel(eng_cu_qk_a
 
 cudaError_t eng_cu_qk_norm_rope(cudaStream_t s, const eng_cu_qk_args *a) {
     if (a->rows <= 0 || a->rope_rows <= 0 || a->n_heads <= 0 || a->n_kv_heads < 0 || !a->n_rows_dev ||
-        !a->n_seqs_dev || a->ld < (a->n_heads + 2 * a->n_kv_heads) * a->head_dim)
+        !a->n_seqs_dev || a->ld < (a->n_heads + 2 * a->n_kv_heads) * a->head_dim || !a->q_norm != !a->k_norm)
         return cudaErrorInvalidValue;
     const dim3 grid(a->rows), block(32 * QK_WARPS);
     cudaError_t e;

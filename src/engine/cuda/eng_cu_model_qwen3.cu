@@ -1,6 +1,9 @@
 /* eng_cu_model_qwen3: a Qwen3 decoder used as an embedder (Qwen3-Embedding
  * causal, pplx-embed style bidirectional) on the GPU -- its shape check,
- * weights upload and forward pass.  The arena, the input block and the
+ * weights upload and forward pass.  The decoders without Qwen3's q/k norm
+ * (Qwen2, Mistral, Llama: gte-Qwen2, e5-mistral, ...) run the same forward
+ * with the rotary alone where the norm + rotary would be, as its own
+ * kernel (no fused form of it).  The arena, the input block and the
  * step machinery are the encoder's (eng_cu_model.cu, eng_cu_backend.cu).
  *
  * Verified on the H200 (tests/cuda/run_qwen3_gpu.sh: lab_qwen3, memcheck,
@@ -113,8 +116,8 @@ int eng_cu_qwen3_upload(eng_cu_model *m, const eng_config *cfg, const eng_qwen3_
         d->qkv_b = o->qkv_b == ENG_CU_Q3_NONE ? NULL : (bf16 *)(base + o->qkv_b);
         d->ao_w = (bf16 *)(base + o->o_w);
         d->ao_b = o->o_b == ENG_CU_Q3_NONE ? NULL : (bf16 *)(base + o->o_b);
-        d->q_norm = (float *)(base + o->q_norm);
-        d->k_norm = (float *)(base + o->k_norm);
+        d->q_norm = o->q_norm == ENG_CU_Q3_NONE ? NULL : (float *)(base + o->q_norm);
+        d->k_norm = o->k_norm == ENG_CU_Q3_NONE ? NULL : (float *)(base + o->k_norm);
         d->ln1_g = (float *)(base + o->ln1);
         d->ln2_g = (float *)(base + o->ln2);
         d->up_w = (bf16 *)(base + o->gu_w);
@@ -302,7 +305,12 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
     /* q/k norm + rotary inside attention: in the one-query chain (v2, one
      * node fewer a layer; POSY_CUDA_CHAIN_QK=0: its own kernel), or opt-in
      * everywhere (POSY_CUDA_QK_FUSE=1) */
-    const int fuse = eng_cu_attn_fuses_qk(d) || (chain && m->chain_qk);
+    /* Qwen2, Mistral and Llama have no q/k norm (layer q_norm NULL): their
+     * rotary runs as its own kernel (eng_cu_qk_norm_rope, rotary alone)
+     * and no fused form of the norm is taken -- not in attention, not in
+     * the QKV GEMM, not at the end of QKV, not in the split attention + O */
+    const int qkn = m->layers[0].q_norm != NULL;
+    const int fuse = qkn && (eng_cu_attn_fuses_qk(d) || (chain && m->chain_qk));
     a.rope = m->rope; a.rope_rows = m->rope_rows; a.qk_eps = m->eps;
     if (chain && (m->chain_norm || m->fold_norm)) {
         /* the two RMSNorms of a layer inside the GEMM that follows them:
@@ -320,7 +328,7 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
         att.a.q_norm = m->layers[0].q_norm; att.a.k_norm = m->layers[0].k_norm;
         att.n_seqs_dev = n_seq;
         att.counters = m->att_cnt;
-        const int qkv_att = m->chain_qkv_att && fold && eng_cu_chain_att_ok(&att.a, T, m->qkv_n, H);
+        const int qkv_att = m->chain_qkv_att && fold && qkn && eng_cu_chain_att_ok(&att.a, T, m->qkv_n, H);
         for (int l = 0; l < m->L; l++) {
             const eng_cu_layer *w = eng_cu_layer_at(m, l);
             nm.gamma = fold ? NULL : w->ln1_g; /* prologue, layer 0: h is the embedding's norm already */
@@ -359,7 +367,7 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
         /* the fused QKV (picked on layer 0's operands, then for every layer;
          * _ok looks at the norm weights, which each layer sets) */
         q.q_norm = m->layers[0].q_norm; q.k_norm = m->layers[0].k_norm;
-        const int qkv_fused = !chain && !fuse && m->wg_versions && m->qkv_fuse && !m->layers[0].qkv_b &&
+        const int qkv_fused = !chain && !fuse && qkn && m->wg_versions && m->qkv_fuse && !m->layers[0].qkv_b &&
                                       eng_cu_gemm_wg_qk_ok(3, T, m->qkv_n, H, &q)
                                   ? qkv_fused_pick(m, s, m->h, eng_cu_layer_at(m, 0), &q, T, err)
                                   : 0;

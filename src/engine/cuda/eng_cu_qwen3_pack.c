@@ -19,25 +19,27 @@ int eng_cu_q3_check(const eng_config *cfg, posy_err *err) {
     const posy_model_info *in = &cfg->info;
     const char *gate = getenv("POSY_CUDA_QWEN3");
     if (strcmp(in->arch, "qwen3"))
-        return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: '%s' is not a qwen3 model", in->arch);
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: '%s' is not a decoder of the qwen3 family",
+                            in->arch);
     if (gate && !strcmp(gate, "0"))
         return posy_err_set(err, POSY_E_UNSUPPORTED,
                             "cuda backend: qwen3 on the GPU is turned off by POSY_CUDA_QWEN3=0; use --device cpu "
                             "or unset it");
     if (!q3_head_dim_ok(cfg->head_dim))
-        return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: qwen3 head_dim %d unsupported (32, 64 or 128)",
-                            cfg->head_dim);
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: %s head_dim %d unsupported (32, 64 or 128)",
+                            cfg->model_type, cfg->head_dim);
     if (in->heads <= 0 || in->kv_heads <= 0 || in->heads % in->kv_heads)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: %d heads not a multiple of %d kv heads",
                             in->heads, in->kv_heads);
     if (in->layers < 1)
-        return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: a qwen3 model of %d layers", in->layers);
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: a %s model of %d layers", cfg->model_type,
+                            in->layers);
     if (in->hidden % 8 || in->intermediate % 8 || in->hidden > 4096 || in->hidden <= 0 || in->intermediate <= 0)
         return posy_err_set(err, POSY_E_UNSUPPORTED,
                             "cuda backend: hidden %d / intermediate %d must be positive multiples of 8, hidden <= 4096",
                             in->hidden, in->intermediate);
     if (cfg->act != ENG_ACT_SILU)
-        return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: qwen3 needs hidden_act silu");
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: %s needs hidden_act silu", cfg->model_type);
     return 0;
 }
 
@@ -102,8 +104,8 @@ static void q3_walk(eng_cu_q3_image *im, const eng_qwen3_weights *wt, double the
         o->qkv_b = s->qkv_b ? q3_put(w, s->qkv_b, QKV, 0) : ENG_CU_Q3_NONE;
         o->o_w = q3_put(w, s->o_w, H * A, 0);
         o->o_b = s->o_b ? q3_put(w, s->o_b, H, 0) : ENG_CU_Q3_NONE;
-        o->q_norm = q3_put(w, s->q_norm, d, 1);
-        o->k_norm = q3_put(w, s->k_norm, d, 1);
+        o->q_norm = s->q_norm ? q3_put(w, s->q_norm, d, 1) : ENG_CU_Q3_NONE; /* Qwen3 only */
+        o->k_norm = s->k_norm ? q3_put(w, s->k_norm, d, 1) : ENG_CU_Q3_NONE;
         o->ln1 = fold ? q3_put_ones(w, H) : q3_put(w, s->ln1, H, 1);
         o->ln2 = fold ? q3_put_ones(w, H) : q3_put(w, s->ln2, H, 1);
         o->gu_w = fold ? q3_put_scaled(w, s->gu_w, 2 * I, H, s->ln2) : q3_put(w, s->gu_w, 2 * I * H, 0);

@@ -9,7 +9,7 @@
  *   rope         fp32 [rope_rows][d/2][2]  cos, sin of the rotary angle
  *   per layer    qkv_w bf16 [(nh + 2 nkv) d, H]  Q|K|V stacked (one GEMM)
  *                qkv_b bf16 (attention_bias only), o_w bf16 [H, nh d],
- *                o_b, q_norm / k_norm fp32 [d], ln1 / ln2 fp32 [H],
+ *                o_b, q_norm / k_norm fp32 [d] (Qwen3 only), ln1 / ln2 fp32 [H],
  *                gu_w bf16 [2I, H]  gate rows then up rows (one GEMM),
  *                down_w bf16 [H, I]
  * Matrices keep nn.Linear's [out, in] layout: cuBLASLt reads them
@@ -36,7 +36,7 @@ extern "C" {
 
 typedef struct eng_cu_q3_layer_off {
     size_t qkv_w, qkv_b, o_w, o_b;      /* bf16; biases ENG_CU_Q3_NONE when absent */
-    size_t q_norm, k_norm, ln1, ln2;    /* fp32 */
+    size_t q_norm, k_norm, ln1, ln2;    /* fp32; q/k norm ENG_CU_Q3_NONE when absent (qwen2, mistral, llama) */
     size_t gu_w, down_w;                /* bf16 */
 } eng_cu_q3_layer_off;
 

@@ -1,0 +1,168 @@
+"""End-to-end GPU check of the decoders without Qwen3's q/k norm (Qwen2,
+Mistral, Llama) on posy's CUDA backend, against transformers fp32 on the
+same random weights.
+
+Each model is a real embedder's configuration with fewer layers, random
+weights (torch.manual_seed; matrices N(0, 1/fan_in), embeddings N(0, 1),
+norm weights 1 + 0.2 N(0, 1), biases 0.1 N(0, 1)), rounded to bf16 and saved
+as a Hugging Face folder with its sentence-transformers files, so posy
+loads it exactly as a user's download (config.json, safetensors, pooling):
+  qwen2    Alibaba-NLP/gte-Qwen2-1.5B-instruct: hidden 1536, 12 heads, 2 KV
+           heads, head_dim 128, bias on q/k/v, last-token pooling, causal
+  mistral  intfloat/e5-mistral-7b-instruct: hidden 4096, 32 heads, 8 KV
+           heads, intermediate 14336, sliding_window 4096, last token, causal
+  llama    a Llama-3.2-1B shape (hidden 2048, 32 heads of 64, 8 KV heads,
+           rope_theta 500000 without rope_scaling) with attention_bias,
+           "is_causal": false and mean pooling (an LLM2Vec-style model)
+tests/cuda/api_embed embeds the 68 sequences of e2e_vs_transformers.py
+(1..512 tokens) on the GPU twice: each sequence alone (budget 1: the
+one-query chain at <= 32 tokens, every bucket's eager run, capture and
+replays) and packed into batches of <= 4096 tokens, several in flight.
+Both must reach min cosine >= 0.999 against transformers (each sequence
+alone, fp32, TF32 off, eager attention, explicit additive mask), and the
+two runs >= 0.999 against each other.
+
+usage: e2e_decoders.py BUILD_DIR WORK_DIR [qwen2|mistral|llama ...] [--layers N] [--device cpu]
+"""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import numpy as np
+import torch
+import transformers as T
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_common import cosines  # noqa: E402
+from e2e_vs_transformers import sequences, write_seqs  # noqa: E402
+
+torch.backends.cuda.matmul.allow_tf32 = False
+torch.backends.cudnn.allow_tf32 = False
+
+MODELS = {
+    "qwen2": (T.Qwen2Config, T.Qwen2Model, "last", True, 4,
+              dict(hidden_size=1536, num_attention_heads=12, num_key_value_heads=2, intermediate_size=8960,
+                   vocab_size=151646, rope_theta=1000000.0, rms_norm_eps=1e-6, max_position_embeddings=131072,
+                   hidden_act="silu", use_sliding_window=False, tie_word_embeddings=False)),
+    "mistral": (T.MistralConfig, T.MistralModel, "last", True, 2,
+                dict(hidden_size=4096, num_attention_heads=32, num_key_value_heads=8, intermediate_size=14336,
+                     vocab_size=32000, rope_theta=10000.0, rms_norm_eps=1e-5, max_position_embeddings=32768,
+                     sliding_window=4096, hidden_act="silu", tie_word_embeddings=False)),
+    "llama": (T.LlamaConfig, T.LlamaModel, "mean", False, 2,
+              dict(hidden_size=2048, num_attention_heads=32, num_key_value_heads=8, head_dim=64,
+                   intermediate_size=8192, vocab_size=128256, rope_theta=500000.0, rms_norm_eps=1e-5,
+                   max_position_embeddings=131072, hidden_act="silu", attention_bias=True, mlp_bias=False,
+                   tie_word_embeddings=True)),
+}
+
+
+def log(*a):
+    print(*a, flush=True)
+
+
+def make(name, layers, d):
+    cfg_cls, model_cls, pooling, causal, _, kw = MODELS[name]
+    torch.manual_seed(1234)
+    m = model_cls(cfg_cls(**kw, num_hidden_layers=layers)).eval()
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if p.dim() == 1:
+                p.copy_((1 + 0.2 * torch.randn_like(p)) if "norm" in n else 0.1 * torch.randn_like(p))
+            elif "embed_tokens" in n:
+                p.normal_(0.0, 1.0)
+            else:
+                p.normal_(0.0, p.shape[1] ** -0.5)
+            p.copy_(p.to(torch.bfloat16).float())
+    m.to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
+    c = json.load(open(os.path.join(d, "config.json")))
+    if not causal:
+        c["is_causal"] = False
+    json.dump(c, open(os.path.join(d, "config.json"), "w"), indent=2)
+    json.dump([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
+               {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
+               {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}],
+              open(os.path.join(d, "modules.json"), "w"))
+    os.makedirs(os.path.join(d, "1_Pooling"), exist_ok=True)
+    json.dump({"word_embedding_dimension": kw["hidden_size"], "pooling_mode_mean_tokens": pooling == "mean",
+               "pooling_mode_lasttoken": pooling == "last", "pooling_mode_cls_token": False},
+              open(os.path.join(d, "1_Pooling", "config.json"), "w"))
+    json.dump({"max_seq_length": 512}, open(os.path.join(d, "sentence_bert_config.json"), "w"))
+    return pooling, causal
+
+
+@torch.no_grad()
+def reference(d, seqs, pooling, causal, model_cls, dev):
+    m = model_cls.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").to(dev).eval()
+    out = []
+    for s in seqs:
+        n = len(s)
+        mask = torch.zeros(1, 1, n, n, device=dev)
+        if causal:
+            mask = torch.triu(torch.full((1, 1, n, n), float("-inf"), device=dev), diagonal=1)
+        h = m(input_ids=torch.from_numpy(s.astype(np.int64))[None].to(dev), attention_mask=mask).last_hidden_state[0]
+        v = (h[-1] if pooling == "last" else h.mean(0)).double()
+        out.append((v / v.norm()).cpu().numpy())
+    # the explicit mask is the model's own mode
+    s = seqs[20]
+    h = m(input_ids=torch.from_numpy(s.astype(np.int64))[None].to(dev)).last_hidden_state[0]
+    v = (h[-1] if pooling == "last" else h.mean(0)).double()
+    diff = np.abs((v / v.norm()).cpu().numpy() - out[20]).max()
+    assert diff < 1e-4, diff
+    del m
+    torch.cuda.empty_cache() if dev == "cuda" else None
+    return np.stack(out)
+
+
+def main():
+    args = sys.argv[1:]
+    layers, device = None, "cuda"
+    if "--device" in args:  # cpu: a dry run of the script itself (api_embed's CPU engine)
+        i = args.index("--device")
+        device = args[i + 1]
+        del args[i:i + 2]
+    if "--layers" in args:
+        i = args.index("--layers")
+        layers = int(args[i + 1])
+        del args[i:i + 2]
+    build, root = args[0], args[1]
+    names = args[2:] or list(MODELS)
+    os.makedirs(root, exist_ok=True)
+    dev = "cuda" if torch.cuda.is_available() else "cpu"
+    ok = True
+    for name in names:
+        t0 = time.time()
+        d = os.path.join(root, f"dec-{name}")
+        L = layers or MODELS[name][4]
+        pooling, causal = make(name, L, d)
+        H = MODELS[name][5]["hidden_size"]
+        seqs = sequences(MODELS[name][5]["vocab_size"])
+        sp = os.path.join(root, f"dec-{name}-seqs.bin")
+        write_seqs(sp, seqs)
+        ref = reference(d, seqs, pooling, causal, MODELS[name][1], dev)
+        log(f"{name}: {L} layers written and referenced in {time.time() - t0:.1f} s")
+        outs = {}
+        for label, budget in (("single", "1"), ("mix4096", "4096")):
+            o = os.path.join(root, f"dec-{name}-{label}.bin")
+            r = subprocess.run([os.path.join(build, "api_embed"), d, sp, o, device, budget])
+            if r.returncode:
+                log(f"{name} {label}: api_embed failed (exit {r.returncode})")
+                ok = False
+                continue
+            outs[label] = np.fromfile(o, dtype=np.float32).reshape(-1, H)
+            c = cosines(outs[label], ref)
+            w = int(np.argmin(c))
+            log(f"{name} {label} ({device}) vs transformers fp32: min cosine {c.min():.6f} (len {len(seqs[w])}), "
+                f"mean {c.mean():.6f}")
+            ok &= bool(c.min() >= 0.999)
+        if len(outs) == 2:
+            c = cosines(outs["single"], outs["mix4096"])
+            log(f"{name} single vs mix4096: min cosine {c.min():.6f}")
+            ok &= bool(c.min() >= 0.999)
+    log("e2e_decoders:", "PASS" if ok else "FAIL")
+    sys.exit(0 if ok else 1)
+
+
+if __name__ == "__main__":
+    main()

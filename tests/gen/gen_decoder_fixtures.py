@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+"""Write tests/fixtures/decoders/: tiny random-weight Qwen2, Mistral and
+Llama embedding models built by Hugging Face transformers -- the decoders
+without Qwen3's q/k norm that posy runs on its Qwen3 engine -- and the
+embeddings transformers computes for fixed token-id sequences
+(reference.json, the layout of tests/fixtures/qwen3/reference.json).
+
+Each keeps what sets its family apart, shrunk to CI size (2 layers,
+hidden 64, vocabulary <= 512, bf16 weights, so the fp32 reference sees
+the stored values):
+
+  qwen2/    Qwen2Model (gte-Qwen2 style): bias on q, k and v but not o,
+            head_dim = hidden / heads (32), 2 query heads per KV head,
+            last-token pooling, a byte-level BPE tokenizer (Qwen's split
+            regex) appending <|endoftext|>.
+  mistral/  MistralModel (e5-mistral style): no bias, head_dim 32 set
+            apart from hidden / heads (16), sliding_window 64 (so posy caps
+            sequences at 64 tokens, where the window changes nothing),
+            last-token pooling, e5-mistral's query prompt, and a
+            SentencePiece-style BPE tokenizer (Prepend + Replace "▁"
+            normalizer, byte fallback <0x00>..<0xFF>, "<s> $A </s>").
+  llama/    LlamaModel with attention_bias (bias on q, k, v and o), 4
+            heads of 16 without GQA, rope_theta 500000, mean pooling, config
+            "is_causal": false (bidirectional, as an LLM2Vec-style model).
+
+reference.json: "sequences" (token ids), and per model its pooling and,
+for each attention mode ("causal", "bidirectional"), the pooled + L2
+normalised embedding of every sequence run alone in fp32 eager attention
+with an explicit additive 4-D mask; "texts" per model: a few texts with
+the ids `tokenizers` gives them and the embedding of those ids in the
+model's own mode (for the text-to-vector tests).
+
+Needs torch + transformers + tokenizers (not in CI); the fixtures are
+committed.  Run from the repository root:
+  python3 tests/gen/gen_decoder_fixtures.py
+"""
+import json
+import os
+import shutil
+
+import torch
+import transformers as T
+from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
+
+from gen_qwen3_fixtures import st_files  # modules.json, pooling (hidden 64), prompts: the same files
+
+OUT = os.path.join("tests", "fixtures", "decoders")
+SEQS = [[7], [11, 300, 5, 9, 42], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17],
+        [(i * 37 + 5) % 300 for i in range(40)], [100, 100, 100, 100, 100, 100], [(i * 11 + 3) % 290 for i in range(64)]]
+QWEN2_SPLIT = (r"(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}| ?[^\s\p{L}\p{N}]+[\r\n]*"
+               r"|\s*[\r\n]+|\s+(?!\S)|\s+")
+CORPUS = ["The quick brown fox jumps over the lazy dog.", "What is the capital of China?",
+          "Explain gravity", "The capital of China is Beijing.",
+          "Gravity is a force that attracts two bodies towards each other.",
+          "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery: ",
+          "Embedding models turn text into vectors for retrieval, clustering and deduplication."] * 4
+TEXTS = ["What is the capital of China?", "Gravity is a force", "  spaces   and\ttabs\n",
+         "café, naïve, 日本語 ☃ — bytes fall back", "The quick brown fox jumps over the lazy dog. " * 3]
+E5_QUERY = "Instruct: Given a web search query, retrieve relevant passages that answer the query\nQuery: "
+
+
+def bytelevel_tokenizer():
+    tok = Tokenizer(models.BPE(unk_token=None, fuse_unk=False, byte_fallback=False))
+    tok.pre_tokenizer = pre_tokenizers.Sequence([
+        pre_tokenizers.Split(Regex(QWEN2_SPLIT), behavior="isolated", invert=False),
+        pre_tokenizers.ByteLevel(add_prefix_space=False, trim_offsets=False, use_regex=False)])
+    tok.decoder = decoders.ByteLevel()
+    trainer = trainers.BpeTrainer(vocab_size=400, special_tokens=[], show_progress=False,
+                                  initial_alphabet=pre_tokenizers.ByteLevel.alphabet())
+    tok.train_from_iterator(CORPUS, trainer)
+    tok.add_special_tokens(["<|endoftext|>", "<|im_start|>", "<|im_end|>"])
+    eos = tok.token_to_id("<|endoftext|>")
+    tok.post_processor = processors.TemplateProcessing(single="$A <|endoftext|>",
+                                                       pair="$A <|endoftext|> $B:1 <|endoftext|>:1",
+                                                       special_tokens=[("<|endoftext|>", eos)])
+    return tok, None, eos
+
+
+def sentencepiece_tokenizer():
+    """Llama / Mistral's tokenizer.json shape: <unk> <s> </s>, the 256 byte
+    tokens, then merged pieces; no pre-tokenizer."""
+    norm = normalizers.Sequence([normalizers.Prepend("▁"), normalizers.Replace(" ", "▁")])
+    t0 = Tokenizer(models.BPE(unk_token="<unk>", fuse_unk=True, byte_fallback=True))
+    t0.normalizer = norm
+    t0.train_from_iterator(CORPUS, trainers.BpeTrainer(vocab_size=180, special_tokens=["<unk>", "<s>", "</s>"],
+                                                       show_progress=False))
+    j = json.loads(t0.to_str())
+    trained = sorted(j["model"]["vocab"].items(), key=lambda kv: kv[1])
+    vocab = {"<unk>": 0, "<s>": 1, "</s>": 2}
+    for b in range(256):
+        vocab["<0x%02X>" % b] = len(vocab)
+    for piece, _ in trained:
+        if piece not in vocab:
+            vocab[piece] = len(vocab)
+    j["model"]["vocab"] = vocab
+    j["added_tokens"] = [{"id": i, "content": c, "single_word": False, "lstrip": False, "rstrip": False,
+                          "normalized": False, "special": True} for c, i in (("<unk>", 0), ("<s>", 1), ("</s>", 2))]
+    tok = Tokenizer.from_str(json.dumps(j))
+    tok.decoder = decoders.Sequence([decoders.Replace("▁", " "), decoders.ByteFallback(), decoders.Fuse(),
+                                     decoders.Strip(" ", 1, 0)])
+    tok.post_processor = processors.TemplateProcessing(single="<s> $A </s>", pair="<s> $A </s> <s> $B:1 </s>:1",
+                                                       special_tokens=[("<s>", 1), ("</s>", 2)])
+    assert tok.get_vocab_size() <= 512, tok.get_vocab_size()
+    return tok, 1, 2
+
+
+@torch.no_grad()
+def embed(model, ids, bidirectional, pooling):
+    n = len(ids)
+    mask = torch.zeros(1, 1, n, n)
+    if not bidirectional:
+        mask = torch.triu(torch.full((1, 1, n, n), float("-inf")), diagonal=1)
+    h = model(input_ids=torch.tensor([ids]), attention_mask=mask).last_hidden_state[0].double()
+    v = h[-1] if pooling == "last" else h.mean(0)
+    return (v / v.norm()).tolist()
+
+
+SPECS = {
+    "qwen2": dict(cls=T.Qwen2Model, tok=bytelevel_tokenizer, pooling="last", causal=True, prompts={"query": E5_QUERY},
+                  cfg=lambda bos, eos: T.Qwen2Config(
+                      vocab_size=512, hidden_size=64, intermediate_size=160, num_hidden_layers=2,
+                      num_attention_heads=2, num_key_value_heads=1, max_position_embeddings=256,
+                      rope_theta=1000000.0, rms_norm_eps=1e-6, hidden_act="silu", use_sliding_window=False,
+                      tie_word_embeddings=True, bos_token_id=bos, eos_token_id=eos, pad_token_id=eos)),
+    "mistral": dict(cls=T.MistralModel, tok=sentencepiece_tokenizer, pooling="last", causal=True,
+                    prompts={"web_search_query": E5_QUERY},
+                    cfg=lambda bos, eos: T.MistralConfig(
+                        vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                        num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
+                        sliding_window=64, rope_theta=10000.0, rms_norm_eps=1e-5, hidden_act="silu",
+                        tie_word_embeddings=False, bos_token_id=bos, eos_token_id=eos, pad_token_id=None)),
+    "llama": dict(cls=T.LlamaModel, tok=sentencepiece_tokenizer, pooling="mean", causal=False, prompts={},
+                  cfg=lambda bos, eos: T.LlamaConfig(
+                      vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                      num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
+                      rope_theta=500000.0, rms_norm_eps=1e-5, hidden_act="silu", attention_bias=True,
+                      mlp_bias=False, tie_word_embeddings=False, bos_token_id=bos, eos_token_id=eos)),
+}
+
+
+def main():
+    torch.manual_seed(4321)
+    shutil.rmtree(OUT, ignore_errors=True)
+    os.makedirs(OUT)
+    ref = {"sequences": SEQS, "models": {}, "texts": {}}
+    for name, sp in SPECS.items():
+        tok, bos, eos = sp["tok"]()
+        cfg = sp["cfg"](bos, eos)
+        model = sp["cls"](cfg).eval()
+        with torch.no_grad():  # random init is tiny; widen so layers matter, then bf16-representable
+            for n, p in model.named_parameters():
+                p.normal_(0.0, 0.15 if p.dim() > 1 else 0.3)
+                if p.dim() == 1 and "norm" in n:
+                    p.add_(1.0)
+                p.copy_(p.to(torch.bfloat16).float())
+        d = os.path.join(OUT, name)
+        model.to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
+        c = json.load(open(os.path.join(d, "config.json")))
+        if not sp["causal"]:
+            c["is_causal"] = False
+        json.dump(c, open(os.path.join(d, "config.json"), "w"), indent=2)
+        if os.path.exists(os.path.join(d, "generation_config.json")):
+            os.remove(os.path.join(d, "generation_config.json"))
+        assert cfg.hidden_size == 64  # st_files writes word_embedding_dimension 64
+        st_files(d, sp["pooling"], sp["prompts"])
+        tok.save(os.path.join(d, "tokenizer.json"))
+        json.dump({"model_max_length": 4096, "tokenizer_class": "PreTrainedTokenizerFast"},
+                  open(os.path.join(d, "tokenizer_config.json"), "w"), indent=2)
+        # the reference reloads the saved checkpoint in fp32, as a user would
+        m = sp["cls"].from_pretrained(d, dtype=torch.float32).eval()
+        m.config._attn_implementation = "eager"
+        pool = sp["pooling"]
+        ref["models"][name] = {"pooling": pool, "causal_config": sp["causal"],
+                               "causal": [embed(m, s, False, pool) for s in SEQS],
+                               "bidirectional": [embed(m, s, True, pool) for s in SEQS]}
+        # the explicit masks are what the model does by itself in its own mode
+        with torch.no_grad():
+            h = m(input_ids=torch.tensor([SEQS[3]])).last_hidden_state[0].double()
+        h = h[-1] if pool == "last" else h.mean(0)
+        h = (h / h.norm()).tolist()
+        own = ref["models"][name]["causal" if sp["causal"] else "bidirectional"][3]
+        assert max(abs(a - b) for a, b in zip(h, own)) < 1e-6, name
+        texts = []
+        for t in TEXTS:
+            ids = tok.encode(t).ids
+            texts.append({"text": t, "ids": ids, "embedding": embed(m, ids, not sp["causal"], pool)})
+        ref["texts"][name] = texts
+        a, b = ref["models"][name]["causal"][3], ref["models"][name]["bidirectional"][3]
+        print(name, "cos(causal, bidirectional) on seq 3:", sum(x * y for x, y in zip(a, b)),
+              "files:", sorted(os.listdir(d)))
+    json.dump(ref, open(os.path.join(OUT, "reference.json"), "w"))
+
+
+if __name__ == "__main__":
+    main()

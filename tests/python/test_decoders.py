@@ -1,0 +1,89 @@
+"""The decoders without Qwen3's q/k norm (Qwen2, Mistral, Llama), text to
+vector, against Hugging Face transformers and tokenizers.
+
+tests/fixtures/decoders/ holds tiny random-weight models made by
+tests/gen/gen_decoder_fixtures.py with transformers' own Qwen2Model,
+MistralModel and LlamaModel, and in reference.json for fixed texts the
+token ids `tokenizers` gives (Qwen's byte-level BPE; the SentencePiece-style
+BPE with byte fallback of Llama / Mistral, "<s> ... </s>") and the
+embeddings transformers computes from them in each model's own attention
+mode.  posy must give the same ids (`posy tokenize`, /tokenize) and the
+same vectors (cosine >= 0.99999, the CPU bar) from `posy embed`, /embed and
+/v1/embeddings.  The engine on fixed ids, both attention modes, is checked
+in tests/unit/test_qwen3.c.
+"""
+import json
+import os
+import subprocess
+
+import numpy as np
+import pytest
+
+from conftest import FIXTURES
+from serve_util import Server, post_json as post
+
+ROOT = os.path.join(FIXTURES, "decoders")
+REF = json.load(open(os.path.join(ROOT, "reference.json")))
+MODELS = sorted(REF["texts"])
+
+
+def min_cos(a, b):
+    a, b = np.asarray(a, dtype=np.float64), np.asarray(b, dtype=np.float64)
+    return float(((a * b).sum(1) / np.linalg.norm(a, axis=1) / np.linalg.norm(b, axis=1)).min())
+
+
+def case(name):
+    t = REF["texts"][name]
+    return os.path.join(ROOT, name), [x["text"] for x in t], [x["ids"] for x in t], [x["embedding"] for x in t]
+
+
+def test_fixture_covers_byte_fallback():
+    """The Llama-style tokenizer must fall back to <0xXX> bytes on some text, or the id check proves less."""
+    _, _, ids, _ = case("mistral")
+    assert any(3 <= i <= 258 for seq in ids for i in seq)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_decoder_token_ids(posy_bin, name):
+    model, texts, ids, _ = case(name)
+    lines = "".join(json.dumps(t) + "\n" for t in texts)
+    r = subprocess.run([posy_bin, "tokenize", "--model", model, "--json-input"], input=lines.encode(),
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    assert [json.loads(line)["ids"] for line in r.stdout.decode().splitlines()] == ids
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_decoder_embed_cli(posy, name):
+    model, texts, _, want = case(name)
+    v = posy.embed_jsonl("--", *texts, model=model)
+    assert min_cos(v, want) >= 0.99999
+
+
+@pytest.fixture(scope="module")
+def mistral(posy_bin):
+    s = Server(posy_bin, os.path.join(ROOT, "mistral"), "--device", "cpu", "--threads", "2")
+    yield s.url
+    assert s.stop() == 0
+
+
+def test_mistral_server(mistral):
+    _, texts, ids, want = case("mistral")
+    st, tei = post(mistral, "/embed", {"inputs": texts})
+    assert st == 200, tei
+    assert min_cos(tei, want) >= 0.99999
+    st, oa = post(mistral, "/v1/embeddings", {"input": texts, "model": "mistral"})
+    assert st == 200, oa
+    assert min_cos([d["embedding"] for d in oa["data"]], want) >= 0.99999
+    st, tok = post(mistral, "/tokenize", {"inputs": texts, "add_special_tokens": True})
+    assert st == 200, tok
+    assert [[t["id"] for t in seq] for seq in tok] == ids
+
+
+def test_mistral_window_caps_length(mistral):
+    """sliding_window 64: inputs over 64 tokens are refused by default and truncated on request."""
+    long = "The quick brown fox jumps over the lazy dog. " * 12
+    st, r = post(mistral, "/embed", {"inputs": [long]})
+    assert st == 422 and "limit of 64" in r["error"], r
+    st, r = post(mistral, "/embed", {"inputs": [long], "truncate": True})
+    assert st == 200 and len(r[0]) == 64, r  # hidden size 64
