@@ -78,7 +78,10 @@ static void fuzz_check_ok(const eng_config *c) {
     const posy_model_info *in = &c->info;
     if (in->hidden < 1 || in->heads < 1 || in->layers < 1 || in->vocab < 1 || in->intermediate < 1) abort();
     if (in->kv_heads < 1 || in->heads % in->kv_heads || c->head_dim < 1) abort();
-    if (strcmp(c->model_type, "qwen3") && (in->hidden % in->heads || c->head_dim * in->heads != in->hidden)) abort();
+    /* the encoders' head_dim is hidden / heads; the decoders' (qwen3 family: qwen3, qwen2, mistral,
+     * llama) may be set apart, and only qwen3 has the q/k norm */
+    if (strcmp(in->arch, "qwen3") && (in->hidden % in->heads || c->head_dim * in->heads != in->hidden)) abort();
+    if (c->qk_norm != !strcmp(c->model_type, "qwen3")) abort();
     if (in->max_positions < 1 || in->max_positions > c->max_position_embeddings) abort();
     if (in->max_seq_len < 1 || in->max_seq_len > in->max_positions) abort();
     if ((unsigned)in->pooling > POSY_POOL_LAST || (in->normalize & ~1) || (c->do_lower_case & ~1)) abort();

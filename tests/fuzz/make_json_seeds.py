@@ -94,6 +94,9 @@ QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "hidden_size": 64, "num_hidden_l
          "max_position_embeddings": 4096, "rms_norm_eps": 1e-6, "rope_theta": 1000000, "tie_word_embeddings": True,
          "hidden_act": "silu", "rope_scaling": None, "use_sliding_window": False,
          "rope_parameters": {"rope_type": "default", "rope_theta": 10000}, "is_causal": False}
+MISTRAL = dict({k: v for k, v in QWEN3.items() if k not in ("head_dim", "is_causal")}, model_type="mistral",
+               architectures=["MistralModel"], head_dim=None, sliding_window=32, mlp_bias=False)
+QWEN2 = dict(MISTRAL, model_type="qwen2", architectures=["Qwen2Model"], sliding_window=4096, max_window_layers=2)
 MODULES = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]
@@ -114,6 +117,8 @@ CFG = {
                                                      pooling_mode_cls_token=True)],
     "qwen3_prompts": [QWEN3, MODULES, POOL_LAST, {}, {"prompts": {"query": "Instruct: x\nQuery: "},
                                                         "default_prompt_name": None}],
+    "mistral_st": [MISTRAL, MODULES, POOL_LAST, {"max_seq_length": 4096}],
+    "qwen2_only": [QWEN2],
     "mpnet_st": [MPNET, MODULES, POOL_MEAN, {"max_seq_length": 128, "do_lower_case": False}],
     "old_arch_only": [{k: v for k, v in BERT.items() if k != "model_type"}],
     "bad_modules": [BERT, [{"type": "sentence_transformers.models.Dense", "path": "2_Dense"}, 7]],
