@@ -99,9 +99,10 @@ static void check_qk(const qcase &c, int time_it) {
         eng_cpu_rmsnorm_heads_ref(ref.data(), (size_t)ld, 0, T, c.nh, d, qn.data(), eps);
         eng_cpu_rmsnorm_heads_ref(ref.data(), (size_t)ld, (size_t)c.nh * d, T, c.nkv, d, kn.data(), eps);
     }
-    eng_cpu_rope_ref(ref.data(), cu.data(), S, c.nh, c.nkv, d, c.theta);
+    const eng_rope rope = eng_rope_plain(c.theta);
+    eng_cpu_rope_ref(ref.data(), cu.data(), S, c.nh, c.nkv, d, &rope);
     std::vector<float> table((size_t)longest * d);
-    eng_cu_q3_rope_table(table.data(), longest, d, c.theta); /* the shipped table maker */
+    eng_cu_q3_rope_table(table.data(), longest, d, &rope); /* the shipped table maker */
     bf16 *dqkv = (bf16 *)lab_upload(b);
     float *dqn = lab_upload(qn), *dkn = lab_upload(kn), *drope = lab_upload(table);
     int32_t *dcu = lab_upload(cu);

@@ -133,24 +133,70 @@ static int cfg_distilbert(eng_config *c, json_t *r, const char *p, posy_err *err
     return cfg_finish_sizes(c, p, err);
 }
 
-/* What transformers >= 5 writes differently, and the attention direction.
- * rope_theta may live in "rope_parameters" (with rope_type "default"; any
- * other type is refused).  Attention is causal unless the config says
- * "is_causal": false or "use_bidirectional_attention": true (pplx-embed
- * style); the engine option --attention can still override it. */
-static int cfg_qwen3_extra(eng_config *c, json_t *r, const char *p, posy_err *err) {
-    json_t *rp = json_object_get(r, "rope_parameters");
-    int rc, causal = 1, bidir = 0, sliding = 0;
-    if (rp && json_is_object(rp)) {
-        char type[32];
-        if ((rc = eng_cfgjson_str(rp, "rope_type", p, 0, "default", type, sizeof type, err))) return rc;
-        if (strcmp(type, "default"))
-            return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: rope_parameters.rope_type '%s' is not supported "
-                                "(default only)", p, type);
-        if (!json_object_get(r, "rope_theta") &&
-            (rc = eng_cfgjson_num(rp, "rope_theta", p, 0, 10000.0, 1, 1e12, &c->rope_theta, err)))
-            return rc;
+/* The rotary's parameters.  rope_theta sits at the top level (transformers
+ * < 5) or inside "rope_parameters" (>= 5; the top level wins when both
+ * say).  Scaling comes as "rope_scaling" (< 5; absent or null: none) or
+ * as rope_parameters' own rope_type ("type" in some older files).  Types
+ * default, linear and llama3 run (eng_rope.h says how); the others
+ * (dynamic, yarn, longrope, ...) are refused by name, since ignoring one
+ * would give vectors that silently differ from the reference. */
+static int cfg_rope(eng_config *c, json_t *r, const char *p, posy_err *err) {
+    json_t *rp = json_object_get(r, "rope_parameters"), *rs = json_object_get(r, "rope_scaling");
+    int rc;
+    if (rp && !json_is_null(rp) && !json_is_object(rp))
+        return posy_err_set(err, POSY_E_INVALID, "%s: rope_parameters must be an object", p);
+    if (rs && !json_is_null(rs) && !json_is_object(rs))
+        return posy_err_set(err, POSY_E_INVALID, "%s: rope_scaling must be an object or null", p);
+    if (!json_is_object(rp)) rp = NULL;
+    if (!json_is_object(rs)) rs = NULL;
+    c->rope = eng_rope_plain(10000.0);
+    if ((rc = eng_cfgjson_num(r, "rope_theta", p, 0, 10000.0, 1, 1e12, &c->rope.theta, err))) return rc;
+    if (rp && !json_object_get(r, "rope_theta") &&
+        (rc = eng_cfgjson_num(rp, "rope_theta", p, 0, 10000.0, 1, 1e12, &c->rope.theta, err)))
+        return rc;
+    /* a rotary over part of the head (Phi, GPT-NeoX style) is not this engine's */
+    double partial = 1.0;
+    if ((rc = eng_cfgjson_num(r, "partial_rotary_factor", p, 0, 1.0, 0, 1, &partial, err)) ||
+        (rp && (rc = eng_cfgjson_num(rp, "partial_rotary_factor", p, 0, partial, 0, 1, &partial, err))))
+        return rc;
+    if (partial != 1.0)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: partial_rotary_factor %g is not supported (1 only)", p,
+                            partial);
+    json_t *sc = rs ? rs : rp;
+    if (!sc) return 0;
+    const char *what = rs ? "rope_scaling" : "rope_parameters";
+    char type[32], q[1100];
+    snprintf(q, sizeof q, "%s: %s", p, what);
+    const char *tkey = json_object_get(sc, "rope_type") ? "rope_type" : "type";
+    if ((rc = eng_cfgjson_str(sc, tkey, q, 0, "default", type, sizeof type, err))) return rc;
+    if (!strcmp(type, "default")) return 0;
+    if (!strcmp(type, "linear")) {
+        c->rope.type = ENG_ROPE_LINEAR;
+        return eng_cfgjson_num(sc, "factor", q, 1, 1.0, 1e-6, 1e6, &c->rope.factor, err);
     }
+    if (!strcmp(type, "llama3")) {
+        c->rope.type = ENG_ROPE_LLAMA3;
+        if ((rc = eng_cfgjson_num(sc, "factor", q, 1, 1.0, 1e-6, 1e6, &c->rope.factor, err)) ||
+            (rc = eng_cfgjson_num(sc, "low_freq_factor", q, 1, 1.0, 1e-6, 1e6, &c->rope.low_freq_factor, err)) ||
+            (rc = eng_cfgjson_num(sc, "high_freq_factor", q, 1, 4.0, 1e-6, 1e6, &c->rope.high_freq_factor, err)) ||
+            (rc = eng_cfgjson_int(sc, "original_max_position_embeddings", q, 1, 0, 1, 1 << 22,
+                                  &c->rope.original_max, err)))
+            return rc;
+        if (!(c->rope.high_freq_factor > c->rope.low_freq_factor))
+            return posy_err_set(err, POSY_E_INVALID, "%s: high_freq_factor %g must exceed low_freq_factor %g", q,
+                                c->rope.high_freq_factor, c->rope.low_freq_factor);
+        return 0;
+    }
+    return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: rope type '%s' is not supported (default, linear, llama3)", q,
+                        type);
+}
+
+/* The attention direction: causal unless the config says "is_causal":
+ * false or "use_bidirectional_attention": true (pplx-embed style); the
+ * engine option --attention can still override it. */
+static int cfg_qwen3_extra(eng_config *c, json_t *r, const char *p, posy_err *err) {
+    int rc, causal = 1, bidir = 0, sliding = 0;
+    if ((rc = cfg_rope(c, r, p, err))) return rc;
     if ((rc = eng_cfgjson_bool(r, "is_causal", p, 1, &causal, err)) ||
         (rc = eng_cfgjson_bool(r, "use_bidirectional_attention", p, 0, &bidir, err)) ||
         (rc = eng_cfgjson_bool(r, "use_sliding_window", p, 0, &sliding, err)))
@@ -173,7 +219,7 @@ static int cfg_qwen3_extra(eng_config *c, json_t *r, const char *p, posy_err *er
  *   llama    no q/k norm; attention_bias puts a bias on q, k, v and o;
  *            mlp_bias is refused
  * Which biases a checkpoint has is read from its tensors (the weights
- * loader); rope_scaling of any kind is refused. */
+ * loader); the rotary's scaling by cfg_rope. */
 static int cfg_qwen3(eng_config *c, json_t *r, const char *p, cfg_family fam, posy_err *err) {
     posy_model_info *in = &c->info;
     int rc, mlp_bias = 0, window = 0;
@@ -188,15 +234,11 @@ static int cfg_qwen3(eng_config *c, json_t *r, const char *p, cfg_family fam, po
         (rc = eng_cfgjson_int(r, "max_position_embeddings", p, 0, 32768, 1, 1 << 22, &c->max_position_embeddings, err)) ||
         (rc = eng_cfgjson_int(r, "pad_token_id", p, 0, 0, 0, 1 << 24, &c->pad_token_id, err)) ||
         (rc = eng_cfgjson_num(r, "rms_norm_eps", p, 0, 1e-6, 0, 1, &c->ln_eps, err)) ||
-        (rc = eng_cfgjson_num(r, "rope_theta", p, 0, 10000.0, 1, 1e12, &c->rope_theta, err)) ||
         (rc = eng_cfgjson_bool(r, "tie_word_embeddings", p, 0, &c->tie_word_embeddings, err)) ||
         (rc = eng_cfgjson_bool(r, "mlp_bias", p, 0, &mlp_bias, err)) ||
         (fam == FAM_MISTRAL && (rc = eng_cfgjson_int(r, "sliding_window", p, 0, 0, 0, 1 << 22, &window, err))) ||
         (rc = cfg_activation(c, r, "hidden_act", "silu", p, err)))
         return rc;
-    json_t *rs = json_object_get(r, "rope_scaling");
-    if (rs && !json_is_null(rs))
-        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: rope_scaling is not supported", p);
     if (mlp_bias) return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: mlp_bias true is not supported", p);
     if ((rc = cfg_qwen3_extra(c, r, p, err))) return rc;
     in->type_vocab = 0;

@@ -15,6 +15,7 @@
 
 #include "posy_engine.h"
 #include "posy_err.h"
+#include "eng_rope.h"
 
 typedef enum { ENG_ACT_GELU = 0, ENG_ACT_GELU_TANH = 1, ENG_ACT_RELU = 2, ENG_ACT_SILU = 3 } eng_activation;
 
@@ -33,7 +34,7 @@ typedef struct eng_config {
     int position_offset;         /* RoBERTa/XLM-R: pad_token_id + 1; BERT: 0 */
     int pad_token_id;
     int head_dim;
-    double rope_theta;           /* decoders */
+    eng_rope rope;               /* decoders: rope_theta and rope_scaling (eng_rope.h) */
     int tie_word_embeddings;
     eng_prompt prompts[ENG_MAX_PROMPTS];
     int n_prompts;

@@ -14,6 +14,11 @@ loads it exactly as a user's download (config.json, safetensors, pooling):
   llama    a Llama-3.2-1B shape (hidden 2048, 32 heads of 64, 8 KV heads,
            rope_theta 500000 without rope_scaling) with attention_bias,
            "is_causal": false and mean pooling (an LLM2Vec-style model)
+  llama3   the same shape with Llama 3.2's rope scaling as its config.json
+           writes it (top-level rope_theta and "rope_scaling": llama3, factor
+           32, low / high 1 / 4), but original_max_position_embeddings 64
+           instead of 8192, so that sequences of up to 512 tokens see every
+           band move; no bias, causal, last-token pooling
 tests/cuda/api_embed embeds the 68 sequences of e2e_vs_transformers.py
 (1..512 tokens) on the GPU twice: each sequence alone (budget 1: the
 one-query chain at <= 32 tokens, every bucket's eager run, capture and
@@ -22,7 +27,7 @@ Both must reach min cosine >= 0.999 against transformers (each sequence
 alone, fp32, TF32 off, eager attention, explicit additive mask), and the
 two runs >= 0.999 against each other.
 
-usage: e2e_decoders.py BUILD_DIR WORK_DIR [qwen2|mistral|llama ...] [--layers N] [--device cpu]
+usage: e2e_decoders.py BUILD_DIR WORK_DIR [qwen2|mistral|llama|llama3 ...] [--layers N] [--device cpu]
 """
 import json
 import os
@@ -55,6 +60,14 @@ MODELS = {
                    intermediate_size=8192, vocab_size=128256, rope_theta=500000.0, rms_norm_eps=1e-5,
                    max_position_embeddings=131072, hidden_act="silu", attention_bias=True, mlp_bias=False,
                    tie_word_embeddings=True)),
+    "llama3": (T.LlamaConfig, T.LlamaModel, "last", True, 2,
+               dict(hidden_size=2048, num_attention_heads=32, num_key_value_heads=8, head_dim=64,
+                    intermediate_size=8192, vocab_size=128256, rms_norm_eps=1e-5,
+                    rope_parameters={"rope_type": "llama3", "rope_theta": 500000.0, "factor": 32.0,
+                                     "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                     "original_max_position_embeddings": 64},
+                    max_position_embeddings=131072, hidden_act="silu", attention_bias=False, mlp_bias=False,
+                    tie_word_embeddings=True)),
 }
 
 
@@ -79,6 +92,10 @@ def make(name, layers, d):
     c = json.load(open(os.path.join(d, "config.json")))
     if not causal:
         c["is_causal"] = False
+    if "rope_parameters" in kw:  # as Llama 3.2's own config.json: transformers < 5's keys
+        rp = dict(c.pop("rope_parameters"))
+        c["rope_theta"] = rp.pop("rope_theta")
+        c["rope_scaling"] = rp
     json.dump(c, open(os.path.join(d, "config.json"), "w"), indent=2)
     json.dump([{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
                {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},

@@ -56,7 +56,7 @@ static inline void gh_load_qwen3(posy_engine *e, const char *dir, FILE *f) {
     snprintf(in->model_dir, sizeof in->model_dir, "%s", dir);
     e->cfg.max_position_embeddings = in->max_positions;
     e->cfg.ln_eps = eps;
-    e->cfg.rope_theta = theta;
+    e->cfg.rope = eng_rope_plain(theta); /* the harness models have no rope scaling */
     e->cfg.act = ENG_ACT_SILU;
     size_t len;
     snprintf(path, sizeof path, "%s/weights.bin", dir);
@@ -85,6 +85,11 @@ static inline void gh_load_qwen3(posy_engine *e, const char *dir, FILE *f) {
         fprintf(stderr, "%s: %zu bytes, expected %zu\n", path, len, (size_t)(p - w) * 4);
         exit(2);
     }
+    /* GH_NO_QK_NORM=1: the same model without the q/k norm -- the shape of
+     * Qwen2 / Mistral / Llama's layer, for timing their path (bench_gpu) */
+    const char *nq = getenv("GH_NO_QK_NORM");
+    if (nq && !strcmp(nq, "1"))
+        for (int l = 0; l < in->layers; l++) q->layers[l].q_norm = q->layers[l].k_norm = NULL;
 }
 
 /* Fill e->cfg and e->bert (or e->qwen3) from a harness model folder. */

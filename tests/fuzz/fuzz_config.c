@@ -14,6 +14,7 @@
  * prompt findable) and that every refusal names the file at fault.
  * Build and run: tests/fuzz/run_fuzz.sh config [seconds].
  */
+#include <math.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -92,6 +93,22 @@ static void fuzz_check_ok(const eng_config *c) {
     }
     if (c->default_prompt_name[0] && !eng_config_prompt(c, c->default_prompt_name)) abort();
     if (!(c->ln_eps >= 0 && c->ln_eps <= 1)) abort();
+    /* the decoders' rotary: a known type, and finite frequencies whatever
+     * the scaling parameters (eng_rope.h divides by them) */
+    if (!strcmp(in->arch, "qwen3")) {
+        const eng_rope *r = &c->rope;
+        if (!(r->theta >= 1 && r->theta <= 1e12) || (unsigned)r->type > ENG_ROPE_LLAMA3) abort();
+        if (r->type != ENG_ROPE_DEFAULT && !(r->factor > 0)) abort();
+        if (r->type == ENG_ROPE_LLAMA3 && (!(r->high_freq_factor > r->low_freq_factor) || r->original_max < 1 ||
+                                           !(r->low_freq_factor > 0)))
+            abort();
+        static float inv[2048];
+        if (c->head_dim <= 4096) {
+            eng_rope_inv_freq(inv, c->head_dim, r);
+            for (int i = 0; i < c->head_dim / 2; i++)
+                if (!isfinite(inv[i])) abort();
+        }
+    }
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {

@@ -97,6 +97,10 @@ QWEN3 = {"architectures": ["Qwen3ForCausalLM"], "hidden_size": 64, "num_hidden_l
 MISTRAL = dict({k: v for k, v in QWEN3.items() if k not in ("head_dim", "is_causal")}, model_type="mistral",
                architectures=["MistralModel"], head_dim=None, sliding_window=32, mlp_bias=False)
 QWEN2 = dict(MISTRAL, model_type="qwen2", architectures=["Qwen2Model"], sliding_window=4096, max_window_layers=2)
+LLAMA3 = dict({k: v for k, v in MISTRAL.items() if k not in ("sliding_window", "rope_parameters")}, model_type="llama",
+              architectures=["LlamaModel"], attention_bias=False, rope_theta=500000.0,
+              rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                            "original_max_position_embeddings": 8192})
 MODULES = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]
@@ -119,6 +123,7 @@ CFG = {
                                                         "default_prompt_name": None}],
     "mistral_st": [MISTRAL, MODULES, POOL_LAST, {"max_seq_length": 4096}],
     "qwen2_only": [QWEN2],
+    "llama3_rope": [LLAMA3],
     "mpnet_st": [MPNET, MODULES, POOL_MEAN, {"max_seq_length": 128, "do_lower_case": False}],
     "old_arch_only": [{k: v for k, v in BERT.items() if k != "model_type"}],
     "bad_modules": [BERT, [{"type": "sentence_transformers.models.Dense", "path": "2_Dense"}, 7]],

@@ -22,6 +22,11 @@ the stored values):
   llama/    LlamaModel with attention_bias (bias on q, k, v and o), 4
             heads of 16 without GQA, rope_theta 500000, mean pooling, config
             "is_causal": false (bidirectional, as an LLM2Vec-style model).
+  llama3/   LlamaModel with Llama 3.x's rope scaling, written as Llama 3.2's
+            config.json writes it (top-level rope_theta + "rope_scaling":
+            {"rope_type": "llama3", ...}), with original_max_position_embeddings
+            16 so that sequences of a few tokens already see every band of
+            frequencies (kept, smoothed, divided); GQA, causal, last token.
 
 reference.json: "sequences" (token ids), and per model its pooling and,
 for each attention mode ("causal", "bidirectional"), the pooled + L2
@@ -135,6 +140,16 @@ SPECS = {
                       num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=256,
                       rope_theta=500000.0, rms_norm_eps=1e-5, hidden_act="silu", attention_bias=True,
                       mlp_bias=False, tie_word_embeddings=False, bos_token_id=bos, eos_token_id=eos)),
+    "llama3": dict(cls=T.LlamaModel, tok=sentencepiece_tokenizer, pooling="last", causal=True, prompts={},
+                   old_rope=True,
+                   cfg=lambda bos, eos: T.LlamaConfig(
+                       vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, max_position_embeddings=256,
+                       rope_parameters={"rope_type": "llama3", "rope_theta": 10000.0, "factor": 8.0,
+                                        "low_freq_factor": 1.0, "high_freq_factor": 4.0,
+                                        "original_max_position_embeddings": 16},
+                       rms_norm_eps=1e-5, hidden_act="silu", attention_bias=False, mlp_bias=False,
+                       tie_word_embeddings=True, bos_token_id=bos, eos_token_id=eos)),
 }
 
 
@@ -158,6 +173,10 @@ def main():
         c = json.load(open(os.path.join(d, "config.json")))
         if not sp["causal"]:
             c["is_causal"] = False
+        if sp.get("old_rope"):  # as Llama 3.2's own config.json: transformers < 5's keys
+            rp = dict(c.pop("rope_parameters"))
+            c["rope_theta"] = rp.pop("rope_theta")
+            c["rope_scaling"] = rp
         json.dump(c, open(os.path.join(d, "config.json"), "w"), indent=2)
         if os.path.exists(os.path.join(d, "generation_config.json")):
             os.remove(os.path.join(d, "generation_config.json"))

@@ -1,5 +1,5 @@
-"""The decoders without Qwen3's q/k norm (Qwen2, Mistral, Llama), text to
-vector, against Hugging Face transformers and tokenizers.
+"""The decoders without Qwen3's q/k norm (Qwen2, Mistral, Llama, Llama 3.x's
+rope scaling), text to vector, against Hugging Face transformers and tokenizers.
 
 tests/fixtures/decoders/ holds tiny random-weight models made by
 tests/gen/gen_decoder_fixtures.py with transformers' own Qwen2Model,

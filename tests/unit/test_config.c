@@ -336,7 +336,7 @@ static void test_qwen3_prompts(void) {
     CHECK_EQ_INT(c.info.pooling, POSY_POOL_LAST);
     CHECK_EQ_INT(c.info.normalize, 1);
     CHECK_EQ_INT(c.act, ENG_ACT_SILU);
-    CHECK(c.rope_theta == 1e6 && c.ln_eps == 1e-6 && c.tie_word_embeddings == 1);
+    CHECK(c.rope.theta == 1e6 && c.ln_eps == 1e-6 && c.tie_word_embeddings == 1);
     CHECK_EQ_INT(c.n_prompts, 2);
     const char *q = eng_config_prompt(&c, "query");
     CHECK(q && !strcmp(q, "Instruct: Given a web search query\nQuery:"));

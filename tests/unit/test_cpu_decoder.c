@@ -101,8 +101,9 @@ static void test_rope(void) {
     size_t ld = (size_t)(nh + 2 * nkv) * d;
     float *x = rvec(T * ld, -1, 1);
     float *a = dup(x, T * ld), *b = dup(x, T * ld);
-    eng_cpu_rope_ref(a, cu, 3, nh, nkv, d, 1e6);
-    eng_cpu_rope(b, cu, 3, nh, nkv, d, 1e6);
+    const eng_rope r6 = eng_rope_plain(1e6), r4 = eng_rope_plain(10000.0);
+    eng_cpu_rope_ref(a, cu, 3, nh, nkv, d, &r6);
+    eng_cpu_rope(b, cu, 3, nh, nkv, d, &r6);
     CHECK(posy_test_close(b, a, T * ld, 1e-6f, 1e-6f));
     /* position 0 of every sequence is unchanged; V columns are never touched */
     CHECK(posy_test_close(a, x, ld, 0, 0));
@@ -115,7 +116,7 @@ static void test_rope(void) {
     float *y = malloc(sizeof(float) * T * ld);
     for (int t = 0; t < T; t++) memcpy(y + t * ld, x, sizeof(float) * ld); /* one row repeated */
     static const int32_t one[] = {0, 70};
-    eng_cpu_rope(y, one, 1, nh, nkv, d, 10000.0);
+    eng_cpu_rope(y, one, 1, nh, nkv, d, &r4);
     double d1 = dotf(y + 10 * ld, y + 7 * ld + nh * d, d);
     double d2 = dotf(y + 50 * ld, y + 47 * ld + nh * d, d);
     double d0 = dotf(y + 10 * ld, y + 10 * ld + nh * d, d), d3 = dotf(y + 50 * ld, y + 50 * ld + nh * d, d);

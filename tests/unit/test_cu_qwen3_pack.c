@@ -145,7 +145,7 @@ static void check_image(const char *name) {
     CHECK_EQ_INT(im.attn_n, in->heads * m.cfg.head_dim);
     char *img = malloc(im.bytes);
     memset(img, 0xab, im.bytes);
-    eng_cu_q3_fill(&im, &m.w, m.cfg.rope_theta, img);
+    eng_cu_q3_fill(&im, &m.w, &m.cfg.rope, img);
     seg_end = 0;
     seg(im.embed, (size_t)im.vocab * im.H * 2, im.bytes);
     seg(im.norm, (size_t)im.H * 4, im.bytes);
@@ -169,14 +169,15 @@ static void test_image_bidir(void) { check_image("bidir"); }
 
 /* Rotating (1, .., 1 | 0, .., 0) at position p gives (cos | sin) of every
  * frequency: the CPU reference's rotation must equal the table exactly. */
-static void check_rope(int d, double theta, int rows) {
+static void check_rope(int d, eng_rope rope, int rows) {
+    const double theta = rope.theta;
     float *table = malloc(sizeof(float) * (size_t)rows * d);
     float *x = calloc((size_t)rows * d, sizeof(float));
-    eng_cu_q3_rope_table(table, rows, d, theta);
+    eng_cu_q3_rope_table(table, rows, d, &rope);
     for (int p = 0; p < rows; p++)
         for (int i = 0; i < d / 2; i++) x[(size_t)p * d + i] = 1.0f;
     int32_t cu[3] = {0, rows / 3, rows}; /* two sequences: positions restart at the second */
-    eng_cpu_rope_ref(x, cu, 2, 1, 0, d, theta);
+    eng_cpu_rope_ref(x, cu, 2, 1, 0, d, &rope);
     int bad = 0;
     for (int t = 0; t < rows; t++) {
         const int p = t < cu[1] ? t : t - cu[1];
@@ -195,8 +196,14 @@ static void check_rope(int d, double theta, int rows) {
 }
 
 static void test_rope_table(void) {
-    check_rope(128, 1000000.0, 300);
-    check_rope(32, 10000.0, 300);
+    check_rope(128, eng_rope_plain(1000000.0), 300);
+    check_rope(32, eng_rope_plain(10000.0), 300);
+    /* Llama 3.x's scaled frequencies (every band: kept, smoothed, divided)
+     * and the linear scaling go through the same table */
+    eng_rope l3 = {500000.0, ENG_ROPE_LLAMA3, 32.0, 1.0, 4.0, 64};
+    check_rope(64, l3, 300);
+    eng_rope lin = {10000.0, ENG_ROPE_LINEAR, 4.0, 1.0, 4.0, 0};
+    check_rope(32, lin, 300);
 }
 
 /* The fold (im.fold_norms): qkv rows = bf16(W[n][k] * ln1[k]) from the
@@ -233,8 +240,8 @@ static void test_image_fold(void) {
     CHECK_MSG(eng_cu_q3_plan(&fold, &m.cfg, &m.w, 64, &err) == 0, "%s", err.msg);
     fold.fold_norms = 1;
     char *a = calloc(1, plain.bytes), *b = calloc(1, fold.bytes);
-    eng_cu_q3_fill(&plain, &m.w, m.cfg.rope_theta, a);
-    eng_cu_q3_fill(&fold, &m.w, m.cfg.rope_theta, b);
+    eng_cu_q3_fill(&plain, &m.w, &m.cfg.rope, a);
+    eng_cu_q3_fill(&fold, &m.w, &m.cfg.rope, b);
     CHECK_EQ_INT((int)fold.bytes, (int)plain.bytes);
     static const char *const qkv[3] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"};
     static const char *const gu[2] = {"mlp.gate_proj", "mlp.up_proj"};

@@ -21,6 +21,9 @@
  *             length cap: max_positions 64), last-token pooling, causal
  *   llama/    attention_bias (q, k, v and o), mean pooling, "is_causal":
  *             false
+ *   llama3/   Llama 3.x's rope scaling (top-level "rope_scaling", an
+ *             original context of 16 so that every band moves: the same
+ *             weights without it give cosine 0.30), GQA, causal, last token
  */
 #include <jansson.h>
 #include <math.h>
@@ -156,6 +159,7 @@ static void test_decoders(void) {
     check_model("qwen2", 1);
     check_model("mistral", 1);
     check_model("llama", 0);
+    check_model("llama3", 1);
     posy_engine *e = open_model("mistral", POSY_ATTN_MODEL);
     if (e) {
         CHECK_EQ_INT(posy_engine_info(e)->max_positions, 64);

@@ -2,7 +2,8 @@
  * (test_config.c covers those and the prompts): rope_theta where
  * transformers >= 5 writes it (rope_parameters), the attention direction
  * flags of bidirectional variants (is_causal, use_bidirectional_attention),
- * the refusals (a rope_type other than default, sliding windows, flags
+ * rope scaling (llama3, linear; the other types refused), the refusals
+ * (sliding windows, flags
  * of the wrong JSON type), and the families run on the same engine without
  * the q/k norm (qwen2, mistral, llama).  Each case writes a config into a temp dir. */
 #include <ftw.h>
@@ -61,19 +62,75 @@ static void test_rope_theta_places(void) {
     posy_err err;
     write_config("\"rope_parameters\":{\"rope_theta\":500000.0,\"rope_type\":\"default\"}");
     CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
-    CHECK(c.rope_theta == 500000.0);
+    CHECK(c.rope.theta == 500000.0);
     eng_config_free(&c);
     write_config("\"rope_theta\":1000000,\"rope_parameters\":{\"rope_theta\":3.0}");
     CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
-    CHECK(c.rope_theta == 1000000.0);   /* top level wins */
+    CHECK(c.rope.theta == 1000000.0);   /* top level wins */
     eng_config_free(&c);
     write_config("");
     CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
-    CHECK(c.rope_theta == 10000.0);     /* transformers' default */
+    CHECK(c.rope.theta == 10000.0);     /* transformers' default */
     eng_config_free(&c);
     write_config("\"rope_parameters\":{\"rope_theta\":1e6,\"rope_type\":\"yarn\",\"factor\":4}");
     CHECK(load(&c, &err) != 0);
-    CHECK_STR_CONTAINS(err.msg, "rope_type 'yarn'");
+    CHECK_STR_CONTAINS(err.msg, "rope type 'yarn' is not supported");
+}
+
+/* Rope scaling: llama3 and linear from either place transformers writes
+ * them, the rest refused by name, and incomplete parameters named. */
+static void test_rope_scaling(void) {
+    eng_config c;
+    posy_err err;
+    write_typed("llama", "\"rope_theta\":500000.0,\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":32.0,"
+                         "\"low_freq_factor\":1.0,\"high_freq_factor\":4.0,\"original_max_position_embeddings\":8192}");
+    CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
+    if (!err.code) {
+        CHECK(c.rope.type == ENG_ROPE_LLAMA3 && c.rope.theta == 500000.0 && c.rope.factor == 32.0 &&
+              c.rope.low_freq_factor == 1.0 && c.rope.high_freq_factor == 4.0 && c.rope.original_max == 8192);
+        eng_config_free(&c);
+    }
+    /* transformers >= 5: the same inside rope_parameters, with the theta */
+    write_typed("llama", "\"rope_parameters\":{\"rope_type\":\"llama3\",\"rope_theta\":500000.0,\"factor\":8,"
+                         "\"low_freq_factor\":2,\"high_freq_factor\":3,\"original_max_position_embeddings\":64}");
+    CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
+    if (!err.code) {
+        CHECK(c.rope.type == ENG_ROPE_LLAMA3 && c.rope.theta == 500000.0 && c.rope.factor == 8.0 &&
+              c.rope.low_freq_factor == 2.0 && c.rope.high_freq_factor == 3.0 && c.rope.original_max == 64);
+        eng_config_free(&c);
+    }
+    write_typed("qwen2", "\"rope_scaling\":{\"type\":\"linear\",\"factor\":2.0}"); /* the older key */
+    CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
+    if (!err.code) {
+        CHECK(c.rope.type == ENG_ROPE_LINEAR && c.rope.factor == 2.0 && c.rope.theta == 10000.0);
+        eng_config_free(&c);
+    }
+    write_typed("mistral", "\"rope_scaling\":null");
+    CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
+    if (!err.code) {
+        CHECK(c.rope.type == ENG_ROPE_DEFAULT);
+        eng_config_free(&c);
+    }
+    static const struct { const char *extra, *msg; } bad[] = {
+        {"\"rope_scaling\":{\"rope_type\":\"dynamic\",\"factor\":2.0}", "rope type 'dynamic' is not supported"},
+        {"\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8,\"low_freq_factor\":1,\"high_freq_factor\":4}",
+         "original_max_position_embeddings"},
+        {"\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8,\"low_freq_factor\":4,\"high_freq_factor\":4,"
+         "\"original_max_position_embeddings\":8192}", "must exceed low_freq_factor"},
+        {"\"rope_scaling\":{\"rope_type\":\"linear\"}", "factor"},
+        {"\"rope_scaling\":{\"rope_type\":\"linear\",\"factor\":0}", "factor"},
+        {"\"rope_scaling\":8", "rope_scaling must be an object"},
+        {"\"rope_parameters\":[1]", "rope_parameters must be an object"},
+        {"\"partial_rotary_factor\":0.5", "partial_rotary_factor 0.5 is not supported"},
+        {"\"rope_parameters\":{\"rope_type\":\"default\",\"partial_rotary_factor\":0.25}", "partial_rotary_factor"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_typed("llama", bad[i].extra);
+        int rc = load(&c, &err);
+        CHECK_MSG(rc != 0, "%s: loaded", bad[i].extra);
+        if (rc) CHECK_STR_CONTAINS(err.msg, bad[i].msg);
+        else eng_config_free(&c);
+    }
 }
 
 static void test_attention_direction(void) {
@@ -127,6 +184,7 @@ static void test_families(void) {
         {"llama", "\"head_dim\":32,\"attention_bias\":true,\"mlp_bias\":false", 1, 0, 32, 32768, "qwen3"},
         {NULL, "\"architectures\":[\"MistralModel\"]", 1, 0, 16, 32768, "qwen3"}, /* before model_type existed */
         {"llama", "\"mlp_bias\":true", 0, 0, 0, 0, "mlp_bias"},
+        /* llama3 without its other parameters (test_rope_scaling has the rest) */
         {"llama", "\"rope_scaling\":{\"rope_type\":\"llama3\",\"factor\":8.0}", 0, 0, 0, 0, "rope_scaling"},
         {"qwen2", "\"use_sliding_window\":true", 0, 0, 0, 0, "use_sliding_window"},
         {"mistral", "\"sliding_window\":-1", 0, 0, 0, 0, "sliding_window"},
@@ -163,5 +221,5 @@ static void test_cleanup(void) {
     if (g_dir[0]) nftw(g_dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
 }
 
-TEST_MAIN(TEST(test_rope_theta_places), TEST(test_attention_direction), TEST(test_refusals), TEST(test_families),
+TEST_MAIN(TEST(test_rope_theta_places), TEST(test_rope_scaling), TEST(test_attention_direction), TEST(test_refusals), TEST(test_families),
           TEST(test_cleanup))

@@ -63,11 +63,11 @@ static void rope_row(float *row, const float *inv, int p, int n_rot_heads, int d
 }
 
 void eng_cpu_rope(float *qkv, const int32_t *cu_seqlens, int n_seqs, int n_heads, int n_kv_heads,
-                  int head_dim, double theta) {
+                  int head_dim, const eng_rope *rope) {
     if (head_dim > DEC_MAX_HEAD_DIM || head_dim < 2) return; /* refused at load (eng_qwen3_weights) */
     size_t ld = (size_t)(n_heads + 2 * n_kv_heads) * head_dim;
     float inv[DEC_MAX_HEAD_DIM / 2];
-    eng_cpu_rope_inv_freq(inv, head_dim, theta);
+    eng_rope_inv_freq(inv, head_dim, rope);
     int T = cu_seqlens[n_seqs];
 #pragma omp parallel for schedule(static) if ((long)T * ld >= DEC_PAR_MIN)
     for (int t = 0; t < T; t++) {

@@ -24,6 +24,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include "eng_rope.h"
 
 /* y[r] = x[r] / sqrt(mean(x[r]^2) + eps) * g for n_rows rows of H (y may
  * equal x), the Qwen3/Llama RMSNorm (weight multiplies directly, not 1+w). */
@@ -41,6 +42,7 @@ void eng_cpu_rmsnorm_heads(float *x, size_t ld, size_t col, int n_rows, int n_he
 /* Rotary embedding as transformers applies it (rotate_half convention):
  * for head x of width d, i < d/2, position p (index within its sequence):
  *   a = (float)(inv_freq[i] * (float)p),  inv_freq[i] = 1 / theta^(2i/d)
+ *                                          (scaled as eng_rope.h says)
  *   x'[i]       = x[i] cos a - x[i+d/2] sin a
  *   x'[i+d/2]   = x[i+d/2] cos a + x[i] sin a
  * The angle is formed in fp32 because that is how the reference model
@@ -48,11 +50,9 @@ void eng_cpu_rmsnorm_heads(float *x, size_t ld, size_t col, int n_rows, int n_he
  * cos/sin of that angle are then taken in double and rounded.  Rotates
  * the Q and K heads of the fused QKV rows in place. */
 void eng_cpu_rope_ref(float *qkv, const int32_t *cu_seqlens, int n_seqs, int n_heads, int n_kv_heads,
-                      int head_dim, double theta);
+                      int head_dim, const eng_rope *rope);
 void eng_cpu_rope(float *qkv, const int32_t *cu_seqlens, int n_seqs, int n_heads, int n_kv_heads,
-                  int head_dim, double theta);
-/* The float32 inverse frequencies of the formula above, inv[0..d/2). */
-void eng_cpu_rope_inv_freq(float *inv, int head_dim, double theta);
+                  int head_dim, const eng_rope *rope);
 
 /* Grouped-query attention over packed sequences: out[t, h] = softmax(q_h
  * k_g^T / sqrt(d)) v_g within t's own sequence (causal: keys up to t),

@@ -28,14 +28,6 @@ void eng_cpu_rmsnorm_heads_ref(float *x, size_t ld, size_t col, int n_rows, int 
         }
 }
 
-void eng_cpu_rope_inv_freq(float *inv, int head_dim, double theta) {
-    for (int i = 0; i < head_dim / 2; i++) {
-        float e = (float)(2 * i) / (float)head_dim;
-        float p = (float)pow((double)(float)theta, (double)e);
-        inv[i] = 1.0f / p;
-    }
-}
-
 static void ref_rotate(float *x, const float *inv, int p, int d) {
     int half = d / 2;
     for (int i = 0; i < half; i++) {
@@ -48,11 +40,11 @@ static void ref_rotate(float *x, const float *inv, int p, int d) {
 }
 
 void eng_cpu_rope_ref(float *qkv, const int32_t *cu_seqlens, int n_seqs, int n_heads, int n_kv_heads,
-                      int head_dim, double theta) {
+                      int head_dim, const eng_rope *rope) {
     size_t ld = (size_t)(n_heads + 2 * n_kv_heads) * head_dim;
     float *inv = malloc(sizeof(float) * (size_t)(head_dim / 2 + 1));
     if (!inv) return;
-    eng_cpu_rope_inv_freq(inv, head_dim, theta);
+    eng_rope_inv_freq(inv, head_dim, rope);
     for (int s = 0; s < n_seqs; s++)
         for (int t = cu_seqlens[s]; t < cu_seqlens[s + 1]; t++)
             for (int h = 0; h < n_heads + n_kv_heads; h++)

@@ -77,7 +77,7 @@ static int q3_layer(eng_cpu_qwen3 *q, const posy_engine *e, const eng_qwen3_laye
         eng_cpu_rmsnorm_heads(q->qkv, (size_t)QKV, 0, T, nh, d, L->q_norm, eps);
         eng_cpu_rmsnorm_heads(q->qkv, (size_t)QKV, (size_t)nh * d, T, nkv, d, L->k_norm, eps);
     }
-    eng_cpu_rope(q->qkv, b->cu_seqlens, b->n_seqs, nh, nkv, d, e->cfg.rope_theta);
+    eng_cpu_rope(q->qkv, b->cu_seqlens, b->n_seqs, nh, nkv, d, &e->cfg.rope);
     if (eng_cpu_attention_gqa(q->ctx, q->qkv, b->cu_seqlens, b->n_seqs, nh, nkv, d, mi->causal, q->scratch,
                               q->scratch_floats) != 0)
         return -1;

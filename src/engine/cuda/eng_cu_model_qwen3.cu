@@ -102,7 +102,7 @@ int eng_cu_qwen3_upload(eng_cu_model *m, const eng_config *cfg, const eng_qwen3_
         eng_cu_q3_image_free(&im);
         return posy_err_set(err, POSY_E_NOMEM, "cuda backend: host image of %zu bytes", m->wbytes);
     }
-    eng_cu_q3_fill(&im, w, cfg->rope_theta, img);
+    eng_cu_q3_fill(&im, w, &cfg->rope, img);
     ce = cudaMemcpy(m->wmem, img, m->wbytes, cudaMemcpyHostToDevice);
     free(img);
     char *base = (char *)m->wmem;

@@ -89,13 +89,13 @@ static size_t q3_put_ones(q3_walker *w, size_t n) {
     return at;
 }
 
-static void q3_walk(eng_cu_q3_image *im, const eng_qwen3_weights *wt, double theta, q3_walker *w) {
+static void q3_walk(eng_cu_q3_image *im, const eng_qwen3_weights *wt, const eng_rope *rope, q3_walker *w) {
     const size_t H = (size_t)im->H, I = (size_t)im->I, d = (size_t)im->head_dim;
     const size_t QKV = (size_t)im->qkv_n, A = (size_t)im->attn_n;
     im->embed = q3_put(w, wt->embed, (size_t)im->vocab * H, 0);
     im->norm = q3_put(w, wt->norm, H, 1);
     im->rope = q3_take(w, (size_t)im->rope_rows * d * 4);
-    if (w->host) eng_cu_q3_rope_table((float *)(void *)(w->host + im->rope), im->rope_rows, im->head_dim, theta);
+    if (w->host) eng_cu_q3_rope_table((float *)(void *)(w->host + im->rope), im->rope_rows, im->head_dim, rope);
     for (int l = 0; l < im->L; l++) {
         const eng_qwen3_layer *s = &wt->layers[l];
         eng_cu_q3_layer_off *o = &im->layers[l];
@@ -132,13 +132,13 @@ int eng_cu_q3_plan(eng_cu_q3_image *im, const eng_config *cfg, const eng_qwen3_w
     im->layers = (eng_cu_q3_layer_off *)calloc((size_t)im->L ? (size_t)im->L : 1, sizeof *im->layers);
     if (!im->layers) return posy_err_set(err, POSY_E_NOMEM, "cuda backend: qwen3 layer table");
     q3_walker wk = {NULL, 0};
-    q3_walk(im, w, 0.0, &wk);
+    q3_walk(im, w, NULL, &wk); /* no host: nothing written, the rotary not read */
     return 0;
 }
 
-void eng_cu_q3_fill(eng_cu_q3_image *im, const eng_qwen3_weights *w, double rope_theta, void *host) {
+void eng_cu_q3_fill(eng_cu_q3_image *im, const eng_qwen3_weights *w, const eng_rope *rope, void *host) {
     q3_walker wk = {(char *)host, 0};
-    q3_walk(im, w, rope_theta, &wk); /* recomputes the planned offsets, and writes */
+    q3_walk(im, w, rope, &wk); /* recomputes the planned offsets, and writes */
 }
 
 void eng_cu_q3_image_free(eng_cu_q3_image *im) {
@@ -146,15 +146,11 @@ void eng_cu_q3_image_free(eng_cu_q3_image *im) {
     memset(im, 0, sizeof *im);
 }
 
-void eng_cu_q3_rope_table(float *out, int rows, int head_dim, double theta) {
+void eng_cu_q3_rope_table(float *out, int rows, int head_dim, const eng_rope *rope) {
     const int half = head_dim / 2;
     float inv[512];
     if (half > 512) return; /* refused long before: eng_qwen3_weights_load and eng_cu_q3_check */
-    for (int i = 0; i < half; i++) {
-        /* as eng_cpu_rope_inv_freq: fp32 exponent, pow of the fp32 theta */
-        float e = (float)(2 * i) / (float)head_dim;
-        inv[i] = 1.0f / (float)pow((double)(float)theta, (double)e);
-    }
+    eng_rope_inv_freq(inv, head_dim, rope); /* the CPU engine's frequencies, scaling included */
     for (int p = 0; p < rows; p++)
         for (int i = 0; i < half; i++) {
             float a = inv[i] * (float)p;

@@ -18,7 +18,8 @@
  * converts to bf16 (round to nearest even) and places.
  *
  * The rotary table holds exactly what the CPU reference computes
- * (eng_cpu_rope_ref): angle = (float)(inv_freq_f32[i] * (float)p), then
+ * (eng_cpu_rope_ref): angle = (float)(inv_freq_f32[i] * (float)p) with the
+ * frequencies of eng_rope.h (rope scaling included), then
  * cos and sin in double, rounded to float -- so the GPU kernel's rotation
  * differs from the CPU's only by the bf16 storage of q and k.
  */
@@ -67,13 +68,13 @@ int eng_cu_q3_plan(eng_cu_q3_image *im, const eng_config *cfg, const eng_qwen3_w
                    int rope_rows, posy_err *err);
 /* Write the planned image into host memory of im->bytes bytes (the walk
  * recomputes the planned offsets on the way). */
-void eng_cu_q3_fill(eng_cu_q3_image *im, const eng_qwen3_weights *w, double rope_theta,
+void eng_cu_q3_fill(eng_cu_q3_image *im, const eng_qwen3_weights *w, const eng_rope *rope,
                     void *host);
 void eng_cu_q3_image_free(eng_cu_q3_image *im);
 
 /* out[(p * head_dim/2 + i) * 2 + {0, 1}] = cos, sin of the rotary angle of
  * frequency i at position p, for p < rows (see the header comment). */
-void eng_cu_q3_rope_table(float *out, int rows, int head_dim, double theta);
+void eng_cu_q3_rope_table(float *out, int rows, int head_dim, const eng_rope *rope);
 
 #ifdef __cplusplus
 }
