@@ -15,7 +15,9 @@
  * causal).  The fused q/k cases (qkn: v2, as the one-query chain runs it,
  * and v3) give the reference Q/K after the same per-head RMSNorm + rotary
  * as eng_cu_qk_norm_rope (fp32, one bf16 rounding), and also time
- * "qk_norm_rope kernel + v3" against "v3 fused" on the same data.
+ * "qk_norm_rope kernel + v3" against "v3 fused" on the same data.  The
+ * rope cases (qkn 2: rope_only, Qwen2 / Mistral / Llama) do the same with
+ * the rotary alone, in attention and in the chain's attention + O.
  * Also the one-query chain's attention + O projection kernel
  * (eng_cu_chain_attn.cu, check_attn_o) and the QKV GEMM's attention tail
  * (eng_cu_chain_gemm.cu, check_qkv_att).  The rel cases add MPNet's
@@ -24,6 +26,8 @@
 #include "lab.h"
 #include "eng_relpos.h"
 
+/* qkn: 1 Qwen3's q/k norm + rotary fused, 2 the rotary alone fused
+ * (rope_only: Qwen2, Mistral, Llama) */
 typedef struct acase { int d, heads, kv_heads, causal; std::vector<int> lens; int qkn; } acase;
 
 /* run_case with MPNet's relative position bias (eng_cu_attn_args.rel),
@@ -69,14 +73,15 @@ static std::vector<int> random_lens(int tokens, int lo, int hi) {
 }
 
 /* CPU mirror of eng_cu_qk_norm_rope on one head of one row (D values, in
- * place, bf16-rounded results): RMSNorm * w, then rotate_half by (c, s). */
+ * place, bf16-rounded results): RMSNorm * w, then rotate_half by (c, s);
+ * w NULL: the rotary alone. */
 static void ref_qk_head(float *x, int D, const float *w, const float *cs, float eps) {
     const int half = D / 2;
     float ss = 0.f;
     for (int j = 0; j < D; j++) ss += x[j] * x[j];
-    const float r = 1.f / sqrtf(ss / (float)D + eps);
+    const float r = w ? 1.f / sqrtf(ss / (float)D + eps) : 1.f;
     for (int j = 0; j < half; j++) {
-        const float v1 = x[j] * r * w[j], v2 = x[j + half] * r * w[j + half];
+        const float v1 = x[j] * r * (w ? w[j] : 1.f), v2 = x[j + half] * r * (w ? w[j + half] : 1.f);
         const float c = cs[2 * j], sn = cs[2 * j + 1];
         x[j] = bfr(v1 * c - v2 * sn);
         x[j + half] = bfr(v2 * c + v1 * sn);
@@ -133,9 +138,11 @@ static void ref_qkn_apply(const acase &c, const std::vector<int> &cu, std::vecto
     for (int s_ = 0; s_ < S; s_++)
         for (int t = cu[s_]; t < cu[s_ + 1]; t++) {
             const float *cs = &rope[(size_t)(t - cu[s_]) * D];
-            for (int h = 0; h < c.heads; h++) ref_qk_head(&f[(size_t)t * ld + h * D], D, qw.data(), cs, qk_eps);
+            const bool nrm = c.qkn != 2;
+            for (int h = 0; h < c.heads; h++)
+                ref_qk_head(&f[(size_t)t * ld + h * D], D, nrm ? qw.data() : nullptr, cs, qk_eps);
             for (int h = 0; h < c.kv_heads; h++)
-                ref_qk_head(&f[(size_t)t * ld + Hq + h * D], D, kw.data(), cs, qk_eps);
+                ref_qk_head(&f[(size_t)t * ld + Hq + h * D], D, nrm ? kw.data() : nullptr, cs, qk_eps);
         }
 }
 
@@ -189,12 +196,14 @@ static eng_cu_attn_args lab_attn_args(const acase &c, bf16 *dqkv, int ld, const 
 }
 
 /* The q/k norm weights and rotary table uploaded and named in a (the
- * caller frees *dq, *dk, *dr). */
+ * caller frees *dq, *dk, *dr); rope_only: the norm weights uploaded but
+ * not named, a.rope_only set (the rotary alone). */
 static void lab_attn_qkn(eng_cu_attn_args &a, const std::vector<float> &qw, const std::vector<float> &kw,
                          const std::vector<float> &rope, int rope_rows, float qk_eps, float **dq, float **dk,
-                         float **dr) {
+                         float **dr, bool rope_only = false) {
     *dq = lab_upload(qw); *dk = lab_upload(kw); *dr = lab_upload(rope);
-    a.q_norm = *dq; a.k_norm = *dk; a.rope = *dr; a.rope_rows = rope_rows; a.qk_eps = qk_eps;
+    a.q_norm = rope_only ? NULL : *dq; a.k_norm = rope_only ? NULL : *dk;
+    a.rope = *dr; a.rope_rows = rope_rows; a.qk_eps = qk_eps; a.rope_only = rope_only;
 }
 
 /* Layout as in the engine: row = [Q (heads*D) | K (kv*D) | V (kv*D)]. */
@@ -236,7 +245,7 @@ static void run_case(const acase &c, int time_it) {
     int *dwork = lab_upload(std::vector<int>(2, 0));
     a.work = dwork; /* used where eng_cu_attn_wg_dyn = 1 only */
     float *dqw = NULL, *dkw = NULL, *drope = NULL, *drel = NULL;
-    if (c.qkn) lab_attn_qkn(a, qw, kw, rope, rope_rows, qk_eps, &dqw, &dkw, &drope);
+    if (c.qkn) lab_attn_qkn(a, qw, kw, rope, rope_rows, qk_eps, &dqw, &dkw, &drope, c.qkn == 2);
     if (g_rel) {
         drel = lab_upload(reltab);
         a.rel = drel;
@@ -266,7 +275,7 @@ static void run_case(const acase &c, int time_it) {
         a.version = version;
         char name[128];
         snprintf(name, sizeof name, "attn v%d%s d=%d h=%d kv=%d %s seqs=%d tokens=%d%s", version,
-                 c.qkn ? " qkn" : g_rel ? " rel" : "", D, c.heads, c.kv_heads, c.causal ? "causal" : "bidir", S, T,
+                 c.qkn == 2 ? " rope" : c.qkn ? " qkn" : g_rel ? " rel" : "", D, c.heads, c.kv_heads, c.causal ? "causal" : "bidir", S, T,
                  g_heavy ? " heavy" : "");
         lab_poison(dout, (size_t)T * Hq * 2);
         if (version == 10 && !c.qkn) { /* in each form; a failure must not end the lab */
@@ -373,12 +382,14 @@ static void run_case(const acase &c, int time_it) {
         eng_cu_qk_args q;
         memset(&q, 0, sizeof q);
         q.qkv = dcopy; q.ld = ld; q.n_heads = c.heads; q.n_kv_heads = c.kv_heads; q.head_dim = D;
-        q.q_norm = dqw; q.k_norm = dkw; q.eps = qk_eps; q.rope = drope; q.rope_rows = rope_rows;
+        q.q_norm = c.qkn == 2 ? NULL : dqw; q.k_norm = c.qkn == 2 ? NULL : dkw; /* 2: rotary alone */
+        q.eps = qk_eps; q.rope = drope; q.rope_rows = rope_rows;
         q.cu_seqlens = dcu; q.n_seqs_dev = lab_upload(std::vector<int>(1, S));
         q.rows = T; q.n_rows_dev = lab_upload(std::vector<int>(1, T));
         eng_cu_attn_args u = a;
         u.q = dcopy; u.k = dcopy + Hq; u.v = dcopy + Hq + Hkv;
         u.q_norm = u.k_norm = u.rope = NULL;
+        u.rope_only = 0;
         CUCHECK(cudaMemcpy(dcopy, dqkv, (size_t)T * ld * 2, cudaMemcpyDeviceToDevice));
         lab_poison(dout, (size_t)T * Hq * 2);
         CUCHECK(eng_cu_qk_norm_rope(0, &q));
@@ -387,8 +398,8 @@ static void run_case(const acase &c, int time_it) {
         std::vector<float> got = lab_download_bf16(dout, (size_t)T * Hq);
         size_t differ = 0;
         for (size_t i = 0; i < (size_t)cu[ref_seqs] * Hq; i++) differ += got[i] != got3[i];
-        printf("  qkn d=%d %s tokens=%d: fused vs qk_norm_rope + v3: %zu of %zu outputs differ in bits\n", D,
-               c.causal ? "causal" : "bidir", T, differ, (size_t)cu[ref_seqs] * Hq);
+        printf("  %s d=%d %s tokens=%d: fused vs qk_norm_rope + v3: %zu of %zu outputs differ in bits\n",
+               c.qkn == 2 ? "rope" : "qkn", D, c.causal ? "causal" : "bidir", T, differ, (size_t)cu[ref_seqs] * Hq);
         if (time_it) {
             const float ms_u = lab_time_ms([&] {
                 CUCHECK(eng_cu_qk_norm_rope(0, &q));
@@ -472,7 +483,7 @@ static void check_attn_o(const acase &c, int M, int N, int lnres = 0) {
     lab_poison(dy, (size_t)M * N * 2);
     eng_cu_attn_args a = lab_attn_args(c, dqkv, ld, dcu);
     float *dqw = NULL, *dkw = NULL, *drope = NULL, *drel = NULL;
-    if (c.qkn) lab_attn_qkn(a, qw, kw, rope, rope_rows, qk_eps, &dqw, &dkw, &drope);
+    if (c.qkn) lab_attn_qkn(a, qw, kw, rope, rope_rows, qk_eps, &dqw, &dkw, &drope, c.qkn == 2);
     if (g_rel) {
         drel = lab_upload(reltab);
         a.rel = drel;
@@ -480,7 +491,7 @@ static void check_attn_o(const acase &c, int M, int N, int lnres = 0) {
     }
     char name[128];
     snprintf(name, sizeof name, "attn+O d=%d heads %d/%d %s%s M=%d (%d seqs, %d real) N=%d%s%s", D, c.heads,
-             c.kv_heads, c.causal ? "causal" : "bidir", c.qkn ? " qkn" : g_rel ? " rel" : "", M, S, T, N, lnres ? " ln-res" : "",
+             c.kv_heads, c.causal ? "causal" : "bidir", c.qkn == 2 ? " rope" : c.qkn ? " qkn" : g_rel ? " rel" : "", M, S, T, N, lnres ? " ln-res" : "",
              eng_cu_chain_attn_o_one_head(&a) ? " 1 head/warp" : "");
     float *drg = lnres ? lab_upload(rg) : NULL, *drb = lnres ? lab_upload(rbe) : NULL;
     float2 *drst = lnres ? lab_upload(rst) : NULL;
@@ -773,6 +784,10 @@ int main(void) {
             run_case({d, 4, 2, causal, mix, 1}, 0);
             run_case({d, 16, 8, causal, {16}, 1}, 0); /* a one-query chain's shape */
             run_case({d, 16, 8, causal, {7, 40}, 1}, 0);
+            /* the rotary alone (Qwen2, Mistral, Llama: rope_only) */
+            run_case({d, 4, 2, causal, mix, 2}, 0);
+            run_case({d, 16, 8, causal, {16}, 2}, 0);
+            run_case({d, 16, 8, causal, {7, 40}, 2}, 0);
             g_rel = 1; /* MPNet's relative bias (512 tokens: every bucket) */
             run_case({d, 4, 4, causal, mix, 0}, 0);
             run_case({d, 2, 2, causal, {1}, 0}, 0);
@@ -799,6 +814,9 @@ int main(void) {
     check_attn_o({128, 16, 8, 1, {13}, 0}, 16, 1024);
     check_attn_o({128, 16, 8, 1, {3}, 1}, 3, 1024);
     check_attn_o({128, 16, 8, 1, {1}, 1}, 1, 1024);
+    check_attn_o({128, 16, 8, 1, {16}, 2}, 16, 1024); /* the rotary alone (rope_only) */
+    check_attn_o({128, 16, 8, 1, {7, 9}, 2}, 16, 1024);
+    check_attn_o({128, 16, 8, 0, {6, 8}, 2}, 16, 1024);
     /* with the LayerNorm residual (MiniLM's folded chain) */
     check_attn_o({32, 12, 12, 0, {16}, 0}, 16, 384, 1);
     check_attn_o({32, 12, 12, 0, {5, 1, 7}, 0}, 16, 384, 1);

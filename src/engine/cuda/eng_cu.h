@@ -285,10 +285,14 @@ typedef struct eng_cu_attn_args {
      * eng_cu_qk_norm_rope's per-head RMSNorm (q_norm / k_norm weights,
      * qk_eps) and rotary embedding (rope table of rope_rows positions) to
      * each tile as it lands.  The one-query chain does this with v2; for
-     * throughput it is opt-in (eng_cu_attn_fuses_qk). */
+     * throughput it is opt-in (eng_cu_attn_fuses_qk).
+     * rope_only (Qwen2, Mistral, Llama: no q/k norm): with q_norm and
+     * k_norm NULL, the same kernels apply the rotary alone to each tile
+     * (eng_cu_attn_qkn says whether either form is asked). */
     const float *q_norm, *k_norm, *rope;
     int rope_rows;
     float qk_eps;
+    int rope_only;
     /* device, two ints at 0 between launches, or NULL: version 10's
      * dynamic schedule (the default at head size 128, POSY_CUDA_ATTN_DYN
      * = 1 / 0 on / off everywhere; eng_cu_attn_wg.cu) takes its
@@ -321,6 +325,9 @@ int eng_cu_attn_version(int head_dim, int chain);
  * no faster than the separate kernel); the forward then skips
  * eng_cu_qk_norm_rope. */
 int eng_cu_attn_fuses_qk(int head_dim);
+/* Whether a launch transforms Q and K tiles as they land: Qwen3's q/k
+ * norm + rotary (q_norm set) or the rotary alone (rope_only). */
+static inline int eng_cu_attn_qkn(const eng_cu_attn_args *a) { return a->q_norm != NULL || a->rope_only; }
 cudaError_t eng_cu_attention_v3(cudaStream_t s, const eng_cu_attn_args *a);
 /* Version 10 (eng_cu_attn_wg.cu): both products as wgmma, sm_90 only, no
  * q/k norm; the default off the one-query chain on Hopper.

@@ -209,10 +209,11 @@ __global__ void __launch_bounds__(128) attn_kernel_v1(eng_cu_attn_args a) {
  * fastest, so the blocks resident together read whole QKV rows (every
  * head of the same tokens) instead of one head's 64-256 bytes of rows
  * 2.3-6 KB apart; v2 keeps (tile, head) = (blockIdx.x, blockIdx.y).
- * QKN (a.q_norm set; the one-query chain of Qwen3): Q and K arrive raw
- * from the QKV GEMM and each tile is normalised and rotated in shared
- * memory as it lands (eng_attn_qk_rows) -- for a short query one block
- * barrier instead of the q/k kernel's node of the chain. */
+ * QKN (a.q_norm set, or a.rope_only; the one-query chain of the
+ * decoders): Q and K arrive raw from the QKV GEMM and each tile is
+ * normalised (Qwen3 only) and rotated in shared memory as it lands
+ * (eng_attn_qk_rows) -- for a short query one block barrier instead of
+ * the q/k kernel's node of the chain. */
 template <int D, int BN, int ST>
 static constexpr size_t attn_smem_bytes() {
     return ((size_t)ENG_CU_ATTN_BM + 2 * (size_t)ST * BN) * (D + 8) * sizeof(bf16);
@@ -405,9 +406,9 @@ static cudaError_t launch_d(cudaStream_t s, const eng_cu_attn_args *a, int v) {
     if (a->rel) /* MPNet's relative position bias: v2 only (eng_cu_attn_args.rel) */
         e = a->causal ? launch_v2<D, true, BN, MB, false, 0, false, false, true>(s, a)
                       : launch_v2<D, false, BN, MB, false, 0, false, false, true>(s, a);
-    else if (v == 8 && !a->q_norm)
+    else if (v == 8 && !eng_cu_attn_qkn(a))
         e = a->causal ? launch_v8<D, true>(s, a) : launch_v8<D, false>(s, a);
-    else if (v == 9 && !a->q_norm) {
+    else if (v == 9 && !eng_cu_attn_qkn(a)) {
         /* Q's fragments read from shared memory at each k-step (QSM), so
          * more blocks fit an SM: d = 128 v7's tiles, four blocks (128
          * registers, 8 bytes spilled); 64 v2's, four (126 registers,
@@ -416,7 +417,7 @@ static cudaError_t launch_d(cudaStream_t s, const eng_cu_attn_args *a, int v) {
         constexpr bool HM9 = D >= 128;
         e = a->causal ? launch_v2<D, true, BN, MB9, false, ST9, HM9, true>(s, a)
                       : launch_v2<D, false, BN, MB9, false, ST9, HM9, true>(s, a);
-    } else if (a->q_norm) /* the q/k norm: v2's tiles (or 6 / 7's), whatever BN/MINB version was asked */
+    } else if (eng_cu_attn_qkn(a)) /* the q/k norm or rotary: v2's tiles (or 6 / 7's), whatever BN/MINB version was asked */
         e = v == 6   ? (a->causal ? launch_v2<D, true, BN, MB, true, 0, true>(s, a)
                                   : launch_v2<D, false, BN, MB, true, 0, true>(s, a))
             : v == 7 ? (a->causal ? launch_v2<D, true, BN, MB, true, 2, true>(s, a)
@@ -485,16 +486,17 @@ cudaError_t eng_cu_attention(cudaStream_t s, const eng_cu_attn_args *a) {
     if (a->max_tiles <= 0 || a->n_heads <= 0 || a->n_kv_heads <= 0 ||
         a->n_heads % a->n_kv_heads || a->version < 0 || a->version > 10)
         return cudaErrorInvalidValue;
-    if (a->rel && (a->q_norm || a->rel_max <= 0)) return cudaErrorInvalidValue;
+    if (a->rel && (eng_cu_attn_qkn(a) || a->rel_max <= 0)) return cudaErrorInvalidValue;
     int v = a->version ? a->version : eng_cu_attn_version(a->head_dim, 0);
     if (a->rel && v != 10) v = 2; /* the relative bias: v2 and v10 (off Hopper, v2) */
-    if (v == 10 && !a->q_norm && eng_cu_gemm_wg_available())
+    if (v == 10 && !eng_cu_attn_qkn(a) && eng_cu_gemm_wg_available())
         return eng_cu_attention_wg(s, a); /* its launcher asks eng_cu_order_take */
     eng_cu_order_take(0); /* the others walk the tile list forwards */
     if (a->rev) return cudaErrorInvalidValue; /* rev is the launcher's to set */
     if (v == 3) return eng_cu_attention_v3(s, a);
     if (v == 10) v = 2; /* off Hopper, or with the q/k norm fused (the chain's), v2 stands in */
     if (a->q_norm && (v == 1 || !a->k_norm || !a->rope)) return cudaErrorInvalidValue; /* v2 and v3 fuse it */
+    if (a->rope_only && (v == 1 || a->q_norm || a->k_norm || !a->rope)) return cudaErrorInvalidValue;
     switch (a->head_dim) {
     case 32: return launch_d<32>(s, a, v);
     case 64: return launch_d<64>(s, a, v);

@@ -188,13 +188,14 @@ static cudaError_t v3_launch(cudaStream_t s, const eng_cu_attn_args *a) {
 
 template <int D>
 static cudaError_t v3_dispatch(cudaStream_t s, const eng_cu_attn_args *a) {
-    const bool qkn = a->q_norm != NULL;
+    const bool qkn = eng_cu_attn_qkn(a) != 0;
     if (a->causal) return qkn ? v3_launch<D, true, true>(s, a) : v3_launch<D, true, false>(s, a);
     return qkn ? v3_launch<D, false, true>(s, a) : v3_launch<D, false, false>(s, a);
 }
 
 cudaError_t eng_cu_attention_v3(cudaStream_t s, const eng_cu_attn_args *a) {
     if (a->q_norm && (!a->k_norm || !a->rope || a->rope_rows <= 0)) return cudaErrorInvalidValue;
+    if (a->rope_only && (a->q_norm || a->k_norm || !a->rope || a->rope_rows <= 0)) return cudaErrorInvalidValue;
     switch (a->head_dim) {
     case 32: return v3_dispatch<32>(s, a);
     case 64: return v3_dispatch<64>(s, a);

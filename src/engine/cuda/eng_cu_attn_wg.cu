@@ -314,7 +314,7 @@ static cudaError_t awg_pick(cudaStream_t s, const eng_cu_attn_args *a) {
 }
 
 cudaError_t eng_cu_attention_wg(cudaStream_t s, const eng_cu_attn_args *a) {
-    if (!eng_cu_gemm_wg_available() || a->q_norm) return cudaErrorInvalidValue;
+    if (!eng_cu_gemm_wg_available() || eng_cu_attn_qkn(a)) return cudaErrorInvalidValue;
     switch (a->head_dim) {
     case 32: return awg_pick<32>(s, a);
     case 64: return awg_pick<64>(s, a);

@@ -240,7 +240,8 @@ int eng_cu_chain_attn_o_ok(const eng_cu_attn_args *a, int M, int N) {
         !ca_shape(a, K, &w, &kpw, &kvw))
         return 0;
     if (a->q_norm && (a->head_dim != 128 || !a->k_norm || !a->rope || a->rope_rows < 1)) return 0;
-    if (a->rel && (a->causal || a->q_norm || a->rel_max < 1)) return 0; /* MPNet: bidirectional, no q/k norm */
+    if (a->rope_only && (a->head_dim != 128 || a->q_norm || a->k_norm || !a->rope || a->rope_rows < 1)) return 0;
+    if (a->rel && (a->causal || eng_cu_attn_qkn(a) || a->rel_max < 1)) return 0; /* MPNet: bidirectional, no q/k norm */
     if ((a->ldq | a->ldk | a->ldv) % 8 || (((uintptr_t)a->q | (uintptr_t)a->k | (uintptr_t)a->v) & 15)) return 0;
     return ca_smem(K, a->head_dim, w, kpw / a->head_dim, kvw, 1) <= 227 * 1024;
 }
@@ -272,11 +273,11 @@ cudaError_t eng_cu_chain_attn_o(cudaStream_t s, const eng_cu_attn_args *a, const
     const eng_cu_chain_res res = resp ? *resp : eng_cu_chain_res{NULL, NULL, NULL, NULL};
     if (!eng_cu_chain_attn_o_ok(a, M, N) || !n_rows_dev || !n_seqs_dev ||
         (((uintptr_t)W | (uintptr_t)bias | (uintptr_t)R) & 15) ||
-        (res.stats && (a->q_norm || !R || !res.gamma || !res.beta || !res.n_rows_dev ||
+        (res.stats && (eng_cu_attn_qkn(a) || !R || !res.gamma || !res.beta || !res.n_rows_dev ||
                        (((uintptr_t)res.gamma | (uintptr_t)res.beta) & 15) || ((uintptr_t)res.stats & 7))))
         return cudaErrorInvalidValue;
     ca_shape(a, K, &w, &kpw, &kvw);
-    const bool causal = a->causal != 0, qkn = a->q_norm != NULL;
+    const bool causal = a->causal != 0, qkn = eng_cu_attn_qkn(a) != 0;
 #define CA_GO(W_, G_, D_, KV_)                                                                                   \
     if (w == W_ && kpw == G_ && a->head_dim == D_ && kvw == KV_) {                                               \
         if (a->rel) /* MPNet: bidirectional without q/k norm (eng_cu_chain_attn_o_ok) */                       \

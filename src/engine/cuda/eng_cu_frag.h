@@ -322,7 +322,8 @@ static __device__ __forceinline__ void eng_attn_store(float (*o)[4], float *l, i
     }
 }
 
-/* Qwen3's q/k norm + rotary on `rows` rows of a shared tile (row stride
+/* Qwen3's q/k norm + rotary (g: the norm's weights; NULL: the rotary
+ * alone, for Qwen2 / Mistral / Llama) on `rows` rows of a shared tile (row stride
  * D + 8) whose first row is position pos0 of its sequence, as
  * eng_cu_qk_norm_rope computes it, by a block of THREADS threads (v2 in the
  * one-query chain, v3 opt-in: eng_cu_attn.cu, eng_cu_attn_v3.cu).
@@ -341,9 +342,12 @@ static __device__ __forceinline__ void eng_attn_qk_rows(bf16 *tile, int rows, in
     constexpr int LD = D + 8, HALF = D / 2, LPR = HALF / 8, RPI = THREADS / LPR;
     const int me = tid < 0 ? (int)threadIdx.x : tid;
     const int k = me % LPR, j0 = 8 * k;
-    float4 ga[2], gb[2];
-    ga[0] = *(const float4 *)(g + j0); ga[1] = *(const float4 *)(g + j0 + 4);
-    gb[0] = *(const float4 *)(g + HALF + j0); gb[1] = *(const float4 *)(g + HALF + j0 + 4);
+    const bool norm = g != nullptr; /* uniform: the same for every thread */
+    float4 ga[2] = {make_float4(1.f, 1.f, 1.f, 1.f), make_float4(1.f, 1.f, 1.f, 1.f)}, gb[2] = {ga[0], ga[1]};
+    if (norm) {
+        ga[0] = *(const float4 *)(g + j0); ga[1] = *(const float4 *)(g + j0 + 4);
+        gb[0] = *(const float4 *)(g + HALF + j0); gb[1] = *(const float4 *)(g + HALF + j0 + 4);
+    }
     const float w1[8] = {ga[0].x, ga[0].y, ga[0].z, ga[0].w, ga[1].x, ga[1].y, ga[1].z, ga[1].w};
     const float w2[8] = {gb[0].x, gb[0].y, gb[0].z, gb[0].w, gb[1].x, gb[1].y, gb[1].z, gb[1].w};
     for (int r0 = 0; r0 < rows; r0 += RPI) { /* rows is uniform: every lane takes every shuffle */
@@ -357,12 +361,14 @@ static __device__ __forceinline__ void eng_attn_qk_rows(bf16 *tile, int rows, in
 #pragma unroll
             for (int e = 0; e < 8; e++) x1[e] = x2[e] = 0.f;
         }
+        if (norm) { /* uniform branch: every lane takes every shuffle or none */
 #pragma unroll
-        for (int e = 0; e < 8; e++) ss += x1[e] * x1[e] + x2[e] * x2[e];
+            for (int e = 0; e < 8; e++) ss += x1[e] * x1[e] + x2[e] * x2[e];
 #pragma unroll
-        for (int o = LPR / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+            for (int o = LPR / 2; o > 0; o >>= 1) ss += __shfl_xor_sync(0xffffffffu, ss, o);
+        }
         if (!ok) continue;
-        const float rs = rsqrtf(ss / (float)D + a.qk_eps);
+        const float rs = norm ? rsqrtf(ss / (float)D + a.qk_eps) : 1.f;
         const int pos = row_pos ? row_pos[r] : pos0 + r;
         const float4 *cs = (const float4 *)(a.rope + (size_t)min(pos, a.rope_rows - 1) * D + 2 * j0);
         float y1[8], y2[8];

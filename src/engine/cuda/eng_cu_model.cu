@@ -309,6 +309,8 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         m->fold_norm = is_q3 && !(fn && !strcmp(fn, "0"));
         const char *cq = getenv("POSY_CUDA_CHAIN_QK");
         m->chain_qk = !(cq && !strcmp(cq, "0"));
+        const char *cr = getenv("POSY_CUDA_CHAIN_ROPE");
+        m->chain_rope = cr && !strcmp(cr, "1"); /* opt-in until measured on a GPU */
         const char *cs = getenv("POSY_CUDA_CHAIN_SWIGLU");
         m->chain_swiglu = !(cs && !strcmp(cs, "0"));
         const char *cl = getenv("POSY_CUDA_CHAIN_L2");

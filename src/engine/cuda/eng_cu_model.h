@@ -98,11 +98,13 @@ typedef struct eng_cu_model {
      * Qwen3's SwiGLU in the gate|up GEMM's epilogue (default on,
      * POSY_CUDA_CHAIN_SWIGLU=0: its own kernel); chain_qk: Qwen3's q/k
      * norm + rotary inside attention (default on, POSY_CUDA_CHAIN_QK=0:
-     * its own kernel); chain_l2: each chain GEMM
+     * its own kernel); chain_rope: the same for the rotary alone of the
+     * decoders without the q/k norm (Qwen2, Mistral, Llama; opt-in,
+     * POSY_CUDA_CHAIN_ROPE=1; default: eng_cu_qk_norm_rope's node); chain_l2: each chain GEMM
      * prefetches into L2 the weights of the GEMM chain_l2 GEMMs later
      * (POSY_CUDA_CHAIN_L2=1..8, 0 off); pdl_env: POSY_CUDA_PDL=1 (PDL for
      * the other buckets too) */
-    int chain_max, chain_norm, chain_swiglu, chain_qk, chain_l2, pdl_env;
+    int chain_max, chain_norm, chain_swiglu, chain_qk, chain_rope, chain_l2, pdl_env;
     /* chain_padw: chain GEMMs of buckets of at most 16 tokens read a copy
      * of their weights with padded rows (eng_cu_gemm_chain's wp: one bulk
      * copy a block's slice instead of one a row).  On the H200 (2026-12-04

@@ -261,8 +261,9 @@ static int qkv_fused_pick(eng_cu_model *m, cudaStream_t s, const bf16 *X, const 
  * attention, and y = x + ctx Wo^T (+ b). */
 static int attn_block(eng_cu_model *m, cudaStream_t s, int chain, int fuse, int qk_done, const eng_cu_layer *w,
                       eng_cu_qk_args *q, eng_cu_attn_args *a, const bf16 *x, bf16 *y, int T, posy_err *err) {
-    if (fuse) { /* the attention kernel normalises and rotates Q/K tiles as they land */
+    if (fuse) { /* the attention kernel normalises and rotates Q/K tiles as they land (no norm: rotates) */
         a->q_norm = w->q_norm; a->k_norm = w->k_norm;
+        a->rope_only = w->q_norm == NULL;
     } else if (!qk_done) {
         q->q_norm = w->q_norm; q->k_norm = w->k_norm;
         if (!eng_cu_ablate("qk")) CK("q/k norm + rotary", eng_cu_qk_norm_rope(s, q));
@@ -306,11 +307,14 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
      * node fewer a layer; POSY_CUDA_CHAIN_QK=0: its own kernel), or opt-in
      * everywhere (POSY_CUDA_QK_FUSE=1) */
     /* Qwen2, Mistral and Llama have no q/k norm (layer q_norm NULL): their
-     * rotary runs as its own kernel (eng_cu_qk_norm_rope, rotary alone)
-     * and no fused form of the norm is taken -- not in attention, not in
-     * the QKV GEMM, not at the end of QKV, not in the split attention + O */
+     * rotary runs as eng_cu_qk_norm_rope's rotary-alone node, or with
+     * POSY_CUDA_CHAIN_ROPE=1 (opt-in until measured) inside the one-query
+     * chain's attention as its tiles land (rope_only); no other fused form of
+     * the norm is taken -- not in the QKV GEMM, not at the end of QKV, not
+     * in the split attention + O */
     const int qkn = m->layers[0].q_norm != NULL;
-    const int fuse = qkn && (eng_cu_attn_fuses_qk(d) || (chain && m->chain_qk));
+    const int fuse = qkn ? eng_cu_attn_fuses_qk(d) || (chain && m->chain_qk)
+                         : (chain && m->chain_qk && m->chain_rope) || eng_cu_attn_fuses_qk(d);
     a.rope = m->rope; a.rope_rows = m->rope_rows; a.qk_eps = m->eps;
     if (chain && (m->chain_norm || m->fold_norm)) {
         /* the two RMSNorms of a layer inside the GEMM that follows them:
