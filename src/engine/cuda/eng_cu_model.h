@@ -99,8 +99,9 @@ typedef struct eng_cu_model {
      * POSY_CUDA_CHAIN_SWIGLU=0: its own kernel); chain_qk: Qwen3's q/k
      * norm + rotary inside attention (default on, POSY_CUDA_CHAIN_QK=0:
      * its own kernel); chain_rope: the same for the rotary alone of the
-     * decoders without the q/k norm (Qwen2, Mistral, Llama; opt-in,
-     * POSY_CUDA_CHAIN_ROPE=1; default: eng_cu_qk_norm_rope's node); chain_l2: each chain GEMM
+     * decoders without the q/k norm (Qwen2, Mistral, Llama): the largest
+     * bucket that does it (16 by default; POSY_CUDA_CHAIN_ROPE=1: every
+     * chain bucket, =0: none, eng_cu_qk_norm_rope's node); chain_l2: each chain GEMM
      * prefetches into L2 the weights of the GEMM chain_l2 GEMMs later
      * (POSY_CUDA_CHAIN_L2=1..8, 0 off); pdl_env: POSY_CUDA_PDL=1 (PDL for
      * the other buckets too) */

@@ -306,15 +306,15 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
     /* q/k norm + rotary inside attention: in the one-query chain (v2, one
      * node fewer a layer; POSY_CUDA_CHAIN_QK=0: its own kernel), or opt-in
      * everywhere (POSY_CUDA_QK_FUSE=1) */
-    /* Qwen2, Mistral and Llama have no q/k norm (layer q_norm NULL): their
-     * rotary runs as eng_cu_qk_norm_rope's rotary-alone node, or with
-     * POSY_CUDA_CHAIN_ROPE=1 (opt-in until measured) inside the one-query
-     * chain's attention as its tiles land (rope_only); no other fused form of
+    /* Qwen2, Mistral and Llama have no q/k norm (layer q_norm NULL): in the
+     * one-query chain's buckets of <= 16 tokens (m->chain_rope) attention
+     * applies their rotary alone as its tiles land (rope_only), elsewhere
+     * eng_cu_qk_norm_rope's rotary-alone node does; no other fused form of
      * the norm is taken -- not in the QKV GEMM, not at the end of QKV, not
      * in the split attention + O */
     const int qkn = m->layers[0].q_norm != NULL;
     const int fuse = qkn ? eng_cu_attn_fuses_qk(d) || (chain && m->chain_qk)
-                         : (chain && m->chain_qk && m->chain_rope) || eng_cu_attn_fuses_qk(d);
+                         : (chain && m->chain_qk && T <= m->chain_rope) || eng_cu_attn_fuses_qk(d);
     a.rope = m->rope; a.rope_rows = m->rope_rows; a.qk_eps = m->eps;
     if (chain && (m->chain_norm || m->fold_norm)) {
         /* the two RMSNorms of a layer inside the GEMM that follows them:
