@@ -260,7 +260,7 @@ static int embed_main(const embed_flags *f, embed_res *r) {
     }
 
     if (load_texts(f, &r->texts, &err) != 0) return fail(&err);
-    if (cli_vecout_open(&r->out, f->output, f->out_fmt, r->texts.n, info->hidden, &err) != 0)
+    if (cli_vecout_open(&r->out, f->output, f->out_fmt, r->texts.n, info->dim, &err) != 0)
         return fail(&err);
     cli_progress progress;
     cli_embed_job job = {.engine = r->engine, .tok = r->tok, .texts = &r->texts, .prompt = prompt,

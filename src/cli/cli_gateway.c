@@ -104,7 +104,7 @@ static int gwc_load(gwc_state *st, const gwc_opts *o, posy_err *err) {
     if (rpc_fingerprint(o->model, st->fingerprint, sizeof st->fingerprint, err)) return -1;
     rpc_pool_opts po = {.backends = o->backends.v, .n_backends = o->backends.n,
                         .dns = o->dns && *o->dns ? o->dns : NULL, .fingerprint = st->fingerprint,
-                        .dim = st->cfg.info.hidden, .chunk_tokens = (int)o->chunk_tokens,
+                        .dim = st->cfg.info.dim, .chunk_tokens = (int)o->chunk_tokens,
                         .chunk_seqs = (int)o->chunk_seqs, .timeout_ms = (int)o->chunk_timeout_ms,
                         .health_ms = (int)o->health_ms, .dns_ms = (int)o->dns_ms,
                         .need_pool_skip = !st->cfg.pool_include_prompt};
@@ -142,7 +142,7 @@ int cli_cmd_gateway(int argc, char **argv) {
         rpc_pool_close(st.pool);
         return 1;
     }
-    gw_model gm = {.tok = st.tok, .cfg = &st.cfg, .name = o.served_name ? o.served_name : st.cfg.info.name, .dim = st.cfg.info.hidden,
+    gw_model gm = {.tok = st.tok, .cfg = &st.cfg, .name = o.served_name ? o.served_name : st.cfg.info.name, .dim = st.cfg.info.dim,
                    .max_input_tokens = max_in, .device = "workers", .dtype = "remote"};
     gw_server_set_ready(srv, &gm, &st.be.be);
     POSY_INFO("posy gateway: model %s (%d dims, max %d tokens, fingerprint %s), listening on %s:%d; %d worker "

@@ -115,7 +115,7 @@ static int load_model(serve_state *st, const serve_flags *fl, gw_server *srv, po
     st->tok = tok_load_file(path, err);
     if (!st->tok) return -1;
     if (st->noop) {
-        if (sched_engine_noop(&st->se, st->cfg.info.hidden, (int)fl->noop_delay_us, err)) return -1;
+        if (sched_engine_noop(&st->se, st->cfg.info.dim, (int)fl->noop_delay_us, err)) return -1;
         snprintf(st->device, sizeof st->device, "noop");
         st->max_batch_tokens = fl->max_batch_tokens ? (int)fl->max_batch_tokens
                                                     : posy_engine_default_batch_tokens(&st->cfg.info, POSY_DEVICE_CPU);
@@ -193,7 +193,7 @@ int cli_cmd_serve(int argc, char **argv) {
     }
     gw_backend be;
     gw_backend_local(&be, st.sch);
-    gw_model gm = {.tok = st.tok, .cfg = &st.cfg, .name = fl.served_name ? fl.served_name : st.cfg.info.name, .dim = st.cfg.info.hidden,
+    gw_model gm = {.tok = st.tok, .cfg = &st.cfg, .name = fl.served_name ? fl.served_name : st.cfg.info.name, .dim = st.cfg.info.dim,
                    .max_input_tokens = max_in, .max_batch_tokens = st.max_batch_tokens, .device = st.device, .dtype = st.eng ? posy_engine_info(st.eng)->dtype : "fp32"};
     gw_server_set_busy_poll(srv, st.busy_poll_us);
     gw_server_set_ready(srv, &gm, &be);

@@ -91,7 +91,7 @@ static void wk_info(rpc_info *ri, const posy_model_info *mi, const wk_opts *o, i
     else snprintf(ri->device, sizeof ri->device, "cpu");
     snprintf(ri->dtype, sizeof ri->dtype, "%s", mi->dtype[0] ? mi->dtype : "fp32");
     snprintf(ri->pooling, sizeof ri->pooling, "%s", pool[mi->pooling < 3 ? mi->pooling : 0]);
-    ri->dim = mi->hidden;
+    ri->dim = mi->dim;
     ri->max_seq_len = mi->max_seq_len;
     ri->vocab = mi->vocab;
     ri->type_vocab = mi->type_vocab > 1 ? mi->type_vocab : 1;

@@ -20,6 +20,17 @@
 typedef enum { ENG_ACT_GELU = 0, ENG_ACT_GELU_TANH = 1, ENG_ACT_RELU = 2, ENG_ACT_SILU = 3 } eng_activation;
 
 #define ENG_MAX_PROMPTS 16
+#define ENG_MAX_DENSE 4
+
+/* sentence-transformers' Dense module after pooling: y = act(W x + b),
+ * W [out, in] and b in <path>/model.safetensors ("linear.weight",
+ * "linear.bias"); eng_dense.c loads and applies them. */
+typedef enum { ENG_DENSE_IDENTITY = 0, ENG_DENSE_TANH, ENG_DENSE_RELU, ENG_DENSE_SIGMOID, ENG_DENSE_GELU } eng_dense_act;
+typedef struct eng_dense_cfg {
+    char path[256];              /* the module folder, relative to the model directory */
+    int in, out, bias;
+    eng_dense_act act;
+} eng_dense_cfg;
 
 typedef struct eng_prompt {
     char name[64];
@@ -45,6 +56,10 @@ typedef struct eng_config {
     int pool_include_prompt;     /* Pooling include_prompt (default 1); 0: the prompt's tokens are not pooled */
     int rel_buckets;             /* MPNet: relative position buckets (eng_relpos.h); 0 = none */
     int qk_norm;                 /* decoders: Q and K RMSNormed per head before rotary (qwen3; not qwen2, mistral, llama) */
+    eng_dense_cfg dense[ENG_MAX_DENSE]; /* Dense modules after pooling, in order */
+    int n_dense;
+    int pool_normalize;          /* what the backends do after pooling: L2-normalise (a Normalize
+                                    module and no Dense); with Dense the engine front normalises */
 } eng_config;
 
 int eng_config_load(eng_config *c, const char *model_dir, posy_err *err);

@@ -1,10 +1,11 @@
 /* eng_config_st: the sentence-transformers files of a model directory.
  *
  * modules.json lists the pipeline after the transformer: Pooling (its
- * config.json picks CLS, mean or last-token), Normalize (L2), and modules
- * posy does not run (Dense, ...), which are refused by name rather than
- * skipped, because skipping one would return vectors that silently differ
- * from the reference.  Absent files mean what sentence-transformers itself
+ * config.json picks CLS, mean or last-token), Dense (a linear layer and an
+ * activation on the pooled vector, eng_dense.c; up to ENG_MAX_DENSE),
+ * Normalize (L2, last), and modules posy does not run, which are refused
+ * by name rather than skipped, because skipping one would return vectors
+ * that silently differ from the reference.  Absent files mean what sentence-transformers itself
  * does for a plain Hugging Face model: mean pooling, no normalization,
  * max_seq_len = the tokenizer's model_max_length capped by the model's
  * positions, no prompts.
@@ -57,6 +58,47 @@ static int st_pooling(eng_config *c, const char *dir, const char *rel, posy_err 
     return 0;
 }
 
+/* A Dense module's config.json: sizes chained to what comes before (the
+ * pooled hidden size, or the previous Dense's out_features), bias, and an
+ * activation posy computes (the torch class name sentence-transformers
+ * writes). */
+static int st_dense(eng_config *c, const char *dir, const char *rel, posy_err *err) {
+    static const struct { const char *cls; eng_dense_act act; } acts[] = {
+        {"torch.nn.modules.linear.Identity", ENG_DENSE_IDENTITY}, {"torch.nn.modules.activation.Tanh", ENG_DENSE_TANH},
+        {"torch.nn.modules.activation.ReLU", ENG_DENSE_RELU}, {"torch.nn.modules.activation.Sigmoid", ENG_DENSE_SIGMOID},
+        {"torch.nn.modules.activation.GELU", ENG_DENSE_GELU},
+    };
+    char sub[1024], path[1024], act[128];
+    json_t *r;
+    if (c->n_dense == ENG_MAX_DENSE)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s/modules.json: more than %d Dense modules", dir, ENG_MAX_DENSE);
+    eng_dense_cfg *d = &c->dense[c->n_dense];
+    if (posy_path_join(sub, sizeof sub, dir, rel))
+        return posy_err_set(err, POSY_E_INVALID, "%s/%s: path too long", dir, rel);
+    int rc = eng_cfgjson_load(sub, "config.json", 1, 1, &r, path, err);
+    if (rc) return rc;
+    rc = eng_cfgjson_int(r, "in_features", path, 1, 0, 1, 1 << 20, &d->in, err);
+    if (!rc) rc = eng_cfgjson_int(r, "out_features", path, 1, 0, 1, 1 << 20, &d->out, err);
+    if (!rc) rc = eng_cfgjson_bool(r, "bias", path, 1, &d->bias, err);
+    if (!rc)
+        rc = eng_cfgjson_str(r, "activation_function", path, 0, "torch.nn.modules.activation.Tanh", act, sizeof act, err);
+    json_decref(r);
+    if (rc) return rc;
+    size_t i = 0;
+    while (i < sizeof acts / sizeof acts[0] && strcmp(act, acts[i].cls)) i++;
+    if (i == sizeof acts / sizeof acts[0])
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: activation_function %s is not supported (Identity, Tanh, "
+                            "ReLU, Sigmoid, GELU)", path, act);
+    d->act = acts[i].act;
+    const int want = c->n_dense ? c->dense[c->n_dense - 1].out : c->info.hidden;
+    if (d->in != want)
+        return posy_err_set(err, POSY_E_INVALID, "%s: in_features %d, but the vector before it has %d values", path,
+                            d->in, want);
+    snprintf(d->path, sizeof d->path, "%s", rel);
+    c->n_dense++;
+    return 0;
+}
+
 /* One modules.json entry; *seen_pool set when it was the Pooling module. */
 static int st_module(eng_config *c, const char *dir, json_t *m, const char *path, int *seen_pool,
                      posy_err *err) {
@@ -69,9 +111,18 @@ static int st_module(eng_config *c, const char *dir, json_t *m, const char *path
     const char *dot = strrchr(type, '.');
     const char *kind = dot ? dot + 1 : type;
     if (!strcmp(kind, "Transformer")) return 0;
+    if (c->info.normalize) /* sentence-transformers runs them in order: a module after Normalize would undo it */
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: module %s after Normalize is not supported", path, type);
     if (!strcmp(kind, "Normalize")) {
         c->info.normalize = 1;
         return 0;
+    }
+    if (!strcmp(kind, "Dense")) {
+        if (!*seen_pool)
+            return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: a Dense module before Pooling is not supported", path);
+        if (!st_rel_path_ok(rel))
+            return posy_err_set(err, POSY_E_INVALID, "%s: Dense path '%s' leaves the model directory", path, rel);
+        return st_dense(c, dir, rel, err);
     }
     if (!strcmp(kind, "Pooling")) {
         if (*seen_pool) return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: more than one Pooling module", path);
@@ -80,24 +131,32 @@ static int st_module(eng_config *c, const char *dir, json_t *m, const char *path
         *seen_pool = 1;
         return st_pooling(c, dir, rel, err);
     }
-    return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: module type %s is not supported (Transformer, Pooling, Normalize)",
-                        path, type);
+    return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: module type %s is not supported (Transformer, Pooling, Dense, "
+                        "Normalize)", path, type);
 }
 
-static int st_modules(eng_config *c, const char *dir, posy_err *err) {
-    char path[1024];
-    json_t *r;
-    c->info.pooling = POSY_POOL_MEAN;
-    c->info.normalize = 0;
-    int rc = eng_cfgjson_load(dir, "modules.json", 0, 0, &r, path, err);
-    if (rc || !r) return rc;
+static int st_modules_in(eng_config *c, const char *dir, json_t *r, const char *path, posy_err *err) {
+    int rc = 0;
     int seen_pool = 0;
     if (!json_is_array(r)) rc = posy_err_set(err, POSY_E_INVALID, "%s: expected a JSON array of modules", path);
     for (size_t i = 0; !rc && i < json_array_size(r); i++)
         rc = st_module(c, dir, json_array_get(r, i), path, &seen_pool, err);
-    json_decref(r);
     if (!rc && !seen_pool)
         rc = posy_err_set(err, POSY_E_UNSUPPORTED, "%s: no Pooling module (token embeddings are not served)", path);
+    return rc;
+}
+
+static int st_modules(eng_config *c, const char *dir, posy_err *err) {
+    char path[1024];
+    json_t *r = NULL;
+    c->info.pooling = POSY_POOL_MEAN;
+    c->info.normalize = 0;
+    c->n_dense = 0;
+    int rc = eng_cfgjson_load(dir, "modules.json", 0, 0, &r, path, err);
+    if (!rc && r) rc = st_modules_in(c, dir, r, path, err);
+    json_decref(r);
+    c->info.dim = c->n_dense ? c->dense[c->n_dense - 1].out : c->info.hidden;
+    c->pool_normalize = c->info.normalize && !c->n_dense;
     return rc;
 }
 

@@ -11,6 +11,7 @@
 #define ENG_INTERNAL_H
 
 #include "eng_config.h"
+#include "eng_dense.h"
 #include "eng_safetensors.h"
 #include "posy_engine.h"
 
@@ -95,6 +96,8 @@ struct posy_engine {
     int seqs_asked;                                     /* opts.max_batch_seqs before the clamp to the token budget */
     const eng_backend_ops *ops;
     void *backend;                                      /* backend-private state */
+    eng_dense dense;                                    /* sentence-transformers Dense modules (n 0: none) */
+    eng_dense_pending *dense_pending;                   /* batches in flight through them (eng_dense.c) */
 };
 
 /* opts.warmup: run every CUDA bucket twice through step() (eng_warmup.c).

@@ -66,7 +66,7 @@ int eng_warmup(posy_engine *e, posy_err *err) {
         const int maxT = e->opts.max_batch_tokens, maxS = e->opts.max_batch_seqs;
         int32_t *ids = calloc((size_t)maxT, sizeof *ids);
         int32_t *cu = malloc(((size_t)maxS + 1) * sizeof *cu);
-        float *out = malloc((size_t)maxS * (size_t)e->cfg.info.hidden * sizeof *out);
+        float *out = malloc((size_t)maxS * (size_t)e->cfg.info.dim * sizeof *out);
         if (!ids || !cu || !out) {
             free(ids), free(cu), free(out);
             return posy_err_set(err, POSY_E_NOMEM, "warm-up: out of host memory for a %d-token batch", maxT);

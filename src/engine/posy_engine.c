@@ -86,7 +86,12 @@ static int backend_open(posy_engine *e, posy_err *err) {
 enum { STAGE_CONFIG = 1, STAGE_ST = 2, STAGE_WEIGHTS = 3 };
 
 static void engine_free(posy_engine *e, int stage) {
-    if (stage >= STAGE_WEIGHTS) { eng_bert_weights_free(&e->bert); eng_qwen3_weights_free(&e->qwen3); }
+    if (stage >= STAGE_WEIGHTS) {
+        eng_bert_weights_free(&e->bert);
+        eng_qwen3_weights_free(&e->qwen3);
+        eng_dense_drop_pending(e);
+        eng_dense_free(&e->dense);
+    }
     if (stage >= STAGE_ST) eng_st_close(&e->st);
     if (stage >= STAGE_CONFIG) eng_config_free(&e->cfg);
     free(e);
@@ -112,6 +117,7 @@ posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opt
         engine_free(e, STAGE_ST);
         return NULL;
     }
+    if (eng_dense_load(&e->dense, &e->cfg, model_dir, err) != 0) { engine_free(e, STAGE_WEIGHTS); return NULL; }
     if (backend_open(e, err) != 0) { engine_free(e, STAGE_WEIGHTS); return NULL; }
     posy_model_info *mi = &e->cfg.info;
     mi->device = e->ops == &eng_cpu_backend ? POSY_DEVICE_CPU : POSY_DEVICE_CUDA;
@@ -123,10 +129,14 @@ posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opt
     snprintf(mi->dtype, sizeof mi->dtype, "%s", mi->device == POSY_DEVICE_CPU ? "fp32" : "bf16");
     mi->max_batch_tokens = e->opts.max_batch_tokens;
     mi->max_batch_seqs = e->opts.max_batch_seqs;
-    POSY_INFO("engine: %s (%s, %d layers, hidden %d, %d heads, %s pooling%s%s) on %s %s, "
+    char dense[96] = "";
+    if (e->dense.n)
+        snprintf(dense, sizeof dense, ", %d Dense module%s to %d dimensions", e->dense.n, e->dense.n > 1 ? "s" : "",
+                 mi->dim);
+    POSY_INFO("engine: %s (%s, %d layers, hidden %d, %d heads, %s pooling%s%s%s) on %s %s, "
               "max %d tokens%s / %d sequences per batch", mi->name, e->cfg.model_type, mi->layers, mi->hidden,
               mi->heads, mi->pooling == POSY_POOL_MEAN ? "mean" : mi->pooling == POSY_POOL_CLS ? "cls" : "last-token",
-              mi->normalize ? ", normalized" : "",
+              dense, mi->normalize ? ", normalized" : "",
               strcmp(mi->arch, "qwen3") ? "" : mi->causal ? ", causal attention" : ", bidirectional attention",
               e->ops->name, mi->dtype, e->opts.max_batch_tokens, e->auto_tokens ? " (the device's default)" : "",
               e->opts.max_batch_seqs);
@@ -198,14 +208,18 @@ int posy_engine_step(posy_engine *e, const posy_batch *next, posy_result *done, 
                      posy_err *err) {
     if (next) {
         if (posy_engine_validate(e, next, err) != 0) return -1;
-        if (e->ops->submit(e, next, err) != 0) return -1;
+        if ((e->dense.n ? eng_dense_submit(e, next, err) : e->ops->submit(e, next, err)) != 0) return -1;
     }
-    return e->ops->poll(e, done, max_done, 0);
+    int n = e->ops->poll(e, done, max_done, 0);
+    if (n > 0 && e->dense.n) eng_dense_finish(e, done, n);
+    return n;
 }
 
 int posy_engine_wait(posy_engine *e, posy_result *done, int max_done) {
     if (e->ops->inflight(e) == 0) return 0;
-    return e->ops->poll(e, done, max_done, 1);
+    int n = e->ops->poll(e, done, max_done, 1);
+    if (n > 0 && e->dense.n) eng_dense_finish(e, done, n);
+    return n;
 }
 
 int posy_engine_inflight(const posy_engine *e) { return e->ops->inflight(e); }

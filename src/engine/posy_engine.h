@@ -57,7 +57,9 @@ typedef struct posy_model_info {
     int max_positions;         /* max_position_embeddings (after any offset) */
     int max_seq_len;           /* from sentence_bert_config.json, else max_positions */
     posy_pooling pooling;
-    int normalize;             /* a Normalize module follows pooling */
+    int normalize;             /* a Normalize module follows pooling (and any Dense modules) */
+    int dim;                   /* the embedding dimension returned: hidden, or the last Dense
+                                  module's out_features (sentence-transformers' Dense) */
     int causal;                /* decoder-style attention */
     posy_device_kind device;   /* the device actually used */
     char dtype[8];             /* "fp32" or "bf16" */
@@ -66,8 +68,9 @@ typedef struct posy_model_info {
 } posy_model_info;
 
 /* A packed batch.  All pointers must stay valid until the batch is handed
- * back by step()/wait().  `out` receives n_seqs * hidden floats, pooled and
- * (if the model says so) L2-normalised, in sequence order. */
+ * back by step()/wait().  `out` receives n_seqs * dim floats, pooled, through
+ * the model's Dense modules and (if the model says so) L2-normalised, in
+ * sequence order.  The tags of the batches in flight must differ. */
 typedef struct posy_batch {
     uint64_t tag;              /* caller's id, returned in posy_result */
     int n_seqs;

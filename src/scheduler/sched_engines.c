@@ -29,7 +29,7 @@ static void posy_stats(void *ctx, posy_engine_stats *out) { posy_engine_get_stat
 
 void sched_engine_posy(sched_engine *se, posy_engine *e) {
     se->ctx = e;
-    se->dim = posy_engine_info(e)->hidden;
+    se->dim = posy_engine_info(e)->dim;
     se->step = posy_step;
     se->wait = posy_wait;
     se->stats = posy_stats;

@@ -8,7 +8,7 @@
  * Sequences are packed in order into batches of at most BUDGET tokens
  * (default 4096; 0: the engine's default budget for its device, printed)
  * and submitted with posy_engine_step without waiting, so
- * several are in flight on a GPU; OUT_BIN gets n x hidden float32 in
+ * several are in flight on a GPU; OUT_BIN gets n x dim float32 in
  * sequence order.
  */
 #include <stdio.h>
@@ -49,7 +49,7 @@ int main(int argc, char **argv) {
         printf("api_embed: the engine's default budget on %s: %d tokens\n",
                posy_engine_info(e)->device == POSY_DEVICE_CUDA ? "cuda" : "cpu", budget);
     }
-    const int H = posy_engine_info(e)->hidden;
+    const int H = posy_engine_info(e)->dim; /* the embedding dimension (Dense modules change it) */
     float *out = malloc((size_t)n * H * 4);
     job *jobs = calloc((size_t)n, sizeof *jobs);
     int32_t *cus = malloc(((size_t)n * 2 + 2) * 4);

@@ -167,7 +167,10 @@ static void test_modules_errors(void) {
     }
     put("modules.json", "[{\"type\":\"sentence_transformers.models.Pooling\",\"path\":\"1_Pooling\"},"
                         "{\"type\":\"sentence_transformers.models.Dense\",\"path\":\"2_Dense\"}]");
-    expect_fail("modules.json", "sentence_transformers.models.Dense is not supported");
+    expect_fail("2_Dense/config.json: missing", NULL);   /* Dense runs (test_dense_modules); named but absent */
+    put("modules.json", "[{\"type\":\"sentence_transformers.models.Pooling\",\"path\":\"1_Pooling\"},"
+                        "{\"type\":\"sentence_transformers.models.LayerNorm\",\"path\":\"2_LayerNorm\"}]");
+    expect_fail("modules.json", "sentence_transformers.models.LayerNorm is not supported");
     put("modules.json", "[{\"type\":\"sentence_transformers.models.Pooling\",\"path\":\"../1_Pooling\"}]");
     expect_fail("leaves the model directory", NULL);
     put("modules.json", "[{\"type\":\"sentence_transformers.models.Transformer\"}]");
@@ -178,6 +181,64 @@ static void test_modules_errors(void) {
     expect_fail("modules.json: required field type", NULL);
     put("modules.json", "[7]");
     expect_fail("each module must be an object", NULL);
+}
+
+/* Dense modules after pooling: the chain of sizes, the activation, the
+ * dimension served, who normalises; and what is refused. */
+static void test_dense_modules(void) {
+    static const char *mods =
+        "[{\"type\":\"sentence_transformers.models.Transformer\",\"path\":\"\"},"
+        "{\"type\":\"sentence_transformers.models.Pooling\",\"path\":\"1_Pooling\"},"
+        "{\"type\":\"sentence_transformers.base.modules.dense.Dense\",\"path\":\"2_Dense\"},"
+        "{\"type\":\"sentence_transformers.models.Dense\",\"path\":\"3_Dense\"},"
+        "{\"type\":\"sentence_transformers.models.Normalize\",\"path\":\"4_Normalize\"}]";
+    fresh_dir();
+    put("config.json", BERT_CFG);
+    put("1_Pooling/config.json", "{\"pooling_mode_mean_tokens\":true}");
+    put("2_Dense/config.json", "{\"in_features\":64,\"out_features\":48,\"bias\":true,"
+                               "\"activation_function\":\"torch.nn.modules.activation.Tanh\"}");
+    put("3_Dense/config.json", "{\"in_features\":48,\"out_features\":16,\"bias\":false,"
+                               "\"activation_function\":\"torch.nn.modules.linear.Identity\"}");
+    put("modules.json", mods);
+    eng_config c;
+    if (load_ok(&c)) {
+        CHECK_EQ_INT(c.n_dense, 2);
+        CHECK_EQ_INT(c.info.dim, 16);
+        CHECK_EQ_INT(c.info.hidden, 64);
+        CHECK(c.info.normalize == 1 && c.pool_normalize == 0); /* the front normalises after the Dense modules */
+        CHECK(c.dense[0].in == 64 && c.dense[0].out == 48 && c.dense[0].bias && c.dense[0].act == ENG_DENSE_TANH);
+        CHECK(c.dense[1].bias == 0 && c.dense[1].act == ENG_DENSE_IDENTITY && !strcmp(c.dense[1].path, "3_Dense"));
+        eng_config_free(&c);
+    }
+    put("modules.json", MODULES_PN); /* no Dense: the backends normalise, dim is hidden */
+    if (load_ok(&c)) {
+        CHECK(c.n_dense == 0 && c.info.dim == 64 && c.pool_normalize == 1);
+        eng_config_free(&c);
+    }
+    put("modules.json", mods);
+    put("3_Dense/config.json", "{\"in_features\":40,\"out_features\":16,\"bias\":false}");
+    expect_fail("3_Dense/config.json: in_features 40, but the vector before it has 48 values", NULL);
+    put("3_Dense/config.json", "{\"in_features\":48,\"out_features\":16,\"bias\":false,"
+                               "\"activation_function\":\"torch.nn.modules.activation.Softmax\"}");
+    expect_fail("activation_function torch.nn.modules.activation.Softmax is not supported", NULL);
+    put("3_Dense/config.json", "{\"in_features\":48,\"bias\":false}");
+    expect_fail("3_Dense/config.json: required field out_features", NULL);
+    put("modules.json", "[{\"type\":\"sentence_transformers.models.Dense\",\"path\":\"2_Dense\"},"
+                        "{\"type\":\"sentence_transformers.models.Pooling\",\"path\":\"1_Pooling\"}]");
+    expect_fail("a Dense module before Pooling", NULL);
+    put("modules.json", "[{\"type\":\"sentence_transformers.models.Pooling\",\"path\":\"1_Pooling\"},"
+                        "{\"type\":\"sentence_transformers.models.Normalize\",\"path\":\"n\"},"
+                        "{\"type\":\"sentence_transformers.models.Dense\",\"path\":\"2_Dense\"}]");
+    expect_fail("after Normalize is not supported", NULL);
+    put("modules.json", "[{\"type\":\"sentence_transformers.models.Pooling\",\"path\":\"1_Pooling\"},"
+                        "{\"type\":\"sentence_transformers.models.Dense\",\"path\":\"../2_Dense\"}]");
+    expect_fail("leaves the model directory", NULL);
+    put("4_Dense/config.json", "{\"in_features\":64,\"out_features\":64,\"bias\":true}"); /* Tanh by default */
+    put("modules.json", "[{\"type\":\"sentence_transformers.models.Pooling\",\"path\":\"1_Pooling\"},"
+                        "{\"type\":\"Dense\",\"path\":\"4_Dense\"},{\"type\":\"Dense\",\"path\":\"4_Dense\"},"
+                        "{\"type\":\"Dense\",\"path\":\"4_Dense\"},{\"type\":\"Dense\",\"path\":\"4_Dense\"},"
+                        "{\"type\":\"Dense\",\"path\":\"4_Dense\"}]");
+    expect_fail("more than 4 Dense modules", NULL);
 }
 
 static void test_config_errors(void) {
@@ -391,7 +452,7 @@ static void test_cleanup(void) {
     CHECK(1);
 }
 
-TEST_MAIN(TEST(test_minilm), TEST(test_defaults), TEST(test_pooling_modes), TEST(test_modules_errors),
+TEST_MAIN(TEST(test_minilm), TEST(test_defaults), TEST(test_pooling_modes), TEST(test_modules_errors), TEST(test_dense_modules),
           TEST(test_config_errors), TEST(test_roberta_family), TEST(test_distilbert), TEST(test_qwen3_prompts),
           TEST(test_qwen3_head_dim_default),
           TEST(test_cleanup))

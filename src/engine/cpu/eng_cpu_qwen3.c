@@ -104,6 +104,6 @@ int eng_cpu_qwen3_forward(eng_cpu_qwen3 *q, const posy_engine *e, const posy_bat
                                 "longer than max_positions %d passed validation?)", mi->max_positions);
     eng_cpu_rmsnorm(q->x, q->x, w->norm, (float)e->cfg.ln_eps, b->n_tokens, (int)H);
     eng_cpu_pool(b->out, q->x, b->cu_seqlens, b->pool_skip, b->n_seqs, (int)H, mi->pooling);
-    if (mi->normalize) eng_cpu_l2_normalize(b->out, b->n_seqs, (int)H);
+    if (e->cfg.pool_normalize) eng_cpu_l2_normalize(b->out, b->n_seqs, (int)H); /* Dense: the front does */
     return 0;
 }

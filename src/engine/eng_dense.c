@@ -1,0 +1,143 @@
+/* eng_dense: sentence-transformers' Dense modules on pooled vectors
+ * (eng_dense.h says why the engine front runs them). */
+#include "eng_dense.h"
+
+#include <math.h>
+#include "eng_internal.h"
+#include <stdlib.h>
+#include <string.h>
+#include "cpu/eng_cpu_kernels.h"
+#include "eng_safetensors.h"
+#include "posy_file.h"
+
+void eng_dense_free(eng_dense *d) {
+    for (int i = 0; i < d->n; i++) {
+        free(d->layers[i].w);
+        free(d->layers[i].b);
+    }
+    memset(d, 0, sizeof *d);
+}
+
+static int dense_load_one(eng_dense_layer *L, const eng_dense_cfg *c, const char *model_dir, posy_err *err) {
+    char dir[1024], path[1024];
+    if (posy_path_join(dir, sizeof dir, model_dir, c->path) || posy_path_join(path, sizeof path, dir, "model.safetensors"))
+        return posy_err_set(err, POSY_E_INVALID, "%s/%s: path too long", model_dir, c->path);
+    if (!posy_file_exists(path)) {
+        char bin[1024];
+        if (!posy_path_join(bin, sizeof bin, dir, "pytorch_model.bin") && posy_file_exists(bin))
+            return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: only pytorch_model.bin, which posy does not read (a "
+                                "pickle); convert it once with safetensors: python3 -c \"import torch, safetensors.torch "
+                                "as s; s.save_file(torch.load('%s'), '%s')\"", dir, bin, path);
+        return posy_err_set(err, POSY_E_INVALID, "%s: the Dense module's weights are missing", path);
+    }
+    eng_st_file st;
+    if (eng_st_open(&st, path, err)) return -1;
+    L->in = c->in;
+    L->out = c->out;
+    L->act = c->act;
+    const int64_t wd[2] = {c->out, c->in}, bd[1] = {c->out};
+    int rc = 0;
+    if (!(L->w = malloc(sizeof(float) * (size_t)c->out * (size_t)c->in)) ||
+        (c->bias && !(L->b = malloc(sizeof(float) * (size_t)c->out))))
+        rc = posy_err_set(err, POSY_E_NOMEM, "%s: out of memory for the Dense weights", path);
+    if (!rc) rc = eng_st_read_f32(&st, "linear.weight", 2, wd, L->w, err);
+    if (!rc && c->bias) rc = eng_st_read_f32(&st, "linear.bias", 1, bd, L->b, err);
+    if (!rc && !c->bias && eng_st_find(&st, "linear.bias"))
+        rc = posy_err_set(err, POSY_E_INVALID, "%s: linear.bias present but config.json says bias false", path);
+    eng_st_close(&st);
+    return rc ? -1 : 0;
+}
+
+int eng_dense_load(eng_dense *d, const eng_config *cfg, const char *model_dir, posy_err *err) {
+    memset(d, 0, sizeof *d);
+    d->normalize = cfg->info.normalize;
+    d->widest = cfg->info.hidden;
+    for (int i = 0; i < cfg->n_dense; i++) {
+        d->n = i + 1; /* so that eng_dense_free frees what was allocated */
+        if (dense_load_one(&d->layers[i], &cfg->dense[i], model_dir, err)) {
+            eng_dense_free(d);
+            return -1;
+        }
+        if (cfg->dense[i].out > d->widest) d->widest = cfg->dense[i].out;
+    }
+    return 0;
+}
+
+static void dense_act(float *v, size_t n, eng_dense_act act) {
+    switch (act) {
+    case ENG_DENSE_IDENTITY: return;
+    case ENG_DENSE_TANH: for (size_t i = 0; i < n; i++) v[i] = tanhf(v[i]); return;
+    case ENG_DENSE_RELU: for (size_t i = 0; i < n; i++) v[i] = v[i] > 0.f ? v[i] : 0.f; return;
+    case ENG_DENSE_SIGMOID: for (size_t i = 0; i < n; i++) v[i] = 1.f / (1.f + expf(-v[i])); return;
+    case ENG_DENSE_GELU:
+        for (size_t i = 0; i < n; i++) v[i] = 0.5f * v[i] * (1.f + erff(v[i] * 0.70710678118654752f));
+        return;
+    }
+}
+
+void eng_dense_apply(const eng_dense *d, int n, const float *x, float *y, float *scratch) {
+    const float *src = x;
+    float *bufs[2] = {scratch, scratch + (size_t)n * d->widest};
+    for (int i = 0; i < d->n; i++) {
+        const eng_dense_layer *L = &d->layers[i];
+        float *dst = i + 1 == d->n ? y : bufs[i & 1];
+        eng_cpu_linear(dst, src, L->w, L->b, n, L->out, L->in);
+        dense_act(dst, (size_t)n * (size_t)L->out, L->act);
+        src = dst;
+    }
+    if (d->normalize && d->n) eng_cpu_l2_normalize(y, n, d->layers[d->n - 1].out);
+}
+
+/* ---- batches in flight (the front's step / wait) -------------------------
+ * Each batch of a model with Dense modules goes to the backend as a copy
+ * whose `out` is a buffer of n_seqs * hidden pooled values; when the
+ * backend hands it back, the modules write the caller's n_seqs * dim.
+ * Backends finish batches in submission order, so a result is matched to
+ * the oldest pending entry with its tag (equal tags stay correct). */
+struct eng_dense_pending {
+    struct eng_dense_pending *next;
+    posy_batch shadow;           /* what the backend was given (it may keep the pointer) */
+    float *out;                  /* the caller's */
+    float *pooled, *scratch;     /* in this same allocation */
+};
+
+int eng_dense_submit(posy_engine *e, const posy_batch *b, posy_err *err) {
+    const size_t n = (size_t)b->n_seqs;
+    const size_t floats = n * (size_t)e->cfg.info.hidden + 2 * n * (size_t)e->dense.widest;
+    eng_dense_pending *p = malloc(sizeof *p + floats * sizeof(float));
+    if (!p) return posy_err_set(err, POSY_E_NOMEM, "engine: out of memory for a batch's Dense buffers");
+    p->next = NULL;
+    p->shadow = *b;
+    p->out = b->out;
+    p->pooled = (float *)(p + 1);
+    p->scratch = p->pooled + n * (size_t)e->cfg.info.hidden;
+    p->shadow.out = p->pooled;
+    if (e->ops->submit(e, &p->shadow, err) != 0) {
+        free(p);
+        return -1;
+    }
+    eng_dense_pending **tail = &e->dense_pending;
+    while (*tail) tail = &(*tail)->next;
+    *tail = p;
+    return 0;
+}
+
+void eng_dense_finish(posy_engine *e, const posy_result *done, int n_done) {
+    for (int i = 0; i < n_done; i++) {
+        eng_dense_pending **pp = &e->dense_pending;
+        while (*pp && (*pp)->shadow.tag != done[i].tag) pp = &(*pp)->next;
+        eng_dense_pending *p = *pp;
+        if (!p) continue; /* not ours: cannot happen while every submit goes through eng_dense_submit */
+        *pp = p->next;
+        if (done[i].status == 0) eng_dense_apply(&e->dense, p->shadow.n_seqs, p->pooled, p->out, p->scratch);
+        free(p);
+    }
+}
+
+void eng_dense_drop_pending(posy_engine *e) {
+    while (e->dense_pending) {
+        eng_dense_pending *p = e->dense_pending;
+        e->dense_pending = p->next;
+        free(p);
+    }
+}

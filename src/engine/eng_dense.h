@@ -1,0 +1,55 @@
+/* eng_dense: sentence-transformers' Dense modules, run by the engine front
+ * on the pooled vectors whatever the backend.
+ *
+ * Why in the front: a Dense layer works on one vector a sequence (a few
+ * hundred thousand multiply-adds), so it does not need the GPU, and
+ * applying it after the backend hands a batch back keeps the CUDA graphs,
+ * the pooling kernels and the CPU engine unchanged: the backends pool
+ * (without normalising when Dense follows: eng_config.pool_normalize),
+ * then each module computes y = act(W x + b) in fp32 (OpenBLAS through
+ * eng_cpu_linear), and the L2 normalisation of a Normalize module comes
+ * last, as sentence-transformers runs them.  Activations as torch
+ * computes them: tanh, relu, sigmoid 1 / (1 + e^-x), GELU with erf.
+ */
+#ifndef ENG_DENSE_H
+#define ENG_DENSE_H
+
+#include "eng_config.h"
+#include "posy_err.h"
+
+typedef struct eng_dense_layer {
+    float *w;                    /* [out, in], fp32 (owned) */
+    float *b;                    /* [out] or NULL */
+    int in, out;
+    eng_dense_act act;
+} eng_dense_layer;
+
+typedef struct eng_dense {
+    eng_dense_layer layers[ENG_MAX_DENSE];
+    int n;
+    int widest;                  /* the largest in / out, for scratch */
+    int normalize;               /* a Normalize module after them */
+} eng_dense;
+
+/* Load the weights of cfg->dense[] from <model_dir>/<path>/model.safetensors
+ * ("linear.weight" [out, in], "linear.bias" [out] when bias).  A module
+ * folder with only pytorch_model.bin gets an error saying how to convert
+ * it.  0, or -1 with err set (nothing left allocated). */
+int eng_dense_load(eng_dense *d, const eng_config *cfg, const char *model_dir, posy_err *err);
+void eng_dense_free(eng_dense *d);
+
+/* y[n][last out] from x[n][first in] through every layer, then the L2
+ * normalisation when d->normalize.  scratch holds 2 * n * widest floats.
+ * x and y may be the same buffer only when no layer widens the vector. */
+void eng_dense_apply(const eng_dense *d, int n, const float *x, float *y, float *scratch);
+
+/* The front's side (posy_engine.c), for a model with Dense modules: submit
+ * a validated batch to the backend with a pooled-vector buffer of its own,
+ * and, for the results the backend hands back, run the modules into each
+ * batch's own `out`.  drop_pending frees what never came back (close). */
+typedef struct eng_dense_pending eng_dense_pending;
+int eng_dense_submit(posy_engine *e, const posy_batch *b, posy_err *err);
+void eng_dense_finish(posy_engine *e, const posy_result *done, int n_done);
+void eng_dense_drop_pending(posy_engine *e);
+
+#endif
