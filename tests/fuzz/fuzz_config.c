@@ -1,17 +1,18 @@
 /* fuzz_config: libFuzzer target for eng_config_load, the reader of a model
  * directory's JSON files (config.json, modules.json, the Pooling module's
  * config.json, sentence_bert_config.json, config_sentence_transformers.json,
- * tokenizer_config.json).  A model directory is outside input too: a
+ * tokenizer_config.json, a Dense module's config.json at 2_Dense/).  A model directory is outside input too: a
  * downloaded model, or a volume mounted into a worker.
  *
  * The readers take a directory, not a buffer, so the input is written out
- * as one: it is split at NUL bytes into up to six pieces, piece i becoming
+ * as one: it is split at NUL bytes into up to seven pieces, piece i becoming
  * fuzz_files[i] in a scratch directory (under /dev/shm when there is one,
  * for speed); files past the last piece are absent, as optional files may
  * be.  Beyond "no crash, no leak, no UB" it checks what the engine and the
  * gateway rely on after a successful load (sizes in range, heads dividing
  * as the family requires, 1 <= max_seq_len <= max_positions, the default
- * prompt findable) and that every refusal names the file at fault.
+ * prompt findable, the Dense modules' sizes chained to the dimension
+ * served) and that every refusal names the file at fault.
  * Build and run: tests/fuzz/run_fuzz.sh config [seconds].
  */
 #include <math.h>
@@ -26,7 +27,7 @@
 
 static const char *const fuzz_files[] = {
     "config.json", "modules.json", "1_Pooling/config.json", "sentence_bert_config.json",
-    "config_sentence_transformers.json", "tokenizer_config.json",
+    "config_sentence_transformers.json", "tokenizer_config.json", "2_Dense/config.json",
 };
 #define FUZZ_NFILES (int)(sizeof fuzz_files / sizeof fuzz_files[0])
 
@@ -40,6 +41,8 @@ static void fuzz_cleanup(void) {
     }
     snprintf(path, sizeof path, "%s/1_Pooling", g_dir);
     rmdir(path);
+    snprintf(path, sizeof path, "%s/2_Dense", g_dir);
+    rmdir(path);
     rmdir(g_dir);
 }
 
@@ -51,6 +54,8 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     if (!mkdtemp(g_dir)) abort();
     char sub[300];
     snprintf(sub, sizeof sub, "%s/1_Pooling", g_dir);
+    if (mkdir(sub, 0700)) abort();
+    snprintf(sub, sizeof sub, "%s/2_Dense", g_dir);
     if (mkdir(sub, 0700)) abort();
     atexit(fuzz_cleanup);
     return 0;
@@ -93,6 +98,14 @@ static void fuzz_check_ok(const eng_config *c) {
     }
     if (c->default_prompt_name[0] && !eng_config_prompt(c, c->default_prompt_name)) abort();
     if (!(c->ln_eps >= 0 && c->ln_eps <= 1)) abort();
+    /* Dense modules: sizes chained from the hidden size to the dimension served */
+    if (c->n_dense < 0 || c->n_dense > ENG_MAX_DENSE) abort();
+    for (int i = 0; i < c->n_dense; i++) {
+        if (c->dense[i].in != (i ? c->dense[i - 1].out : in->hidden) || c->dense[i].out < 1) abort();
+        if ((unsigned)c->dense[i].act > ENG_DENSE_GELU || (c->dense[i].bias & ~1)) abort();
+    }
+    if (in->dim != (c->n_dense ? c->dense[c->n_dense - 1].out : in->hidden)) abort();
+    if (c->pool_normalize != (in->normalize && !c->n_dense)) abort();
     /* the decoders' rotary: a known type, and finite frequencies whatever
      * the scaling parameters (eng_rope.h divides by them) */
     if (!strcmp(in->arch, "qwen3")) {
