@@ -161,7 +161,7 @@ static void open_all(bench *b, const char *model, posy_device_kind dev, int thre
     b->info = posy_engine_info(b->e);
     b->ids = malloc(sizeof(int32_t) * (size_t)b->cap_tokens);
     b->cu = malloc(sizeof(int32_t) * ((size_t)b->cap_seqs + 1));
-    b->out = malloc(sizeof(float) * (size_t)b->cap_seqs * (size_t)b->info->hidden);
+    b->out = malloc(sizeof(float) * (size_t)b->cap_seqs * (size_t)b->info->dim);
     if (!b->ids || !b->cu || !b->out) die("out of memory", NULL);
 }
 

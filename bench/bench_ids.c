@@ -19,7 +19,7 @@
 static int run_shape(posy_engine *e, int B, int L, double seconds, double *ms, double *tps) {
     const posy_model_info *mi = posy_engine_info(e);
     int32_t *ids = malloc(sizeof(int32_t) * (size_t)B * L), *cu = malloc(sizeof(int32_t) * (size_t)(B + 1));
-    float *out = malloc(sizeof(float) * (size_t)B * mi->hidden);
+    float *out = malloc(sizeof(float) * (size_t)B * mi->dim);
     if (!ids || !cu || !out) return -1;
     for (int i = 0; i < B * L; i++) ids[i] = (int32_t)(((long long)i * 7919 + 13) % mi->vocab);
     for (int s = 0; s <= B; s++) cu[s] = s * L;
