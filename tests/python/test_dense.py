@@ -93,3 +93,39 @@ def test_dense_bin_only_is_refused(posy_bin, posy_model, tmp_path):
     err = r.stderr.decode(errors="replace")
     assert r.returncode != 0 and r.returncode < 128, err
     assert "pytorch_model.bin" in err and "safetensors" in err, err
+
+
+def write_safetensors(path, tensors):
+    """A safetensors file from {name: float32 array} (the format: 8-byte header length, JSON, data)."""
+    header, blobs, off = {}, [], 0
+    for name, a in tensors.items():
+        b = np.ascontiguousarray(a, dtype="<f4").tobytes()
+        header[name] = {"dtype": "F32", "shape": list(a.shape), "data_offsets": [off, off + len(b)]}
+        blobs.append(b)
+        off += len(b)
+    h = json.dumps(header).encode()
+    with open(path, "wb") as f:
+        f.write(len(h).to_bytes(8, "little") + h + b"".join(blobs))
+
+
+@pytest.mark.parametrize("tensors,needle", [
+    ({"linear.weight": np.zeros((96, 383)), "linear.bias": np.zeros(96)}, "linear.weight"),  # shape
+    ({"linear.weight": np.zeros((96, 384))}, "linear.bias"),                                  # config says bias
+    ({"weight": np.zeros((96, 384)), "linear.bias": np.zeros(96)}, "linear.weight"),          # name
+])
+def test_dense_bad_weights_are_refused(posy_bin, posy_model, tmp_path, tensors, needle):
+    d = build(tmp_path, posy_model, "a")
+    write_safetensors(os.path.join(d, "2_Dense", "model.safetensors"), tensors)
+    r = subprocess.run([posy_bin, "embed", "--model", d, "--", "hello"], capture_output=True, timeout=60)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode != 0 and r.returncode < 128, err
+    assert needle in err and "2_Dense" in err, err
+
+
+def test_dense_unexpected_bias_is_refused(posy_bin, posy_model, tmp_path):
+    d = build(tmp_path, posy_model, "a")  # 3_Dense: bias false
+    write_safetensors(os.path.join(d, "3_Dense", "model.safetensors"),
+                      {"linear.weight": np.zeros((48, 96)), "linear.bias": np.zeros(48)})
+    r = subprocess.run([posy_bin, "embed", "--model", d, "--", "hello"], capture_output=True, timeout=60)
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode != 0 and r.returncode < 128 and "bias false" in err, err
