@@ -5,10 +5,10 @@
  * activation on the pooled vector, eng_dense.c; up to ENG_MAX_DENSE),
  * Normalize (L2, last), and modules posy does not run, which are refused
  * by name rather than skipped, because skipping one would return vectors
- * that silently differ from the reference.  Absent files mean what sentence-transformers itself
- * does for a plain Hugging Face model: mean pooling, no normalization,
- * max_seq_len = the tokenizer's model_max_length capped by the model's
- * positions, no prompts.
+ * that silently differ from the reference.  Absent files mean what
+ * sentence-transformers itself does for a plain Hugging Face model: mean
+ * pooling, no normalization, max_seq_len = the tokenizer's
+ * model_max_length capped by the model's positions, no prompts.
  */
 #include "eng_config.h"
 

@@ -3,10 +3,10 @@
 #include "eng_dense.h"
 
 #include <math.h>
-#include "eng_internal.h"
 #include <stdlib.h>
 #include <string.h>
 #include "cpu/eng_cpu_kernels.h"
+#include "eng_internal.h"
 #include "eng_safetensors.h"
 #include "posy_file.h"
 

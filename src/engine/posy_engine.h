@@ -70,7 +70,7 @@ typedef struct posy_model_info {
 /* A packed batch.  All pointers must stay valid until the batch is handed
  * back by step()/wait().  `out` receives n_seqs * dim floats, pooled, through
  * the model's Dense modules and (if the model says so) L2-normalised, in
- * sequence order.  The tags of the batches in flight must differ. */
+ * sequence order. */
 typedef struct posy_batch {
     uint64_t tag;              /* caller's id, returned in posy_result */
     int n_seqs;
