@@ -129,3 +129,44 @@ def test_dense_unexpected_bias_is_refused(posy_bin, posy_model, tmp_path):
     r = subprocess.run([posy_bin, "embed", "--model", d, "--", "hello"], capture_output=True, timeout=60)
     err = r.stderr.decode(errors="replace")
     assert r.returncode != 0 and r.returncode < 128 and "bias false" in err, err
+
+
+def test_dense_gateway_and_workers(posy_bin, posy_model, tmp_path):
+    """`posy gateway` in front of a `posy worker`: the worker's engine runs the Dense modules, the
+    gateway serves their dimension; a gateway started with a worker of the other Dense model (24
+    dimensions) refuses it by name and dimension."""
+    from grpc_util import Proc, free_port, http_post, wait_http, wait_serving
+    procs = []
+
+    def worker(d):
+        port = free_port()
+        w = Proc([posy_bin, "worker", "--model", d, "--listen", f"127.0.0.1:{port}", "--device", "cpu",
+                  "--threads", "1"], f"worker-{port}")
+        w.addr = f"127.0.0.1:{port}"
+        procs.append(w)
+        wait_serving(w)
+        return w.addr
+
+    def gateway(addr):
+        port = free_port()
+        g = Proc([posy_bin, "gateway", "--model", a, "--host", "127.0.0.1", "--port", str(port), "--backend", addr],
+                 f"gateway-{port}")
+        g.port = port
+        procs.append(g)
+        return g
+
+    a, b = build(tmp_path, posy_model, "a"), build(tmp_path, posy_model, "b")
+    try:
+        g = gateway(worker(a))
+        wait_http(g, g.port)
+        st, body = http_post(g.port, "/v1/embeddings", {"input": EXP["texts"], "model": "a"})
+        assert st == 200, body
+        v = np.array([x["embedding"] for x in sorted(body["data"], key=lambda x: x["index"])])
+        assert v.shape == (len(EXP["texts"]), 48) and min_cos(v, EXP["a"]) >= 0.99999
+        bad = gateway(worker(b))
+        bad.p.wait(timeout=60)
+        assert bad.p.returncode not in (0, None) and "dim 24" in bad.text() and "another model" in bad.text(), \
+            bad.text()
+    finally:
+        for p in procs:
+            p.stop()
