@@ -58,9 +58,11 @@ typedef struct eng_config {
     int qk_norm;                 /* decoders: Q and K RMSNormed per head before rotary (qwen3; not qwen2, mistral, llama) */
     eng_dense_cfg dense[ENG_MAX_DENSE]; /* Dense modules after pooling, in order */
     int n_dense;
-    int pool_normalize;          /* what the backends do after pooling: L2-normalise (a Normalize
-                                    module and no Dense); with Dense the engine front normalises */
 } eng_config;
+
+/* Whether the backends L2-normalise after pooling: a Normalize module and
+ * no Dense (with Dense modules the engine front normalises after them). */
+static inline int eng_config_pool_normalize(const eng_config *c) { return c->info.normalize && !c->n_dense; }
 
 int eng_config_load(eng_config *c, const char *model_dir, posy_err *err);
 void eng_config_free(eng_config *c);

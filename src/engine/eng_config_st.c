@@ -156,7 +156,6 @@ static int st_modules(eng_config *c, const char *dir, posy_err *err) {
     if (!rc && r) rc = st_modules_in(c, dir, r, path, err);
     json_decref(r);
     c->info.dim = c->n_dense ? c->dense[c->n_dense - 1].out : c->info.hidden;
-    c->pool_normalize = c->info.normalize && !c->n_dense;
     return rc;
 }
 

@@ -5,7 +5,7 @@
  * hundred thousand multiply-adds), so it does not need the GPU, and
  * applying it after the backend hands a batch back keeps the CUDA graphs,
  * the pooling kernels and the CPU engine unchanged: the backends pool
- * (without normalising when Dense follows: eng_config.pool_normalize),
+ * (without normalising when Dense follows: eng_config_pool_normalize),
  * then each module computes y = act(W x + b) in fp32 (OpenBLAS through
  * eng_cpu_linear), and the L2 normalisation of a Normalize module comes
  * last, as sentence-transformers runs them.  Activations as torch

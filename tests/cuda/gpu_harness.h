@@ -51,7 +51,6 @@ static inline void gh_load_qwen3(posy_engine *e, const char *dir, FILE *f) {
     in->max_seq_len = in->max_positions;
     in->pooling = (posy_pooling)pool;
     in->normalize = norm;
-    e->cfg.pool_normalize = norm; /* no Dense modules in a harness model */
     in->dim = in->hidden;
     in->causal = causal;
     snprintf(in->arch, sizeof in->arch, "qwen3");
@@ -122,7 +121,6 @@ static inline void gh_load_model(posy_engine *e, const char *dir) {
     e->cfg.rel_buckets = mpnet ? ENG_RELPOS_BUCKETS : 0;
     in->pooling = (posy_pooling)pool;
     in->normalize = norm;
-    e->cfg.pool_normalize = norm; /* no Dense modules in a harness model */
     in->dim = in->hidden;
     snprintf(in->arch, sizeof in->arch, mpnet ? "mpnet" : roberta ? "roberta" : "bert");
     snprintf(in->model_dir, sizeof in->model_dir, "%s", dir);

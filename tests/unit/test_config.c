@@ -205,14 +205,14 @@ static void test_dense_modules(void) {
         CHECK_EQ_INT(c.n_dense, 2);
         CHECK_EQ_INT(c.info.dim, 16);
         CHECK_EQ_INT(c.info.hidden, 64);
-        CHECK(c.info.normalize == 1 && c.pool_normalize == 0); /* the front normalises after the Dense modules */
+        CHECK(c.info.normalize == 1 && eng_config_pool_normalize(&c) == 0); /* the front normalises after the Dense modules */
         CHECK(c.dense[0].in == 64 && c.dense[0].out == 48 && c.dense[0].bias && c.dense[0].act == ENG_DENSE_TANH);
         CHECK(c.dense[1].bias == 0 && c.dense[1].act == ENG_DENSE_IDENTITY && !strcmp(c.dense[1].path, "3_Dense"));
         eng_config_free(&c);
     }
     put("modules.json", MODULES_PN); /* no Dense: the backends normalise, dim is hidden */
     if (load_ok(&c)) {
-        CHECK(c.n_dense == 0 && c.info.dim == 64 && c.pool_normalize == 1);
+        CHECK(c.n_dense == 0 && c.info.dim == 64 && eng_config_pool_normalize(&c) == 1);
         eng_config_free(&c);
     }
     put("modules.json", mods);

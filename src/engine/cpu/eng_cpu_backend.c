@@ -208,7 +208,7 @@ static int cpu_forward(posy_engine *e, cpu_backend *c, const posy_batch *b, posy
                                 "CPU attention scratch too small for this batch (a sequence longer "
                                 "than max_positions %d passed validation?)", mi->max_positions);
     eng_cpu_pool(b->out, c->x, b->cu_seqlens, b->pool_skip, b->n_seqs, mi->hidden, mi->pooling);
-    if (e->cfg.pool_normalize) eng_cpu_l2_normalize(b->out, b->n_seqs, mi->hidden); /* Dense: the front does */
+    if (eng_config_pool_normalize(&e->cfg)) eng_cpu_l2_normalize(b->out, b->n_seqs, mi->hidden); /* Dense: the front does */
     return 0;
 }
 

@@ -2,7 +2,8 @@
  *
  * Pre-norm decoder layers, as transformers' Qwen3Model computes them:
  *   h = RMSNorm(x) ; qkv = h Wqkv^T (+ b) ; q,k = RMSNorm per head (q_norm,
- *   k_norm; Qwen3 only -- Qwen2, Mistral and Llama have none) ; rotary on q,k ; ctx = GQA attention (causal, or bidirectional
+ *   k_norm; Qwen3 only -- Qwen2, Mistral and Llama have none) ; rotary on
+ *   q,k ; ctx = GQA attention (causal, or bidirectional
  *   for pplx-embed style models) ; x += ctx Wo^T ;
  *   h = RMSNorm(x) ; x += (silu(h Wg^T) * (h Wu^T)) Wd^T
  * then the final RMSNorm, pooling (last token or mean per the
@@ -104,6 +105,6 @@ int eng_cpu_qwen3_forward(eng_cpu_qwen3 *q, const posy_engine *e, const posy_bat
                                 "longer than max_positions %d passed validation?)", mi->max_positions);
     eng_cpu_rmsnorm(q->x, q->x, w->norm, (float)e->cfg.ln_eps, b->n_tokens, (int)H);
     eng_cpu_pool(b->out, q->x, b->cu_seqlens, b->pool_skip, b->n_seqs, (int)H, mi->pooling);
-    if (e->cfg.pool_normalize) eng_cpu_l2_normalize(b->out, b->n_seqs, (int)H); /* Dense: the front does */
+    if (eng_config_pool_normalize(&e->cfg)) eng_cpu_l2_normalize(b->out, b->n_seqs, (int)H); /* Dense: the front does */
     return 0;
 }

@@ -165,7 +165,7 @@ static int check_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err) {
     m->pos_rows = cfg->max_position_embeddings ? cfg->max_position_embeddings
                                                : m->max_pos + m->pos_off;
     m->eps = (float)cfg->ln_eps;
-    m->normalize = cfg->pool_normalize; /* with Dense modules the engine front normalises after them */
+    m->normalize = eng_config_pool_normalize(cfg); /* with Dense modules the engine front normalises after them */
     m->pool_mode = in->pooling == POSY_POOL_CLS ? ENG_CU_POOL_CLS
                    : in->pooling == POSY_POOL_LAST ? ENG_CU_POOL_LAST : ENG_CU_POOL_MEAN;
     if (m->heads <= 0 || m->H % m->heads)

@@ -73,7 +73,7 @@ int eng_cu_qwen3_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err) {
     m->max_pos = in->max_positions; m->pos_off = 0; m->pos_rows = 0;
     m->eps = (float)cfg->ln_eps;
     m->causal = in->causal;
-    m->normalize = cfg->pool_normalize; /* with Dense modules the engine front normalises after them */
+    m->normalize = eng_config_pool_normalize(cfg); /* with Dense modules the engine front normalises after them */
     m->pool_mode = in->pooling == POSY_POOL_CLS ? ENG_CU_POOL_CLS
                    : in->pooling == POSY_POOL_LAST ? ENG_CU_POOL_LAST : ENG_CU_POOL_MEAN;
     m->epi_up = ENG_CU_EPI_NONE;
