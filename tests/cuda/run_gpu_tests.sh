@@ -17,10 +17,11 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv |
 gpu_build "$OUT" || { echo "BUILD FAILED"; exit 1; }
 echo "build ok"
 status=0
-for lab in lab_norm lab_pool lab_gemm lab_attn lab_qwen3 lab_chain lab_wgmma; do
+for lab in lab_norm lab_pool lab_gemm lab_attn lab_qwen3 lab_chain lab_wgmma lab_qstream; do
   # lab_wgmma: its checks only (our Hopper GEMM and the GEMM + whole-row
-  # LayerNorm); its timing is run_wgmma_check_gpu.sh's
-  if [ $lab = lab_wgmma ] || [ -n "$QUICK" ]; then LAB_QUICK=1 "./$BUILD/$lab"; else "./$BUILD/$lab"; fi >> "$OUT/labs.log" 2>&1
+  # LayerNorm); its timing is run_wgmma_check_gpu.sh's.  lab_qstream: the
+  # opt-in persistent decoder kernel's checks (its timing: run it alone)
+  if [ $lab = lab_wgmma ] || [ $lab = lab_qstream ] || [ -n "$QUICK" ]; then LAB_QUICK=1 "./$BUILD/$lab"; else "./$BUILD/$lab"; fi >> "$OUT/labs.log" 2>&1
   rc=$?
   echo "$lab: rc=$rc" | tee -a "$OUT/labs.log"
   [ $rc -ne 0 ] && status=1

@@ -737,6 +737,46 @@ cudaError_t eng_cu_chain_ao_pack(cudaStream_t s, const bf16 *Wo, bf16 *img, int 
 cudaError_t eng_cu_chain_ao(cudaStream_t s, const eng_cu_attn_args *a, const int *n_rows_dev, const int *n_seqs_dev,
                             const bf16 *img, const bf16 *R, bf16 *Y, float *part, unsigned long long *bar, int M,
                             int H, int late);
+/* A Qwen3-style decoder's layers for <= 16 rows as ONE persistent kernel
+ * (eng_cu_qstream.cu): per layer x += O(attn(QKV(rms(x)))), x +=
+ * down(SwiGLU(gate|up(rms(x)))), in place on x, with the norms' weights
+ * folded into Wqkv / Wgu (no biases), the q/k RMSNorm (norms: [L][2][128]
+ * q then k, or NULL for none) and the rotary (rope, rope_rows: the
+ * model's cos/sin table) on attention's tiles; qkv, ctx, act are the
+ * model's scratch activations.  Rows at or past *n_rows_dev (below M)
+ * come out zero.  The weights come from an image laid out for the grid
+ * (eng_cu_qs_setup fills ci, block_bytes, slot_bytes and slots and returns
+ * the image's bytes, 0 when the shape cannot run; eng_cu_qs_pack fills
+ * layer l of it).  bar: 32 64-bit words (256 bytes), zero at first, used
+ * only by these launches.  ok: M <= 16, head size 128, H, I and heads x 128
+ * multiples of 256, I a multiple of 16; setup after rope, rope_rows,
+ * eps and the shape are set.  eng_cu_qs_run returns
+ * cudaErrorNotSupported, launching nothing, when the shape or the grid
+ * cannot run. */
+typedef struct eng_cu_qs_args {
+    const unsigned char *img;
+    size_t block_bytes;
+    int slot_bytes, slots, ci;
+    bf16 *x, *qkv, *ctx, *act;
+    const float *norms, *rope;
+    int rope_rows;
+    const int *n_rows_dev, *cu_seqlens, *n_seqs_dev;
+    unsigned long long *bar;
+    int M, H, I, L, heads, kv_heads, causal;
+    float eps, scale;
+    eng_cu_attn_args qk; /* set by eng_cu_qs_setup from rope, rope_rows, eps */
+    /* diagnostics (NULL: none): %globaltimer stamps [block][layer][stage:
+     * QKV, attention, O, gate|up, down][8]: stage start, first weights
+     * landed, stores done, grid barrier arrived, barrier passed, the
+     * producer's first and last copy of the stage's first unit issued */
+    unsigned long long *prof;
+    int opt; /* experiments, 0 = the defaults (eng_cu_qstream.cu) */
+} eng_cu_qs_args;
+int eng_cu_qs_ok(int M, int H, int I, int heads, int kv_heads, int head_dim);
+size_t eng_cu_qs_setup(eng_cu_qs_args *p);
+cudaError_t eng_cu_qs_pack(cudaStream_t s, const eng_cu_qs_args *p, unsigned char *img, int l, const bf16 *Wqkv,
+                           const bf16 *Wo, const bf16 *Wgu, const bf16 *Wd);
+cudaError_t eng_cu_qs_run(cudaStream_t s, const eng_cu_qs_args *p);
 /* An encoder layer's attention block as one chain launch
  * (eng_cu_chain_ab.cu), split by head: Y = ctx Wo^T + bo + res, ctx =
  * attention(Q | K | V) over the packed sequences (cu_seqlens, not causal),

@@ -339,6 +339,8 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         m->chain_ab = !is_q3 && cab && !strcmp(cab, "1");
         const char *cao = getenv("POSY_CUDA_CHAIN_AO"); /* attention + O as one launch: eng_cu_model.h */
         m->chain_ao = is_q3 && cao && !strcmp(cao, "1");
+        const char *cqs = getenv("POSY_CUDA_QSTREAM"); /* the layers as one persistent kernel: eng_cu_model.h */
+        m->qs_on = is_q3 && cqs && !strcmp(cqs, "1");
         const char *cdf = getenv("POSY_CUDA_CHAIN_DOWN_FLOOR"); /* an experiment: eng_cu.h */
         eng_cu_chain_down_floor = cdf && !strcmp(cdf, "1");
         const char *cnc = getenv("POSY_CUDA_CHAIN_NC"); /* columns a chain GEMM block: eng_cu.h */
@@ -475,6 +477,9 @@ void eng_cu_model_close(eng_cu_model *m) {
     free(m->ab_img);
     if (m->ab_part) cudaFree(m->ab_part);
     if (m->ab_bar) cudaFree(m->ab_bar);
+    if (m->qs_img) cudaFree(m->qs_img);
+    if (m->qs_norms) cudaFree(m->qs_norms);
+    if (m->qs_bar) cudaFree(m->qs_bar);
     if (m->gemm) eng_cu_gemm_destroy(m->gemm);
     if (m->wmem) cudaFree(m->wmem);
     if (m->amem) cudaFree(m->amem);
@@ -779,6 +784,75 @@ int eng_cu_model_ab(eng_cu_model *m, cudaStream_t s, int l, const eng_cu_attn_ar
     const cudaError_t ce = eng_cu_chain_ab(s, &ab);
     if (ce == cudaErrorNotSupported) return 0;
     CK("attention block (one launch)", ce);
+    return 1;
+}
+
+static eng_cu_qs_args qs_args(const eng_cu_model *m, bf16 *x, int T, const int *n_tok, const int *n_seq,
+                              const int *cu) {
+    eng_cu_qs_args p;
+    memset(&p, 0, sizeof p);
+    p.x = x; p.qkv = m->qkv; p.ctx = m->ctx; p.act = m->act;
+    p.norms = m->qs_norms; p.rope = m->rope; p.rope_rows = m->rope_rows;
+    p.n_rows_dev = n_tok; p.n_seqs_dev = n_seq; p.cu_seqlens = cu;
+    p.bar = m->qs_bar;
+    p.M = T; p.H = m->H; p.I = m->I; p.L = m->L; p.heads = m->heads; p.kv_heads = m->kv_heads;
+    p.causal = m->causal; p.eps = m->eps; p.scale = 1.f / sqrtf((float)m->head_dim);
+    return p;
+}
+
+/* the image, the norms side by side and the counter, made once outside a
+ * capture (the bucket's first run is eager); 0 when they cannot be */
+static int qs_make(eng_cu_model *m, cudaStream_t s, eng_cu_qs_args *p, size_t bytes) {
+    cudaStreamCaptureStatus cs = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(s, &cs) != cudaSuccess || cs != cudaStreamCaptureStatusNone) return 0;
+    const int qkn = m->layers[0].q_norm != NULL;
+    const size_t nb = (size_t)m->L * 2 * m->head_dim * sizeof(float);
+    cudaError_t e = cudaMalloc((void **)&m->qs_img, bytes);
+    if (e == cudaSuccess && qkn) e = cudaMalloc((void **)&m->qs_norms, nb);
+    if (e == cudaSuccess) e = cudaMalloc((void **)&m->qs_bar, 256);
+    if (e == cudaSuccess) e = cudaMemsetAsync(m->qs_bar, 0, 256, s);
+    p->img = m->qs_img;
+    p->norms = m->qs_norms;
+    p->bar = m->qs_bar;
+    for (int l = 0; l < m->L && e == cudaSuccess; l++) {
+        const eng_cu_layer *w = eng_cu_layer_at(m, l);
+        const size_t d = (size_t)m->head_dim * sizeof(float);
+        if (qkn) e = cudaMemcpyAsync(m->qs_norms + (size_t)l * 2 * m->head_dim, w->q_norm, d, cudaMemcpyDeviceToDevice, s);
+        if (e == cudaSuccess && qkn)
+            e = cudaMemcpyAsync(m->qs_norms + (size_t)(l * 2 + 1) * m->head_dim, w->k_norm, d, cudaMemcpyDeviceToDevice, s);
+        if (e == cudaSuccess) e = eng_cu_qs_pack(s, p, m->qs_img, l, w->qkv_w, w->ao_w, w->up_w, w->down_w);
+    }
+    if (e != cudaSuccess) {
+        (void)cudaGetLastError(); /* an allocation failure is not sticky: clear it */
+        cudaFree(m->qs_img); cudaFree(m->qs_norms); cudaFree(m->qs_bar);
+        m->qs_img = NULL; m->qs_norms = NULL; m->qs_bar = NULL;
+        m->qs_on = 0;
+        POSY_WARN("cuda: the persistent layers' weight image (%.1f MB) could not be made (%s): queries of <= 16 "
+                  "tokens run the chain", bytes / 1e6, cudaGetErrorString(e));
+        return 0;
+    }
+    POSY_INFO("cuda: queries of <= 16 tokens run all %d layers as one persistent kernel (a %.1f MB weight image; "
+              "POSY_CUDA_QSTREAM=0 turns it off)", m->L, bytes / 1e6);
+    return 1;
+}
+
+int eng_cu_model_qstream(eng_cu_model *m, cudaStream_t s, bf16 *x, int T, const int *n_tok, const int *n_seq,
+                         const int *cu, posy_err *err) {
+    if (!m->qs_on || T > 16 || !m->fold_norm || m->head_dim != 128 ||
+        !eng_cu_qs_ok(T, m->H, m->I, m->heads, m->kv_heads, m->head_dim))
+        return 0;
+    for (int l = 0; l < m->L; l++) { /* Qwen3 and the rope-only decoders without biases */
+        const eng_cu_layer *w = eng_cu_layer_at(m, l);
+        if (w->qkv_b || w->ao_b || w->up_b || w->down_b || !w->q_norm != !m->layers[0].q_norm) return 0;
+    }
+    eng_cu_qs_args p = qs_args(m, x, T, n_tok, n_seq, cu);
+    const size_t bytes = eng_cu_qs_setup(&p);
+    if (!bytes) return 0;
+    if (!m->qs_img && !qs_make(m, s, &p, bytes)) return 0;
+    p.img = m->qs_img;
+    const cudaError_t ce = eng_cu_qs_run(s, &p);
+    if (ce == cudaErrorNotSupported) return 0;
+    CK("the layers (one persistent kernel)", ce);
     return 1;
 }
 

@@ -184,6 +184,21 @@ typedef struct eng_cu_model {
     bf16 **ab_img;
     float *ab_part;
     unsigned long long *ab_bar;
+    /* Qwen3-style decoders (q/k norm or none, no biases, the norms folded):
+     * all the layers of a bucket of at most 16 tokens as ONE persistent
+     * kernel whose weights stream ahead of the layers' dependencies
+     * (eng_cu_qstream.cu), instead of the chain's five launches a layer.
+     * POSY_CUDA_QSTREAM=1 on; an experiment, off by default: correct and
+     * slower than the chain (841.2 against 651.6 us a 16-token Qwen3-0.6B
+     * query on an H100, dev/cuda/NOTES.md).  Its image
+     * (qs_img: every layer's weights again, laid out per block of the grid,
+     * ~0.9 GB for Qwen3-0.6B), the q/k norm weights side by side (qs_norms)
+     * and the grid barrier's counter (qs_bar) are made on the bucket's
+     * first, eager run; qs_on drops to 0 when they cannot be. */
+    int qs_on;
+    unsigned char *qs_img;
+    float *qs_norms;
+    unsigned long long *qs_bar;
     /* which chain kernels let their dependents launch only after their own
      * wait (eng_cu_chain_late), a bit per role: 1 QKV, 2 attention + O / O,
      * 4 up, 8 down (POSY_CUDA_CHAIN_TRIGGER=mask, every chain bucket); -1
@@ -345,6 +360,11 @@ int eng_cu_model_ffn(eng_cu_model *m, cudaStream_t s, int l, const eng_cu_layer 
  * k_norm set to the layer's).  Returns 1 when launched, 0 when off or not
  * possible (nothing launched: run the attention node and the O GEMM), -1
  * on error. */
+/* The layers as one persistent kernel (qs_on, eng_cu_qstream) on x in
+ * place: 1 when it ran, 0 when the shape or its image cannot (the caller
+ * runs the chain), -1 on a CUDA error (err set). */
+int eng_cu_model_qstream(eng_cu_model *m, cudaStream_t s, bf16 *x, int T, const int *n_tok, const int *n_seq,
+                         const int *cu, posy_err *err);
 int eng_cu_model_ao(eng_cu_model *m, cudaStream_t s, int l, const eng_cu_layer *w, const eng_cu_attn_args *a,
                     const int *n_tok, const int *n_seq, const bf16 *R, bf16 *Y, int T, posy_err *err);
 int eng_cu_model_gemm(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, const bf16 *W, const bf16 *B,

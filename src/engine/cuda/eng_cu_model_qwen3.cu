@@ -333,6 +333,10 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
         att.n_seqs_dev = n_seq;
         att.counters = m->att_cnt;
         const int qkv_att = m->chain_qkv_att && fold && qkn && eng_cu_chain_att_ok(&att.a, T, m->qkv_n, H);
+        /* every layer as one persistent kernel (qs_on, <= 16 tokens) */
+        const int qs = fold ? eng_cu_model_qstream(m, s, x, T, n_tok, n_seq, in + lay.cu, err) : 0;
+        if (qs < 0) return -1;
+        if (qs) return eng_cu_model_norm_pool(m, s, x, m->emb_g, NULL, m->h, T, S, in, lay, err);
         for (int l = 0; l < m->L; l++) {
             const eng_cu_layer *w = eng_cu_layer_at(m, l);
             nm.gamma = fold ? NULL : w->ln1_g; /* prologue, layer 0: h is the embedding's norm already */
