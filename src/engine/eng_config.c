@@ -18,7 +18,9 @@
 #include "eng_cfgjson.h"
 #include "eng_relpos.h"
 
-typedef enum { FAM_BERT, FAM_ROBERTA, FAM_DISTILBERT, FAM_QWEN3, FAM_MPNET, FAM_QWEN2, FAM_MISTRAL, FAM_LLAMA } cfg_family;
+typedef enum {
+    FAM_BERT, FAM_ROBERTA, FAM_DISTILBERT, FAM_QWEN3, FAM_MPNET, FAM_QWEN2, FAM_MISTRAL, FAM_LLAMA, FAM_GEMMA3
+} cfg_family;
 
 static const struct {
     const char *model_type, *arch;
@@ -31,10 +33,10 @@ static const struct {
     /* the decoders without Qwen3's q/k norm run on its engine ("qwen3"
      * family): e5-mistral, SFR-Embedding-Mistral, gte-Qwen2, ... */
     {"qwen2", "qwen3", FAM_QWEN2},       {"mistral", "qwen3", FAM_MISTRAL},
-    {"llama", "qwen3", FAM_LLAMA},
+    {"llama", "qwen3", FAM_LLAMA},       {"gemma3_text", "qwen3", FAM_GEMMA3},
 };
 
-#define CFG_SUPPORTED "bert, roberta, xlm-roberta, camembert, distilbert, mpnet, qwen3, qwen2, mistral, llama"
+#define CFG_SUPPORTED "bert, roberta, xlm-roberta, camembert, distilbert, mpnet, qwen3, qwen2, mistral, llama, gemma3_text"
 
 static int cfg_activation(eng_config *c, json_t *root, const char *key, const char *def, const char *path,
                           posy_err *err) {
@@ -133,6 +135,35 @@ static int cfg_distilbert(eng_config *c, json_t *r, const char *p, posy_err *err
     return cfg_finish_sizes(c, p, err);
 }
 
+/* The scaling named by sc's "rope_type" (or "type") into *out (theta
+ * already set); q names sc in errors. */
+static int cfg_rope_type(json_t *sc, const char *q, eng_rope *out, posy_err *err) {
+    char type[32];
+    int rc;
+    const char *tkey = json_object_get(sc, "rope_type") ? "rope_type" : "type";
+    if ((rc = eng_cfgjson_str(sc, tkey, q, 0, "default", type, sizeof type, err))) return rc;
+    if (!strcmp(type, "default")) return 0;
+    if (!strcmp(type, "linear")) {
+        out->type = ENG_ROPE_LINEAR;
+        return eng_cfgjson_num(sc, "factor", q, 1, 1.0, 1e-6, 1e6, &out->factor, err);
+    }
+    if (!strcmp(type, "llama3")) {
+        out->type = ENG_ROPE_LLAMA3;
+        if ((rc = eng_cfgjson_num(sc, "factor", q, 1, 1.0, 1e-6, 1e6, &out->factor, err)) ||
+            (rc = eng_cfgjson_num(sc, "low_freq_factor", q, 1, 1.0, 1e-6, 1e6, &out->low_freq_factor, err)) ||
+            (rc = eng_cfgjson_num(sc, "high_freq_factor", q, 1, 4.0, 1e-6, 1e6, &out->high_freq_factor, err)) ||
+            (rc = eng_cfgjson_int(sc, "original_max_position_embeddings", q, 1, 0, 1, 1 << 22,
+                                  &out->original_max, err)))
+            return rc;
+        if (!(out->high_freq_factor > out->low_freq_factor))
+            return posy_err_set(err, POSY_E_INVALID, "%s: high_freq_factor %g must exceed low_freq_factor %g", q,
+                                out->high_freq_factor, out->low_freq_factor);
+        return 0;
+    }
+    return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: rope type '%s' is not supported (default, linear, llama3)", q,
+                        type);
+}
+
 /* The rotary's parameters.  rope_theta sits at the top level (transformers
  * < 5) or inside "rope_parameters" (>= 5; the top level wins when both
  * say).  Scaling comes as "rope_scaling" (< 5; absent or null: none) or
@@ -164,39 +195,82 @@ static int cfg_rope(eng_config *c, json_t *r, const char *p, posy_err *err) {
                             partial);
     json_t *sc = rs ? rs : rp;
     if (!sc) return 0;
-    const char *what = rs ? "rope_scaling" : "rope_parameters";
-    char type[32], q[1100];
-    snprintf(q, sizeof q, "%s: %s", p, what);
-    const char *tkey = json_object_get(sc, "rope_type") ? "rope_type" : "type";
-    if ((rc = eng_cfgjson_str(sc, tkey, q, 0, "default", type, sizeof type, err))) return rc;
-    if (!strcmp(type, "default")) return 0;
-    if (!strcmp(type, "linear")) {
-        c->rope.type = ENG_ROPE_LINEAR;
-        return eng_cfgjson_num(sc, "factor", q, 1, 1.0, 1e-6, 1e6, &c->rope.factor, err);
-    }
-    if (!strcmp(type, "llama3")) {
-        c->rope.type = ENG_ROPE_LLAMA3;
-        if ((rc = eng_cfgjson_num(sc, "factor", q, 1, 1.0, 1e-6, 1e6, &c->rope.factor, err)) ||
-            (rc = eng_cfgjson_num(sc, "low_freq_factor", q, 1, 1.0, 1e-6, 1e6, &c->rope.low_freq_factor, err)) ||
-            (rc = eng_cfgjson_num(sc, "high_freq_factor", q, 1, 4.0, 1e-6, 1e6, &c->rope.high_freq_factor, err)) ||
-            (rc = eng_cfgjson_int(sc, "original_max_position_embeddings", q, 1, 0, 1, 1 << 22,
-                                  &c->rope.original_max, err)))
+    char q[1100];
+    snprintf(q, sizeof q, "%s: %s", p, rs ? "rope_scaling" : "rope_parameters");
+    return cfg_rope_type(sc, q, &c->rope, err);
+}
+
+/* Gemma 3's two rotaries: the global layers' and the sliding-window
+ * layers' -- as "rope_parameters": {"full_attention": {...},
+ * "sliding_attention": {...}} (transformers >= 5), or as rope_theta +
+ * rope_scaling (global) and rope_local_base_freq (local) (< 5, as
+ * EmbeddingGemma's config.json writes them).  Defaults: 1e6 and 1e4. */
+static int cfg_rope_gemma(eng_config *c, json_t *r, const char *p, posy_err *err) {
+    json_t *rp = json_object_get(r, "rope_parameters");
+    json_t *full = json_is_object(rp) ? json_object_get(rp, "full_attention") : NULL;
+    json_t *loc = json_is_object(rp) ? json_object_get(rp, "sliding_attention") : NULL;
+    char q[1100];
+    int rc;
+    c->rope_local = eng_rope_plain(10000.0);
+    if (full || loc) {
+        if (!json_is_object(full) || !json_is_object(loc))
+            return posy_err_set(err, POSY_E_INVALID, "%s: rope_parameters needs full_attention and sliding_attention "
+                                "objects", p);
+        c->rope = eng_rope_plain(1000000.0);
+        snprintf(q, sizeof q, "%s: rope_parameters.full_attention", p);
+        if ((rc = eng_cfgjson_num(full, "rope_theta", q, 0, 1000000.0, 1, 1e12, &c->rope.theta, err)) ||
+            (rc = cfg_rope_type(full, q, &c->rope, err)))
             return rc;
-        if (!(c->rope.high_freq_factor > c->rope.low_freq_factor))
-            return posy_err_set(err, POSY_E_INVALID, "%s: high_freq_factor %g must exceed low_freq_factor %g", q,
-                                c->rope.high_freq_factor, c->rope.low_freq_factor);
+        snprintf(q, sizeof q, "%s: rope_parameters.sliding_attention", p);
+        if ((rc = eng_cfgjson_num(loc, "rope_theta", q, 0, 10000.0, 1, 1e12, &c->rope_local.theta, err)) ||
+            (rc = cfg_rope_type(loc, q, &c->rope_local, err)))
+            return rc;
         return 0;
     }
-    return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: rope type '%s' is not supported (default, linear, llama3)", q,
-                        type);
+    if ((rc = cfg_rope(c, r, p, err))) return rc;
+    if (!json_object_get(r, "rope_theta") && !(json_is_object(rp) && json_object_get(rp, "rope_theta")))
+        c->rope.theta = 1000000.0;
+    return eng_cfgjson_num(r, "rope_local_base_freq", p, 0, 10000.0, 1, 1e12, &c->rope_local.theta, err);
+}
+
+/* Gemma 3's layer kinds into layer_local (a bit a sliding-window layer):
+ * "layer_types" (one "sliding_attention" / "full_attention" a layer) or,
+ * without it, every sliding_window_pattern-th layer global (default 6);
+ * *any_local set when some layer slides. */
+static int cfg_gemma_layers(eng_config *c, json_t *r, const char *p, int *any_local, posy_err *err) {
+    const int L = c->info.layers;
+    json_t *lt = json_object_get(r, "layer_types");
+    *any_local = 0;
+    memset(c->layer_local, 0, sizeof c->layer_local);
+    if (L > (int)sizeof c->layer_local * 8)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: %d layers (at most %d for gemma3_text)", p, L,
+                            (int)sizeof c->layer_local * 8);
+    if (lt && !json_is_null(lt)) {
+        if (!json_is_array(lt) || (int)json_array_size(lt) != L)
+            return posy_err_set(err, POSY_E_INVALID, "%s: layer_types must be an array of %d strings", p, L);
+        for (int l = 0; l < L; l++) {
+            const char *v = json_string_value(json_array_get(lt, (size_t)l));
+            if (!v || (strcmp(v, "sliding_attention") && strcmp(v, "full_attention")))
+                return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: layer_types[%d] must be \"sliding_attention\" or "
+                                    "\"full_attention\"", p, l);
+            if (!strcmp(v, "sliding_attention")) c->layer_local[l / 8] |= (unsigned char)(1u << (l % 8));
+        }
+    } else {
+        int pat = 6, rc;
+        if ((rc = eng_cfgjson_int(r, "sliding_window_pattern", p, 0, 6, 1, 1 << 20, &pat, err))) return rc;
+        for (int l = 0; l < L; l++)
+            if ((l + 1) % pat) c->layer_local[l / 8] |= (unsigned char)(1u << (l % 8));
+    }
+    for (int l = 0; l < L; l++) *any_local |= (c->layer_local[l / 8] >> (l % 8)) & 1;
+    return 0;
 }
 
 /* The attention direction: causal unless the config says "is_causal":
  * false or "use_bidirectional_attention": true (pplx-embed style); the
  * engine option --attention can still override it. */
-static int cfg_qwen3_extra(eng_config *c, json_t *r, const char *p, posy_err *err) {
+static int cfg_qwen3_extra(eng_config *c, json_t *r, const char *p, int gemma, posy_err *err) {
     int rc, causal = 1, bidir = 0, sliding = 0;
-    if ((rc = cfg_rope(c, r, p, err))) return rc;
+    if ((rc = gemma ? cfg_rope_gemma(c, r, p, err) : cfg_rope(c, r, p, err))) return rc;
     if ((rc = eng_cfgjson_bool(r, "is_causal", p, 1, &causal, err)) ||
         (rc = eng_cfgjson_bool(r, "use_bidirectional_attention", p, 0, &bidir, err)) ||
         (rc = eng_cfgjson_bool(r, "use_sliding_window", p, 0, &sliding, err)))
@@ -218,37 +292,73 @@ static int cfg_qwen3_extra(eng_config *c, json_t *r, const char *p, posy_err *er
  *            sequences are capped at W tokens, where it changes nothing
  *   llama    no q/k norm; attention_bias puts a bias on q, k, v and o;
  *            mlp_bias is refused
+ *   gemma3_text (EmbeddingGemma)  q/k norm; (1 + w) norms, one after
+ *            attention and one after the MLP; gelu_tanh(gate) * up;
+ *            embeddings x sqrt(hidden); query_pre_attn_scalar; two rotaries
+ *            (global / sliding layers, cfg_rope_gemma); the sliding layers'
+ *            window masked by the engine (eng_config.sliding_window);
+ *            attn_logit_softcapping refused
  * Which biases a checkpoint has is read from its tensors (the weights
  * loader); the rotary's scaling by cfg_rope. */
 static int cfg_qwen3(eng_config *c, json_t *r, const char *p, cfg_family fam, posy_err *err) {
     posy_model_info *in = &c->info;
-    int rc, mlp_bias = 0, window = 0;
+    const int gemma = fam == FAM_GEMMA3;
+    int rc, mlp_bias = 0, window = 0, any_local = 0;
+    double qpas = 0;
     if ((rc = eng_cfgjson_int(r, "hidden_size", p, 1, 0, 1, 65536, &in->hidden, err)) ||
         (rc = eng_cfgjson_int(r, "num_hidden_layers", p, 1, 0, 1, 1024, &in->layers, err)) ||
         (rc = eng_cfgjson_int(r, "num_attention_heads", p, 1, 0, 1, 1024, &in->heads, err)) ||
         (rc = eng_cfgjson_int(r, "num_key_value_heads", p, 0, 0, 0, 1024, &in->kv_heads, err)) ||
-        (rc = eng_cfgjson_int(r, "head_dim", p, 0, fam == FAM_QWEN3 ? 128 : 0, fam == FAM_QWEN3, 4096,
-                              &c->head_dim, err)) || /* 0 (absent or null): derived below */
+        (rc = eng_cfgjson_int(r, "head_dim", p, 0, fam == FAM_QWEN3 ? 128 : gemma ? 256 : 0,
+                              fam == FAM_QWEN3 || gemma, 4096, &c->head_dim, err)) || /* 0 (absent or null): derived below */
         (rc = eng_cfgjson_int(r, "intermediate_size", p, 1, 0, 1, 1 << 20, &in->intermediate, err)) ||
         (rc = eng_cfgjson_int(r, "vocab_size", p, 1, 0, 1, 1 << 24, &in->vocab, err)) ||
-        (rc = eng_cfgjson_int(r, "max_position_embeddings", p, 0, 32768, 1, 1 << 22, &c->max_position_embeddings, err)) ||
+        (rc = eng_cfgjson_int(r, "max_position_embeddings", p, 0, gemma ? 131072 : 32768, 1, 1 << 22,
+                              &c->max_position_embeddings, err)) ||
         (rc = eng_cfgjson_int(r, "pad_token_id", p, 0, 0, 0, 1 << 24, &c->pad_token_id, err)) ||
         (rc = eng_cfgjson_num(r, "rms_norm_eps", p, 0, 1e-6, 0, 1, &c->ln_eps, err)) ||
         (rc = eng_cfgjson_bool(r, "tie_word_embeddings", p, 0, &c->tie_word_embeddings, err)) ||
         (rc = eng_cfgjson_bool(r, "mlp_bias", p, 0, &mlp_bias, err)) ||
-        (fam == FAM_MISTRAL && (rc = eng_cfgjson_int(r, "sliding_window", p, 0, 0, 0, 1 << 22, &window, err))) ||
-        (rc = cfg_activation(c, r, "hidden_act", "silu", p, err)))
+        ((fam == FAM_MISTRAL || gemma) &&
+         (rc = eng_cfgjson_int(r, "sliding_window", p, 0, gemma ? 4096 : 0, 0, 1 << 22, &window, err))) ||
+        (gemma && (rc = eng_cfgjson_num(r, "query_pre_attn_scalar", p, 0, 256.0, 1e-6, 1e9, &qpas, err))) ||
+        (rc = gemma ? cfg_activation(c, r, "hidden_activation", "gelu_pytorch_tanh", p, err)
+                    : cfg_activation(c, r, "hidden_act", "silu", p, err)))
         return rc;
     if (mlp_bias) return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: mlp_bias true is not supported", p);
-    if ((rc = cfg_qwen3_extra(c, r, p, err))) return rc;
+    if ((rc = cfg_qwen3_extra(c, r, p, gemma, err))) return rc;
     in->type_vocab = 0;
-    c->qk_norm = fam == FAM_QWEN3;
+    c->qk_norm = fam == FAM_QWEN3 || gemma;
+    c->q_scale = 1.0;
+    if (gemma) {
+        json_t *cap = json_object_get(r, "attn_logit_softcapping");
+        if (cap && !json_is_null(cap))
+            return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: attn_logit_softcapping is not supported (null only: "
+                                "Gemma 3; Gemma 2 caps its scores)", p);
+        if (c->act != ENG_ACT_GELU_TANH)
+            return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: gemma3_text with hidden_activation other than "
+                                "gelu_pytorch_tanh is not supported", p);
+        /* transformers then builds the sliding layers' mask another way
+         * (|query - key| <= W / 2 + 1, inclusive): not followed here */
+        json_t *ic = json_object_get(r, "is_causal");
+        if (json_is_false(ic))
+            return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: gemma3_text with \"is_causal\": false is not supported "
+                                "(a bidirectional Gemma 3 says \"use_bidirectional_attention\": true)", p);
+        if ((rc = cfg_gemma_layers(c, r, p, &any_local, err))) return rc;
+        c->gemma = 1;
+        c->q_scale = sqrt((double)c->head_dim / qpas);
+        /* the bound the sliding layers' keys keep, |query - key| < it, in
+         * either attention mode: transformers turns a bidirectional
+         * config's window W into W / 2 + 1 when it loads it */
+        c->sliding_window = !any_local || window <= 0 ? 0 : c->info.causal ? window : window / 2 + 1;
+        window = 0; /* the engine masks it: no length cap */
+    }
     /* Qwen3 sets head_dim independently of hidden/heads; only the GQA
      * grouping must divide.  Absent, it is 128 as in transformers'
      * Qwen3Config, not hidden / heads (which once gave 0 for hidden_size 2
      * with 6 heads: tests/fuzz/fuzz_config.c); the weights loader then
      * checks the projections' shapes against it.  The others derive it
-     * from hidden / heads when the config does not say. */
+     * from hidden / heads when the config does not say (Gemma 3: 256). */
     if (!c->head_dim) {
         if (in->hidden % in->heads)
             return posy_err_set(err, POSY_E_INVALID, "%s: hidden size %d is not a multiple of %d attention heads "
@@ -260,6 +370,8 @@ static int cfg_qwen3(eng_config *c, json_t *r, const char *p, cfg_family fam, po
         return posy_err_set(err, POSY_E_INVALID, "%s: num_attention_heads %d is not a multiple of num_key_value_heads %d",
                             p, in->heads, in->kv_heads);
     in->max_positions = c->max_position_embeddings;
+    /* Mistral's sliding window W (a query sees the W - 1 keys before it):
+     * sequences are capped at W tokens, where it changes nothing */
     if (window > 0 && window < in->max_positions) in->max_positions = window;
     return 0;
 }
@@ -291,7 +403,8 @@ static const char *cfg_type_from_arch(json_t *root) {
     static const struct { const char *cls, *type; } map[] = {
         {"XLMRoberta", "xlm-roberta"}, {"Roberta", "roberta"}, {"Camembert", "camembert"},
         {"DistilBert", "distilbert"}, {"Bert", "bert"}, {"Qwen3", "qwen3"}, {"MPNet", "mpnet"},
-        {"Qwen2", "qwen2"}, {"Mistral", "mistral"}, {"Llama", "llama"},
+        {"Qwen2", "qwen2"}, {"Mistral", "mistral"}, {"Llama", "llama"}, {"Gemma3Text", "gemma3_text"},
+        {"Gemma3ForCausalLM", "gemma3_text"},
     };
     const char *a = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
     for (size_t i = 0; a && i < sizeof map / sizeof map[0]; i++)
@@ -316,7 +429,7 @@ static int cfg_load_main(eng_config *c, const char *dir, posy_err *err) {
         snprintf(c->model_type, sizeof c->model_type, "%s", mt);
         snprintf(c->info.arch, sizeof c->info.arch, "%s", cfg_types[k].arch);
         cfg_family fam = cfg_types[k].fam;
-        rc = fam == FAM_QWEN3 || fam == FAM_QWEN2 || fam == FAM_MISTRAL || fam == FAM_LLAMA
+        rc = fam == FAM_QWEN3 || fam == FAM_QWEN2 || fam == FAM_MISTRAL || fam == FAM_LLAMA || fam == FAM_GEMMA3
                  ? cfg_qwen3(c, root, path, fam, err)
            : fam == FAM_DISTILBERT ? cfg_distilbert(c, root, path, err)
            : cfg_bert(c, root, path, fam, err);

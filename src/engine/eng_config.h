@@ -55,7 +55,20 @@ typedef struct eng_config {
     int do_lower_case;           /* sentence_bert_config.json: lowercase text before tokenizing */
     int pool_include_prompt;     /* Pooling include_prompt (default 1); 0: the prompt's tokens are not pooled */
     int rel_buckets;             /* MPNet: relative position buckets (eng_relpos.h); 0 = none */
-    int qk_norm;                 /* decoders: Q and K RMSNormed per head before rotary (qwen3; not qwen2, mistral, llama) */
+    int qk_norm;                 /* decoders: Q and K RMSNormed per head before rotary (qwen3, gemma3_text; not qwen2, mistral, llama) */
+    /* Gemma 3 (gemma3_text: EmbeddingGemma): RMSNorms scale by (1 + w), a
+     * norm after attention and after the MLP before each residual add,
+     * the MLP is gelu_tanh(gate) * up, embeddings are multiplied by
+     * sqrt(hidden), attention scales by query_pre_attn_scalar^-0.5 (q_scale
+     * = sqrt(head_dim / query_pre_attn_scalar) on top of 1/sqrt(head_dim)),
+     * and the sliding-window layers (layer_local, a bit a layer) take their
+     * own rotary (rope_local). */
+    int gemma;
+    int sliding_window;          /* Gemma 3: local layers' keys at |query - key| < this (bidirectional
+                                    config: config.json's W / 2 + 1, as transformers loads it); 0: none */
+    double q_scale;
+    eng_rope rope_local;
+    unsigned char layer_local[128];
     eng_dense_cfg dense[ENG_MAX_DENSE]; /* Dense modules after pooling, in order */
     int n_dense;
 } eng_config;

@@ -54,8 +54,12 @@ void eng_bert_weights_free(eng_bert_weights *w);
 typedef struct eng_qwen3_layer {
     const float *qkv_w, *qkv_b;     /* [(nh+2nkv)d, H], bias or NULL (attention_bias) */
     const float *o_w, *o_b;         /* [H, nh*d], bias or NULL */
-    const float *q_norm, *k_norm;   /* [head_dim]; NULL when the model has none (qwen2, mistral, llama) */
-    const float *ln1, *ln2;         /* input_layernorm, post_attention_layernorm [H] */
+    const float *q_norm, *k_norm;   /* [head_dim]; NULL when the model has none (qwen2, mistral, llama);
+                                       Gemma 3: (1 + w), q_norm times eng_config.q_scale */
+    const float *ln1, *ln2;         /* the norms before attention and before the MLP [H] (Gemma 3: (1 + w)
+                                       already; input_layernorm, pre_feedforward_layernorm) */
+    const float *post_attn, *post_mlp; /* Gemma 3 only, (1 + w): post_attention_layernorm,
+                                          post_feedforward_layernorm [H]; NULL otherwise */
     const float *gu_w;              /* [2I, H]: gate rows then up rows */
     const float *down_w;            /* [H, I] */
 } eng_qwen3_layer;

@@ -17,6 +17,14 @@
  * Qwen3Model, as Qwen3-Embedding ships) or "model." (a Qwen3ForCausalLM).
  * lm_head is never read: pooling works on the last hidden states.  Every
  * shape is checked against config.json; errors name file and tensor.
+ *
+ * Gemma 3 (cfg->gemma): the norms are "input_layernorm" (before
+ * attention), "post_attention_layernorm" (after it, before the residual
+ * add), "pre_feedforward_layernorm", "post_feedforward_layernorm", q/k
+ * norms and "norm"; each scales by (1 + w), so they are copied into owned
+ * and 1 is added once at load (q_norm also takes cfg->q_scale, the
+ * attention scale's difference from 1/sqrt(head_dim)), and the forward
+ * multiplies by them as by any RMSNorm weight.
  */
 #include "eng_internal.h"
 
@@ -60,29 +68,44 @@ static int qw_stack(qw_ctx *c, const char *lp, const char *const *names, const i
     return 0;
 }
 
+/* A norm weight [n]: in place where it can be, or (copy) always into owned,
+ * where eng_qwen3_weights_load adds Gemma's 1 afterwards. */
+static int qw_norm(qw_ctx *c, const char *name, int64_t n, int copy, const float **dst) {
+    int64_t dims[1] = {n};
+    if (!copy) return qw_take(c, name, 1, dims, dst);
+    static const char *const one[1] = {""};
+    const int64_t rows[1] = {n};
+    return qw_stack(c, name, one, rows, 1, 0, "", dst);
+}
+
 static int qw_layer(qw_ctx *c, const eng_config *cfg, int bias, int o_bias, int i, eng_qwen3_layer *L) {
     static const char *const qkv[3] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"};
     static const char *const gu[2] = {"mlp.gate_proj", "mlp.up_proj"};
     const posy_model_info *in = &cfg->info;
     int64_t H = in->hidden, d = cfg->head_dim, I = in->intermediate, A = (int64_t)in->heads * d;
     int64_t qkv_rows[3] = {A, (int64_t)in->kv_heads * d, (int64_t)in->kv_heads * d}, gu_rows[2] = {I, I};
-    int64_t dHA[2] = {H, A}, dHI[2] = {H, I}, dd[1] = {d}, dH[1] = {H};
+    int64_t dHA[2] = {H, A}, dHI[2] = {H, I}, dH[1] = {H};
     char lp[64], n[128];
     int rc;
     snprintf(lp, sizeof lp, "layers.%d.", i);
+    const int g = cfg->gemma;
 #define QW_T(suffix, nd, dims, dst) (snprintf(n, sizeof n, "%s%s", lp, suffix), qw_take(c, n, nd, dims, dst))
+#define QW_N(suffix, len, dst) (snprintf(n, sizeof n, "%s%s", lp, suffix), qw_norm(c, n, len, g, dst))
     if ((rc = qw_stack(c, lp, qkv, qkv_rows, 3, H, ".weight", &L->qkv_w)) ||
         (bias && (rc = qw_stack(c, lp, qkv, qkv_rows, 3, 0, ".bias", &L->qkv_b))) ||
         (rc = QW_T("self_attn.o_proj.weight", 2, dHA, &L->o_w)) ||
         (o_bias && (rc = QW_T("self_attn.o_proj.bias", 1, dH, &L->o_b))) ||
-        (cfg->qk_norm && (rc = QW_T("self_attn.q_norm.weight", 1, dd, &L->q_norm))) ||
-        (cfg->qk_norm && (rc = QW_T("self_attn.k_norm.weight", 1, dd, &L->k_norm))) ||
-        (rc = QW_T("input_layernorm.weight", 1, dH, &L->ln1)) ||
-        (rc = QW_T("post_attention_layernorm.weight", 1, dH, &L->ln2)) ||
+        (cfg->qk_norm && (rc = QW_N("self_attn.q_norm.weight", d, &L->q_norm))) ||
+        (cfg->qk_norm && (rc = QW_N("self_attn.k_norm.weight", d, &L->k_norm))) ||
+        (rc = QW_N("input_layernorm.weight", H, &L->ln1)) ||
+        (rc = QW_N(g ? "pre_feedforward_layernorm.weight" : "post_attention_layernorm.weight", H, &L->ln2)) ||
+        (g && (rc = QW_N("post_attention_layernorm.weight", H, &L->post_attn))) ||
+        (g && (rc = QW_N("post_feedforward_layernorm.weight", H, &L->post_mlp))) ||
         (rc = qw_stack(c, lp, gu, gu_rows, 2, H, ".weight", &L->gu_w)) ||
         (rc = QW_T("mlp.down_proj.weight", 2, dHI, &L->down_w)))
         return rc;
 #undef QW_T
+#undef QW_N
     return 0;
 }
 
@@ -97,13 +120,20 @@ static int qw_walk(qw_ctx *c, void *arg) {
     const eng_config *cfg = a->cfg;
     int bias = a->bias, o_bias = a->o_bias;
     eng_qwen3_weights *w = a->w;
-    int64_t dv[2] = {cfg->info.vocab, cfg->info.hidden}, dH[1] = {cfg->info.hidden};
+    int64_t dv[2] = {cfg->info.vocab, cfg->info.hidden};
     int rc;
-    if ((rc = qw_take(c, "embed_tokens.weight", 2, dv, &w->embed)) || (rc = qw_take(c, "norm.weight", 1, dH, &w->norm)))
+    if ((rc = qw_take(c, "embed_tokens.weight", 2, dv, &w->embed)) ||
+        (rc = qw_norm(c, "norm.weight", cfg->info.hidden, cfg->gemma, &w->norm)))
         return rc;
     for (int i = 0; i < cfg->info.layers; i++)
         if ((rc = qw_layer(c, cfg, bias, o_bias, i, &w->layers[i]))) return rc;
     return 0;
+}
+
+/* Gemma's norm weight w -> (1 + w) * scale, in fp32 as transformers
+ * computes (1.0 + weight.float()) */
+static void gemma_plus_one(float *v, int n, double scale) {
+    for (int i = 0; i < n; i++) v[i] = (float)((1.0f + v[i]) * scale);
 }
 
 int eng_qwen3_weights_load(eng_qwen3_weights *w, const eng_config *cfg, const eng_st_file *st, posy_err *err) {
@@ -111,9 +141,10 @@ int eng_qwen3_weights_load(eng_qwen3_weights *w, const eng_config *cfg, const en
     if (cfg->head_dim < 2 || cfg->head_dim > 1024 || cfg->head_dim % 2)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s/config.json: head_dim %d is not supported (even, 2..1024)",
                             cfg->info.model_dir, cfg->head_dim);
-    if (cfg->act != ENG_ACT_SILU)
-        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s/config.json: %s with hidden_act other than silu is not "
-                            "supported", cfg->info.model_dir, cfg->model_type);
+    if (cfg->act != (cfg->gemma ? ENG_ACT_GELU_TANH : ENG_ACT_SILU))
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s/config.json: %s with hidden_act other than %s is not "
+                            "supported", cfg->info.model_dir, cfg->model_type,
+                            cfg->gemma ? "gelu_pytorch_tanh" : "silu");
     qw_ctx c = {st, NULL, 0, NULL, 0, err};
     c.prefix = eng_st_find(st, "embed_tokens.weight") ? "" : eng_st_find(st, "model.embed_tokens.weight") ? "model." : NULL;
     if (!c.prefix)
@@ -129,8 +160,24 @@ int eng_qwen3_weights_load(eng_qwen3_weights *w, const eng_config *cfg, const en
     if (!w->layers) return posy_err_set(err, POSY_E_NOMEM, "out of memory for %d layers", w->n_layers);
     qw_walk_arg a = {cfg, bias, o_bias, w};
     int rc = eng_st_view_build(&c, qw_walk, &a, &w->owned, &w->owned_floats);
-    if (rc) eng_qwen3_weights_free(w);
-    return rc;
+    if (rc) {
+        eng_qwen3_weights_free(w);
+        return rc;
+    }
+    if (cfg->gemma) { /* (1 + w): the copies are ours (qw_norm) */
+        const int H = cfg->info.hidden, d = cfg->head_dim;
+        gemma_plus_one((float *)w->norm, H, 1.0);
+        for (int l = 0; l < w->n_layers; l++) {
+            eng_qwen3_layer *L = &w->layers[l];
+            gemma_plus_one((float *)L->ln1, H, 1.0);
+            gemma_plus_one((float *)L->ln2, H, 1.0);
+            gemma_plus_one((float *)L->post_attn, H, 1.0);
+            gemma_plus_one((float *)L->post_mlp, H, 1.0);
+            gemma_plus_one((float *)L->q_norm, d, cfg->q_scale);
+            gemma_plus_one((float *)L->k_norm, d, 1.0);
+        }
+    }
+    return 0;
 }
 
 void eng_qwen3_weights_free(eng_qwen3_weights *w) {

@@ -85,9 +85,15 @@ static void fuzz_check_ok(const eng_config *c) {
     if (in->hidden < 1 || in->heads < 1 || in->layers < 1 || in->vocab < 1 || in->intermediate < 1) abort();
     if (in->kv_heads < 1 || in->heads % in->kv_heads || c->head_dim < 1) abort();
     /* the encoders' head_dim is hidden / heads; the decoders' (qwen3 family: qwen3, qwen2, mistral,
-     * llama) may be set apart, and only qwen3 has the q/k norm */
+     * llama, gemma3_text) may be set apart, and only qwen3 and gemma3_text have the q/k norm */
     if (strcmp(in->arch, "qwen3") && (in->hidden % in->heads || c->head_dim * in->heads != in->hidden)) abort();
-    if (c->qk_norm != !strcmp(c->model_type, "qwen3")) abort();
+    const int gemma = !strcmp(c->model_type, "gemma3_text");
+    if (c->qk_norm != (!strcmp(c->model_type, "qwen3") || gemma) || c->gemma != gemma) abort();
+    /* Gemma 3: a window only with a sliding layer, an attention scale > 0, a layer-kind bit per layer at most */
+    if (c->sliding_window < 0 || (!gemma && (c->sliding_window || !(c->q_scale == 1.0 || c->q_scale == 0.0)))) abort();
+    if (gemma && !(c->q_scale > 0 && isfinite(c->q_scale))) abort();
+    for (int l = in->layers; l < (int)sizeof c->layer_local * 8; l++)
+        if ((c->layer_local[l / 8] >> (l % 8)) & 1) abort();
     if (in->max_positions < 1 || in->max_positions > c->max_position_embeddings) abort();
     if (in->max_seq_len < 1 || in->max_seq_len > in->max_positions) abort();
     if ((unsigned)in->pooling > POSY_POOL_LAST || (in->normalize & ~1) || (c->do_lower_case & ~1)) abort();
@@ -108,17 +114,19 @@ static void fuzz_check_ok(const eng_config *c) {
     /* the decoders' rotary: a known type, and finite frequencies whatever
      * the scaling parameters (eng_rope.h divides by them) */
     if (!strcmp(in->arch, "qwen3")) {
-        const eng_rope *r = &c->rope;
-        if (!(r->theta >= 1 && r->theta <= 1e12) || (unsigned)r->type > ENG_ROPE_LLAMA3) abort();
-        if (r->type != ENG_ROPE_DEFAULT && !(r->factor > 0)) abort();
-        if (r->type == ENG_ROPE_LLAMA3 && (!(r->high_freq_factor > r->low_freq_factor) || r->original_max < 1 ||
-                                           !(r->low_freq_factor > 0)))
-            abort();
-        static float inv[2048];
-        if (c->head_dim <= 4096) {
-            eng_rope_inv_freq(inv, c->head_dim, r);
-            for (int i = 0; i < c->head_dim / 2; i++)
-                if (!isfinite(inv[i])) abort();
+        for (int k = 0; k < 1 + c->gemma; k++) { /* Gemma 3: the sliding layers' rotary too */
+            const eng_rope *r = k ? &c->rope_local : &c->rope;
+            if (!(r->theta >= 1 && r->theta <= 1e12) || (unsigned)r->type > ENG_ROPE_LLAMA3) abort();
+            if (r->type != ENG_ROPE_DEFAULT && !(r->factor > 0)) abort();
+            if (r->type == ENG_ROPE_LLAMA3 && (!(r->high_freq_factor > r->low_freq_factor) || r->original_max < 1 ||
+                                               !(r->low_freq_factor > 0)))
+                abort();
+            static float inv[2048];
+            if (c->head_dim <= 4096) {
+                eng_rope_inv_freq(inv, c->head_dim, r);
+                for (int i = 0; i < c->head_dim / 2; i++)
+                    if (!isfinite(inv[i])) abort();
+            }
         }
     }
 }

@@ -101,6 +101,12 @@ LLAMA3 = dict({k: v for k, v in MISTRAL.items() if k not in ("sliding_window", "
               architectures=["LlamaModel"], attention_bias=False, rope_theta=500000.0,
               rope_scaling={"rope_type": "llama3", "factor": 32.0, "low_freq_factor": 1.0, "high_freq_factor": 4.0,
                             "original_max_position_embeddings": 8192})
+GEMMA3 = {"model_type": "gemma3_text", "architectures": ["Gemma3TextModel"], "hidden_size": 64,
+          "num_hidden_layers": 3, "num_attention_heads": 4, "num_key_value_heads": 1, "head_dim": 32,
+          "intermediate_size": 96, "vocab_size": 512, "max_position_embeddings": 2048, "rms_norm_eps": 1e-6,
+          "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "rope_scaling": None, "sliding_window": 512,
+          "sliding_window_pattern": 3, "query_pre_attn_scalar": 32, "use_bidirectional_attention": True,
+          "hidden_activation": "gelu_pytorch_tanh", "attn_logit_softcapping": None, "final_logit_softcapping": None}
 MODULES = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]
@@ -124,6 +130,7 @@ CFG = {
     "mistral_st": [MISTRAL, MODULES, POOL_LAST, {"max_seq_length": 4096}],
     "qwen2_only": [QWEN2],
     "llama3_rope": [LLAMA3],
+    "gemma3_st": [GEMMA3, MODULES, POOL_MEAN, {"max_seq_length": 2048}],
     "dense_st": [BERT, MODULES[:2] + [{"idx": 2, "name": "2", "path": "2_Dense",
                                        "type": "sentence_transformers.models.Dense"}] + MODULES[2:],
                  POOL_MEAN, {}, {}, {}, {"in_features": 64, "out_features": 16, "bias": True,

@@ -27,6 +27,15 @@ the stored values):
             {"rope_type": "llama3", ...}), with original_max_position_embeddings
             16 so that sequences of a few tokens already see every band of
             frequencies (kept, smoothed, divided); GQA, causal, last token.
+  gemma3/   Gemma3TextModel (EmbeddingGemma style): bidirectional
+            (use_bidirectional_attention), mean pooling, (1 + w) norms with
+            the post-attention and post-MLP norms, gelu_tanh GeGLU,
+            embeddings x sqrt(hidden), query_pre_attn_scalar 24 (not
+            head_dim 32), one sliding layer (rope_theta 1e4) and one global
+            (1e6), sliding_window 64 (bidirectional: |query - key| < 33, so
+            the 40- and 64-token sequences see the window), the
+            SentencePiece-style tokenizer.  Its own seed, so
+            `--only gemma3` rewrites it alone with the same weights.
 
 reference.json: "sequences" (token ids), and per model its pooling and,
 for each attention mode ("causal", "bidirectional"), the pooled + L2
@@ -37,11 +46,13 @@ model's own mode (for the text-to-vector tests).
 
 Needs torch + transformers + tokenizers (not in CI); the fixtures are
 committed.  Run from the repository root:
-  python3 tests/gen/gen_decoder_fixtures.py
+  python3 tests/gen/gen_decoder_fixtures.py [--only NAME]
+(--only: that model's folder and reference entries alone, the others kept.)
 """
 import json
 import os
 import shutil
+import sys
 
 import torch
 import transformers as T
@@ -115,6 +126,11 @@ def embed(model, ids, bidirectional, pooling):
     mask = torch.zeros(1, 1, n, n)
     if not bidirectional:
         mask = torch.triu(torch.full((1, 1, n, n), float("-inf")), diagonal=1)
+    if isinstance(model, T.Gemma3TextModel):  # one mask per layer kind: the sliding layers' window on top
+        w = model.config.sliding_window  # bidirectional: already W // 2 + 1 (the config's conversion)
+        i = torch.arange(n)
+        far = (i[:, None] - i[None, :]).abs() >= w
+        mask = {"full_attention": mask, "sliding_attention": mask.masked_fill(far, float("-inf"))}
     h = model(input_ids=torch.tensor([ids]), attention_mask=mask).last_hidden_state[0].double()
     v = h[-1] if pooling == "last" else h.mean(0)
     return (v / v.norm()).tolist()
@@ -150,15 +166,37 @@ SPECS = {
                                         "original_max_position_embeddings": 16},
                        rms_norm_eps=1e-5, hidden_act="silu", attention_bias=False, mlp_bias=False,
                        tie_word_embeddings=True, bos_token_id=bos, eos_token_id=eos)),
+    "gemma3": dict(cls=T.Gemma3TextModel, tok=sentencepiece_tokenizer, pooling="mean", causal=False, prompts={},
+                   seed=777,
+                   cfg=lambda bos, eos: T.Gemma3TextConfig(
+                       vocab_size=512, hidden_size=64, intermediate_size=128, num_hidden_layers=2,
+                       num_attention_heads=4, num_key_value_heads=2, head_dim=32, max_position_embeddings=256,
+                       sliding_window=64, layer_types=["sliding_attention", "full_attention"],
+                       rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+                                        "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+                       query_pre_attn_scalar=24, rms_norm_eps=1e-6, hidden_activation="gelu_pytorch_tanh",
+                       use_bidirectional_attention=True, attn_logit_softcapping=None,
+                       final_logit_softcapping=None, tie_word_embeddings=True, bos_token_id=bos,
+                       eos_token_id=eos, pad_token_id=0)),
 }
 
 
 def main():
+    only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
+    assert only is None or only in SPECS, only
     torch.manual_seed(4321)
-    shutil.rmtree(OUT, ignore_errors=True)
-    os.makedirs(OUT)
-    ref = {"sequences": SEQS, "models": {}, "texts": {}}
+    if only:
+        ref = json.load(open(os.path.join(OUT, "reference.json")))
+        shutil.rmtree(os.path.join(OUT, only), ignore_errors=True)
+    else:
+        shutil.rmtree(OUT, ignore_errors=True)
+        os.makedirs(OUT)
+        ref = {"sequences": SEQS, "models": {}, "texts": {}}
     for name, sp in SPECS.items():
+        if only and name != only:
+            continue
+        if sp.get("seed"):
+            torch.manual_seed(sp["seed"])
         tok, bos, eos = sp["tok"]()
         cfg = sp["cfg"](bos, eos)
         model = sp["cls"](cfg).eval()
@@ -171,7 +209,7 @@ def main():
         d = os.path.join(OUT, name)
         model.to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
         c = json.load(open(os.path.join(d, "config.json")))
-        if not sp["causal"]:
+        if not sp["causal"] and name != "gemma3":  # Gemma says it with use_bidirectional_attention
             c["is_causal"] = False
         if sp.get("old_rope"):  # as Llama 3.2's own config.json: transformers < 5's keys
             rp = dict(c.pop("rope_parameters"))

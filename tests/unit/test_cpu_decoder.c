@@ -155,11 +155,11 @@ static void check_gqa(const int32_t *cu, int n_seqs, int nh, int nkv, int d, int
     for (int s = 0; s < n_seqs; s++) if (cu[s + 1] - cu[s] > longest) longest = cu[s + 1] - cu[s];
     size_t sf = eng_cpu_attention_scratch_floats(longest, 4);
     float *scratch = malloc(sizeof(float) * sf);
-    CHECK_EQ_INT(eng_cpu_attention_gqa(fast, qkv, cu, n_seqs, nh, nkv, d, causal, scratch, sf), 0);
+    CHECK_EQ_INT(eng_cpu_attention_gqa(fast, qkv, cu, n_seqs, nh, nkv, d, causal, 0, scratch, sf), 0);
     CHECK_MSG(posy_test_close(fast, ref, no, 1e-5f, 1e-5f), "fast T=%d nh=%d nkv=%d causal=%d", T, nh, nkv, causal);
     /* scratch for 5 query rows of one thread: smaller tiles, same result */
     memset(fast, 0, sizeof(float) * no);
-    CHECK_EQ_INT(eng_cpu_attention_gqa(fast, qkv, cu, n_seqs, nh, nkv, d, causal, scratch, (size_t)longest * 5), 0);
+    CHECK_EQ_INT(eng_cpu_attention_gqa(fast, qkv, cu, n_seqs, nh, nkv, d, causal, 0, scratch, (size_t)longest * 5), 0);
     CHECK_MSG(posy_test_close(fast, ref, no, 1e-5f, 1e-5f), "5-row tiles T=%d causal=%d", T, causal);
     free(qkv); free(ref); free(fast); free(mha); free(ex); free(scratch);
 }
@@ -181,8 +181,58 @@ static void test_gqa(void) {
     CHECK(fabsf(a[0] - b[0]) > 1e-4f);
     CHECK(posy_test_close(a + 11 * 128, b + 11 * 128, 128, 1e-6f, 1e-6f));
     float tiny[4];
-    CHECK_EQ_INT(eng_cpu_attention_gqa(a, qkv, cu, 1, 4, 2, 32, 1, tiny, 4), -1);
+    CHECK_EQ_INT(eng_cpu_attention_gqa(a, qkv, cu, 1, 4, 2, 32, 1, 0, tiny, 4), -1);
     free(qkv);
+}
+
+/* Gemma 3's sliding layers: keys at |query - key| >= window masked, fast
+ * against the reference, several windows, causal and not; a window as
+ * long as the sequence changes nothing, a window of 1 leaves each query
+ * its own value (softmax over one key) */
+static void test_gqa_window(void) {
+    static const int32_t cu[] = {0, 9, 10, 47};
+    const int nh = 4, nkv = 2, d = 32, T = 47;
+    size_t ld = (size_t)(nh + 2 * nkv) * d, no = (size_t)T * nh * d;
+    float *qkv = rvec(T * ld, -1.5f, 1.5f), *ref = malloc(sizeof(float) * no), *fast = malloc(sizeof(float) * no);
+    float *none = malloc(sizeof(float) * no);
+    size_t sf = eng_cpu_attention_scratch_floats(37, 4);
+    float *scratch = malloc(sizeof(float) * sf);
+    static const int windows[] = {1, 2, 5, 17, 37};
+    for (int causal = 0; causal < 2; causal++) {
+        eng_cpu_attention_gqa_ref(none, qkv, cu, 3, nh, nkv, d, causal);
+        for (int w = 0; w < 5; w++) {
+            eng_cpu_attention_gqa_window_ref(ref, qkv, cu, 3, nh, nkv, d, causal, windows[w]);
+            CHECK_EQ_INT(eng_cpu_attention_gqa(fast, qkv, cu, 3, nh, nkv, d, causal, windows[w], scratch, sf), 0);
+            CHECK_MSG(posy_test_close(fast, ref, no, 1e-5f, 1e-5f), "window %d causal %d", windows[w], causal);
+            /* tiles of 5 rows: a window across tile edges */
+            CHECK_EQ_INT(eng_cpu_attention_gqa(fast, qkv, cu, 3, nh, nkv, d, causal, windows[w], scratch, 37 * 5), 0);
+            CHECK_MSG(posy_test_close(fast, ref, no, 1e-5f, 1e-5f), "5-row tiles, window %d", windows[w]);
+        }
+        eng_cpu_attention_gqa_window_ref(ref, qkv, cu, 3, nh, nkv, d, causal, 37);
+        CHECK_MSG(posy_test_close(ref, none, no, 1e-6f, 1e-6f), "window = longest sequence changes nothing");
+        eng_cpu_attention_gqa_window_ref(ref, qkv, cu, 3, nh, nkv, d, causal, 5);
+        CHECK_MSG(!posy_test_close(ref, none, no, 1e-4f, 1e-4f), "window 5 changes the 37-token sequence");
+        eng_cpu_attention_gqa_window_ref(ref, qkv, cu, 3, nh, nkv, d, causal, 1);
+        for (int t = 0; t < T; t++) /* head 0 reads KV head 0: V of its own token */
+            CHECK(posy_test_close(ref + (size_t)t * nh * d, qkv + (size_t)t * ld + (size_t)(nh + nkv) * d, d, 1e-6f,
+                                  1e-6f));
+    }
+    free(qkv); free(ref); free(fast); free(none); free(scratch);
+}
+
+/* Gemma 3's MLP: gelu_tanh(gate) * up against the formula in double */
+static void test_geglu_tanh(void) {
+    const int R = 7, I = 129;
+    float *gu = rvec((size_t)R * 2 * I, -8, 8), *o = malloc(sizeof(float) * R * I);
+    eng_cpu_geglu_tanh(o, gu, R, I);
+    for (int r = 0; r < R; r++)
+        for (int j = 0; j < I; j++) {
+            double x = gu[(size_t)r * 2 * I + j], u = gu[(size_t)r * 2 * I + I + j];
+            double want = 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x))) * u;
+            CHECK_MSG(fabs(o[(size_t)r * I + j] - want) <= 1e-5 * (1 + fabs(want)), "r %d j %d: %g vs %g", r, j,
+                      o[(size_t)r * I + j], want);
+        }
+    free(gu); free(o);
 }
 
 static void test_swiglu(void) {
@@ -211,5 +261,6 @@ static void test_add(void) {
     CHECK(ok);
 }
 
-TEST_MAIN(TEST(test_rmsnorm), TEST(test_rmsnorm_heads), TEST(test_rope), TEST(test_gqa), TEST(test_swiglu),
+TEST_MAIN(TEST(test_rmsnorm), TEST(test_rmsnorm_heads), TEST(test_rope), TEST(test_gqa), TEST(test_gqa_window),
+          TEST(test_geglu_tanh), TEST(test_swiglu),
           TEST(test_add))

@@ -21,6 +21,9 @@
  *             length cap: max_positions 64), last-token pooling, causal
  *   llama/    attention_bias (q, k, v and o), mean pooling, "is_causal":
  *             false
+ *   gemma3/   Gemma 3 (EmbeddingGemma): (1 + w) norms, post-attention and
+ *             post-MLP norms, GeGLU, scaled embeddings, two rotaries and a
+ *             sliding window that binds on the longer sequences
  *   llama3/   Llama 3.x's rope scaling (top-level "rope_scaling", an
  *             original context of 16 so that every band moves: the same
  *             weights without it give cosine 0.30), GQA, causal, last token
@@ -160,9 +163,15 @@ static void test_decoders(void) {
     check_model("mistral", 1);
     check_model("llama", 0);
     check_model("llama3", 1);
+    check_model("gemma3", 0); /* EmbeddingGemma's layer; its window binds at 40 and 64 tokens */
     posy_engine *e = open_model("mistral", POSY_ATTN_MODEL);
     if (e) {
         CHECK_EQ_INT(posy_engine_info(e)->max_positions, 64);
+        posy_engine_close(e);
+    }
+    e = open_model("gemma3", POSY_ATTN_MODEL); /* Gemma's window is masked, not a length cap */
+    if (e) {
+        CHECK_EQ_INT(posy_engine_info(e)->max_positions, 256);
         posy_engine_close(e);
     }
     json_decref(ref_root);

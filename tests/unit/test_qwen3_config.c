@@ -7,6 +7,7 @@
  * of the wrong JSON type), and the families run on the same engine without
  * the q/k norm (qwen2, mistral, llama).  Each case writes a config into a temp dir. */
 #include <ftw.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,9 +218,72 @@ static void test_families(void) {
     CHECK_STR_CONTAINS(err.msg, "not a multiple of 4 attention heads");
 }
 
+/* Gemma 3 (gemma3_text): its two rotaries in both key layouts, the layer
+ * kinds from layer_types or sliding_window_pattern, the sliding window as
+ * transformers loads it (bidirectional: W / 2 + 1), the attention scale,
+ * and what is refused. */
+static int is_local(const eng_config *c, int l) { return (c->layer_local[l / 8] >> (l % 8)) & 1; }
+
+static void test_gemma3(void) {
+    eng_config c;
+    posy_err err;
+    /* transformers < 5's keys, as EmbeddingGemma's config.json; 4 layers, every 2nd global */
+    write_body("\"model_type\":\"gemma3_text\",\"hidden_size\":64,\"num_hidden_layers\":4,\"num_attention_heads\":4,"
+               "\"num_key_value_heads\":1,\"head_dim\":64,\"intermediate_size\":96,\"vocab_size\":512,"
+               "\"rope_theta\":1000000.0,\"rope_local_base_freq\":10000.0,\"rope_scaling\":null,"
+               "\"sliding_window\":512,\"sliding_window_pattern\":2,\"query_pre_attn_scalar\":256,"
+               "\"use_bidirectional_attention\":true,\"hidden_activation\":\"gelu_pytorch_tanh\","
+               "\"attn_logit_softcapping\":null,\"final_logit_softcapping\":null");
+    CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
+    CHECK(c.gemma == 1 && c.qk_norm == 1);
+    CHECK(c.rope.theta == 1000000.0 && c.rope_local.theta == 10000.0);
+    CHECK(is_local(&c, 0) && !is_local(&c, 1) && is_local(&c, 2) && !is_local(&c, 3));
+    CHECK_EQ_INT(c.sliding_window, 257); /* bidirectional: 512 / 2 + 1 */
+    CHECK(fabs(c.q_scale - 0.5) < 1e-12);   /* sqrt(64 / 256) */
+    CHECK_EQ_INT(c.info.causal, 0);
+    CHECK_EQ_INT(c.info.max_positions, 131072); /* the window is masked, not a cap */
+    eng_config_free(&c);
+    /* transformers >= 5: rope_parameters per layer kind, layer_types, causal, defaults elsewhere */
+    write_body("\"model_type\":\"gemma3_text\"," SIZES ",\"layer_types\":[\"full_attention\",\"sliding_attention\"],"
+               "\"rope_parameters\":{\"full_attention\":{\"rope_type\":\"linear\",\"factor\":8.0,\"rope_theta\":"
+               "1000000.0},\"sliding_attention\":{\"rope_type\":\"default\",\"rope_theta\":5000.0}},\"sliding_window\":64");
+    CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
+    CHECK(!is_local(&c, 0) && is_local(&c, 1));
+    CHECK(c.rope.type == ENG_ROPE_LINEAR && c.rope.factor == 8.0 && c.rope_local.theta == 5000.0);
+    CHECK_EQ_INT(c.head_dim, 256);         /* Gemma's default */
+    CHECK(fabs(c.q_scale - 1.0) < 1e-12);  /* query_pre_attn_scalar 256 = head_dim */
+    CHECK_EQ_INT(c.sliding_window, 64);    /* causal: as written */
+    CHECK_EQ_INT(c.info.causal, 1);
+    eng_config_free(&c);
+    /* no sliding layer: no window */
+    write_body("\"model_type\":\"gemma3_text\"," SIZES ",\"layer_types\":[\"full_attention\",\"full_attention\"]");
+    CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
+    CHECK_EQ_INT(c.sliding_window, 0);
+    eng_config_free(&c);
+    static const struct { const char *extra, *want; } bad[] = {
+        {"\"attn_logit_softcapping\":50.0", "attn_logit_softcapping"},
+        {"\"is_causal\":false", "is_causal"},
+        {"\"hidden_activation\":\"silu\"", "gelu_pytorch_tanh"},
+        {"\"layer_types\":[\"full_attention\"]", "layer_types"},
+        {"\"layer_types\":[\"full_attention\",\"chunked_attention\"]", "layer_types[1]"},
+        {"\"rope_parameters\":{\"full_attention\":{\"rope_theta\":10000.0}}", "sliding_attention"},
+        {"\"rope_parameters\":{\"full_attention\":{},\"sliding_attention\":{\"rope_type\":\"yarn\"}}", "yarn"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        write_typed("gemma3_text", bad[i].extra);
+        CHECK_MSG(load(&c, &err) != 0, "accepted %s", bad[i].extra);
+        CHECK_STR_CONTAINS(err.msg, bad[i].want);
+    }
+    /* the class name alone says it */
+    write_body("\"architectures\":[\"Gemma3TextModel\"]," SIZES);
+    CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
+    CHECK(c.gemma == 1);
+    eng_config_free(&c);
+}
+
 static void test_cleanup(void) {
     if (g_dir[0]) nftw(g_dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
 }
 
-TEST_MAIN(TEST(test_rope_theta_places), TEST(test_rope_scaling), TEST(test_attention_direction), TEST(test_refusals), TEST(test_families),
+TEST_MAIN(TEST(test_rope_theta_places), TEST(test_rope_scaling), TEST(test_attention_direction), TEST(test_refusals), TEST(test_families), TEST(test_gemma3),
           TEST(test_cleanup))

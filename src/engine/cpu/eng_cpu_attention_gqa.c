@@ -9,7 +9,8 @@
  * and V are read in place from the fused QKV rows (stride (heads + 2*kv) *
  * head_dim); query head h reads KV head h / (heads / kv_heads), so nothing
  * is repeated or copied.  Causal tiles only score keys up to their last
- * row and the softmax masks the rest of each row.  Softmax is the engine's
+ * row and the softmax masks the rest of each row; a window (Gemma 3's
+ * sliding layers) masks keys at |query - key| >= window too.  Softmax is the engine's
  * eng_cpu_softmax (vectorised exp, tested against double).  Sequences of
  * GQA_BLAS_MIN tokens or more use sgemm for Q K^T and P V with OpenBLAS held
  * to one thread while the parallel region runs.
@@ -29,6 +30,7 @@ typedef struct {
     float *out;
     size_t ld, ldo, koff, voff;
     int d, group, causal, tq;        /* tq: query rows per tile, fits the thread's scratch */
+    int window;                      /* > 0: a query sees only keys with |query - key| < window */
 } gqa_args;
 
 static void gqa_scores(float *S, const float *Q, const float *K, size_t ld, int tq, int nk, int d,
@@ -79,8 +81,13 @@ static void gqa_head(const gqa_args *a, int first, int len, int h, float *S) {
         gqa_scores(S, Q, K, a->ld, tq, nk, d, scale, blas);
         for (int i = 0; i < tq; i++) {
             float *row = S + (size_t)i * nk;
-            int lim = a->causal ? q0 + i + 1 : nk;
-            eng_cpu_softmax(row, lim);
+            int qi = q0 + i, lo = 0, lim = a->causal ? qi + 1 : nk;
+            if (a->window > 0) { /* Gemma 3's sliding layers */
+                lo = qi - a->window + 1 > 0 ? qi - a->window + 1 : 0;
+                if (qi + a->window < lim) lim = qi + a->window;
+            }
+            for (int j = 0; j < lo; j++) row[j] = 0.0f;
+            eng_cpu_softmax(row + lo, lim - lo);
             for (int j = lim; j < nk; j++) row[j] = 0.0f;
         }
         gqa_pv(a->out + (size_t)(first + q0) * a->ldo + (size_t)h * d, a->ldo, S, V, a->ld, tq, nk, d, blas);
@@ -88,7 +95,7 @@ static void gqa_head(const gqa_args *a, int first, int len, int h, float *S) {
 }
 
 int eng_cpu_attention_gqa(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seqs,
-                          int n_heads, int n_kv_heads, int head_dim, int causal, float *scratch,
+                          int n_heads, int n_kv_heads, int head_dim, int causal, int window, float *scratch,
                           size_t scratch_floats) {
     int longest = 0;
     for (int s = 0; s < n_seqs; s++)
@@ -104,7 +111,7 @@ int eng_cpu_attention_gqa(float *out, const float *qkv, const int32_t *cu_seqlen
     if ((size_t)nt * per_thread > scratch_floats) nt = (int)(scratch_floats / per_thread);
     gqa_args a = {qkv, out, (size_t)(n_heads + 2 * n_kv_heads) * head_dim, (size_t)n_heads * head_dim,
                   (size_t)n_heads * head_dim, (size_t)(n_heads + n_kv_heads) * head_dim, head_dim,
-                  n_heads / n_kv_heads, causal, rows < GQA_TQ ? (int)rows : GQA_TQ};
+                  n_heads / n_kv_heads, causal, rows < GQA_TQ ? (int)rows : GQA_TQ, window};
     int blas_threads = openblas_get_num_threads();
     int any_blas = longest >= GQA_BLAS_MIN;
     if (any_blas && blas_threads > 1) openblas_set_num_threads(1);

@@ -1,5 +1,5 @@
 /* eng_cpu_decoder: the fast decoder kernels the engine runs (RMSNorm, q/k
- * head norms, rotary embeddings, SwiGLU, residual add); GQA attention lives
+ * head norms, rotary embeddings, SwiGLU, Gemma's GeGLU, residual add); GQA attention lives
  * in eng_cpu_attention_gqa.c.
  *
  * Row-wise ops split rows over OpenMP threads when there is enough work to
@@ -88,6 +88,22 @@ void eng_cpu_swiglu(float *out, const float *gu, int n_rows, int NI) {
 #pragma omp parallel for schedule(static) if ((long)n_rows * NI >= DEC_PAR_MIN)
     for (int r = 0; r < n_rows; r++)
         swiglu_row(out + (size_t)r * NI, gu + (size_t)r * 2 * NI, gu + (size_t)r * 2 * NI + NI, NI);
+}
+
+/* Gemma's MLP: gelu(gate) * up with the tanh form of GELU, as
+ * transformers' gelu_pytorch_tanh (torch's approximate="tanh") */
+ENG_CPU_CLONES static void geglu_row(float *o, const float *g, const float *u, int NI) {
+    const float k0 = 0.7978845608028654f, k1 = 0.044715f; /* sqrt(2 / pi) */
+    for (int j = 0; j < NI; j++) {
+        const float x = g[j];
+        o[j] = 0.5f * x * (1.0f + tanhf(k0 * (x + k1 * x * x * x))) * u[j];
+    }
+}
+
+void eng_cpu_geglu_tanh(float *out, const float *gu, int n_rows, int NI) {
+#pragma omp parallel for schedule(static) if ((long)n_rows * NI >= DEC_PAR_MIN)
+    for (int r = 0; r < n_rows; r++)
+        geglu_row(out + (size_t)r * NI, gu + (size_t)r * 2 * NI, gu + (size_t)r * 2 * NI + NI, NI);
 }
 
 void eng_cpu_add(float *x, const float *y, size_t n) {

@@ -59,10 +59,15 @@ void eng_cpu_rope(float *qkv, const int32_t *cu_seqlens, int n_seqs, int n_heads
  * g = h / (n_heads / n_kv_heads). */
 void eng_cpu_attention_gqa_ref(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seqs,
                                int n_heads, int n_kv_heads, int head_dim, int causal);
+/* The same with a sliding window: query t sees keys k with |t - k| <
+ * window (and k <= t when causal); window 0: none (Gemma 3's local layers). */
+void eng_cpu_attention_gqa_window_ref(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seqs,
+                                      int n_heads, int n_kv_heads, int head_dim, int causal, int window);
 /* Same scratch contract as eng_cpu_attention (eng_cpu_attention_scratch_floats).
+ * window > 0: keys at |query - key| >= window masked (as the _window_ref).
  * Returns 0, or -1 if scratch cannot hold one thread's work. */
 int eng_cpu_attention_gqa(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seqs,
-                          int n_heads, int n_kv_heads, int head_dim, int causal, float *scratch,
+                          int n_heads, int n_kv_heads, int head_dim, int causal, int window, float *scratch,
                           size_t scratch_floats);
 
 /* out[r, j] = silu(gu[r, j]) * gu[r, n_inter + j] for n_rows rows: gate and up
@@ -70,6 +75,8 @@ int eng_cpu_attention_gqa(float *out, const float *qkv, const int32_t *cu_seqlen
  * x / (1 + e^-x).  out must not alias gu. */
 void eng_cpu_swiglu_ref(float *out, const float *gu, int n_rows, int n_inter);
 void eng_cpu_swiglu(float *out, const float *gu, int n_rows, int n_inter);
+/* out[r] = gelu_tanh(gate[r]) * up[r], same layout (Gemma 3's MLP). */
+void eng_cpu_geglu_tanh(float *out, const float *gu, int n_rows, int NI);
 
 /* x[i] += y[i] over n floats (residual connections). */
 void eng_cpu_add(float *x, const float *y, size_t n);

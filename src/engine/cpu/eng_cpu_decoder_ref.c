@@ -54,6 +54,11 @@ void eng_cpu_rope_ref(float *qkv, const int32_t *cu_seqlens, int n_seqs, int n_h
 
 void eng_cpu_attention_gqa_ref(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seqs,
                                int n_heads, int n_kv_heads, int head_dim, int causal) {
+    eng_cpu_attention_gqa_window_ref(out, qkv, cu_seqlens, n_seqs, n_heads, n_kv_heads, head_dim, causal, 0);
+}
+
+void eng_cpu_attention_gqa_window_ref(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seqs,
+                                      int n_heads, int n_kv_heads, int head_dim, int causal, int window) {
     int d = head_dim, group = n_heads / n_kv_heads;
     size_t ld = (size_t)(n_heads + 2 * n_kv_heads) * d, ldo = (size_t)n_heads * d;
     size_t koff = (size_t)n_heads * d, voff = koff + (size_t)n_kv_heads * d;
@@ -69,20 +74,24 @@ void eng_cpu_attention_gqa_ref(float *out, const float *qkv, const int32_t *cu_s
             int g = h / group;
             for (int i = 0; i < len; i++) {
                 const float *q = qkv + (size_t)(first + i) * ld + (size_t)h * d;
-                int nk = causal ? i + 1 : len;
+                int nk = causal ? i + 1 : len, j0 = 0;
+                if (window > 0) { /* keys at |i - j| < window only */
+                    j0 = i - window + 1 > 0 ? i - window + 1 : 0;
+                    if (i + window < nk) nk = i + window;
+                }
                 double mx = -INFINITY, sum = 0;
-                for (int j = 0; j < nk; j++) {
+                for (int j = j0; j < nk; j++) {
                     const float *k = qkv + (size_t)(first + j) * ld + koff + (size_t)g * d;
                     double acc = 0;
                     for (int c = 0; c < d; c++) acc += (double)q[c] * k[c];
                     p[j] = acc * scale;
                     if (p[j] > mx) mx = p[j];
                 }
-                for (int j = 0; j < nk; j++) { p[j] = exp(p[j] - mx); sum += p[j]; }
+                for (int j = j0; j < nk; j++) { p[j] = exp(p[j] - mx); sum += p[j]; }
                 float *o = out + (size_t)(first + i) * ldo + (size_t)h * d;
                 for (int c = 0; c < d; c++) {
                     double acc = 0;
-                    for (int j = 0; j < nk; j++)
+                    for (int j = j0; j < nk; j++)
                         acc += p[j] * qkv[(size_t)(first + j) * ld + voff + (size_t)g * d + c];
                     o[c] = (float)(acc / sum);
                 }

@@ -6,7 +6,12 @@
  *   q,k ; ctx = GQA attention (causal, or bidirectional
  *   for pplx-embed style models) ; x += ctx Wo^T ;
  *   h = RMSNorm(x) ; x += (silu(h Wg^T) * (h Wu^T)) Wd^T
- * then the final RMSNorm, pooling (last token or mean per the
+ * Gemma 3 (EmbeddingGemma; cfg.gemma): embeddings times sqrt(hidden), every
+ * norm weight (1 + w) (made so at load), a norm on each block's output
+ * before its residual add (post_attn, post_mlp), gelu_tanh(gate) * up, and
+ * the sliding-window layers' own rotary (rope_local; the window itself
+ * never binds: sequences are capped at it).
+ * Then the final RMSNorm, pooling (last token or mean per the
  * sentence-transformers files) and L2 normalisation.  Attention direction
  * comes from info.causal (config.json, overridable by the engine option).
  *
@@ -21,6 +26,7 @@
  *   act  [T, I]          silu(gate) * up
  *   scratch              attention score tiles, one slice per thread
  */
+#include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,7 +73,7 @@ void eng_cpu_qwen3_close(eng_cpu_qwen3 *q) {
     free(q);
 }
 
-static int q3_layer(eng_cpu_qwen3 *q, const posy_engine *e, const eng_qwen3_layer *L, const posy_batch *b) {
+static int q3_layer(eng_cpu_qwen3 *q, const posy_engine *e, int l, const eng_qwen3_layer *L, const posy_batch *b) {
     const posy_model_info *mi = &e->cfg.info;
     int T = b->n_tokens, H = mi->hidden, F = mi->intermediate, d = e->cfg.head_dim;
     int nh = mi->heads, nkv = mi->kv_heads, QKV = (nh + 2 * nkv) * d;
@@ -78,16 +84,22 @@ static int q3_layer(eng_cpu_qwen3 *q, const posy_engine *e, const eng_qwen3_laye
         eng_cpu_rmsnorm_heads(q->qkv, (size_t)QKV, 0, T, nh, d, L->q_norm, eps);
         eng_cpu_rmsnorm_heads(q->qkv, (size_t)QKV, (size_t)nh * d, T, nkv, d, L->k_norm, eps);
     }
-    eng_cpu_rope(q->qkv, b->cu_seqlens, b->n_seqs, nh, nkv, d, &e->cfg.rope);
-    if (eng_cpu_attention_gqa(q->ctx, q->qkv, b->cu_seqlens, b->n_seqs, nh, nkv, d, mi->causal, q->scratch,
+    const int local = e->cfg.gemma && ((e->cfg.layer_local[l / 8] >> (l % 8)) & 1);
+    eng_cpu_rope(q->qkv, b->cu_seqlens, b->n_seqs, nh, nkv, d, local ? &e->cfg.rope_local : &e->cfg.rope);
+    /* Gemma 3's sliding layers: keys at |query - key| < cfg.sliding_window */
+    const int win = local ? e->cfg.sliding_window : 0;
+    if (eng_cpu_attention_gqa(q->ctx, q->qkv, b->cu_seqlens, b->n_seqs, nh, nkv, d, mi->causal, win, q->scratch,
                               q->scratch_floats) != 0)
         return -1;
     eng_cpu_linear(q->h, q->ctx, L->o_w, L->o_b, T, H, nh * d);
+    if (L->post_attn) eng_cpu_rmsnorm(q->h, q->h, L->post_attn, eps, T, H); /* Gemma 3 */
     eng_cpu_add(q->x, q->h, (size_t)T * H);
     eng_cpu_rmsnorm(q->h, q->x, L->ln2, eps, T, H);
     eng_cpu_linear(q->gu, q->h, L->gu_w, NULL, T, 2 * F, H);
-    eng_cpu_swiglu(q->act, q->gu, T, F);
+    if (e->cfg.gemma) eng_cpu_geglu_tanh(q->act, q->gu, T, F);
+    else eng_cpu_swiglu(q->act, q->gu, T, F);
     eng_cpu_linear(q->h, q->act, L->down_w, NULL, T, H, F);
+    if (L->post_mlp) eng_cpu_rmsnorm(q->h, q->h, L->post_mlp, eps, T, H);
     eng_cpu_add(q->x, q->h, (size_t)T * H);
     return 0;
 }
@@ -99,8 +111,12 @@ int eng_cpu_qwen3_forward(eng_cpu_qwen3 *q, const posy_engine *e, const posy_bat
     omp_set_num_threads(q->n_threads);
     for (int t = 0; t < b->n_tokens; t++)
         memcpy(q->x + (size_t)t * H, w->embed + (size_t)b->ids[t] * H, H * sizeof(float));
+    if (e->cfg.gemma) { /* Gemma scales its embeddings by sqrt(hidden), a float32 factor */
+        const float s = (float)sqrt((double)H);
+        for (size_t i = 0; i < (size_t)b->n_tokens * H; i++) q->x[i] *= s;
+    }
     for (int l = 0; l < w->n_layers; l++)
-        if (q3_layer(q, e, &w->layers[l], b) != 0)
+        if (q3_layer(q, e, l, &w->layers[l], b) != 0)
             return posy_err_set(err, POSY_E_INTERNAL, "CPU attention scratch too small for this batch (a sequence "
                                 "longer than max_positions %d passed validation?)", mi->max_positions);
     eng_cpu_rmsnorm(q->x, q->x, w->norm, (float)e->cfg.ln_eps, b->n_tokens, (int)H);
