@@ -19,7 +19,8 @@
 #include "eng_relpos.h"
 
 typedef enum {
-    FAM_BERT, FAM_ROBERTA, FAM_DISTILBERT, FAM_QWEN3, FAM_MPNET, FAM_QWEN2, FAM_MISTRAL, FAM_LLAMA, FAM_GEMMA3
+    FAM_BERT, FAM_ROBERTA, FAM_DISTILBERT, FAM_QWEN3, FAM_MPNET, FAM_QWEN2, FAM_MISTRAL, FAM_LLAMA, FAM_GEMMA3,
+    FAM_MODERNBERT
 } cfg_family;
 
 static const struct {
@@ -34,9 +35,11 @@ static const struct {
      * family): e5-mistral, SFR-Embedding-Mistral, gte-Qwen2, ... */
     {"qwen2", "qwen3", FAM_QWEN2},       {"mistral", "qwen3", FAM_MISTRAL},
     {"llama", "qwen3", FAM_LLAMA},       {"gemma3_text", "qwen3", FAM_GEMMA3},
+    /* an encoder, but its layer is this engine's with LayerNorms */
+    {"modernbert", "qwen3", FAM_MODERNBERT},
 };
 
-#define CFG_SUPPORTED "bert, roberta, xlm-roberta, camembert, distilbert, mpnet, qwen3, qwen2, mistral, llama, gemma3_text"
+#define CFG_SUPPORTED "bert, roberta, xlm-roberta, camembert, distilbert, mpnet, modernbert, qwen3, qwen2, mistral, llama, gemma3_text"
 
 static int cfg_activation(eng_config *c, json_t *root, const char *key, const char *def, const char *path,
                           posy_err *err) {
@@ -233,10 +236,12 @@ static int cfg_rope_gemma(eng_config *c, json_t *r, const char *p, posy_err *err
     return eng_cfgjson_num(r, "rope_local_base_freq", p, 0, 10000.0, 1, 1e12, &c->rope_local.theta, err);
 }
 
-/* Gemma 3's layer kinds into layer_local (a bit a sliding-window layer):
- * "layer_types" (one "sliding_attention" / "full_attention" a layer) or,
- * without it, every sliding_window_pattern-th layer global (default 6);
- * *any_local set when some layer slides. */
+/* Gemma 3's and ModernBERT's layer kinds into layer_local (a bit a
+ * sliding-window layer): "layer_types" (one "sliding_attention" /
+ * "full_attention" a layer) or, without it, Gemma's every
+ * sliding_window_pattern-th layer global (layers 5, 11, ... of the default
+ * 6) / ModernBERT's every global_attn_every_n_layers-th (layers 0, 3, ...
+ * of the default 3); *any_local set when some layer slides. */
 static int cfg_gemma_layers(eng_config *c, json_t *r, const char *p, int *any_local, posy_err *err) {
     const int L = c->info.layers;
     json_t *lt = json_object_get(r, "layer_types");
@@ -255,6 +260,11 @@ static int cfg_gemma_layers(eng_config *c, json_t *r, const char *p, int *any_lo
                                     "\"full_attention\"", p, l);
             if (!strcmp(v, "sliding_attention")) c->layer_local[l / 8] |= (unsigned char)(1u << (l % 8));
         }
+    } else if (c->modernbert) {
+        int every = 3, rc;
+        if ((rc = eng_cfgjson_int(r, "global_attn_every_n_layers", p, 0, 3, 1, 1 << 20, &every, err))) return rc;
+        for (int l = 0; l < L; l++)
+            if (l % every) c->layer_local[l / 8] |= (unsigned char)(1u << (l % 8));
     } else {
         int pat = 6, rc;
         if ((rc = eng_cfgjson_int(r, "sliding_window_pattern", p, 0, 6, 1, 1 << 20, &pat, err))) return rc;
@@ -376,6 +386,64 @@ static int cfg_qwen3(eng_config *c, json_t *r, const char *p, cfg_family fam, po
     return 0;
 }
 
+/* ModernBERT: an encoder whose layer is the decoders' with LayerNorms
+ * (transformers' ModernBertModel): sizes, norm_eps / norm_bias, GELU-family
+ * GLU, the global and sliding rotaries ("rope_parameters" per layer kind,
+ * or global_rope_theta 160000 / local_rope_theta 10000), layer kinds, and
+ * the sliding layers' window: a key is seen when |query - key| <=
+ * local_attention / 2.  Always bidirectional; attention and MLP biases
+ * refused (no released checkpoint has them). */
+static int cfg_modernbert(eng_config *c, json_t *r, const char *p, posy_err *err) {
+    posy_model_info *in = &c->info;
+    int rc, attn_bias = 0, mlp_bias = 0, local = 128, any_local = 0;
+    c->modernbert = 1;
+    if ((rc = eng_cfgjson_int(r, "hidden_size", p, 1, 0, 1, 65536, &in->hidden, err)) ||
+        (rc = eng_cfgjson_int(r, "num_hidden_layers", p, 1, 0, 1, 1024, &in->layers, err)) ||
+        (rc = eng_cfgjson_int(r, "num_attention_heads", p, 1, 0, 1, 1024, &in->heads, err)) ||
+        (rc = eng_cfgjson_int(r, "intermediate_size", p, 1, 0, 1, 1 << 20, &in->intermediate, err)) ||
+        (rc = eng_cfgjson_int(r, "vocab_size", p, 1, 0, 1, 1 << 24, &in->vocab, err)) ||
+        (rc = eng_cfgjson_int(r, "max_position_embeddings", p, 0, 8192, 1, 1 << 22, &c->max_position_embeddings,
+                              err)) ||
+        (rc = eng_cfgjson_int(r, "pad_token_id", p, 0, 0, 0, 1 << 24, &c->pad_token_id, err)) ||
+        (rc = eng_cfgjson_num(r, "norm_eps", p, 0, 1e-5, 0, 1, &c->ln_eps, err)) ||
+        (rc = eng_cfgjson_bool(r, "norm_bias", p, 0, &c->norm_bias, err)) ||
+        (rc = eng_cfgjson_bool(r, "attention_bias", p, 0, &attn_bias, err)) ||
+        (rc = eng_cfgjson_bool(r, "mlp_bias", p, 0, &mlp_bias, err)) ||
+        (rc = eng_cfgjson_int(r, "local_attention", p, 0, 128, 2, 1 << 22, &local, err)) ||
+        (rc = cfg_activation(c, r, "hidden_activation", "gelu", p, err)))
+        return rc;
+    if (attn_bias || mlp_bias)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: modernbert with attention_bias or mlp_bias true is not "
+                            "supported", p);
+    if (c->act == ENG_ACT_RELU)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: modernbert with hidden_activation relu is not supported", p);
+    if (in->hidden % in->heads)
+        return posy_err_set(err, POSY_E_INVALID, "%s: hidden size %d is not a multiple of %d attention heads", p,
+                            in->hidden, in->heads);
+    c->head_dim = in->hidden / in->heads;
+    in->kv_heads = in->heads;
+    in->type_vocab = 0;
+    c->q_scale = 1.0;
+    /* the rotaries: Gemma's reader takes the per-kind rope_parameters; the
+     * older keys are ModernBERT's own */
+    json_t *rp = json_object_get(r, "rope_parameters");
+    if (json_is_object(rp) && (json_object_get(rp, "full_attention") || json_object_get(rp, "sliding_attention"))) {
+        if ((rc = cfg_rope_gemma(c, r, p, err))) return rc;
+        if (!json_object_get(json_object_get(rp, "full_attention"), "rope_theta")) c->rope.theta = 160000.0;
+    } else {
+        c->rope = eng_rope_plain(160000.0);
+        c->rope_local = eng_rope_plain(10000.0);
+        if ((rc = eng_cfgjson_num(r, "global_rope_theta", p, 0, 160000.0, 1, 1e12, &c->rope.theta, err)) ||
+            (rc = eng_cfgjson_num(r, "local_rope_theta", p, 0, 10000.0, 1, 1e12, &c->rope_local.theta, err)))
+            return rc;
+    }
+    if ((rc = cfg_gemma_layers(c, r, p, &any_local, err))) return rc;
+    c->sliding_window = any_local ? local / 2 + 1 : 0;
+    in->causal = 0;
+    in->max_positions = c->max_position_embeddings;
+    return 0;
+}
+
 /* info.name: the directory's base name as given ("models/bge-small/" ->
  * "bge-small"); "." and the like resolve through realpath. */
 static void cfg_set_name(posy_model_info *in, const char *dir) {
@@ -404,7 +472,7 @@ static const char *cfg_type_from_arch(json_t *root) {
         {"XLMRoberta", "xlm-roberta"}, {"Roberta", "roberta"}, {"Camembert", "camembert"},
         {"DistilBert", "distilbert"}, {"Bert", "bert"}, {"Qwen3", "qwen3"}, {"MPNet", "mpnet"},
         {"Qwen2", "qwen2"}, {"Mistral", "mistral"}, {"Llama", "llama"}, {"Gemma3Text", "gemma3_text"},
-        {"Gemma3ForCausalLM", "gemma3_text"},
+        {"Gemma3ForCausalLM", "gemma3_text"}, {"ModernBert", "modernbert"},
     };
     const char *a = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
     for (size_t i = 0; a && i < sizeof map / sizeof map[0]; i++)
@@ -431,6 +499,7 @@ static int cfg_load_main(eng_config *c, const char *dir, posy_err *err) {
         cfg_family fam = cfg_types[k].fam;
         rc = fam == FAM_QWEN3 || fam == FAM_QWEN2 || fam == FAM_MISTRAL || fam == FAM_LLAMA || fam == FAM_GEMMA3
                  ? cfg_qwen3(c, root, path, fam, err)
+           : fam == FAM_MODERNBERT ? cfg_modernbert(c, root, path, err)
            : fam == FAM_DISTILBERT ? cfg_distilbert(c, root, path, err)
            : cfg_bert(c, root, path, fam, err);
     }

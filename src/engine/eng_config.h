@@ -64,6 +64,14 @@ typedef struct eng_config {
      * and the sliding-window layers (layer_local, a bit a layer) take their
      * own rotary (rope_local). */
     int gemma;
+    /* ModernBERT (modernbert: gte-modernbert, modernbert-embed, granite r2) on
+     * the same engine: LayerNorms (norm_eps, bias when norm_bias) instead of
+     * RMSNorms, one after the embedding gather, none before layer 0's
+     * attention; Wqkv and Wi as the stacked Q|K|V and gate|up; act(input) *
+     * gate with `act` (GELU by default); the global / sliding layers' rotaries
+     * and window (local_attention / 2 + 1) as Gemma's fields say. */
+    int modernbert;
+    int norm_bias;
     int sliding_window;          /* Gemma 3: local layers' keys at |query - key| < this (bidirectional
                                     config: config.json's W / 2 + 1, as transformers loads it); 0: none */
     double q_scale;

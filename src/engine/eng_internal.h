@@ -60,13 +60,18 @@ typedef struct eng_qwen3_layer {
                                        already; input_layernorm, pre_feedforward_layernorm) */
     const float *post_attn, *post_mlp; /* Gemma 3 only, (1 + w): post_attention_layernorm,
                                           post_feedforward_layernorm [H]; NULL otherwise */
-    const float *gu_w;              /* [2I, H]: gate rows then up rows */
+    const float *gu_w;              /* [2I, H]: gate rows then up rows (ModernBERT's Wi: input, then gate) */
     const float *down_w;            /* [H, I] */
+    const float *ln1_b, *ln2_b;     /* ModernBERT: the LayerNorms' biases (norm_bias; else the zeros);
+                                       its layer 0 has no norm before attention (ln1 NULL) */
 } eng_qwen3_layer;
 
 typedef struct eng_qwen3_weights {
     const float *embed;             /* [vocab, H] */
-    const float *norm;              /* final RMSNorm [H] */
+    const float *norm;              /* final RMSNorm [H] (ModernBERT: final_norm, a LayerNorm) */
+    const float *norm_b;            /* ModernBERT: final_norm's bias or the zeros */
+    const float *emb_norm, *emb_norm_b; /* ModernBERT: the LayerNorm after the embedding gather */
+    float *zeros;                   /* ModernBERT without norm_bias: [H] zeros for the LayerNorms */
     eng_qwen3_layer *layers;
     int n_layers;
     float *owned;

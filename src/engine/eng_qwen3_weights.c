@@ -18,6 +18,8 @@
  * lm_head is never read: pooling works on the last hidden states.  Every
  * shape is checked against config.json; errors name file and tensor.
  *
+ * ModernBERT (cfg->modernbert): its own names, qw_walk_modernbert.
+ *
  * Gemma 3 (cfg->gemma): the norms are "input_layernorm" (before
  * attention), "post_attention_layernorm" (after it, before the residual
  * add), "pre_feedforward_layernorm", "post_feedforward_layernorm", q/k
@@ -115,11 +117,47 @@ typedef struct {
     eng_qwen3_weights *w;
 } qw_walk_arg;
 
+/* ModernBERT's names (ModernBertModel under "" or "model."):
+ * "embeddings.tok_embeddings.weight", "embeddings.norm.{weight,bias}",
+ * "layers.N.attn_norm.*" (N >= 1), "layers.N.attn.{Wqkv,Wo}.weight",
+ * "layers.N.mlp_norm.*", "layers.N.mlp.{Wi,Wo}.weight", "final_norm.*";
+ * a LayerNorm bias only with norm_bias (else the zeros). */
+static int qw_walk_modernbert(qw_ctx *c, const eng_config *cfg, eng_qwen3_weights *w) {
+    const int64_t H = cfg->info.hidden, I = cfg->info.intermediate;
+    int64_t dv[2] = {cfg->info.vocab, H}, dH[1] = {H}, d3[2] = {3 * H, H}, dHH[2] = {H, H}, dgu[2] = {2 * I, H},
+            dHI[2] = {H, I};
+    const int nb = cfg->norm_bias;
+    char n[128];
+    int rc;
+#define MB_LN(name, wdst, bdst)                                                                           \
+    ((snprintf(n, sizeof n, "%s.weight", name), rc = qw_take(c, n, 1, dH, wdst)) ||                      \
+     (nb && (snprintf(n, sizeof n, "%s.bias", name), rc = qw_take(c, n, 1, dH, bdst))))
+    if ((rc = qw_take(c, "embeddings.tok_embeddings.weight", 2, dv, &w->embed)) ||
+        MB_LN("embeddings.norm", &w->emb_norm, &w->emb_norm_b) || MB_LN("final_norm", &w->norm, &w->norm_b))
+        return rc;
+    for (int i = 0; i < cfg->info.layers; i++) {
+        eng_qwen3_layer *L = &w->layers[i];
+        char lp[64], an[96], mn[96];
+        snprintf(lp, sizeof lp, "layers.%d.", i);
+        snprintf(an, sizeof an, "%sattn_norm", lp);
+        snprintf(mn, sizeof mn, "%smlp_norm", lp);
+        if ((i && MB_LN(an, &L->ln1, &L->ln1_b)) || MB_LN(mn, &L->ln2, &L->ln2_b) ||
+            (snprintf(n, sizeof n, "%sattn.Wqkv.weight", lp), rc = qw_take(c, n, 2, d3, &L->qkv_w)) ||
+            (snprintf(n, sizeof n, "%sattn.Wo.weight", lp), rc = qw_take(c, n, 2, dHH, &L->o_w)) ||
+            (snprintf(n, sizeof n, "%smlp.Wi.weight", lp), rc = qw_take(c, n, 2, dgu, &L->gu_w)) ||
+            (snprintf(n, sizeof n, "%smlp.Wo.weight", lp), rc = qw_take(c, n, 2, dHI, &L->down_w)))
+            return rc;
+    }
+#undef MB_LN
+    return 0;
+}
+
 static int qw_walk(qw_ctx *c, void *arg) {
     const qw_walk_arg *a = arg;
     const eng_config *cfg = a->cfg;
     int bias = a->bias, o_bias = a->o_bias;
     eng_qwen3_weights *w = a->w;
+    if (cfg->modernbert) return qw_walk_modernbert(c, cfg, w);
     int64_t dv[2] = {cfg->info.vocab, cfg->info.hidden};
     int rc;
     if ((rc = qw_take(c, "embed_tokens.weight", 2, dv, &w->embed)) ||
@@ -141,15 +179,18 @@ int eng_qwen3_weights_load(eng_qwen3_weights *w, const eng_config *cfg, const en
     if (cfg->head_dim < 2 || cfg->head_dim > 1024 || cfg->head_dim % 2)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s/config.json: head_dim %d is not supported (even, 2..1024)",
                             cfg->info.model_dir, cfg->head_dim);
-    if (cfg->act != (cfg->gemma ? ENG_ACT_GELU_TANH : ENG_ACT_SILU))
+    if (!cfg->modernbert && cfg->act != (cfg->gemma ? ENG_ACT_GELU_TANH : ENG_ACT_SILU))
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s/config.json: %s with hidden_act other than %s is not "
                             "supported", cfg->info.model_dir, cfg->model_type,
                             cfg->gemma ? "gelu_pytorch_tanh" : "silu");
     qw_ctx c = {st, NULL, 0, NULL, 0, err};
-    c.prefix = eng_st_find(st, "embed_tokens.weight") ? "" : eng_st_find(st, "model.embed_tokens.weight") ? "model." : NULL;
+    const char *emb = cfg->modernbert ? "embeddings.tok_embeddings.weight" : "embed_tokens.weight";
+    char en[96];
+    snprintf(en, sizeof en, "model.%s", emb);
+    c.prefix = eng_st_find(st, emb) ? "" : eng_st_find(st, en) ? "model." : NULL;
     if (!c.prefix)
-        return posy_err_set(err, POSY_E_INVALID, "%s: tensor embed_tokens.weight not found (with or without a model. "
-                            "prefix): not a %s checkpoint?", st->path, cfg->model_type);
+        return posy_err_set(err, POSY_E_INVALID, "%s: tensor %s not found (with or without a model. "
+                            "prefix): not a %s checkpoint?", st->path, emb, cfg->model_type);
     char bn[96];
     snprintf(bn, sizeof bn, "%slayers.0.self_attn.q_proj.bias", c.prefix);
     int bias = eng_st_find(st, bn) != NULL;
@@ -163,6 +204,15 @@ int eng_qwen3_weights_load(eng_qwen3_weights *w, const eng_config *cfg, const en
     if (rc) {
         eng_qwen3_weights_free(w);
         return rc;
+    }
+    if (cfg->modernbert && !cfg->norm_bias) { /* the LayerNorms' missing biases */
+        w->zeros = calloc((size_t)cfg->info.hidden, sizeof *w->zeros);
+        if (!w->zeros) {
+            eng_qwen3_weights_free(w);
+            return posy_err_set(err, POSY_E_NOMEM, "out of memory");
+        }
+        w->emb_norm_b = w->norm_b = w->zeros;
+        for (int l = 0; l < w->n_layers; l++) w->layers[l].ln1_b = w->layers[l].ln2_b = w->zeros;
     }
     if (cfg->gemma) { /* (1 + w): the copies are ours (qw_norm) */
         const int H = cfg->info.hidden, d = cfg->head_dim;
@@ -182,6 +232,7 @@ int eng_qwen3_weights_load(eng_qwen3_weights *w, const eng_config *cfg, const en
 
 void eng_qwen3_weights_free(eng_qwen3_weights *w) {
     free(w->owned);
+    free(w->zeros);
     free(w->layers);
     memset(w, 0, sizeof *w);
 }

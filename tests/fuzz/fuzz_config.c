@@ -90,7 +90,10 @@ static void fuzz_check_ok(const eng_config *c) {
     const int gemma = !strcmp(c->model_type, "gemma3_text");
     if (c->qk_norm != (!strcmp(c->model_type, "qwen3") || gemma) || c->gemma != gemma) abort();
     /* Gemma 3: a window only with a sliding layer, an attention scale > 0, a layer-kind bit per layer at most */
-    if (c->sliding_window < 0 || (!gemma && (c->sliding_window || !(c->q_scale == 1.0 || c->q_scale == 0.0)))) abort();
+    const int mb = !strcmp(c->model_type, "modernbert");
+    if (c->modernbert != mb || (mb && (c->info.causal || c->head_dim * in->heads != in->hidden))) abort();
+    if (c->sliding_window < 0 || (!gemma && !mb && c->sliding_window) || (!gemma && !(c->q_scale == 1.0 || c->q_scale == 0.0)))
+        abort();
     if (gemma && !(c->q_scale > 0 && isfinite(c->q_scale))) abort();
     for (int l = in->layers; l < (int)sizeof c->layer_local * 8; l++)
         if ((c->layer_local[l / 8] >> (l % 8)) & 1) abort();
@@ -114,7 +117,7 @@ static void fuzz_check_ok(const eng_config *c) {
     /* the decoders' rotary: a known type, and finite frequencies whatever
      * the scaling parameters (eng_rope.h divides by them) */
     if (!strcmp(in->arch, "qwen3")) {
-        for (int k = 0; k < 1 + c->gemma; k++) { /* Gemma 3: the sliding layers' rotary too */
+        for (int k = 0; k < 1 + (c->gemma || c->modernbert); k++) { /* Gemma 3, ModernBERT: the sliding layers' too */
             const eng_rope *r = k ? &c->rope_local : &c->rope;
             if (!(r->theta >= 1 && r->theta <= 1e12) || (unsigned)r->type > ENG_ROPE_LLAMA3) abort();
             if (r->type != ENG_ROPE_DEFAULT && !(r->factor > 0)) abort();

@@ -107,6 +107,11 @@ GEMMA3 = {"model_type": "gemma3_text", "architectures": ["Gemma3TextModel"], "hi
           "rope_theta": 1000000.0, "rope_local_base_freq": 10000.0, "rope_scaling": None, "sliding_window": 512,
           "sliding_window_pattern": 3, "query_pre_attn_scalar": 32, "use_bidirectional_attention": True,
           "hidden_activation": "gelu_pytorch_tanh", "attn_logit_softcapping": None, "final_logit_softcapping": None}
+MODERNBERT = {"model_type": "modernbert", "architectures": ["ModernBertModel"], "hidden_size": 64,
+              "num_hidden_layers": 4, "num_attention_heads": 4, "intermediate_size": 96, "vocab_size": 512,
+              "max_position_embeddings": 8192, "norm_eps": 1e-5, "norm_bias": False, "attention_bias": False,
+              "mlp_bias": False, "hidden_activation": "gelu", "local_attention": 128, "global_attn_every_n_layers": 3,
+              "global_rope_theta": 160000.0, "local_rope_theta": 10000.0, "pad_token_id": 50283}
 MODULES = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]
@@ -131,6 +136,8 @@ CFG = {
     "qwen2_only": [QWEN2],
     "llama3_rope": [LLAMA3],
     "gemma3_st": [GEMMA3, MODULES, POOL_MEAN, {"max_seq_length": 2048}],
+    "modernbert_st": [MODERNBERT, MODULES, dict(POOL_MEAN, pooling_mode_mean_tokens=False, pooling_mode_cls_token=True),
+                      {"max_seq_length": 8192}],
     "dense_st": [BERT, MODULES[:2] + [{"idx": 2, "name": "2", "path": "2_Dense",
                                        "type": "sentence_transformers.models.Dense"}] + MODULES[2:],
                  POOL_MEAN, {}, {}, {}, {"in_features": 64, "out_features": 16, "bias": True,

@@ -36,6 +36,12 @@ the stored values):
             the 40- and 64-token sequences see the window), the
             SentencePiece-style tokenizer.  Its own seed, so
             `--only gemma3` rewrites it alone with the same weights.
+  modernbert/ ModernBertModel (gte-modernbert / modernbert-embed style; an
+            encoder run on the same engine): LayerNorms without bias, layer
+            0 without its attention norm, GELU GLU, 3 layers (layer 0 global
+            with rope 160000, layers 1-2 sliding with 10000),
+            local_attention 32 (|query - key| <= 16, binding from 18 tokens
+            on), mean pooling, the byte-level tokenizer.  Its own seed.
 
 reference.json: "sequences" (token ids), and per model its pooling and,
 for each attention mode ("causal", "bidirectional"), the pooled + L2
@@ -131,6 +137,10 @@ def embed(model, ids, bidirectional, pooling):
         i = torch.arange(n)
         far = (i[:, None] - i[None, :]).abs() >= w
         mask = {"full_attention": mask, "sliding_attention": mask.masked_fill(far, float("-inf"))}
+    if isinstance(model, T.ModernBertModel):  # its window is inclusive: |q - k| <= local_attention // 2
+        i = torch.arange(n)
+        far = (i[:, None] - i[None, :]).abs() > model.config.sliding_window
+        mask = {"full_attention": mask, "sliding_attention": mask.masked_fill(far, float("-inf"))}
     h = model(input_ids=torch.tensor([ids]), attention_mask=mask).last_hidden_state[0].double()
     v = h[-1] if pooling == "last" else h.mean(0)
     return (v / v.norm()).tolist()
@@ -178,6 +188,15 @@ SPECS = {
                        use_bidirectional_attention=True, attn_logit_softcapping=None,
                        final_logit_softcapping=None, tie_word_embeddings=True, bos_token_id=bos,
                        eos_token_id=eos, pad_token_id=0)),
+    "modernbert": dict(cls=T.ModernBertModel, tok=bytelevel_tokenizer, pooling="mean", causal=False, prompts={},
+                       seed=991,
+                       cfg=lambda bos, eos: T.ModernBertConfig(
+                           vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=3,
+                           num_attention_heads=4, max_position_embeddings=256, hidden_activation="gelu",
+                           norm_eps=1e-5, norm_bias=False, attention_bias=False, mlp_bias=False,
+                           local_attention=32, global_attn_every_n_layers=3, global_rope_theta=160000.0,
+                           local_rope_theta=10000.0, pad_token_id=0, bos_token_id=eos, eos_token_id=eos,
+                           cls_token_id=eos, sep_token_id=eos, tie_word_embeddings=True)),
 }
 
 
@@ -209,7 +228,7 @@ def main():
         d = os.path.join(OUT, name)
         model.to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
         c = json.load(open(os.path.join(d, "config.json")))
-        if not sp["causal"] and name != "gemma3":  # Gemma says it with use_bidirectional_attention
+        if not sp["causal"] and name not in ("gemma3", "modernbert"):  # theirs say it their own way
             c["is_causal"] = False
         if sp.get("old_rope"):  # as Llama 3.2's own config.json: transformers < 5's keys
             rp = dict(c.pop("rope_parameters"))

@@ -21,6 +21,8 @@
  *             length cap: max_positions 64), last-token pooling, causal
  *   llama/    attention_bias (q, k, v and o), mean pooling, "is_causal":
  *             false
+ *   modernbert/ ModernBERT (an encoder on this engine): LayerNorms, GELU GLU,
+ *             two rotaries, a window binding from 18 tokens
  *   gemma3/   Gemma 3 (EmbeddingGemma): (1 + w) norms, post-attention and
  *             post-MLP norms, GeGLU, scaled embeddings, two rotaries and a
  *             sliding window that binds on the longer sequences
@@ -117,12 +119,14 @@ static double min_cos(const float *out, int H, json_t *refs) {
     return worst;
 }
 
-static void check_model(const char *name, int config_causal) {
+/* every attention mode (last_mode POSY_ATTN_BIDIRECTIONAL), or the model's
+ * own only (POSY_ATTN_MODEL: an encoder, which refuses --attention) */
+static void check_model_modes(const char *name, int config_causal, int last_mode) {
     json_t *m = json_object_get(json_object_get(ref_root, "models"), name);
     CHECK(m != NULL);
     if (!m) return;
     const int want_pool = !strcmp(json_string_value(json_object_get(m, "pooling")), "last") ? POSY_POOL_LAST : POSY_POOL_MEAN;
-    for (int mode = POSY_ATTN_MODEL; mode <= POSY_ATTN_BIDIRECTIONAL; mode++) {
+    for (int mode = POSY_ATTN_MODEL; mode <= last_mode; mode++) {
         posy_engine *e = open_model(name, (posy_attention)mode);
         if (!e) continue;
         const posy_model_info *mi = posy_engine_info(e);
@@ -151,6 +155,10 @@ static void check_model(const char *name, int config_causal) {
     }
 }
 
+static void check_model(const char *name, int config_causal) {
+    check_model_modes(name, config_causal, POSY_ATTN_BIDIRECTIONAL);
+}
+
 static void test_qwen3_causal(void) { check_model("causal", 1); }
 static void test_qwen3_bidir(void) { check_model("bidir", 0); }
 
@@ -174,6 +182,15 @@ static void test_decoders(void) {
         CHECK_EQ_INT(posy_engine_info(e)->max_positions, 256);
         posy_engine_close(e);
     }
+    /* ModernBERT: an encoder on this engine (its own mode only; --attention refused) */
+    check_model_modes("modernbert", 0, POSY_ATTN_MODEL);
+    posy_engine_opts o = {0};
+    o.device = POSY_DEVICE_CPU;
+    o.attention = POSY_ATTN_CAUSAL;
+    posy_err err;
+    posy_err_clear(&err);
+    CHECK(posy_engine_open(FIX_DEC "/modernbert", &o, &err) == NULL);
+    CHECK_STR_CONTAINS(err.msg, "encoder");
     json_decref(ref_root);
     ref_root = NULL;
 }

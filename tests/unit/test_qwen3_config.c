@@ -224,6 +224,21 @@ static void test_families(void) {
  * and what is refused. */
 static int is_local(const eng_config *c, int l) { return (c->layer_local[l / 8] >> (l % 8)) & 1; }
 
+/* each extra field on a config of `type` refused, the message naming want */
+typedef struct bad_field {
+    const char *extra, *want;
+} bad_field;
+
+static void refused(const char *type, const bad_field *bad, size_t n) {
+    eng_config c;
+    posy_err err;
+    for (size_t i = 0; i < n; i++) {
+        write_typed(type, bad[i].extra);
+        CHECK_MSG(load(&c, &err) != 0, "%s accepted %s", type, bad[i].extra);
+        CHECK_STR_CONTAINS(err.msg, bad[i].want);
+    }
+}
+
 static void test_gemma3(void) {
     eng_config c;
     posy_err err;
@@ -260,7 +275,7 @@ static void test_gemma3(void) {
     CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
     CHECK_EQ_INT(c.sliding_window, 0);
     eng_config_free(&c);
-    static const struct { const char *extra, *want; } bad[] = {
+    static const bad_field bad[] = {
         {"\"attn_logit_softcapping\":50.0", "attn_logit_softcapping"},
         {"\"is_causal\":false", "is_causal"},
         {"\"hidden_activation\":\"silu\"", "gelu_pytorch_tanh"},
@@ -269,11 +284,7 @@ static void test_gemma3(void) {
         {"\"rope_parameters\":{\"full_attention\":{\"rope_theta\":10000.0}}", "sliding_attention"},
         {"\"rope_parameters\":{\"full_attention\":{},\"sliding_attention\":{\"rope_type\":\"yarn\"}}", "yarn"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        write_typed("gemma3_text", bad[i].extra);
-        CHECK_MSG(load(&c, &err) != 0, "accepted %s", bad[i].extra);
-        CHECK_STR_CONTAINS(err.msg, bad[i].want);
-    }
+    refused("gemma3_text", bad, sizeof bad / sizeof bad[0]);
     /* the class name alone says it */
     write_body("\"architectures\":[\"Gemma3TextModel\"]," SIZES);
     CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
@@ -281,9 +292,43 @@ static void test_gemma3(void) {
     eng_config_free(&c);
 }
 
+/* ModernBERT: the older keys (global / local rope theta,
+ * global_attn_every_n_layers), the window bound, LayerNorm flags, refusals */
+static void test_modernbert(void) {
+    eng_config c;
+    posy_err err;
+    write_body("\"model_type\":\"modernbert\",\"hidden_size\":64,\"num_hidden_layers\":4,\"num_attention_heads\":4,"
+               "\"intermediate_size\":96,\"vocab_size\":512,\"global_rope_theta\":160000.0,\"local_rope_theta\":"
+               "10000.0,\"global_attn_every_n_layers\":2,\"local_attention\":128,\"norm_bias\":true,"
+               "\"norm_eps\":1e-5,\"hidden_activation\":\"gelu\"");
+    CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
+    CHECK(c.modernbert == 1 && c.gemma == 0 && c.qk_norm == 0 && c.norm_bias == 1);
+    CHECK(c.rope.theta == 160000.0 && c.rope_local.theta == 10000.0);
+    CHECK(!is_local(&c, 0) && is_local(&c, 1) && !is_local(&c, 2) && is_local(&c, 3));
+    CHECK_EQ_INT(c.sliding_window, 65); /* |q - k| <= 64 */
+    CHECK_EQ_INT(c.head_dim, 16);
+    CHECK_EQ_INT(c.info.causal, 0);
+    CHECK(c.act == ENG_ACT_GELU && c.ln_eps == 1e-5);
+    CHECK_EQ_INT(c.info.max_positions, 8192);
+    eng_config_free(&c);
+    /* defaults: every 3rd layer global, 160000 / 10000 */
+    write_typed("modernbert", "");
+    CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
+    CHECK(!is_local(&c, 0) && is_local(&c, 1));
+    CHECK(c.rope.theta == 160000.0 && c.rope_local.theta == 10000.0 && c.norm_bias == 0);
+    eng_config_free(&c);
+    static const bad_field bad[] = {
+        {"\"attention_bias\":true", "attention_bias"},
+        {"\"mlp_bias\":true", "mlp_bias"},
+        {"\"hidden_activation\":\"relu\"", "relu"},
+        {"\"layer_types\":[\"full_attention\"]", "layer_types"},
+    };
+    refused("modernbert", bad, sizeof bad / sizeof bad[0]);
+}
+
 static void test_cleanup(void) {
     if (g_dir[0]) nftw(g_dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
 }
 
-TEST_MAIN(TEST(test_rope_theta_places), TEST(test_rope_scaling), TEST(test_attention_direction), TEST(test_refusals), TEST(test_families), TEST(test_gemma3),
+TEST_MAIN(TEST(test_rope_theta_places), TEST(test_rope_scaling), TEST(test_attention_direction), TEST(test_refusals), TEST(test_families), TEST(test_gemma3), TEST(test_modernbert),
           TEST(test_cleanup))

@@ -106,6 +106,20 @@ void eng_cpu_geglu_tanh(float *out, const float *gu, int n_rows, int NI) {
         geglu_row(out + (size_t)r * NI, gu + (size_t)r * 2 * NI, gu + (size_t)r * 2 * NI + NI, NI);
 }
 
+/* ModernBERT's MLP: gelu(input) * gate with the exact (erf) GELU */
+ENG_CPU_CLONES static void geglu_erf_row(float *o, const float *g, const float *u, int NI) {
+    for (int j = 0; j < NI; j++) {
+        const float x = g[j];
+        o[j] = 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)) * u[j];
+    }
+}
+
+void eng_cpu_geglu_erf(float *out, const float *gu, int n_rows, int NI) {
+#pragma omp parallel for schedule(static) if ((long)n_rows * NI >= DEC_PAR_MIN)
+    for (int r = 0; r < n_rows; r++)
+        geglu_erf_row(out + (size_t)r * NI, gu + (size_t)r * 2 * NI, gu + (size_t)r * 2 * NI + NI, NI);
+}
+
 void eng_cpu_add(float *x, const float *y, size_t n) {
 #pragma omp parallel for simd schedule(static) if (n >= DEC_PAR_MIN * 8)
     for (size_t i = 0; i < n; i++) x[i] += y[i];

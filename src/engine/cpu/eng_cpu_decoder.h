@@ -77,6 +77,8 @@ void eng_cpu_swiglu_ref(float *out, const float *gu, int n_rows, int n_inter);
 void eng_cpu_swiglu(float *out, const float *gu, int n_rows, int n_inter);
 /* out[r] = gelu_tanh(gate[r]) * up[r], same layout (Gemma 3's MLP). */
 void eng_cpu_geglu_tanh(float *out, const float *gu, int n_rows, int NI);
+/* out[r] = gelu(gate[r]) * up[r] with the exact (erf) GELU (ModernBERT). */
+void eng_cpu_geglu_erf(float *out, const float *gu, int n_rows, int NI);
 
 /* x[i] += y[i] over n floats (residual connections). */
 void eng_cpu_add(float *x, const float *y, size_t n);

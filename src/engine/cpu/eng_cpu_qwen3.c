@@ -10,7 +10,9 @@
  * norm weight (1 + w) (made so at load), a norm on each block's output
  * before its residual add (post_attn, post_mlp), gelu_tanh(gate) * up, and
  * the sliding-window layers' own rotary (rope_local; the window itself
- * never binds: sequences are capped at it).
+ * masked in attention).  ModernBERT (cfg.modernbert, an encoder) takes the
+ * same layer with LayerNorms (one after the embedding gather, none before
+ * layer 0's attention), GELU's GLU, and the same two rotaries and window.
  * Then the final RMSNorm, pooling (last token or mean per the
  * sentence-transformers files) and L2 normalisation.  Attention direction
  * comes from info.causal (config.json, overridable by the engine option).
@@ -73,20 +75,32 @@ void eng_cpu_qwen3_close(eng_cpu_qwen3 *q) {
     free(q);
 }
 
+/* y = norm(x): RMSNorm, or ModernBERT's LayerNorm (g, bias b) */
+static void q3_norm(const posy_engine *e, float *y, const float *x, const float *g, const float *b, int T, int H) {
+    const float eps = (float)e->cfg.ln_eps;
+    if (!e->cfg.modernbert) {
+        eng_cpu_rmsnorm(y, x, g, eps, T, H);
+        return;
+    }
+    if (y != x) memcpy(y, x, sizeof(float) * (size_t)T * H);
+    eng_cpu_add_layernorm(y, NULL, g, b, eps, T, H);
+}
+
 static int q3_layer(eng_cpu_qwen3 *q, const posy_engine *e, int l, const eng_qwen3_layer *L, const posy_batch *b) {
     const posy_model_info *mi = &e->cfg.info;
     int T = b->n_tokens, H = mi->hidden, F = mi->intermediate, d = e->cfg.head_dim;
     int nh = mi->heads, nkv = mi->kv_heads, QKV = (nh + 2 * nkv) * d;
     float eps = (float)e->cfg.ln_eps;
-    eng_cpu_rmsnorm(q->h, q->x, L->ln1, eps, T, H);
+    if (L->ln1) q3_norm(e, q->h, q->x, L->ln1, L->ln1_b, T, H);
+    else memcpy(q->h, q->x, sizeof(float) * (size_t)T * H); /* ModernBERT's layer 0 */
     eng_cpu_linear(q->qkv, q->h, L->qkv_w, L->qkv_b, T, QKV, H);
     if (L->q_norm) { /* Qwen3 only */
         eng_cpu_rmsnorm_heads(q->qkv, (size_t)QKV, 0, T, nh, d, L->q_norm, eps);
         eng_cpu_rmsnorm_heads(q->qkv, (size_t)QKV, (size_t)nh * d, T, nkv, d, L->k_norm, eps);
     }
-    const int local = e->cfg.gemma && ((e->cfg.layer_local[l / 8] >> (l % 8)) & 1);
+    const int local = (e->cfg.gemma || e->cfg.modernbert) && ((e->cfg.layer_local[l / 8] >> (l % 8)) & 1);
     eng_cpu_rope(q->qkv, b->cu_seqlens, b->n_seqs, nh, nkv, d, local ? &e->cfg.rope_local : &e->cfg.rope);
-    /* Gemma 3's sliding layers: keys at |query - key| < cfg.sliding_window */
+    /* Gemma 3's and ModernBERT's sliding layers: keys at |query - key| < cfg.sliding_window */
     const int win = local ? e->cfg.sliding_window : 0;
     if (eng_cpu_attention_gqa(q->ctx, q->qkv, b->cu_seqlens, b->n_seqs, nh, nkv, d, mi->causal, win, q->scratch,
                               q->scratch_floats) != 0)
@@ -94,9 +108,10 @@ static int q3_layer(eng_cpu_qwen3 *q, const posy_engine *e, int l, const eng_qwe
     eng_cpu_linear(q->h, q->ctx, L->o_w, L->o_b, T, H, nh * d);
     if (L->post_attn) eng_cpu_rmsnorm(q->h, q->h, L->post_attn, eps, T, H); /* Gemma 3 */
     eng_cpu_add(q->x, q->h, (size_t)T * H);
-    eng_cpu_rmsnorm(q->h, q->x, L->ln2, eps, T, H);
+    q3_norm(e, q->h, q->x, L->ln2, L->ln2_b, T, H);
     eng_cpu_linear(q->gu, q->h, L->gu_w, NULL, T, 2 * F, H);
-    if (e->cfg.gemma) eng_cpu_geglu_tanh(q->act, q->gu, T, F);
+    if (e->cfg.act == ENG_ACT_GELU_TANH) eng_cpu_geglu_tanh(q->act, q->gu, T, F); /* Gemma 3, some ModernBERTs */
+    else if (e->cfg.act == ENG_ACT_GELU) eng_cpu_geglu_erf(q->act, q->gu, T, F);  /* ModernBERT */
     else eng_cpu_swiglu(q->act, q->gu, T, F);
     eng_cpu_linear(q->h, q->act, L->down_w, NULL, T, H, F);
     if (L->post_mlp) eng_cpu_rmsnorm(q->h, q->h, L->post_mlp, eps, T, H);
@@ -115,11 +130,12 @@ int eng_cpu_qwen3_forward(eng_cpu_qwen3 *q, const posy_engine *e, const posy_bat
         const float s = (float)sqrt((double)H);
         for (size_t i = 0; i < (size_t)b->n_tokens * H; i++) q->x[i] *= s;
     }
+    if (e->cfg.modernbert) q3_norm(e, q->x, q->x, w->emb_norm, w->emb_norm_b, b->n_tokens, (int)H);
     for (int l = 0; l < w->n_layers; l++)
         if (q3_layer(q, e, l, &w->layers[l], b) != 0)
             return posy_err_set(err, POSY_E_INTERNAL, "CPU attention scratch too small for this batch (a sequence "
                                 "longer than max_positions %d passed validation?)", mi->max_positions);
-    eng_cpu_rmsnorm(q->x, q->x, w->norm, (float)e->cfg.ln_eps, b->n_tokens, (int)H);
+    q3_norm(e, q->x, q->x, w->norm, w->norm_b, b->n_tokens, (int)H);
     eng_cpu_pool(b->out, q->x, b->cu_seqlens, b->pool_skip, b->n_seqs, (int)H, mi->pooling);
     if (eng_config_pool_normalize(&e->cfg)) eng_cpu_l2_normalize(b->out, b->n_seqs, (int)H); /* Dense: the front does */
     return 0;

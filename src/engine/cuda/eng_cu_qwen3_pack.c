@@ -21,9 +21,10 @@ int eng_cu_q3_check(const eng_config *cfg, posy_err *err) {
     if (strcmp(in->arch, "qwen3"))
         return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: '%s' is not a decoder of the qwen3 family",
                             in->arch);
-    if (cfg->gemma)
-        return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: %s (Gemma 3, EmbeddingGemma) runs on the CPU "
-                            "engine only: its GPU path is not written; use --device cpu", cfg->model_type);
+    if (cfg->gemma || cfg->modernbert)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: %s (%s) runs on the CPU engine only: its GPU "
+                            "path is not written; use --device cpu", cfg->model_type,
+                            cfg->gemma ? "Gemma 3, EmbeddingGemma" : "ModernBERT");
     if (gate && !strcmp(gate, "0"))
         return posy_err_set(err, POSY_E_UNSUPPORTED,
                             "cuda backend: qwen3 on the GPU is turned off by POSY_CUDA_QWEN3=0; use --device cpu "
