@@ -61,7 +61,9 @@ static int backend_open(posy_engine *e, posy_err *err) {
     if (e->opts.device == POSY_DEVICE_CUDA || e->opts.device == POSY_DEVICE_AUTO) {
         posy_err cerr;
         posy_err_clear(&cerr);
+        int have_gpu = 0;
         if (eng_cuda_available(e->opts.device_index, &cerr)) {
+            have_gpu = 1;
             budget_for(e, POSY_DEVICE_CUDA);
             e->ops = &eng_cuda_backend;
             if (e->ops->open(e, &cerr) == 0) return 0;
@@ -70,7 +72,10 @@ static int backend_open(posy_engine *e, posy_err *err) {
             if (err) *err = cerr;
             return posy_err_wrap(err, "--device cuda:%d", e->opts.device_index);
         }
-        POSY_INFO("engine: no usable GPU (%s); using the CPU", cerr.msg[0] ? cerr.msg : "none found");
+        if (have_gpu) /* a GPU, but not for this model (or not enough of it): say which */
+            POSY_WARN("engine: the GPU backend cannot run this model (%s); using the CPU", cerr.msg);
+        else
+            POSY_INFO("engine: no usable GPU (%s); using the CPU", cerr.msg[0] ? cerr.msg : "none found");
     }
 #else
     if (e->opts.device == POSY_DEVICE_CUDA)
