@@ -10,7 +10,8 @@
  * head_dim); query head h reads KV head h / (heads / kv_heads), so nothing
  * is repeated or copied.  Causal tiles only score keys up to their last
  * row and the softmax masks the rest of each row; a window (Gemma 3's
- * sliding layers) masks keys at |query - key| >= window too.  Softmax is the engine's
+ * and ModernBERT's sliding layers) masks keys at |query - key| >= window
+ * too, and a tile then scores only the band of keys its rows can see.  Softmax is the engine's
  * eng_cpu_softmax (vectorised exp, tested against double).  Sequences of
  * GQA_BLAS_MIN tokens or more use sgemm for Q K^T and P V with OpenBLAS held
  * to one thread while the parallel region runs.
@@ -70,27 +71,36 @@ static void gqa_pv(float *O, size_t ldo, const float *P, const float *V, size_t 
 }
 
 static void gqa_head(const gqa_args *a, int first, int len, int h, float *S) {
-    int d = a->d, g = h / a->group, blas = len >= GQA_BLAS_MIN;
+    int d = a->d, g = h / a->group, w = a->window;
     float scale = 1.0f / sqrtf((float)d);
     const float *K = a->qkv + (size_t)first * a->ld + a->koff + (size_t)g * d;
     const float *V = a->qkv + (size_t)first * a->ld + a->voff + (size_t)g * d;
     for (int q0 = 0; q0 < len; q0 += a->tq) {
         int tq = len - q0 < a->tq ? len - q0 : a->tq;
-        int nk = a->causal ? q0 + tq : len;
+        /* the tile's keys [k0, k1): all (bidirectional), up to its last row
+         * (causal), and within the window of some row of the tile (a sliding
+         * layer: the band alone is scored, so long inputs cost O(len w)) */
+        int k0 = 0, k1 = a->causal ? q0 + tq : len;
+        if (w > 0) {
+            if (q0 - w + 1 > k0) k0 = q0 - w + 1;
+            if (q0 + tq - 1 + w < k1) k1 = q0 + tq - 1 + w;
+        }
+        int nk = k1 - k0, blas = (w > 0 ? nk : len) >= GQA_BLAS_MIN; /* no window: as before the band */
         const float *Q = a->qkv + (size_t)(first + q0) * a->ld + (size_t)h * d;
-        gqa_scores(S, Q, K, a->ld, tq, nk, d, scale, blas);
+        gqa_scores(S, Q, K + (size_t)k0 * a->ld, a->ld, tq, nk, d, scale, blas);
         for (int i = 0; i < tq; i++) {
             float *row = S + (size_t)i * nk;
-            int qi = q0 + i, lo = 0, lim = a->causal ? qi + 1 : nk;
-            if (a->window > 0) { /* Gemma 3's sliding layers */
-                lo = qi - a->window + 1 > 0 ? qi - a->window + 1 : 0;
-                if (qi + a->window < lim) lim = qi + a->window;
+            int qi = q0 + i, lo = k0, lim = a->causal ? qi + 1 : k1; /* key indices in the sequence */
+            if (w > 0) { /* Gemma 3's and ModernBERT's sliding layers */
+                if (qi - w + 1 > lo) lo = qi - w + 1;
+                if (qi + w < lim) lim = qi + w;
             }
-            for (int j = 0; j < lo; j++) row[j] = 0.0f;
-            eng_cpu_softmax(row + lo, lim - lo);
-            for (int j = lim; j < nk; j++) row[j] = 0.0f;
+            for (int j = 0; j < lo - k0; j++) row[j] = 0.0f;
+            eng_cpu_softmax(row + (lo - k0), lim - lo);
+            for (int j = lim - k0; j < nk; j++) row[j] = 0.0f;
         }
-        gqa_pv(a->out + (size_t)(first + q0) * a->ldo + (size_t)h * d, a->ldo, S, V, a->ld, tq, nk, d, blas);
+        gqa_pv(a->out + (size_t)(first + q0) * a->ldo + (size_t)h * d, a->ldo, S, V + (size_t)k0 * a->ld, a->ld, tq,
+               nk, d, blas);
     }
 }
 
