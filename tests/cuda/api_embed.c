@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include "posy_engine.h"
 
 typedef struct job { posy_batch b; int first; } job;
@@ -72,6 +73,8 @@ int main(int argc, char **argv) {
         n_jobs++;
     }
     posy_result res[16];
+    struct timespec t0, t1;
+    clock_gettime(CLOCK_MONOTONIC, &t0);
     for (int j = 0; j < n_jobs; j++) {
         int got = posy_engine_step(e, &jobs[j].b, res, 16, &err);
         if (got < 0) { fprintf(stderr, "step: %s\n", err.msg); return 1; }
@@ -81,12 +84,13 @@ int main(int argc, char **argv) {
         int got = posy_engine_wait(e, res, 16);
         for (int r = 0; r < got; r++) { done++; failed += res[r].status != 0; }
     }
+    clock_gettime(CLOCK_MONOTONIC, &t1);
     if (done != n_jobs || failed) { fprintf(stderr, "%d of %d batches done, %d failed\n", done, n_jobs, failed); return 1; }
     f = fopen(argv[3], "wb");
     if (!f || fwrite(out, 4, (size_t)n * H, f) != (size_t)n * H) { fprintf(stderr, "write %s\n", argv[3]); return 1; }
     fclose(f);
-    printf("api_embed: %d sequences in %d batches on %s (%s)\n", n, n_jobs, argv[4],
-           posy_engine_info(e)->dtype);
+    printf("api_embed: %d sequences in %d batches on %s (%s), embedded in %.6f s\n", n, n_jobs, argv[4],
+           posy_engine_info(e)->dtype, (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);
     posy_engine_close(e);
     return 0;
 }
