@@ -242,14 +242,14 @@ static int cfg_rope_gemma(eng_config *c, json_t *r, const char *p, posy_err *err
  * sliding_window_pattern-th layer global (layers 5, 11, ... of the default
  * 6) / ModernBERT's every global_attn_every_n_layers-th (layers 0, 3, ...
  * of the default 3); *any_local set when some layer slides. */
-static int cfg_gemma_layers(eng_config *c, json_t *r, const char *p, int *any_local, posy_err *err) {
+static int cfg_layer_kinds(eng_config *c, json_t *r, const char *p, int *any_local, posy_err *err) {
     const int L = c->info.layers;
     json_t *lt = json_object_get(r, "layer_types");
     *any_local = 0;
     memset(c->layer_local, 0, sizeof c->layer_local);
     if (L > (int)sizeof c->layer_local * 8)
-        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: %d layers (at most %d for gemma3_text)", p, L,
-                            (int)sizeof c->layer_local * 8);
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: %d layers (at most %d for %s)", p, L,
+                            (int)sizeof c->layer_local * 8, c->model_type);
     if (lt && !json_is_null(lt)) {
         if (!json_is_array(lt) || (int)json_array_size(lt) != L)
             return posy_err_set(err, POSY_E_INVALID, "%s: layer_types must be an array of %d strings", p, L);
@@ -354,7 +354,7 @@ static int cfg_qwen3(eng_config *c, json_t *r, const char *p, cfg_family fam, po
         if (json_is_false(ic))
             return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: gemma3_text with \"is_causal\": false is not supported "
                                 "(a bidirectional Gemma 3 says \"use_bidirectional_attention\": true)", p);
-        if ((rc = cfg_gemma_layers(c, r, p, &any_local, err))) return rc;
+        if ((rc = cfg_layer_kinds(c, r, p, &any_local, err))) return rc;
         c->gemma = 1;
         c->q_scale = sqrt((double)c->head_dim / qpas);
         /* the bound the sliding layers' keys keep, |query - key| < it, in
@@ -437,7 +437,7 @@ static int cfg_modernbert(eng_config *c, json_t *r, const char *p, posy_err *err
             (rc = eng_cfgjson_num(r, "local_rope_theta", p, 0, 10000.0, 1, 1e12, &c->rope_local.theta, err)))
             return rc;
     }
-    if ((rc = cfg_gemma_layers(c, r, p, &any_local, err))) return rc;
+    if ((rc = cfg_layer_kinds(c, r, p, &any_local, err))) return rc;
     c->sliding_window = any_local ? local / 2 + 1 : 0;
     in->causal = 0;
     in->max_positions = c->max_position_embeddings;
