@@ -770,7 +770,8 @@ typedef struct eng_cu_qs_args {
      * landed, stores done, grid barrier arrived, barrier passed, the
      * producer's first and last copy of the stage's first unit issued */
     unsigned long long *prof;
-    int opt; /* experiments, 0 = the defaults (eng_cu_qstream.cu) */
+    int opt; /* experiments, 0 = the defaults: bit 0 the flag barrier; bits 1 and 2 give wrong results,
+              * to time what is left: 1 no activation loads from L2, 2 no grid barriers */
 } eng_cu_qs_args;
 int eng_cu_qs_ok(int M, int H, int I, int heads, int kv_heads, int head_dim);
 size_t eng_cu_qs_setup(eng_cu_qs_args *p);

@@ -165,8 +165,9 @@ static __device__ __forceinline__ void qs_sync() { asm volatile("bar.sync 1, %0;
  * an H100), which stays the default.  The two forms mix safely: a waiter
  * waits for its own generation, and a stale bar[16] is only smaller. */
 static __device__ __forceinline__ void qs_grid_sync(unsigned long long *bar, int flag,
-                                                    unsigned long long *stamp = nullptr) {
+                                                    unsigned long long *stamp = nullptr, bool skip = false) {
     qs_sync();
+    if (skip) return; /* an experiment (p.opt bit 2): no barrier, wrong results, the stream's own pace */
     if (threadIdx.x == 0) {
         const unsigned long long nb = gridDim.x;
         unsigned long long old, v;
@@ -206,10 +207,10 @@ struct qs_smem {
 template <int NT, bool SS>
 static __device__ __forceinline__ void qs_piece(float (*acc)[4], float ss[2], const bf16 *X, int ldx, int kw0,
                                                 int KB, int n_real, const unsigned char *slot, uint64_t *full,
-                                                uint32_t parity, unsigned long long *wstamp) {
+                                                uint32_t parity, unsigned long long *wstamp, bool noload) {
     const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
     const bf16 *x0 = X + (size_t)g * ldx + kw0 + 8 * t, *x1 = x0 + (size_t)8 * ldx;
-    const bool r0 = g < n_real, r1 = g + 8 < n_real;
+    const bool r0 = g < n_real && !noload, r1 = g + 8 < n_real && !noload; /* noload: an experiment, zeros */
     bool waited = false;
     for (int kb0 = 0; kb0 < KB; kb0 += QS_KB) {
         uint4 a0[QS_KB], a1[QS_KB];
@@ -272,7 +273,8 @@ static __device__ void qs_stage_run(const eng_cu_qs_args &p, const qs_smem &sm, 
         float ss[2] = {0.f, 0.f};
         qs_piece<NT, SS>(acc, ss, X, st.K, kw0, KB, n_real, sm.ring + (size_t)slot * p.slot_bytes, sm.full + slot,
                          (uint32_t)(j / p.slots) & 1u,
-                         p.prof && u == b ? p.prof + (((size_t)b * p.L + l) * 5 + si) * 8 + 1 : nullptr);
+                         p.prof && u == b ? p.prof + (((size_t)b * p.L + l) * 5 + si) * 8 + 1 : nullptr,
+                         (p.opt & 2) != 0);
         __syncwarp();
         if (lane == 0) qs_mbar_arrive(sm.empty + slot); /* the slot is free for the producer */
 #pragma unroll
@@ -450,27 +452,27 @@ __global__ void __launch_bounds__(QS_THREADS, 1) qs_kernel(const __grid_constant
         QS_STAMP(p, l, 0, 0);
         qs_stage_run<4, QS_EPI_QKV>(p, sm, st[0], p.x, p.qkv, qkv_n, n_real, useq, l, 0);
         QS_STAMP(p, l, 0, 2);
-        qs_grid_sync(p.bar, p.opt & 1, pr ? pr + 3 : nullptr);
+        qs_grid_sync(p.bar, p.opt & 1, pr ? pr + 3 : nullptr, (p.opt & 4) != 0);
         QS_STAMP(p, l, 0, 4);
         QS_STAMP(p, l, 1, 0);
         if (head >= 0) qs_attention(p, sm, l, head, n_real);
         QS_STAMP(p, l, 1, 2);
-        qs_grid_sync(p.bar, p.opt & 1, pr ? pr + 8 + 3 : nullptr);
+        qs_grid_sync(p.bar, p.opt & 1, pr ? pr + 8 + 3 : nullptr, (p.opt & 4) != 0);
         QS_STAMP(p, l, 1, 4);
         QS_STAMP(p, l, 2, 0);
         qs_stage_run<1, QS_EPI_RES>(p, sm, st[1], p.ctx, p.x, p.H, n_real, useq, l, 2);
         QS_STAMP(p, l, 2, 2);
-        qs_grid_sync(p.bar, p.opt & 1, pr ? pr + 16 + 3 : nullptr);
+        qs_grid_sync(p.bar, p.opt & 1, pr ? pr + 16 + 3 : nullptr, (p.opt & 4) != 0);
         QS_STAMP(p, l, 2, 4);
         QS_STAMP(p, l, 3, 0);
         qs_stage_run<2 * CI8, QS_EPI_GLU>(p, sm, st[2], p.x, p.act, p.I, n_real, useq, l, 3);
         QS_STAMP(p, l, 3, 2);
-        qs_grid_sync(p.bar, p.opt & 1, pr ? pr + 24 + 3 : nullptr);
+        qs_grid_sync(p.bar, p.opt & 1, pr ? pr + 24 + 3 : nullptr, (p.opt & 4) != 0);
         QS_STAMP(p, l, 3, 4);
         QS_STAMP(p, l, 4, 0);
         qs_stage_run<1, QS_EPI_RES>(p, sm, st[3], p.act, p.x, p.H, n_real, useq, l, 4);
         QS_STAMP(p, l, 4, 2);
-        qs_grid_sync(p.bar, p.opt & 1, pr ? pr + 32 + 3 : nullptr);
+        qs_grid_sync(p.bar, p.opt & 1, pr ? pr + 32 + 3 : nullptr, (p.opt & 4) != 0);
         QS_STAMP(p, l, 4, 4);
     }
 }
