@@ -392,6 +392,15 @@ static __device__ void qs_attention(const eng_cu_qs_args &p, const qs_smem &sm, 
     qs_sync(); /* the tiles live where the next unit's partials go */
 }
 
+/* The end of stage si of layer l: its stamps (stores done, barrier
+ * arrived and passed, the next stage's start) around the grid barrier. */
+static __device__ __forceinline__ void qs_stage_end(const eng_cu_qs_args &p, int l, int si, unsigned long long *pr) {
+    QS_STAMP(p, l, si, 2);
+    qs_grid_sync(p.bar, p.opt & 1, pr ? pr + si * 8 + 3 : nullptr, (p.opt & 4) != 0);
+    QS_STAMP(p, l, si, 4);
+    if (si < 4) QS_STAMP(p, l, si + 1, 0);
+}
+
 /* ---- the kernel ------------------------------------------------------------ */
 
 template <int CI8>
@@ -448,32 +457,18 @@ __global__ void __launch_bounds__(QS_THREADS, 1) qs_kernel(const __grid_constant
     int useq = 0;
     for (int l = 0; l < p.L; l++) {
         if (l == p.L - 1) asm volatile("griddepcontrol.launch_dependents;\n" ::: "memory");
-        unsigned long long *pr = p.prof ? p.prof + ((size_t)b * p.L + l) * 40 : nullptr;
+        unsigned long long *pr = p.prof ? p.prof + ((size_t)b * p.L + l) * 40 : nullptr; /* this layer's stamps */
         QS_STAMP(p, l, 0, 0);
         qs_stage_run<4, QS_EPI_QKV>(p, sm, st[0], p.x, p.qkv, qkv_n, n_real, useq, l, 0);
-        QS_STAMP(p, l, 0, 2);
-        qs_grid_sync(p.bar, p.opt & 1, pr ? pr + 3 : nullptr, (p.opt & 4) != 0);
-        QS_STAMP(p, l, 0, 4);
-        QS_STAMP(p, l, 1, 0);
+        qs_stage_end(p, l, 0, pr);
         if (head >= 0) qs_attention(p, sm, l, head, n_real);
-        QS_STAMP(p, l, 1, 2);
-        qs_grid_sync(p.bar, p.opt & 1, pr ? pr + 8 + 3 : nullptr, (p.opt & 4) != 0);
-        QS_STAMP(p, l, 1, 4);
-        QS_STAMP(p, l, 2, 0);
+        qs_stage_end(p, l, 1, pr);
         qs_stage_run<1, QS_EPI_RES>(p, sm, st[1], p.ctx, p.x, p.H, n_real, useq, l, 2);
-        QS_STAMP(p, l, 2, 2);
-        qs_grid_sync(p.bar, p.opt & 1, pr ? pr + 16 + 3 : nullptr, (p.opt & 4) != 0);
-        QS_STAMP(p, l, 2, 4);
-        QS_STAMP(p, l, 3, 0);
+        qs_stage_end(p, l, 2, pr);
         qs_stage_run<2 * CI8, QS_EPI_GLU>(p, sm, st[2], p.x, p.act, p.I, n_real, useq, l, 3);
-        QS_STAMP(p, l, 3, 2);
-        qs_grid_sync(p.bar, p.opt & 1, pr ? pr + 24 + 3 : nullptr, (p.opt & 4) != 0);
-        QS_STAMP(p, l, 3, 4);
-        QS_STAMP(p, l, 4, 0);
+        qs_stage_end(p, l, 3, pr);
         qs_stage_run<1, QS_EPI_RES>(p, sm, st[3], p.act, p.x, p.H, n_real, useq, l, 4);
-        QS_STAMP(p, l, 4, 2);
-        qs_grid_sync(p.bar, p.opt & 1, pr ? pr + 32 + 3 : nullptr, (p.opt & 4) != 0);
-        QS_STAMP(p, l, 4, 4);
+        qs_stage_end(p, l, 4, pr);
     }
 }
 
