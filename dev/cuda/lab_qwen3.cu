@@ -14,7 +14,16 @@
  *                   as Qwen2 / Mistral / Llama run it)
  *   swiglu          eng_cpu_swiglu_ref; padded rows untouched
  *   attention       eng_cpu_attention_gqa_ref on the fused [T, (nh+2kv)d]
- *                   rows, causal and bidirectional, GQA 16/8 d=128, 4/2 d=32
+ *                   rows, causal and bidirectional, GQA 16/8 d=128, 4/2 d=32;
+ *                   with sliding windows (eng_cpu_attention_gqa_window_ref)
+ *                   and at head size 256: eng_cu_attn_win.cu (Gemma 3,
+ *                   ModernBERT)
+ *   glu_act         Gemma 3's gelu_tanh and ModernBERT's erf GELU gates
+ *                   (the CPU engine's formulas); padded rows untouched
+ *   glu_norm        eng_cu_glu_norm's four forms against an fp64 row norm:
+ *                   Gemma's post-norm + residual + RMSNorm, ModernBERT's
+ *                   residual + LayerNorm, the embedding's LayerNorm, the
+ *                   residual alone; padded rows zeroed
  *
  * Tolerances: outputs are bf16 (relative rounding 2^-9); values after the
  * norms are O(1-3): atol 2e-2, rtol 1e-2; attention as lab_attn (P is
@@ -142,30 +151,42 @@ static void check_qk(const qcase &c, int time_it) {
     cudaFree(dqkv); cudaFree(dqn); cudaFree(dkn); cudaFree(drope); cudaFree(dcu); cudaFree(dn); cudaFree(ds);
 }
 
-/* ---- SwiGLU ------------------------------------------------------------------- */
+/* ---- the gated MLP's activation: SwiGLU, and Gemma 3's / ModernBERT's GELU gates ---------- */
 
-static void check_swiglu(int rows, int I, int time_it) {
+/* The CPU engine's GELU formulas (eng_cpu_geglu_tanh / _erf in eng_cpu_decoder.c) */
+static float ref_gelu(float v, int act) {
+    return act == ENG_CU_GLU_GELU_TANH ? 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)))
+                                       : 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
+}
+
+static void check_swiglu(int rows, int I, int time_it, int act = ENG_CU_GLU_SILU) {
     const int bucket = rows + 2;
     std::vector<float> f;
     std::vector<uint16_t> b;
     lab_rand_bf16(f, b, (size_t)bucket * 2 * I, 4.f);
     std::vector<float> ref((size_t)rows * I);
-    eng_cpu_swiglu_ref(ref.data(), f.data(), rows, I);
+    if (act == ENG_CU_GLU_SILU)
+        eng_cpu_swiglu_ref(ref.data(), f.data(), rows, I);
+    else
+        for (int r = 0; r < rows; r++)
+            for (int j = 0; j < I; j++)
+                ref[(size_t)r * I + j] = ref_gelu(f[(size_t)r * 2 * I + j], act) * f[(size_t)r * 2 * I + I + j];
     bf16 *dgu = (bf16 *)lab_upload(b), *dout;
     int *dn = lab_upload(std::vector<int>(1, rows));
     CUCHECK(cudaMalloc(&dout, (size_t)bucket * I * 2));
     lab_poison(dout, (size_t)bucket * I * 2);
-    CUCHECK(eng_cu_swiglu(0, dgu, dout, bucket, dn, I));
+    CUCHECK(eng_cu_glu_act(0, dgu, dout, bucket, dn, I, act));
     CUCHECK(cudaDeviceSynchronize());
     std::vector<float> got = lab_download_bf16(dout, (size_t)bucket * I);
+    static const char *acts[] = {"swiglu", "geglu (tanh)", "geglu (erf)"};
     char name[96];
-    snprintf(name, sizeof name, "swiglu rows=%d I=%d", rows, I);
+    snprintf(name, sizeof name, "%s rows=%d I=%d", acts[act], rows, I);
     lab_check(name, got.data(), ref.data(), (size_t)rows * I, 2e-2f, 1e-2f);
     int untouched = 1;
     for (size_t i = (size_t)rows * I; i < (size_t)bucket * I; i++) untouched &= !(got[i] == got[i]);
-    if (!untouched) { printf("  FAIL: swiglu wrote padded rows\n"); lab_failures++; }
+    if (!untouched) { printf("  FAIL: %s wrote padded rows\n", acts[act]); lab_failures++; }
     if (time_it) {
-        const float ms = lab_time_ms([&] { CUCHECK(eng_cu_swiglu(0, dgu, dout, rows, dn, I)); }, 50);
+        const float ms = lab_time_ms([&] { CUCHECK(eng_cu_glu_act(0, dgu, dout, rows, dn, I, act)); }, 50);
         const double gb = 3.0 * rows * I * 2 / 1e9;
         printf("  bench %s: %.2f us, %.0f GB/s\n", name, ms * 1e3, gb / (ms * 1e-3));
     }
@@ -174,7 +195,7 @@ static void check_swiglu(int rows, int I, int time_it) {
 
 /* ---- attention on the fused Qwen3 layout -------------------------------------------- */
 
-static void check_attention(int nh, int nkv, int d, int causal, const std::vector<int> &lens) {
+static void check_attention(int nh, int nkv, int d, int causal, const std::vector<int> &lens, int window = 0) {
     const int ld = (nh + 2 * nkv) * d, A = nh * d;
     std::vector<int32_t> cu(1, 0);
     for (int l : lens) cu.push_back(cu.back() + l);
@@ -183,7 +204,8 @@ static void check_attention(int nh, int nkv, int d, int causal, const std::vecto
     std::vector<uint16_t> b;
     lab_rand_bf16(f, b, (size_t)T * ld, 1.f);
     std::vector<float> ref((size_t)T * A);
-    eng_cpu_attention_gqa_ref(ref.data(), f.data(), cu.data(), S, nh, nkv, d, causal);
+    if (window) eng_cpu_attention_gqa_window_ref(ref.data(), f.data(), cu.data(), S, nh, nkv, d, causal, window);
+    else eng_cpu_attention_gqa_ref(ref.data(), f.data(), cu.data(), S, nh, nkv, d, causal);
     const int max_tiles = eng_cu_attn_max_tiles(T + 5, S + 2);
     std::vector<int32_t> tiles(2 * max_tiles);
     const int nt = eng_cu_attn_tiles(cu.data(), S, tiles.data());
@@ -201,14 +223,79 @@ static void check_attention(int nh, int nkv, int d, int causal, const std::vecto
     a.cu_seqlens = dcu; a.tiles = dtiles; a.n_tiles_dev = dnt; a.max_tiles = max_tiles;
     a.scale = 1.f / sqrtf((float)d);
     a.causal = causal;
+    a.window = window;
     CUCHECK(eng_cu_attention(0, &a));
     CUCHECK(cudaDeviceSynchronize());
     std::vector<float> got = lab_download_bf16(dout, (size_t)T * A);
     char name[128];
-    snprintf(name, sizeof name, "attention (CPU gqa ref) nh=%d kv=%d d=%d %s tokens=%d", nh, nkv, d,
-             causal ? "causal" : "bidir", T);
+    snprintf(name, sizeof name, "attention (CPU gqa ref) nh=%d kv=%d d=%d %s window=%d tokens=%d", nh, nkv, d,
+             causal ? "causal" : "bidir", window, T);
     lab_check(name, got.data(), ref.data(), (size_t)T * A, 1e-2f, 2e-2f);
     cudaFree(dqkv); cudaFree(dcu); cudaFree(dtiles); cudaFree(dnt); cudaFree(dout);
+}
+
+/* ---- Gemma 3 / ModernBERT: residual + norm (eng_cu_glu_norm) ----------------------------- */
+
+/* y = norm(x) * g (+ b) over one row: RMSNorm, or LayerNorm when ln */
+static void ref_norm_row(float *y, const float *x, const float *g, const float *b, int ln, float eps, int H) {
+    double mu = 0.0, ss = 0.0;
+    if (ln) {
+        for (int j = 0; j < H; j++) mu += x[j];
+        mu /= H;
+    }
+    for (int j = 0; j < H; j++) ss += ((double)x[j] - mu) * ((double)x[j] - mu);
+    const double rs = 1.0 / sqrt(ss / H + eps);
+    for (int j = 0; j < H; j++) y[j] = (float)(((double)x[j] - mu) * rs * g[j] + (b ? b[j] : 0.f));
+}
+
+/* form 0: Gemma's x += RMSNorm(y) * post, h = RMSNorm(x) * g; 1: ModernBERT's
+ * x += y, h = LayerNorm(x) * g + b; 2: the embedding's x = h = LayerNorm(x)
+ * (norm_x); 3: x += y alone (the last layer, no h) */
+static void check_glu_norm(int rows, int H, int form) {
+    const int bucket = rows + 3;
+    const float eps = 1e-6f;
+    std::vector<float> xf, yf;
+    std::vector<uint16_t> xb, yb;
+    lab_rand_bf16(xf, xb, (size_t)bucket * H, 3.f);
+    lab_rand_bf16(yf, yb, (size_t)bucket * H, 2.f);
+    std::vector<float> post = rand_range(H, 0.5f, 2.f), g = rand_range(H, 0.5f, 1.5f), bb = rand_range(H, -0.3f, 0.3f);
+    const int ln = form == 1 || form == 2;
+    std::vector<float> rx((size_t)rows * H), rh((size_t)rows * H), t(H);
+    for (int r = 0; r < rows; r++) {
+        float *x = &rx[(size_t)r * H];
+        const float *y = &yf[(size_t)r * H];
+        for (int j = 0; j < H; j++) t[j] = y[j];
+        if (form == 0) ref_norm_row(t.data(), y, post.data(), NULL, 0, eps, H);
+        for (int j = 0; j < H; j++) x[j] = xf[(size_t)r * H + j] + (form == 2 ? 0.f : t[j]);
+        if (form != 3) ref_norm_row(&rh[(size_t)r * H], x, g.data(), ln ? bb.data() : NULL, ln, eps, H);
+        if (form == 2) memcpy(x, &rh[(size_t)r * H], sizeof(float) * H);
+    }
+    bf16 *dx = (bf16 *)lab_upload(xb), *dy = (bf16 *)lab_upload(yb), *dh;
+    float *dpost = lab_upload(post), *dg = lab_upload(g), *db = lab_upload(bb);
+    int *dn = lab_upload(std::vector<int>(1, rows));
+    CUCHECK(cudaMalloc(&dh, (size_t)bucket * H * 2));
+    lab_poison(dh, (size_t)bucket * H * 2);
+    eng_cu_glu_norm_args a;
+    memset(&a, 0, sizeof a);
+    a.x = dx; a.y = form == 2 ? NULL : dy; a.post = form == 0 ? dpost : NULL;
+    a.h = form == 3 ? NULL : dh; a.g = form == 3 ? NULL : dg; a.b = ln ? db : NULL;
+    a.ln = ln; a.write_x = 1; a.norm_x = form == 2; a.eps = eps; a.rows = bucket; a.H = H; a.n_rows_dev = dn;
+    CUCHECK(eng_cu_glu_norm(0, &a));
+    CUCHECK(cudaDeviceSynchronize());
+    std::vector<float> gx = lab_download_bf16(dx, (size_t)bucket * H), gh = lab_download_bf16(dh, (size_t)bucket * H);
+    static const char *forms[] = {"gemma post-norm + residual + rms", "modernbert residual + layernorm",
+                                  "embedding layernorm (x = h)", "residual alone"};
+    char name[128];
+    snprintf(name, sizeof name, "glu_norm %s rows=%d H=%d: x", forms[form], rows, H);
+    lab_check(name, gx.data(), rx.data(), (size_t)rows * H, 3e-2f, 1e-2f);
+    if (form != 3) {
+        snprintf(name, sizeof name, "glu_norm %s rows=%d H=%d: h", forms[form], rows, H);
+        lab_check(name, gh.data(), rh.data(), (size_t)rows * H, 3e-2f, 1e-2f);
+    }
+    int zeros = 1;
+    for (size_t i = (size_t)rows * H; i < (size_t)bucket * H; i++) zeros &= gx[i] == 0.f && (form == 3 || gh[i] == 0.f);
+    if (!zeros) { printf("  FAIL: glu_norm left padded rows non-zero\n"); lab_failures++; }
+    cudaFree(dx); cudaFree(dy); cudaFree(dh); cudaFree(dpost); cudaFree(dg); cudaFree(db); cudaFree(dn);
 }
 
 int main(void) {
@@ -229,6 +316,27 @@ int main(void) {
         check_attention(16, 8, 128, causal, {1, 17, 64, 65, 200});
         check_attention(4, 2, 32, causal, {1, 17, 64, 65, 200});
     }
+    /* Gemma 3 / ModernBERT: head size 256 (EmbeddingGemma: 3 heads, 1 KV
+     * head), the sliding windows (|q - k| < 257 and < 65, and windows that
+     * bind inside one key tile), the GELU gates, the norm kernel's forms */
+    check_qk({3, 1, 256, mix, 1e4}, 0);
+    check_qk({3, 1, 256, {700}, 1e6}, 0);
+    check_qk({12, 12, 64, mix, 1.6e5, 0}, 0);
+    const std::vector<int> longmix = {1, 5, 64, 65, 130, 300, 700};
+    for (int causal : {0, 1}) {
+        check_attention(3, 1, 256, causal, longmix);
+        check_attention(3, 1, 256, causal, longmix, 257);
+        check_attention(4, 2, 256, causal, {1, 40, 100}, 9);
+        check_attention(12, 12, 64, causal, longmix, 65);
+        check_attention(4, 2, 64, causal, {1, 17, 200}, 3);
+        check_attention(4, 2, 128, causal, {1, 17, 200}, 33);
+        check_attention(4, 2, 32, causal, {1, 17, 200}, 1);
+    }
+    for (int act : {ENG_CU_GLU_GELU_TANH, ENG_CU_GLU_GELU_ERF})
+        for (int r : {1, 7, 300}) check_swiglu(r, 1152, 0, act);
+    for (int form = 0; form < 4; form++)
+        for (int H : {64, 768, 1000}) check_glu_norm(form == 3 ? 5 : 7, H, form);
+    check_glu_norm(1, 768, 0);
     if (getenv("LAB_QUICK")) return lab_finish("lab_qwen3");
     check_qk({16, 8, 128, std::vector<int>(128, 128), 1e6}, 1);
     check_swiglu(16384, 3072, 1);

@@ -1,13 +1,21 @@
-"""The models the CUDA backend does not run (gemma3_text, modernbert), on a
-machine WITH a GPU: `--device cuda` must fail with a message naming the
-model type and the way out, and `--device auto` must fall back to the CPU
-engine and give transformers' vectors (tests/fixtures/decoders/reference.json,
-cosine >= 0.99999, the CPU bar).
+"""The CPU fallback on a machine WITH a GPU, and the small decoder fixtures
+on the GPU itself: each case says what `--device cuda` must do (run, and
+match transformers at the GPU bar, cosine >= 0.999; or be refused with a
+message naming why) and `--device auto` then (the GPU's vectors, or a
+warning "the GPU backend cannot run this model (...); using the CPU" and
+the CPU engine's vectors at the CPU bar, 0.99999).  References:
+tests/fixtures/decoders/reference.json (transformers fp32).
 
-Why: on a GPU machine `posy serve` picks the GPU by default, so a model
-whose GPU path is not written must still serve, on the CPU, rather than
-fail or return wrong vectors; CI has no GPU, so this is where the fallback
-itself is exercised.
+  gemma3        Gemma 3 (head size 32, windows that bind): runs on the GPU
+  modernbert    head size 16, which no GPU attention kernel takes: refused
+                ("head_dim 16"), auto falls back
+  gemma3 with POSY_CUDA_QWEN3=0 (the decoders' GPU off switch): refused,
+                auto falls back
+
+Why: on a GPU machine `posy serve` picks the GPU by default, so a model the
+GPU path cannot take must still serve, on the CPU, rather than fail or
+return wrong vectors; CI has no GPU, so this is where the fallback itself
+is exercised.
 
 usage: e2e_cpu_fallback.py BUILD_DIR WORK_DIR    (BUILD_DIR holds api_embed)
 """
@@ -20,7 +28,14 @@ import sys
 import numpy as np
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "decoders")
-MODELS = ["gemma3", "modernbert"]
+# (model, extra environment, what --device cuda must print when refused, or None: it runs)
+CASES = [("gemma3", {}, None),
+         ("modernbert", {}, "head_dim 16 unsupported"),
+         ("gemma3", {"POSY_CUDA_QWEN3": "0"}, "POSY_CUDA_QWEN3=0")]
+
+
+def cosines(got, want):
+    return (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
 
 
 def main():
@@ -36,27 +51,39 @@ def main():
             f.write(struct.pack("<%di" % len(s), *s))
     api = os.path.join(build, "api_embed")
     failed = 0
-    for name in MODELS:
+    for name, extra, refusal in CASES:
+        label = name + "".join(" %s=%s" % kv for kv in extra.items())
+        env = dict(os.environ, **extra)
         model = os.path.join(ROOT, name)
         out = os.path.join(work, name + ".bin")
-        r = subprocess.run([api, model, sb, out, "cuda"], capture_output=True, text=True, timeout=120)
+        want = np.asarray(ref["models"][name]["bidirectional"], dtype=np.float64)
+        r = subprocess.run([api, model, sb, out, "cuda"], capture_output=True, text=True, timeout=300, env=env)
         msg = (r.stdout + r.stderr).strip().splitlines()
-        ok = r.returncode != 0 and any("CPU engine only" in line for line in msg)
-        print("%s --device cuda: rc %d, %s: %s" % (name, r.returncode, "refused as expected" if ok else "UNEXPECTED",
-                                                   msg[-1] if msg else ""))
-        failed += not ok
-        r = subprocess.run([api, model, sb, out, "auto"], capture_output=True, text=True, timeout=300)
+        if refusal is None:
+            if r.returncode != 0:
+                print("%s --device cuda: FAILED rc %d: %s" % (label, r.returncode, msg[-1] if msg else ""))
+                failed += 1
+            else:
+                cos = cosines(np.fromfile(out, dtype=np.float32).reshape(len(seqs), -1).astype(np.float64), want)
+                print("%s --device cuda: ran on the GPU; min cosine vs transformers %.6f" % (label, cos.min()))
+                failed += cos.min() < 0.999
+        else:
+            ok = r.returncode != 0 and any(refusal in line for line in msg)
+            print("%s --device cuda: rc %d, %s: %s" % (label, r.returncode,
+                                                        "refused as expected" if ok else "UNEXPECTED",
+                                                        msg[-1] if msg else ""))
+            failed += not ok
+        r = subprocess.run([api, model, sb, out, "auto"], capture_output=True, text=True, timeout=300, env=env)
         if r.returncode != 0:
-            print("%s --device auto: FAILED rc %d: %s" % (name, r.returncode, r.stderr.strip()[-400:]))
+            print("%s --device auto: FAILED rc %d: %s" % (label, r.returncode, r.stderr.strip()[-400:]))
             failed += 1
             continue
-        got = np.fromfile(out, dtype=np.float32).reshape(len(seqs), -1).astype(np.float64)
-        want = np.asarray(ref["models"][name]["bidirectional"], dtype=np.float64)
-        cos = (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
+        cos = cosines(np.fromfile(out, dtype=np.float32).reshape(len(seqs), -1).astype(np.float64), want)
         fell_back = any("cannot run this model" in line and "using the CPU" in line for line in r.stderr.splitlines())
-        print("%s --device auto: fell back to the CPU: %s; min cosine vs transformers %.7f" %
-              (name, "yes" if fell_back else "NO", cos.min()))
-        failed += cos.min() < 0.99999 or not fell_back
+        bar = 0.999 if refusal is None else 0.99999
+        print("%s --device auto: fell back to the CPU: %s (expected %s); min cosine vs transformers %.7f (bar %g)" %
+              (label, "yes" if fell_back else "no", "no" if refusal is None else "yes", cos.min(), bar))
+        failed += cos.min() < bar or fell_back != (refusal is not None)
     print("e2e_cpu_fallback: %s" % ("PASS" if not failed else "FAIL (%d)" % failed))
     return 1 if failed else 0
 

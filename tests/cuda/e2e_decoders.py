@@ -1,5 +1,5 @@
 """End-to-end GPU check of the decoders without Qwen3's q/k norm (Qwen2,
-Mistral, Llama) on posy's CUDA backend, against transformers fp32 on the
+Mistral, Llama), and of Gemma 3 and ModernBERT, on posy's CUDA backend, against transformers fp32 on the
 same random weights.
 
 Each model is a real embedder's configuration with fewer layers, random
@@ -27,7 +27,17 @@ Both must reach min cosine >= 0.999 against transformers (each sequence
 alone, fp32, TF32 off, eager attention, explicit additive mask), and the
 two runs >= 0.999 against each other.
 
-usage: e2e_decoders.py BUILD_DIR WORK_DIR [qwen2|mistral|llama|llama3 ...] [--layers N] [--device cpu]
+  gemma3   google/embeddinggemma-300m (Gemma 3: head size 256, GQA 3:1,
+           (1 + w) norms around attention and the MLP, gelu_tanh GLU, sliding
+           layers |q - k| < 257 with their own rotary), 24 layers, mean
+  modernbert answerdotai/ModernBERT-base (LayerNorms, GELU GLU, rotary
+           alone, local layers |q - k| <= 64 every 2 of 3), 22 layers, mean
+The last two are referenced in their own mode (no explicit mask: theirs is
+bidirectional with sliding windows); the sequences of up to 512 tokens
+cross both windows.
+
+usage: e2e_decoders.py BUILD_DIR WORK_DIR [qwen2|mistral|llama|llama3|gemma3|modernbert ...] [--layers N]
+       [--device cpu]
 """
 import json
 import os
@@ -68,7 +78,26 @@ MODELS = {
                                      "original_max_position_embeddings": 64},
                     max_position_embeddings=131072, hidden_act="silu", attention_bias=False, mlp_bias=False,
                     tie_word_embeddings=True)),
+    # google/embeddinggemma-300m's config.json: head size 256, GQA 3:1, sliding layers |q - k| < 257
+    "gemma3": (T.Gemma3TextConfig, T.Gemma3TextModel, "mean", False, 24,
+               dict(hidden_size=768, intermediate_size=1152, num_attention_heads=3, num_key_value_heads=1,
+                    head_dim=256, vocab_size=262144, max_position_embeddings=2048, rms_norm_eps=1e-6,
+                    rope_parameters={"full_attention": {"rope_type": "default", "rope_theta": 1000000.0},
+                                     "sliding_attention": {"rope_type": "default", "rope_theta": 10000.0}},
+                    sliding_window=512, query_pre_attn_scalar=256, hidden_activation="gelu_pytorch_tanh",
+                    use_bidirectional_attention=True, attn_logit_softcapping=None, final_logit_softcapping=None,
+                    pad_token_id=0, bos_token_id=2, eos_token_id=1)),
+    # answerdotai/ModernBERT-base's config.json: LayerNorms, GELU GLU, local layers |q - k| <= 64
+    "modernbert": (T.ModernBertConfig, T.ModernBertModel, "mean", False, 22,
+                   dict(hidden_size=768, intermediate_size=1152, num_attention_heads=12, vocab_size=50368,
+                        max_position_embeddings=8192, norm_eps=1e-5, norm_bias=False, hidden_activation="gelu",
+                        local_attention=128, global_attn_every_n_layers=3, global_rope_theta=160000.0,
+                        local_rope_theta=10000.0, pad_token_id=50283, bos_token_id=50281, eos_token_id=50282,
+                        cls_token_id=50281, sep_token_id=50282)),
 }
+# bidirectional by their own configuration (not "is_causal"), with sliding
+# windows an explicit full mask would switch off: referenced in their own mode
+OWN_MODE = ("gemma3", "modernbert")
 
 
 def log(*a):
@@ -90,9 +119,9 @@ def make(name, layers, d):
             p.copy_(p.to(torch.bfloat16).float())
     m.to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
     c = json.load(open(os.path.join(d, "config.json")))
-    if not causal:
+    if not causal and name not in OWN_MODE:
         c["is_causal"] = False
-    if "rope_parameters" in kw:  # as Llama 3.2's own config.json: transformers < 5's keys
+    if "rope_theta" in kw.get("rope_parameters", {}):  # as Llama 3.2's own config.json: transformers < 5's keys
         rp = dict(c.pop("rope_parameters"))
         c["rope_theta"] = rp.pop("rope_theta")
         c["rope_scaling"] = rp
@@ -110,7 +139,7 @@ def make(name, layers, d):
 
 
 @torch.no_grad()
-def reference(d, seqs, pooling, causal, model_cls, dev):
+def reference(d, seqs, pooling, causal, model_cls, dev, own_mode=False):
     m = model_cls.from_pretrained(d, dtype=torch.float32, attn_implementation="eager").to(dev).eval()
     out = []
     for s in seqs:
@@ -118,6 +147,8 @@ def reference(d, seqs, pooling, causal, model_cls, dev):
         mask = torch.zeros(1, 1, n, n, device=dev)
         if causal:
             mask = torch.triu(torch.full((1, 1, n, n), float("-inf"), device=dev), diagonal=1)
+        if own_mode:
+            mask = None
         h = m(input_ids=torch.from_numpy(s.astype(np.int64))[None].to(dev), attention_mask=mask).last_hidden_state[0]
         v = (h[-1] if pooling == "last" else h.mean(0)).double()
         out.append((v / v.norm()).cpu().numpy())
@@ -157,7 +188,7 @@ def main():
         seqs = sequences(MODELS[name][5]["vocab_size"])
         sp = os.path.join(root, f"dec-{name}-seqs.bin")
         write_seqs(sp, seqs)
-        ref = reference(d, seqs, pooling, causal, MODELS[name][1], dev)
+        ref = reference(d, seqs, pooling, causal, MODELS[name][1], dev, name in OWN_MODE)
         log(f"{name}: {L} layers written and referenced in {time.time() - t0:.1f} s")
         outs = {}
         for label, budget in (("single", "1"), ("mix4096", "4096")):

@@ -13,7 +13,10 @@
  *   299 and two head sizes / thetas;
  * - the bf16 rounding of known values (ties to even, NaN, inf, -0);
  * - the off switch: the backend refuses qwen3 when POSY_CUDA_QWEN3=0 (and
- *   says so), takes it otherwise, and refuses shapes its kernels lack.
+ *   says so), takes it otherwise, and refuses shapes its kernels lack;
+ * - Gemma 3 / ModernBERT (tests/fixtures/decoders/): their extra norms,
+ *   biases and the sliding layers' rotary table in the image, and which
+ *   of their shapes the check takes.
  */
 #include <stdint.h>
 #include <stdlib.h>
@@ -34,7 +37,7 @@ static void load(loaded *m, const char *name) {
     posy_err_clear(&err);
     memset(m, 0, sizeof *m);
     const int before = posy_test_failures;
-    snprintf(dir, sizeof dir, FIX "/%s", name);
+    snprintf(dir, sizeof dir, "%s/%s", strchr(name, '/') ? "tests/fixtures" : FIX, name);
     CHECK_MSG(eng_config_load(&m->cfg, dir, &err) == 0, "%s", err.msg);
     CHECK_MSG(eng_st_open_dir(&m->st, dir, &err) == 0, "%s", err.msg);
     CHECK_MSG(eng_qwen3_weights_load(&m->w, &m->cfg, &m->st, &err) == 0, "%s", err.msg);
@@ -131,21 +134,29 @@ static void check_layer(const loaded *m, const eng_cu_q3_image *im, const char *
     }
 }
 
+/* Plan and fill the image of m (a rotary table of `rows` positions; the
+ * sliding layers' table too where the model has one) into fresh memory
+ * pre-filled with 0xab, so an unwritten byte shows. */
+static char *plan_fill(const loaded *m, eng_cu_q3_image *im, int rows) {
+    posy_err err;
+    posy_err_clear(&err);
+    CHECK_MSG(eng_cu_q3_plan(im, &m->cfg, &m->w, rows, &err) == 0, "%s", err.msg);
+    char *img = malloc(im->bytes);
+    memset(img, 0xab, im->bytes);
+    eng_cu_q3_fill(im, &m->w, &m->cfg.rope, &m->cfg.rope_local, img);
+    return img;
+}
+
 static void check_image(const char *name) {
     loaded m;
     load(&m, name);
     if (!m.ok) return;
     eng_cu_q3_image im;
-    posy_err err;
-    posy_err_clear(&err);
     const int rope_rows = 300;
-    CHECK_MSG(eng_cu_q3_plan(&im, &m.cfg, &m.w, rope_rows, &err) == 0, "%s", err.msg);
+    char *img = plan_fill(&m, &im, rope_rows);
     const posy_model_info *in = &m.cfg.info;
     CHECK_EQ_INT(im.qkv_n, (in->heads + 2 * in->kv_heads) * m.cfg.head_dim);
     CHECK_EQ_INT(im.attn_n, in->heads * m.cfg.head_dim);
-    char *img = malloc(im.bytes);
-    memset(img, 0xab, im.bytes);
-    eng_cu_q3_fill(&im, &m.w, &m.cfg.rope, img);
     seg_end = 0;
     seg(im.embed, (size_t)im.vocab * im.H * 2, im.bytes);
     seg(im.norm, (size_t)im.H * 4, im.bytes);
@@ -240,8 +251,8 @@ static void test_image_fold(void) {
     CHECK_MSG(eng_cu_q3_plan(&fold, &m.cfg, &m.w, 64, &err) == 0, "%s", err.msg);
     fold.fold_norms = 1;
     char *a = calloc(1, plain.bytes), *b = calloc(1, fold.bytes);
-    eng_cu_q3_fill(&plain, &m.w, &m.cfg.rope, a);
-    eng_cu_q3_fill(&fold, &m.w, &m.cfg.rope, b);
+    eng_cu_q3_fill(&plain, &m.w, &m.cfg.rope, NULL, a);
+    eng_cu_q3_fill(&fold, &m.w, &m.cfg.rope, NULL, b);
     CHECK_EQ_INT((int)fold.bytes, (int)plain.bytes);
     static const char *const qkv[3] = {"self_attn.q_proj", "self_attn.k_proj", "self_attn.v_proj"};
     static const char *const gu[2] = {"mlp.gate_proj", "mlp.up_proj"};
@@ -267,6 +278,109 @@ static void test_image_fold(void) {
     eng_cu_q3_image_free(&plain);
     eng_cu_q3_image_free(&fold);
     unload(&m);
+}
+
+/* Gemma 3 and ModernBERT (tests/fixtures/decoders/): the image's extra
+ * parts -- Gemma's post-attention / post-MLP norms and the (1 + w) norms
+ * as the loader made them, ModernBERT's LayerNorm biases, its embedding
+ * LayerNorm and final bias, no norm before layer 0's attention -- and the
+ * sliding layers' own rotary table, each where the offsets say, fp32 bit
+ * for bit; the check takes Gemma 3 and ModernBERT at supported head sizes. */
+static void check_glu_image(const char *name, int gemma) {
+    loaded m;
+    load(&m, name);
+    if (!m.ok) return;
+    eng_cu_q3_image im;
+    const int rows = 120;
+    char *img = plan_fill(&m, &im, rows);
+    CHECK(im.local_rope == 1);
+    const size_t H = (size_t)im.H, d = (size_t)im.head_dim, tab = (size_t)rows * d;
+    float *want = malloc(tab * sizeof(float));
+    eng_cu_q3_rope_table(want, rows, im.head_dim, &m.cfg.rope);
+    CHECK_MSG(same_f32(img, im.rope, want, tab), "%s: global rotary table", name);
+    CHECK(im.rope_local != ENG_CU_Q3_NONE);
+    eng_cu_q3_rope_table(want, rows, im.head_dim, &m.cfg.rope_local);
+    if (im.rope_local != ENG_CU_Q3_NONE) {
+        CHECK_MSG(same_f32(img, im.rope_local, want, tab), "%s: sliding layers' rotary table", name);
+        CHECK_MSG(memcmp(img + im.rope, img + im.rope_local, tab * 4) != 0, "%s: the two tables differ", name);
+    }
+    free(want);
+    CHECK(same_f32(img, im.norm, m.w.norm, H));
+    if (gemma) {
+        CHECK(im.emb_norm == ENG_CU_Q3_NONE && im.emb_norm_b == ENG_CU_Q3_NONE && im.norm_b == ENG_CU_Q3_NONE);
+    } else {
+        CHECK(im.emb_norm != ENG_CU_Q3_NONE && im.emb_norm_b != ENG_CU_Q3_NONE && im.norm_b != ENG_CU_Q3_NONE);
+        if (im.emb_norm != ENG_CU_Q3_NONE && im.emb_norm_b != ENG_CU_Q3_NONE && im.norm_b != ENG_CU_Q3_NONE)
+            CHECK(same_f32(img, im.emb_norm, m.w.emb_norm, H) && same_f32(img, im.emb_norm_b, m.w.emb_norm_b, H) &&
+                  same_f32(img, im.norm_b, m.w.norm_b, H));
+    }
+    for (int l = 0; l < im.L; l++) {
+        const eng_cu_q3_layer_off *o = &im.layers[l];
+        const eng_qwen3_layer *w = &m.w.layers[l];
+        CHECK_MSG(same_f32(img, o->ln2, w->ln2, H), "%s layer %d ln2", name, l);
+        if (gemma) {
+            CHECK(o->ln1 != ENG_CU_Q3_NONE && o->post_attn != ENG_CU_Q3_NONE && o->post_mlp != ENG_CU_Q3_NONE);
+            CHECK(o->ln1_b == ENG_CU_Q3_NONE && o->ln2_b == ENG_CU_Q3_NONE);
+            if (o->ln1 != ENG_CU_Q3_NONE && o->post_attn != ENG_CU_Q3_NONE && o->post_mlp != ENG_CU_Q3_NONE)
+                CHECK_MSG(same_f32(img, o->ln1, w->ln1, H) && same_f32(img, o->post_attn, w->post_attn, H) &&
+                              same_f32(img, o->post_mlp, w->post_mlp, H) && same_f32(img, o->q_norm, w->q_norm, d),
+                          "%s layer %d: the (1 + w) norms", name, l);
+        } else {
+            CHECK(o->post_attn == ENG_CU_Q3_NONE && o->post_mlp == ENG_CU_Q3_NONE && o->q_norm == ENG_CU_Q3_NONE);
+            CHECK_MSG((o->ln1 == ENG_CU_Q3_NONE) == (l == 0), "%s layer %d: a norm before attention iff l > 0", name,
+                      l);
+            if (l && o->ln1 != ENG_CU_Q3_NONE) CHECK(same_f32(img, o->ln1, w->ln1, H));
+            CHECK(o->ln1_b != ENG_CU_Q3_NONE && o->ln2_b != ENG_CU_Q3_NONE);
+            if (o->ln2_b != ENG_CU_Q3_NONE) CHECK(same_f32(img, o->ln2_b, w->ln2_b, H));
+        }
+    }
+    CHECK((size_t)(im.layers[im.L - 1].down_w) < im.bytes);
+    printf("  %s: image %zu bytes, %d layers checked\n", name, im.bytes, im.L);
+    free(img);
+    eng_cu_q3_image_free(&im);
+    unload(&m);
+}
+
+static void test_image_glu(void) {
+    check_glu_image("decoders/gemma3", 1);
+    check_glu_image("decoders/modernbert", 0);
+    /* the check: Gemma 3's fixture (head size 32) runs; ModernBERT's (16)
+     * is refused by its head size, at 64 taken; 256 only for these two */
+    loaded g, mb;
+    load(&g, "decoders/gemma3");
+    load(&mb, "decoders/modernbert");
+    posy_err err;
+    posy_err_clear(&err);
+    unsetenv("POSY_CUDA_GLU");
+    if (g.ok) { /* off by default until verified on a GPU */
+        CHECK(eng_cu_q3_check(&g.cfg, &err) != 0);
+        CHECK_STR_CONTAINS(err.msg, "POSY_CUDA_GLU=1");
+    }
+    setenv("POSY_CUDA_GLU", "1", 1);
+    posy_err_clear(&err);
+    if (g.ok) {
+        CHECK_MSG(eng_cu_q3_check(&g.cfg, &err) == 0, "%s", err.msg);
+        eng_config c = g.cfg;
+        c.head_dim = 256;
+        CHECK_MSG(eng_cu_q3_check(&c, &err) == 0, "%s", err.msg);
+        c.gemma = 0;
+        CHECK(eng_cu_q3_check(&c, &err) != 0); /* a Qwen3 of head size 256: not in the tuned kernels */
+        CHECK_STR_CONTAINS(err.msg, "head_dim 256");
+        c = g.cfg;
+        c.act = ENG_ACT_RELU;
+        CHECK(eng_cu_q3_check(&c, &err) != 0);
+    }
+    if (mb.ok) {
+        CHECK(eng_cu_q3_check(&mb.cfg, &err) != 0);
+        CHECK_STR_CONTAINS(err.msg, "head_dim 16");
+        eng_config c = mb.cfg;
+        c.head_dim = 64;
+        posy_err_clear(&err);
+        CHECK_MSG(eng_cu_q3_check(&c, &err) == 0, "%s", err.msg);
+    }
+    unsetenv("POSY_CUDA_GLU");
+    if (g.ok) unload(&g);
+    if (mb.ok) unload(&mb);
 }
 
 static void test_bf16_rounding(void) {
@@ -316,4 +430,4 @@ static void test_gate_and_shapes(void) {
 }
 
 TEST_MAIN(TEST(test_bf16_rounding), TEST(test_image_causal), TEST(test_image_bidir), TEST(test_image_fold),
-          TEST(test_rope_table), TEST(test_gate_and_shapes))
+          TEST(test_rope_table), TEST(test_gate_and_shapes), TEST(test_image_glu))

@@ -244,7 +244,7 @@ typedef struct eng_cu_qk_args {
     bf16 *qkv;
     int ld;                       /* row stride, elements: (n_heads + 2 n_kv_heads) head_dim */
     int n_heads, n_kv_heads;
-    int head_dim;                 /* 32, 64 or 128 */
+    int head_dim;                 /* 32, 64, 128 or 256 */
     const float *q_norm, *k_norm; /* [head_dim] */
     float eps;
     const float *rope;            /* [rope_rows][head_dim/2][2]: cos, sin (eng_cu_q3_rope_table) */
@@ -263,6 +263,38 @@ cudaError_t eng_cu_qk_norm_rope(cudaStream_t s, const eng_cu_qk_args *a);
 cudaError_t eng_cu_swiglu(cudaStream_t s, const bf16 *gu, bf16 *out, int rows,
                           const int *n_rows_dev, int inter);
 
+/* ---- Gemma 3 / ModernBERT (eng_cu_glu.cu, eng_cu_decoder.cu) ----------- */
+
+/* One row a block: r = x + (y, or RMSNorm(y) * post when post; nothing when
+ * y is NULL); when write_x, x = r (or, norm_x, the normed row); when h,
+ * h = norm(r): RMSNorm(r) * g (ln 0) or LayerNorm(r) * g + b (ln 1, b
+ * optional), or r itself when g is NULL.  Rows >= *n_rows_dev are written
+ * as zeros.  x may be updated in place; y and h must not alias x. */
+typedef struct eng_cu_glu_norm_args {
+    bf16 *x;                      /* [rows, H] the residual stream */
+    const bf16 *y;                /* [rows, H] or NULL */
+    const float *post;            /* [H] or NULL (Gemma 3's post-attention / post-MLP norm) */
+    bf16 *h;                      /* [rows, H] or NULL */
+    const float *g, *b;           /* [H]; g NULL: h = r */
+    int ln;                       /* 0 RMSNorm, 1 LayerNorm */
+    int write_x, norm_x;
+    float eps;
+    int rows, H;
+    const int *n_rows_dev;
+} eng_cu_glu_norm_args;
+cudaError_t eng_cu_glu_norm(cudaStream_t s, const eng_cu_glu_norm_args *a);
+
+/* x[r] = word[ids[r]] * scale for r < *n_rows_dev, zeros past it. */
+cudaError_t eng_cu_glu_embed(cudaStream_t s, const int32_t *ids, const bf16 *word, float scale, bf16 *x, int rows,
+                             const int *n_rows_dev, int H);
+
+/* The gated MLP's activation over the gate|up product (gu rows of 2 inter,
+ * out rows of inter): act(gate) * up, act SiLU (= eng_cu_swiglu), GELU
+ * tanh form or GELU erf form (eng_cu_decoder.cu, the SwiGLU kernel). */
+enum { ENG_CU_GLU_SILU = 0, ENG_CU_GLU_GELU_TANH = 1, ENG_CU_GLU_GELU_ERF = 2 };
+cudaError_t eng_cu_glu_act(cudaStream_t s, const bf16 *gu, bf16 *out, int rows, const int *n_rows_dev, int inter,
+                           int act);
+
 /* ---- attention (eng_cu_attn.cu) ----------------------------------------- */
 
 
@@ -272,7 +304,7 @@ typedef struct eng_cu_attn_args {
     bf16 *o;                      /* [tokens, n_heads*head_dim] with stride ldo */
     int ldo;
     int n_heads, n_kv_heads;      /* grouped-query: q head h reads kv head h/(n_heads/n_kv_heads) */
-    int head_dim;                 /* 32, 64 or 128 */
+    int head_dim;                 /* 32, 64, 128; 256 and windows: eng_cu_attention_win */
     const int32_t *cu_seqlens;    /* device, n_seqs+1 */
     const int32_t *tiles;         /* device, pairs (seq, q0) */
     const int *n_tiles_dev;       /* device, real tile count */
@@ -310,6 +342,10 @@ typedef struct eng_cu_attn_args {
      * version asked for runs v2; no q/k norm with it */
     const float *rel;
     int rel_max;
+    /* > 0: a query sees only keys with |query - key| < window (Gemma 3's
+     * and ModernBERT's sliding layers); 0: every key.  A window, or head
+     * size 256, runs eng_cu_attention_win whatever the version */
+    int window;
 } eng_cu_attn_args;
 
 /* The version `version = 0` runs for a head size: POSY_CUDA_ATTN when it
@@ -365,6 +401,9 @@ extern int eng_cu_attn_wgp_max_blocks;
 /* the tile list: eng_cu_attn_tiles.h (included above) */
 
 cudaError_t eng_cu_attention(cudaStream_t s, const eng_cu_attn_args *a);
+/* The windowed / head-size-256 kernel (eng_cu_attn_win.cu): head sizes 32,
+ * 64, 128, 256; no fused q/k norm, rotary or relative bias. */
+cudaError_t eng_cu_attention_win(cudaStream_t s, const eng_cu_attn_args *a);
 
 /* ---- pooling (eng_cu_pool.cu) ------------------------------------------- */
 

@@ -486,6 +486,7 @@ cudaError_t eng_cu_attention(cudaStream_t s, const eng_cu_attn_args *a) {
     if (a->max_tiles <= 0 || a->n_heads <= 0 || a->n_kv_heads <= 0 ||
         a->n_heads % a->n_kv_heads || a->version < 0 || a->version > 10)
         return cudaErrorInvalidValue;
+    if (a->window > 0 || a->head_dim == 256) return eng_cu_attention_win(s, a);
     if (a->rel && (eng_cu_attn_qkn(a) || a->rel_max <= 0)) return cudaErrorInvalidValue;
     int v = a->version ? a->version : eng_cu_attn_version(a->head_dim, 0);
     if (a->rel && v != 10) v = 2; /* the relative bias: v2 and v10 (off Hopper, v2) */

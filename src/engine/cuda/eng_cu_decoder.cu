@@ -18,7 +18,8 @@
  * SwiGLU: one thread per 8 outputs (16-byte loads of gate and up, one
  * 16-byte store); the flat index runs over the bucket's rows, rows past the
  * real count exit.  silu(g) = g / (1 + e^-g) with the accurate expf, as
- * the CPU reference computes it.
+ * the CPU reference computes it.  The same kernel with the GELU gates
+ * (Gemma 3, ModernBERT: eng_cu_glu_act).
  *
  * No cuBLASLt epilogue computes silu(gate) * up of two column halves, so
  * SwiGLU stays a kernel of its own after the gate|up GEMM -- except in the
@@ -107,11 +108,27 @@ cudaError_t eng_cu_qk_norm_rope(cudaStream_t s, const eng_cu_qk_args *a) {
     case 32: e = eng_cu_launch(qk_norm_rope_kernel<32>, grid, block, 0, s, *a); break;
     case 64: e = eng_cu_launch(qk_norm_rope_kernel<64>, grid, block, 0, s, *a); break;
     case 128: e = eng_cu_launch(qk_norm_rope_kernel<128>, grid, block, 0, s, *a); break;
+    case 256: e = eng_cu_launch(qk_norm_rope_kernel<256>, grid, block, 0, s, *a); break; /* Gemma 3 */
     default: return cudaErrorInvalidValue;
     }
     return e != cudaSuccess ? e : cudaGetLastError();
 }
 
+/* The gate: SiLU (SwiGLU, Qwen3 and its relatives), the tanh GELU
+ * (Gemma 3's gelu_pytorch_tanh) or the exact erf GELU (ModernBERT), each
+ * with the CPU engine's formula (eng_cpu_swiglu / eng_cpu_geglu_tanh /
+ * eng_cpu_geglu_erf). */
+template <int ACT>
+static __device__ __forceinline__ float glu_gate(float v) {
+    if constexpr (ACT == ENG_CU_GLU_GELU_TANH)
+        return 0.5f * v * (1.0f + tanhf(0.7978845608028654f * (v + 0.044715f * v * v * v)));
+    else if constexpr (ACT == ENG_CU_GLU_GELU_ERF)
+        return 0.5f * v * (1.0f + erff(v * 0.7071067811865476f));
+    else
+        return v / (1.f + expf(-v));
+}
+
+template <int ACT>
 __global__ void __launch_bounds__(SWIGLU_THREADS)
 swiglu_kernel(const bf16 *gu, bf16 *out, int rows, const int *n_rows_dev, int inter) {
     const int cpr = inter >> 3; /* 8-value chunks per output row */
@@ -125,17 +142,31 @@ swiglu_kernel(const bf16 *gu, bf16 *out, int rows, const int *n_rows_dev, int in
     eng_cu_load8(g, gv);
     eng_cu_load8(g + inter, uv);
 #pragma unroll
-    for (int j = 0; j < 8; j++) y[j] = gv[j] / (1.f + expf(-gv[j])) * uv[j];
+    for (int j = 0; j < 8; j++) y[j] = glu_gate<ACT>(gv[j]) * uv[j];
     eng_cu_store8(out + (size_t)row * inter + (size_t)c * 8, y);
+}
+
+cudaError_t eng_cu_glu_act(cudaStream_t s, const bf16 *gu, bf16 *out, int rows, const int *n_rows_dev, int inter,
+                           int act) {
+    if (rows <= 0 || inter <= 0 || inter % 8 || !n_rows_dev ||
+        (act != ENG_CU_GLU_SILU && act != ENG_CU_GLU_GELU_TANH && act != ENG_CU_GLU_GELU_ERF))
+        return cudaErrorInvalidValue;
+    const size_t threads = (size_t)rows * (size_t)(inter / 8);
+    const size_t blocks = (threads + SWIGLU_THREADS - 1) / SWIGLU_THREADS;
+    if (blocks > 0x7fffffffu) return cudaErrorInvalidValue;
+    const dim3 grid((unsigned)blocks), block(SWIGLU_THREADS);
+    cudaError_t e = act == ENG_CU_GLU_GELU_TANH
+                        ? eng_cu_launch(swiglu_kernel<ENG_CU_GLU_GELU_TANH>, grid, block, 0, s, gu, out, rows,
+                                        n_rows_dev, inter)
+                    : act == ENG_CU_GLU_GELU_ERF
+                        ? eng_cu_launch(swiglu_kernel<ENG_CU_GLU_GELU_ERF>, grid, block, 0, s, gu, out, rows,
+                                        n_rows_dev, inter)
+                        : eng_cu_launch(swiglu_kernel<ENG_CU_GLU_SILU>, grid, block, 0, s, gu, out, rows, n_rows_dev,
+                                        inter);
+    return e != cudaSuccess ? e : cudaGetLastError();
 }
 
 cudaError_t eng_cu_swiglu(cudaStream_t s, const bf16 *gu, bf16 *out, int rows,
                           const int *n_rows_dev, int inter) {
-    if (rows <= 0 || inter <= 0 || inter % 8 || !n_rows_dev) return cudaErrorInvalidValue;
-    const size_t threads = (size_t)rows * (size_t)(inter / 8);
-    const size_t blocks = (threads + SWIGLU_THREADS - 1) / SWIGLU_THREADS;
-    if (blocks > 0x7fffffffu) return cudaErrorInvalidValue;
-    cudaError_t e = eng_cu_launch(swiglu_kernel, dim3((unsigned)blocks), dim3(SWIGLU_THREADS), 0, s, gu, out,
-                                  rows, n_rows_dev, inter);
-    return e != cudaSuccess ? e : cudaGetLastError();
+    return eng_cu_glu_act(s, gu, out, rows, n_rows_dev, inter, ENG_CU_GLU_SILU);
 }

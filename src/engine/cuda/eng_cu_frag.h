@@ -116,15 +116,13 @@ static __device__ __forceinline__ void eng_attn_add_rel(float (*sc)[4], const fl
         }
 }
 
-/* REL (MPNet): rb is the head's relative position bias row in units of
- * raw scores (the bias / scale, so the softmax's one FFMA scales both),
- * pointing at distance 0; the bias of (key - query) is added to every
- * score of a real key and query (eng_relpos.h, eng_cu_attn_args.rel). */
-template <int D, int BN, bool CAUSAL, bool QSM = false, bool REL = false>
-static __device__ __forceinline__ void eng_attn_scores(const uint32_t (*qf)[4], const bf16 *K, int k0, int len,
-                                                       int wrow0, float sl2, float (*o)[4], float *m, float *l,
-                                                       float (*sc)[4], const bf16 *Qs = nullptr,
-                                                       const float *rb = nullptr) {
+/* S = Q K^T of the warp's 16 query rows against a key tile of BN rows, into
+ * sc (the mma.sync C layout): Q's fragments from registers (qf), or with
+ * QSM from shared memory one k-step at a time (Qs: the warp's ldmatrix
+ * address). */
+template <int D, int BN, bool QSM>
+static __device__ __forceinline__ void eng_attn_qk(const uint32_t (*qf)[4], const bf16 *K, float (*sc)[4],
+                                                   const bf16 *Qs) {
     constexpr int LD = D + 8;
     const int lane = threadIdx.x & 31, mi = lane >> 3, mr = lane & 7;
     if constexpr (QSM) { /* Q's fragments from shared memory, one k-step at a time */
@@ -156,6 +154,18 @@ static __device__ __forceinline__ void eng_attn_scores(const uint32_t (*qf)[4], 
             }
         }
     }
+}
+
+/* REL (MPNet): rb is the head's relative position bias row in units of
+ * raw scores (the bias / scale, so the softmax's one FFMA scales both),
+ * pointing at distance 0; the bias of (key - query) is added to every
+ * score of a real key and query (eng_relpos.h, eng_cu_attn_args.rel). */
+template <int D, int BN, bool CAUSAL, bool QSM = false, bool REL = false>
+static __device__ __forceinline__ void eng_attn_scores(const uint32_t (*qf)[4], const bf16 *K, int k0, int len,
+                                                       int wrow0, float sl2, float (*o)[4], float *m, float *l,
+                                                       float (*sc)[4], const bf16 *Qs = nullptr,
+                                                       const float *rb = nullptr) {
+    eng_attn_qk<D, BN, QSM>(qf, K, sc, Qs);
     if constexpr (REL) eng_attn_add_rel<BN>(sc, rb, k0, len, wrow0);
     eng_attn_softmax<D, BN, CAUSAL>(sc, k0, len, wrow0, sl2, o, m, l);
 }

@@ -301,12 +301,12 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
          * docs/BENCHMARKS.md, "One query") */
         const char *c = getenv("POSY_CUDA_CHAIN");
         m->chain_max = c ? atoi(c) : is_q3 ? 32 : 64; /* 0 (or not a number): off */
-        if (m->chain_max < 0) m->chain_max = 0;
+        if (m->chain_max < 0 || m->glu) m->chain_max = 0; /* Gemma 3 / ModernBERT: no chain */
         if (m->chain_max > 64) m->chain_max = 64; /* the chain kernel's row limit */
         const char *cn = getenv("POSY_CUDA_CHAIN_NORM");
         m->chain_norm = cn && !strcmp(cn, "1");
         const char *fn = getenv("POSY_CUDA_FOLD_NORM");
-        m->fold_norm = is_q3 && !(fn && !strcmp(fn, "0"));
+        m->fold_norm = is_q3 && !m->glu && !(fn && !strcmp(fn, "0")); /* RMSNorms only, before the GEMM */
         const char *cq = getenv("POSY_CUDA_CHAIN_QK");
         m->chain_qk = !(cq && !strcmp(cq, "0"));
         const char *cr = getenv("POSY_CUDA_CHAIN_ROPE");

@@ -26,6 +26,11 @@ typedef struct eng_cu_layer {
     bf16 *qkv_w, *qkv_b, *ao_w, *ao_b, *up_w, *up_b, *down_w, *down_b;
     float *ln1_g, *ln1_b, *ln2_g, *ln2_b;
     float *q_norm, *k_norm;
+    /* Gemma 3 / ModernBERT (glu): Gemma's post-attention / post-MLP RMSNorm
+     * weights (NULL otherwise); local: a sliding-window layer (its own
+     * rotary table and the model's window) */
+    float *post_attn, *post_mlp;
+    int local;
     /* ln_rows (encoders): the LayerNorm before a GEMM folded into its
      * weights -- W diag(g), b + W beta and the folded matrix's column sums
      * -- for QKV (the previous layer's ln2; NULL in layer 0) and up (ln1);
@@ -35,6 +40,7 @@ typedef struct eng_cu_layer {
 } eng_cu_layer;
 
 enum { ENG_CU_ARCH_BERT = 0, ENG_CU_ARCH_QWEN3 = 1 };
+enum { ENG_CU_GLU_GEMMA = 1, ENG_CU_GLU_MODERNBERT = 2 };
 
 /* Offsets (in int32 units) of the input block for a bucket. */
 typedef struct eng_cu_in_layout {
@@ -75,6 +81,16 @@ typedef struct eng_cu_model {
     float *rope;                        /* Qwen3: [rope_rows][head_dim/2][2] cos, sin */
     float *rel;                         /* MPNet: relative position bias (eng_cu_attn_args.rel, rel_max =
                                            max_pos), else NULL */
+    /* Gemma 3 and ModernBERT on the decoders' weights (eng_cu_model_glu.cu):
+     * glu ENG_CU_GLU_GEMMA / _MODERNBERT (0: neither), act the MLP's
+     * ENG_CU_GLU_* activation, window the sliding layers' |q - k| bound,
+     * rope_local their rotary table, embed_scale Gemma's sqrt(hidden);
+     * ModernBERT's LayerNorms: emb_norm (+ emb_norm_b) after the gather, the
+     * final norm's bias norm_b (emb_g is the final norm's weight, as for
+     * Qwen3); every LayerNorm bias is a zeros vector without norm_bias */
+    int glu, glu_act, window;
+    float embed_scale;
+    float *rope_local, *emb_norm, *emb_norm_b, *norm_b;
     eng_cu_layer *layers;
     /* activations: one device allocation for max_tokens / max_seqs */
     int max_tokens, max_seqs;
@@ -385,5 +401,13 @@ int eng_cu_model_norm_pool(eng_cu_model *m, cudaStream_t s, const bf16 *x, const
 int eng_cu_qwen3_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err);
 int eng_cu_qwen3_upload(eng_cu_model *m, const eng_config *cfg, const eng_qwen3_weights *w, posy_err *err);
 int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int tokens, int seqs, posy_err *err);
+/* The decoders' q/k norm + rotary and attention arguments for a bucket of
+ * T tokens (its input block's layout): rope the global table, no window,
+ * no fused norm (eng_cu_model_qwen3.cu; both forwards). */
+void eng_cu_dec_args(const eng_cu_model *m, int T, const eng_cu_in_layout &lay, eng_cu_qk_args *q,
+                     eng_cu_attn_args *a);
+/* Gemma 3 / ModernBERT's forward (eng_cu_model_glu.cu): the graph path's
+ * kernels only, no one-query chain. */
+int eng_cu_glu_forward(eng_cu_model *m, cudaStream_t s, int tokens, int seqs, posy_err *err);
 
 #endif

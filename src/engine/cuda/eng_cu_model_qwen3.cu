@@ -77,6 +77,13 @@ int eng_cu_qwen3_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err) {
     m->pool_mode = in->pooling == POSY_POOL_CLS ? ENG_CU_POOL_CLS
                    : in->pooling == POSY_POOL_LAST ? ENG_CU_POOL_LAST : ENG_CU_POOL_MEAN;
     m->epi_up = ENG_CU_EPI_NONE;
+    /* Gemma 3 / ModernBERT: their own forward (eng_cu_model_glu.cu) */
+    m->glu = cfg->gemma ? ENG_CU_GLU_GEMMA : cfg->modernbert ? ENG_CU_GLU_MODERNBERT : 0;
+    m->glu_act = cfg->act == ENG_ACT_GELU_TANH ? ENG_CU_GLU_GELU_TANH
+                 : cfg->act == ENG_ACT_GELU    ? ENG_CU_GLU_GELU_ERF
+                                               : ENG_CU_GLU_SILU;
+    m->window = m->glu ? cfg->sliding_window : 0;
+    m->embed_scale = cfg->gemma ? (float)sqrt((double)m->H) : 1.f; /* the CPU engine's float32 factor */
     return 0;
 }
 
@@ -102,13 +109,18 @@ int eng_cu_qwen3_upload(eng_cu_model *m, const eng_config *cfg, const eng_qwen3_
         eng_cu_q3_image_free(&im);
         return posy_err_set(err, POSY_E_NOMEM, "cuda backend: host image of %zu bytes", m->wbytes);
     }
-    eng_cu_q3_fill(&im, w, &cfg->rope, img);
+    eng_cu_q3_fill(&im, w, &cfg->rope, &cfg->rope_local, img);
     ce = cudaMemcpy(m->wmem, img, m->wbytes, cudaMemcpyHostToDevice);
     free(img);
     char *base = (char *)m->wmem;
     m->word = (bf16 *)(base + im.embed);
     m->emb_g = (float *)(base + im.norm);
     m->rope = (float *)(base + im.rope);
+#define Q3_OPT(off, type) ((off) == ENG_CU_Q3_NONE ? NULL : (type *)(base + (off)))
+    m->rope_local = Q3_OPT(im.rope_local, float);
+    m->emb_norm = Q3_OPT(im.emb_norm, float);
+    m->emb_norm_b = Q3_OPT(im.emb_norm_b, float);
+    m->norm_b = Q3_OPT(im.norm_b, float);
     for (int l = 0; l < m->L; l++) {
         const eng_cu_q3_layer_off *o = &im.layers[l];
         eng_cu_layer *d = &m->layers[l];
@@ -118,8 +130,13 @@ int eng_cu_qwen3_upload(eng_cu_model *m, const eng_config *cfg, const eng_qwen3_
         d->ao_b = o->o_b == ENG_CU_Q3_NONE ? NULL : (bf16 *)(base + o->o_b);
         d->q_norm = o->q_norm == ENG_CU_Q3_NONE ? NULL : (float *)(base + o->q_norm);
         d->k_norm = o->k_norm == ENG_CU_Q3_NONE ? NULL : (float *)(base + o->k_norm);
-        d->ln1_g = (float *)(base + o->ln1);
+        d->ln1_g = Q3_OPT(o->ln1, float); /* ModernBERT's layer 0 has none */
         d->ln2_g = (float *)(base + o->ln2);
+        d->ln1_b = Q3_OPT(o->ln1_b, float);
+        d->ln2_b = Q3_OPT(o->ln2_b, float);
+        d->post_attn = Q3_OPT(o->post_attn, float);
+        d->post_mlp = Q3_OPT(o->post_mlp, float);
+        d->local = m->glu && ((cfg->layer_local[l / 8] >> (l % 8)) & 1);
         d->up_w = (bf16 *)(base + o->gu_w);
         d->down_w = (bf16 *)(base + o->down_w);
     }
@@ -272,7 +289,34 @@ static int attn_block(eng_cu_model *m, cudaStream_t s, int chain, int fuse, int 
                                err);
 }
 
+void eng_cu_dec_args(const eng_cu_model *m, int T, const eng_cu_in_layout &lay, eng_cu_qk_args *q,
+                     eng_cu_attn_args *a) {
+    const int32_t *in = m->d_in;
+    const int d = m->head_dim;
+    memset(q, 0, sizeof *q);
+    q->qkv = m->qkv; q->ld = m->qkv_n;
+    q->n_heads = m->heads; q->n_kv_heads = m->kv_heads; q->head_dim = d;
+    q->eps = m->eps;
+    q->rope = m->rope; q->rope_rows = m->rope_rows;
+    q->cu_seqlens = in + lay.cu; q->n_seqs_dev = in + lay.meta + ENG_CU_META_SEQS;
+    q->rows = T; q->n_rows_dev = in + lay.meta + ENG_CU_META_TOKENS;
+    memset(a, 0, sizeof *a);
+    a->q = m->qkv; a->k = m->qkv + m->attn_n; a->v = m->qkv + m->attn_n + m->kv_heads * d;
+    a->ldq = a->ldk = a->ldv = m->qkv_n;
+    a->o = m->ctx; a->ldo = m->attn_n;
+    a->n_heads = m->heads; a->n_kv_heads = m->kv_heads;
+    a->head_dim = d;
+    a->cu_seqlens = in + lay.cu;
+    a->tiles = in + lay.tiles;
+    a->n_tiles_dev = in + lay.meta + ENG_CU_META_TILES;
+    a->max_tiles = lay.max_tiles;
+    a->scale = 1.f / sqrtf((float)d); /* Gemma 3's query_pre_attn_scalar is folded into q_norm */
+    a->causal = m->causal;
+    a->work = m->attn_work;
+}
+
 int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *err) {
+    if (m->glu) return eng_cu_glu_forward(m, s, T, S, err);
     const eng_cu_in_layout lay = eng_cu_in_layout_for(T, S);
     const int32_t *in = m->d_in;
     const int *n_tok = in + lay.meta + ENG_CU_META_TOKENS, *n_seq = in + lay.meta + ENG_CU_META_SEQS;
@@ -282,27 +326,8 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
     CK("embedding", eng_cu_embed_rmsnorm(s, in + lay.ids, m->word, m->layers[0].ln1_g, x, m->h, T, n_tok,
                                          H, m->eps));
     eng_cu_qk_args q;
-    memset(&q, 0, sizeof q);
-    q.qkv = m->qkv; q.ld = m->qkv_n;
-    q.n_heads = m->heads; q.n_kv_heads = m->kv_heads; q.head_dim = d;
-    q.eps = m->eps;
-    q.rope = m->rope; q.rope_rows = m->rope_rows;
-    q.cu_seqlens = in + lay.cu; q.n_seqs_dev = n_seq;
-    q.rows = T; q.n_rows_dev = n_tok;
     eng_cu_attn_args a;
-    memset(&a, 0, sizeof a);
-    a.q = m->qkv; a.k = m->qkv + m->attn_n; a.v = m->qkv + m->attn_n + m->kv_heads * d;
-    a.ldq = a.ldk = a.ldv = m->qkv_n;
-    a.o = m->ctx; a.ldo = m->attn_n;
-    a.n_heads = m->heads; a.n_kv_heads = m->kv_heads;
-    a.head_dim = d;
-    a.cu_seqlens = in + lay.cu;
-    a.tiles = in + lay.tiles;
-    a.n_tiles_dev = in + lay.meta + ENG_CU_META_TILES;
-    a.max_tiles = lay.max_tiles;
-    a.scale = 1.f / sqrtf((float)d);
-    a.causal = m->causal;
-    a.work = m->attn_work;
+    eng_cu_dec_args(m, T, lay, &q, &a);
     /* q/k norm + rotary inside attention: in the one-query chain (v2, one
      * node fewer a layer; POSY_CUDA_CHAIN_QK=0: its own kernel), or opt-in
      * everywhere (POSY_CUDA_QK_FUSE=1) */

@@ -12,8 +12,12 @@
 #include <stdlib.h>
 #include <string.h>
 
-/* The attention kernel's head sizes (eng_cu_attn.cu). */
-static int q3_head_dim_ok(int d) { return d == 32 || d == 64 || d == 128; }
+/* The attention kernel's head sizes (eng_cu_attn.cu; 256 only in
+ * eng_cu_attn_win.cu, which the Gemma 3 / ModernBERT forward calls). */
+static int q3_head_dim_ok(const eng_config *cfg) {
+    const int d = cfg->head_dim;
+    return d == 32 || d == 64 || d == 128 || (d == 256 && (cfg->gemma || cfg->modernbert));
+}
 
 int eng_cu_q3_check(const eng_config *cfg, posy_err *err) {
     const posy_model_info *in = &cfg->info;
@@ -21,17 +25,13 @@ int eng_cu_q3_check(const eng_config *cfg, posy_err *err) {
     if (strcmp(in->arch, "qwen3"))
         return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: '%s' is not a decoder of the qwen3 family",
                             in->arch);
-    if (cfg->gemma || cfg->modernbert)
-        return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: %s (%s) runs on the CPU engine only: its GPU "
-                            "path is not written; use --device cpu", cfg->model_type,
-                            cfg->gemma ? "Gemma 3, EmbeddingGemma" : "ModernBERT");
     if (gate && !strcmp(gate, "0"))
         return posy_err_set(err, POSY_E_UNSUPPORTED,
                             "cuda backend: qwen3 on the GPU is turned off by POSY_CUDA_QWEN3=0; use --device cpu "
                             "or unset it");
-    if (!q3_head_dim_ok(cfg->head_dim))
-        return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: %s head_dim %d unsupported (32, 64 or 128)",
-                            cfg->model_type, cfg->head_dim);
+    if (!q3_head_dim_ok(cfg))
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: %s head_dim %d unsupported (32, 64 or 128%s)",
+                            cfg->model_type, cfg->head_dim, cfg->gemma || cfg->modernbert ? ", or 256" : "");
     if (in->heads <= 0 || in->kv_heads <= 0 || in->heads % in->kv_heads)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: %d heads not a multiple of %d kv heads",
                             in->heads, in->kv_heads);
@@ -42,6 +42,19 @@ int eng_cu_q3_check(const eng_config *cfg, posy_err *err) {
         return posy_err_set(err, POSY_E_UNSUPPORTED,
                             "cuda backend: hidden %d / intermediate %d must be positive multiples of 8, hidden <= 4096",
                             in->hidden, in->intermediate);
+    if (cfg->gemma || cfg->modernbert) { /* their gated MLPs: eng_cu_glu_act */
+        const char *glu = getenv("POSY_CUDA_GLU");
+        if (!glu || strcmp(glu, "1"))
+            return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: %s (%s) runs on the CPU engine: its GPU "
+                                "path is not yet verified on a GPU (POSY_CUDA_GLU=1 turns it on); use --device cpu",
+                                cfg->model_type, cfg->gemma ? "Gemma 3, EmbeddingGemma" : "ModernBERT");
+        if (cfg->act != ENG_ACT_GELU_TANH && cfg->act != ENG_ACT_GELU && cfg->act != ENG_ACT_SILU)
+            return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: %s needs a gelu, gelu_pytorch_tanh or "
+                                "silu activation", cfg->model_type);
+        if (cfg->sliding_window < 0)
+            return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: sliding window %d", cfg->sliding_window);
+        return 0;
+    }
     if (cfg->act != ENG_ACT_SILU)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: %s needs hidden_act silu", cfg->model_type);
     return 0;
@@ -93,27 +106,47 @@ static size_t q3_put_ones(q3_walker *w, size_t n) {
     return at;
 }
 
-static void q3_walk(eng_cu_q3_image *im, const eng_qwen3_weights *wt, const eng_rope *rope, q3_walker *w) {
+/* An optional fp32 vector: placed when present, else ENG_CU_Q3_NONE. */
+static size_t q3_put_opt(q3_walker *w, const float *src, size_t n) {
+    return src ? q3_put(w, src, n, 1) : ENG_CU_Q3_NONE;
+}
+
+static void q3_walk(eng_cu_q3_image *im, const eng_qwen3_weights *wt, const eng_rope *rope,
+                    const eng_rope *rope_local, q3_walker *w) {
     const size_t H = (size_t)im->H, I = (size_t)im->I, d = (size_t)im->head_dim;
     const size_t QKV = (size_t)im->qkv_n, A = (size_t)im->attn_n;
     im->embed = q3_put(w, wt->embed, (size_t)im->vocab * H, 0);
     im->norm = q3_put(w, wt->norm, H, 1);
+    im->norm_b = q3_put_opt(w, wt->norm_b, H);
+    im->emb_norm = q3_put_opt(w, wt->emb_norm, H);
+    im->emb_norm_b = q3_put_opt(w, wt->emb_norm_b, H);
     im->rope = q3_take(w, (size_t)im->rope_rows * d * 4);
     if (w->host) eng_cu_q3_rope_table((float *)(void *)(w->host + im->rope), im->rope_rows, im->head_dim, rope);
+    im->rope_local = ENG_CU_Q3_NONE;
+    if (im->local_rope) {
+        im->rope_local = q3_take(w, (size_t)im->rope_rows * d * 4);
+        if (w->host && rope_local)
+            eng_cu_q3_rope_table((float *)(void *)(w->host + im->rope_local), im->rope_rows, im->head_dim,
+                                 rope_local);
+    }
     for (int l = 0; l < im->L; l++) {
         const eng_qwen3_layer *s = &wt->layers[l];
         eng_cu_q3_layer_off *o = &im->layers[l];
-        const int fold = im->fold_norms;
+        const int fold = im->fold_norms && s->ln1 && s->ln2;
         o->qkv_w = fold ? q3_put_scaled(w, s->qkv_w, QKV, H, s->ln1) : q3_put(w, s->qkv_w, QKV * H, 0);
         o->qkv_b = s->qkv_b ? q3_put(w, s->qkv_b, QKV, 0) : ENG_CU_Q3_NONE;
         o->o_w = q3_put(w, s->o_w, H * A, 0);
         o->o_b = s->o_b ? q3_put(w, s->o_b, H, 0) : ENG_CU_Q3_NONE;
         o->q_norm = s->q_norm ? q3_put(w, s->q_norm, d, 1) : ENG_CU_Q3_NONE; /* Qwen3 only */
         o->k_norm = s->k_norm ? q3_put(w, s->k_norm, d, 1) : ENG_CU_Q3_NONE;
-        o->ln1 = fold ? q3_put_ones(w, H) : q3_put(w, s->ln1, H, 1);
+        o->ln1 = fold ? q3_put_ones(w, H) : q3_put_opt(w, s->ln1, H); /* ModernBERT layer 0: none */
         o->ln2 = fold ? q3_put_ones(w, H) : q3_put(w, s->ln2, H, 1);
         o->gu_w = fold ? q3_put_scaled(w, s->gu_w, 2 * I, H, s->ln2) : q3_put(w, s->gu_w, 2 * I * H, 0);
         o->down_w = q3_put(w, s->down_w, H * I, 0);
+        o->post_attn = q3_put_opt(w, s->post_attn, H); /* Gemma 3 */
+        o->post_mlp = q3_put_opt(w, s->post_mlp, H);
+        o->ln1_b = q3_put_opt(w, s->ln1_b, H); /* ModernBERT */
+        o->ln2_b = q3_put_opt(w, s->ln2_b, H);
     }
     im->bytes = (w->off + 255) & ~(size_t)255;
 }
@@ -135,14 +168,16 @@ int eng_cu_q3_plan(eng_cu_q3_image *im, const eng_config *cfg, const eng_qwen3_w
     im->attn_n = in->heads * cfg->head_dim;
     im->layers = (eng_cu_q3_layer_off *)calloc((size_t)im->L ? (size_t)im->L : 1, sizeof *im->layers);
     if (!im->layers) return posy_err_set(err, POSY_E_NOMEM, "cuda backend: qwen3 layer table");
+    im->local_rope = cfg->gemma || cfg->modernbert; /* the sliding layers' own rotary */
     q3_walker wk = {NULL, 0};
-    q3_walk(im, w, NULL, &wk); /* no host: nothing written, the rotary not read */
+    q3_walk(im, w, NULL, NULL, &wk); /* no host: nothing written, the rotary not read */
     return 0;
 }
 
-void eng_cu_q3_fill(eng_cu_q3_image *im, const eng_qwen3_weights *w, const eng_rope *rope, void *host) {
+void eng_cu_q3_fill(eng_cu_q3_image *im, const eng_qwen3_weights *w, const eng_rope *rope,
+                    const eng_rope *rope_local, void *host) {
     q3_walker wk = {(char *)host, 0};
-    q3_walk(im, w, rope, &wk); /* recomputes the planned offsets, and writes */
+    q3_walk(im, w, rope, rope_local, &wk); /* recomputes the planned offsets, and writes */
 }
 
 void eng_cu_q3_image_free(eng_cu_q3_image *im) {

@@ -39,6 +39,10 @@ typedef struct eng_cu_q3_layer_off {
     size_t qkv_w, qkv_b, o_w, o_b;      /* bf16; biases ENG_CU_Q3_NONE when absent */
     size_t q_norm, k_norm, ln1, ln2;    /* fp32; q/k norm ENG_CU_Q3_NONE when absent (qwen2, mistral, llama) */
     size_t gu_w, down_w;                /* bf16 */
+    /* Gemma 3: post_attn / post_mlp fp32 [H]; ModernBERT: the LayerNorms'
+     * biases ln1_b / ln2_b fp32 [H], and ln1 is ENG_CU_Q3_NONE in layer 0;
+     * ENG_CU_Q3_NONE where the model has none */
+    size_t post_attn, post_mlp, ln1_b, ln2_b;
 } eng_cu_q3_layer_off;
 
 typedef struct eng_cu_q3_image {
@@ -50,13 +54,19 @@ typedef struct eng_cu_q3_image {
      * RMSNorm(x) (W diag(g))^T -- what lets the one-query chain apply the
      * norm as a per-row scale in the GEMM's epilogue */
     int fold_norms;
+    int local_rope;                     /* set by plan: a second rotary table (Gemma 3, ModernBERT) */
     int qkv_n, attn_n;                  /* (heads + 2 kv_heads) * head_dim, heads * head_dim */
     size_t embed, norm, rope;           /* byte offsets */
+    /* Gemma 3 / ModernBERT: the sliding layers' rotary table (as rope),
+     * ModernBERT's embedding LayerNorm (weight, bias) and final norm bias,
+     * all fp32; ENG_CU_Q3_NONE where absent */
+    size_t rope_local, emb_norm, emb_norm_b, norm_b;
     eng_cu_q3_layer_off *layers;        /* [L] */
     size_t bytes;                       /* size of the whole image */
 } eng_cu_q3_image;
 
-/* Can the CUDA backend run this model?  Refuses everything but a qwen3
+/* Can the CUDA backend run this model?  Refuses everything but a model of
+ * the decoders' family (qwen3 and its relatives, Gemma 3, ModernBERT)
  * whose shapes the kernels support, and refuses even that when env
  * POSY_CUDA_QWEN3=0 (an off switch; the path was verified on the H200,
  * tests/cuda/run_qwen3_gpu.sh).  0 or -1 + err. */
@@ -69,7 +79,7 @@ int eng_cu_q3_plan(eng_cu_q3_image *im, const eng_config *cfg, const eng_qwen3_w
 /* Write the planned image into host memory of im->bytes bytes (the walk
  * recomputes the planned offsets on the way). */
 void eng_cu_q3_fill(eng_cu_q3_image *im, const eng_qwen3_weights *w, const eng_rope *rope,
-                    void *host);
+                    const eng_rope *rope_local, void *host);
 void eng_cu_q3_image_free(eng_cu_q3_image *im);
 
 /* out[(p * head_dim/2 + i) * 2 + {0, 1}] = cos, sin of the rotary angle of

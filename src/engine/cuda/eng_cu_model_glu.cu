@@ -1,0 +1,118 @@
+/* eng_cu_model_glu: the forward pass of Gemma 3 (EmbeddingGemma) and
+ * ModernBERT on the GPU.  Both load as the decoders' weights
+ * (eng_qwen3_weights: Q|K|V and gate|up stacked, the image of
+ * eng_cu_qwen3_pack.c, uploaded by eng_cu_qwen3_upload) and differ from
+ * Qwen3 where the CPU engine (eng_cpu_qwen3.c) says:
+ *   Gemma 3     embeddings x sqrt(hidden); (1 + w) RMSNorms (the +1 added at
+ *               load); a norm after attention and after the MLP, before each
+ *               residual add; gelu_tanh(gate) * up; q/k norm (query scale
+ *               folded into q_norm); head size 256; sliding layers with their
+ *               own rotary and a window
+ *   ModernBERT  a LayerNorm after the embedding gather, none before layer 0's
+ *               attention; LayerNorms (bias or zeros); GELU(input) * gate;
+ *               rotary alone; sliding layers with their own rotary and window;
+ *               always bidirectional
+ *
+ * Why a forward of its own: the Qwen3 forward is tuned around RMSNorms
+ * folded into the GEMMs and residual adds in their epilogues (and the
+ * one-query chain built on both); a norm between the product and the
+ * residual (Gemma) or a LayerNorm with a bias (ModernBERT) fits neither.
+ * This one takes the plain path -- cuBLASLt products (eng_cu_model_gemm off
+ * the chain), eng_cu_qk_norm_rope per layer with that layer's rotary table,
+ * eng_cu_attention (a window or head size 256 runs eng_cu_attn_win.cu), and
+ * eng_cu_glu.cu's kernels -- seven launches a layer:
+ *   qkv = h Wqkv^T; q/k norm + rotary; ctx = attention;
+ *   y = ctx Wo^T; x += [RMSNorm(y) * post_attn | y], h = norm(x) * ln2 (+ b);
+ *   gu = h Wgu^T; act = act(gate) * up;
+ *   y = act Wd^T; x += [RMSNorm(y) * post_mlp | y], h = norm(x) * next ln1
+ * then the final norm and the pooling (eng_cu_model_norm_pool).  Buckets
+ * get whole-model graphs like every model; there is no one-query chain
+ * (chain_max is 0 for these models).
+ *
+ * Verified by tests/cuda/e2e_decoders.py (gemma3, modernbert: the real
+ * configurations of EmbeddingGemma-300m and ModernBERT-base with random
+ * weights, against transformers fp32, min cosine >= 0.999) and the kernels
+ * by dev/cuda/lab_glu.cu.
+ */
+#include "eng_cu_model.h"
+#include "eng_cu_order.h"
+#include <math.h>
+#include <string.h>
+
+#define CK(what, call)                                                        \
+    do {                                                                      \
+        cudaError_t ce_ = (call);                                             \
+        if (ce_ != cudaSuccess) return eng_cu_model_fail(err, what, ce_);     \
+    } while (0)
+
+int eng_cu_glu_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *err) {
+    const eng_cu_in_layout lay = eng_cu_in_layout_for(T, S);
+    const int32_t *in = m->d_in;
+    const int *n_tok = in + lay.meta + ENG_CU_META_TOKENS;
+    const int H = m->H, I = m->I;
+    const int gemma = m->glu == ENG_CU_GLU_GEMMA, ln = m->glu == ENG_CU_GLU_MODERNBERT;
+    eng_cu_pdl_on = m->pdl_env; /* no chain: PDL only when asked for everywhere */
+    eng_cu_order_begin(0);
+    bf16 *x = m->x, *y = m->y, *h = m->h;
+
+    eng_cu_glu_norm_args nr;
+    memset(&nr, 0, sizeof nr);
+    nr.x = x; nr.ln = ln; nr.eps = m->eps; nr.rows = T; nr.H = H; nr.n_rows_dev = n_tok;
+    /* x = embed[ids] (x sqrt(H)); Gemma: h = RMSNorm(x) * ln1[0]; ModernBERT:
+     * x = h = LayerNorm(x) (layer 0 has no norm before attention) */
+    CK("embedding", eng_cu_glu_embed(s, in + lay.ids, m->word, m->embed_scale, x, T, n_tok, H));
+    {
+        eng_cu_glu_norm_args e = nr;
+        e.h = h;
+        if (ln) {
+            e.g = m->emb_norm; e.b = m->emb_norm_b;
+            e.write_x = 1; e.norm_x = 1;
+            if (m->layers[0].ln1_g) e.h = NULL; /* a ModernBERT-like model with a first norm: below */
+        } else {
+            e.g = m->layers[0].ln1_g;
+        }
+        if (e.h || e.write_x) CK("embedding norm", eng_cu_glu_norm(s, &e));
+        if (ln && m->layers[0].ln1_g) {
+            eng_cu_glu_norm_args f = nr;
+            f.h = h; f.g = m->layers[0].ln1_g; f.b = m->layers[0].ln1_b;
+            CK("norm", eng_cu_glu_norm(s, &f));
+        }
+    }
+
+    eng_cu_qk_args q;
+    eng_cu_attn_args a;
+    eng_cu_dec_args(m, T, lay, &q, &a);
+
+    for (int l = 0; l < m->L; l++) {
+        const eng_cu_layer *w = eng_cu_layer_at(m, l);
+        if (eng_cu_model_gemm(m, s, 0, h, w->qkv_w, w->qkv_b, NULL, m->qkv, T, m->qkv_n, H,
+                              w->qkv_b ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, NULL, err))
+            return -1;
+        q.q_norm = w->q_norm; q.k_norm = w->k_norm;
+        q.rope = w->local && m->rope_local ? m->rope_local : m->rope;
+        CK("q/k norm + rotary", eng_cu_qk_norm_rope(s, &q));
+        a.window = w->local ? m->window : 0;
+        CK("attention", eng_cu_attention(s, &a));
+        if (eng_cu_model_gemm(m, s, 0, m->ctx, w->ao_w, w->ao_b, NULL, y, T, H, m->attn_n,
+                              w->ao_b ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, NULL, err))
+            return -1;
+        eng_cu_glu_norm_args r = nr;
+        r.y = y; r.post = gemma ? w->post_attn : NULL;
+        r.write_x = 1; r.h = h; r.g = w->ln2_g; r.b = ln ? w->ln2_b : NULL;
+        CK("residual + norm", eng_cu_glu_norm(s, &r));
+        if (eng_cu_model_gemm(m, s, 0, h, w->up_w, NULL, NULL, m->inter, T, 2 * I, H, ENG_CU_EPI_NONE, NULL, err))
+            return -1;
+        CK("gated activation", eng_cu_glu_act(s, m->inter, m->act, T, n_tok, I, m->glu_act));
+        if (eng_cu_model_gemm(m, s, 0, m->act, w->down_w, NULL, NULL, y, T, H, I, ENG_CU_EPI_NONE, NULL, err))
+            return -1;
+        r.post = gemma ? w->post_mlp : NULL;
+        if (l + 1 < m->L) { /* the next layer's input norm; after the last, the final norm goes with the pooling */
+            const eng_cu_layer *nx = eng_cu_layer_at(m, l + 1);
+            r.g = nx->ln1_g; r.b = ln ? nx->ln1_b : NULL;
+        } else {
+            r.h = NULL; r.g = NULL; r.b = NULL;
+        }
+        CK("residual + norm", eng_cu_glu_norm(s, &r));
+    }
+    return eng_cu_model_norm_pool(m, s, x, m->emb_g, ln ? m->norm_b : NULL, m->h, T, S, in, lay, err);
+}
