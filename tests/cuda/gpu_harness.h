@@ -3,7 +3,8 @@
  * what src/engine/cuda owns.
  *
  * A model comes as a folder written by tests/cuda/e2e_vs_transformers.py
- * (BERT) or tests/cuda/e2e_qwen3.py (Qwen3):
+ * (BERT) or tests/cuda/e2e_qwen3.py (Qwen3), or as a user's model folder
+ * (config.json + safetensors; no dims.txt), read by the engine's loaders:
  *   dims.txt     "H L heads I vocab type_vocab max_pos eps pooling normalize"
  *                or "qwen3 H L heads kv_heads head_dim I vocab max_pos eps
  *                rope_theta pooling normalize causal"
@@ -93,12 +94,30 @@ static inline void gh_load_qwen3(posy_engine *e, const char *dir, FILE *f) {
         for (int l = 0; l < in->layers; l++) q->layers[l].q_norm = q->layers[l].k_norm = NULL;
 }
 
-/* Fill e->cfg and e->bert (or e->qwen3) from a harness model folder. */
+/* A model folder as a user has it (config.json, safetensors, the
+ * sentence-transformers files: tests/cuda/e2e_decoders.py writes such
+ * folders): read by the engine's own loaders, as posy_engine_open does. */
+static inline void gh_load_hf(posy_engine *e, const char *dir) {
+    posy_err err;
+    posy_err_clear(&err);
+    if (eng_config_load(&e->cfg, dir, &err) || eng_st_open_dir(&e->st, dir, &err) ||
+        (!strcmp(e->cfg.info.arch, "qwen3") ? eng_qwen3_weights_load(&e->qwen3, &e->cfg, &e->st, &err)
+                                            : eng_bert_weights_load(&e->bert, &e->cfg, &e->st, &err))) {
+        fprintf(stderr, "%s: %s\n", dir, err.msg);
+        exit(2);
+    }
+}
+
+/* Fill e->cfg and e->bert (or e->qwen3) from a harness model folder
+ * (dims.txt + weights.bin), or else from a user's model folder. */
 static inline void gh_load_model(posy_engine *e, const char *dir) {
     char path[1200];
     snprintf(path, sizeof path, "%s/dims.txt", dir);
     FILE *f = fopen(path, "r");
-    if (!f) { fprintf(stderr, "cannot open %s\n", path); exit(2); }
+    if (!f) {
+        gh_load_hf(e, dir);
+        return;
+    }
     char tag[16] = "";
     if (fscanf(f, "%15s", tag) == 1 && !strcmp(tag, "qwen3")) { gh_load_qwen3(e, dir, f); return; }
     /* "mpnet" first: MPNet -- positions from 2 (the table has max_positions

@@ -351,12 +351,12 @@ static void test_image_glu(void) {
     load(&mb, "decoders/modernbert");
     posy_err err;
     posy_err_clear(&err);
-    unsetenv("POSY_CUDA_GLU");
-    if (g.ok) { /* off by default until verified on a GPU */
+    setenv("POSY_CUDA_GLU", "0", 1);
+    if (g.ok) { /* the off switch */
         CHECK(eng_cu_q3_check(&g.cfg, &err) != 0);
-        CHECK_STR_CONTAINS(err.msg, "POSY_CUDA_GLU=1");
+        CHECK_STR_CONTAINS(err.msg, "POSY_CUDA_GLU=0");
     }
-    setenv("POSY_CUDA_GLU", "1", 1);
+    unsetenv("POSY_CUDA_GLU");
     posy_err_clear(&err);
     if (g.ok) {
         CHECK_MSG(eng_cu_q3_check(&g.cfg, &err) == 0, "%s", err.msg);

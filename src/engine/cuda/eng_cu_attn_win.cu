@@ -24,7 +24,7 @@
  * costs O(len x window), not O(len^2).
  *
  * Checked against the CPU engine's eng_cpu_attention_gqa_window_ref by
- * dev/cuda/lab_glu.cu (head sizes 64 and 256, windows that bind and that
+ * dev/cuda/lab_qwen3.cu (head sizes 32 to 256, windows that bind and that
  * do not, causal and not, GQA, 1..700 tokens).
  */
 #include "eng_cu_attn_tiles.h"

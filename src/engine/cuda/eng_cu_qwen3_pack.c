@@ -43,11 +43,11 @@ int eng_cu_q3_check(const eng_config *cfg, posy_err *err) {
                             "cuda backend: hidden %d / intermediate %d must be positive multiples of 8, hidden <= 4096",
                             in->hidden, in->intermediate);
     if (cfg->gemma || cfg->modernbert) { /* their gated MLPs: eng_cu_glu_act */
-        const char *glu = getenv("POSY_CUDA_GLU");
-        if (!glu || strcmp(glu, "1"))
-            return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: %s (%s) runs on the CPU engine: its GPU "
-                                "path is not yet verified on a GPU (POSY_CUDA_GLU=1 turns it on); use --device cpu",
-                                cfg->model_type, cfg->gemma ? "Gemma 3, EmbeddingGemma" : "ModernBERT");
+        const char *glu = getenv("POSY_CUDA_GLU"); /* their GPU path's off switch (verified: H200 run 100) */
+        if (glu && !strcmp(glu, "0"))
+            return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: %s (%s) on the GPU is turned off by "
+                                "POSY_CUDA_GLU=0; use --device cpu or unset it", cfg->model_type,
+                                cfg->gemma ? "Gemma 3, EmbeddingGemma" : "ModernBERT");
         if (cfg->act != ENG_ACT_GELU_TANH && cfg->act != ENG_ACT_GELU && cfg->act != ENG_ACT_SILU)
             return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: %s needs a gelu, gelu_pytorch_tanh or "
                                 "silu activation", cfg->model_type);
