@@ -195,6 +195,44 @@ static void check_swiglu(int rows, int I, int time_it, int act = ENG_CU_GLU_SILU
 
 /* ---- attention on the fused Qwen3 layout -------------------------------------------- */
 
+/* The fused [T, (nh + 2 nkv) d] rows b, the sequences cu and their tile
+ * list on the device, an output, and the attention arguments over them. */
+struct attn_dev {
+    eng_cu_attn_args a;
+    bf16 *qkv, *out;
+    int32_t *cu, *tiles;
+    int *nt, *work;
+};
+
+static attn_dev attn_upload(int nh, int nkv, int d, const std::vector<int32_t> &cu, const std::vector<uint16_t> &b) {
+    const int ld = (nh + 2 * nkv) * d, A = nh * d, S = (int)cu.size() - 1, T = cu.back();
+    const int max_tiles = eng_cu_attn_max_tiles(T + 5, S + 2);
+    std::vector<int32_t> tiles(2 * max_tiles);
+    const int nt = eng_cu_attn_tiles(cu.data(), S, tiles.data());
+    attn_dev x;
+    x.qkv = (bf16 *)lab_upload(b);
+    x.cu = lab_upload(cu);
+    x.tiles = lab_upload(tiles);
+    x.nt = lab_upload(std::vector<int>(1, nt));
+    x.work = lab_upload(std::vector<int>(2, 0));
+    CUCHECK(cudaMalloc(&x.out, (size_t)T * A * 2));
+    lab_poison(x.out, (size_t)T * A * 2);
+    eng_cu_attn_args &a = x.a;
+    memset(&a, 0, sizeof a);
+    a.q = x.qkv; a.k = x.qkv + A; a.v = x.qkv + A + nkv * d;
+    a.ldq = a.ldk = a.ldv = ld;
+    a.o = x.out; a.ldo = A;
+    a.n_heads = nh; a.n_kv_heads = nkv; a.head_dim = d;
+    a.cu_seqlens = x.cu; a.tiles = x.tiles; a.n_tiles_dev = x.nt; a.max_tiles = max_tiles;
+    a.scale = 1.f / sqrtf((float)d);
+    a.work = x.work;
+    return x;
+}
+
+static void attn_free(attn_dev &x) {
+    cudaFree(x.qkv); cudaFree(x.cu); cudaFree(x.tiles); cudaFree(x.nt); cudaFree(x.work); cudaFree(x.out);
+}
+
 static void check_attention(int nh, int nkv, int d, int causal, const std::vector<int> &lens, int window = 0) {
     const int ld = (nh + 2 * nkv) * d, A = nh * d;
     std::vector<int32_t> cu(1, 0);
@@ -206,32 +244,53 @@ static void check_attention(int nh, int nkv, int d, int causal, const std::vecto
     std::vector<float> ref((size_t)T * A);
     if (window) eng_cpu_attention_gqa_window_ref(ref.data(), f.data(), cu.data(), S, nh, nkv, d, causal, window);
     else eng_cpu_attention_gqa_ref(ref.data(), f.data(), cu.data(), S, nh, nkv, d, causal);
-    const int max_tiles = eng_cu_attn_max_tiles(T + 5, S + 2);
-    std::vector<int32_t> tiles(2 * max_tiles);
-    const int nt = eng_cu_attn_tiles(cu.data(), S, tiles.data());
-    bf16 *dqkv = (bf16 *)lab_upload(b), *dout;
-    int32_t *dcu = lab_upload(cu), *dtiles = lab_upload(tiles);
-    int *dnt = lab_upload(std::vector<int>(1, nt));
-    CUCHECK(cudaMalloc(&dout, (size_t)T * A * 2));
-    lab_poison(dout, (size_t)T * A * 2);
-    eng_cu_attn_args a;
-    memset(&a, 0, sizeof a);
-    a.q = dqkv; a.k = dqkv + A; a.v = dqkv + A + nkv * d;
-    a.ldq = a.ldk = a.ldv = ld;
-    a.o = dout; a.ldo = A;
-    a.n_heads = nh; a.n_kv_heads = nkv; a.head_dim = d;
-    a.cu_seqlens = dcu; a.tiles = dtiles; a.n_tiles_dev = dnt; a.max_tiles = max_tiles;
-    a.scale = 1.f / sqrtf((float)d);
-    a.causal = causal;
-    a.window = window;
-    CUCHECK(eng_cu_attention(0, &a));
+    attn_dev x = attn_upload(nh, nkv, d, cu, b);
+    x.a.causal = causal;
+    x.a.window = window;
+    CUCHECK(eng_cu_attention(0, &x.a));
     CUCHECK(cudaDeviceSynchronize());
-    std::vector<float> got = lab_download_bf16(dout, (size_t)T * A);
+    std::vector<float> got = lab_download_bf16(x.out, (size_t)T * A);
     char name[128];
     snprintf(name, sizeof name, "attention (CPU gqa ref) nh=%d kv=%d d=%d %s window=%d tokens=%d", nh, nkv, d,
              causal ? "causal" : "bidir", window, T);
     lab_check(name, got.data(), ref.data(), (size_t)T * A, 1e-2f, 2e-2f);
-    cudaFree(dqkv); cudaFree(dcu); cudaFree(dtiles); cudaFree(dnt); cudaFree(dout);
+    attn_free(x);
+}
+
+/* The windowed / head-256 kernel's speed (eng_cu_attn_win.cu) at a
+ * saturated step's shape (n sequences of len tokens), with and without its
+ * window, beside the tuned kernel (eng_cu_attention's default) where that
+ * takes the head size: what the sliding layers cost and what the plain
+ * form gives up.  TFLOP/s counts the keys each query sees. */
+static void time_attention(int nh, int nkv, int d, int len, int n, int window) {
+    const int ld = (nh + 2 * nkv) * d;
+    std::vector<int32_t> cu(1, 0);
+    for (int i = 0; i < n; i++) cu.push_back(cu.back() + len);
+    std::vector<float> f;
+    std::vector<uint16_t> b;
+    lab_rand_bf16(f, b, (size_t)cu.back() * ld, 1.f);
+    attn_dev x = attn_upload(nh, nkv, d, cu, b);
+    eng_cu_attn_args &a = x.a;
+    double seen = 0; /* keys seen, summed over queries */
+    for (int q = 0; q < len; q++) {
+        const int lo = window ? std::max(0, q - window + 1) : 0, hi = window ? std::min(len, q + window) : len;
+        seen += hi - lo;
+    }
+    const double flop_w = 4.0 * seen * n * d * nh, flop_full = 4.0 * (double)len * len * n * d * nh;
+    a.window = window;
+    const float ms_w = lab_time_ms([&] { CUCHECK(eng_cu_attention_win(0, &a)); }, 20);
+    a.window = 0;
+    const float ms_0 = lab_time_ms([&] { CUCHECK(eng_cu_attention_win(0, &a)); }, 20);
+    printf("  bench attention (windowed kernel) nh=%d kv=%d d=%d %d x %d tokens: window %d %.1f us (%.0f TFLOP/s), "
+           "none %.1f us (%.0f TFLOP/s)", nh, nkv, d, n, len, window, ms_w * 1e3, flop_w / (ms_w * 1e9),
+           ms_0 * 1e3, flop_full / (ms_0 * 1e9));
+    if (d <= 128) {
+        const float ms_t = lab_time_ms([&] { CUCHECK(eng_cu_attention(0, &a)); }, 20);
+        printf("; tuned kernel (version %d) %.1f us (%.0f TFLOP/s)", eng_cu_attn_version(d, 0), ms_t * 1e3,
+               flop_full / (ms_t * 1e9));
+    }
+    printf("\n");
+    attn_free(x);
 }
 
 /* ---- Gemma 3 / ModernBERT: residual + norm (eng_cu_glu_norm) ----------------------------- */
@@ -339,6 +398,13 @@ int main(void) {
     check_glu_norm(1, 768, 0);
     if (getenv("LAB_QUICK")) return lab_finish("lab_qwen3");
     check_qk({16, 8, 128, std::vector<int>(128, 128), 1e6}, 1);
+    /* EmbeddingGemma's attention (3 heads / 1 KV of 256, window 257) and
+     * ModernBERT-base's (12 of 64, window 65), saturated-step shapes */
+    time_attention(3, 1, 256, 128, 512, 257);
+    time_attention(3, 1, 256, 512, 128, 257);
+    time_attention(12, 12, 64, 128, 512, 65);
+    time_attention(12, 12, 64, 512, 128, 65);
+    time_attention(16, 8, 128, 512, 128, 257);
     check_swiglu(16384, 3072, 1);
     {
         /* embed_rmsnorm at 16384 x 1024: one gather + one norm pass */
