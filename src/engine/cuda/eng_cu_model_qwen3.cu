@@ -140,6 +140,7 @@ int eng_cu_qwen3_upload(eng_cu_model *m, const eng_config *cfg, const eng_qwen3_
         d->up_w = (bf16 *)(base + o->gu_w);
         d->down_w = (bf16 *)(base + o->down_w);
     }
+#undef Q3_OPT
     eng_cu_q3_image_free(&im);
     return ce == cudaSuccess ? 0 : eng_cu_model_fail(err, "weights upload", ce);
 }
