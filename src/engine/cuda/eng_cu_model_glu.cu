@@ -62,25 +62,15 @@ int eng_cu_glu_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *
     memset(&nr, 0, sizeof nr);
     nr.x = x; nr.ln = ln; nr.eps = m->eps; nr.rows = T; nr.H = H; nr.n_rows_dev = n_tok;
     /* x = embed[ids] (x sqrt(H)); Gemma: h = RMSNorm(x) * ln1[0]; ModernBERT:
-     * x = h = LayerNorm(x) (layer 0 has no norm before attention) */
+     * x = h = LayerNorm(x) (the loader leaves layer 0 without a norm before
+     * attention) */
     CK("embedding", eng_cu_glu_embed(s, in + lay.ids, m->word, m->embed_scale, x, T, n_tok, H));
-    {
-        eng_cu_glu_norm_args e = nr;
-        e.h = h;
-        if (ln) {
-            e.g = m->emb_norm; e.b = m->emb_norm_b;
-            e.write_x = 1; e.norm_x = 1;
-            if (m->layers[0].ln1_g) e.h = NULL; /* a ModernBERT-like model with a first norm: below */
-        } else {
-            e.g = m->layers[0].ln1_g;
-        }
-        if (e.h || e.write_x) CK("embedding norm", eng_cu_glu_norm(s, &e));
-        if (ln && m->layers[0].ln1_g) {
-            eng_cu_glu_norm_args f = nr;
-            f.h = h; f.g = m->layers[0].ln1_g; f.b = m->layers[0].ln1_b;
-            CK("norm", eng_cu_glu_norm(s, &f));
-        }
-    }
+    eng_cu_glu_norm_args e = nr;
+    e.h = h;
+    e.g = ln ? m->emb_norm : m->layers[0].ln1_g;
+    e.b = m->emb_norm_b;        /* NULL for Gemma */
+    e.write_x = e.norm_x = ln;
+    CK("embedding norm", eng_cu_glu_norm(s, &e));
 
     eng_cu_qk_args q;
     eng_cu_attn_args a;
@@ -101,7 +91,7 @@ int eng_cu_glu_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *
             return -1;
         eng_cu_glu_norm_args r = nr;
         r.y = y; r.post = gemma ? w->post_attn : NULL;
-        r.write_x = 1; r.h = h; r.g = w->ln2_g; r.b = ln ? w->ln2_b : NULL;
+        r.write_x = 1; r.h = h; r.g = w->ln2_g; r.b = w->ln2_b; /* LayerNorm biases: ModernBERT's only */
         CK("residual + norm", eng_cu_glu_norm(s, &r));
         if (eng_cu_model_gemm(m, s, 0, h, w->up_w, NULL, NULL, m->inter, T, 2 * I, H, ENG_CU_EPI_NONE, NULL, err))
             return -1;
@@ -111,7 +101,7 @@ int eng_cu_glu_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *
         r.post = gemma ? w->post_mlp : NULL;
         if (l + 1 < m->L) { /* the next layer's input norm; after the last, the final norm goes with the pooling */
             const eng_cu_layer *nx = eng_cu_layer_at(m, l + 1);
-            r.g = nx->ln1_g; r.b = ln ? nx->ln1_b : NULL;
+            r.g = nx->ln1_g; r.b = nx->ln1_b;
         } else {
             r.h = NULL; r.g = NULL; r.b = NULL;
         }
