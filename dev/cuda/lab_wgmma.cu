@@ -70,7 +70,7 @@ static int g_rev = 0;
 static void check(int M, int N, int K, int epi, int with_bias, int with_r) {
     std::vector<float> xf, wf, bf, rf;
     std::vector<uint16_t> xb, wb, bb, rb;
-    const int No = epi == ENG_CU_EPI_SWIGLU ? N / 2 : N;
+    const int No = ENG_CU_EPI_GATED(epi) ? N / 2 : N;
     rand_operands(xf, xb, wf, wb, bf, bb, rf, rb, M, N, K, (size_t)M * No, 1.f);
     bf16 *dx = (bf16 *)lab_upload(xb), *dw = (bf16 *)lab_upload(wb), *db = (bf16 *)lab_upload(bb);
     bf16 *dr = (bf16 *)lab_upload(rb), *dy;
@@ -94,10 +94,12 @@ static void check(int M, int N, int K, int epi, int with_bias, int with_r) {
         }
         for (int n = 0; n < No; n++) {
             double v;
-            if (epi == ENG_CU_EPI_SWIGLU) {
+            if (ENG_CU_EPI_GATED(epi)) {
                 double g = acc[n], u = acc[N / 2 + n];
                 if (with_bias) { g += bf[n]; u += bf[N / 2 + n]; }
-                v = g / (1.0 + exp(-g)) * u;
+                v = epi == ENG_CU_EPI_GEGLU_TANH  ? gelu_ref(g) * u
+                    : epi == ENG_CU_EPI_GEGLU_ERF ? 0.5 * g * (1.0 + erf(g / sqrt(2.0))) * u
+                                                  : g / (1.0 + exp(-g)) * u;
             } else {
                 v = acc[n];
                 if (epi != ENG_CU_EPI_NONE) v += bf[n];
@@ -937,7 +939,28 @@ int main(void) {
         check(300, 1024, 2048, ENG_CU_EPI_NONE, 0, 1);
         check(129, 768, 256, ENG_CU_EPI_BIAS_GELU, 1, 1); /* every compiled epilogue of version 3 */
         check(5000, 1024, 512, ENG_CU_EPI_BIAS, 1, 1);    /* 320 tiles: version 5's warpgroups take several each */
+        /* the GELU gates (Gemma 3's tanh form, ModernBERT's erf form):
+         * versions 3 and 4 only, the others refuse them (launched() fails
+         * on any error, so only the versions that run are asked) */
+        if (v == 3 || v == 4)
+            for (int epi : {ENG_CU_EPI_GEGLU_TANH, ENG_CU_EPI_GEGLU_ERF}) {
+                for (int M : {1, 129, 1000}) check(M, 2304, 768, epi, 0, 0); /* ModernBERT-base's / Gemma's gate|up */
+                check(5000, 768, 512, epi, 1, 0);
+                check(300, 384, 256, epi, 0, 0); /* N/2 = 192: tiles of 128 in v3 */
+            }
     }
+    /* the others refuse the GELU gates: a clear error, nothing launched */
+    const int keep_v = eng_cu_wg_version;
+    for (int v : {1, 2, 5, 6}) {
+        eng_cu_wg_version = v;
+        const cudaError_t e = eng_cu_gemm_wg_v(v, 0, NULL, NULL, NULL, NULL, NULL, 1000, 2304, 768, ENG_CU_EPI_GEGLU_TANH);
+        if (e != cudaErrorInvalidValue || eng_cu_gemm_wg_ok(1000, 2304, 768, ENG_CU_EPI_GEGLU_ERF)) {
+            printf("  FAIL: version %d takes a GELU-gated epilogue (%s)\n", v, cudaGetErrorString(e));
+            lab_failures++;
+        } else
+            printf("  version %d refuses the GELU gates ok\n", v);
+    }
+    eng_cu_wg_version = keep_v;
     check_rows(5, 1000, 768, 512, 0); /* version 5's row-scaled SwiGLU, after its plain checks */
     check_wres();                     /* version 6 (W resident) */
     for (int r = 0; r < 2; r++) { /* the product + whole-row LayerNorm (eng_cu_gemm_rowln.cu, _res.cu) */

@@ -435,9 +435,22 @@ cudaError_t eng_cu_ln_pool(cudaStream_t s, const bf16 *x, const float *gamma, co
 
 /* ---- GEMM through cuBLASLt (eng_cu_gemm.cu) ------------------------------ */
 
-/* ENG_CU_EPI_SWIGLU: the chain kernel only (eng_cu_gemm_chain): W's N rows
- * are gate | up halves, Y[M, N/2] = silu(gate) * up. */
-enum { ENG_CU_EPI_NONE = 0, ENG_CU_EPI_BIAS = 1, ENG_CU_EPI_BIAS_GELU = 2, ENG_CU_EPI_SWIGLU = 3 };
+/* ENG_CU_EPI_SWIGLU: the chain kernel and our GEMM only (eng_cu_gemm_chain,
+ * eng_cu_gemm_wg_v): W's N rows are gate | up halves, Y[M, N/2] =
+ * silu(gate) * up.  ENG_CU_EPI_GEGLU_TANH / _ERF: the same with GELU (tanh
+ * form: Gemma 3's gelu_pytorch_tanh; erf form: ModernBERT's "gelu") for
+ * the gate, in our GEMM's versions 3 and 4 only.  ENG_CU_EPI_GATED: one
+ * of the three (the gate|up layout). */
+enum {
+    ENG_CU_EPI_NONE = 0,
+    ENG_CU_EPI_BIAS = 1,
+    ENG_CU_EPI_BIAS_GELU = 2,
+    ENG_CU_EPI_SWIGLU = 3,
+    ENG_CU_EPI_GEGLU_TANH = 4,
+    ENG_CU_EPI_GEGLU_ERF = 5
+};
+#define ENG_CU_EPI_GATED(e) \
+    ((e) == ENG_CU_EPI_SWIGLU || (e) == ENG_CU_EPI_GEGLU_TANH || (e) == ENG_CU_EPI_GEGLU_ERF)
 
 typedef struct eng_cu_gemm_ctx eng_cu_gemm_ctx;
 

@@ -715,6 +715,7 @@ cudaError_t eng_cu_gemm_chain(cudaStream_t s, const bf16 *X, const bf16 *W, cons
         (res->stats && (!R || !res->gamma || !res->beta || !res->n_rows_dev ||
                         (((uintptr_t)res->gamma | (uintptr_t)res->beta) & 15) || ((uintptr_t)res->stats & 7))) ||
         (epi == ENG_CU_EPI_SWIGLU && R) || (epi != ENG_CU_EPI_NONE && epi != ENG_CU_EPI_SWIGLU && !bias) ||
+        epi == ENG_CU_EPI_GEGLU_TANH || epi == ENG_CU_EPI_GEGLU_ERF || epi < 0 || epi > ENG_CU_EPI_GEGLU_ERF ||
         (((uintptr_t)X | (uintptr_t)W | (uintptr_t)wp | (uintptr_t)bias | (uintptr_t)R |
           (uintptr_t)(nm ? nm->out : NULL)) & 15))
         return cudaErrorInvalidValue; /* 16-byte accesses to X, W, bias, R, the normalised rows, column sums,

@@ -225,8 +225,9 @@ static void tune(eng_cu_gemm_ctx *g, gemm_entry *e, cudaStream_t s, const bf16 *
 int eng_cu_gemm(eng_cu_gemm_ctx *g, cudaStream_t s, const bf16 *X, const bf16 *W,
                 const bf16 *bias, const bf16 *R, bf16 *Y, int M, int N, int K, int epi, char *err,
                 size_t errlen) {
-    if (epi == ENG_CU_EPI_SWIGLU) {
-        snprintf(err, errlen, "gemm %dx%dx%d: the SwiGLU epilogue is the chain kernel's only", M, N, K);
+    if (ENG_CU_EPI_GATED(epi)) {
+        snprintf(err, errlen, "gemm %dx%dx%d: cuBLASLt has no gated epilogue (the chain kernel's and ours only)", M,
+                 N, K);
         return -1;
     }
     gemm_entry *e = entry_get(g, M, N, K, epi, err, errlen);

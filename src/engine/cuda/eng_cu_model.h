@@ -406,8 +406,16 @@ int eng_cu_qwen3_forward(eng_cu_model *m, cudaStream_t s, int tokens, int seqs, 
  * no fused norm (eng_cu_model_qwen3.cu; both forwards). */
 void eng_cu_dec_args(const eng_cu_model *m, int T, const eng_cu_in_layout &lay, eng_cu_qk_args *q,
                      eng_cu_attn_args *a);
+/* act = gated(X Wgu^T) for layer w (the model's gate: SiLU or a GELU): in
+ * the chain the product into inter and the activation kernel (SiLU: the
+ * chain GEMM's SwiGLU epilogue); on the graph path our GEMM with the gate
+ * in its epilogue where it takes the shape and won this bucket's race,
+ * else cuBLASLt into inter and the activation kernel
+ * (eng_cu_model_qwen3.cu). */
+int eng_cu_dec_mlp_up(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, const eng_cu_layer *w, int T,
+                      const int *n_tok, posy_err *err);
 /* Gemma 3 / ModernBERT's forward (eng_cu_model_glu.cu): the graph path's
- * kernels only, no one-query chain. */
+ * kernels, and in the one-query chain's buckets the chain GEMMs. */
 int eng_cu_glu_forward(eng_cu_model *m, cudaStream_t s, int tokens, int seqs, posy_err *err);
 
 #endif

@@ -20,14 +20,19 @@
  * This one takes the plain path -- cuBLASLt products (eng_cu_model_gemm off
  * the chain), eng_cu_qk_norm_rope per layer with that layer's rotary table,
  * eng_cu_attention (a window or head size 256 runs eng_cu_attn_win.cu), and
- * eng_cu_glu.cu's kernels -- seven launches a layer:
+ * eng_cu_glu.cu's kernels -- nine launches a layer (eight with the fused gate):
  *   qkv = h Wqkv^T; q/k norm + rotary; ctx = attention;
  *   y = ctx Wo^T; x += [RMSNorm(y) * post_attn | y], h = norm(x) * ln2 (+ b);
- *   gu = h Wgu^T; act = act(gate) * up;
+ *   gu = h Wgu^T; act = act(gate) * up  (on the graph path our GEMM with
+ *     the gate in its epilogue where it wins the bucket's race: one launch);
  *   y = act Wd^T; x += [RMSNorm(y) * post_mlp | y], h = norm(x) * next ln1
  * then the final norm and the pooling (eng_cu_model_norm_pool).  Buckets
- * get whole-model graphs like every model; there is no one-query chain
- * (chain_max is 0 for these models).
+ * get whole-model graphs like every model.  Buckets of the one-query
+ * chain (m->chain_max, eng_cu_model_chain_begin) run the same launches
+ * with the four products as chain GEMMs (eng_cu_gemm_chain on plain rows:
+ * the weights requested before the wait, no cuBLASLt) and every launch
+ * with programmatic dependent launch; the norms stay kernels (the chain's
+ * RMS fold carries neither Gemma's post-norms nor a LayerNorm's bias).
  *
  * Verified on an H200 (runs 100-101, docs/BENCHMARKS.md) by
  * tests/cuda/e2e_decoders.py (gemma3, modernbert: the published
@@ -54,7 +59,9 @@ int eng_cu_glu_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *
     const int *n_tok = in + lay.meta + ENG_CU_META_TOKENS;
     const int H = m->H, I = m->I;
     const int gemma = m->glu == ENG_CU_GLU_GEMMA, ln = m->glu == ENG_CU_GLU_MODERNBERT;
-    eng_cu_pdl_on = m->pdl_env; /* no chain: PDL only when asked for everywhere */
+    /* the one-query chain: every product through eng_cu_gemm_chain (plain
+     * rows: no norm fold here) and every launch with PDL */
+    const int chain = eng_cu_model_chain_begin(m, T);
     eng_cu_order_begin(0);
     bf16 *x = m->x, *y = m->y, *h = m->h;
 
@@ -78,7 +85,7 @@ int eng_cu_glu_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *
 
     for (int l = 0; l < m->L; l++) {
         const eng_cu_layer *w = eng_cu_layer_at(m, l);
-        if (eng_cu_model_gemm(m, s, 0, h, w->qkv_w, w->qkv_b, NULL, m->qkv, T, m->qkv_n, H,
+        if (eng_cu_model_gemm(m, s, chain, h, w->qkv_w, w->qkv_b, NULL, m->qkv, T, m->qkv_n, H,
                               w->qkv_b ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, NULL, err))
             return -1;
         q.q_norm = w->q_norm; q.k_norm = w->k_norm;
@@ -86,17 +93,15 @@ int eng_cu_glu_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *
         CK("q/k norm + rotary", eng_cu_qk_norm_rope(s, &q));
         a.window = w->local ? m->window : 0;
         CK("attention", eng_cu_attention(s, &a));
-        if (eng_cu_model_gemm(m, s, 0, m->ctx, w->ao_w, w->ao_b, NULL, y, T, H, m->attn_n,
+        if (eng_cu_model_gemm(m, s, chain, m->ctx, w->ao_w, w->ao_b, NULL, y, T, H, m->attn_n,
                               w->ao_b ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, NULL, err))
             return -1;
         eng_cu_glu_norm_args r = nr;
         r.y = y; r.post = gemma ? w->post_attn : NULL;
         r.write_x = 1; r.h = h; r.g = w->ln2_g; r.b = w->ln2_b; /* LayerNorm biases: ModernBERT's only */
         CK("residual + norm", eng_cu_glu_norm(s, &r));
-        if (eng_cu_model_gemm(m, s, 0, h, w->up_w, NULL, NULL, m->inter, T, 2 * I, H, ENG_CU_EPI_NONE, NULL, err))
-            return -1;
-        CK("gated activation", eng_cu_glu_act(s, m->inter, m->act, T, n_tok, I, m->glu_act));
-        if (eng_cu_model_gemm(m, s, 0, m->act, w->down_w, NULL, NULL, y, T, H, I, ENG_CU_EPI_NONE, NULL, err))
+        if (eng_cu_dec_mlp_up(m, s, chain, h, w, T, n_tok, err)) return -1;
+        if (eng_cu_model_gemm(m, s, chain, m->act, w->down_w, NULL, NULL, y, T, H, I, ENG_CU_EPI_NONE, NULL, err))
             return -1;
         r.post = gemma ? w->post_mlp : NULL;
         if (l + 1 < m->L) { /* the next layer's input norm; after the last, the final norm goes with the pooling */

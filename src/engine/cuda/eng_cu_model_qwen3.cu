@@ -158,21 +158,32 @@ int eng_cu_qwen3_upload(eng_cu_model *m, const eng_config *cfg, const eng_qwen3_
             return -1;                                                                         \
     } while (0)
 
-/* gate|up + SwiGLU as two kernels (the GEMM into inter, then the SwiGLU
- * kernel), or on the graph path (fused: the version, 3 or 4) our one
- * kernel. */
+/* The model's gated epilogue for our GEMM: SwiGLU (Qwen3 and its
+ * relatives), or GELU-gated (Gemma 3's tanh form, ModernBERT's erf form;
+ * versions 3 and 4 of our GEMM only). */
+static int gated_epi(const eng_cu_model *m) {
+    return m->glu_act == ENG_CU_GLU_GELU_TANH  ? ENG_CU_EPI_GEGLU_TANH
+           : m->glu_act == ENG_CU_GLU_GELU_ERF ? ENG_CU_EPI_GEGLU_ERF
+                                               : ENG_CU_EPI_SWIGLU;
+}
+
+/* gate|up + the gated activation as two kernels (the GEMM into inter,
+ * then the SwiGLU kernel or, GELU-gated, its GELU forms), or on the graph
+ * path (fused: the version, 3 or 4) our one kernel. */
 static int mlp_up_run(eng_cu_model *m, cudaStream_t s, int chain, int fused, const bf16 *X, const eng_cu_layer *w,
                       int T, const int *n_tok, const eng_cu_chain_norm *nm, posy_err *err) {
-    const int I = m->I;
+    const int I = m->I, epi = gated_epi(m);
     if (fused) {
         if (eng_cu_ablate("gemm")) return 0;
-        CK("gate|up + SwiGLU (wgmma)", eng_cu_gemm_wg_v(fused, s, X, w->up_w, NULL, NULL, m->act, T, 2 * I, m->H,
-                                                        ENG_CU_EPI_SWIGLU));
+        CK("gate|up + gated activation (wgmma)",
+           eng_cu_gemm_wg_v(fused, s, X, w->up_w, NULL, NULL, m->act, T, 2 * I, m->H, epi));
         return 0;
     }
     if (eng_cu_model_gemm(m, s, chain, X, w->up_w, NULL, NULL, m->inter, T, 2 * I, m->H, ENG_CU_EPI_NONE, nm, err))
         return -1;
-    if (!eng_cu_ablate("swiglu")) CK("swiglu", eng_cu_swiglu(s, m->inter, m->act, T, n_tok, I));
+    if (eng_cu_ablate("swiglu")) return 0;
+    if (epi == ENG_CU_EPI_SWIGLU) CK("swiglu", eng_cu_swiglu(s, m->inter, m->act, T, n_tok, I));
+    else CK("gated activation", eng_cu_glu_act(s, m->inter, m->act, T, n_tok, I, m->glu_act));
     return 0;
 }
 
@@ -188,16 +199,18 @@ static int swiglu_fused_pick(eng_cu_model *m, cudaStream_t s, const bf16 *X, con
                              const int *n_tok, posy_err *err) {
     const int known = picks_find(&m->swiglu_picks, T);
     if (known >= 0) return known;
+    /* the versions with the model's epilogue: all for SwiGLU, 3 and 4 GELU-gated */
+    const int versions = m->wg_versions & (gated_epi(m) == ENG_CU_EPI_SWIGLU ? ~0 : (1 << 3) | (1 << 4));
     if (under_capture(s)) {
         int top = 5;
-        while (top > 1 && !(m->wg_versions >> top & 1)) top--;
-        return top;
+        while (top > 1 && !(versions >> top & 1)) top--;
+        return versions ? top : 0;
     }
     const int log = getenv("POSY_CUDA_TUNE_LOG") != NULL;
     float best = -1.f, t_unfused = -1.f;
     int pick = 0;
     for (int f = 0; f <= 5; f++) { /* 0: the two kernels; 1..5: ours in that version */
-        if (f && !(m->wg_versions >> f & 1)) continue;
+        if (f && !(versions >> f & 1)) continue;
         const float us = race_us(s, [&] { return mlp_up_run(m, s, 0, f, X, w, T, n_tok, NULL, err); });
         if (us < 0.f) continue;
         if (log && f) fprintf(stderr, "gate|up + swiglu T=%d: fused wgmma version %d %.2f us\n", T, f, us);
@@ -219,14 +232,19 @@ static int swiglu_fused_pick(eng_cu_model *m, cudaStream_t s, const bf16 *X, con
  * them), otherwise the gate|up GEMM into inter, then the SwiGLU kernel. */
 static int mlp_up(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, const eng_cu_layer *w, int T,
                   const int *n_tok, const eng_cu_chain_norm *nm, posy_err *err) {
-    const int I = m->I;
-    if (chain && m->chain_swiglu)
+    const int I = m->I, epi = gated_epi(m);
+    if (chain && m->chain_swiglu && epi == ENG_CU_EPI_SWIGLU) /* the chain kernel's gate is SiLU only */
         return eng_cu_model_gemm(m, s, 1, X, w->up_w, NULL, NULL, m->act, T, 2 * I, m->H, ENG_CU_EPI_SWIGLU, nm,
                                  err);
-    const int fused = !chain && m->wg_versions && eng_cu_gemm_wg_ok(T, 2 * I, m->H, ENG_CU_EPI_SWIGLU)
+    const int fused = !chain && m->wg_versions && eng_cu_gemm_wg_ok(T, 2 * I, m->H, epi)
                           ? swiglu_fused_pick(m, s, X, w, T, n_tok, err)
                           : 0;
     return mlp_up_run(m, s, chain, fused, X, w, T, n_tok, nm, err);
+}
+
+int eng_cu_dec_mlp_up(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, const eng_cu_layer *w, int T,
+                      const int *n_tok, posy_err *err) {
+    return mlp_up(m, s, chain, X, w, T, n_tok, NULL, err);
 }
 
 /* qkv = X Wqkv^T (+ b), with the q/k norm + rotary applied by our GEMM's

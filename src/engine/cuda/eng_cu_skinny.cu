@@ -155,7 +155,7 @@ static void launch_mt(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *
 
 cudaError_t eng_cu_gemm_small(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias,
                               const bf16 *R, bf16 *Y, int M, int N, int K, int epi) {
-    if (!eng_cu_gemm_small_ok(M, N, K) || epi == ENG_CU_EPI_SWIGLU) return cudaErrorInvalidValue;
+    if (!eng_cu_gemm_small_ok(M, N, K) || ENG_CU_EPI_GATED(epi)) return cudaErrorInvalidValue;
     if (eng_cu_skinny_version == 2) {
         switch ((M + 15) / 16) {
         case 1: launch2_mt<1>(s, X, W, bias, R, Y, M, N, K, epi); break;

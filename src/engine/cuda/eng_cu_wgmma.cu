@@ -125,7 +125,7 @@ static __host__ __device__ constexpr int wg2_smem(int BN) { return wg2_stages(BN
  * 256-wide tile's ring gets a fourth stage (the third one's consumers
  * waited for data 25-30% of the time at Qwen3's shapes) */
 #define WG_SMEM_MAX 232448
-static __host__ __device__ constexpr int wg3_outc(int BN, int EPI) { return EPI == ENG_CU_EPI_SWIGLU ? BN / 2 : BN; }
+static __host__ __device__ constexpr int wg3_outc(int BN, int EPI) { return ENG_CU_EPI_GATED(EPI) ? BN / 2 : BN; }
 static __host__ __device__ constexpr int wg3_cbytes(int BN, int EPI, int IMG) {
     return IMG ? 2 * IMG * 8192 : WG_BM * wg3_outc(BN, EPI) * 2;
 }
@@ -319,7 +319,7 @@ static __device__ __forceinline__ void wg3_epi_ring(const float *d, int wgp, int
         if (lead) wg_store_wait_read<0>();
         wg_group_sync(wgp);
         if (lead) {
-            wg_tma_store(ty, buf, (EPI == ENG_CU_EPI_SWIGLU ? n0 >> 1 : n0) + 64 * Q, m0 + wgp * 64);
+            wg_tma_store(ty, buf, (ENG_CU_EPI_GATED(EPI) ? n0 >> 1 : n0) + 64 * Q, m0 + wgp * 64);
             wg_store_commit();
         }
         img++;
@@ -437,7 +437,7 @@ __global__ void __launch_bounds__(WG3_THREADS, 1)
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     static_assert(!(RSH && PROF), "the profile build has no row statistics");
     constexpr int ST = wg3_stages(BN, EPI, IMG, RSH), B_BYTES = BN * WG_BK * 2;
-    constexpr bool swiglu = EPI == ENG_CU_EPI_SWIGLU;
+    constexpr bool swiglu = ENG_CU_EPI_GATED(EPI); /* the gate|up layout */
     extern __shared__ unsigned char wg_raw[];
     unsigned char *base = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
     unsigned char *C = base, *sA = C + wg3_cbytes(BN, EPI, IMG), *sB = sA + ST * WG_A_BYTES;
@@ -563,7 +563,7 @@ __global__ void __launch_bounds__(WG3_THREADS, 1)
                int M, int N, int K, const float *__restrict__ rs, const __grid_constant__ eng_cu_qk_args qk) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     constexpr int ST = wg5_stages(EPI), B_BYTES = WG5_BN * WG_BK * 2, CB = wg5_cbytes(EPI);
-    constexpr bool swiglu = EPI == ENG_CU_EPI_SWIGLU;
+    constexpr bool swiglu = ENG_CU_EPI_GATED(EPI); /* the gate|up layout */
     extern __shared__ unsigned char wg_raw[];
     unsigned char *base = (unsigned char *)(((uintptr_t)wg_raw + 1023) & ~(uintptr_t)1023);
     unsigned char *C = base, *sA = C + 2 * CB, *sB = sA + ST * WG_A_BYTES;
@@ -698,8 +698,8 @@ static int wg_bn(int N, int epi, int v) {
     for (int bn : {256, 192, 128}) {
         /* versions 3 and 4 store 64-column boxes: a SwiGLU tile's output
          * (bn / 2 wide) must be whole boxes */
-        if (epi == ENG_CU_EPI_SWIGLU && v >= 3 && (bn / 2) % 64) continue;
-        if (epi == ENG_CU_EPI_SWIGLU ? N % 2 == 0 && (N / 2) % (bn / 2) == 0 : N % bn == 0) return bn;
+        if (ENG_CU_EPI_GATED(epi) && v >= 3 && (bn / 2) % 64) continue;
+        if (ENG_CU_EPI_GATED(epi) ? N % 2 == 0 && (N / 2) % (bn / 2) == 0 : N % bn == 0) return bn;
     }
     return 0;
 }
@@ -707,6 +707,8 @@ static int wg_bn(int N, int epi, int v) {
 static int wg_ok(int M, int N, int K, int epi, int v) {
     if (v == 6) return eng_cu_gemm_wres_ok(M, N, K, epi); /* W resident (eng_cu_gemm_wres.cu) */
     if (v < 1 || v > 5 || M < 1 || N < 128 || K < WG_BK || K % WG_BK || !wg_bn(N, epi, v)) return 0;
+    /* the GELU-gated epilogues: versions 3 and 4 only */
+    if ((epi == ENG_CU_EPI_GEGLU_TANH || epi == ENG_CU_EPI_GEGLU_ERF) && v != 3 && v != 4) return 0;
     if ((v == 1 || v == 5) && (N % 128 || (epi == ENG_CU_EPI_SWIGLU && (N / 2) % 64))) return 0;
     return eng_cu_gemm_wg_available();
 }
@@ -780,7 +782,7 @@ template <bool PROF>
 static cudaError_t wg3_run(cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R, bf16 *Y,
                            int M, int N, int K, int epi, int img, int flags, unsigned long long *prof, int *ctas,
                            const float *rs = nullptr, const eng_cu_row_norm *rn = nullptr) {
-    const int bn = wg_bn(N, epi, 3), swiglu = epi == ENG_CU_EPI_SWIGLU;
+    const int bn = wg_bn(N, epi, 3), swiglu = ENG_CU_EPI_GATED(epi);
     CUtensorMap ta, tb, ty;
     if (wg_map(&ta, X, M, K, WG_BM) || wg_map(&tb, W, N, K, swiglu ? bn / 2 : bn) ||
         wg_map(&ty, Y, M, swiglu ? N / 2 : N, 64) || ((uintptr_t)Y & 15))
@@ -797,11 +799,14 @@ static cudaError_t wg3_run(cudaStream_t s, const bf16 *X, const bf16 *W, const b
         case ENG_CU_EPI_BIAS: return R ? WG3_PICK(ENG_CU_EPI_BIAS, true) : WG3_PICK(ENG_CU_EPI_BIAS, false);
         case ENG_CU_EPI_BIAS_GELU:
             return R ? WG3_PICK(ENG_CU_EPI_BIAS_GELU, true) : WG3_PICK(ENG_CU_EPI_BIAS_GELU, false);
-        default:
+        case ENG_CU_EPI_SWIGLU:
             /* the SwiGLU with its own row scales (RSH) */
             if (rn) return wg3_pick<ENG_CU_EPI_SWIGLU, false, false, true>(s, ta, tb, ty, bias, R, M, N, K, bn, img,
                                                                            flags, prof, ctas, NULL, rn);
             return WG3_PICK(ENG_CU_EPI_SWIGLU, false);
+        case ENG_CU_EPI_GEGLU_TANH: return rn ? cudaErrorInvalidValue : WG3_PICK(ENG_CU_EPI_GEGLU_TANH, false);
+        case ENG_CU_EPI_GEGLU_ERF: return rn ? cudaErrorInvalidValue : WG3_PICK(ENG_CU_EPI_GEGLU_ERF, false);
+        default: return cudaErrorInvalidValue;
         }
     }
 #undef WG3_PICK
@@ -867,8 +872,8 @@ cudaError_t eng_cu_gemm_wg(cudaStream_t s, const bf16 *X, const bf16 *W, const b
 
 cudaError_t eng_cu_gemm_wg_v(int v, cudaStream_t s, const bf16 *X, const bf16 *W, const bf16 *bias, const bf16 *R,
                              bf16 *Y, int M, int N, int K, int epi) {
-    if (!wg_ok(M, N, K, epi, v) || (epi == ENG_CU_EPI_SWIGLU && R) ||
-        (epi != ENG_CU_EPI_NONE && epi != ENG_CU_EPI_SWIGLU && !bias) || ((uintptr_t)X | (uintptr_t)W) & 15)
+    if (!wg_ok(M, N, K, epi, v) || (ENG_CU_EPI_GATED(epi) && R) ||
+        (epi != ENG_CU_EPI_NONE && !ENG_CU_EPI_GATED(epi) && !bias) || ((uintptr_t)X | (uintptr_t)W) & 15)
         return cudaErrorInvalidValue;
     if (v == 5) return wg5_run(s, X, W, bias, R, Y, M, N, K, epi);
     if (v == 6) return R ? cudaErrorInvalidValue : eng_cu_gemm_wres(s, X, W, bias, Y, M, N, K, epi);

@@ -212,6 +212,15 @@ static __device__ __forceinline__ float wg_gelu(float v) {
 }
 /* silu(g) u = g sigmoid(g) u, sigmoid(g) = (1 + tanh(g / 2)) / 2 */
 static __device__ __forceinline__ float wg_swiglu(float g, float u) { return 0.5f * g * (1.f + wg_tanh(0.5f * g)) * u; }
+/* a gated epilogue's act(g) u (ENG_CU_EPI_GATED): SiLU, GELU's tanh form
+ * (Gemma 3), GELU's erf form (ModernBERT: erff, as the SwiGLU kernel's
+ * GELU_ERF and the CPU engine compute it) */
+template <int EPI>
+static __device__ __forceinline__ float wg_gated(float g, float u) {
+    if constexpr (EPI == ENG_CU_EPI_GEGLU_TANH) return wg_gelu(g) * u;
+    else if constexpr (EPI == ENG_CU_EPI_GEGLU_ERF) return 0.5f * g * (1.f + erff(g * 0.70710678118654752f)) * u;
+    else return wg_swiglu(g, u);
+}
 
 /* One warpgroup's 64 x BN accumulators to Y: row0 is the warpgroup's first
  * row, n0 the tile's first column (SwiGLU: of the gate|up tile, whose first
@@ -326,7 +335,7 @@ static __device__ __forceinline__ void wg_ln_put2(uint32_t at, const float *dj, 
  * SwiGLU's bias is optional (checked at run time), the others' required. */
 /* LN (eng_cu_gemm_wg_ln, not with SwiGLU): WG_LNA, WG_LNR, WG_OST of
  * eng_cu_ln_epi (ln), J0 and JN then whole 64-column chunks. */
-template <int BN, int EPI, bool HASR, int J0 = 0, int JN = (EPI == ENG_CU_EPI_SWIGLU ? BN / 16 : BN / 8), int LN = 0>
+template <int BN, int EPI, bool HASR, int J0 = 0, int JN = (ENG_CU_EPI_GATED(EPI) ? BN / 16 : BN / 8), int LN = 0>
 static __device__ __forceinline__ void wg_epilogue_img(const float *d, int wrow, int row0, int n0, int M, int N,
                                                        const bf16 *__restrict__ bias, const bf16 *__restrict__ R,
                                                        uint32_t C, const float *__restrict__ rs = nullptr,
@@ -340,7 +349,7 @@ static __device__ __forceinline__ void wg_epilogue_img(const float *d, int wrow,
     auto put = [&](int i, int j, uint32_t v) {
         wg_sts32(line + i * 1024 + ((j - J0) >> 3) * 16384 + (((j & 7) ^ key) << 4), v);
     };
-    if constexpr (EPI == ENG_CU_EPI_SWIGLU) {
+    if constexpr (ENG_CU_EPI_GATED(EPI)) {
         /* rs (may be NULL): a scale per output row on both products, before
          * the bias -- X's RMSNorm with its weights folded into W; row r's
          * at rs[r - rs0] (rs0: the first row rs holds) */
@@ -362,7 +371,7 @@ static __device__ __forceinline__ void wg_epilogue_img(const float *d, int wrow,
                 const float sc = i ? sc1 : sc0;
                 const float g0 = d[4 * j + 2 * i] * sc + bg0, g1 = d[4 * j + 2 * i + 1] * sc + bg1;
                 const float u0 = d[4 * (j + BN / 16) + 2 * i] * sc + bu0, u1 = d[4 * (j + BN / 16) + 2 * i + 1] * sc + bu1;
-                put(i, j, wg_pack(wg_swiglu(g0, u0), wg_swiglu(g1, u1)));
+                put(i, j, wg_pack(wg_gated<EPI>(g0, u0), wg_gated<EPI>(g1, u1)));
             }
         }
     } else {
