@@ -301,7 +301,7 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
          * docs/BENCHMARKS.md, "One query") */
         const char *c = getenv("POSY_CUDA_CHAIN");
         m->chain_max = c ? atoi(c) : is_q3 ? 32 : 64; /* 0 (or not a number): off */
-        if (m->chain_max < 0) m->chain_max = 0;
+        if (m->chain_max < 0 || (m->glu && !c)) m->chain_max = 0; /* Gemma 3 / ModernBERT: opt-in (eng_cu_model.h) */
         if (m->chain_max > 64) m->chain_max = 64; /* the chain kernel's row limit */
         const char *cn = getenv("POSY_CUDA_CHAIN_NORM");
         m->chain_norm = cn && !strcmp(cn, "1");

@@ -87,8 +87,12 @@ typedef struct eng_cu_model {
      * rope_local their rotary table, embed_scale Gemma's sqrt(hidden);
      * ModernBERT's LayerNorms: emb_norm (+ emb_norm_b) after the gather, the
      * final norm's bias norm_b (emb_g is the final norm's weight, as for
-     * Qwen3); every LayerNorm bias is a zeros vector without norm_bias */
-    int glu, glu_act, window;
+     * Qwen3); every LayerNorm bias is a zeros vector without norm_bias.
+     * glu_fuse: the GELU gate in our GEMM's epilogue raced per bucket
+     * (POSY_CUDA_GLU_FUSE=1; eng_cu_model_qwen3.cu).  Their one-query
+     * chain (chain_max) only with POSY_CUDA_CHAIN=N set: both opt-in until
+     * measured on a GPU */
+    int glu, glu_act, window, glu_fuse;
     float embed_scale;
     float *rope_local, *emb_norm, *emb_norm_b, *norm_b;
     eng_cu_layer *layers;

@@ -83,6 +83,8 @@ int eng_cu_qwen3_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err) {
                  : cfg->act == ENG_ACT_GELU    ? ENG_CU_GLU_GELU_ERF
                                                : ENG_CU_GLU_SILU;
     m->window = m->glu ? cfg->sliding_window : 0;
+    const char *gf = getenv("POSY_CUDA_GLU_FUSE");
+    m->glu_fuse = m->glu && gf && !strcmp(gf, "1");
     m->embed_scale = cfg->gemma ? (float)sqrt((double)m->H) : 1.f; /* the CPU engine's float32 factor */
     return 0;
 }
@@ -200,7 +202,8 @@ static int swiglu_fused_pick(eng_cu_model *m, cudaStream_t s, const bf16 *X, con
     const int known = picks_find(&m->swiglu_picks, T);
     if (known >= 0) return known;
     /* the versions with the model's epilogue: all for SwiGLU, 3 and 4 GELU-gated */
-    const int versions = m->wg_versions & (gated_epi(m) == ENG_CU_EPI_SWIGLU ? ~0 : (1 << 3) | (1 << 4));
+    const int versions =
+        m->wg_versions & (gated_epi(m) == ENG_CU_EPI_SWIGLU ? ~0 : m->glu_fuse ? (1 << 3) | (1 << 4) : 0);
     if (under_capture(s)) {
         int top = 5;
         while (top > 1 && !(versions >> top & 1)) top--;
@@ -236,7 +239,8 @@ static int mlp_up(eng_cu_model *m, cudaStream_t s, int chain, const bf16 *X, con
     if (chain && m->chain_swiglu && epi == ENG_CU_EPI_SWIGLU) /* the chain kernel's gate is SiLU only */
         return eng_cu_model_gemm(m, s, 1, X, w->up_w, NULL, NULL, m->act, T, 2 * I, m->H, ENG_CU_EPI_SWIGLU, nm,
                                  err);
-    const int fused = !chain && m->wg_versions && eng_cu_gemm_wg_ok(T, 2 * I, m->H, epi)
+    const int fused = !chain && m->wg_versions && (epi == ENG_CU_EPI_SWIGLU || m->glu_fuse) &&
+                              eng_cu_gemm_wg_ok(T, 2 * I, m->H, epi)
                           ? swiglu_fused_pick(m, s, X, w, T, n_tok, err)
                           : 0;
     return mlp_up_run(m, s, chain, fused, X, w, T, n_tok, nm, err);
