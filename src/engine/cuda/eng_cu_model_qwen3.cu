@@ -210,19 +210,20 @@ static int swiglu_fused_pick(eng_cu_model *m, cudaStream_t s, const bf16 *X, con
         return versions ? top : 0;
     }
     const int log = getenv("POSY_CUDA_TUNE_LOG") != NULL;
+    const char *gate = m->glu_act == ENG_CU_GLU_SILU ? "swiglu" : "gelu gate";
     float best = -1.f, t_unfused = -1.f;
     int pick = 0;
     for (int f = 0; f <= 5; f++) { /* 0: the two kernels; 1..5: ours in that version */
         if (f && !(versions >> f & 1)) continue;
         const float us = race_us(s, [&] { return mlp_up_run(m, s, 0, f, X, w, T, n_tok, NULL, err); });
         if (us < 0.f) continue;
-        if (log && f) fprintf(stderr, "gate|up + swiglu T=%d: fused wgmma version %d %.2f us\n", T, f, us);
-        if (log && !f) fprintf(stderr, "gate|up + swiglu T=%d: cuBLASLt + kernel %.2f us\n", T, us);
+        if (log && f) fprintf(stderr, "gate|up + %s T=%d: fused wgmma version %d %.2f us\n", gate, T, f, us);
+        if (log && !f) fprintf(stderr, "gate|up + %s T=%d: cuBLASLt + kernel %.2f us\n", gate, T, us);
         if (!f) t_unfused = us;
         if (best < 0.f || us < best) best = us, pick = f;
     }
     if (log)
-        fprintf(stderr, "gate|up + swiglu T=%d: %s %d (%.2f us; cuBLASLt + kernel %.2f us)\n", T,
+        fprintf(stderr, "gate|up + %s T=%d: %s %d (%.2f us; cuBLASLt + kernel %.2f us)\n", gate, T,
                 pick ? "fused wgmma version" : "cuBLASLt + kernel", pick, best, t_unfused);
     picks_put(&m->swiglu_picks, T, pick);
     return pick;
