@@ -220,20 +220,28 @@ static void test_gqa_window(void) {
     free(qkv); free(ref); free(fast); free(none); free(scratch);
 }
 
-/* Gemma 3's MLP: gelu_tanh(gate) * up against the formula in double */
-static void test_geglu_tanh(void) {
-    const int R = 7, I = 129;
+/* A GELU-gated MLP's act(gate) * up (gate and up side by side, as the
+ * gate|up GEMM leaves them) against act in double, over [-8, 8]. */
+static void check_gate(void (*gate)(float *, const float *, int, int), double (*act)(double), int R, int I,
+                       const char *what) {
     float *gu = rvec((size_t)R * 2 * I, -8, 8), *o = malloc(sizeof(float) * R * I);
-    eng_cpu_geglu_tanh(o, gu, R, I);
+    gate(o, gu, R, I);
     for (int r = 0; r < R; r++)
         for (int j = 0; j < I; j++) {
-            double x = gu[(size_t)r * 2 * I + j], u = gu[(size_t)r * 2 * I + I + j];
-            double want = 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x))) * u;
-            CHECK_MSG(fabs(o[(size_t)r * I + j] - want) <= 1e-5 * (1 + fabs(want)), "r %d j %d: %g vs %g", r, j,
-                      o[(size_t)r * I + j], want);
+            double x = gu[(size_t)r * 2 * I + j], u = gu[(size_t)r * 2 * I + I + j], want = act(x) * u;
+            CHECK_MSG(fabs(o[(size_t)r * I + j] - want) <= 1e-5 * (1 + fabs(want)), "%s r %d j %d: %g vs %g", what,
+                      r, j, o[(size_t)r * I + j], want);
         }
     free(gu); free(o);
 }
+static double gelu_tanh_d(double x) {
+    return 0.5 * x * (1 + tanh(sqrt(2 / 3.14159265358979323846) * (x + 0.044715 * x * x * x)));
+}
+static double gelu_erf_d(double x) { return 0.5 * x * (1 + erf(x / sqrt(2.0))); }
+
+/* Gemma 3's MLP (tanh GELU) and ModernBERT's (exact erf GELU) */
+static void test_geglu_tanh(void) { check_gate(eng_cpu_geglu_tanh, gelu_tanh_d, 7, 129, "tanh"); }
+static void test_geglu_erf(void) { check_gate(eng_cpu_geglu_erf, gelu_erf_d, 5, 131, "erf"); }
 
 static void test_swiglu(void) {
     static const int rows[] = {1, 5, 70};
@@ -262,5 +270,5 @@ static void test_add(void) {
 }
 
 TEST_MAIN(TEST(test_rmsnorm), TEST(test_rmsnorm_heads), TEST(test_rope), TEST(test_gqa), TEST(test_gqa_window),
-          TEST(test_geglu_tanh), TEST(test_swiglu),
+          TEST(test_geglu_tanh), TEST(test_geglu_erf), TEST(test_swiglu),
           TEST(test_add))

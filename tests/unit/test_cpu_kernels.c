@@ -11,6 +11,8 @@
  *   GELU (erf, tanh)           1e-6 + 1e-5 (fast erf: rational, |err| <= 3.9e-7,
  *                              tests/gen/fit_erf.py)
  *   softmax                    2e-6 relative; 5e-7 for 101 terms (fast exp: 1.24 ulp)
+ *   e^x, sigmoid, erf, SiLU,   ~2x each one's worst error against double libm
+ *   GELU-tanh (eng_cpu_vmath)  (test_vmath)
  *   attention                  1e-5 + 1e-5
  *   pooling, L2 normalise      1e-6 + 1e-5
  */
@@ -19,6 +21,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "cpu/eng_cpu_kernels.h"
+#include "cpu/eng_cpu_vmath.h"
 #include "posy_test.h"
 
 /* 1 if some element differs by more than tol (negative checks: quiet,
@@ -136,6 +139,45 @@ static void test_gelu(void) {
     eng_cpu_gelu_tanh(&t, 1);
     CHECK(fabsf(a - 0.8413447f) < 1e-6f);
     CHECK(fabsf(t - 0.8411920f) < 1e-6f);
+}
+
+/* eng_cpu_vmath.h against double libm, densely over each function's range:
+ * e^x relative (1.24 ulp bound, so 2e-7), clamped at the ends; the sigmoid
+ * and SiLU relative to their double form, GELU-tanh (as x sigmoid(2u))
+ * relative per unit of its argument;
+ * erf absolute (3.9e-7 bound). */
+static void test_vmath(void) {
+    double worst_exp = 0, worst_sig = 0, worst_erf = 0, worst_gt = 0, worst_silu = 0;
+    for (int i = 0; i <= 350000; i++) {
+        const float x = -87.0f + 175.0f * (float)i / 350000.0f; /* [-87, 88] */
+        const double e = exp((double)x);
+        worst_exp = fmax(worst_exp, fabs(eng_vexp(x) - e) / e);
+        const double sg = 1.0 / (1.0 + exp(-(double)x));
+        worst_sig = fmax(worst_sig, fabs(eng_vsigmoid(x) - sg) / sg);
+        worst_silu = fmax(worst_silu, fabs(eng_vsilu(x) - x * sg) / (fabs(x * sg) + 1e-30));
+        const float z = x / 16.0f; /* erf over [-5.4, 5.5]: past its clamp at 4 */
+        worst_erf = fmax(worst_erf, fabs(eng_verf(z) - erf((double)z)));
+        const float g = x / 8.0f; /* GELU-tanh over [-10.9, 11] */
+        /* 0.5 g (1 + tanh u) in double as g / (1 + e^-2u), the same function
+         * without the cancellation that makes the tanh form 0 for u < -19 */
+        const double gd = g, u = sqrt(2 / 3.14159265358979323846) * (gd + 0.044715 * gd * gd * gd);
+        const double gt = gd / (1 + exp(-2 * u));
+        /* relative, but absolute below 1e-30 (far left the true value, ~1e-47,
+         * underflows where e^x is clamped, ~1e-38), and per unit of |2u|: the
+         * float argument 2u carries ~1e-7 |2u| of rounding into e^-2u, as
+         * any fp32 GELU's does */
+        worst_gt = fmax(worst_gt, fabs(eng_vgelu_tanh(g) - gt) / (fabs(gt) + 1e-30) / (1 + fabs(2 * u)));
+    }
+    CHECK_MSG(worst_exp <= 2e-7, "e^x worst relative error %g", worst_exp);
+    CHECK_MSG(worst_sig <= 4e-7, "sigmoid worst relative error %g", worst_sig);
+    CHECK_MSG(worst_silu <= 4e-7, "silu worst relative error %g", worst_silu);
+    CHECK_MSG(worst_erf <= 4e-7, "erf worst absolute error %g", worst_erf);
+    CHECK_MSG(worst_gt <= 4e-7, "gelu_tanh worst relative error per unit of |2u| %g", worst_gt);
+    /* the clamps: finite at both ends, the limits of the sigmoid */
+    CHECK(isfinite(eng_vexp(1000.0f)) && eng_vexp(1000.0f) > 1e38f);
+    CHECK(eng_vexp(-1000.0f) > 0.0f && eng_vexp(-1000.0f) < 2e-38f);
+    CHECK(eng_vsigmoid(200.0f) == 1.0f && eng_vsigmoid(-200.0f) < 1e-37f && eng_vsigmoid(0.0f) == 0.5f);
+    CHECK(eng_verf(100.0f) == 1.0f && eng_verf(-100.0f) == -1.0f && eng_verf(0.0f) == 0.0f);
 }
 
 static void test_add_layernorm(void) {
@@ -336,5 +378,5 @@ static void test_pool_and_normalize(void) {
     CHECK(z[0] == 0 && z[1] == 0 && z[2] == 0);
 }
 
-TEST_MAIN(TEST(test_embed), TEST(test_linear), TEST(test_gelu), TEST(test_add_layernorm),
+TEST_MAIN(TEST(test_embed), TEST(test_linear), TEST(test_gelu), TEST(test_vmath), TEST(test_add_layernorm),
           TEST(test_softmax), TEST(test_attention), TEST(test_pool_skip), TEST(test_pool_and_normalize))

@@ -24,6 +24,7 @@
 #include <string.h>
 #include <cblas.h>
 #include "eng_cpu_kernels.h"
+#include "eng_cpu_vmath.h" /* eng_vexp: the softmax's e^x (its accuracy: test_cpu_kernels) */
 
 #define ATT_TQ 64
 #define ATT_BLAS_MIN 16
@@ -52,34 +53,6 @@ static void tile_scores(float *S, const float *Q, const float *K, size_t ld, int
     }
 }
 
-/* e^x for x <= 0 (softmax after max subtraction) in branch-free float
- * arithmetic that vectorises, unlike a libm expf call (8% of a MiniLM
- * forward at 64 tokens).  x = n ln2 + r with |r| <= ln2/2 (n rounded by the
- * 1.5*2^23 trick, ln2 split in two so n*ln2_hi is exact), e^r by its degree-7
- * Taylor polynomial (truncation < 1.3e-8 relative), 2^n built in the
- * exponent bits.  Below -87 it returns e^-87 (~1.6e-38), not a subnormal.
- * Max relative error over [-87, 0]: 7.4e-8 (1.24 ulp); test_cpu_kernels
- * holds eng_cpu_softmax to a double-precision softmax over that range. */
-static inline float exp_nonpos(float x) {
-    x = x > -87.0f ? x : -87.0f;
-    const float magic = 12582912.0f;
-    float n = (x * 1.44269504088896341f + magic) - magic;
-    float r = x - n * 0.693145751953125f;
-    r = r - n * 1.42860682030941723212e-6f;
-    float p = 1.0f / 5040.0f;
-    p = p * r + 1.0f / 720.0f;
-    p = p * r + 1.0f / 120.0f;
-    p = p * r + 1.0f / 24.0f;
-    p = p * r + 1.0f / 6.0f;
-    p = p * r + 0.5f;
-    p = p * r + 1.0f;
-    p = p * r + 1.0f;
-    int32_t bits = ((int32_t)n + 127) << 23;
-    float scale;
-    memcpy(&scale, &bits, sizeof scale);
-    return p * scale;
-}
-
 /* Numerically stable softmax of row[0..lim) in place, zeros in
  * row[lim..n_keys) (causal).  Cloned per ISA: the build targets baseline
  * x86-64, the clones let the vector loops use AVX2 / AVX-512 where present. */
@@ -91,7 +64,7 @@ ENG_CPU_CLONES static void softmax_row(float *row, int lim, int n_keys) {
     for (int j = 1; j < lim; j++) mx = row[j] > mx ? row[j] : mx;
 #pragma omp simd reduction(+ : sum)
     for (int j = 0; j < lim; j++) {
-        row[j] = exp_nonpos(row[j] - mx);
+        row[j] = eng_vexp(row[j] - mx);
         sum += row[j];
     }
     float inv = 1.0f / sum;

@@ -14,6 +14,7 @@
 #include <math.h>
 #include "eng_cpu_decoder.h"
 #include "eng_cpu_kernels.h"
+#include "eng_cpu_vmath.h" /* the gates without libm calls, so their loops vectorise */
 
 #define DEC_PAR_MIN 8192
 #define DEC_MAX_HEAD_DIM 1024
@@ -81,7 +82,8 @@ void eng_cpu_rope(float *qkv, const int32_t *cu_seqlens, int n_seqs, int n_heads
 }
 
 ENG_CPU_CLONES static void swiglu_row(float *o, const float *g, const float *u, int NI) {
-    for (int j = 0; j < NI; j++) o[j] = g[j] / (1.0f + expf(-g[j])) * u[j];
+#pragma omp simd
+    for (int j = 0; j < NI; j++) o[j] = eng_vsilu(g[j]) * u[j];
 }
 
 void eng_cpu_swiglu(float *out, const float *gu, int n_rows, int NI) {
@@ -93,11 +95,8 @@ void eng_cpu_swiglu(float *out, const float *gu, int n_rows, int NI) {
 /* Gemma's MLP: gelu(gate) * up with the tanh form of GELU, as
  * transformers' gelu_pytorch_tanh (torch's approximate="tanh") */
 ENG_CPU_CLONES static void geglu_row(float *o, const float *g, const float *u, int NI) {
-    const float k0 = 0.7978845608028654f, k1 = 0.044715f; /* sqrt(2 / pi) */
-    for (int j = 0; j < NI; j++) {
-        const float x = g[j];
-        o[j] = 0.5f * x * (1.0f + tanhf(k0 * (x + k1 * x * x * x))) * u[j];
-    }
+#pragma omp simd
+    for (int j = 0; j < NI; j++) o[j] = eng_vgelu_tanh(g[j]) * u[j];
 }
 
 void eng_cpu_geglu_tanh(float *out, const float *gu, int n_rows, int NI) {
@@ -108,10 +107,8 @@ void eng_cpu_geglu_tanh(float *out, const float *gu, int n_rows, int NI) {
 
 /* ModernBERT's MLP: gelu(input) * gate with the exact (erf) GELU */
 ENG_CPU_CLONES static void geglu_erf_row(float *o, const float *g, const float *u, int NI) {
-    for (int j = 0; j < NI; j++) {
-        const float x = g[j];
-        o[j] = 0.5f * x * (1.0f + erff(x * 0.7071067811865476f)) * u[j];
-    }
+#pragma omp simd
+    for (int j = 0; j < NI; j++) o[j] = eng_vgelu(g[j]) * u[j];
 }
 
 void eng_cpu_geglu_erf(float *out, const float *gu, int n_rows, int NI) {

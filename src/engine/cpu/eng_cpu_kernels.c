@@ -14,6 +14,7 @@
 #include <string.h>
 #include <cblas.h>
 #include "eng_cpu_kernels.h"
+#include "eng_cpu_vmath.h" /* erf, e^x without libm calls, so the GELU loops vectorise */
 
 /* Rows*cols below which a row-wise op stays on the calling thread. */
 #define ENG_CPU_PAR_MIN 8192
@@ -105,42 +106,13 @@ void eng_cpu_linear(float *y, const float *x, const float *W, const float *b, in
                 y, N);
 }
 
-/* erf(z) as z P(z^2) / Q(z^2) for |z| <= 4, +-1 beyond, in branch-free
- * float arithmetic so the GELU loop vectorises (a libm erff call per element
- * cost 12% of a MiniLM forward).  Coefficients and the error bound (max abs
- * 3.9e-7 against erf, libm erff: ~1e-7) come from tests/gen/fit_erf.py. */
-static inline float erf_rational(float z) {
-    /* min(|z|, 4) on the bit pattern: for non-negative floats it orders like
-     * the value, and GCC if-converts the integer select where it will not
-     * convert the float one (trapping-math); NaN maps to 4, x keeps it. */
-    float a = fabsf(z);
-    uint32_t bits;
-    memcpy(&bits, &a, sizeof bits);
-    bits = bits < 0x40800000u ? bits : 0x40800000u;
-    memcpy(&a, &bits, sizeof a);
-    float t = a * a;
-    float p = -1.151759998e-08f;
-    p = p * t + 4.380848569e-06f;
-    p = p * t + 3.673508095e-04f;
-    p = p * t + 3.768489336e-03f;
-    p = p * t + 5.390364769e-02f;
-    p = p * t + 1.840332003e-01f;
-    p = p * t + 1.128379177e+00f;
-    float q = 6.024465402e-05f;
-    q = q * t + 1.274649158e-03f;
-    q = q * t + 1.525683006e-02f;
-    q = q * t + 1.132462904e-01f;
-    q = q * t + 4.964286787e-01f;
-    q = q * t + 1.0f;
-    float r = a * p / q;
-    r = r < 1.0f ? r : 1.0f;
-    return copysignf(r, z); /* not a ?: on z's sign, which keeps GCC from vectorising */
-}
-
 ENG_CPU_CLONES static void gelu_span(float *x, size_t n) {
-    const float rs2 = 0.70710678118654752440f;
 #pragma omp simd
-    for (size_t i = 0; i < n; i++) x[i] = 0.5f * x[i] * (1.0f + erf_rational(x[i] * rs2));
+    for (size_t i = 0; i < n; i++) x[i] = eng_vgelu(x[i]);
+}
+ENG_CPU_CLONES static void gelu_tanh_span(float *x, size_t n) {
+#pragma omp simd
+    for (size_t i = 0; i < n; i++) x[i] = eng_vgelu_tanh(x[i]);
 }
 
 /* Split into chunks per thread; the vector loop lives in gelu_span because
@@ -154,12 +126,11 @@ void eng_cpu_gelu(float *x, size_t n) {
 }
 
 void eng_cpu_gelu_tanh(float *x, size_t n) {
-    const float c = 0.79788456080286535588f; /* sqrt(2/pi) */
+    const size_t chunk = 4096;
+    size_t n_chunks = (n + chunk - 1) / chunk;
 #pragma omp parallel for schedule(static) if (n >= ENG_CPU_PAR_MIN)
-    for (size_t i = 0; i < n; i++) {
-        float v = x[i];
-        x[i] = 0.5f * v * (1.0f + tanhf(c * (v + 0.044715f * v * v * v)));
-    }
+    for (size_t c = 0; c < n_chunks; c++)
+        gelu_tanh_span(x + c * chunk, c + 1 < n_chunks ? chunk : n - c * chunk);
 }
 
 void eng_cpu_add_layernorm(float *x, const float *res, const float *g, const float *b, float eps,
