@@ -23,7 +23,8 @@
  * open, a second copy of the layer weights (MiniLM-L6: +40 MiB) that saves
  * OpenBLAS's per-call repacking (1.4x on one sentence) and makes a vector
  * independent of the batch it rode in; POSY_CPU_SMALL_GEMM=0 packs nothing
- * and keeps OpenBLAS.  Qwen3 (eng_cpu_qwen3.c) is not packed.
+ * and keeps OpenBLAS.  The decoder-built models (eng_cpu_qwen3.c) pack their
+ * own, up to a 2 GiB copy.
  */
 #include <omp.h>
 #include <stdlib.h>

@@ -27,20 +27,88 @@
  *   gu   [T, 2I]         gate|up GEMM result
  *   act  [T, I]          silu(gate) * up
  *   scratch              attention score tiles, one slice per thread
+ *
+ * The four linears of a layer run on eng_cpu_gemm_packed's kernel over
+ * copies packed at open, as the encoders' do (eng_cpu_backend.c): no
+ * per-call repacking by OpenBLAS, and a text's vector independent of the
+ * batch it rode in.  The copy doubles the layers' fp32 weights in memory,
+ * so it is made only up to Q3_PACK_MAX bytes (Qwen3-0.6B, EmbeddingGemma,
+ * ModernBERT: yes; 1.5B and larger: OpenBLAS, said in the log);
+ * POSY_CPU_SMALL_GEMM=0 packs nothing.
  */
 #include <math.h>
 #include <omp.h>
 #include <stdlib.h>
 #include <string.h>
 #include "eng_cpu_decoder.h"
+#include "eng_cpu_gemm_packed.h"
 #include "eng_cpu_kernels.h"
 #include "eng_cpu_qwen3.h"
+#include "posy_log.h"
+
+/* the largest packed copy made (bytes): Qwen3-0.6B's layers take 1.7 GiB */
+#define Q3_PACK_MAX ((size_t)2 << 30)
+
+typedef struct q3_pack {
+    eng_cpu_pack qkv, o, gu, down;
+} q3_pack;
 
 struct eng_cpu_qwen3 {
     float *arena, *x, *h, *qkv, *ctx, *gu, *act, *scratch;
     size_t scratch_floats;
     int n_threads;
+    eng_cpu_isa isa; /* the packed kernel; NONE: OpenBLAS for every linear */
+    q3_pack *packs;  /* [n_layers] when isa is not NONE */
+    int n_packs;
 };
+
+static void q3_free_packs(eng_cpu_qwen3 *q) {
+    for (int l = 0; q->packs && l < q->n_packs; l++) {
+        eng_cpu_pack_free(&q->packs[l].qkv);
+        eng_cpu_pack_free(&q->packs[l].o);
+        eng_cpu_pack_free(&q->packs[l].gu);
+        eng_cpu_pack_free(&q->packs[l].down);
+    }
+    free(q->packs);
+    q->packs = NULL;
+    q->isa = ENG_CPU_ISA_NONE;
+}
+
+/* Packs every layer's four linears, or none (then OpenBLAS runs them):
+ * never an error -- no AVX2+FMA, POSY_CPU_SMALL_GEMM=0, a copy past
+ * Q3_PACK_MAX, or no memory for it. */
+static void q3_pack_layers(eng_cpu_qwen3 *q, const posy_engine *e) {
+    const posy_model_info *mi = &e->cfg.info;
+    const eng_qwen3_weights *w = &e->qwen3;
+    const int H = mi->hidden, F = mi->intermediate, d = e->cfg.head_dim;
+    const int QKV = (mi->heads + 2 * mi->kv_heads) * d, A = mi->heads * d;
+    q->isa = eng_cpu_gemm_choice();
+    if (q->isa == ENG_CPU_ISA_NONE) return;
+    const size_t bytes = (size_t)w->n_layers * (eng_cpu_pack_bytes(QKV, H) + eng_cpu_pack_bytes(H, A) +
+                                                eng_cpu_pack_bytes(2 * F, H) + eng_cpu_pack_bytes(H, F));
+    if (bytes > Q3_PACK_MAX) {
+        POSY_INFO("engine cpu: the layers' packed copy would take %zu MiB (over %zu): OpenBLAS runs the linears",
+                  bytes >> 20, Q3_PACK_MAX >> 20);
+        q->isa = ENG_CPU_ISA_NONE;
+        return;
+    }
+    q->packs = calloc((size_t)w->n_layers, sizeof *q->packs);
+    int ok = q->packs != NULL;
+    q->n_packs = ok ? w->n_layers : 0;
+    for (int l = 0; ok && l < w->n_layers; l++) {
+        const eng_qwen3_layer *L = &w->layers[l];
+        q3_pack *p = &q->packs[l];
+        ok = eng_cpu_pack_init(&p->qkv, L->qkv_w, QKV, H) == 0 && eng_cpu_pack_init(&p->o, L->o_w, H, A) == 0 &&
+             eng_cpu_pack_init(&p->gu, L->gu_w, 2 * F, H) == 0 && eng_cpu_pack_init(&p->down, L->down_w, H, F) == 0;
+    }
+    if (!ok) {
+        q3_free_packs(q);
+        POSY_WARN("engine cpu: no memory for the packed linear weights (%zu MiB); OpenBLAS for all", bytes >> 20);
+        return;
+    }
+    POSY_DEBUG("engine cpu: packed linear kernel %s, packed weights %zu MiB",
+               q->isa == ENG_CPU_ISA_AVX512 ? "avx512" : "avx2", bytes >> 20);
+}
 
 eng_cpu_qwen3 *eng_cpu_qwen3_open(const posy_engine *e, int n_threads, posy_err *err) {
     const posy_model_info *mi = &e->cfg.info;
@@ -66,11 +134,13 @@ eng_cpu_qwen3 *eng_cpu_qwen3_open(const posy_engine *e, int n_threads, posy_err 
     q->gu = q->ctx + T * (size_t)mi->heads * d;
     q->act = q->gu + T * 2 * F;
     q->scratch = q->act + T * F;
+    q3_pack_layers(q, e);
     return q;
 }
 
 void eng_cpu_qwen3_close(eng_cpu_qwen3 *q) {
     if (!q) return;
+    q3_free_packs(q);
     free(q->arena);
     free(q);
 }
@@ -93,7 +163,8 @@ static int q3_layer(eng_cpu_qwen3 *q, const posy_engine *e, int l, const eng_qwe
     float eps = (float)e->cfg.ln_eps;
     if (L->ln1) q3_norm(e, q->h, q->x, L->ln1, L->ln1_b, T, H);
     else memcpy(q->h, q->x, sizeof(float) * (size_t)T * H); /* ModernBERT's layer 0 */
-    eng_cpu_linear(q->qkv, q->h, L->qkv_w, L->qkv_b, T, QKV, H);
+    const q3_pack *P = q->packs ? &q->packs[l] : NULL; /* NULL: OpenBLAS (eng_cpu_linear_pk) */
+    eng_cpu_linear_pk(q->isa, q->qkv, q->h, L->qkv_w, P ? &P->qkv : NULL, L->qkv_b, T, QKV, H);
     if (L->q_norm) { /* Qwen3 only */
         eng_cpu_rmsnorm_heads(q->qkv, (size_t)QKV, 0, T, nh, d, L->q_norm, eps);
         eng_cpu_rmsnorm_heads(q->qkv, (size_t)QKV, (size_t)nh * d, T, nkv, d, L->k_norm, eps);
@@ -105,15 +176,15 @@ static int q3_layer(eng_cpu_qwen3 *q, const posy_engine *e, int l, const eng_qwe
     if (eng_cpu_attention_gqa(q->ctx, q->qkv, b->cu_seqlens, b->n_seqs, nh, nkv, d, mi->causal, win, q->scratch,
                               q->scratch_floats) != 0)
         return -1;
-    eng_cpu_linear(q->h, q->ctx, L->o_w, L->o_b, T, H, nh * d);
+    eng_cpu_linear_pk(q->isa, q->h, q->ctx, L->o_w, P ? &P->o : NULL, L->o_b, T, H, nh * d);
     if (L->post_attn) eng_cpu_rmsnorm(q->h, q->h, L->post_attn, eps, T, H); /* Gemma 3 */
     eng_cpu_add(q->x, q->h, (size_t)T * H);
     q3_norm(e, q->h, q->x, L->ln2, L->ln2_b, T, H);
-    eng_cpu_linear(q->gu, q->h, L->gu_w, NULL, T, 2 * F, H);
+    eng_cpu_linear_pk(q->isa, q->gu, q->h, L->gu_w, P ? &P->gu : NULL, NULL, T, 2 * F, H);
     if (e->cfg.act == ENG_ACT_GELU_TANH) eng_cpu_geglu_tanh(q->act, q->gu, T, F); /* Gemma 3, some ModernBERTs */
     else if (e->cfg.act == ENG_ACT_GELU) eng_cpu_geglu_erf(q->act, q->gu, T, F);  /* ModernBERT */
     else eng_cpu_swiglu(q->act, q->gu, T, F);
-    eng_cpu_linear(q->h, q->act, L->down_w, NULL, T, H, F);
+    eng_cpu_linear_pk(q->isa, q->h, q->act, L->down_w, P ? &P->down : NULL, NULL, T, H, F);
     if (L->post_mlp) eng_cpu_rmsnorm(q->h, q->h, L->post_mlp, eps, T, H);
     eng_cpu_add(q->x, q->h, (size_t)T * H);
     return 0;
