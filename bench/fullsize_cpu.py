@@ -13,7 +13,11 @@ their real widths (EmbeddingGemma |q - k| < 257, ModernBERT |q - k| <= 64)
 run -- the longer sequences here cross both windows.  Needs torch +
 transformers (not in CI); a measurement and a check, run by hand:
 
-  python3 bench/fullsize_cpu.py BUILD_DIR [WORK_DIR] [--threads N]
+  python3 bench/fullsize_cpu.py BUILD_DIR [WORK_DIR] [--threads N] [--models a,b]
+
+Qwen3-Embedding-0.6B's shape (28 layers, GQA 2:1, a 2.4 GB fp32 folder) is
+the third model: not CPU-only, but the decoders' CPU path at full size.
+--models picks some of embeddinggemma-300m, modernbert-base, qwen3-0.6b.
 
 BUILD_DIR holds api_embed (a Release build).  Exit 1 when a min cosine is
 under 0.99999.
@@ -46,7 +50,12 @@ def configs():
         max_position_embeddings=8192, norm_eps=1e-5, norm_bias=False, hidden_activation="gelu",
         local_attention=128, global_attn_every_n_layers=3, global_rope_theta=160000.0, local_rope_theta=10000.0,
         pad_token_id=50283, bos_token_id=50281, eos_token_id=50282, cls_token_id=50281, sep_token_id=50282)
-    return {"embeddinggemma-300m": (T.Gemma3TextModel, gemma), "modernbert-base": (T.ModernBertModel, modernbert)}
+    qwen3 = T.Qwen3Config(  # Qwen/Qwen3-Embedding-0.6B's config.json (causal; mean pooling here, as the reference)
+        vocab_size=151669, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
+        num_key_value_heads=8, head_dim=128, max_position_embeddings=32768, rms_norm_eps=1e-6,
+        rope_theta=1000000.0, tie_word_embeddings=True)
+    return {"embeddinggemma-300m": (T.Gemma3TextModel, gemma), "modernbert-base": (T.ModernBertModel, modernbert),
+            "qwen3-0.6b": (T.Qwen3Model, qwen3)}
 
 
 def st_files(d, hidden):
@@ -66,6 +75,9 @@ def main():
     threads = int(sys.argv[sys.argv.index("--threads") + 1]) if "--threads" in sys.argv else os.cpu_count()
     if "--threads" in sys.argv:
         args = [a for a in args if a != str(threads)]
+    only = sys.argv[sys.argv.index("--models") + 1].split(",") if "--models" in sys.argv else None
+    if only:
+        args = [a for a in args if a != sys.argv[sys.argv.index("--models") + 1]]
     build, work = args[0], args[1] if len(args) > 1 else "/tmp/posy-fullsize"
     os.makedirs(work, exist_ok=True)
     torch.set_num_threads(threads)
@@ -73,6 +85,8 @@ def main():
     rng = np.random.default_rng(0)
     worst_all = 1.0
     for name, (cls, cfg) in configs().items():
+        if only and name not in only:
+            continue
         d = os.path.join(work, name)
         if not os.path.exists(os.path.join(d, "model.safetensors")):
             m = cls(cfg).eval()
