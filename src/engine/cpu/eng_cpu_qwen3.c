@@ -33,11 +33,13 @@
  * per-call repacking by OpenBLAS, and a text's vector independent of the
  * batch it rode in.  The copy doubles the layers' fp32 weights in memory,
  * so it is made only up to Q3_PACK_MAX bytes (Qwen3-0.6B, EmbeddingGemma,
- * ModernBERT: yes; 1.5B and larger: OpenBLAS, said in the log);
+ * ModernBERT: yes; 1.5B and larger: OpenBLAS, said in the log) and half
+ * the memory available at open;
  * POSY_CPU_SMALL_GEMM=0 packs nothing.
  */
 #include <math.h>
 #include <omp.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "eng_cpu_decoder.h"
@@ -74,9 +76,23 @@ static void q3_free_packs(eng_cpu_qwen3 *q) {
     q->isa = ENG_CPU_ISA_NONE;
 }
 
+/* The memory the kernel says is available (/proc/meminfo's MemAvailable),
+ * in bytes; 0 when it cannot be read (then only Q3_PACK_MAX limits). */
+static size_t q3_mem_available(void) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    if (!f) return 0;
+    char line[128];
+    unsigned long long kb = 0;
+    while (fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    fclose(f);
+    return (size_t)kb * 1024;
+}
+
 /* Packs every layer's four linears, or none (then OpenBLAS runs them):
  * never an error -- no AVX2+FMA, POSY_CPU_SMALL_GEMM=0, a copy past
- * Q3_PACK_MAX, or no memory for it. */
+ * Q3_PACK_MAX or past half the memory available (a machine that held
+ * the model before must not run out for a speed-up), or no memory. */
 static void q3_pack_layers(eng_cpu_qwen3 *q, const posy_engine *e) {
     const posy_model_info *mi = &e->cfg.info;
     const eng_qwen3_weights *w = &e->qwen3;
@@ -86,9 +102,11 @@ static void q3_pack_layers(eng_cpu_qwen3 *q, const posy_engine *e) {
     if (q->isa == ENG_CPU_ISA_NONE) return;
     const size_t bytes = (size_t)w->n_layers * (eng_cpu_pack_bytes(QKV, H) + eng_cpu_pack_bytes(H, A) +
                                                 eng_cpu_pack_bytes(2 * F, H) + eng_cpu_pack_bytes(H, F));
-    if (bytes > Q3_PACK_MAX) {
-        POSY_INFO("engine cpu: the layers' packed copy would take %zu MiB (over %zu): OpenBLAS runs the linears",
-                  bytes >> 20, Q3_PACK_MAX >> 20);
+    const size_t avail = q3_mem_available();
+    if (bytes > Q3_PACK_MAX || (avail && bytes > avail / 2)) {
+        POSY_INFO("engine cpu: the layers' packed copy would take %zu MiB (the cap: %zu MiB, or half the %zu MiB "
+                  "available): OpenBLAS runs the linears",
+                  bytes >> 20, Q3_PACK_MAX >> 20, avail >> 20);
         q->isa = ENG_CPU_ISA_NONE;
         return;
     }
