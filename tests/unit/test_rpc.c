@@ -18,6 +18,12 @@
 #define DIM 4
 
 static int fake_busy = 0;
+/* microseconds each fake worker waits before it answers a chunk: where a
+ * test checks how chunks spread, so that no answer (which lowers the
+ * worker's outstanding tokens back to a tie) can arrive while the pool is
+ * still handing out the request's chunks -- with instant answers, a
+ * descheduled sender under a loaded ctest -j2 once saw one worker get none */
+static int fake_delay_us = 0;
 
 /* v[k] = first id * 10 + length + k + 100000 * pool skip: distinct per
  * sequence, order-checkable, and showing the skip it was given. */
@@ -29,6 +35,7 @@ static int fake_submit(void *ctx, const rpc_chunk *c, rpc_reply_fn done, void *a
     (void)ctx;
     (void)job;
     if (fake_busy) return posy_err_set(err, POSY_E_BUSY, "queue full");
+    if (fake_delay_us) usleep((useconds_t)fake_delay_us);
     float *v = malloc((size_t)c->n_seqs * DIM * sizeof(float));
     int t = 0;
     for (int s = 0; s < c->n_seqs; s++) {
@@ -338,7 +345,9 @@ static void test_pool_spread_and_failover(void) {
     static float out[NSEQ * DIM];
     rpc_chunk req;
     make_request(ids, lens, &req);
+    fake_delay_us = 50000;
     CHECK_EQ_INT(pool_run(p, &req, out), 0);
+    fake_delay_us = 0;
     CHECK_EQ_INT(check_vectors(&req, out), 0);
     int ports[3];
     for (int i = 0; i < 3; i++) {
