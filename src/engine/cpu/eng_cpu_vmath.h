@@ -48,7 +48,8 @@ static inline float eng_vexp(float x) {
     return p * scale;
 }
 
-/* 1 / (1 + e^-x): 0 below -88, 1 above 87 (to the float's precision) */
+/* 1 / (1 + e^-x), with e^-x clamped as eng_vexp does: exactly 1 above 87,
+ * ~6e-39 (not 0) below -88 */
 static inline float eng_vsigmoid(float x) { return 1.0f / (1.0f + eng_vexp(-x)); }
 
 /* erf(z) as z P(z^2) / Q(z^2) for |z| <= 4, +-1 beyond.  Coefficients and
