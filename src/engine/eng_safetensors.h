@@ -117,6 +117,28 @@ void eng_st_view_take(eng_st_view *v, const eng_st_tensor *t, const float **dst)
 /* `t` counted / converted to the end of owned (pieces of a stack). */
 void eng_st_view_append(eng_st_view *v, const eng_st_tensor *t);
 
+/* For a backend that has copied the n floats at *p into its own layout and
+ * will not read them again: the whole pages they cover go back to the
+ * kernel (pages shared with a neighbouring tensor stay).
+ *   - inside owned (owned_floats floats: converted or stacked by the
+ *     loader): those pages would read as zeros, so *p becomes NULL, and
+ *     nothing can read them by mistake; free(owned) stays valid;
+ *   - inside one of f's own mappings (an F32 tensor used in place): the
+ *     mapping is private and read-only, so a later read faults the file
+ *     back in; *p stays;
+ *   - anywhere else (a buffer given to eng_st_parse): left alone.
+ * Returns the bytes given back. */
+size_t eng_st_release(const eng_st_file *f, float *owned, size_t owned_floats, const float **p, size_t n);
+
+/* Once a loader's view is built: gives back the file pages of every tensor
+ * it must have converted (F16, BF16, unaligned F32), never read again --
+ * the fp32 copies in owned are what the backends use -- so a bf16
+ * checkpoint is not held twice.  Only for files eng_st_open / _open_dir
+ * mapped (a private read-only mapping: pages read back from the file if
+ * touched again); a buffer given to eng_st_parse is left alone.  Returns
+ * the bytes. */
+size_t eng_st_drop_converted(const eng_st_file *f);
+
 /* IEEE half and bfloat16 (raw bits) to float, exact. */
 float eng_f16_to_f32(uint16_t h);
 float eng_bf16_to_f32(uint16_t h);

@@ -12,6 +12,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/mman.h>
+#include <unistd.h>
 
 float eng_bf16_to_f32(uint16_t h) {
     uint32_t u = (uint32_t)h << 16;
@@ -121,4 +123,47 @@ int eng_st_view_build(eng_st_view *v, eng_st_walk_fn walk, void *arg, float **ow
         rc = walk(v, arg);
     }
     return rc;
+}
+
+/* madvise(MADV_DONTNEED) over the whole pages inside [a, b): on private
+ * anonymous memory they are freed and would read back as zeros; on a
+ * private read-only file mapping a later read faults the file back in.
+ * A failure only means the memory stays used. */
+static size_t st_give_back(uintptr_t a, uintptr_t b) {
+    const long pg = sysconf(_SC_PAGESIZE);
+    if (pg <= 0 || b <= a) return 0;
+    const uintptr_t first = (a + (uintptr_t)pg - 1) / (uintptr_t)pg * (uintptr_t)pg, last = b / (uintptr_t)pg * (uintptr_t)pg;
+    if (last <= first) return 0;
+    return madvise((void *)first, last - first, MADV_DONTNEED) == 0 ? (size_t)(last - first) : 0;
+}
+
+static int st_inside(const void *base, size_t size, uintptr_t a, uintptr_t b) {
+    const uintptr_t lo = (uintptr_t)base;
+    return base && a >= lo && b <= lo + size && b >= a;
+}
+
+size_t eng_st_release(const eng_st_file *f, float *owned, size_t owned_floats, const float **p, size_t n) {
+    if (!*p) return 0;
+    const uintptr_t a = (uintptr_t)*p, b = a + n * sizeof(float);
+    if (owned && a >= (uintptr_t)owned && a < (uintptr_t)owned + owned_floats * sizeof(float)) {
+        *p = NULL; /* its pages are zeros now (or will be): nothing may read them */
+        return st_inside(owned, owned_floats * sizeof(float), a, b) ? st_give_back(a, b) : 0;
+    }
+    if (f && f->owns_map && st_inside(f->map.data, f->map.size, a, b)) return st_give_back(a, b);
+    for (int i = 0; f && f->shard_maps && i < f->n_shards; i++)
+        if (st_inside(f->shard_maps[i].data, f->shard_maps[i].size, a, b)) return st_give_back(a, b);
+    return 0;
+}
+
+size_t eng_st_drop_converted(const eng_st_file *f) {
+    if (!f->owns_map && !f->shard_maps) return 0;
+    size_t bytes = 0;
+    for (int i = 0; i < f->n_tensors; i++) {
+        const eng_st_tensor *t = &f->tensors[i];
+        const uintptr_t a = (uintptr_t)t->data;
+        const int in_place = t->dtype == ENG_DT_F32 && (a & (sizeof(float) - 1)) == 0;
+        if (in_place || (t->dtype != ENG_DT_F32 && t->dtype != ENG_DT_F16 && t->dtype != ENG_DT_BF16)) continue;
+        bytes += st_give_back(a, a + t->nbytes);
+    }
+    return bytes;
 }

@@ -1,8 +1,8 @@
 /* posy_engine: the engine's front (posy_engine.h).
  *
  * Owns what every backend shares: the model directory's config, the mapped
- * safetensors file, the host fp32 BERT weights, the choice of backend and
- * the validation of batches.  Backends (cpu/, cuda/) see only validated
+ * safetensors file, the host fp32 weights, the choice of backend and the
+ * validation of batches.  Backends (cpu/, cuda/) see only validated
  * batches, so the checks here are the whole defence of the request path:
  * every field of a batch that came from outside is checked and refused with
  * a message, never trusted into an out-of-bounds read.
@@ -122,6 +122,9 @@ posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opt
         engine_free(e, STAGE_ST);
         return NULL;
     }
+    const size_t dropped = eng_st_drop_converted(&e->st); /* converted into the fp32 view: not read again */
+    if (dropped)
+        POSY_DEBUG("engine: %zu MiB of the checkpoint converted to fp32; its mapped pages given back", dropped >> 20);
     if (eng_dense_load(&e->dense, &e->cfg, model_dir, err) != 0) { engine_free(e, STAGE_WEIGHTS); return NULL; }
     if (backend_open(e, err) != 0) { engine_free(e, STAGE_WEIGHTS); return NULL; }
     posy_model_info *mi = &e->cfg.info;

@@ -9,7 +9,9 @@
  * (default 4096; 0: the engine's default budget for its device, printed)
  * and submitted with posy_engine_step without waiting, so
  * several are in flight on a GPU; OUT_BIN gets n x dim float32 in
- * sequence order.
+ * sequence order.  The last line says how much memory the process held
+ * then (VmRSS: resident; VmHWM: its peak, the load included), what an
+ * open engine costs the host.
  */
 #include <stdio.h>
 #include <stdlib.h>
@@ -18,6 +20,19 @@
 #include "posy_engine.h"
 
 typedef struct job { posy_batch b; int first; } job;
+
+/* /proc/self/status's `key` (VmRSS, VmHWM) in MiB, -1 where unreadable */
+static long status_mib(const char *key) {
+    FILE *f = fopen("/proc/self/status", "r");
+    if (!f) return -1;
+    char line[256];
+    long kb = -1;
+    size_t n = strlen(key);
+    while (fgets(line, sizeof line, f))
+        if (!strncmp(line, key, n) && line[n] == ':') { kb = atol(line + n + 1); break; }
+    fclose(f);
+    return kb < 0 ? -1 : kb >> 10;
+}
 
 int main(int argc, char **argv) {
     if (argc < 5) {
@@ -91,6 +106,7 @@ int main(int argc, char **argv) {
     fclose(f);
     printf("api_embed: %d sequences in %d batches on %s (%s), embedded in %.6f s\n", n, n_jobs, argv[4],
            posy_engine_info(e)->dtype, (double)(t1.tv_sec - t0.tv_sec) + (t1.tv_nsec - t0.tv_nsec) * 1e-9);
+    printf("api_embed: host memory %ld MiB resident, %ld MiB at the peak\n", status_mib("VmRSS"), status_mib("VmHWM"));
     posy_engine_close(e);
     return 0;
 }

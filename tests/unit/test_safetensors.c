@@ -389,6 +389,79 @@ static void test_real_minilm(void) {
     eng_st_close(&f);
 }
 
+/* eng_st_release on the loader's owned block gives back exactly the whole
+ * pages inside the range: those read as zeros afterwards (what
+ * MADV_DONTNEED does to private anonymous pages: the check that they were
+ * given back), the partial pages at both ends keep their values, the
+ * pointer becomes NULL.  On a tensor used in place from a mapped file the
+ * pointer stays and the values read back from the file; a buffer that is
+ * neither is left alone. */
+static void test_release(void) {
+    const size_t pg = (size_t)sysconf(_SC_PAGESIZE), fpp = pg / sizeof(float);
+    const size_t nf = 16 * fpp;
+    float *owned = NULL;
+    CHECK(posix_memalign((void **)&owned, pg, nf * sizeof(float)) == 0 && owned);
+    if (!owned) return;
+    for (size_t i = 0; i < nf; i++) owned[i] = (float)(i + 1);
+    /* floats [fpp + 7, 9 fpp + 3): whole pages 2..8 (7 pages); pages 1 and 9 partly */
+    const size_t a = fpp + 7, n = 8 * fpp - 4;
+    const float *w = owned + a;
+    CHECK(eng_st_release(NULL, owned, nf, &w, n) == 7 * pg);
+    CHECK(w == NULL);
+    int kept = 1, zeroed = 1;
+    for (size_t i = 0; i < nf; i++) {
+        if (i >= 2 * fpp && i < 9 * fpp) zeroed &= owned[i] == 0.0f;
+        else kept &= owned[i] == (float)(i + 1);
+    }
+    CHECK_MSG(zeroed, "the whole pages inside the range were not given back");
+    CHECK_MSG(kept, "a value outside the whole pages changed");
+    /* less than a page: nothing given back, still NULL (the backend owns a copy) */
+    const float *small = owned + 10 * fpp + 1;
+    CHECK(eng_st_release(NULL, owned, nf, &small, 8) == 0 && small == NULL);
+    CHECK(owned[10 * fpp + 1] == (float)(10 * fpp + 2));
+    /* a range running past owned's end: the pointer cleared, nothing given back */
+    const float *tail = owned + nf - fpp;
+    CHECK(eng_st_release(NULL, owned, nf, &tail, 2 * fpp) == 0 && tail == NULL);
+    CHECK(owned[nf - 1] == (float)nf);
+    /* neither owned nor a mapping of f: untouched */
+    const float *o = owned + 12 * fpp;
+    CHECK(eng_st_release(NULL, NULL, 0, &o, 2 * fpp) == 0 && o == owned + 12 * fpp);
+    CHECK(owned[12 * fpp + fpp] == (float)(13 * fpp + 1));
+
+    /* an F32 tensor of 8 pages in a mapped file: given back, still readable */
+    char dir[] = "/tmp/posy_rel_XXXXXX", path[256];
+    if (!mkdtemp(dir)) { CHECK(0); free(owned); return; }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    char hdr[160];
+    snprintf(hdr, sizeof hdr, "{\"w\":{\"dtype\":\"F32\",\"shape\":[%zu],\"data_offsets\":[0,%zu]}}", 8 * fpp,
+             8 * pg);
+    size_t hl = strlen(hdr), pad = (8 - (8 + hl) % 8) % 8, size;
+    char hdr2[192];
+    snprintf(hdr2, sizeof hdr2, "%s%*s", hdr, (int)pad, ""); /* data 4-byte aligned in the file */
+    unsigned char *raw = mk(hdr2, owned, 8 * pg, &size); /* any bytes; rewritten below */
+    float *vals = (float *)(raw + 8 + strlen(hdr2));
+    for (size_t i = 0; i < 8 * fpp; i++) { float v = (float)i * 0.5f; memcpy(&vals[i], &v, 4); }
+    CHECK(write_file(path, raw, size) == 0);
+    eng_st_file f;
+    posy_err err = {0};
+    CHECK_EQ_INT(eng_st_open(&f, path, &err), 0);
+    const eng_st_tensor *t = eng_st_find(&f, "w");
+    CHECK(t && t->dtype == ENG_DT_F32);
+    if (t) {
+        const float *m = (const float *)t->data, *keep = m;
+        CHECK(eng_st_release(&f, owned, nf, &m, 8 * fpp) >= 6 * pg); /* 7 or 8 whole pages in the mapping */
+        CHECK(m == keep);
+        int same = 1;
+        for (size_t i = 0; i < 8 * fpp; i++) same &= m[i] == (float)i * 0.5f;
+        CHECK_MSG(same, "a file-mapped tensor read back wrong after its pages were given back");
+    }
+    eng_st_close(&f);
+    free(raw);
+    unlink(path);
+    rmdir(dir);
+    free(owned);
+}
+
 TEST_MAIN(TEST(test_valid), TEST(test_unaligned), TEST(test_truncated_and_lengths), TEST(test_bad_json),
           TEST(test_bad_fields), TEST(test_bad_offsets), TEST(test_half_conversions), TEST(test_open_files),
-          TEST(test_sharded), TEST(test_real_minilm))
+          TEST(test_sharded), TEST(test_real_minilm), TEST(test_release))

@@ -20,7 +20,8 @@
  * n_threads (opts.n_threads, 0 = every core).
  *
  * The linears run on eng_cpu_gemm_packed's kernel over weights packed at
- * open, a second copy of the layer weights (MiniLM-L6: +40 MiB) that saves
+ * open (the pages of the loaded copies are given back then, so the packed
+ * copy does not double the weights held), which saves
  * OpenBLAS's per-call repacking (1.4x on one sentence) and makes a vector
  * independent of the batch it rode in; POSY_CPU_SMALL_GEMM=0 packs nothing
  * and keeps OpenBLAS.  The decoder-built models (eng_cpu_qwen3.c) pack their
@@ -80,9 +81,13 @@ static void cpu_free_packs(cpu_backend *c, int n_layers) {
     c->packs = NULL;
 }
 
-/* Packs every layer's linear weights for the packed kernel, a second copy
- * beside the loaded ones (those stay: the CUDA backend uploads them and
- * the OpenBLAS fallback reads them).
+/* Packs every layer's linear weights for the packed kernel; once all are
+ * packed, the loaded copies' pages are given back (eng_st_release: those
+ * the loader converted or stacked -- the fused Q|K|V always, every linear
+ * of an F16/BF16 checkpoint -- with their pointers cleared; F32 tensors
+ * used in place from the file mapping, which a read would fault back in).
+ * Until then both copies exist, so a failure can fall back to the loaded
+ * ones.
  * Not packing is never an error: without the memory, on a CPU without
  * AVX2+FMA, or with POSY_CPU_SMALL_GEMM=0, every linear stays on OpenBLAS. */
 static void cpu_pack_layers(posy_engine *e, cpu_backend *c) {
@@ -107,8 +112,15 @@ static void cpu_pack_layers(posy_engine *e, cpu_backend *c) {
     }
     size_t bytes = (size_t)w->n_layers * (eng_cpu_pack_bytes(3 * H, H) + eng_cpu_pack_bytes(H, H) +
                                           eng_cpu_pack_bytes(F, H) + eng_cpu_pack_bytes(H, F));
-    POSY_DEBUG("engine cpu: packed linear kernel %s, packed weights %zu MiB",
-               c->isa == ENG_CPU_ISA_AVX512 ? "avx512" : "avx2", bytes >> 20);
+    size_t given_back = 0;
+    for (int l = 0; l < w->n_layers; l++) {
+        eng_bert_layer *L = &e->bert.layers[l];
+        const float **ws[4] = {&L->qkv_w, &L->ao_w, &L->up_w, &L->down_w};
+        const size_t n[4] = {(size_t)3 * H * H, (size_t)H * H, (size_t)F * H, (size_t)H * F};
+        for (int i = 0; i < 4; i++) given_back += eng_st_release(&e->st, w->owned, w->owned_floats, ws[i], n[i]);
+    }
+    POSY_DEBUG("engine cpu: packed linear kernel %s, packed weights %zu MiB, %zu MiB of loaded weights given back",
+               c->isa == ENG_CPU_ISA_AVX512 ? "avx512" : "avx2", bytes >> 20, given_back >> 20);
 }
 
 static int cpu_open(posy_engine *e, posy_err *err) {

@@ -31,15 +31,14 @@
  * The four linears of a layer run on eng_cpu_gemm_packed's kernel over
  * copies packed at open, as the encoders' do (eng_cpu_backend.c): no
  * per-call repacking by OpenBLAS, and a text's vector independent of the
- * batch it rode in.  The copy doubles the layers' fp32 weights in memory,
- * so it is made only up to Q3_PACK_MAX bytes (Qwen3-0.6B, EmbeddingGemma,
- * ModernBERT: yes; 1.5B and larger: OpenBLAS, said in the log) and half
- * the memory available at open;
+ * batch it rode in.  Each layer's loaded linears are given back once it
+ * is packed (q3_release_layer), so the copy does not double the weights
+ * held; it is made only up to Q3_PACK_MAX bytes (Qwen3-0.6B, EmbeddingGemma,
+ * ModernBERT: yes; 1.5B and larger: OpenBLAS, said in the log);
  * POSY_CPU_SMALL_GEMM=0 packs nothing.
  */
 #include <math.h>
 #include <omp.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include "eng_cpu_decoder.h"
@@ -48,7 +47,8 @@
 #include "eng_cpu_qwen3.h"
 #include "posy_log.h"
 
-/* the largest packed copy made (bytes): Qwen3-0.6B's layers take 1.7 GiB */
+/* the largest packed copy made (bytes): Qwen3-0.6B's layers take 1.7 GiB;
+ * larger models have not been measured on the packed kernel */
 #define Q3_PACK_MAX ((size_t)2 << 30)
 
 typedef struct q3_pack {
@@ -76,24 +76,32 @@ static void q3_free_packs(eng_cpu_qwen3 *q) {
     q->isa = ENG_CPU_ISA_NONE;
 }
 
-/* The memory the kernel says is available (/proc/meminfo's MemAvailable),
- * in bytes; 0 when it cannot be read (then only Q3_PACK_MAX limits). */
-static size_t q3_mem_available(void) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    if (!f) return 0;
-    char line[128];
-    unsigned long long kb = 0;
-    while (fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
-    fclose(f);
-    return (size_t)kb * 1024;
+/* Gives back the pages of layer l's four loaded linears once they are
+ * packed (eng_st_release: the converted / stacked ones in the loader's
+ * owned block, their pointers then NULL; F32 tensors used in place, the
+ * file mapping's pages, which a later read would fault back in).  Returns
+ * the bytes. */
+static size_t q3_release_layer(posy_engine *e, int l) {
+    const posy_model_info *mi = &e->cfg.info;
+    eng_qwen3_weights *w = &e->qwen3;
+    eng_qwen3_layer *L = &w->layers[l];
+    const size_t H = (size_t)mi->hidden, F = (size_t)mi->intermediate, d = (size_t)e->cfg.head_dim;
+    const size_t QKV = ((size_t)mi->heads + 2 * (size_t)mi->kv_heads) * d, A = (size_t)mi->heads * d;
+    const float **ws[4] = {&L->qkv_w, &L->o_w, &L->gu_w, &L->down_w};
+    const size_t n[4] = {QKV * H, H * A, 2 * F * H, H * F};
+    size_t bytes = 0;
+    for (int i = 0; i < 4; i++) bytes += eng_st_release(&e->st, w->owned, w->owned_floats, ws[i], n[i]);
+    return bytes;
 }
 
-/* Packs every layer's four linears, or none (then OpenBLAS runs them):
- * never an error -- no AVX2+FMA, POSY_CPU_SMALL_GEMM=0, a copy past
- * Q3_PACK_MAX or past half the memory available (a machine that held
- * the model before must not run out for a speed-up), or no memory. */
-static void q3_pack_layers(eng_cpu_qwen3 *q, const posy_engine *e) {
+/* Packs every layer's four linears, giving their loaded copies back layer
+ * by layer, so the packed weights replace the loaded ones instead of
+ * doubling them (at most one layer more at any time), or packs none (then
+ * OpenBLAS runs them): never an error -- no AVX2+FMA,
+ * POSY_CPU_SMALL_GEMM=0, a copy past Q3_PACK_MAX, or no memory.  Out of
+ * memory after layer 0 keeps the layers packed so far (their loaded copies
+ * are gone) and runs the rest on OpenBLAS. */
+static void q3_pack_layers(eng_cpu_qwen3 *q, posy_engine *e) {
     const posy_model_info *mi = &e->cfg.info;
     const eng_qwen3_weights *w = &e->qwen3;
     const int H = mi->hidden, F = mi->intermediate, d = e->cfg.head_dim;
@@ -102,33 +110,47 @@ static void q3_pack_layers(eng_cpu_qwen3 *q, const posy_engine *e) {
     if (q->isa == ENG_CPU_ISA_NONE) return;
     const size_t bytes = (size_t)w->n_layers * (eng_cpu_pack_bytes(QKV, H) + eng_cpu_pack_bytes(H, A) +
                                                 eng_cpu_pack_bytes(2 * F, H) + eng_cpu_pack_bytes(H, F));
-    const size_t avail = q3_mem_available();
-    if (bytes > Q3_PACK_MAX || (avail && bytes > avail / 2)) {
-        POSY_INFO("engine cpu: the layers' packed copy would take %zu MiB (the cap: %zu MiB, or half the %zu MiB "
-                  "available): OpenBLAS runs the linears",
-                  bytes >> 20, Q3_PACK_MAX >> 20, avail >> 20);
+    if (bytes > Q3_PACK_MAX) {
+        POSY_INFO("engine cpu: the layers' packed copy would take %zu MiB (past the %zu MiB measured up to): "
+                  "OpenBLAS runs the linears", bytes >> 20, Q3_PACK_MAX >> 20);
         q->isa = ENG_CPU_ISA_NONE;
         return;
     }
     q->packs = calloc((size_t)w->n_layers, sizeof *q->packs);
-    int ok = q->packs != NULL;
-    q->n_packs = ok ? w->n_layers : 0;
-    for (int l = 0; ok && l < w->n_layers; l++) {
+    if (!q->packs) {
+        q->isa = ENG_CPU_ISA_NONE;
+        POSY_WARN("engine cpu: no memory for the packed linear weights (%zu MiB); OpenBLAS for all", bytes >> 20);
+        return;
+    }
+    q->n_packs = w->n_layers;
+    size_t given_back = 0;
+    int l = 0;
+    for (; l < w->n_layers; l++) {
         const eng_qwen3_layer *L = &w->layers[l];
         q3_pack *p = &q->packs[l];
-        ok = eng_cpu_pack_init(&p->qkv, L->qkv_w, QKV, H) == 0 && eng_cpu_pack_init(&p->o, L->o_w, H, A) == 0 &&
-             eng_cpu_pack_init(&p->gu, L->gu_w, 2 * F, H) == 0 && eng_cpu_pack_init(&p->down, L->down_w, H, F) == 0;
+        if (eng_cpu_pack_init(&p->qkv, L->qkv_w, QKV, H) || eng_cpu_pack_init(&p->o, L->o_w, H, A) ||
+            eng_cpu_pack_init(&p->gu, L->gu_w, 2 * F, H) || eng_cpu_pack_init(&p->down, L->down_w, H, F)) {
+            eng_cpu_pack_free(&p->qkv); /* this layer whole on OpenBLAS: its loaded copy is intact */
+            eng_cpu_pack_free(&p->o);
+            eng_cpu_pack_free(&p->gu);
+            eng_cpu_pack_free(&p->down);
+            break;
+        }
+        given_back += q3_release_layer(e, l);
     }
-    if (!ok) {
+    if (l == 0) {
         q3_free_packs(q);
         POSY_WARN("engine cpu: no memory for the packed linear weights (%zu MiB); OpenBLAS for all", bytes >> 20);
         return;
     }
-    POSY_DEBUG("engine cpu: packed linear kernel %s, packed weights %zu MiB",
-               q->isa == ENG_CPU_ISA_AVX512 ? "avx512" : "avx2", bytes >> 20);
+    if (l < w->n_layers)
+        POSY_WARN("engine cpu: no memory to pack layers %d..%d; they run on OpenBLAS (layers 0..%d packed)", l,
+                  w->n_layers - 1, l - 1);
+    POSY_DEBUG("engine cpu: packed linear kernel %s, packed weights %zu MiB, %zu MiB of loaded weights given back",
+               q->isa == ENG_CPU_ISA_AVX512 ? "avx512" : "avx2", bytes >> 20, given_back >> 20);
 }
 
-eng_cpu_qwen3 *eng_cpu_qwen3_open(const posy_engine *e, int n_threads, posy_err *err) {
+eng_cpu_qwen3 *eng_cpu_qwen3_open(posy_engine *e, int n_threads, posy_err *err) {
     const posy_model_info *mi = &e->cfg.info;
     eng_cpu_qwen3 *q = calloc(1, sizeof *q);
     if (!q) { posy_err_set(err, POSY_E_NOMEM, "CPU qwen3: out of memory"); return NULL; }
