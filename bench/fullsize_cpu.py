@@ -16,8 +16,11 @@ transformers (not in CI); a measurement and a check, run by hand:
   python3 bench/fullsize_cpu.py BUILD_DIR [WORK_DIR] [--threads N] [--models a,b]
 
 Qwen3-Embedding-0.6B's shape (28 layers, GQA 2:1, a 2.4 GB fp32 folder) is
-the third model: not CPU-only, but the decoders' CPU path at full size.
---models picks some of embeddinggemma-300m, modernbert-base, qwen3-0.6b.
+the third model: not CPU-only, but the decoders' CPU path at full size;
+gte-Qwen2-1.5B's (28 layers, GQA 6:1, a 6.2 GB fp32 folder) the fourth,
+run only when --models names it.
+--models picks some of embeddinggemma-300m, modernbert-base, qwen3-0.6b,
+gte-qwen2-1.5b.
 
 BUILD_DIR holds api_embed (a Release build).  Exit 1 when a min cosine is
 under 0.99999.
@@ -54,8 +57,12 @@ def configs():
         vocab_size=151669, hidden_size=1024, intermediate_size=3072, num_hidden_layers=28, num_attention_heads=16,
         num_key_value_heads=8, head_dim=128, max_position_embeddings=32768, rms_norm_eps=1e-6,
         rope_theta=1000000.0, tie_word_embeddings=True)
+    qwen2 = T.Qwen2Config(  # Alibaba-NLP/gte-Qwen2-1.5B-instruct's config.json (6.2 GB in fp32)
+        vocab_size=151646, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
+        num_key_value_heads=2, max_position_embeddings=131072, rms_norm_eps=1e-6, rope_theta=1000000.0,
+        tie_word_embeddings=False)
     return {"embeddinggemma-300m": (T.Gemma3TextModel, gemma), "modernbert-base": (T.ModernBertModel, modernbert),
-            "qwen3-0.6b": (T.Qwen3Model, qwen3)}
+            "qwen3-0.6b": (T.Qwen3Model, qwen3), "gte-qwen2-1.5b": (T.Qwen2Model, qwen2)}
 
 
 def st_files(d, hidden):
@@ -85,7 +92,7 @@ def main():
     rng = np.random.default_rng(0)
     worst_all = 1.0
     for name, (cls, cfg) in configs().items():
-        if only and name not in only:
+        if (only and name not in only) or (not only and name == "gte-qwen2-1.5b"):
             continue
         d = os.path.join(work, name)
         if not os.path.exists(os.path.join(d, "model.safetensors")):

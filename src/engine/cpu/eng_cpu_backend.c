@@ -25,7 +25,7 @@
  * OpenBLAS's per-call repacking (1.4x on one sentence) and makes a vector
  * independent of the batch it rode in; POSY_CPU_SMALL_GEMM=0 packs nothing
  * and keeps OpenBLAS.  The decoder-built models (eng_cpu_qwen3.c) pack their
- * own, up to a 2 GiB copy.
+ * own the same way.
  */
 #include <omp.h>
 #include <stdlib.h>

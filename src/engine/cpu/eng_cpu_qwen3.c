@@ -33,9 +33,8 @@
  * per-call repacking by OpenBLAS, and a text's vector independent of the
  * batch it rode in.  Each layer's loaded linears are given back once it
  * is packed (q3_release_layer), so the copy does not double the weights
- * held; it is made only up to Q3_PACK_MAX bytes (Qwen3-0.6B, EmbeddingGemma,
- * ModernBERT: yes; 1.5B and larger: OpenBLAS, said in the log);
- * POSY_CPU_SMALL_GEMM=0 packs nothing.
+ * held (measured up to gte-Qwen2-1.5B's shape: 0.51x OpenBLAS's time, the
+ * same peak memory); POSY_CPU_SMALL_GEMM=0 packs nothing.
  */
 #include <math.h>
 #include <omp.h>
@@ -46,10 +45,6 @@
 #include "eng_cpu_kernels.h"
 #include "eng_cpu_qwen3.h"
 #include "posy_log.h"
-
-/* the largest packed copy made (bytes): Qwen3-0.6B's layers take 1.7 GiB;
- * larger models have not been measured on the packed kernel */
-#define Q3_PACK_MAX ((size_t)2 << 30)
 
 typedef struct q3_pack {
     eng_cpu_pack qkv, o, gu, down;
@@ -98,7 +93,7 @@ static size_t q3_release_layer(posy_engine *e, int l) {
  * by layer, so the packed weights replace the loaded ones instead of
  * doubling them (at most one layer more at any time), or packs none (then
  * OpenBLAS runs them): never an error -- no AVX2+FMA,
- * POSY_CPU_SMALL_GEMM=0, a copy past Q3_PACK_MAX, or no memory.  Out of
+ * POSY_CPU_SMALL_GEMM=0, or no memory.  Out of
  * memory after layer 0 keeps the layers packed so far (their loaded copies
  * are gone) and runs the rest on OpenBLAS. */
 static void q3_pack_layers(eng_cpu_qwen3 *q, posy_engine *e) {
@@ -110,12 +105,6 @@ static void q3_pack_layers(eng_cpu_qwen3 *q, posy_engine *e) {
     if (q->isa == ENG_CPU_ISA_NONE) return;
     const size_t bytes = (size_t)w->n_layers * (eng_cpu_pack_bytes(QKV, H) + eng_cpu_pack_bytes(H, A) +
                                                 eng_cpu_pack_bytes(2 * F, H) + eng_cpu_pack_bytes(H, F));
-    if (bytes > Q3_PACK_MAX) {
-        POSY_INFO("engine cpu: the layers' packed copy would take %zu MiB (past the %zu MiB measured up to): "
-                  "OpenBLAS runs the linears", bytes >> 20, Q3_PACK_MAX >> 20);
-        q->isa = ENG_CPU_ISA_NONE;
-        return;
-    }
     q->packs = calloc((size_t)w->n_layers, sizeof *q->packs);
     if (!q->packs) {
         q->isa = ENG_CPU_ISA_NONE;
