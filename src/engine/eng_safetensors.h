@@ -114,7 +114,10 @@ int eng_st_view_build(eng_st_view *v, eng_st_walk_fn walk, void *arg, float **ow
  * counted / converted into owned.  *dst is set in pass 1 only. */
 void eng_st_view_take(eng_st_view *v, const eng_st_tensor *t, const float **dst);
 
-/* `t` counted / converted to the end of owned (pieces of a stack). */
+/* `t` counted / converted to the end of owned (pieces of a stack); in pass
+ * 1 the file's mapped pages of t are then given back (a private read-only
+ * mapping: read again, they fault back in), so a converted checkpoint is
+ * not held twice. */
 void eng_st_view_append(eng_st_view *v, const eng_st_tensor *t);
 
 /* For a backend that has copied the n floats at *p into its own layout and
@@ -130,14 +133,6 @@ void eng_st_view_append(eng_st_view *v, const eng_st_tensor *t);
  * Returns the bytes given back. */
 size_t eng_st_release(const eng_st_file *f, float *owned, size_t owned_floats, const float **p, size_t n);
 
-/* Once a loader's view is built: gives back the file pages of every tensor
- * it must have converted (F16, BF16, unaligned F32), never read again --
- * the fp32 copies in owned are what the backends use -- so a bf16
- * checkpoint is not held twice.  Only for files eng_st_open / _open_dir
- * mapped (a private read-only mapping: pages read back from the file if
- * touched again); a buffer given to eng_st_parse is left alone.  Returns
- * the bytes. */
-size_t eng_st_drop_converted(const eng_st_file *f);
 
 /* IEEE half and bfloat16 (raw bits) to float, exact. */
 float eng_f16_to_f32(uint16_t h);

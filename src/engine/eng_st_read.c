@@ -92,8 +92,31 @@ int eng_st_read_f32(const eng_st_file *f, const char *name, int ndim, const int6
     return 0;
 }
 
+static size_t st_give_back(uintptr_t a, uintptr_t b);
+static int st_inside(const void *base, size_t size, uintptr_t a, uintptr_t b);
+
+/* The file's mapped pages of t, once its fp32 copy is in owned: nothing
+ * reads them again, and a bf16 checkpoint's pages need not stay resident
+ * beside their copies (the mapping is private and read-only: a later read
+ * would fault them back in).  A buffer given to eng_st_parse is left alone. */
+static void st_drop_source(const eng_st_file *f, const eng_st_tensor *t) {
+    const uintptr_t a = (uintptr_t)t->data, b = a + t->nbytes;
+    if (f->owns_map && st_inside(f->map.data, f->map.size, a, b)) {
+        st_give_back(a, b);
+        return;
+    }
+    for (int i = 0; f->shard_maps && i < f->n_shards; i++)
+        if (st_inside(f->shard_maps[i].data, f->shard_maps[i].size, a, b)) {
+            st_give_back(a, b);
+            return;
+        }
+}
+
 void eng_st_view_append(eng_st_view *v, const eng_st_tensor *t) {
-    if (v->fill) eng_st_tensor_to_f32(t, v->owned + v->used);
+    if (v->fill) {
+        eng_st_tensor_to_f32(t, v->owned + v->used);
+        st_drop_source(v->st, t);
+    }
     v->used += (size_t)t->numel;
 }
 
@@ -155,15 +178,3 @@ size_t eng_st_release(const eng_st_file *f, float *owned, size_t owned_floats, c
     return 0;
 }
 
-size_t eng_st_drop_converted(const eng_st_file *f) {
-    if (!f->owns_map && !f->shard_maps) return 0;
-    size_t bytes = 0;
-    for (int i = 0; i < f->n_tensors; i++) {
-        const eng_st_tensor *t = &f->tensors[i];
-        const uintptr_t a = (uintptr_t)t->data;
-        const int in_place = t->dtype == ENG_DT_F32 && (a & (sizeof(float) - 1)) == 0;
-        if (in_place || (t->dtype != ENG_DT_F32 && t->dtype != ENG_DT_F16 && t->dtype != ENG_DT_BF16)) continue;
-        bytes += st_give_back(a, a + t->nbytes);
-    }
-    return bytes;
-}

@@ -122,9 +122,6 @@ posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opt
         engine_free(e, STAGE_ST);
         return NULL;
     }
-    const size_t dropped = eng_st_drop_converted(&e->st); /* converted into the fp32 view: not read again */
-    if (dropped)
-        POSY_DEBUG("engine: %zu MiB of the checkpoint converted to fp32; its mapped pages given back", dropped >> 20);
     if (eng_dense_load(&e->dense, &e->cfg, model_dir, err) != 0) { engine_free(e, STAGE_WEIGHTS); return NULL; }
     if (backend_open(e, err) != 0) { engine_free(e, STAGE_WEIGHTS); return NULL; }
     posy_model_info *mi = &e->cfg.info;

@@ -462,6 +462,79 @@ static void test_release(void) {
     free(owned);
 }
 
+/* Resident kB of the mapping holding addr (/proc/self/smaps), -1 if not found */
+static long smaps_rss_kb(const void *addr) {
+    FILE *fp = fopen("/proc/self/smaps", "r");
+    if (!fp) return -1;
+    char line[512];
+    int in = 0;
+    long kb = -1;
+    while (fgets(line, sizeof line, fp)) {
+        unsigned long lo, hi;
+        if (sscanf(line, "%lx-%lx ", &lo, &hi) == 2 && strchr(line, '-') < strchr(line, ' ')) {
+            in = (uintptr_t)addr >= lo && (uintptr_t)addr < hi;
+            continue;
+        }
+        if (in && sscanf(line, "Rss: %ld kB", &kb) == 1) break;
+    }
+    fclose(fp);
+    return kb;
+}
+
+static int walk_append_b(eng_st_view *v, void *arg) {
+    const eng_st_tensor *t = eng_st_find(v->st, "b");
+    if (!t) return -1;
+    if (v->fill) *(const float **)arg = v->owned + v->used;
+    eng_st_view_append(v, t);
+    return 0;
+}
+
+/* A view over a mapped BF16 tensor of 8 pages: the fp32 copy in owned is
+ * exact, the mapping's resident pages drop from all of them (read once
+ * before) to the partial ones at the ends (smaps' Rss), and reading the
+ * tensor again from the mapping still gives the file's values. */
+static void test_view_drops_source(void) {
+    const size_t pg = (size_t)sysconf(_SC_PAGESIZE), n = 4 * pg; /* 8 pages of bf16 */
+    char dir[] = "/tmp/posy_view_XXXXXX", path[256], hdr[160];
+    if (!mkdtemp(dir)) { CHECK(0); return; }
+    snprintf(path, sizeof path, "%s/model.safetensors", dir);
+    snprintf(hdr, sizeof hdr, "{\"b\":{\"dtype\":\"BF16\",\"shape\":[%zu],\"data_offsets\":[0,%zu]}}", n, 2 * n);
+    uint16_t *bits = malloc(2 * n);
+    for (size_t i = 0; i < n; i++) bits[i] = (uint16_t)(0x3f80 + (i % 97)); /* 1.0 .. 1.0 + 96 ulp */
+    size_t size;
+    unsigned char *raw = mk(hdr, bits, 2 * n, &size);
+    CHECK(write_file(path, raw, size) == 0);
+    eng_st_file f;
+    posy_err err = {0};
+    CHECK_EQ_INT(eng_st_open(&f, path, &err), 0);
+    eng_st_view v = {&f, "", 0, NULL, 0, &err};
+    float *owned = NULL;
+    size_t owned_floats = 0;
+    const float *copy = NULL;
+    float *again = malloc(n * sizeof(float));
+    const eng_st_tensor *t = eng_st_find(&f, "b");
+    if (t) CHECK(eng_st_tensor_to_f32(t, again) == 0); /* every page resident */
+    const long before = t ? smaps_rss_kb(t->data) : -1;
+    CHECK_EQ_INT(eng_st_view_build(&v, walk_append_b, &copy, &owned, &owned_floats), 0);
+    const long after = t ? smaps_rss_kb(t->data) : -1;
+    CHECK_MSG(before >= (long)(8 * pg / 1024) && after >= 0 && after <= (long)(2 * pg / 1024),
+              "mapping resident %ld kB before the view, %ld kB after", before, after);
+    CHECK(owned_floats == n && copy == owned);
+    int exact = copy != NULL, same = t != NULL;
+    for (size_t i = 0; exact && i < n; i++) exact &= copy[i] == eng_bf16_to_f32(bits[i]);
+    if (t) CHECK(eng_st_tensor_to_f32(t, again) == 0);
+    for (size_t i = 0; same && i < n; i++) same &= again[i] == eng_bf16_to_f32(bits[i]);
+    CHECK_MSG(exact, "the fp32 copy of the BF16 tensor is wrong");
+    CHECK_MSG(same, "the BF16 tensor read back wrong from the file after its pages were given back");
+    free(again);
+    free(owned);
+    eng_st_close(&f);
+    free(raw);
+    free(bits);
+    unlink(path);
+    rmdir(dir);
+}
+
 TEST_MAIN(TEST(test_valid), TEST(test_unaligned), TEST(test_truncated_and_lengths), TEST(test_bad_json),
           TEST(test_bad_fields), TEST(test_bad_offsets), TEST(test_half_conversions), TEST(test_open_files),
-          TEST(test_sharded), TEST(test_real_minilm), TEST(test_release))
+          TEST(test_sharded), TEST(test_real_minilm), TEST(test_release), TEST(test_view_drops_source))
