@@ -1,8 +1,9 @@
 /* posy_engine: the engine's front (posy_engine.h).
  *
  * Owns what every backend shares: the model directory's config, the mapped
- * safetensors file, the host fp32 weights, the choice of backend and the
- * validation of batches.  Backends (cpu/, cuda/) see only validated
+ * safetensors file, the host fp32 weights (until a GPU backend holds its
+ * own copy: drop_host_weights), the choice of backend and the validation
+ * of batches.  Backends (cpu/, cuda/) see only validated
  * batches, so the checks here are the whole defence of the request path:
  * every field of a batch that came from outside is checked and refused with
  * a message, never trusted into an out-of-bounds read.
@@ -55,6 +56,22 @@ static int opts_resolve(posy_engine *e, const posy_engine_opts *in, posy_err *er
     return 0;
 }
 
+#ifdef POSY_HAVE_CUDA
+/* The CUDA backend uploads every weight at open (its own bf16 copies) and
+ * never reads the host fp32 view again, so once it is open that view and
+ * the checkpoint's mapping go: for a bf16 checkpoint the view is twice the
+ * file (Qwen3-0.6B: ~2.4 GB of host memory a GPU server held for
+ * nothing). */
+static void drop_host_weights(posy_engine *e) {
+    const size_t mib = (e->bert.owned_floats + e->qwen3.owned_floats) * sizeof(float) >> 20;
+    eng_bert_weights_free(&e->bert);
+    eng_qwen3_weights_free(&e->qwen3);
+    eng_st_close(&e->st);
+    POSY_DEBUG("engine: weights on the GPU; the host copy (%zu MiB converted) and the checkpoint's mapping "
+               "released", mib);
+}
+#endif
+
 /* Pick and open a backend.  AUTO falls back to the CPU if the GPU path fails. */
 static int backend_open(posy_engine *e, posy_err *err) {
 #ifdef POSY_HAVE_CUDA
@@ -66,7 +83,10 @@ static int backend_open(posy_engine *e, posy_err *err) {
             have_gpu = 1;
             budget_for(e, POSY_DEVICE_CUDA);
             e->ops = &eng_cuda_backend;
-            if (e->ops->open(e, &cerr) == 0) return 0;
+            if (e->ops->open(e, &cerr) == 0) {
+                drop_host_weights(e);
+                return 0;
+            }
         }
         if (e->opts.device == POSY_DEVICE_CUDA) {
             if (err) *err = cerr;

@@ -298,10 +298,12 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         /* the one-query chain: on for buckets of up to 64 tokens for
          * encoders and 32 for decoders, where it was faster on the H200
          * (MiniLM, BERT-base up to 64; Qwen3-0.6B up to 32, slower at 64:
-         * docs/BENCHMARKS.md, "One query") */
+         * docs/BENCHMARKS.md, "One query"); Gemma 3 / ModernBERT up to 64
+         * (run 106, an H100: 0.59-0.62x the graph path's time at 16
+         * tokens, 0.84-0.86x at 64) */
         const char *c = getenv("POSY_CUDA_CHAIN");
-        m->chain_max = c ? atoi(c) : is_q3 ? 32 : 64; /* 0 (or not a number): off */
-        if (m->chain_max < 0 || (m->glu && !c)) m->chain_max = 0; /* Gemma 3 / ModernBERT: opt-in (eng_cu_model.h) */
+        m->chain_max = c ? atoi(c) : is_q3 && !m->glu ? 32 : 64; /* 0 (or not a number): off */
+        if (m->chain_max < 0) m->chain_max = 0;
         if (m->chain_max > 64) m->chain_max = 64; /* the chain kernel's row limit */
         const char *cn = getenv("POSY_CUDA_CHAIN_NORM");
         m->chain_norm = cn && !strcmp(cn, "1");

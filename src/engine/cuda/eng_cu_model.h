@@ -89,9 +89,10 @@ typedef struct eng_cu_model {
      * final norm's bias norm_b (emb_g is the final norm's weight, as for
      * Qwen3); every LayerNorm bias is a zeros vector without norm_bias.
      * glu_fuse: the GELU gate in our GEMM's epilogue raced per bucket
-     * (POSY_CUDA_GLU_FUSE=1; eng_cu_model_qwen3.cu).  Their one-query
-     * chain (chain_max) only with POSY_CUDA_CHAIN=N set: both opt-in until
-     * measured on a GPU */
+     * (on; POSY_CUDA_GLU_FUSE=0 turns it off; eng_cu_model_qwen3.cu).
+     * Their one-query chain (chain_max) covers buckets of up to 64 tokens,
+     * as the encoders' (POSY_CUDA_CHAIN=N sets it); both measured in run
+     * 106 (an H100, docs/BENCHMARKS.md) */
     int glu, glu_act, window, glu_fuse;
     float embed_scale;
     float *rope_local, *emb_norm, *emb_norm_b, *norm_b;

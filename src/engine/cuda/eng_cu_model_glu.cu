@@ -23,20 +23,21 @@
  * eng_cu_glu.cu's kernels -- nine launches a layer (eight with the fused gate):
  *   qkv = h Wqkv^T; q/k norm + rotary; ctx = attention;
  *   y = ctx Wo^T; x += [RMSNorm(y) * post_attn | y], h = norm(x) * ln2 (+ b);
- *   gu = h Wgu^T; act = act(gate) * up  (with POSY_CUDA_GLU_FUSE=1, on the
- *     graph path our GEMM with the gate in its epilogue where it wins the
- *     bucket's race: one launch);
+ *   gu = h Wgu^T; act = act(gate) * up  (on the graph path our GEMM with
+ *     the gate in its epilogue where it wins the bucket's race: one launch;
+ *     POSY_CUDA_GLU_FUSE=0 keeps cuBLASLt + the gate kernel);
  *   y = act Wd^T; x += [RMSNorm(y) * post_mlp | y], h = norm(x) * next ln1
  * then the final norm and the pooling (eng_cu_model_norm_pool).  Buckets
- * get whole-model graphs like every model.  With POSY_CUDA_CHAIN=N set,
- * buckets of the one-query chain (m->chain_max, eng_cu_model_chain_begin;
- * off for these models otherwise, eng_cu_model.cu) run the same launches
- * with the four products as chain GEMMs (eng_cu_gemm_chain on plain rows:
- * the weights requested before the wait, no cuBLASLt) and every launch
- * with programmatic dependent launch; the norms stay kernels (the chain's
- * RMS fold carries neither Gemma's post-norms nor a LayerNorm's bias).
- * Both switches are opt-in until tests/cuda/run_glu_chain_gpu.sh has run
- * (they were written without a GPU: dev/cuda/NOTES.md, 2026-12-07).
+ * get whole-model graphs like every model.  Buckets of the one-query chain
+ * (up to 64 tokens, m->chain_max: POSY_CUDA_CHAIN=N sets it, 0 turns it
+ * off; eng_cu_model_chain_begin) run the same launches with the four
+ * products as chain GEMMs (eng_cu_gemm_chain on plain rows: the weights
+ * requested before the wait, no cuBLASLt) and every launch with
+ * programmatic dependent launch; the norms stay kernels (the chain's RMS
+ * fold carries neither Gemma's post-norms nor a LayerNorm's bias).
+ * Run 106 (an H100, docs/BENCHMARKS.md): one 16-token query 579 / 503 us
+ * against the graph path's 941 / 859 (EmbeddingGemma / ModernBERT-base);
+ * the fused gate 1.02-1.06x a 16k-64k-token step.
  *
  * Verified on an H200 (runs 100-101, docs/BENCHMARKS.md) by
  * tests/cuda/e2e_decoders.py (gemma3, modernbert: the published
