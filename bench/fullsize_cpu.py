@@ -18,9 +18,10 @@ transformers (not in CI); a measurement and a check, run by hand:
 Qwen3-Embedding-0.6B's shape (28 layers, GQA 2:1, a 2.4 GB fp32 folder) is
 the third model: not CPU-only, but the decoders' CPU path at full size;
 gte-Qwen2-1.5B's (28 layers, GQA 6:1, a 6.2 GB fp32 folder) the fourth,
-run only when --models names it.
+gtr-t5-base's encoder (T5 v1.0, 12 layers, relative position bias) the
+fifth, both run only when --models names them.
 --models picks some of embeddinggemma-300m, modernbert-base, qwen3-0.6b,
-gte-qwen2-1.5b.
+gte-qwen2-1.5b, gtr-t5-base.
 
 BUILD_DIR holds api_embed (a Release build).  Exit 1 when a min cosine is
 under 0.99999.
@@ -61,8 +62,14 @@ def configs():
         vocab_size=151646, hidden_size=1536, intermediate_size=8960, num_hidden_layers=28, num_attention_heads=12,
         num_key_value_heads=2, max_position_embeddings=131072, rms_norm_eps=1e-6, rope_theta=1000000.0,
         tie_word_embeddings=False)
+    t5 = T.T5Config(  # sentence-transformers/gtr-t5-base's encoder (T5 v1.0: relu); n_positions 1024 here so that
+        # the 700-token sequence runs (T5's relative bias has no length limit; the real config says 512)
+        vocab_size=32128, d_model=768, d_kv=64, d_ff=3072, num_layers=12, num_heads=12, feed_forward_proj="relu",
+        relative_attention_num_buckets=32, relative_attention_max_distance=128, layer_norm_epsilon=1e-6,
+        n_positions=1024, is_encoder_decoder=False, use_cache=False, pad_token_id=0, eos_token_id=1)
     return {"embeddinggemma-300m": (T.Gemma3TextModel, gemma), "modernbert-base": (T.ModernBertModel, modernbert),
-            "qwen3-0.6b": (T.Qwen3Model, qwen3), "gte-qwen2-1.5b": (T.Qwen2Model, qwen2)}
+            "qwen3-0.6b": (T.Qwen3Model, qwen3), "gte-qwen2-1.5b": (T.Qwen2Model, qwen2),
+            "gtr-t5-base": (T.T5EncoderModel, t5)}
 
 
 def st_files(d, hidden):
@@ -92,7 +99,7 @@ def main():
     rng = np.random.default_rng(0)
     worst_all = 1.0
     for name, (cls, cfg) in configs().items():
-        if (only and name not in only) or (not only and name == "gte-qwen2-1.5b"):
+        if (only and name not in only) or (not only and name in ("gte-qwen2-1.5b", "gtr-t5-base")):
             continue
         d = os.path.join(work, name)
         if not os.path.exists(os.path.join(d, "model.safetensors")):
@@ -104,7 +111,7 @@ def main():
                     elif "norm" in n:
                         p.normal_(0.0 if name.startswith("embeddinggemma") else 1.0, 0.1)
             m.save_pretrained(d, safe_serialization=True)
-            st_files(d, cfg.hidden_size)
+            st_files(d, getattr(cfg, "hidden_size", getattr(cfg, "d_model", 0)))
         m = cls.from_pretrained(d, dtype=torch.float32).eval()
         m.config._attn_implementation = "eager"
         seqs = [rng.integers(3, min(cfg.vocab_size, 50000), n).tolist() for n in SEQ_LENS]

@@ -20,7 +20,7 @@
 
 typedef enum {
     FAM_BERT, FAM_ROBERTA, FAM_DISTILBERT, FAM_QWEN3, FAM_MPNET, FAM_QWEN2, FAM_MISTRAL, FAM_LLAMA, FAM_GEMMA3,
-    FAM_MODERNBERT
+    FAM_MODERNBERT, FAM_T5
 } cfg_family;
 
 static const struct {
@@ -37,9 +37,12 @@ static const struct {
     {"llama", "qwen3", FAM_LLAMA},       {"gemma3_text", "qwen3", FAM_GEMMA3},
     /* an encoder, but its layer is this engine's with LayerNorms */
     {"modernbert", "qwen3", FAM_MODERNBERT},
+    /* T5's encoder (sentence-t5, gtr-t5, instructor): pre-RMSNorm layers
+     * with a relative position bias, also this engine's */
+    {"t5", "qwen3", FAM_T5},
 };
 
-#define CFG_SUPPORTED "bert, roberta, xlm-roberta, camembert, distilbert, mpnet, modernbert, qwen3, qwen2, mistral, llama, gemma3_text"
+#define CFG_SUPPORTED "bert, roberta, xlm-roberta, camembert, distilbert, mpnet, modernbert, t5, qwen3, qwen2, mistral, llama, gemma3_text"
 
 static int cfg_activation(eng_config *c, json_t *root, const char *key, const char *def, const char *path,
                           posy_err *err) {
@@ -444,6 +447,60 @@ static int cfg_modernbert(eng_config *c, json_t *r, const char *p, posy_err *err
     return 0;
 }
 
+/* T5's encoder (transformers' T5EncoderModel; sentence-t5, gtr-t5 and
+ * instructor are T5 v1.0 encoders: "feed_forward_proj" relu, an MLP
+ * without a gate; T5 v1.1's "gated-gelu" is gelu_new(wi_0) * wi_1): d_model,
+ * d_kv (the head size, apart from d_model / num_heads), d_ff, num_heads,
+ * num_layers, layer_norm_epsilon.  Attention is bidirectional, unscaled
+ * (the loader folds sqrt(d_kv) into Wq, the engine's attention divides it
+ * out again), with layer 0's relative position bias in every layer: T5's
+ * buckets are MPNet's (eng_relpos.h), so only 32 buckets and distance 128
+ * are accepted.  No position table: sequences are capped at n_positions
+ * (512 when absent; sentence_bert_config.json's max_seq_length usually
+ * lower). */
+static int cfg_t5(eng_config *c, json_t *r, const char *p, posy_err *err) {
+    posy_model_info *in = &c->info;
+    int rc, buckets = 32, dist = 128, is_dec = 0;
+    char ffp[32];
+    c->t5 = 1;
+    if ((rc = eng_cfgjson_int(r, "d_model", p, 1, 0, 1, 65536, &in->hidden, err)) ||
+        (rc = eng_cfgjson_int(r, "num_layers", p, 1, 0, 1, 1024, &in->layers, err)) ||
+        (rc = eng_cfgjson_int(r, "num_heads", p, 1, 0, 1, 1024, &in->heads, err)) ||
+        (rc = eng_cfgjson_int(r, "d_kv", p, 1, 0, 2, 1024, &c->head_dim, err)) ||
+        (rc = eng_cfgjson_int(r, "d_ff", p, 1, 0, 1, 1 << 20, &in->intermediate, err)) ||
+        (rc = eng_cfgjson_int(r, "vocab_size", p, 1, 0, 1, 1 << 24, &in->vocab, err)) ||
+        (rc = eng_cfgjson_int(r, "n_positions", p, 0, 512, 1, 1 << 20, &c->max_position_embeddings, err)) ||
+        (rc = eng_cfgjson_int(r, "pad_token_id", p, 0, 0, 0, 1 << 24, &c->pad_token_id, err)) ||
+        (rc = eng_cfgjson_num(r, "layer_norm_epsilon", p, 0, 1e-6, 0, 1, &c->ln_eps, err)) ||
+        (rc = eng_cfgjson_int(r, "relative_attention_num_buckets", p, 0, 32, 1, 1 << 20, &buckets, err)) ||
+        (rc = eng_cfgjson_int(r, "relative_attention_max_distance", p, 0, 128, 1, 1 << 20, &dist, err)) ||
+        (rc = eng_cfgjson_bool(r, "is_decoder", p, 0, &is_dec, err)) ||
+        (rc = eng_cfgjson_str(r, "feed_forward_proj", p, 0, "relu", ffp, sizeof ffp, err)))
+        return rc;
+    if (buckets != ENG_RELPOS_BUCKETS || dist != 128)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: t5 with relative_attention_num_buckets %d / "
+                            "relative_attention_max_distance %d is not supported (32 / 128 only)", p, buckets, dist);
+    if (is_dec)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: a t5 decoder (\"is_decoder\": true) is not supported: posy "
+                            "runs T5's encoder", p);
+    if (!strcmp(ffp, "relu")) {
+        c->act = ENG_ACT_RELU;
+        c->mlp_plain = 1;
+    } else if (!strcmp(ffp, "gated-gelu")) {
+        c->act = ENG_ACT_GELU_TANH; /* transformers maps it to gelu_new */
+    } else {
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: t5 with feed_forward_proj '%s' is not supported (relu, "
+                            "gated-gelu)", p, ffp);
+    }
+    in->kv_heads = in->heads;
+    in->type_vocab = 0;
+    in->causal = 0;
+    c->rel_buckets = ENG_RELPOS_BUCKETS;
+    c->q_scale = 1.0;
+    in->max_positions = c->max_position_embeddings;
+    return 0;
+}
+
 /* info.name: the directory's base name as given ("models/bge-small/" ->
  * "bge-small"); "." and the like resolve through realpath. */
 static void cfg_set_name(posy_model_info *in, const char *dir) {
@@ -472,7 +529,7 @@ static const char *cfg_type_from_arch(json_t *root) {
         {"XLMRoberta", "xlm-roberta"}, {"Roberta", "roberta"}, {"Camembert", "camembert"},
         {"DistilBert", "distilbert"}, {"Bert", "bert"}, {"Qwen3", "qwen3"}, {"MPNet", "mpnet"},
         {"Qwen2", "qwen2"}, {"Mistral", "mistral"}, {"Llama", "llama"}, {"Gemma3Text", "gemma3_text"},
-        {"Gemma3ForCausalLM", "gemma3_text"}, {"ModernBert", "modernbert"},
+        {"Gemma3ForCausalLM", "gemma3_text"}, {"ModernBert", "modernbert"}, {"T5", "t5"},
     };
     const char *a = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
     for (size_t i = 0; a && i < sizeof map / sizeof map[0]; i++)
@@ -500,6 +557,7 @@ static int cfg_load_main(eng_config *c, const char *dir, posy_err *err) {
         rc = fam == FAM_QWEN3 || fam == FAM_QWEN2 || fam == FAM_MISTRAL || fam == FAM_LLAMA || fam == FAM_GEMMA3
                  ? cfg_qwen3(c, root, path, fam, err)
            : fam == FAM_MODERNBERT ? cfg_modernbert(c, root, path, err)
+           : fam == FAM_T5         ? cfg_t5(c, root, path, err)
            : fam == FAM_DISTILBERT ? cfg_distilbert(c, root, path, err)
            : cfg_bert(c, root, path, fam, err);
     }

@@ -71,6 +71,14 @@ typedef struct eng_config {
      * gate with `act` (GELU by default); the global / sliding layers' rotaries
      * and window (local_attention / 2 + 1) as Gemma's fields say. */
     int modernbert;
+    /* T5's encoder (t5: sentence-t5, gtr-t5, instructor) on the same engine:
+     * RMSNorms (layer_norm_epsilon), no rotary, unscaled attention with
+     * layer 0's relative position bias (rel_buckets, eng_relpos.h) in every
+     * layer; the MLP relu(wi) without a gate (mlp_plain) or gelu_new(wi_0)
+     * * wi_1.  The loader scales Wq by sqrt(head_dim) so that the engine's
+     * 1/sqrt(head_dim) leaves T5's unscaled scores. */
+    int t5;
+    int mlp_plain;               /* the MLP is act(up), no gate: [I, H] instead of gate|up [2I, H] */
     int norm_bias;
     int sliding_window;          /* Gemma 3: local layers' keys at |query - key| < this (bidirectional
                                     config: config.json's W / 2 + 1, as transformers loads it); 0: none */

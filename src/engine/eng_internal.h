@@ -72,6 +72,7 @@ typedef struct eng_qwen3_weights {
     const float *norm_b;            /* ModernBERT: final_norm's bias or the zeros */
     const float *emb_norm, *emb_norm_b; /* ModernBERT: the LayerNorm after the embedding gather */
     float *zeros;                   /* ModernBERT without norm_bias: [H] zeros for the LayerNorms */
+    const float *rel_bias;          /* T5: block 0's relative position bias [32, heads], every layer's */
     eng_qwen3_layer *layers;
     int n_layers;
     float *owned;

@@ -19,6 +19,8 @@
  * shape is checked against config.json; errors name file and tensor.
  *
  * ModernBERT (cfg->modernbert): its own names, qw_walk_modernbert.
+ * T5's encoder (cfg->t5): its own names, qw_walk_t5; Wq is scaled by
+ * sqrt(head_dim) at load (T5's attention does not scale its scores).
  *
  * Gemma 3 (cfg->gemma): the norms are "input_layernorm" (before
  * attention), "post_attention_layernorm" (after it, before the residual
@@ -30,6 +32,7 @@
  */
 #include "eng_internal.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -152,12 +155,53 @@ static int qw_walk_modernbert(qw_ctx *c, const eng_config *cfg, eng_qwen3_weight
     return 0;
 }
 
+/* T5's encoder (T5EncoderModel, as sentence-transformers saves it):
+ * "encoder.embed_tokens.weight" or the tied "shared.weight",
+ * "encoder.block.N.layer.0.SelfAttention.{q,k,v,o}.weight",
+ * "...layer.0.layer_norm.weight" (before attention), block 0's
+ * "...SelfAttention.relative_attention_bias.weight" [32, heads] (shared by
+ * every layer), "...layer.1.DenseReluDense.wi.weight" (relu) or
+ * ".wi_0" / ".wi_1" (gated-gelu, stacked gate|up), ".wo.weight",
+ * "...layer.1.layer_norm.weight", "encoder.final_layer_norm.weight".
+ * No biases anywhere. */
+static int qw_walk_t5(qw_ctx *c, const eng_config *cfg, eng_qwen3_weights *w) {
+    static const char *const qkv[3] = {"layer.0.SelfAttention.q", "layer.0.SelfAttention.k", "layer.0.SelfAttention.v"};
+    static const char *const gu[2] = {"layer.1.DenseReluDense.wi_0", "layer.1.DenseReluDense.wi_1"};
+    const posy_model_info *in = &cfg->info;
+    const int64_t H = in->hidden, I = in->intermediate, A = (int64_t)in->heads * cfg->head_dim;
+    int64_t dv[2] = {in->vocab, H}, dH[1] = {H}, dHA[2] = {H, A}, dIH[2] = {I, H}, dHI[2] = {H, I},
+            drel[2] = {cfg->rel_buckets, in->heads}, qkv_rows[3] = {A, A, A}, gu_rows[2] = {I, I};
+    const char *emb = eng_st_find(c->st, "encoder.embed_tokens.weight") ? "encoder.embed_tokens.weight" : "shared.weight";
+    char n[160], lp[64];
+    int rc;
+    if ((rc = qw_take(c, emb, 2, dv, &w->embed)) ||
+        (rc = qw_take(c, "encoder.final_layer_norm.weight", 1, dH, &w->norm)) ||
+        (rc = qw_take(c, "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight", 2, drel,
+                      &w->rel_bias)))
+        return rc;
+#define T5_T(suffix, nd, dims, dst) (snprintf(n, sizeof n, "%s%s", lp, suffix), rc = qw_take(c, n, nd, dims, dst))
+    for (int i = 0; i < in->layers; i++) {
+        eng_qwen3_layer *L = &w->layers[i];
+        snprintf(lp, sizeof lp, "encoder.block.%d.", i);
+        if ((rc = qw_stack(c, lp, qkv, qkv_rows, 3, H, ".weight", &L->qkv_w)) ||
+            T5_T("layer.0.SelfAttention.o.weight", 2, dHA, &L->o_w) ||
+            T5_T("layer.0.layer_norm.weight", 1, dH, &L->ln1) || T5_T("layer.1.layer_norm.weight", 1, dH, &L->ln2) ||
+            (cfg->mlp_plain ? T5_T("layer.1.DenseReluDense.wi.weight", 2, dIH, &L->gu_w)
+                            : (rc = qw_stack(c, lp, gu, gu_rows, 2, H, ".weight", &L->gu_w))) ||
+            T5_T("layer.1.DenseReluDense.wo.weight", 2, dHI, &L->down_w))
+            return rc;
+    }
+#undef T5_T
+    return 0;
+}
+
 static int qw_walk(qw_ctx *c, void *arg) {
     const qw_walk_arg *a = arg;
     const eng_config *cfg = a->cfg;
     int bias = a->bias, o_bias = a->o_bias;
     eng_qwen3_weights *w = a->w;
     if (cfg->modernbert) return qw_walk_modernbert(c, cfg, w);
+    if (cfg->t5) return qw_walk_t5(c, cfg, w);
     int64_t dv[2] = {cfg->info.vocab, cfg->info.hidden};
     int rc;
     if ((rc = qw_take(c, "embed_tokens.weight", 2, dv, &w->embed)) ||
@@ -179,15 +223,17 @@ int eng_qwen3_weights_load(eng_qwen3_weights *w, const eng_config *cfg, const en
     if (cfg->head_dim < 2 || cfg->head_dim > 1024 || cfg->head_dim % 2)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s/config.json: head_dim %d is not supported (even, 2..1024)",
                             cfg->info.model_dir, cfg->head_dim);
-    if (!cfg->modernbert && cfg->act != (cfg->gemma ? ENG_ACT_GELU_TANH : ENG_ACT_SILU))
+    if (!cfg->modernbert && !cfg->t5 && cfg->act != (cfg->gemma ? ENG_ACT_GELU_TANH : ENG_ACT_SILU))
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s/config.json: %s with hidden_act other than %s is not "
                             "supported", cfg->info.model_dir, cfg->model_type,
                             cfg->gemma ? "gelu_pytorch_tanh" : "silu");
     qw_ctx c = {st, NULL, 0, NULL, 0, err};
-    const char *emb = cfg->modernbert ? "embeddings.tok_embeddings.weight" : "embed_tokens.weight";
+    const char *emb = cfg->modernbert ? "embeddings.tok_embeddings.weight" : cfg->t5 ? "shared.weight"
+                                                                                      : "embed_tokens.weight";
     char en[96];
     snprintf(en, sizeof en, "model.%s", emb);
     c.prefix = eng_st_find(st, emb) ? "" : eng_st_find(st, en) ? "model." : NULL;
+    if (cfg->t5) c.prefix = eng_st_find(st, emb) || eng_st_find(st, "encoder.embed_tokens.weight") ? "" : NULL;
     if (!c.prefix)
         return posy_err_set(err, POSY_E_INVALID, "%s: tensor %s not found (with or without a model. "
                             "prefix): not a %s checkpoint?", st->path, emb, cfg->model_type);
@@ -213,6 +259,14 @@ int eng_qwen3_weights_load(eng_qwen3_weights *w, const eng_config *cfg, const en
         }
         w->emb_norm_b = w->norm_b = w->zeros;
         for (int l = 0; l < w->n_layers; l++) w->layers[l].ln1_b = w->layers[l].ln2_b = w->zeros;
+    }
+    if (cfg->t5) { /* T5 does not scale its scores: sqrt(d) in Wq undoes the engine's 1/sqrt(d) */
+        const size_t rows = (size_t)cfg->info.heads * (size_t)cfg->head_dim, H = (size_t)cfg->info.hidden;
+        const float sc = (float)sqrt((double)cfg->head_dim); /* exact for d = 4^k (64 in every T5) */
+        for (int l = 0; l < w->n_layers; l++) {
+            float *q = (float *)w->layers[l].qkv_w; /* a stack: always ours */
+            for (size_t i = 0; i < rows * H; i++) q[i] *= sc;
+        }
     }
     if (cfg->gemma) { /* (1 + w): the copies are ours (qw_norm) */
         const int H = cfg->info.hidden, d = cfg->head_dim;

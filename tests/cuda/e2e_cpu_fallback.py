@@ -11,6 +11,8 @@ tests/fixtures/decoders/reference.json (transformers fp32).
                 ("head_dim 16"), auto falls back
   gemma3 with POSY_CUDA_QWEN3=0 (the decoders' GPU off switch): refused,
                 auto falls back
+  t5            T5's encoder, which has no GPU path: refused, auto falls
+                back
 
 Why: on a GPU machine `posy serve` picks the GPU by default, so a model the
 GPU path cannot take must still serve, on the CPU, rather than fail or
@@ -31,7 +33,8 @@ ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures"
 # (model, extra environment, what --device cuda must print when refused, or None: it runs)
 CASES = [("gemma3", {}, None),
          ("modernbert", {}, "head_dim 16 unsupported"),
-         ("gemma3", {"POSY_CUDA_QWEN3": "0"}, "POSY_CUDA_QWEN3=0")]
+         ("gemma3", {"POSY_CUDA_QWEN3": "0"}, "POSY_CUDA_QWEN3=0"),
+         ("t5", {}, "t5 encoders run on the CPU engine only")]
 
 
 def cosines(got, want):

@@ -42,6 +42,14 @@ the stored values):
             with rope 160000, layers 1-2 sliding with 10000),
             local_attention 32 (|query - key| <= 16, binding from 18 tokens
             on), mean pooling, the byte-level tokenizer.  Its own seed.
+  t5/       T5EncoderModel (sentence-t5 / gtr-t5 style, T5 v1.0): relu MLP
+            without a gate, d_kv 16 (4 heads x 16 = d_model 64), the
+            relative position bias of block 0 in both layers, unscaled
+            attention, mean pooling, a T5-style Unigram tokenizer
+            (Metaspace, "$A </s>").  Its own seed.
+  t5g/      T5 v1.1's shape: "gated-gelu" (gelu_new(wi_0) * wi_1), d_kv 32
+            (4 x 32 = 128 apart from d_model 64), embeddings not tied.
+            Its own seed.
 
 reference.json: "sequences" (token ids), and per model its pooling and,
 for each attention mode ("causal", "bidirectional"), the pooled + L2
@@ -126,6 +134,22 @@ def sentencepiece_tokenizer():
     return tok, 1, 2
 
 
+def unigram_tokenizer():
+    """T5's tokenizer.json shape: a SentencePiece Unigram model, <pad> </s>
+    <unk> first, Metaspace pre-tokenizer, "$A </s>" (no BOS)."""
+    tok = Tokenizer(models.Unigram())
+    tok.normalizer = normalizers.Replace(Regex(" {2,}"), " ")
+    tok.pre_tokenizer = pre_tokenizers.Metaspace(replacement="▁", prepend_scheme="always")
+    tok.train_from_iterator(CORPUS, trainers.UnigramTrainer(vocab_size=300, special_tokens=["<pad>", "</s>", "<unk>"],
+                                                            unk_token="<unk>", show_progress=False))
+    tok.decoder = decoders.Metaspace(replacement="▁", prepend_scheme="always")
+    eos = tok.token_to_id("</s>")
+    tok.post_processor = processors.TemplateProcessing(single="$A </s>", pair="$A </s> $B:1 </s>:1",
+                                                       special_tokens=[("</s>", eos)])
+    assert tok.get_vocab_size() <= 512, tok.get_vocab_size()
+    return tok, None, eos
+
+
 @torch.no_grad()
 def embed(model, ids, bidirectional, pooling):
     n = len(ids)
@@ -144,6 +168,14 @@ def embed(model, ids, bidirectional, pooling):
     h = model(input_ids=torch.tensor([ids]), attention_mask=mask).last_hidden_state[0].double()
     v = h[-1] if pooling == "last" else h.mean(0)
     return (v / v.norm()).tolist()
+
+
+def t5_config(eos, d_kv, d_ff, ffp, tied):
+    """A 2-layer T5 encoder of d_model 64, 4 heads, T5's own 32 buckets / distance 128."""
+    return T.T5Config(vocab_size=512, d_model=64, d_kv=d_kv, d_ff=d_ff, num_layers=2, num_heads=4,
+                      feed_forward_proj=ffp, relative_attention_num_buckets=32, relative_attention_max_distance=128,
+                      layer_norm_epsilon=1e-6, is_encoder_decoder=False, use_cache=False, pad_token_id=0,
+                      eos_token_id=eos, decoder_start_token_id=0, tie_word_embeddings=tied)
 
 
 SPECS = {
@@ -197,6 +229,10 @@ SPECS = {
                            local_attention=32, global_attn_every_n_layers=3, global_rope_theta=160000.0,
                            local_rope_theta=10000.0, pad_token_id=0, bos_token_id=eos, eos_token_id=eos,
                            cls_token_id=eos, sep_token_id=eos, tie_word_embeddings=True)),
+    "t5": dict(cls=T.T5EncoderModel, tok=unigram_tokenizer, pooling="mean", causal=False, prompts={}, seed=1234,
+               cfg=lambda bos, eos: t5_config(eos, d_kv=16, d_ff=128, ffp="relu", tied=True)),
+    "t5g": dict(cls=T.T5EncoderModel, tok=unigram_tokenizer, pooling="mean", causal=False, prompts={}, seed=4321,
+                cfg=lambda bos, eos: t5_config(eos, d_kv=32, d_ff=96, ffp="gated-gelu", tied=False)),
 }
 
 
@@ -228,7 +264,7 @@ def main():
         d = os.path.join(OUT, name)
         model.to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
         c = json.load(open(os.path.join(d, "config.json")))
-        if not sp["causal"] and name not in ("gemma3", "modernbert"):  # theirs say it their own way
+        if not sp["causal"] and name not in ("gemma3", "modernbert", "t5", "t5g"):  # theirs say it their own way
             c["is_causal"] = False
         if sp.get("old_rope"):  # as Llama 3.2's own config.json: transformers < 5's keys
             rp = dict(c.pop("rope_parameters"))
@@ -237,7 +273,7 @@ def main():
         json.dump(c, open(os.path.join(d, "config.json"), "w"), indent=2)
         if os.path.exists(os.path.join(d, "generation_config.json")):
             os.remove(os.path.join(d, "generation_config.json"))
-        assert cfg.hidden_size == 64  # st_files writes word_embedding_dimension 64
+        assert getattr(cfg, "hidden_size", getattr(cfg, "d_model", 0)) == 64  # st_files writes dimension 64
         st_files(d, sp["pooling"], sp["prompts"])
         tok.save(os.path.join(d, "tokenizer.json"))
         json.dump({"model_max_length": 4096, "tokenizer_class": "PreTrainedTokenizerFast"},

@@ -29,6 +29,8 @@
  *   llama3/   Llama 3.x's rope scaling (top-level "rope_scaling", an
  *             original context of 16 so that every band moves: the same
  *             weights without it give cosine 0.30), GQA, causal, last token
+ *   t5/, t5g/ T5's encoder (an encoder on this engine): relative position
+ *             bias, unscaled attention, relu MLP / T5 v1.1's gated-gelu
  */
 #include <jansson.h>
 #include <math.h>
@@ -195,6 +197,13 @@ static void test_decoders(void) {
     posy_err err;
     posy_err_clear(&err);
     CHECK(posy_engine_open(FIX_DEC "/modernbert", &o, &err) == NULL);
+    CHECK_STR_CONTAINS(err.msg, "encoder");
+    /* T5's encoder (relu MLP; T5 v1.1's gated-gelu with d_kv apart from
+     * d_model / heads): the same, --attention refused too */
+    check_model_modes("t5", 0, POSY_ATTN_MODEL);
+    check_model_modes("t5g", 0, POSY_ATTN_MODEL);
+    posy_err_clear(&err);
+    CHECK(posy_engine_open(FIX_DEC "/t5", &o, &err) == NULL);
     CHECK_STR_CONTAINS(err.msg, "encoder");
     json_decref(ref_root);
     ref_root = NULL;

@@ -326,9 +326,46 @@ static void test_modernbert(void) {
     refused("modernbert", bad, sizeof bad / sizeof bad[0]);
 }
 
+/* T5's encoder: its own keys; relu = an MLP without a gate, gated-gelu =
+ * gelu_new's GeGLU; buckets / distance other than T5's own 32 / 128, a
+ * decoder and other MLPs refused. */
+#define T5_SIZES "\"model_type\":\"t5\",\"d_model\":64,\"d_kv\":16,\"d_ff\":96,\"num_layers\":2,\"num_heads\":4," \
+                 "\"vocab_size\":512"
+static void test_t5(void) {
+    eng_config c;
+    posy_err err;
+    write_body(T5_SIZES ",\"feed_forward_proj\":\"relu\",\"layer_norm_epsilon\":1e-6");
+    CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
+    CHECK(c.t5 == 1 && c.mlp_plain == 1 && c.act == ENG_ACT_RELU && c.rel_buckets == 32 && c.qk_norm == 0);
+    CHECK(c.info.hidden == 64 && c.head_dim == 16 && c.info.heads == 4 && c.info.kv_heads == 4);
+    CHECK(c.info.intermediate == 96 && c.info.layers == 2 && c.info.causal == 0);
+    CHECK_EQ_INT(c.info.max_positions, 512); /* n_positions absent: T5's 512 */
+    CHECK(!strcmp(c.info.arch, "qwen3"));
+    eng_config_free(&c);
+    write_body(T5_SIZES ",\"feed_forward_proj\":\"gated-gelu\",\"n_positions\":1024");
+    CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
+    CHECK(c.t5 == 1 && c.mlp_plain == 0 && c.act == ENG_ACT_GELU_TANH);
+    CHECK_EQ_INT(c.info.max_positions, 1024);
+    eng_config_free(&c);
+    static const struct { const char *extra, *want; } bad[] = {
+        {",\"relative_attention_num_buckets\":64", "relative_attention_num_buckets"},
+        {",\"relative_attention_max_distance\":256", "relative_attention_num_buckets"},
+        {",\"is_decoder\":true", "decoder"},
+        {",\"feed_forward_proj\":\"gated-silu\"", "gated-silu"},
+        {",\"d_kv\":\"sixteen\"", "d_kv"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char body[512];
+        snprintf(body, sizeof body, T5_SIZES "%s", bad[i].extra);
+        write_body(body);
+        CHECK_MSG(load(&c, &err) != 0, "t5 accepted %s", bad[i].extra);
+        CHECK_STR_CONTAINS(err.msg, bad[i].want);
+    }
+}
+
 static void test_cleanup(void) {
     if (g_dir[0]) nftw(g_dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
 }
 
 TEST_MAIN(TEST(test_rope_theta_places), TEST(test_rope_scaling), TEST(test_attention_direction), TEST(test_refusals), TEST(test_families), TEST(test_gemma3), TEST(test_modernbert),
-          TEST(test_cleanup))
+          TEST(test_t5), TEST(test_cleanup))

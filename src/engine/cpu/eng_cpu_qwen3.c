@@ -13,6 +13,10 @@
  * masked in attention).  ModernBERT (cfg.modernbert, an encoder) takes the
  * same layer with LayerNorms (one after the embedding gather, none before
  * layer 0's attention), GELU's GLU, and the same two rotaries and window.
+ * T5's encoder (cfg.t5: sentence-t5, gtr-t5) takes the same layer without
+ * rotary, with the relative position bias of eng_relpos.h in the BERT
+ * attention kernel (eng_cpu_attention; no GQA in T5) and relu(h Wi^T)
+ * without a gate (cfg.mlp_plain) or T5 v1.1's gelu_new GeGLU.
  * Then the final RMSNorm, pooling (last token or mean per the
  * sentence-transformers files) and L2 normalisation.  Attention direction
  * comes from info.causal (config.json, overridable by the engine option).
@@ -44,6 +48,7 @@
 #include "eng_cpu_gemm_packed.h"
 #include "eng_cpu_kernels.h"
 #include "eng_cpu_qwen3.h"
+#include "eng_relpos.h"
 #include "posy_log.h"
 
 typedef struct q3_pack {
@@ -52,6 +57,8 @@ typedef struct q3_pack {
 
 struct eng_cpu_qwen3 {
     float *arena, *x, *h, *qkv, *ctx, *gu, *act, *scratch;
+    float *rel_tab; /* T5: the expanded relative position bias (eng_relpos.h) */
+    eng_relpos rel;
     size_t scratch_floats;
     int n_threads;
     eng_cpu_isa isa; /* the packed kernel; NONE: OpenBLAS for every linear */
@@ -83,7 +90,7 @@ static size_t q3_release_layer(posy_engine *e, int l) {
     const size_t H = (size_t)mi->hidden, F = (size_t)mi->intermediate, d = (size_t)e->cfg.head_dim;
     const size_t QKV = ((size_t)mi->heads + 2 * (size_t)mi->kv_heads) * d, A = (size_t)mi->heads * d;
     const float **ws[4] = {&L->qkv_w, &L->o_w, &L->gu_w, &L->down_w};
-    const size_t n[4] = {QKV * H, H * A, 2 * F * H, H * F};
+    const size_t n[4] = {QKV * H, H * A, (e->cfg.mlp_plain ? 1 : 2) * F * H, H * F};
     size_t bytes = 0;
     for (int i = 0; i < 4; i++) bytes += eng_st_release(&e->st, w->owned, w->owned_floats, ws[i], n[i]);
     return bytes;
@@ -100,11 +107,11 @@ static void q3_pack_layers(eng_cpu_qwen3 *q, posy_engine *e) {
     const posy_model_info *mi = &e->cfg.info;
     const eng_qwen3_weights *w = &e->qwen3;
     const int H = mi->hidden, F = mi->intermediate, d = e->cfg.head_dim;
-    const int QKV = (mi->heads + 2 * mi->kv_heads) * d, A = mi->heads * d;
+    const int QKV = (mi->heads + 2 * mi->kv_heads) * d, A = mi->heads * d, GU = (e->cfg.mlp_plain ? 1 : 2) * F;
     q->isa = eng_cpu_gemm_choice();
     if (q->isa == ENG_CPU_ISA_NONE) return;
     const size_t bytes = (size_t)w->n_layers * (eng_cpu_pack_bytes(QKV, H) + eng_cpu_pack_bytes(H, A) +
-                                                eng_cpu_pack_bytes(2 * F, H) + eng_cpu_pack_bytes(H, F));
+                                                eng_cpu_pack_bytes(GU, H) + eng_cpu_pack_bytes(H, F));
     q->packs = calloc((size_t)w->n_layers, sizeof *q->packs);
     if (!q->packs) {
         q->isa = ENG_CPU_ISA_NONE;
@@ -118,7 +125,7 @@ static void q3_pack_layers(eng_cpu_qwen3 *q, posy_engine *e) {
         const eng_qwen3_layer *L = &w->layers[l];
         q3_pack *p = &q->packs[l];
         if (eng_cpu_pack_init(&p->qkv, L->qkv_w, QKV, H) || eng_cpu_pack_init(&p->o, L->o_w, H, A) ||
-            eng_cpu_pack_init(&p->gu, L->gu_w, 2 * F, H) || eng_cpu_pack_init(&p->down, L->down_w, H, F)) {
+            eng_cpu_pack_init(&p->gu, L->gu_w, GU, H) || eng_cpu_pack_init(&p->down, L->down_w, H, F)) {
             eng_cpu_pack_free(&p->qkv); /* this layer whole on OpenBLAS: its loaded copy is intact */
             eng_cpu_pack_free(&p->o);
             eng_cpu_pack_free(&p->gu);
@@ -163,6 +170,18 @@ eng_cpu_qwen3 *eng_cpu_qwen3_open(posy_engine *e, int n_threads, posy_err *err) 
     q->gu = q->ctx + T * (size_t)mi->heads * d;
     q->act = q->gu + T * 2 * F;
     q->scratch = q->act + T * F;
+    if (e->cfg.t5) { /* one table for every layer, rows indexed by the distance */
+        q->rel_tab = malloc(sizeof(float) * (size_t)mi->heads * eng_relpos_span(mi->max_positions));
+        if (!q->rel_tab) {
+            posy_err_set(err, POSY_E_NOMEM, "CPU relative position table: out of memory");
+            free(q->arena);
+            free(q);
+            return NULL;
+        }
+        eng_relpos_expand(q->rel_tab, e->qwen3.rel_bias, mi->heads, mi->max_positions, 1.0f);
+        q->rel.tab = q->rel_tab;
+        q->rel.max_len = mi->max_positions;
+    }
     q3_pack_layers(q, e);
     return q;
 }
@@ -170,6 +189,7 @@ eng_cpu_qwen3 *eng_cpu_qwen3_open(posy_engine *e, int n_threads, posy_err *err) 
 void eng_cpu_qwen3_close(eng_cpu_qwen3 *q) {
     if (!q) return;
     q3_free_packs(q);
+    free(q->rel_tab);
     free(q->arena);
     free(q);
 }
@@ -198,19 +218,28 @@ static int q3_layer(eng_cpu_qwen3 *q, const posy_engine *e, int l, const eng_qwe
         eng_cpu_rmsnorm_heads(q->qkv, (size_t)QKV, 0, T, nh, d, L->q_norm, eps);
         eng_cpu_rmsnorm_heads(q->qkv, (size_t)QKV, (size_t)nh * d, T, nkv, d, L->k_norm, eps);
     }
-    const int local = (e->cfg.gemma || e->cfg.modernbert) && ((e->cfg.layer_local[l / 8] >> (l % 8)) & 1);
-    eng_cpu_rope(q->qkv, b->cu_seqlens, b->n_seqs, nh, nkv, d, local ? &e->cfg.rope_local : &e->cfg.rope);
-    /* Gemma 3's and ModernBERT's sliding layers: keys at |query - key| < cfg.sliding_window */
-    const int win = local ? e->cfg.sliding_window : 0;
-    if (eng_cpu_attention_gqa(q->ctx, q->qkv, b->cu_seqlens, b->n_seqs, nh, nkv, d, mi->causal, win, q->scratch,
+    if (e->cfg.t5) { /* no rotary; the relative position bias (Wq carries sqrt(d): unscaled scores) */
+        if (eng_cpu_attention(q->ctx, q->qkv, b->cu_seqlens, b->n_seqs, nh, d, 0, &q->rel, q->scratch,
                               q->scratch_floats) != 0)
-        return -1;
+            return -1;
+    } else {
+        const int local = (e->cfg.gemma || e->cfg.modernbert) && ((e->cfg.layer_local[l / 8] >> (l % 8)) & 1);
+        eng_cpu_rope(q->qkv, b->cu_seqlens, b->n_seqs, nh, nkv, d, local ? &e->cfg.rope_local : &e->cfg.rope);
+        /* Gemma 3's and ModernBERT's sliding layers: keys at |query - key| < cfg.sliding_window */
+        const int win = local ? e->cfg.sliding_window : 0;
+        if (eng_cpu_attention_gqa(q->ctx, q->qkv, b->cu_seqlens, b->n_seqs, nh, nkv, d, mi->causal, win, q->scratch,
+                                  q->scratch_floats) != 0)
+            return -1;
+    }
     eng_cpu_linear_pk(q->isa, q->h, q->ctx, L->o_w, P ? &P->o : NULL, L->o_b, T, H, nh * d);
     if (L->post_attn) eng_cpu_rmsnorm(q->h, q->h, L->post_attn, eps, T, H); /* Gemma 3 */
     eng_cpu_add(q->x, q->h, (size_t)T * H);
     q3_norm(e, q->h, q->x, L->ln2, L->ln2_b, T, H);
-    eng_cpu_linear_pk(q->isa, q->gu, q->h, L->gu_w, P ? &P->gu : NULL, NULL, T, 2 * F, H);
-    if (e->cfg.act == ENG_ACT_GELU_TANH) eng_cpu_geglu_tanh(q->act, q->gu, T, F); /* Gemma 3, some ModernBERTs */
+    eng_cpu_linear_pk(q->isa, q->gu, q->h, L->gu_w, P ? &P->gu : NULL, NULL, T, (e->cfg.mlp_plain ? 1 : 2) * F, H);
+    if (e->cfg.mlp_plain) { /* T5 v1.0: relu(h Wi^T), no gate (act is relu: eng_config cfg_t5) */
+        const size_t n = (size_t)T * F;
+        for (size_t i = 0; i < n; i++) q->act[i] = q->gu[i] > 0.0f ? q->gu[i] : 0.0f;
+    } else if (e->cfg.act == ENG_ACT_GELU_TANH) eng_cpu_geglu_tanh(q->act, q->gu, T, F); /* Gemma 3, T5 v1.1 */
     else if (e->cfg.act == ENG_ACT_GELU) eng_cpu_geglu_erf(q->act, q->gu, T, F);  /* ModernBERT */
     else eng_cpu_swiglu(q->act, q->gu, T, F);
     eng_cpu_linear_pk(q->isa, q->h, q->act, L->down_w, P ? &P->down : NULL, NULL, T, H, F);

@@ -29,6 +29,9 @@ int eng_cu_q3_check(const eng_config *cfg, posy_err *err) {
         return posy_err_set(err, POSY_E_UNSUPPORTED,
                             "cuda backend: qwen3 on the GPU is turned off by POSY_CUDA_QWEN3=0; use --device cpu "
                             "or unset it");
+    if (cfg->t5) /* relative position bias, no rotary, an MLP without a gate: no GPU path yet */
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: t5 encoders run on the CPU engine only "
+                            "(--device cpu, or auto)");
     if (!q3_head_dim_ok(cfg))
         return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: %s head_dim %d unsupported (32, 64 or 128%s)",
                             cfg->model_type, cfg->head_dim, cfg->gemma || cfg->modernbert ? ", or 256" : "");
