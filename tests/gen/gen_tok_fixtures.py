@@ -20,6 +20,10 @@ a file (real files from PyPI packages are used too where available).
                      XLMRobertaConverter: Precompiled charsmap normalizer,
                      Metaspace, Roberta-like template (needs sentencepiece and
                      transformers, so only when they are installed)
+  unigram_t5.json    T5's shape, the same way with T5Converter, set to the
+                     hub files' form: Precompiled + Replace(" {2,}", " "),
+                     Metaspace (prepend always, split), "$A </s>", 20
+                     <extra_id_N> special added tokens
 
 Run: python3 tests/gen/gen_tok_fixtures.py   (writes tests/fixtures/tokenizers/)
 The training corpus is seeded (tok_corpus + text from the Python standard
@@ -144,13 +148,18 @@ def wordpiece_nfd(text):
     save(tok, "wordpiece_nfd.json")
 
 
-def unigram_xlmr(text):
+def sentencepiece_converted(text, name, slow_cls, converter_cls, spm_kw=None, **slow_kw):
+    """A sentencepiece Unigram model (nmt_nfkc) trained on text with the
+    sentencepiece package, converted to tokenizer.json by transformers'
+    converter for that model family, saved as `name`."""
     try:
+        import importlib
         import sentencepiece as spm
-        from transformers import XLMRobertaTokenizer
-        from transformers.convert_slow_tokenizer import XLMRobertaConverter
-    except ImportError as e:
-        print(f"unigram_xlmr.json: skipped ({e})")
+        import transformers
+        conv = importlib.import_module("transformers.convert_slow_tokenizer")
+        slow_cls, converter_cls = getattr(transformers, slow_cls), getattr(conv, converter_cls)
+    except (ImportError, AttributeError) as e:
+        print(f"{name}: skipped ({e})")
         return
     import tempfile
     with tempfile.TemporaryDirectory() as d:
@@ -162,9 +171,41 @@ def unigram_xlmr(text):
                     f.write(t + "\n")
         spm.SentencePieceTrainer.train(input=corpus, model_prefix=os.path.join(d, "sp"), vocab_size=2000,
                                        model_type="unigram", normalization_rule_name="nmt_nfkc",
-                                       character_coverage=0.98)
-        slow = XLMRobertaTokenizer(vocab_file=os.path.join(d, "sp.model"))
-        save(XLMRobertaConverter(slow).converted(), "unigram_xlmr.json")
+                                       character_coverage=0.98, **(spm_kw or {}))
+        slow = slow_cls(vocab_file=os.path.join(d, "sp.model"), **slow_kw)
+        save(converter_cls(slow).converted(), name)
+
+
+def unigram_xlmr(text):
+    sentencepiece_converted(text, "unigram_xlmr.json", "XLMRobertaTokenizer", "XLMRobertaConverter")
+
+
+def unigram_t5(text):
+    """T5's shape as the hub's tokenizer.json files have it (gtr-t5,
+    sentence-t5, written by older converters; <pad> 0, </s> 1, <unk> 2, no
+    BOS, as T5's sentencepiece model): Precompiled + Replace(" {2,}",
+    " ") normalizers, Metaspace prepending "▁" always and splitting,
+    "$A </s>", the <extra_id_N> pieces as special added tokens.  The
+    sentencepiece model is converted by T5Converter, then the parts
+    transformers 5's converter writes otherwise (a Strip, a Replace to "▁",
+    prepend "never") are set to that shape."""
+    import json
+    sentencepiece_converted(text, "unigram_t5.json", "T5Tokenizer", "T5Converter",
+                            spm_kw=dict(pad_id=0, eos_id=1, unk_id=2, bos_id=-1), extra_ids=20)
+    path = os.path.join(OUT, "unigram_t5.json")
+    if not os.path.exists(path):
+        return
+    j = json.load(open(path, encoding="utf-8"))
+    pre = [n for n in j["normalizer"]["normalizers"] if n["type"] == "Precompiled"]
+    j["normalizer"] = {"type": "Sequence", "normalizers": pre + [
+        {"type": "Replace", "pattern": {"Regex": " {2,}"}, "content": " "}]}
+    meta = {"type": "Metaspace", "replacement": "\u2581", "prepend_scheme": "always", "split": True}
+    j["pre_tokenizer"], j["decoder"] = meta, dict(meta)
+    vocab = [p for p, _ in j["model"]["vocab"]]
+    specials = ["<pad>", "</s>", "<unk>"] + [p for p in vocab if p.startswith("<extra_id_")]
+    j["added_tokens"] = [{"id": vocab.index(c), "content": c, "single_word": False, "lstrip": False, "rstrip": False,
+                          "normalized": False, "special": True} for c in specials]
+    save(Tokenizer.from_str(json.dumps(j)), "unigram_t5.json")
 
 
 def wordlevel(text):
@@ -196,6 +237,7 @@ def main():
     for fn in (unigram, unigram_lower):
         fn(common)
     unigram_xlmr(common_chars_only(text, 10))
+    unigram_t5(common_chars_only(text, 10))
 
 
 if __name__ == "__main__":
