@@ -42,17 +42,46 @@ static int st_pooling(eng_config *c, const char *dir, const char *rel, posy_err 
         rc = eng_cfgjson_bool(r, modes[i].key, path, 0, &b, err);
         if (b) { n_on++; mode = modes[i].mode; on = modes[i].key; }
     }
+    /* sentence-transformers >= 6 writes "pooling_mode": "mean" (or a list
+     * of modes, concatenated) and "embedding_dimension" instead */
+    static const struct { const char *name; int mode; } named[] = {
+        {"cls", POSY_POOL_CLS}, {"mean", POSY_POOL_MEAN}, {"lasttoken", POSY_POOL_LAST}, {"max", -1},
+        {"mean_sqrt_len_tokens", -1}, {"weightedmean", -1},
+    };
+    json_t *pm = rc ? NULL : json_object_get(r, "pooling_mode");
+    char onbuf[64];
+    for (size_t k = 0; pm && k < (json_is_array(pm) ? json_array_size(pm) : 1); k++) {
+        const char *nm = json_string_value(json_is_array(pm) ? json_array_get(pm, k) : pm);
+        if (!nm) {
+            rc = posy_err_set(err, POSY_E_INVALID, "%s: pooling_mode must be a string or a list of strings", path);
+            break;
+        }
+        size_t i = 0;
+        while (i < sizeof named / sizeof named[0] && strcmp(nm, named[i].name)) i++;
+        if (i == sizeof named / sizeof named[0]) {
+            rc = posy_err_set(err, POSY_E_INVALID, "%s: pooling_mode '%.40s' is not one of sentence-transformers' "
+                              "(cls, max, mean, mean_sqrt_len_tokens, weightedmean, lasttoken)", path, nm);
+            break;
+        }
+        n_on++;
+        mode = named[i].mode;
+        snprintf(onbuf, sizeof onbuf, "pooling_mode %s", named[i].name);
+        on = onbuf;
+    }
     if (!rc) rc = eng_cfgjson_bool(r, "include_prompt", path, 1, &c->pool_include_prompt, err);
     if (!rc) rc = eng_cfgjson_int(r, "word_embedding_dimension", path, 0, c->info.hidden, 1, 1 << 20, &dim, err);
+    if (!rc && json_object_get(r, "embedding_dimension"))
+        rc = eng_cfgjson_int(r, "embedding_dimension", path, 0, c->info.hidden, 1, 1 << 20, &dim, err);
     json_decref(r);
     if (rc) return rc;
-    if (n_on == 0) return posy_err_set(err, POSY_E_INVALID, "%s: no pooling_mode_* is true", path);
+    if (n_on == 0) return posy_err_set(err, POSY_E_INVALID, "%s: no pooling mode is set (pooling_mode_* or "
+                                       "pooling_mode)", path);
     if (n_on > 1)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: several pooling modes at once are not supported", path);
     if (mode < 0)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: %s is not supported (cls, mean or lasttoken only)", path, on);
     if (dim != c->info.hidden)
-        return posy_err_set(err, POSY_E_INVALID, "%s: word_embedding_dimension %d differs from hidden size %d", path,
+        return posy_err_set(err, POSY_E_INVALID, "%s: the embedding dimension %d differs from hidden size %d", path,
                             dim, c->info.hidden);
     c->info.pooling = (posy_pooling)mode;
     return 0;

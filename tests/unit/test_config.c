@@ -144,11 +144,35 @@ static void test_pooling_modes(void) {
     put("1_Pooling/config.json", "{\"pooling_mode_cls_token\":true,\"pooling_mode_mean_tokens\":true}");
     expect_fail("several pooling modes", NULL);
     put("1_Pooling/config.json", "{\"pooling_mode_cls_token\":false}");
-    expect_fail("no pooling_mode_", NULL);
+    expect_fail("no pooling mode is set", NULL);
     put("1_Pooling/config.json", "{\"pooling_mode_cls_token\":\"yes\"}");
     expect_fail("pooling_mode_cls_token must be true or false", NULL);
     put("1_Pooling/config.json", "{\"pooling_mode_cls_token\":true,\"word_embedding_dimension\":32}");
-    expect_fail("word_embedding_dimension 32", NULL);
+    expect_fail("embedding dimension 32", NULL);
+    /* sentence-transformers >= 6: "pooling_mode" (a name or a list) and
+     * "embedding_dimension", as its Pooling.save writes them */
+    put("1_Pooling/config.json", "{\"embedding_dimension\":64,\"pooling_mode\":\"cls\",\"include_prompt\":false}");
+    if (load_ok(&c)) {
+        CHECK_EQ_INT(c.info.pooling, POSY_POOL_CLS);
+        CHECK_EQ_INT(c.pool_include_prompt, 0);
+        eng_config_free(&c);
+    }
+    put("1_Pooling/config.json", "{\"embedding_dimension\":64,\"pooling_mode\":[\"lasttoken\"]}");
+    if (load_ok(&c)) { CHECK_EQ_INT(c.info.pooling, POSY_POOL_LAST); eng_config_free(&c); }
+    put("1_Pooling/config.json", "{\"pooling_mode\":\"mean\"}");
+    if (load_ok(&c)) { CHECK_EQ_INT(c.info.pooling, POSY_POOL_MEAN); eng_config_free(&c); }
+    put("1_Pooling/config.json", "{\"pooling_mode\":\"max\"}");
+    expect_fail("pooling_mode max is not supported", NULL);
+    put("1_Pooling/config.json", "{\"pooling_mode\":[\"mean\",\"max\"]}");
+    expect_fail("several pooling modes", NULL);
+    put("1_Pooling/config.json", "{\"pooling_mode\":\"median\"}");
+    expect_fail("pooling_mode 'median' is not one of", NULL);
+    put("1_Pooling/config.json", "{\"pooling_mode\":7}");
+    expect_fail("pooling_mode must be a string", NULL);
+    put("1_Pooling/config.json", "{\"pooling_mode\":[]}");
+    expect_fail("no pooling mode is set", NULL);
+    put("1_Pooling/config.json", "{\"pooling_mode\":\"mean\",\"embedding_dimension\":32}");
+    expect_fail("embedding dimension 32", NULL);
     put("1_Pooling/config.json", "{\"pooling_mode_cls_token\":true");
     expect_fail("1_Pooling/config.json: not valid JSON", NULL);
 }
