@@ -24,6 +24,7 @@
 #include <unistd.h>
 
 #include "eng_config.h"
+#include "eng_relpos.h"
 
 static const char *const fuzz_files[] = {
     "config.json", "modules.json", "1_Pooling/config.json", "sentence_bert_config.json",
@@ -116,7 +117,13 @@ static void fuzz_check_ok(const eng_config *c) {
     if (in->dim != (c->n_dense ? c->dense[c->n_dense - 1].out : in->hidden)) abort();
     /* the decoders' rotary: a known type, and finite frequencies whatever
      * the scaling parameters (eng_rope.h divides by them) */
-    if (!strcmp(in->arch, "qwen3")) {
+    /* T5's encoder: no rotary; T5's own buckets; bidirectional; the MLP
+     * without a gate only with relu */
+    if (c->t5 && (c->rel_buckets != ENG_RELPOS_BUCKETS || in->causal || c->sliding_window || c->gemma ||
+                  c->modernbert || c->qk_norm || (c->mlp_plain && c->act != ENG_ACT_RELU)))
+        abort();
+    if (c->mlp_plain && !c->t5) abort();
+    if (!strcmp(in->arch, "qwen3") && !c->t5) {
         for (int k = 0; k < 1 + (c->gemma || c->modernbert); k++) { /* Gemma 3, ModernBERT: the sliding layers' too */
             const eng_rope *r = k ? &c->rope_local : &c->rope;
             if (!(r->theta >= 1 && r->theta <= 1e12) || (unsigned)r->type > ENG_ROPE_LLAMA3) abort();

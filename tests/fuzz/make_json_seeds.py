@@ -112,6 +112,10 @@ MODERNBERT = {"model_type": "modernbert", "architectures": ["ModernBertModel"], 
               "max_position_embeddings": 8192, "norm_eps": 1e-5, "norm_bias": False, "attention_bias": False,
               "mlp_bias": False, "hidden_activation": "gelu", "local_attention": 128, "global_attn_every_n_layers": 3,
               "global_rope_theta": 160000.0, "local_rope_theta": 10000.0, "pad_token_id": 50283}
+T5 = {"model_type": "t5", "architectures": ["T5EncoderModel"], "d_model": 64, "d_kv": 16, "d_ff": 96, "num_layers": 2,
+      "num_heads": 4, "vocab_size": 512, "feed_forward_proj": "relu", "relative_attention_num_buckets": 32,
+      "relative_attention_max_distance": 128, "layer_norm_epsilon": 1e-6, "is_encoder_decoder": False,
+      "n_positions": 512}
 MODULES = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]
@@ -142,6 +146,9 @@ CFG = {
                                        "type": "sentence_transformers.models.Dense"}] + MODULES[2:],
                  POOL_MEAN, {}, {}, {}, {"in_features": 64, "out_features": 16, "bias": True,
                                          "activation_function": "torch.nn.modules.activation.Tanh"}],
+    # sentence-transformers 6's Pooling keys; its length cap in tokenizer_config.json
+    "t5_st6": [T5, MODULES, {"embedding_dimension": 64, "pooling_mode": ["mean"], "include_prompt": True}, {}, {},
+               {"model_max_length": 128}],
     "mpnet_st": [MPNET, MODULES, POOL_MEAN, {"max_seq_length": 128, "do_lower_case": False}],
     "old_arch_only": [{k: v for k, v in BERT.items() if k != "model_type"}],
     "bad_modules": [BERT, [{"type": "sentence_transformers.models.Dense", "path": "2_Dense"}, 7]],
