@@ -49,6 +49,10 @@ static int st_pooling(eng_config *c, const char *dir, const char *rel, posy_err 
         {"mean_sqrt_len_tokens", -1}, {"weightedmean", -1},
     };
     json_t *pm = rc ? NULL : json_object_get(r, "pooling_mode");
+    if (pm) { /* as sentence-transformers 6 loads it: "pooling_mode" wins, the old keys are dropped */
+        n_on = 0;
+        mode = -1;
+    }
     char onbuf[64];
     for (size_t k = 0; pm && k < (json_is_array(pm) ? json_array_size(pm) : 1); k++) {
         const char *nm = json_string_value(json_is_array(pm) ? json_array_get(pm, k) : pm);
@@ -74,8 +78,11 @@ static int st_pooling(eng_config *c, const char *dir, const char *rel, posy_err 
         rc = eng_cfgjson_int(r, "embedding_dimension", path, 0, c->info.hidden, 1, 1 << 20, &dim, err);
     json_decref(r);
     if (rc) return rc;
-    if (n_on == 0) return posy_err_set(err, POSY_E_INVALID, "%s: no pooling mode is set (pooling_mode_* or "
-                                       "pooling_mode)", path);
+    if (n_on == 0 && !pm) { /* no mode set at all: sentence-transformers 6's default, mean */
+        n_on = 1;
+        mode = POSY_POOL_MEAN;
+    }
+    if (n_on == 0) return posy_err_set(err, POSY_E_INVALID, "%s: pooling_mode lists no mode", path);
     if (n_on > 1)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: several pooling modes at once are not supported", path);
     if (mode < 0)
