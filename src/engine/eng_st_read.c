@@ -93,7 +93,7 @@ int eng_st_read_f32(const eng_st_file *f, const char *name, int ndim, const int6
 }
 
 static size_t st_give_back(uintptr_t a, uintptr_t b);
-static int st_inside(const void *base, size_t size, uintptr_t a, uintptr_t b);
+static int st_in_own_map(const eng_st_file *f, uintptr_t a, uintptr_t b);
 
 /* The file's mapped pages of t, once its fp32 copy is in owned: nothing
  * reads them again, and a bf16 checkpoint's pages need not stay resident
@@ -101,15 +101,7 @@ static int st_inside(const void *base, size_t size, uintptr_t a, uintptr_t b);
  * would fault them back in).  A buffer given to eng_st_parse is left alone. */
 static void st_drop_source(const eng_st_file *f, const eng_st_tensor *t) {
     const uintptr_t a = (uintptr_t)t->data, b = a + t->nbytes;
-    if (f->owns_map && st_inside(f->map.data, f->map.size, a, b)) {
-        st_give_back(a, b);
-        return;
-    }
-    for (int i = 0; f->shard_maps && i < f->n_shards; i++)
-        if (st_inside(f->shard_maps[i].data, f->shard_maps[i].size, a, b)) {
-            st_give_back(a, b);
-            return;
-        }
+    if (st_in_own_map(f, a, b)) st_give_back(a, b);
 }
 
 void eng_st_view_append(eng_st_view *v, const eng_st_tensor *t) {
@@ -165,6 +157,15 @@ static int st_inside(const void *base, size_t size, uintptr_t a, uintptr_t b) {
     return base && a >= lo && b <= lo + size && b >= a;
 }
 
+/* Whether [a, b) lies in one of the mappings eng_st_open / _open_dir made
+ * (not a buffer given to eng_st_parse). */
+static int st_in_own_map(const eng_st_file *f, uintptr_t a, uintptr_t b) {
+    if (f->owns_map && st_inside(f->map.data, f->map.size, a, b)) return 1;
+    for (int i = 0; f->shard_maps && i < f->n_shards; i++)
+        if (st_inside(f->shard_maps[i].data, f->shard_maps[i].size, a, b)) return 1;
+    return 0;
+}
+
 size_t eng_st_release(const eng_st_file *f, float *owned, size_t owned_floats, const float **p, size_t n) {
     if (!*p) return 0;
     const uintptr_t a = (uintptr_t)*p, b = a + n * sizeof(float);
@@ -172,9 +173,6 @@ size_t eng_st_release(const eng_st_file *f, float *owned, size_t owned_floats, c
         *p = NULL; /* its pages are zeros now (or will be): nothing may read them */
         return st_inside(owned, owned_floats * sizeof(float), a, b) ? st_give_back(a, b) : 0;
     }
-    if (f && f->owns_map && st_inside(f->map.data, f->map.size, a, b)) return st_give_back(a, b);
-    for (int i = 0; f && f->shard_maps && i < f->n_shards; i++)
-        if (st_inside(f->shard_maps[i].data, f->shard_maps[i].size, a, b)) return st_give_back(a, b);
-    return 0;
+    return f && st_in_own_map(f, a, b) ? st_give_back(a, b) : 0;
 }
 

@@ -115,23 +115,18 @@ ENG_CPU_CLONES static void gelu_tanh_span(float *x, size_t n) {
     for (size_t i = 0; i < n; i++) x[i] = eng_vgelu_tanh(x[i]);
 }
 
-/* Split into chunks per thread; the vector loop lives in gelu_span because
+/* Split into chunks per thread; the vector loop lives in the span because
  * GCC 12 does not vectorise it inside a combined `parallel for simd`. */
-void eng_cpu_gelu(float *x, size_t n) {
+static void spans_parallel(float *x, size_t n, void (*span)(float *, size_t)) {
     const size_t chunk = 4096;
     size_t n_chunks = (n + chunk - 1) / chunk;
 #pragma omp parallel for schedule(static) if (n >= ENG_CPU_PAR_MIN)
-    for (size_t c = 0; c < n_chunks; c++)
-        gelu_span(x + c * chunk, c + 1 < n_chunks ? chunk : n - c * chunk);
+    for (size_t c = 0; c < n_chunks; c++) span(x + c * chunk, c + 1 < n_chunks ? chunk : n - c * chunk);
 }
 
-void eng_cpu_gelu_tanh(float *x, size_t n) {
-    const size_t chunk = 4096;
-    size_t n_chunks = (n + chunk - 1) / chunk;
-#pragma omp parallel for schedule(static) if (n >= ENG_CPU_PAR_MIN)
-    for (size_t c = 0; c < n_chunks; c++)
-        gelu_tanh_span(x + c * chunk, c + 1 < n_chunks ? chunk : n - c * chunk);
-}
+void eng_cpu_gelu(float *x, size_t n) { spans_parallel(x, n, gelu_span); }
+
+void eng_cpu_gelu_tanh(float *x, size_t n) { spans_parallel(x, n, gelu_tanh_span); }
 
 void eng_cpu_add_layernorm(float *x, const float *res, const float *g, const float *b, float eps,
                            int n_rows, int H) {
