@@ -242,7 +242,7 @@ static int embed_main(const embed_flags *f, embed_res *r) {
     if (rc) return rc;
 
     char tok_path[2048];
-    if (posy_path_join(tok_path, sizeof tok_path, f->model, "tokenizer.json") != 0)
+    if (eng_model_tokenizer_file(f->model, tok_path, sizeof tok_path, NULL) != 0)
         return bad_usage("model path too long: '%s'", f->model);
     if (!(r->tok = tok_load_file(tok_path, &err))) return fail(&err);
 
@@ -264,7 +264,7 @@ static int embed_main(const embed_flags *f, embed_res *r) {
         return fail(&err);
     cli_progress progress;
     cli_embed_job job = {.engine = r->engine, .tok = r->tok, .texts = &r->texts, .prompt = prompt,
-                         .lower = r->cfg.do_lower_case, .exclude_prompt = !r->cfg.pool_include_prompt,
+                         .lower = r->cfg.do_lower_case, .add_special = r->cfg.add_special, .exclude_prompt = !r->cfg.pool_include_prompt,
                          .max_seq_len = info->max_seq_len, .max_batch_tokens = (int)f->max_batch_tokens,
                          .max_batch_seqs = max_seqs,
                          .force_normalize = f->normalize && !info->normalize, .chunked = f->chunked,

@@ -91,6 +91,7 @@ typedef struct cli_embed_job {
     const cli_texts *texts;
     const char *prompt;       /* prepended to every text, or NULL */
     int lower;                /* do_lower_case: lowercase prompt + text before tokenizing */
+    int add_special;          /* the tokenizer's special tokens (0: a static embedding model) */
     int exclude_prompt;       /* Pooling include_prompt false: prompt tokens are not pooled */
     int max_seq_len;          /* truncation, tokens incl. specials */
     int max_batch_tokens;

@@ -105,7 +105,7 @@ static int encode_text(embed_state *st, size_t i, posy_err *err) {
         }
         s = lowered;
     }
-    tok_opts o = {.add_special = 1, .max_len = j->chunked ? 0 : j->max_seq_len, .trunc_dir = TOK_TRUNC_RIGHT};
+    tok_opts o = {.add_special = j->add_special, .max_len = j->chunked ? 0 : j->max_seq_len, .trunc_dir = TOK_TRUNC_RIGHT};
     int rc = tok_encode(j->tok, s, n, &o, &st->enc, err);
     free(lowered);
     if (rc != 0) {

@@ -99,7 +99,8 @@ typedef struct gwc_state {
 static int gwc_load(gwc_state *st, const gwc_opts *o, posy_err *err) {
     if (eng_config_load(&st->cfg, o->model, err)) return -1;
     char path[2048];
-    snprintf(path, sizeof path, "%s/tokenizer.json", o->model);
+    if (eng_model_tokenizer_file(o->model, path, sizeof path, NULL))
+        return posy_err_set(err, POSY_E_INVALID, "model path too long: %s", o->model), -1;
     if (!(st->tok = tok_load_file(path, err))) return -1;
     if (rpc_fingerprint(o->model, st->fingerprint, sizeof st->fingerprint, err)) return -1;
     rpc_pool_opts po = {.backends = o->backends.v, .n_backends = o->backends.n,

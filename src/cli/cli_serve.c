@@ -111,7 +111,8 @@ typedef struct serve_state {
 /* Load the tokenizer and the engine, start the scheduler.  0 or -1 (logged). */
 static int load_model(serve_state *st, const serve_flags *fl, gw_server *srv, posy_err *err) {
     char path[2048];
-    snprintf(path, sizeof path, "%s/tokenizer.json", fl->model);
+    if (eng_model_tokenizer_file(fl->model, path, sizeof path, NULL))
+        return posy_err_set(err, POSY_E_INVALID, "model path too long: %s", fl->model), -1;
     st->tok = tok_load_file(path, err);
     if (!st->tok) return -1;
     if (st->noop) {

@@ -14,6 +14,7 @@
 #include <sys/stat.h>
 
 #include "cli.h"
+#include "eng_config.h"
 #include "posy_clock.h"
 #include "posy_file.h"
 #include "tok.h"
@@ -24,8 +25,10 @@ static void usage(FILE *f) {
             "                     [--truncate-left] [--json-input] [--pair] [TEXT ...]\n\n"
             "Prints one JSON object per text: ids, tokens, type_ids, special_tokens_mask,\n"
             "offsets (character spans, as Hugging Face tokenizers reports them).\n\n"
-            "  --model PATH      model directory holding tokenizer.json, or the file itself\n"
-            "  --no-special      do not add the post-processor's special tokens\n"
+            "  --model PATH      model directory holding tokenizer.json (a static embedding\n"
+            "                    model: its module's), or the file itself\n"
+            "  --no-special      do not add the post-processor's special tokens (a static\n"
+            "                    embedding model's directory: never added, as it embeds)\n"
             "  --max-len N       truncate to N tokens including special tokens\n"
             "  --truncate-left   truncate from the left instead of the right\n"
             "  --json-input      each stdin line is a JSON string (or with --pair, an array of two)\n"
@@ -212,11 +215,15 @@ static int run_decode(const tok_tokenizer *t, int skip_special) {
     return bad;
 }
 
-static tok_tokenizer *open_model(const char *path) {
+/* A model directory's tokenizer (a static embedding model's is in its
+ * module's folder, and runs without special tokens: *special 0), or a
+ * tokenizer.json. */
+static tok_tokenizer *open_model(const char *path, int *special) {
     struct stat st;
     char file[4096];
+    *special = 1;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
-        if (posy_path_join(file, sizeof file, path, "tokenizer.json")) {
+        if (eng_model_tokenizer_file(path, file, sizeof file, special)) {
             fprintf(stderr, "posy tokenize: --model path too long\n");
             return NULL;
         }
@@ -232,7 +239,7 @@ int cli_cmd_tokenize(int argc, char **argv) {
     const char *model = NULL;
     tk_ctx c = {0};
     c.opts.add_special = 1;
-    int json_input = 0, first_text = argc, bench = 0, threads = 1, decode = 0, skip_special = 0;
+    int json_input = 0, first_text = argc, bench = 0, threads = 1, decode = 0, skip_special = 0, no_special = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "-h") || !strcmp(a, "--help")) { usage(stdout); return 0; }
@@ -250,7 +257,7 @@ int cli_cmd_tokenize(int argc, char **argv) {
             if (cli_parse_int(a, argv[i], a[2] == 'b' ? 1 : 0, a[2] == 'b' ? 1000000 : 256, &v)) return 2;
             if (a[2] == 'b') bench = (int)v;
             else threads = (int)v;
-        } else if (!strcmp(a, "--no-special")) c.opts.add_special = 0;
+        } else if (!strcmp(a, "--no-special")) no_special = 1;
         else if (!strcmp(a, "--decode")) decode = 1;
         else if (!strcmp(a, "--skip-special")) skip_special = 1;
         else if (!strcmp(a, "--truncate-left")) c.opts.trunc_dir = TOK_TRUNC_LEFT;
@@ -263,8 +270,12 @@ int cli_cmd_tokenize(int argc, char **argv) {
         } else { first_text = i; break; }
     }
     if (!model) { fprintf(stderr, "posy tokenize: --model is required (see --help)\n"); return 2; }
-    tok_tokenizer *t = open_model(model);
+    int model_special;
+    tok_tokenizer *t = open_model(model, &model_special);
     if (!t) return 1;
+    c.opts.add_special = model_special && !no_special;
+    if (!model_special && !no_special)
+        fprintf(stderr, "posy tokenize: a static embedding model: no special tokens added, as the model embeds text\n");
     c.t = t;
     if (decode) {
         int drc = run_decode(t, skip_special);

@@ -85,6 +85,13 @@ typedef struct eng_config {
     double q_scale;
     eng_rope rope_local;
     unsigned char layer_local[128];
+    /* sentence-transformers' StaticEmbedding (eng_config_static.c): no
+     * transformer, the mean of one row per token id; its folder (relative
+     * to the model directory, "" at the root) holds model.safetensors and
+     * tokenizer.json, and the text is tokenized without special tokens. */
+    int static_emb;
+    char static_dir[256];
+    int add_special;             /* the tokenizer adds its special tokens (every model but static ones) */
     eng_dense_cfg dense[ENG_MAX_DENSE]; /* Dense modules after pooling, in order */
     int n_dense;
 } eng_config;
@@ -101,5 +108,17 @@ const char *eng_config_prompt(const eng_config *c, const char *name);
 /* The sentence-transformers half of eng_config_load (eng_config_st.c):
  * pooling, normalize, max_seq_len, prompts.  Needs info.max_positions. */
 int eng_config_load_st(eng_config *c, const char *model_dir, posy_err *err);
+
+/* eng_config_static.c.  1 when modules.json's first module is a
+ * StaticEmbedding (its folder copied to rel[cap]); 0 otherwise, including
+ * when modules.json is missing or broken (eng_config_load reports that). */
+int eng_config_static_probe(const char *model_dir, char *rel, size_t cap);
+/* Fill c for a StaticEmbedding model whose module folder is `rel`. */
+int eng_config_load_static(eng_config *c, const char *model_dir, const char *rel, posy_err *err);
+/* The tokenizer.json a model directory's text goes through (the
+ * StaticEmbedding module's own for static models) and whether its special
+ * tokens are added; for callers without an eng_config (posy tokenize, the
+ * worker's fingerprint).  0, or -1 when the path is too long. */
+int eng_model_tokenizer_file(const char *model_dir, char *out, size_t cap, int *add_special);
 
 #endif

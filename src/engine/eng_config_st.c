@@ -136,7 +136,7 @@ static int st_dense(eng_config *c, const char *dir, const char *rel, posy_err *e
 }
 
 /* One modules.json entry; *seen_pool set when it was the Pooling module. */
-static int st_module(eng_config *c, const char *dir, json_t *m, const char *path, int *seen_pool,
+static int st_module(eng_config *c, const char *dir, json_t *m, size_t idx, const char *path, int *seen_pool,
                      posy_err *err) {
     char type[128], rel[256];
     int rc;
@@ -147,6 +147,13 @@ static int st_module(eng_config *c, const char *dir, json_t *m, const char *path
     const char *dot = strrchr(type, '.');
     const char *kind = dot ? dot + 1 : type;
     if (!strcmp(kind, "Transformer")) return 0;
+    if (!strcmp(kind, "StaticEmbedding")) { /* its own pooling: the mean of its rows (eng_config_static.c) */
+        if (idx != 0 || !c->static_emb)
+            return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: a StaticEmbedding module is supported as the first "
+                                "module only", path);
+        *seen_pool = 1;
+        return 0;
+    }
     if (c->info.normalize) /* sentence-transformers runs them in order: a module after Normalize would undo it */
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: module %s after Normalize is not supported", path, type);
     if (!strcmp(kind, "Normalize")) {
@@ -167,8 +174,8 @@ static int st_module(eng_config *c, const char *dir, json_t *m, const char *path
         *seen_pool = 1;
         return st_pooling(c, dir, rel, err);
     }
-    return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: module type %s is not supported (Transformer, Pooling, Dense, "
-                        "Normalize)", path, type);
+    return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: module type %s is not supported (Transformer, StaticEmbedding, "
+                        "Pooling, Dense, Normalize)", path, type);
 }
 
 static int st_modules_in(eng_config *c, const char *dir, json_t *r, const char *path, posy_err *err) {
@@ -176,7 +183,7 @@ static int st_modules_in(eng_config *c, const char *dir, json_t *r, const char *
     int seen_pool = 0;
     if (!json_is_array(r)) rc = posy_err_set(err, POSY_E_INVALID, "%s: expected a JSON array of modules", path);
     for (size_t i = 0; !rc && i < json_array_size(r); i++)
-        rc = st_module(c, dir, json_array_get(r, i), path, &seen_pool, err);
+        rc = st_module(c, dir, json_array_get(r, i), i, path, &seen_pool, err);
     if (!rc && !seen_pool)
         rc = posy_err_set(err, POSY_E_UNSUPPORTED, "%s: no Pooling module (token embeddings are not served)", path);
     return rc;
@@ -215,6 +222,7 @@ static int st_tokenizer_max_len(const char *dir, int max_positions) {
 static int st_bert_config(eng_config *c, const char *dir, posy_err *err) {
     char path[1024];
     json_t *r;
+    if (c->static_emb) return 0; /* sentence-transformers reads no such file for them: eng_config_static.c */
     int msl = st_tokenizer_max_len(dir, c->info.max_positions);
     c->info.max_seq_len = msl;
     int rc = eng_cfgjson_load(dir, "sentence_bert_config.json", 0, 1, &r, path, err);

@@ -85,6 +85,17 @@ int eng_qwen3_weights_load(eng_qwen3_weights *w, const eng_config *cfg, const en
                            posy_err *err);
 void eng_qwen3_weights_free(eng_qwen3_weights *w);
 
+/* A StaticEmbedding model's table [vocab, dim], one fp32 row per token id
+ * (model2vec's mapping and weights folded in): eng_static_weights.c. */
+typedef struct eng_static_weights {
+    const float *emb;
+    float *owned;
+    size_t owned_floats;
+} eng_static_weights;
+
+int eng_static_weights_load(eng_static_weights *s, const eng_config *cfg, const eng_st_file *st, posy_err *err);
+void eng_static_weights_free(eng_static_weights *s);
+
 typedef struct eng_backend_ops {
     const char *name;                                   /* "cpu", "cuda" */
     int (*open)(posy_engine *e, posy_err *err);         /* device weights, arenas */
@@ -101,6 +112,7 @@ struct posy_engine {
     eng_st_file st;
     eng_bert_weights bert;
     eng_qwen3_weights qwen3;                            /* arch "qwen3" (bert then unused) */
+    eng_static_weights stat;                            /* arch "static" (StaticEmbedding; the others unused) */
     posy_engine_opts opts;
     int auto_tokens;                                    /* opts.max_batch_tokens was 0: set per backend tried */
     int seqs_asked;                                     /* opts.max_batch_seqs before the clamp to the token budget */

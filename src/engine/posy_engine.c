@@ -72,8 +72,19 @@ static void drop_host_weights(posy_engine *e) {
 }
 #endif
 
-/* Pick and open a backend.  AUTO falls back to the CPU if the GPU path fails. */
+/* Pick and open a backend.  AUTO falls back to the CPU if the GPU path
+ * fails.  A StaticEmbedding model runs on the CPU whatever the device: its
+ * forward pass is a table lookup and a mean, which the copies to and from
+ * a GPU would only slow down. */
 static int backend_open(posy_engine *e, posy_err *err) {
+    if (e->cfg.static_emb && e->opts.device == POSY_DEVICE_CUDA)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "--device cuda: a static embedding model runs on the CPU only "
+                            "(a lookup and a mean per text); use --device cpu or auto");
+    if (e->cfg.static_emb) {
+        budget_for(e, POSY_DEVICE_CPU);
+        e->ops = &eng_cpu_backend;
+        return e->ops->open(e, err);
+    }
 #ifdef POSY_HAVE_CUDA
     if (e->opts.device == POSY_DEVICE_CUDA || e->opts.device == POSY_DEVICE_AUTO) {
         posy_err cerr;
@@ -114,6 +125,7 @@ static void engine_free(posy_engine *e, int stage) {
     if (stage >= STAGE_WEIGHTS) {
         eng_bert_weights_free(&e->bert);
         eng_qwen3_weights_free(&e->qwen3);
+        eng_static_weights_free(&e->stat);
         eng_dense_drop_pending(e);
         eng_dense_free(&e->dense);
     }
@@ -136,10 +148,17 @@ posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opt
         return NULL;
     }
     if (e->opts.attention != POSY_ATTN_MODEL) e->cfg.info.causal = e->opts.attention == POSY_ATTN_CAUSAL;
-    if (eng_st_open_dir(&e->st, model_dir, err) != 0) { engine_free(e, STAGE_CONFIG); return NULL; }
+    char wdir[1024];   /* a static model's weights are in its module's folder */
+    if (posy_path_join(wdir, sizeof wdir, model_dir, e->cfg.static_dir)) {
+        posy_err_set(err, POSY_E_INVALID, "%s/%s: path too long", model_dir, e->cfg.static_dir);
+        engine_free(e, STAGE_CONFIG);
+        return NULL;
+    }
+    if (eng_st_open_dir(&e->st, wdir, err) != 0) { engine_free(e, STAGE_CONFIG); return NULL; }
     int is_qwen3 = !strcmp(e->cfg.info.arch, "qwen3");
-    if ((is_qwen3 ? eng_qwen3_weights_load(&e->qwen3, &e->cfg, &e->st, err)
-                  : eng_bert_weights_load(&e->bert, &e->cfg, &e->st, err)) != 0) {
+    if ((e->cfg.static_emb ? eng_static_weights_load(&e->stat, &e->cfg, &e->st, err)
+         : is_qwen3        ? eng_qwen3_weights_load(&e->qwen3, &e->cfg, &e->st, err)
+                           : eng_bert_weights_load(&e->bert, &e->cfg, &e->st, err)) != 0) {
         engine_free(e, STAGE_ST);
         return NULL;
     }
@@ -159,13 +178,19 @@ posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opt
     if (e->dense.n)
         snprintf(dense, sizeof dense, ", %d Dense module%s to %d dimensions", e->dense.n, e->dense.n > 1 ? "s" : "",
                  mi->dim);
-    POSY_INFO("engine: %s (%s, %d layers, hidden %d, %d heads, %s pooling%s%s%s) on %s %s, "
-              "max %d tokens%s / %d sequences per batch", mi->name, e->cfg.model_type, mi->layers, mi->hidden,
-              mi->heads, mi->pooling == POSY_POOL_MEAN ? "mean" : mi->pooling == POSY_POOL_CLS ? "cls" : "last-token",
-              dense, mi->normalize ? ", normalized" : "",
-              strcmp(mi->arch, "qwen3") ? "" : mi->causal ? ", causal attention" : ", bidirectional attention",
-              e->ops->name, mi->dtype, e->opts.max_batch_tokens, e->auto_tokens ? " (the device's default)" : "",
-              e->opts.max_batch_seqs);
+    if (e->cfg.static_emb)
+        POSY_INFO("engine: %s (a static embedding model: the mean of %d-dimension rows over %d token ids%s%s) on %s, "
+                  "max %d tokens%s / %d sequences per batch", mi->name, mi->hidden, mi->vocab, dense,
+                  mi->normalize ? ", normalized" : "", e->ops->name, e->opts.max_batch_tokens,
+                  e->auto_tokens ? " (the default)" : "", e->opts.max_batch_seqs);
+    else
+        POSY_INFO("engine: %s (%s, %d layers, hidden %d, %d heads, %s pooling%s%s%s) on %s %s, "
+                  "max %d tokens%s / %d sequences per batch", mi->name, e->cfg.model_type, mi->layers, mi->hidden,
+                  mi->heads, mi->pooling == POSY_POOL_MEAN ? "mean" : mi->pooling == POSY_POOL_CLS ? "cls" : "last-token",
+                  dense, mi->normalize ? ", normalized" : "",
+                  strcmp(mi->arch, "qwen3") ? "" : mi->causal ? ", causal attention" : ", bidirectional attention",
+                  e->ops->name, mi->dtype, e->opts.max_batch_tokens, e->auto_tokens ? " (the device's default)" : "",
+                  e->opts.max_batch_seqs);
     return e;
 }
 

@@ -174,7 +174,7 @@ static int encode_text(gw_call *c, const gw_embed_req *r, int idx, const char *t
         }
         text = joined = lowered;
     }
-    tok_opts o = {.add_special = 1, .max_len = r->truncate && !r->chunked ? m->max_input_tokens : 0,
+    tok_opts o = {.add_special = !m->cfg || m->cfg->add_special, .max_len = r->truncate && !r->chunked ? m->max_input_tokens : 0,
                   .trunc_dir = r->dir};
     posy_err err;
     posy_err_clear(&err);

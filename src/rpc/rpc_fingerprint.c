@@ -2,8 +2,9 @@
  *
  * The gateway has the model directory without weights (tokenizer and
  * sentence-transformers settings), so the fingerprint covers exactly the
- * files both sides hold: config.json, tokenizer.json and the files that set
- * pooling, normalization, prompts and the sequence limit.  Each present
+ * files both sides hold: config.json, tokenizer.json (a static embedding
+ * model's too) and the files that set pooling, normalization, prompts and
+ * the sequence limit.  Each present
  * file contributes its name, length and bytes to a 64-bit FNV-1a hash, run
  * twice with different offsets for 128 bits.  It guards against operator
  * mistakes (a worker started on another model), not against adversaries,
@@ -19,6 +20,7 @@
 static const char *const rpc_fp_files[] = {
     "config.json", "tokenizer.json", "modules.json", "1_Pooling/config.json",
     "sentence_bert_config.json", "config_sentence_transformers.json",
+    "0_StaticEmbedding/tokenizer.json", /* a static embedding model's, up to sentence-transformers 5 (6: at the root) */
 };
 
 static void rpc_fnv(uint64_t h[2], const void *p, size_t n) {

@@ -1,14 +1,19 @@
 /* fuzz_config: libFuzzer target for eng_config_load, the reader of a model
  * directory's JSON files (config.json, modules.json, the Pooling module's
  * config.json, sentence_bert_config.json, config_sentence_transformers.json,
- * tokenizer_config.json, a Dense module's config.json at 2_Dense/).  A model directory is outside input too: a
- * downloaded model, or a volume mounted into a worker.
+ * tokenizer_config.json, a Dense module's config.json at 2_Dense/; and for
+ * a StaticEmbedding model at the root, model.safetensors, whose header
+ * gives its sizes, and tokenizer.json, whose truncation is its limit).  A
+ * model directory is outside input too: a downloaded model, or a volume
+ * mounted into a worker.
  *
  * The readers take a directory, not a buffer, so the input is written out
- * as one: it is split at NUL bytes into up to seven pieces, piece i becoming
+ * as one: it is split at NUL bytes into up to nine pieces, piece i becoming
  * fuzz_files[i] in a scratch directory (under /dev/shm when there is one,
  * for speed); files past the last piece are absent, as optional files may
- * be.  Beyond "no crash, no leak, no UB" it checks what the engine and the
+ * be.  The model.safetensors piece is its JSON header only (a file's length
+ * prefix holds NUL bytes): the file written is the prefix, that header and
+ * FUZZ_ST_DATA zero bytes of tensor data.  Beyond "no crash, no leak, no UB" it checks what the engine and the
  * gateway rely on after a successful load (sizes in range, heads dividing
  * as the family requires, 1 <= max_seq_len <= max_positions, the default
  * prompt findable, the Dense modules' sizes chained to the dimension
@@ -29,6 +34,7 @@
 static const char *const fuzz_files[] = {
     "config.json", "modules.json", "1_Pooling/config.json", "sentence_bert_config.json",
     "config_sentence_transformers.json", "tokenizer_config.json", "2_Dense/config.json",
+    "model.safetensors", "tokenizer.json",
 };
 #define FUZZ_NFILES (int)(sizeof fuzz_files / sizeof fuzz_files[0])
 
@@ -62,8 +68,12 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     return 0;
 }
 
+#define FUZZ_ST_PIECE 7
+#define FUZZ_ST_DATA 4096
+
 static void fuzz_write(int i, const uint8_t *p, size_t n) {
     char path[512];
+    static const uint8_t zeros[FUZZ_ST_DATA];
     snprintf(path, sizeof path, "%s/%s", g_dir, fuzz_files[i]);
     if (!p) {
         unlink(path);
@@ -71,7 +81,11 @@ static void fuzz_write(int i, const uint8_t *p, size_t n) {
     }
     FILE *f = fopen(path, "wb");
     if (!f) abort();
+    uint8_t len[8];
+    for (int b = 0; b < 8; b++) len[b] = (uint8_t)((uint64_t)n >> (8 * b));
+    if (i == FUZZ_ST_PIECE && fwrite(len, 1, 8, f) != 8) abort();
     if (n && fwrite(p, 1, n, f) != n) abort();
+    if (i == FUZZ_ST_PIECE && fwrite(zeros, 1, sizeof zeros, f) != sizeof zeros) abort();
     if (fclose(f)) abort();
 }
 
@@ -81,8 +95,26 @@ static int fuzz_has_file_name(const char *msg) {
     return 0;
 }
 
+/* A StaticEmbedding model: sizes from the weights' header, no layers,
+ * mean pooling, no special tokens, no transformer field set. */
+static void fuzz_check_static(const eng_config *c) {
+    const posy_model_info *in = &c->info;
+    if (in->hidden < 1 || in->vocab < 1 || in->layers || in->heads || strcmp(in->arch, "static") || c->add_special)
+        abort();
+    if (in->pooling != POSY_POOL_MEAN || c->t5 || c->gemma || c->modernbert || c->qk_norm || c->do_lower_case) abort();
+    if (in->max_seq_len < 1 || in->max_seq_len > in->max_positions || strstr(c->static_dir, "..")) abort();
+    for (int i = 0; i < c->n_dense; i++)
+        if (c->dense[i].in != (i ? c->dense[i - 1].out : in->hidden) || c->dense[i].out < 1) abort();
+    if (in->dim != (c->n_dense ? c->dense[c->n_dense - 1].out : in->hidden)) abort();
+}
+
 static void fuzz_check_ok(const eng_config *c) {
     const posy_model_info *in = &c->info;
+    if (c->static_emb) {
+        fuzz_check_static(c);
+        return;
+    }
+    if (!c->add_special) abort();
     if (in->hidden < 1 || in->heads < 1 || in->layers < 1 || in->vocab < 1 || in->intermediate < 1) abort();
     if (in->kv_heads < 1 || in->heads % in->kv_heads || c->head_dim < 1) abort();
     /* the encoders' head_dim is hidden / heads; the decoders' (qwen3 family: qwen3, qwen2, mistral,

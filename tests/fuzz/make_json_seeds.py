@@ -13,7 +13,9 @@
                          modules.json, 1_Pooling/config.json,
                          sentence_bert_config.json,
                          config_sentence_transformers.json,
-                         tokenizer_config.json); fewer pieces = absent files.
+                         tokenizer_config.json, 2_Dense/config.json, the
+                         JSON header of model.safetensors, tokenizer.json);
+                         fewer pieces = absent files, None = an empty one.
 
 Files whose name starts with "crash-" are reproducers of fixed bugs and are
 left alone.  Standard library only."""
@@ -153,6 +155,21 @@ CFG = {
     "old_arch_only": [{k: v for k, v in BERT.items() if k != "model_type"}],
     "bad_modules": [BERT, [{"type": "sentence_transformers.models.Dense", "path": "2_Dense"}, 7]],
     "escape_path": [BERT, [{"type": "Pooling", "path": "../../etc"}]],
+    # sentence-transformers' StaticEmbedding at the root (no config.json: an empty piece), a Dense after it,
+    # the safetensors header (fuzz_config.c adds the length prefix and the data), the tokenizer's truncation
+    "static_st6": [None, [{"type": "sentence_transformers.models.StaticEmbedding", "path": ""},
+                          {"type": "sentence_transformers.models.Dense", "path": "2_Dense"},
+                          {"type": "sentence_transformers.models.Normalize", "path": "3_Normalize"}],
+                   {}, {}, {"prompts": {"query": "q: "}}, {},
+                   {"in_features": 8, "out_features": 4, "bias": True,
+                    "activation_function": "torch.nn.modules.activation.Tanh"},
+                   {"embedding.weight": {"dtype": "F32", "shape": [16, 8], "data_offsets": [0, 512]}},
+                   {"truncation": {"max_length": 64}}],
+    # model2vec's tensors
+    "static_m2v": [None, [{"type": "sentence_transformers.models.StaticEmbedding", "path": "."}], {}, {}, {}, {}, {},
+                   {"embeddings": {"dtype": "F16", "shape": [10, 8], "data_offsets": [0, 160]},
+                    "mapping": {"dtype": "I64", "shape": [20], "data_offsets": [160, 320]}},
+                   {"truncation": None}],
 }
 # Broken files, as bytes: an empty one, and a truncated one.
 CFG_RAW = {
@@ -176,7 +193,7 @@ def main():
     for name, (flags, body) in RAW.items():
         write(os.path.join(gw, name), bytes([flags]) + body)
     for name, files in CFG.items():
-        parts = [json.dumps(f, indent=1).encode() for f in files]
+        parts = [b"" if f is None else json.dumps(f, indent=1).encode() for f in files]
         write(os.path.join(cfg, name), b"\0".join(parts))
     for name, data in CFG_RAW.items():
         write(os.path.join(cfg, name), data)

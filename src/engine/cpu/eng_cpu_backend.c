@@ -123,8 +123,18 @@ static void cpu_pack_layers(posy_engine *e, cpu_backend *c) {
                c->isa == ENG_CPU_ISA_AVX512 ? "avx512" : "avx2", bytes >> 20, given_back >> 20);
 }
 
+/* A static embedding model: no arena, no weights to pack. */
+static int cpu_open_static(posy_engine *e, posy_err *err) {
+    cpu_backend *c = calloc(1, sizeof *c);
+    if (!c) return posy_err_set(err, POSY_E_NOMEM, "CPU backend: out of memory");
+    c->n_threads = e->opts.n_threads > 0 ? e->opts.n_threads : omp_get_num_procs();
+    e->backend = c;
+    return 0;
+}
+
 static int cpu_open(posy_engine *e, posy_err *err) {
     const posy_model_info *mi = &e->cfg.info;
+    if (e->cfg.static_emb) return cpu_open_static(e, err);
     if (!strcmp(mi->arch, "qwen3")) return cpu_open_qwen3(e, err);
     if (e->cfg.act != ENG_ACT_GELU && e->cfg.act != ENG_ACT_GELU_TANH)
         return posy_err_set(err, POSY_E_UNSUPPORTED,
@@ -207,6 +217,11 @@ static int cpu_forward(posy_engine *e, cpu_backend *c, const posy_batch *b, posy
     const eng_bert_weights *w = &e->bert;
     if (c->qwen3) return eng_cpu_qwen3_forward(c->qwen3, e, b, err);
     omp_set_num_threads(c->n_threads);
+    if (e->cfg.static_emb) {
+        eng_cpu_static_mean(b->out, e->stat.emb, mi->hidden, b->ids, b->cu_seqlens, b->pool_skip, b->n_seqs);
+        if (eng_config_pool_normalize(&e->cfg)) eng_cpu_l2_normalize(b->out, b->n_seqs, mi->hidden);
+        return 0;
+    }
     /* pos_emb is the whole stored table; RoBERTa-style models (a position
      * offset) place pad tokens by Hugging Face's rule. */
     eng_cpu_emb m = {.word = w->word_emb, .pos = w->pos_emb, .type = w->type_emb,

@@ -164,6 +164,23 @@ void eng_cpu_pool(float *out, const float *x, const int32_t *cu_seqlens, const i
     }
 }
 
+void eng_cpu_static_mean(float *out, const float *table, int H, const int32_t *ids, const int32_t *cu_seqlens,
+                         const int32_t *skip, int n_seqs) {
+    long work = (long)cu_seqlens[n_seqs] * H;
+#pragma omp parallel for schedule(dynamic, 1) if (n_seqs > 1 && work >= ENG_CPU_PAR_MIN)
+    for (int s = 0; s < n_seqs; s++) {
+        int first = cu_seqlens[s] + (skip ? skip[s] : 0), len = cu_seqlens[s + 1] - first;
+        float *o = out + (size_t)s * H;
+        for (int i = 0; i < H; i++) o[i] = 0.0f;
+        for (int t = first; t < first + len; t++) {
+            const float *row = table + (size_t)ids[t] * H;
+#pragma omp simd
+            for (int i = 0; i < H; i++) o[i] += row[i];
+        }
+        for (int i = 0; i < H; i++) o[i] /= (float)len;
+    }
+}
+
 void eng_cpu_l2_normalize(float *x, int n_rows, int H) {
 #pragma omp parallel for schedule(static) if ((long)n_rows * H >= ENG_CPU_PAR_MIN)
     for (int r = 0; r < n_rows; r++) {

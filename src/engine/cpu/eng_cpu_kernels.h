@@ -111,6 +111,12 @@ void eng_cpu_pool_ref(float *out, const float *x, const int32_t *cu_seqlens, con
 void eng_cpu_pool(float *out, const float *x, const int32_t *cu_seqlens, const int32_t *skip, int n_seqs, int H,
                   posy_pooling mode);
 
+/* A static embedding model's forward pass (torch's EmbeddingBag, mode
+ * mean): out[s] = the mean of table rows ids[t] over sequence s's tokens
+ * (after its skip[s] leading ones when skip is given), table [*, H]. */
+void eng_cpu_static_mean(float *out, const float *table, int H, const int32_t *ids, const int32_t *cu_seqlens,
+                         const int32_t *skip, int n_seqs);
+
 /* x[r] /= max(||x[r]||_2, 1e-12) for each row (torch F.normalize). */
 void eng_cpu_l2_normalize_ref(float *x, int n_rows, int H);
 void eng_cpu_l2_normalize(float *x, int n_rows, int H);
