@@ -13,6 +13,11 @@ tests/fixtures/decoders/reference.json (transformers fp32).
                 auto falls back
   t5            T5's encoder, which has no GPU path: refused, auto falls
                 back
+  static        a sentence-transformers StaticEmbedding model
+                (tests/fixtures/static/st6): --device cuda refused ("runs on
+                the CPU only"), auto runs it on the CPU without trying the
+                GPU; its vectors (the ids sentence-transformers gave) must
+                match sentence-transformers' at the CPU bar
 
 Why: on a GPU machine `posy serve` picks the GPU by default, so a model the
 GPU path cannot take must still serve, on the CPU, rather than fail or
@@ -41,19 +46,49 @@ def cosines(got, want):
     return (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
 
 
+def write_seqs(path, seqs):
+    with open(path, "wb") as f:
+        f.write(struct.pack("<i", len(seqs)))
+        f.write(struct.pack("<%di" % len(seqs), *[len(s) for s in seqs]))
+        for s in seqs:
+            f.write(struct.pack("<%di" % len(s), *s))
+
+
+def static_case(api, work):
+    """The static model: refused on cuda, the CPU under auto (no GPU attempt), sentence-transformers'
+    vectors.  Returns the number of failures."""
+    model = os.path.join(ROOT, "..", "static", "st6")
+    exp = json.load(open(os.path.join(model, "expected.json")))
+    sb, out = os.path.join(work, "static-seqs.bin"), os.path.join(work, "static.bin")
+    write_seqs(sb, exp["ids"])
+    r = subprocess.run([api, model, sb, out, "cuda"], capture_output=True, text=True, timeout=300)
+    msg = (r.stdout + r.stderr).strip().splitlines()
+    ok = r.returncode != 0 and any("runs on the CPU only" in line for line in msg)
+    print("static --device cuda: rc %d, %s: %s" % (r.returncode, "refused as expected" if ok else "UNEXPECTED",
+                                                   msg[-1] if msg else ""))
+    failed = not ok
+    r = subprocess.run([api, model, sb, out, "auto"], capture_output=True, text=True, timeout=300)
+    if r.returncode != 0:
+        print("static --device auto: FAILED rc %d: %s" % (r.returncode, r.stderr.strip()[-400:]))
+        return failed + 1
+    got = np.fromfile(out, dtype=np.float32).reshape(len(exp["ids"]), -1).astype(np.float64)
+    cos = cosines(got, np.asarray(exp["embeddings"], dtype=np.float64))
+    on_cpu = any("static embedding model" in line and "on cpu" in line for line in r.stderr.splitlines())
+    tried_gpu = any("cuda backend" in line for line in r.stderr.splitlines())
+    print("static --device auto: on the CPU: %s, GPU tried: %s; min cosine vs sentence-transformers %.7f" %
+          ("yes" if on_cpu else "no", "yes" if tried_gpu else "no", cos.min()))
+    return failed + (not on_cpu or tried_gpu or cos.min() < 0.99999)
+
+
 def main():
     build, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
     ref = json.load(open(os.path.join(ROOT, "reference.json")))
     seqs = ref["sequences"]
     sb = os.path.join(work, "seqs.bin")
-    with open(sb, "wb") as f:
-        f.write(struct.pack("<i", len(seqs)))
-        f.write(struct.pack("<%di" % len(seqs), *[len(s) for s in seqs]))
-        for s in seqs:
-            f.write(struct.pack("<%di" % len(s), *s))
+    write_seqs(sb, seqs)
     api = os.path.join(build, "api_embed")
-    failed = 0
+    failed = static_case(api, work)
     for name, extra, refusal in CASES:
         label = name + "".join(" %s=%s" % kv for kv in extra.items())
         env = dict(os.environ, **extra)

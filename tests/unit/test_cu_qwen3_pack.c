@@ -14,6 +14,8 @@
  * - the bf16 rounding of known values (ties to even, NaN, inf, -0);
  * - the off switch: the backend refuses qwen3 when POSY_CUDA_QWEN3=0 (and
  *   says so), takes it otherwise, and refuses shapes its kernels lack;
+ * - the image filled a window at a time (as the upload does) equals the
+ *   whole fill byte for byte, at window sizes that split every tensor;
  * - Gemma 3 / ModernBERT (tests/fixtures/decoders/): their extra norms,
  *   biases and the sliding layers' rotary table in the image, and which
  *   of their shapes the check takes.
@@ -383,6 +385,51 @@ static void test_image_glu(void) {
     if (mb.ok) unload(&mb);
 }
 
+/* The image filled a window at a time, as the upload does (each window
+ * into its own buffer, then placed), is the whole fill byte for byte --
+ * windows of 256 bytes (splitting every tensor and rotary table), odd
+ * multiples of it, and one larger than the image; folded norms and the
+ * sliding layers' rotary too. */
+static void check_windows(const char *name, int fold) {
+    loaded m;
+    load(&m, name);
+    if (!m.ok) return;
+    eng_cu_q3_image im;
+    posy_err err;
+    posy_err_clear(&err);
+    CHECK_MSG(eng_cu_q3_plan(&im, &m.cfg, &m.w, 77, &err) == 0, "%s", err.msg);
+    im.fold_norms = fold;
+    char *whole = malloc(im.bytes), *win = malloc(im.bytes), *buf = malloc(im.bytes);
+    memset(whole, 0xab, im.bytes);
+    eng_cu_q3_fill(&im, &m.w, &m.cfg.rope, &m.cfg.rope_local, whole);
+    static const size_t sizes[] = {256, 768, 256 * 37, 1 << 16};
+    for (size_t k = 0; k <= sizeof sizes / sizeof sizes[0]; k++) {
+        const size_t step = k < sizeof sizes / sizeof sizes[0] ? sizes[k] : im.bytes + 256;
+        memset(win, 0xab, im.bytes);
+        for (size_t lo = 0; lo < im.bytes; lo += step) {
+            const size_t hi = lo + step < im.bytes ? lo + step : im.bytes;
+            memset(buf, 0xab, hi - lo);
+            eng_cu_q3_fill_window(&im, &m.w, &m.cfg.rope, &m.cfg.rope_local, buf, lo, hi);
+            memcpy(win + lo, buf, hi - lo);
+        }
+        CHECK_MSG(memcmp(whole, win, im.bytes) == 0, "%s fold %d: windows of %zu bytes differ from the whole fill",
+                  name, fold, step);
+    }
+    free(whole);
+    free(win);
+    free(buf);
+    eng_cu_q3_image_free(&im);
+    unload(&m);
+}
+
+static void test_image_windows(void) {
+    check_windows("causal", 0);
+    check_windows("causal", 1);
+    check_windows("bidir", 0);
+    check_windows("decoders/gemma3", 1);
+    check_windows("decoders/modernbert", 0);
+}
+
 static void test_bf16_rounding(void) {
     CHECK_EQ_INT(eng_cu_f2bf_bits(1.0f), 0x3f80);
     CHECK_EQ_INT(eng_cu_f2bf_bits(1.0f + 1.0f / 256), 0x3f80);     /* tie: to even (down) */
@@ -430,4 +477,4 @@ static void test_gate_and_shapes(void) {
 }
 
 TEST_MAIN(TEST(test_bf16_rounding), TEST(test_image_causal), TEST(test_image_bidir), TEST(test_image_fold),
-          TEST(test_rope_table), TEST(test_gate_and_shapes), TEST(test_image_glu))
+          TEST(test_rope_table), TEST(test_gate_and_shapes), TEST(test_image_glu), TEST(test_image_windows))

@@ -10,9 +10,9 @@
  * e2e_qwen3 against transformers at 28 layers, min cosine 0.99975 causal,
  * 0.99985 bidirectional).  POSY_CUDA_QWEN3=0 turns it off.
  *
- * Weights: one host image planned and filled by eng_cu_qwen3_pack.c (bf16
- * matrices with Q|K|V and gate|up stacked by the loader, fp32 norms, the
- * rotary cos/sin table), one cudaMalloc, one cudaMemcpy.
+ * Weights: one image planned by eng_cu_qwen3_pack.c (bf16 matrices with
+ * Q|K|V and gate|up stacked by the loader, fp32 norms, the rotary cos/sin
+ * table), one cudaMalloc, filled and copied 256 MiB at a time.
  *
  * Forward, as transformers' Qwen3Model (and the CPU engine,
  * eng_cpu_qwen3.c) computes it; x is the residual stream, h a normed copy:
@@ -89,6 +89,8 @@ int eng_cu_qwen3_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err) {
     return 0;
 }
 
+#define Q3_UPLOAD_WINDOW ((size_t)256 << 20) /* a multiple of 256, as eng_cu_q3_fill_window wants */
+
 int eng_cu_qwen3_upload(eng_cu_model *m, const eng_config *cfg, const eng_qwen3_weights *w, posy_err *err) {
     /* a position within a sequence is < the model's limit and < the bucket */
     m->rope_rows = m->max_pos < m->max_tokens ? m->max_pos : m->max_tokens;
@@ -106,14 +108,21 @@ int eng_cu_qwen3_upload(eng_cu_model *m, const eng_config *cfg, const eng_qwen3_
                             "cuda backend: weights need %.1f MiB of GPU memory, %.1f MiB free: %s",
                             m->wbytes / 1048576.0, free_b / 1048576.0, cudaGetErrorString(ce));
     }
-    char *img = (char *)malloc(m->wbytes);
-    if (!img) {
+    /* through a buffer of one window, not a host copy of the whole image:
+     * the host then holds the fp32 weights and 256 MiB at most, instead of
+     * 1.5x the fp32 size (a 7B decoder: ~28 GB instead of ~42) */
+    const size_t win = m->wbytes < Q3_UPLOAD_WINDOW ? m->wbytes : Q3_UPLOAD_WINDOW;
+    char *buf = (char *)malloc(win);
+    if (!buf) {
         eng_cu_q3_image_free(&im);
-        return posy_err_set(err, POSY_E_NOMEM, "cuda backend: host image of %zu bytes", m->wbytes);
+        return posy_err_set(err, POSY_E_NOMEM, "cuda backend: upload buffer of %zu bytes", win);
     }
-    eng_cu_q3_fill(&im, w, &cfg->rope, &cfg->rope_local, img);
-    ce = cudaMemcpy(m->wmem, img, m->wbytes, cudaMemcpyHostToDevice);
-    free(img);
+    for (size_t lo = 0; lo < m->wbytes && ce == cudaSuccess; lo += win) {
+        const size_t hi = lo + win < m->wbytes ? lo + win : m->wbytes;
+        eng_cu_q3_fill_window(&im, w, &cfg->rope, &cfg->rope_local, buf, lo, hi);
+        ce = cudaMemcpy((char *)m->wmem + lo, buf, hi - lo, cudaMemcpyHostToDevice);
+    }
+    free(buf);
     char *base = (char *)m->wmem;
     m->word = (bf16 *)(base + im.embed);
     m->emb_g = (float *)(base + im.norm);

@@ -4,6 +4,9 @@
  * One walk (q3_walk) both plans and fills: with host == NULL it only
  * advances the offsets, with a buffer it also writes, so the two passes
  * cannot disagree -- the same pattern as the BERT upload in eng_cu_model.cu.
+ * A fill writes only the image bytes of its window [lo, hi) (host holds
+ * those bytes): each placement converts just the elements that fall in
+ * it, so the upload can go through a small buffer a window at a time.
  */
 #include "eng_cu_qwen3_pack.h"
 #include "eng_cu_bf16.h"
@@ -64,9 +67,22 @@ int eng_cu_q3_check(const eng_config *cfg, posy_err *err) {
 }
 
 typedef struct q3_walker {
-    char *host;      /* NULL: plan only */
+    char *host;      /* NULL: plan only; else image bytes [lo, hi) */
     size_t off;
+    size_t lo, hi;   /* the window written (multiples of 256, as every placement's offset) */
 } q3_walker;
+
+/* Elements [*i0, *i1) of n elements of es bytes placed at `at` that lie in
+ * the window; 0 when none (or when only planning). */
+static int q3_span(const q3_walker *w, size_t at, size_t n, size_t es, size_t *i0, size_t *i1) {
+    if (!w->host || at >= w->hi || at + n * es <= w->lo) return 0;
+    *i0 = at >= w->lo ? 0 : (w->lo - at) / es;
+    *i1 = at + n * es <= w->hi ? n : (w->hi - at) / es;
+    return *i1 > *i0;
+}
+
+/* Where element i of the placement at `at` goes in the window's buffer. */
+static void *q3_dst(const q3_walker *w, size_t at, size_t i, size_t es) { return w->host + (at + i * es - w->lo); }
 
 static size_t q3_take(q3_walker *w, size_t bytes) {
     w->off = (w->off + 255) & ~(size_t)255;
@@ -77,13 +93,13 @@ static size_t q3_take(q3_walker *w, size_t bytes) {
 
 /* Place n values from src: as bf16 bits, or as fp32 when f32. */
 static size_t q3_put(q3_walker *w, const float *src, size_t n, int f32) {
-    size_t at = q3_take(w, n * (f32 ? 4 : 2));
-    if (w->host && src) {
+    size_t at = q3_take(w, n * (f32 ? 4 : 2)), i0, i1;
+    if (src && q3_span(w, at, n, f32 ? 4 : 2, &i0, &i1)) {
         if (f32) {
-            memcpy(w->host + at, src, n * 4);
+            memcpy(q3_dst(w, at, i0, 4), src + i0, (i1 - i0) * 4);
         } else {
-            uint16_t *d = (uint16_t *)(void *)(w->host + at);
-            for (size_t i = 0; i < n; i++) d[i] = eng_cu_f2bf_bits(src[i]);
+            uint16_t *d = (uint16_t *)q3_dst(w, at, i0, 2);
+            for (size_t i = i0; i < i1; i++) d[i - i0] = eng_cu_f2bf_bits(src[i]);
         }
     }
     return at;
@@ -92,20 +108,39 @@ static size_t q3_put(q3_walker *w, const float *src, size_t n, int f32) {
 /* Place a [rows, cols] matrix as bf16 with column k scaled by g[k] first
  * (one rounding of the fp32 product): an RMSNorm's weights folded in. */
 static size_t q3_put_scaled(q3_walker *w, const float *src, size_t rows, size_t cols, const float *g) {
-    size_t at = q3_take(w, rows * cols * 2);
-    if (w->host && src) {
-        uint16_t *d = (uint16_t *)(void *)(w->host + at);
-        for (size_t r = 0; r < rows; r++)
-            for (size_t k = 0; k < cols; k++) d[r * cols + k] = eng_cu_f2bf_bits(src[r * cols + k] * g[k]);
+    size_t at = q3_take(w, rows * cols * 2), i0, i1;
+    if (src && q3_span(w, at, rows * cols, 2, &i0, &i1)) {
+        uint16_t *d = (uint16_t *)q3_dst(w, at, i0, 2);
+        for (size_t i = i0; i < i1; i++) d[i - i0] = eng_cu_f2bf_bits(src[i] * g[i % cols]);
     }
     return at;
 }
 
 /* Place n fp32 ones: the norm weights once they are folded into W. */
 static size_t q3_put_ones(q3_walker *w, size_t n) {
-    size_t at = q3_take(w, n * 4);
-    if (w->host)
-        for (size_t i = 0; i < n; i++) ((float *)(void *)(w->host + at))[i] = 1.0f;
+    size_t at = q3_take(w, n * 4), i0, i1;
+    if (q3_span(w, at, n, 4, &i0, &i1)) {
+        float *d = (float *)q3_dst(w, at, i0, 4);
+        for (size_t i = i0; i < i1; i++) d[i - i0] = 1.0f;
+    }
+    return at;
+}
+
+/* A rotary table of the image's rows, the window's elements only: element
+ * i = (p * head_dim/2 + f) * 2 + c is cos (c 0) or sin (c 1) of frequency
+ * f at position p, the same expressions as eng_cu_q3_rope_table. */
+static size_t q3_put_rope(q3_walker *w, const eng_cu_q3_image *im, const eng_rope *rope) {
+    const size_t d = (size_t)im->head_dim, n = (size_t)im->rope_rows * d;
+    size_t at = q3_take(w, n * 4), i0, i1;
+    float inv[512];
+    if (rope && d / 2 <= 512 && q3_span(w, at, n, 4, &i0, &i1)) {
+        eng_rope_inv_freq(inv, im->head_dim, rope);
+        float *o = (float *)q3_dst(w, at, i0, 4);
+        for (size_t i = i0; i < i1; i++) {
+            const float a = inv[(i % d) / 2] * (float)(i / d);
+            o[i - i0] = (i & 1) ? (float)sin((double)a) : (float)cos((double)a);
+        }
+    }
     return at;
 }
 
@@ -123,15 +158,8 @@ static void q3_walk(eng_cu_q3_image *im, const eng_qwen3_weights *wt, const eng_
     im->norm_b = q3_put_opt(w, wt->norm_b, H);
     im->emb_norm = q3_put_opt(w, wt->emb_norm, H);
     im->emb_norm_b = q3_put_opt(w, wt->emb_norm_b, H);
-    im->rope = q3_take(w, (size_t)im->rope_rows * d * 4);
-    if (w->host) eng_cu_q3_rope_table((float *)(void *)(w->host + im->rope), im->rope_rows, im->head_dim, rope);
-    im->rope_local = ENG_CU_Q3_NONE;
-    if (im->local_rope) {
-        im->rope_local = q3_take(w, (size_t)im->rope_rows * d * 4);
-        if (w->host && rope_local)
-            eng_cu_q3_rope_table((float *)(void *)(w->host + im->rope_local), im->rope_rows, im->head_dim,
-                                 rope_local);
-    }
+    im->rope = q3_put_rope(w, im, rope);
+    im->rope_local = im->local_rope ? q3_put_rope(w, im, rope_local) : ENG_CU_Q3_NONE;
     for (int l = 0; l < im->L; l++) {
         const eng_qwen3_layer *s = &wt->layers[l];
         eng_cu_q3_layer_off *o = &im->layers[l];
@@ -172,15 +200,20 @@ int eng_cu_q3_plan(eng_cu_q3_image *im, const eng_config *cfg, const eng_qwen3_w
     im->layers = (eng_cu_q3_layer_off *)calloc((size_t)im->L ? (size_t)im->L : 1, sizeof *im->layers);
     if (!im->layers) return posy_err_set(err, POSY_E_NOMEM, "cuda backend: qwen3 layer table");
     im->local_rope = cfg->gemma || cfg->modernbert; /* the sliding layers' own rotary */
-    q3_walker wk = {NULL, 0};
+    q3_walker wk = {NULL, 0, 0, 0};
     q3_walk(im, w, NULL, NULL, &wk); /* no host: nothing written, the rotary not read */
     return 0;
 }
 
 void eng_cu_q3_fill(eng_cu_q3_image *im, const eng_qwen3_weights *w, const eng_rope *rope,
                     const eng_rope *rope_local, void *host) {
-    q3_walker wk = {(char *)host, 0};
-    q3_walk(im, w, rope, rope_local, &wk); /* recomputes the planned offsets, and writes */
+    eng_cu_q3_fill_window(im, w, rope, rope_local, host, 0, im->bytes);
+}
+
+void eng_cu_q3_fill_window(eng_cu_q3_image *im, const eng_qwen3_weights *w, const eng_rope *rope,
+                           const eng_rope *rope_local, void *dst, size_t lo, size_t hi) {
+    q3_walker wk = {(char *)dst, 0, lo, hi};
+    q3_walk(im, w, rope, rope_local, &wk); /* recomputes the planned offsets, and writes the window's bytes */
 }
 
 void eng_cu_q3_image_free(eng_cu_q3_image *im) {

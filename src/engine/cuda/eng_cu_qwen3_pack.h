@@ -2,7 +2,8 @@
  * plain C (no CUDA types) so that a CPU-only build can unit-test it
  * (tests/unit/test_cu_qwen3_pack.c).
  *
- * The CUDA backend uploads a model in one cudaMemcpy of one host image.
+ * The CUDA backend uploads a model as one device image, filled through a
+ * host buffer a window at a time (eng_cu_q3_fill_window).
  * For Qwen3 that image holds, at 256-byte aligned offsets:
  *   embed        bf16 [vocab, H]
  *   norm         fp32 [H]                  final RMSNorm
@@ -80,6 +81,13 @@ int eng_cu_q3_plan(eng_cu_q3_image *im, const eng_config *cfg, const eng_qwen3_w
  * recomputes the planned offsets on the way). */
 void eng_cu_q3_fill(eng_cu_q3_image *im, const eng_qwen3_weights *w, const eng_rope *rope,
                     const eng_rope *rope_local, void *host);
+/* The same, bytes [lo, hi) of the image only, into dst[0 .. hi - lo):
+ * lo and hi multiples of 256 (hi may be im->bytes).  A sequence of windows
+ * covering the image writes what one fill writes, byte for byte, so the
+ * upload needs a buffer of one window instead of the whole image; the
+ * alignment gaps between placements are left as they were. */
+void eng_cu_q3_fill_window(eng_cu_q3_image *im, const eng_qwen3_weights *w, const eng_rope *rope,
+                           const eng_rope *rope_local, void *dst, size_t lo, size_t hi);
 void eng_cu_q3_image_free(eng_cu_q3_image *im);
 
 /* out[(p * head_dim/2 + i) * 2 + {0, 1}] = cos, sin of the rotary angle of
