@@ -371,7 +371,8 @@ static void tokenize_response(gw_call *c, const gw_embed_req *r) {
             gw_call_fail(c, 422, GW_F_VALIDATION, "invalid_input", "/tokenize takes strings, input %d is not one", i);
             return;
         }
-        tok_opts o = {.add_special = r->add_special, .max_len = 0};
+        /* unsaid: as the model embeds (a static embedding model: without special tokens) */
+        tok_opts o = {.add_special = r->add_special >= 0 ? r->add_special : !m->cfg || m->cfg->add_special, .max_len = 0};
         posy_err err;
         posy_err_clear(&err);
         if (tok_encode(m->tok, in->text, in->len, &o, &tl_enc, &err)) {

@@ -152,7 +152,7 @@ int gw_parse_body(const char *body, size_t len, int openai, int route_tokenize, 
                   int default_truncate, json_t **doc, gw_embed_req *r, gw_perr *pe) {
     memset(r, 0, sizeof *r);
     r->normalize = 1;
-    r->add_special = 1;
+    r->add_special = -1;
     r->truncate = default_truncate;
     json_error_t je;
     json_t *o = json_loadb(body, len, JSON_DECODE_ANY, &je);

@@ -75,7 +75,8 @@ static void fuzz_check_ok(const gw_embed_req *r, json_t *doc, int openai, int ma
     if (r->dims < 0 || r->dims > 1 << 30) abort();
     if ((unsigned)r->enc.dtype > POSY_VEC_UBINARY) abort();
     if (r->dir != TOK_TRUNC_LEFT && r->dir != TOK_TRUNC_RIGHT) abort();
-    if ((r->normalize | r->truncate | r->chunked | r->add_special | r->base64 | r->similarity) & ~1) abort();
+    if ((r->normalize | r->truncate | r->chunked | r->base64 | r->similarity) & ~1) abort();
+    if (r->add_special < -1 || r->add_special > 1) abort();
     if (r->prompt_name) fuzz_sink += strlen(r->prompt_name);
 }
 

@@ -89,6 +89,17 @@ def test_static_server(servers, name):
         assert st == 422 and "no tokens" in info["error"], info
 
 
+def test_static_tokenize_route(servers):
+    """/tokenize says what the model embeds: no special tokens unless the request asks for them."""
+    url, exp = servers["st6"], expected("st6")
+    st, toks = post(url, "/tokenize", {"inputs": exp["texts"][0]})
+    assert st == 200, toks
+    assert [t["id"] for t in toks[0]] == exp["ids"][0] and not any(t["special"] for t in toks[0]), toks
+    st, toks = post(url, "/tokenize", {"inputs": exp["texts"][0], "add_special_tokens": True})
+    assert st == 200, toks
+    assert toks[0][0]["special"] and toks[0][-1]["special"] and len(toks[0]) == len(exp["ids"][0]) + 2, toks
+
+
 def test_static_info_and_long_input(servers):
     """st6 has no limit of its own (sentence-transformers truncates nothing): posy's is the CPU's
     default batch, 16384 tokens, and a text of 11000 tokens is embedded whole, as the mean of all
