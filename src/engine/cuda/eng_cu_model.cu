@@ -4,9 +4,11 @@
  *
  * Weights: the host holds fp32 (the front's eng_bert_weights); here each
  * matrix and bias becomes bf16 and each norm parameter stays fp32, laid out
- * in one host image by a bump allocator and copied to one device allocation
- * in one cudaMemcpy.  The same bump allocator, run with a NULL base, sizes
- * the image first, so sizing and placing cannot disagree.
+ * in one image by a bump allocator: one device allocation, filled 256 MiB
+ * at a time through one host buffer (each pass places everything and
+ * writes what falls in its window, eng_cu_window.h).  The same bump
+ * allocator, run with nothing to write, sizes the image first, so sizing
+ * and placing cannot disagree.
  *
  * Forward, per layer: qkv = X Wqkv^T + b; ctx = attention(qkv); y = ctx
  * Wo^T + b + X; X = LN(y); inter = gelu(X Wup^T + b); y = inter Wdown^T
@@ -26,6 +28,7 @@
 #include "eng_cu_model.h"
 #include "eng_cu_race.h"
 #include "eng_relpos.h"
+#include "eng_cu_window.h"
 extern "C" {
 #include "posy_log.h"
 }
@@ -64,19 +67,31 @@ eng_cu_in_layout eng_cu_in_layout_for(int tokens, int seqs) {
 /* ---- weights ---------------------------------------------------------------- */
 
 typedef struct wplan {
-    bump dev, host;  /* same offsets: host image base and device base */
+    bump dev;        /* device base (NULL while sizing) and the image offset */
+    char *buf;       /* NULL: plan only; else the image's bytes [lo, hi) (eng_cu_window.h) */
+    size_t lo, hi;
 } wplan;
 
-/* Place n values; on the host image write them as bf16 (or fp32 if f32). */
+/* Place n values; the elements in the window go into buf as bf16 (or fp32 if f32). */
 static void *put(wplan *p, const float *src, size_t n, int f32) {
-    void *h = take(&p->host, n * (f32 ? 4 : 2));
-    void *d = take(&p->dev, n * (f32 ? 4 : 2));
-    if (h && src) {
-        if (f32) memcpy(h, src, n * 4);
+    const size_t es = f32 ? 4 : 2;
+    void *d = take(&p->dev, n * es);
+    const size_t at = p->dev.off - n * es;
+    size_t i0, i1;
+    if (p->buf && src && eng_cu_window_span(p->lo, p->hi, at, n, es, &i0, &i1)) {
+        char *h = p->buf + (at + i0 * es - p->lo);
+        if (f32) memcpy(h, src + i0, (i1 - i0) * 4);
         else
-            for (size_t i = 0; i < n; i++) ((uint16_t *)h)[i] = eng_cu_f2bf_bits(src[i]);
+            for (size_t i = i0; i < i1; i++) ((uint16_t *)(void *)h)[i - i0] = eng_cu_f2bf_bits(src[i]);
     }
     return d;
+}
+
+/* Does anything placed from the next aligned offset on, `bytes` long (plus
+ * alignment), touch the window?  Lets a fold skip its work outside it. */
+static int in_window(const wplan *p, size_t bytes) {
+    const size_t at = (p->dev.off + 255) & ~(size_t)255;
+    return p->buf && at < p->hi && at + bytes > p->lo;
 }
 
 /* ln_rows: W (n x k, fp32) with the LayerNorm (g, beta) before it folded:
@@ -86,7 +101,8 @@ static void *put(wplan *p, const float *src, size_t n, int f32) {
 static void put_folded(wplan *p, const float *W, const float *b, const float *g, const float *beta, size_t n,
                        size_t k, float *scratch, bf16 **wf, bf16 **bf, float **cs) {
     float *bs = scratch ? scratch + n * k : NULL, *c = scratch ? bs + n : NULL;
-    if (scratch && W) {
+    const int fill = scratch && W && in_window(p, n * k * 2 + n * 2 + n * 4 + 3 * 256);
+    if (fill) {
         for (size_t r = 0; r < n; r++) {
             double bb = b ? b[r] : 0.0, sum = 0.0;
             for (size_t j = 0; j < k; j++) {
@@ -99,9 +115,9 @@ static void put_folded(wplan *p, const float *W, const float *b, const float *g,
             c[r] = (float)sum;
         }
     }
-    *wf = (bf16 *)put(p, scratch && W ? scratch : NULL, n * k, 0);
-    *bf = (bf16 *)put(p, scratch && W ? bs : NULL, n, 0);
-    *cs = (float *)put(p, scratch && W ? c : NULL, n, 1);
+    *wf = (bf16 *)put(p, fill ? scratch : NULL, n * k, 0);
+    *bf = (bf16 *)put(p, fill ? bs : NULL, n, 0);
+    *cs = (float *)put(p, fill ? c : NULL, n, 1);
 }
 
 static void plan_weights(eng_cu_model *m, wplan *p, const eng_bert_weights *w, float *scratch) {
@@ -116,7 +132,7 @@ static void plan_weights(eng_cu_model *m, wplan *p, const eng_bert_weights *w, f
         /* MPNet: the relative position bias per head and distance, divided
          * by the softmax scale as the attention kernel adds it (eng_cu_attn_args.rel) */
         const size_t n = (size_t)m->heads * eng_relpos_span(m->max_pos);
-        float *tab = p->host.base ? (float *)malloc(n * sizeof(float)) : NULL;
+        float *tab = in_window(p, n * sizeof(float)) ? (float *)malloc(n * sizeof(float)) : NULL;
         if (tab) eng_relpos_expand(tab, w->rel_bias, m->heads, m->max_pos, sqrtf((float)m->head_dim));
         m->rel = (float *)put(p, tab, n, 1);
         free(tab);
@@ -196,7 +212,7 @@ int eng_cu_model_fail(posy_err *err, const char *what, cudaError_t ce) {
 }
 
 static int upload_weights(eng_cu_model *m, const eng_bert_weights *w, posy_err *err) {
-    wplan p = {{NULL, 0}, {NULL, 0}};
+    wplan p = {{NULL, 0}, NULL, 0, 0};
     plan_weights(m, &p, w, NULL);
     m->wbytes = p.dev.off;
     size_t free_b = 0, total_b = 0;
@@ -208,21 +224,25 @@ static int upload_weights(eng_cu_model *m, const eng_bert_weights *w, posy_err *
                             "cuda backend: weights need %.1f MiB of GPU memory, %.1f MiB free: %s",
                             m->wbytes / 1048576.0, free_b / 1048576.0, cudaGetErrorString(ce));
     }
-    char *img = (char *)malloc(m->wbytes);
+    /* a window of the image at a time through one buffer, not the whole image on the host */
+    const size_t win = m->wbytes < eng_cu_upload_window() ? m->wbytes : eng_cu_upload_window();
+    char *buf = (char *)malloc(win);
     /* ln_rows / chain_ln: the folding's fp32 scratch, the largest matrix folded (up or QKV) and its two vectors */
     const size_t big = (size_t)(m->I > 3 * m->H ? m->I : 3 * m->H);
     const int folds = m->ln_rows || m->chain_ln;
     float *scratch = folds ? (float *)malloc((big * m->H + 2 * big) * sizeof(float)) : NULL;
-    if (!img || (folds && !scratch)) {
-        free(img);
+    if (!buf || (folds && !scratch)) {
+        free(buf);
         free(scratch);
-        return posy_err_set(err, POSY_E_NOMEM, "cuda backend: host image of %zu bytes", m->wbytes);
+        return posy_err_set(err, POSY_E_NOMEM, "cuda backend: upload buffer of %zu bytes", win);
     }
-    p.dev.base = (char *)m->wmem; p.dev.off = 0;
-    p.host.base = img; p.host.off = 0;
-    plan_weights(m, &p, w, scratch);
-    ce = cudaMemcpy(m->wmem, img, m->wbytes, cudaMemcpyHostToDevice);
-    free(img);
+    for (size_t lo = 0; lo < m->wbytes && ce == cudaSuccess; lo += win) {
+        p.dev.base = (char *)m->wmem; p.dev.off = 0;
+        p.buf = buf; p.lo = lo; p.hi = lo + win < m->wbytes ? lo + win : m->wbytes;
+        plan_weights(m, &p, w, scratch);
+        ce = cudaMemcpy((char *)m->wmem + lo, buf, p.hi - lo, cudaMemcpyHostToDevice);
+    }
+    free(buf);
     free(scratch);
     return ce == cudaSuccess ? 0 : eng_cu_model_fail(err, "weights upload", ce);
 }

@@ -56,6 +56,7 @@
  */
 #include "eng_cu_model.h"
 #include "eng_cu_qwen3_pack.h"
+#include "eng_cu_window.h"
 #include "eng_cu_race.h"
 #include <math.h>
 #include <stdlib.h>
@@ -89,8 +90,6 @@ int eng_cu_qwen3_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err) {
     return 0;
 }
 
-#define Q3_UPLOAD_WINDOW ((size_t)256 << 20) /* a multiple of 256, as eng_cu_q3_fill_window wants */
-
 int eng_cu_qwen3_upload(eng_cu_model *m, const eng_config *cfg, const eng_qwen3_weights *w, posy_err *err) {
     /* a position within a sequence is < the model's limit and < the bucket */
     m->rope_rows = m->max_pos < m->max_tokens ? m->max_pos : m->max_tokens;
@@ -111,7 +110,7 @@ int eng_cu_qwen3_upload(eng_cu_model *m, const eng_config *cfg, const eng_qwen3_
     /* through a buffer of one window, not a host copy of the whole image:
      * the host then holds the fp32 weights and 256 MiB at most, instead of
      * 1.5x the fp32 size (a 7B decoder: ~28 GB instead of ~42) */
-    const size_t win = m->wbytes < Q3_UPLOAD_WINDOW ? m->wbytes : Q3_UPLOAD_WINDOW;
+    const size_t win = m->wbytes < eng_cu_upload_window() ? m->wbytes : eng_cu_upload_window();
     char *buf = (char *)malloc(win);
     if (!buf) {
         eng_cu_q3_image_free(&im);

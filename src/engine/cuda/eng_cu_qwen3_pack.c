@@ -10,6 +10,7 @@
  */
 #include "eng_cu_qwen3_pack.h"
 #include "eng_cu_bf16.h"
+#include "eng_cu_window.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -75,10 +76,7 @@ typedef struct q3_walker {
 /* Elements [*i0, *i1) of n elements of es bytes placed at `at` that lie in
  * the window; 0 when none (or when only planning). */
 static int q3_span(const q3_walker *w, size_t at, size_t n, size_t es, size_t *i0, size_t *i1) {
-    if (!w->host || at >= w->hi || at + n * es <= w->lo) return 0;
-    *i0 = at >= w->lo ? 0 : (w->lo - at) / es;
-    *i1 = at + n * es <= w->hi ? n : (w->hi - at) / es;
-    return *i1 > *i0;
+    return w->host && eng_cu_window_span(w->lo, w->hi, at, n, es, i0, i1);
 }
 
 /* Where element i of the placement at `at` goes in the window's buffer. */
