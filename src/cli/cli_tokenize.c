@@ -224,7 +224,8 @@ static tok_tokenizer *open_model(const char *path, int *special) {
     *special = 1;
     if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) {
         if (eng_model_tokenizer_file(path, file, sizeof file, special)) {
-            fprintf(stderr, "posy tokenize: --model path too long\n");
+            fprintf(stderr, "posy tokenize: %s: the path is too long, or modules.json's StaticEmbedding folder "
+                    "leaves the model directory\n", path);
             return NULL;
         }
         path = file;

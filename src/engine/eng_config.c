@@ -572,8 +572,8 @@ int eng_config_load(eng_config *c, const char *model_dir, posy_err *err) {
     c->pool_include_prompt = 1;
     c->add_special = 1;
     char rel[256];
-    int rc = eng_config_static_probe(model_dir, rel, sizeof rel) ? eng_config_load_static(c, model_dir, rel, err)
-                                                                   : cfg_load_main(c, model_dir, err);
+    const int st = eng_config_static_probe(model_dir, rel, sizeof rel);
+    int rc = st ? eng_config_load_static(c, model_dir, rel, st > 0, err) : cfg_load_main(c, model_dir, err);
     if (!rc) rc = eng_config_load_st(c, model_dir, err);
     if (rc) eng_config_free(c);
     return rc;

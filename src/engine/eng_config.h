@@ -110,15 +110,19 @@ const char *eng_config_prompt(const eng_config *c, const char *name);
 int eng_config_load_st(eng_config *c, const char *model_dir, posy_err *err);
 
 /* eng_config_static.c.  1 when modules.json's first module is a
- * StaticEmbedding (its folder copied to rel[cap]); 0 otherwise, including
- * when modules.json is missing or broken (eng_config_load reports that). */
+ * StaticEmbedding (its folder copied to rel[cap]); -1 when it is one whose
+ * folder leaves the model directory or does not fit rel; 0 otherwise,
+ * including when modules.json is missing or broken (eng_config_load
+ * reports that). */
 int eng_config_static_probe(const char *model_dir, char *rel, size_t cap);
-/* Fill c for a StaticEmbedding model whose module folder is `rel`. */
-int eng_config_load_static(eng_config *c, const char *model_dir, const char *rel, posy_err *err);
+/* Fill c for a StaticEmbedding model whose module folder is `rel` (rel_ok:
+ * the probe found it usable; else a refusal that names it). */
+int eng_config_load_static(eng_config *c, const char *model_dir, const char *rel, int rel_ok, posy_err *err);
 /* The tokenizer.json a model directory's text goes through (the
  * StaticEmbedding module's own for static models) and whether its special
- * tokens are added; for callers without an eng_config (posy tokenize, the
- * worker's fingerprint).  0, or -1 when the path is too long. */
+ * tokens are added; for callers without an eng_config (posy tokenize).  0,
+ * or -1 when the path is too long or the module's folder leaves the
+ * directory. */
 int eng_model_tokenizer_file(const char *model_dir, char *out, size_t cap, int *add_special);
 
 #endif

@@ -51,7 +51,8 @@ int eng_config_static_probe(const char *dir, char *rel, size_t cap) {
         const char *type = json_string_value(json_object_get(m, "type"));
         const char *p = json_string_value(json_object_get(m, "path"));
         if (type && static_type(type)) {
-            found = 1;
+            /* a folder inside the model directory: no absolute path, no "..", one that fits */
+            found = !p || (p[0] != '/' && !strstr(p, "..") && strlen(p) < cap) ? 1 : -1;
             snprintf(rel, cap, "%s", p ? p : "");
         }
     }
@@ -63,6 +64,7 @@ int eng_model_tokenizer_file(const char *dir, char *out, size_t cap, int *add_sp
     char rel[256], sub[1024];
     int st = eng_config_static_probe(dir, rel, sizeof rel);
     if (add_special) *add_special = !st;
+    if (st < 0) return -1;
     if (!st) return posy_path_join(out, cap, dir, "tokenizer.json");
     return posy_path_join(sub, sizeof sub, dir, rel) || posy_path_join(out, cap, sub, "tokenizer.json");
 }
@@ -113,11 +115,11 @@ static int static_sizes(eng_config *c, const char *moddir, posy_err *err) {
     return rc;
 }
 
-int eng_config_load_static(eng_config *c, const char *dir, const char *rel, posy_err *err) {
+int eng_config_load_static(eng_config *c, const char *dir, const char *rel, int rel_ok, posy_err *err) {
     char moddir[1024];
-    if (rel[0] == '/' || strstr(rel, "..") || strlen(rel) >= sizeof c->static_dir)
-        return posy_err_set(err, POSY_E_INVALID, "%s/modules.json: StaticEmbedding path '%s' leaves the model directory",
-                            dir, rel);
+    if (!rel_ok || strlen(rel) >= sizeof c->static_dir)
+        return posy_err_set(err, POSY_E_INVALID, "%s/modules.json: StaticEmbedding path '%.200s' leaves the model "
+                            "directory or is over 255 bytes", dir, rel);
     if (posy_path_join(moddir, sizeof moddir, dir, rel))
         return posy_err_set(err, POSY_E_INVALID, "%s/%s: path too long", dir, rel);
     snprintf(c->static_dir, sizeof c->static_dir, "%s", rel);

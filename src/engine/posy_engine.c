@@ -148,13 +148,16 @@ posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opt
         return NULL;
     }
     if (e->opts.attention != POSY_ATTN_MODEL) e->cfg.info.causal = e->opts.attention == POSY_ATTN_CAUSAL;
-    char wdir[1024];   /* a static model's weights are in its module's folder */
-    if (posy_path_join(wdir, sizeof wdir, model_dir, e->cfg.static_dir)) {
+    char sdir[1024];   /* a static model's weights are in its module's folder */
+    if (e->cfg.static_emb && posy_path_join(sdir, sizeof sdir, model_dir, e->cfg.static_dir)) {
         posy_err_set(err, POSY_E_INVALID, "%s/%s: path too long", model_dir, e->cfg.static_dir);
         engine_free(e, STAGE_CONFIG);
         return NULL;
     }
-    if (eng_st_open_dir(&e->st, wdir, err) != 0) { engine_free(e, STAGE_CONFIG); return NULL; }
+    if (eng_st_open_dir(&e->st, e->cfg.static_emb ? sdir : model_dir, err) != 0) {
+        engine_free(e, STAGE_CONFIG);
+        return NULL;
+    }
     int is_qwen3 = !strcmp(e->cfg.info.arch, "qwen3");
     if ((e->cfg.static_emb ? eng_static_weights_load(&e->stat, &e->cfg, &e->st, err)
          : is_qwen3        ? eng_qwen3_weights_load(&e->qwen3, &e->cfg, &e->st, err)

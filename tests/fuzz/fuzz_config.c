@@ -102,7 +102,7 @@ static void fuzz_check_static(const eng_config *c) {
     if (in->hidden < 1 || in->vocab < 1 || in->layers || in->heads || strcmp(in->arch, "static") || c->add_special)
         abort();
     if (in->pooling != POSY_POOL_MEAN || c->t5 || c->gemma || c->modernbert || c->qk_norm || c->do_lower_case) abort();
-    if (in->max_seq_len < 1 || in->max_seq_len > in->max_positions || strstr(c->static_dir, "..")) abort();
+    if (in->max_seq_len < 1 || in->max_seq_len > in->max_positions || strstr(c->static_dir, "..") || c->static_dir[0] == '/') abort();
     for (int i = 0; i < c->n_dense; i++)
         if (c->dense[i].in != (i ? c->dense[i - 1].out : in->hidden) || c->dense[i].out < 1) abort();
     if (in->dim != (c->n_dense ? c->dense[c->n_dense - 1].out : in->hidden)) abort();

@@ -269,6 +269,11 @@ static void test_refusals(void) {
     put_st("0_StaticEmbedding/model.safetensors", TABLE_HDR, TABLE, sizeof TABLE);
     put("modules.json", "[{\"type\":\"sentence_transformers.models.StaticEmbedding\",\"path\":\"../x\"}]");
     expect_cfg_fail("StaticEmbedding path '../x' leaves the model directory", NULL);
+    char tp[1024];
+    CHECK_EQ_INT(eng_model_tokenizer_file(g_dir, tp, sizeof tp, NULL), -1);   /* nor is its tokenizer read */
+    put("modules.json", "[{\"type\":\"sentence_transformers.models.StaticEmbedding\",\"path\":\"/etc\"}]");
+    expect_cfg_fail("StaticEmbedding path '/etc' leaves the model directory", NULL);
+    CHECK_EQ_INT(eng_model_tokenizer_file(g_dir, tp, sizeof tp, NULL), -1);
     put("modules.json", "[{\"type\":\"sentence_transformers.models.StaticEmbedding\",\"path\":\"0_StaticEmbedding\"},"
                         "{\"type\":\"sentence_transformers.models.Pooling\",\"path\":\"1_Pooling\"}]");
     put("1_Pooling/config.json", "{\"pooling_mode_mean_tokens\":true}");
