@@ -561,6 +561,7 @@ static int cfg_load_main(eng_config *c, const char *dir, posy_err *err) {
            : fam == FAM_DISTILBERT ? cfg_distilbert(c, root, path, err)
            : cfg_bert(c, root, path, fam, err);
     }
+    if (!rc) rc = eng_config_rerank_check(c, root, path, err);
     json_decref(root);
     return rc;
 }
@@ -575,6 +576,7 @@ int eng_config_load(eng_config *c, const char *model_dir, posy_err *err) {
     const int st = eng_config_static_probe(model_dir, rel, sizeof rel);
     int rc = st ? eng_config_load_static(c, model_dir, rel, st > 0, err) : cfg_load_main(c, model_dir, err);
     if (!rc) rc = eng_config_load_st(c, model_dir, err);
+    if (!rc && c->rerank) eng_config_rerank_head(c);
     if (rc) eng_config_free(c);
     return rc;
 }

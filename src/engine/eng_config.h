@@ -30,6 +30,9 @@ typedef struct eng_dense_cfg {
     char path[256];              /* the module folder, relative to the model directory */
     int in, out, bias;
     eng_dense_act act;
+    /* a reranker's head (eng_config_rerank.c): the tensors' names in the
+     * model's own checkpoint instead of <path>/model.safetensors; "" else */
+    char wname[64], bname[64];
 } eng_dense_cfg;
 
 typedef struct eng_prompt {
@@ -92,6 +95,12 @@ typedef struct eng_config {
     int static_emb;
     char static_dir[256];
     int add_special;             /* the tokenizer adds its special tokens (every model but static ones) */
+    /* a cross-encoder reranker (config.json's architectures: BERT, RoBERTa /
+     * XLM-R or DistilBERT ForSequenceClassification with one label): the
+     * [CLS] state through the model's classification head (two Dense
+     * layers, eng_config_rerank.c) is its score's logit, info.dim 1;
+     * served on /rerank, query and text as a pair */
+    int rerank;
     eng_dense_cfg dense[ENG_MAX_DENSE]; /* Dense modules after pooling, in order */
     int n_dense;
 } eng_config;
@@ -118,6 +127,14 @@ int eng_config_static_probe(const char *model_dir, char *rel, size_t cap);
 /* Fill c for a StaticEmbedding model whose module folder is `rel` (rel_ok:
  * the probe found it usable; else a refusal that names it). */
 int eng_config_load_static(eng_config *c, const char *model_dir, const char *rel, int rel_ok, posy_err *err);
+/* eng_config_rerank.c: when config.json names a ...ForSequenceClassification
+ * architecture, check it is a single-score reranker posy can run (0 also
+ * when it is not a classifier at all), and after the sentence-transformers
+ * files, set its pooling and head (eng_config_rerank_head). */
+struct json_t;   /* jansson's; only eng_config*.c read JSON */
+int eng_config_rerank_check(eng_config *c, struct json_t *root, const char *path, posy_err *err);
+void eng_config_rerank_head(eng_config *c);
+
 /* The tokenizer.json a model directory's text goes through (the
  * StaticEmbedding module's own for static models) and whether its special
  * tokens are added; for callers without an eng_config (posy tokenize).  0,

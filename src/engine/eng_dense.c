@@ -18,8 +18,29 @@ void eng_dense_free(eng_dense *d) {
     memset(d, 0, sizeof *d);
 }
 
+/* A reranker's head: its two tensors from the model's own checkpoint. */
+static int dense_load_head(eng_dense_layer *L, const eng_dense_cfg *c, const char *model_dir, posy_err *err) {
+    eng_st_file st;
+    if (eng_st_open_dir(&st, model_dir, err)) return -1;
+    L->in = c->in;
+    L->out = c->out;
+    L->act = c->act;
+    const int64_t wd[2] = {c->out, c->in}, bd[1] = {c->out};
+    int rc = 0;
+    if (!(L->w = malloc(sizeof(float) * (size_t)c->out * (size_t)c->in)) || !(L->b = malloc(sizeof(float) * (size_t)c->out)))
+        rc = posy_err_set(err, POSY_E_NOMEM, "%s: out of memory for the classification head", model_dir);
+    if (!rc && (!eng_st_find(&st, c->wname) || !eng_st_find(&st, c->bname)))
+        rc = posy_err_set(err, POSY_E_INVALID, "%s: the classification head's %s / %s is not in the checkpoint",
+                          model_dir, c->wname, c->bname);
+    if (!rc) rc = eng_st_read_f32(&st, c->wname, 2, wd, L->w, err);
+    if (!rc) rc = eng_st_read_f32(&st, c->bname, 1, bd, L->b, err);
+    eng_st_close(&st);
+    return rc ? -1 : 0;
+}
+
 static int dense_load_one(eng_dense_layer *L, const eng_dense_cfg *c, const char *model_dir, posy_err *err) {
     char dir[1024], path[1024];
+    if (c->wname[0]) return dense_load_head(L, c, model_dir, err);
     if (posy_path_join(dir, sizeof dir, model_dir, c->path) || posy_path_join(path, sizeof path, dir, "model.safetensors"))
         return posy_err_set(err, POSY_E_INVALID, "%s/%s: path too long", model_dir, c->path);
     if (!posy_file_exists(path)) {

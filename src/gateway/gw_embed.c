@@ -20,7 +20,10 @@
 
 static __thread tok_encoding tl_enc;
 
-void gw_worker_exit(void) { tok_encoding_free(&tl_enc); }
+void gw_worker_exit(void) {
+    tok_encoding_free(&tl_enc);
+    gw_rerank_worker_exit();
+}
 
 static int grow(gw_call *c, int add_tokens) {
     int need = (c->n_seqs ? c->cu[c->n_seqs] : 0) + add_tokens;
@@ -317,6 +320,41 @@ static void submit(gw_call *c) {
 
 static void tokenize_response(gw_call *c, const gw_embed_req *r);
 
+/* After tokenization: the request's texts are no longer needed (unless
+ * /rerank returns them), then the call goes to the engine. */
+static void submit_tokenized(gw_call *c, uint64_t t0) {
+    c->tok_ns = posy_now_ns() - t0;
+    if (!c->rr_texts) {
+        json_decref(c->json);   /* texts are tokenized: the document can go */
+        c->json = NULL;
+    }
+    free(c->body);
+    c->body = NULL;
+    gw_hist_add(&c->srv->metrics.hist[GW_H_TOKENIZE], c->tok_ns);
+    submit(c);
+}
+
+/* POST /rerank: only a reranker's scores mean anything here. */
+static void rerank_parse(gw_call *c, uint64_t t0) {
+    gw_server *s = c->srv;
+    gw_rerank_req r;
+    gw_perr pe;
+    if (!s->model.cfg || !s->model.cfg->rerank) {
+        gw_call_fail(c, 422, GW_F_VALIDATION, "not_a_reranker", "this model embeds: /rerank needs a reranker "
+                     "(a cross-encoder: config.json's ...ForSequenceClassification with one label)");
+    } else if (gw_parse_rerank(c->body, c->body_len, s->opts.max_client_batch, s->opts.auto_truncate, &c->json, &r,
+                               &pe)) {
+        gw_call_fail(c, pe.status, pe.status == 400 ? GW_F_MALFORMED : GW_F_VALIDATION, pe.code, "%s", pe.msg);
+    } else if (gw_rerank_tokenize(c, &r) == 0) {
+        c->rerank = 1;
+        c->raw_scores = r.raw_scores;
+        c->rr_texts = r.return_text ? r.texts : NULL;
+        submit_tokenized(c, t0);
+        return;
+    }
+    gw_call_finish(c);
+}
+
 void gw_stage_parse(gw_task *t) {
     gw_call *c = H2O_STRUCT_FROM_MEMBER(gw_call, task, t);
     gw_server *s = c->srv;
@@ -324,6 +362,10 @@ void gw_stage_parse(gw_task *t) {
     if (c->route == GW_R_DECODE) {
         gw_decode_response(c);
         gw_call_finish(c);
+        return;
+    }
+    if (c->route == GW_R_RERANK) {
+        rerank_parse(c, t0);
         return;
     }
     gw_embed_req r;
@@ -337,6 +379,9 @@ void gw_stage_parse(gw_task *t) {
                      "/similarity takes {\"inputs\": {\"source_sentence\": \"...\", \"sentences\": [\"...\", ...]}}");
     } else if (c->route == GW_R_TOKENIZE) {
         tokenize_response(c, &r);
+    } else if (s->model.cfg && s->model.cfg->rerank) {
+        gw_call_fail(c, 422, GW_F_VALIDATION, "not_an_embedding_model", "this model is a reranker (a cross-encoder): "
+                     "it scores (query, text) pairs on /rerank and makes no embeddings");
     } else if (r.dims > s->model.dim) {
         gw_call_fail(c, 422, GW_F_VALIDATION, "invalid_dimensions",
                      "'dimensions' is %d but the model has %d", r.dims, s->model.dim);
@@ -346,14 +391,8 @@ void gw_stage_parse(gw_task *t) {
         c->dims = r.dims ? r.dims : s->model.dim;
         c->normalize = c->openai ? 1 : r.normalize;
         c->similarity = r.similarity;
-        c->tok_ns = posy_now_ns() - t0;
         gw_embed_req_free(&r);
-        json_decref(c->json);   /* texts are tokenized: the document can go */
-        c->json = NULL;
-        free(c->body);
-        c->body = NULL;
-        gw_hist_add(&s->metrics.hist[GW_H_TOKENIZE], c->tok_ns);
-        submit(c);
+        submit_tokenized(c, t0);
         return;
     }
     gw_embed_req_free(&r);
@@ -468,6 +507,12 @@ void gw_stage_serialize(gw_task *t) {
     snprintf(c->hdr_timing[0], sizeof c->hdr_timing[0], "%.3f", (double)c->tok_ns * 1e-6);
     snprintf(c->hdr_timing[1], sizeof c->hdr_timing[1], "%.3f", (double)j->queue_ns * 1e-6);
     snprintf(c->hdr_timing[2], sizeof c->hdr_timing[2], "%.3f", (double)j->infer_ns * 1e-6);
+    if (c->rerank) {
+        c->status = gw_rerank_write(c) ? 500 : 200;
+        if (c->status == 500) gw_call_fail(c, 500, GW_F_BACKEND, "out_of_memory", "out of memory");
+        gw_call_finish(c);
+        return;
+    }
     if (c->n_windows) {
         const eng_config *cfg = s->model.cfg;
         gw_chunk_combine(c, cfg ? cfg->info.normalize : 1);

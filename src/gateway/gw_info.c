@@ -52,12 +52,16 @@ int gw_get_route(gw_server *s, gw_route r, gw_buf *b, int *status) {
     } else {   /* GW_R_INFO */
         gw_buf_puts(b, "{\"model_id\":");
         gw_buf_json_str(b, m->name, strlen(m->name));
-        gw_buf_printf(b, ",\"model_dtype\":\"%s\",\"model_type\":{\"embedding\":{\"pooling\":\"%s\"}},"
-                         "\"dimensions\":%d,\"device\":\"%s\",\"max_concurrent_requests\":%d,"
+        gw_buf_printf(b, ",\"model_dtype\":\"%s\",\"model_type\":", m->dtype);
+        if (m->cfg && m->cfg->rerank)   /* TEI's shape for a reranker (one label) */
+            gw_buf_puts(b, "{\"reranker\":{\"id2label\":{\"0\":\"LABEL_0\"},\"label2id\":{\"LABEL_0\":0}}}");
+        else
+            gw_buf_printf(b, "{\"embedding\":{\"pooling\":\"%s\"}}", m->cfg ? pooling_name(m->cfg->info.pooling) : "mean");
+        gw_buf_printf(b, ",\"dimensions\":%d,\"device\":\"%s\",\"max_concurrent_requests\":%d,"
                          "\"max_input_length\":%d,\"max_batch_tokens\":%d,\"max_batch_requests\":%d,"
                          "\"max_client_batch_size\":%d,\"tokenization_workers\":%d,\"auto_truncate\":%s,"
                          "\"version\":\"%s\"}",
-                      m->dtype, m->cfg ? pooling_name(m->cfg->info.pooling) : "mean", m->dim, m->device,
+                      m->dim, m->device,
                       s->opts.max_concurrent, m->max_input_tokens,
                       m->max_batch_tokens > 0 ? m->max_batch_tokens : s->opts.max_batch_tokens, s->opts.max_batch_seqs,
                       s->opts.max_client_batch, s->opts.n_workers, s->opts.auto_truncate ? "true" : "false",

@@ -85,6 +85,8 @@ typedef struct gw_call {
     int openai;                       /* error style and response shape */
     int base64, dims, normalize;
     int similarity;                   /* answer cosines with input 0, not vectors (TEI /similarity) */
+    int rerank, raw_scores;           /* /rerank: scores sorted (gw_rerank.c); sigmoid unless raw */
+    json_t *rr_texts;                 /* /rerank with return_text: the texts (in json, kept), else NULL */
     posy_vecenc enc;                  /* output type (gw_vecout.c when not float) */
     /* the job */
     sched_req job;
@@ -119,6 +121,12 @@ int gw_chunk_push(gw_call *c, int idx, const int32_t *ids, const int32_t *types,
                   int max_len, int skip);
 void gw_chunk_combine(gw_call *c, int normalize);
 void gw_worker_exit(void);   /* frees the pool thread's tokenizer scratch */
+/* gw_rerank.c: POST /rerank's (query, text) pairs into the call's batch,
+ * and its answer once the scores are back.  0, or -1 (the call failed). */
+struct gw_rerank_req;
+int gw_rerank_tokenize(gw_call *c, const struct gw_rerank_req *r);
+int gw_rerank_write(gw_call *c);
+void gw_rerank_worker_exit(void);
 /* gw_decode.c: POST /decode, answered inside the parse stage. */
 void gw_decode_response(gw_call *c);
 /* gw_errors.c */

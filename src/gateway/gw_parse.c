@@ -19,6 +19,23 @@ static int perr(gw_perr *pe, int status, const char *code, const char *fmt, ...)
     return -1;
 }
 
+/* The body as a JSON object, kept in *doc (even when it is not an object,
+ * for the caller to free); NULL with pe set when it is not one. */
+static json_t *load_object(const char *body, size_t len, json_t **doc, gw_perr *pe) {
+    json_error_t je;
+    json_t *o = json_loadb(body, len, JSON_DECODE_ANY, &je);
+    *doc = o;
+    if (!o) {
+        perr(pe, 400, "invalid_json", "the body is not valid JSON: %s (line %d, column %d)", je.text, je.line, je.column);
+        return NULL;
+    }
+    if (!json_is_object(o)) {
+        perr(pe, 400, "invalid_type", "the body must be a JSON object");
+        return NULL;
+    }
+    return o;
+}
+
 /* One element that must be a list of token ids. */
 static int check_ids(json_t *a, int idx, gw_perr *pe) {
     size_t n = json_array_size(a);
@@ -154,12 +171,8 @@ int gw_parse_body(const char *body, size_t len, int openai, int route_tokenize, 
     r->normalize = 1;
     r->add_special = -1;
     r->truncate = default_truncate;
-    json_error_t je;
-    json_t *o = json_loadb(body, len, JSON_DECODE_ANY, &je);
-    *doc = o;
-    if (!o) return perr(pe, 400, "invalid_json", "the body is not valid JSON: %s (line %d, column %d)", je.text,
-                        je.line, je.column);
-    if (!json_is_object(o)) return perr(pe, 400, "invalid_type", "the body must be a JSON object");
+    json_t *o = load_object(body, len, doc, pe);
+    if (!o) return -1;
     const char *field = openai ? "input" : "inputs";
     json_t *in = json_object_get(o, field);
     if (!openai && !route_tokenize && json_is_object(in)) {   /* TEI /similarity: options under "parameters" */
@@ -171,6 +184,37 @@ int gw_parse_body(const char *body, size_t len, int openai, int route_tokenize, 
     }
     if (read_options(o, openai, r, pe)) return -1;
     return read_inputs(in, field, max_inputs, r, pe);
+}
+
+int gw_parse_rerank(const char *body, size_t len, int max_inputs, int default_truncate, json_t **doc,
+                    gw_rerank_req *r, gw_perr *pe) {
+    memset(r, 0, sizeof *r);
+    r->truncate = default_truncate;
+    json_t *o = load_object(body, len, doc, pe);
+    if (!o) return -1;
+    const char *dir = NULL;
+    if (read_string(o, "query", &r->query, pe) || read_string(o, "truncation_direction", &dir, pe) ||
+        read_bool(o, "raw_scores", &r->raw_scores, pe) || read_bool(o, "return_text", &r->return_text, pe) ||
+        read_bool(o, "truncate", &r->truncate, pe))
+        return -1;
+    if (!r->query) return perr(pe, 422, "missing_input", "'query' is required (a string)");
+    r->query_len = json_string_length(json_object_get(o, "query"));
+    if (dir && strcasecmp(dir, "left") && strcasecmp(dir, "right"))
+        return perr(pe, 422, "invalid_truncation_direction", "'truncation_direction' must be \"left\" or \"right\"");
+    r->dir = dir && !strcasecmp(dir, "left") ? TOK_TRUNC_LEFT : TOK_TRUNC_RIGHT;
+    r->texts = json_object_get(o, "texts");
+    if (!r->texts || json_is_null(r->texts)) return perr(pe, 422, "missing_input", "'texts' is required (a list of strings)");
+    if (!json_is_array(r->texts)) return perr(pe, 400, "invalid_type", "'texts' must be an array of strings");
+    size_t n = json_array_size(r->texts);
+    if (n == 0) return perr(pe, 422, "empty_input", "'texts' is an empty array");
+    if (n > (size_t)max_inputs)
+        return perr(pe, 422, "too_many_inputs", "'texts' has %zu texts, more than the limit of %d (--max-client-batch)",
+                    n, max_inputs);
+    for (size_t i = 0; i < n; i++)
+        if (!json_is_string(json_array_get(r->texts, i)))
+            return perr(pe, 400, "invalid_type", "texts[%zu] is not a string", i);
+    r->n = (int)n;
+    return 0;
 }
 
 void gw_embed_req_free(gw_embed_req *r) {
@@ -196,12 +240,8 @@ static int check_decode_ids(json_t *a, size_t idx, int vocab, gw_perr *pe) {
 int gw_parse_decode(const char *body, size_t len, int max_inputs, int vocab, json_t **doc, gw_decode_req *r,
                     gw_perr *pe) {
     memset(r, 0, sizeof *r);
-    json_error_t je;
-    json_t *o = json_loadb(body, len, JSON_DECODE_ANY, &je);
-    *doc = o;
-    if (!o) return perr(pe, 400, "invalid_json", "the body is not valid JSON: %s (line %d, column %d)", je.text,
-                        je.line, je.column);
-    if (!json_is_object(o)) return perr(pe, 400, "invalid_type", "the body must be a JSON object");
+    json_t *o = load_object(body, len, doc, pe);
+    if (!o) return -1;
     json_t *sk = json_object_get(o, "skip_special_tokens");
     if (sk && !json_is_null(sk) && !json_is_boolean(sk))
         return perr(pe, 400, "invalid_type", "'skip_special_tokens' must be true or false");

@@ -46,6 +46,21 @@ int gw_parse_body(const char *body, size_t len, int openai, int route_tokenize, 
                   int default_truncate, json_t **doc, gw_embed_req *r, gw_perr *pe);
 void gw_embed_req_free(gw_embed_req *r);
 
+/* POST /rerank (TEI): {"query": str, "texts": [str, ...], "raw_scores":
+ * bool = false, "return_text": bool = false, "truncate": bool (the
+ * server's default), "truncation_direction": "right" | "left"}.  At least
+ * one text and at most max_inputs; the strings point into *doc. */
+typedef struct gw_rerank_req {
+    const char *query;
+    size_t query_len;
+    json_t *texts;        /* the document's "texts" array of strings */
+    int n;
+    int raw_scores, return_text, truncate;
+    tok_trunc_dir dir;
+} gw_rerank_req;
+int gw_parse_rerank(const char *body, size_t len, int max_inputs, int default_truncate, json_t **doc,
+                    gw_rerank_req *r, gw_perr *pe);
+
 /* POST /decode (TEI): {"ids": [int, ...] | [[int, ...], ...],
  * "skip_special_tokens": bool = true}.  Every id must lie in [0, vocab)
  * (422 otherwise: the tokenizer would drop unknown ids silently), at most

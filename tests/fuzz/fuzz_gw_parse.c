@@ -9,7 +9,9 @@
  * text and token id (tokenization), gw_embed_req_free, json_decref.
  * Bit 5 sends the body to /decode's reader instead (gw_parse_decode; bit
  * 6 then picks a 5-id vocabulary instead of 30522), whose successes must
- * hold only in-vocabulary integer lists, the document's own.
+ * hold only in-vocabulary integer lists, the document's own.  Bit 7 sends
+ * it to /rerank's reader (gw_parse_rerank), whose successes must hold the
+ * document's own query string and 1..max_inputs strings of "texts".
  *
  * Beyond "no crash, no leak, no UB" it checks the parser's contract:
  * an error carries a 400 or 422 status, a code and a message; a success
@@ -116,8 +118,42 @@ static int fuzz_decode(const uint8_t *data, size_t size) {
     return 0;
 }
 
+/* Bit 7: /rerank (gw_parse_rerank). */
+static int fuzz_rerank(const uint8_t *data, size_t size) {
+    int max_inputs = fuzz_max_inputs[(data[0] >> 2) & 3], truncate = (data[0] >> 4) & 1;
+    json_t *doc = (json_t *)1;
+    gw_rerank_req r;
+    gw_perr pe;
+    memset(&pe, 0, sizeof pe);
+    int rc = gw_parse_rerank((const char *)data + 1, size - 1, max_inputs, truncate, &doc, &r, &pe);
+    if (doc == (json_t *)1) abort();
+    if (rc == 0) {
+        json_t *q = json_object_get(doc, "query");
+        if (!json_is_string(q) || r.query != json_string_value(q) || r.query_len != json_string_length(q)) abort();
+        if (r.texts != json_object_get(doc, "texts") || r.n < 1 || r.n > max_inputs ||
+            (size_t)r.n != json_array_size(r.texts))
+            abort();
+        for (int i = 0; i < r.n; i++) {   /* what gw_rerank_tokenize reads */
+            json_t *t = json_array_get(r.texts, (size_t)i);
+            const char *s = json_string_value(t);
+            size_t n = json_string_length(t), sum = 0;
+            if (!s) abort();
+            for (size_t k = 0; k < n; k++) sum += (unsigned char)s[k];
+            if (sum == (size_t)-1) abort();
+        }
+        if ((r.raw_scores | r.return_text | r.truncate) & ~1 || (unsigned)r.dir > TOK_TRUNC_LEFT) abort();
+    } else if (rc == -1) {
+        fuzz_check_error(&pe, doc);
+    } else {
+        abort();
+    }
+    json_decref(doc);
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
+    if ((data[0] >> 7) & 1) return fuzz_rerank(data, size);
     if ((data[0] >> 5) & 1) return fuzz_decode(data, size);
     int openai = data[0] & 1, tokenize = (data[0] >> 1) & 1;
     int max_inputs = fuzz_max_inputs[(data[0] >> 2) & 3], truncate = (data[0] >> 4) & 1;

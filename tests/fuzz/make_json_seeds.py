@@ -7,7 +7,8 @@
                          OpenAI and TEI forms, every option, token-id
                          inputs, and the usual mistakes (wrong types, empty
                          lists, mixed inputs, bad JSON); bit 5: a /decode
-                         body instead (bit 6: a 5-id vocabulary).
+                         body instead (bit 6: a 5-id vocabulary); bit 7: a
+                         /rerank body.
   tests/fuzz/cfg_seeds/  fuzz_config: the files of a model directory joined
                          by NUL bytes, in fuzz_config.c's order (config.json,
                          modules.json, 1_Pooling/config.json,
@@ -24,7 +25,7 @@ import os
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
-OPENAI, TOKENIZE, TRUNC, DECODE, VOCAB5 = 1, 2, 16, 32, 64
+OPENAI, TOKENIZE, TRUNC, DECODE, VOCAB5, RERANK = 1, 2, 16, 32, 64, 128
 BATCH = {1: 0 << 2, 2: 1 << 2, 8: 2 << 2, 2048: 3 << 2}
 
 GW = {
@@ -49,6 +50,10 @@ GW = {
     "mixed": (OPENAI | BATCH[8], {"input": ["a", [1, 2]]}),
     "mixed_ids": (BATCH[8], {"inputs": [[1, 2], "a"]}),
     "ids_not_int": (BATCH[8], {"inputs": [1, "2", 3.0]}),
+    "rerank": (RERANK | BATCH[2048], {"query": "What is Deep Learning?", "texts": ["Deep learning is ...", "cheese"],
+                                      "raw_scores": True, "return_text": True, "truncate": True,
+                                      "truncation_direction": "left"}),
+    "rerank_bad": (RERANK | BATCH[1], {"query": ["q"], "texts": ["a", 1]}),
     "empty_ids": (BATCH[8], {"inputs": [[]]}),
     "empty_list": (BATCH[8], {"inputs": []}),
     "null_input": (BATCH[8], {"inputs": None}),

@@ -476,6 +476,55 @@ static void test_qwen3_head_dim_default(void) {
     expect_fail("field head_dim = 0 is outside [1, 4096]", NULL);
 }
 
+/* A cross-encoder reranker: ...ForSequenceClassification with one label
+ * gets CLS pooling and its head as two Dense layers named in the
+ * checkpoint; several labels, or a head on a family posy has no reranker
+ * for, are refused by name. */
+static void test_rerank_config(void) {
+    static const char *BERT_HEAD = "\"model_type\":\"bert\",\"hidden_size\":64,\"num_hidden_layers\":2,"
+                                   "\"num_attention_heads\":4,\"intermediate_size\":128,\"vocab_size\":100";
+    char cfg[512];
+    fresh_dir();
+    snprintf(cfg, sizeof cfg, "{%s,\"architectures\":[\"BertForSequenceClassification\"],\"id2label\":{\"0\":\"LABEL_0\"}}",
+             BERT_HEAD);
+    put("config.json", cfg);
+    eng_config c;
+    if (load_ok(&c)) {
+        CHECK_EQ_INT(c.rerank, 1);
+        CHECK_EQ_INT(c.info.pooling, POSY_POOL_CLS);
+        CHECK_EQ_INT(c.info.normalize, 0);
+        CHECK_EQ_INT(c.info.dim, 1);
+        CHECK_EQ_INT(c.n_dense, 2);
+        CHECK(!strcmp(c.dense[0].wname, "bert.pooler.dense.weight") && c.dense[0].act == ENG_DENSE_TANH);
+        CHECK(!strcmp(c.dense[1].wname, "classifier.weight") && c.dense[1].out == 1);
+        eng_config_free(&c);
+    }
+    snprintf(cfg, sizeof cfg, "{%s,\"architectures\":[\"BertForSequenceClassification\"],\"num_labels\":1}", BERT_HEAD);
+    put("config.json", cfg);
+    if (load_ok(&c)) {
+        CHECK_EQ_INT(c.rerank, 1);
+        eng_config_free(&c);
+    }
+    snprintf(cfg, sizeof cfg, "{%s,\"architectures\":[\"BertForSequenceClassification\"],"
+             "\"id2label\":{\"0\":\"neg\",\"1\":\"pos\"}}", BERT_HEAD);
+    put("config.json", cfg);
+    expect_fail("config.json: a classifier of 2 labels", "single-score rerankers");
+    snprintf(cfg, sizeof cfg, "{%s,\"architectures\":[\"BertForSequenceClassification\"]}", BERT_HEAD);
+    put("config.json", cfg);   /* transformers' default: two labels */
+    expect_fail("a classifier of 2 labels", NULL);
+    snprintf(cfg, sizeof cfg, "{%s,\"architectures\":[\"BertModel\"]}", BERT_HEAD);
+    put("config.json", cfg);
+    if (load_ok(&c)) {
+        CHECK_EQ_INT(c.rerank, 0);
+        CHECK_EQ_INT(c.info.dim, 64);
+        eng_config_free(&c);
+    }
+    put("config.json", "{\"model_type\":\"mpnet\",\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+                       "\"intermediate_size\":128,\"vocab_size\":100,\"architectures\":[\"MPNetForSequenceClassification\"],"
+                       "\"num_labels\":1}");
+    expect_fail("a sequence-classification head on model_type 'mpnet' is not supported", NULL);
+}
+
 static void test_cleanup(void) {
     if (g_dir[0]) nftw(g_dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
     g_dir[0] = 0;
@@ -484,5 +533,5 @@ static void test_cleanup(void) {
 
 TEST_MAIN(TEST(test_minilm), TEST(test_defaults), TEST(test_pooling_modes), TEST(test_modules_errors), TEST(test_dense_modules),
           TEST(test_config_errors), TEST(test_roberta_family), TEST(test_distilbert), TEST(test_qwen3_prompts),
-          TEST(test_qwen3_head_dim_default),
+          TEST(test_qwen3_head_dim_default), TEST(test_rerank_config),
           TEST(test_cleanup))

@@ -1,0 +1,74 @@
+/* eng_config_rerank: cross-encoder rerankers (ms-marco-MiniLM-L-6-v2,
+ * bge-reranker-base / -large, mxbai-rerank-*-v1, ...): an encoder with a
+ * sequence-classification head of one label, whose logit scores how well a
+ * text answers a query (TEI's /rerank).
+ *
+ * The head is two linear layers on the first token's final state, so it
+ * runs as two of the engine front's Dense layers (eng_dense.c) after CLS
+ * pooling, on every device:
+ *   BERT        tanh(pooler.dense)       -> classifier            (bert.pooler.*, classifier.*)
+ *   RoBERTa/XLM-R tanh(classifier.dense) -> classifier.out_proj
+ *   DistilBERT  relu(pre_classifier)     -> classifier
+ * and the vector served is that one logit.  Several labels (a classifier
+ * rather than a reranker) are refused: /rerank has one score a text.
+ */
+#include "eng_config.h"
+
+#include <jansson.h>
+#include <stdio.h>
+#include <string.h>
+
+static int rr_is_classifier(json_t *root) {
+    const char *a = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
+    const char *suffix = "ForSequenceClassification";
+    size_t n = a ? strlen(a) : 0, k = strlen(suffix);
+    return n > k && !strcmp(a + n - k, suffix);
+}
+
+int eng_config_rerank_check(eng_config *c, json_t *root, const char *path, posy_err *err) {
+    if (!rr_is_classifier(root)) return 0;
+    const char *arch = c->info.arch;
+    if (strcmp(arch, "bert") && strcmp(arch, "roberta") && strcmp(arch, "xlm-roberta") && strcmp(arch, "distilbert"))
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: a sequence-classification head on model_type '%s' is not "
+                            "supported (rerankers: bert, roberta, xlm-roberta, camembert, distilbert)", path,
+                            c->model_type);
+    /* transformers: num_labels = len(id2label), 2 when neither is given */
+    json_t *labels = json_object_get(root, "id2label"), *nl = json_object_get(root, "num_labels");
+    long long n = json_is_object(labels) ? (long long)json_object_size(labels)
+                  : json_is_integer(nl)   ? (long long)json_integer_value(nl)
+                                          : 2;
+    if (n != 1)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: a classifier of %lld labels; posy serves single-score "
+                            "rerankers (one label, /rerank), not classification", path, n);
+    c->rerank = 1;
+    return 0;
+}
+
+static void rr_dense(eng_dense_cfg *d, int in, int out, eng_dense_act act, const char *w, const char *b) {
+    memset(d, 0, sizeof *d);
+    d->in = in;
+    d->out = out;
+    d->bias = 1;
+    d->act = act;
+    snprintf(d->wname, sizeof d->wname, "%s", w);
+    snprintf(d->bname, sizeof d->bname, "%s", b);
+}
+
+void eng_config_rerank_head(eng_config *c) {
+    const int H = c->info.hidden;
+    const char *arch = c->info.arch;
+    c->info.pooling = POSY_POOL_CLS;
+    c->info.normalize = 0;
+    if (!strcmp(arch, "bert")) {
+        rr_dense(&c->dense[0], H, H, ENG_DENSE_TANH, "bert.pooler.dense.weight", "bert.pooler.dense.bias");
+        rr_dense(&c->dense[1], H, 1, ENG_DENSE_IDENTITY, "classifier.weight", "classifier.bias");
+    } else if (!strcmp(arch, "distilbert")) {
+        rr_dense(&c->dense[0], H, H, ENG_DENSE_RELU, "pre_classifier.weight", "pre_classifier.bias");
+        rr_dense(&c->dense[1], H, 1, ENG_DENSE_IDENTITY, "classifier.weight", "classifier.bias");
+    } else {
+        rr_dense(&c->dense[0], H, H, ENG_DENSE_TANH, "classifier.dense.weight", "classifier.dense.bias");
+        rr_dense(&c->dense[1], H, 1, ENG_DENSE_IDENTITY, "classifier.out_proj.weight", "classifier.out_proj.bias");
+    }
+    c->n_dense = 2;
+    c->info.dim = 1;
+}

@@ -1,0 +1,90 @@
+/* gw_rerank: POST /rerank (TEI's) for a cross-encoder reranker.
+ *
+ * Each text goes to the engine as one sequence: the pair (query, text)
+ * through the tokenizer's pair template (BERT: [CLS] q [SEP] t [SEP] with
+ * token types 0 / 1; XLM-R: <s> q </s></s> t </s>), truncated longest
+ * first when the request allows it.  The engine's vector for a reranker is
+ * its one logit (eng_config_rerank.c); the answer is TEI's: the texts
+ * sorted by score, highest first, [{"index": i, "score": s[, "text": t]}],
+ * the score sigmoid(logit) unless "raw_scores" (ties keep input order).
+ */
+#include <math.h>
+#include <stdlib.h>
+
+#include "gw_internal.h"
+#include "gw_parse.h"
+
+static __thread tok_encoding tl_pair;
+
+void gw_rerank_worker_exit(void) { tok_encoding_free(&tl_pair); }
+
+int gw_rerank_tokenize(gw_call *c, const gw_rerank_req *r) {
+    const gw_model *m = &c->srv->model;
+    c->cu = malloc(((size_t)r->n + 1) * sizeof *c->cu);
+    if (!c->cu) {
+        gw_call_fail(c, 500, GW_F_BACKEND, "out_of_memory", "out of memory");
+        return -1;
+    }
+    c->cap_seqs = r->n + 1;
+    c->cu[0] = 0;
+    c->n_inputs = r->n;
+    tok_opts o = {.add_special = 1, .max_len = r->truncate ? m->max_input_tokens : 0, .trunc_dir = r->dir};
+    for (int i = 0; i < r->n; i++) {
+        json_t *t = json_array_get(r->texts, (size_t)i);
+        posy_err err;
+        posy_err_clear(&err);
+        if (tok_encode_pair(m->tok, r->query, r->query_len, json_string_value(t), json_string_length(t), &o, &tl_pair,
+                            &err)) {
+            gw_call_fail(c, 422, GW_F_VALIDATION, "tokenization_failed", "text %d: %s", i, err.msg);
+            return -1;
+        }
+        if (tl_pair.n > m->max_input_tokens) {
+            gw_call_fail(c, 422, GW_F_VALIDATION, "input_too_long", "text %d: the query and the text are %d tokens, "
+                         "more than the model's limit of %d (set \"truncate\": true)", i, tl_pair.n, m->max_input_tokens);
+            return -1;
+        }
+        if (gw_push_seq(c, tl_pair.ids, tl_pair.type_ids, tl_pair.n, 0)) {
+            gw_call_fail(c, 500, GW_F_BACKEND, "out_of_memory", "out of memory");
+            return -1;
+        }
+    }
+    c->prompt_tokens = c->cu[c->n_seqs];
+    return 0;
+}
+
+/* the scores qsort's comparator reads: per pool thread, as each sorts its own call */
+static __thread const float *rr_scores;
+
+static int rr_by_score(const void *a, const void *b) {
+    const int i = *(const int *)a, j = *(const int *)b;
+    if (rr_scores[i] != rr_scores[j]) return rr_scores[i] > rr_scores[j] ? -1 : 1;
+    return i - j;
+}
+
+int gw_rerank_write(gw_call *c) {
+    const int n = c->n_seqs;
+    int *order = malloc((size_t)n * sizeof *order);
+    if (!order) return -1;
+    for (int i = 0; i < n; i++) {
+        if (!c->raw_scores) c->out[i] = 1.0f / (1.0f + expf(-c->out[i]));
+        order[i] = i;
+    }
+    rr_scores = c->out;
+    qsort(order, (size_t)n, sizeof *order, rr_by_score);
+    gw_buf *b = &c->resp;
+    gw_buf_putc(b, '[');
+    for (int k = 0; k < n; k++) {
+        const int i = order[k];
+        gw_buf_printf(b, "%s{\"index\":%d,", k ? "," : "", i);
+        if (c->rr_texts) {
+            json_t *t = json_array_get(c->rr_texts, (size_t)i);
+            gw_buf_puts(b, "\"text\":");
+            gw_buf_json_str(b, json_string_value(t), json_string_length(t));
+            gw_buf_putc(b, ',');
+        }
+        gw_buf_printf(b, "\"score\":%.9g}", (double)c->out[i]);
+    }
+    gw_buf_putc(b, ']');
+    free(order);
+    return 0;
+}

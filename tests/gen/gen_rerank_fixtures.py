@@ -1,0 +1,78 @@
+#!/usr/bin/env python3
+"""Write tests/fixtures/rerank/: tiny cross-encoder rerankers, random
+weights, one label, saved by transformers, each with a tokenizer.json of
+tests/fixtures/tokenizers and expected.json: a query, texts, the pairs'
+token ids and type ids as the tokenizers package encodes (query, text), and
+the logits transformers computes for them (fp32, CPU).
+tests/python/test_rerank.py checks posy's /rerank against them.
+
+  bert        BertForSequenceClassification (ms-marco-MiniLM style; WordPiece,
+              token types 0 / 1 for query / text)
+  xlmr        XLMRobertaForSequenceClassification (bge-reranker style;
+              Unigram, <s> A </s></s> B </s>)
+  distilbert  DistilBertForSequenceClassification (its ReLU pre-classifier)
+
+Needs torch, transformers and tokenizers (not in CI; the fixtures are
+committed).  Run from the repository root:
+    python3 tests/gen/gen_rerank_fixtures.py
+"""
+import json
+import os
+import shutil
+
+import torch
+import transformers as T
+from tokenizers import Tokenizer
+
+TOK = os.path.join("tests", "fixtures", "tokenizers")
+OUT = os.path.join("tests", "fixtures", "rerank")
+QUERY = "What is the capital of China?"
+TEXTS = ["The capital of China is Beijing.", "Gravity is a force that attracts two bodies towards each other.",
+         "a", "Beijing, the capital, is a city of more than twenty million people; Shanghai is the largest. " * 2,
+         "café, naïve, 日本語 ☃", "  spaces   and\ttabs\n"]
+
+MODELS = {
+    "bert": ("wordpiece_nfd.json", T.BertForSequenceClassification,
+             T.BertConfig(vocab_size=2500, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                          intermediate_size=128, max_position_embeddings=256, type_vocab_size=2, num_labels=1)),
+    "xlmr": ("unigram_xlmr.json", T.XLMRobertaForSequenceClassification,
+             T.XLMRobertaConfig(vocab_size=2002, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                intermediate_size=128, max_position_embeddings=258, type_vocab_size=1,
+                                pad_token_id=1, bos_token_id=0, eos_token_id=2, num_labels=1)),
+    "distilbert": ("wordpiece_nfd.json", T.DistilBertForSequenceClassification,
+                   T.DistilBertConfig(vocab_size=2500, dim=64, n_layers=2, n_heads=4, hidden_dim=128,
+                                      max_position_embeddings=256, num_labels=1)),
+}
+
+
+def main():
+    torch.manual_seed(1234)
+    shutil.rmtree(OUT, ignore_errors=True)
+    for name, (tokf, cls, cfg) in MODELS.items():
+        d = os.path.join(OUT, name)
+        m = cls(cfg).eval()
+        with torch.no_grad():   # wider than the init, so that every part of the head matters
+            for n, p in m.named_parameters():
+                if p.dim() > 1:
+                    p.normal_(0.0, 1.0 / p.shape[1] ** 0.5)
+                elif "bias" in n:
+                    p.normal_(0.0, 0.1)
+        m.save_pretrained(d, safe_serialization=True)
+        tok = Tokenizer.from_file(os.path.join(TOK, tokf))
+        tok.save(os.path.join(d, "tokenizer.json"))
+        encs = [tok.encode(QUERY, t) for t in TEXTS]
+        logits = []
+        with torch.no_grad():
+            for e in encs:
+                kw = {"input_ids": torch.tensor([e.ids])}
+                if name == "bert":
+                    kw["token_type_ids"] = torch.tensor([e.type_ids])
+                logits.append(float(m(**kw).logits[0, 0]))
+        json.dump({"query": QUERY, "texts": TEXTS, "ids": [e.ids for e in encs],
+                   "type_ids": [e.type_ids for e in encs], "logits": logits},
+                  open(os.path.join(d, "expected.json"), "w"), indent=1)
+        print(name, sorted(os.listdir(d)), [len(e.ids) for e in encs], [round(x, 4) for x in logits])
+
+
+if __name__ == "__main__":
+    main()
