@@ -1,0 +1,123 @@
+"""Cross-encoder rerankers on the GPU against transformers (run on a GPU
+machine; the CI checks the same heads on the CPU in tests/python/
+test_rerank.py).
+
+Two random-weight rerankers of one label, GPU-sized (head size 32 / 64):
+  bert   BertForSequenceClassification, all-MiniLM-L6's shape (the
+         ms-marco-MiniLM-L-6-v2 family), WordPiece fixture tokenizer
+  xlmr   XLMRobertaForSequenceClassification, xlm-roberta-base's shape
+         with a small vocabulary (the bge-reranker-base family), Unigram
+         fixture tokenizer
+are written as Hugging Face folders; 40 (query, text) pairs of 5 to ~500
+tokens go through the pair template (the tokenizers package), and
+api_embed (the engine's public API: CLS pooling, then the head as the
+front's two Dense layers) scores them on the device given.  Token type ids:
+api_embed sends none, so the reference runs BERT with type ids 0 too.
+The last projection is drawn wide so that the scores spread (logits of
+about 5 to 15 in size); passes when every logit is within 2% of the
+largest one's size of transformers' fp32 (bf16 on the GPU; 1e-5 of it
+with --device cpu, fp32) and the two orders agree (Spearman >= 0.95 on the
+GPU, 0.999 in fp32).
+
+usage: e2e_rerank.py BUILD_DIR WORK_DIR [--device cuda|cpu]
+"""
+import json
+import os
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import torch
+import transformers as T
+from tokenizers import Tokenizer
+
+FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "tokenizers")
+WORDS = ("capital city country river mountain people language history science music art war peace "
+         "computer network model vector search query answer question document paris beijing").split()
+MODELS = {
+    "bert": ("wordpiece_nfd.json", T.BertForSequenceClassification,
+             T.BertConfig(vocab_size=2500, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+                          intermediate_size=1536, max_position_embeddings=512, type_vocab_size=2, num_labels=1)),
+    "xlmr": ("unigram_xlmr.json", T.XLMRobertaForSequenceClassification,
+             T.XLMRobertaConfig(vocab_size=2002, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                                intermediate_size=3072, max_position_embeddings=514, type_vocab_size=1,
+                                pad_token_id=1, bos_token_id=0, eos_token_id=2, num_labels=1)),
+}
+
+
+def pairs(rng, n=40):
+    out = []
+    for i in range(n):
+        q = " ".join(rng.choice(WORDS, size=rng.integers(2, 12)))
+        t = " ".join(rng.choice(WORDS, size=int(rng.integers(1, 400 if i % 5 == 0 else 60))))
+        out.append((q, t))
+    return out
+
+
+def main():
+    args = [a for a in sys.argv[1:]]
+    device = "cuda"
+    if "--device" in args:
+        i = args.index("--device")
+        device = args[i + 1]
+        del args[i:i + 2]
+    build, work = args[0], args[1]
+    os.makedirs(work, exist_ok=True)
+    rng = np.random.default_rng(7)
+    torch.manual_seed(7)
+    ok = True
+    for name, (tokf, cls, cfg) in MODELS.items():
+        d = os.path.join(work, "rerank-" + name)
+        m = cls(cfg).eval()
+        with torch.no_grad():
+            for n, p in m.named_parameters():
+                if p.dim() > 1:   # the last projection wider, so that the scores spread (std ~10)
+                    last = n in ("classifier.weight", "classifier.out_proj.weight")
+                    p.normal_(0.0, 1.0 if last else 1.0 / p.shape[1] ** 0.5)
+                elif "bias" in n:
+                    p.normal_(0.0, 0.1)
+        m.save_pretrained(d, safe_serialization=True)
+        tok = Tokenizer.from_file(os.path.join(FIX, tokf))
+        tok.save(os.path.join(d, "tokenizer.json"))
+        tok.enable_truncation(cfg.max_position_embeddings - (2 if name == "xlmr" else 0))
+        encs = [tok.encode(q, t) for q, t in pairs(rng)]
+        ref = []
+        with torch.no_grad():
+            for e in encs:
+                ids = torch.tensor([e.ids])
+                kw = {"token_type_ids": torch.zeros_like(ids)} if name == "bert" else {}
+                ref.append(float(m(input_ids=ids, **kw).logits[0, 0]))
+        ref = np.array(ref)
+        sp = os.path.join(work, name + "-pairs.bin")
+        with open(sp, "wb") as f:
+            f.write(struct.pack("<i", len(encs)))
+            f.write(struct.pack("<%di" % len(encs), *[len(e.ids) for e in encs]))
+            for e in encs:
+                f.write(struct.pack("<%di" % len(e.ids), *e.ids))
+        for label, budget in (("single", "1"), ("mix4096", "4096")):
+            out = os.path.join(work, f"{name}-{label}.bin")
+            r = subprocess.run([os.path.join(build, "api_embed"), d, sp, out, device, budget])
+            if r.returncode:
+                print(f"{name} {label}: api_embed failed (exit {r.returncode})")
+                ok = False
+                continue
+            got = np.fromfile(out, dtype=np.float32).astype(np.float64)
+            if got.shape != ref.shape:
+                print(f"{name} {label}: {got.shape} scores for {ref.shape} pairs")
+                ok = False
+                continue
+            err = np.abs(got - ref).max()
+            rank = lambda v: np.argsort(np.argsort(v))
+            spearman = np.corrcoef(rank(got), rank(ref))[0, 1]
+            bar = (0.02 if device == "cuda" else 1e-5) * max(1.0, np.abs(ref).max())
+            print(f"{name} {label} ({device}): max |logit - transformers| {err:.2e} (bar {bar:g}), Spearman "
+                  f"{spearman:.5f}, logits in [{ref.min():.3f}, {ref.max():.3f}], {len(ref)} pairs of "
+                  f"{min(len(e.ids) for e in encs)}-{max(len(e.ids) for e in encs)} tokens")
+            ok &= err <= bar and spearman >= (0.95 if device == "cuda" else 0.999)
+    print("e2e_rerank:", "PASS" if ok else "FAIL")
+    return 0 if ok else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
