@@ -1,0 +1,109 @@
+#!/usr/bin/env python3
+"""posy's /rerank against sentence-transformers' CrossEncoder on the CPU,
+in the same run with the same threads.
+
+The reranker has cross-encoder/ms-marco-MiniLM-L-6-v2's shape (a
+BertForSequenceClassification of all-MiniLM-L6's size, one label, the
+bert-base-uncased vocabulary: the default model's tokenizer), random
+weights, written into WORK_DIR.  Both sides score the same queries, each
+against 32 passages of 20-80 words:
+
+  * sentence-transformers: CrossEncoder.predict(pairs, batch_size=32) with
+    the sigmoid it applies to one-label models, the model already loaded;
+  * posy: one POST /rerank a query (32 texts) to `posy serve --device cpu`,
+    one request at a time from one client, timed end to end (HTTP, JSON,
+    tokenization included).
+
+Prints pairs/s of each and the ratio, and checks the scores: max |posy -
+sentence-transformers| over every pair.  A measurement, not a test.
+Needs torch, transformers, sentence-transformers, requests and a Release
+build of posy:
+
+  python3 bench/rerank_cpu.py BUILD_DIR [WORK_DIR] [--threads 2] [--queries 50] [--repeat 3]
+"""
+import argparse
+import os
+import random
+import shutil
+import subprocess
+import sys
+import time
+
+import numpy as np
+import requests
+import torch
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+sys.path.insert(0, os.path.join(ROOT, "bench"))
+sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
+from bench_cpu import WORDS  # noqa: E402
+from serve_util import Server  # noqa: E402
+
+
+def build_model(d):
+    import transformers as T
+    if os.path.exists(os.path.join(d, "model.safetensors")):
+        return
+    cfg = T.BertConfig(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+                       intermediate_size=1536, max_position_embeddings=512, num_labels=1)
+    torch.manual_seed(512)
+    m = T.BertForSequenceClassification(cfg).eval()
+    m.save_pretrained(d, safe_serialization=True)
+    for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        src = os.path.join(ROOT, "models", "all-MiniLM-L6-v2", f)
+        if os.path.exists(src):
+            shutil.copy(src, d)
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("build")
+    ap.add_argument("work", nargs="?", default="/tmp/posy-rerank-bench")
+    ap.add_argument("--threads", type=int, default=2)
+    ap.add_argument("--queries", type=int, default=50)
+    ap.add_argument("--repeat", type=int, default=3)
+    a = ap.parse_args()
+    torch.set_num_threads(a.threads)
+    d = os.path.join(a.work, "ms-marco-minilm-shape")
+    os.makedirs(d, exist_ok=True)
+    build_model(d)
+    rng = random.Random(3)
+    queries = [(" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9))),
+                [" ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 80))) for _ in range(32)])
+               for _ in range(a.queries)]
+    from sentence_transformers import CrossEncoder
+    ce = CrossEncoder(d, device="cpu", max_length=512)
+    ce.predict([(queries[0][0], t) for t in queries[0][1]], batch_size=32)
+    srv = Server(os.path.join(a.build, "posy"), d, "--device", "cpu", "--threads", str(a.threads))
+    sess = requests.Session()
+    n_pairs = 32 * len(queries)
+    try:
+        rows = []
+        for r in range(a.repeat):
+            t = time.perf_counter()
+            ref = [ce.predict([(q, x) for x in texts], batch_size=32) for q, texts in queries]
+            st = time.perf_counter() - t
+            t = time.perf_counter()
+            got = []
+            for q, texts in queries:
+                body = sess.post(srv.url + "/rerank", json={"query": q, "texts": texts, "truncate": True}).json()
+                s = np.zeros(len(texts))
+                for x in body:
+                    s[x["index"]] = x["score"]
+                got.append(s)
+            posy = time.perf_counter() - t
+            rows.append((st, posy))
+            err = max(float(np.abs(np.asarray(g) - np.asarray(f)).max()) for g, f in zip(got, ref))
+            print(f"round {r}: sentence-transformers {n_pairs / st:,.0f} pairs/s, posy /rerank {n_pairs / posy:,.0f} "
+                  f"pairs/s, ratio {st / posy:.2f}x; max |score difference| {err:.2e}", flush=True)
+        st, posy = (float(np.median([x[i] for x in rows])) for i in range(2))
+        print(f"median of {a.repeat}: sentence-transformers {n_pairs / st:,.0f} pairs/s, posy {n_pairs / posy:,.0f} "
+              f"pairs/s, posy / sentence-transformers {st / posy:.2f}x ({a.queries} queries x 32 passages, "
+              f"{a.threads} threads)")
+    finally:
+        srv.stop()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
