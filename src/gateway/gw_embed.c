@@ -339,15 +339,19 @@ static void rerank_parse(gw_call *c, uint64_t t0) {
     gw_server *s = c->srv;
     gw_rerank_req r;
     gw_perr pe;
+    const int cohere = c->route == GW_R_V1_RERANK;
     if (!s->model.cfg || !s->model.cfg->rerank) {
-        gw_call_fail(c, 422, GW_F_VALIDATION, "not_a_reranker", "this model embeds: /rerank needs a reranker "
-                     "(a cross-encoder: config.json's ...ForSequenceClassification with one label)");
-    } else if (gw_parse_rerank(c->body, c->body_len, s->opts.max_client_batch, s->opts.auto_truncate, &c->json, &r,
-                               &pe)) {
+        gw_call_fail(c, 422, GW_F_VALIDATION, "not_a_reranker", "this model embeds: %s needs a reranker "
+                     "(a cross-encoder: config.json's ...ForSequenceClassification with one label)",
+                     cohere ? "/v1/rerank" : "/rerank");
+    } else if (gw_parse_rerank(c->body, c->body_len, cohere, s->opts.max_client_batch, s->opts.auto_truncate, &c->json,
+                               &r, &pe)) {
         gw_call_fail(c, pe.status, pe.status == 400 ? GW_F_MALFORMED : GW_F_VALIDATION, pe.code, "%s", pe.msg);
     } else if (gw_rerank_tokenize(c, &r) == 0) {
         c->rerank = 1;
         c->raw_scores = r.raw_scores;
+        c->rr_cohere = cohere;
+        c->rr_top_n = r.top_n;
         c->rr_texts = r.return_text ? r.texts : NULL;
         submit_tokenized(c, t0);
         return;
@@ -364,7 +368,7 @@ void gw_stage_parse(gw_task *t) {
         gw_call_finish(c);
         return;
     }
-    if (c->route == GW_R_RERANK) {
+    if (c->route == GW_R_RERANK || c->route == GW_R_V1_RERANK) {
         rerank_parse(c, t0);
         return;
     }

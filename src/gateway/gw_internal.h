@@ -86,6 +86,7 @@ typedef struct gw_call {
     int base64, dims, normalize;
     int similarity;                   /* answer cosines with input 0, not vectors (TEI /similarity) */
     int rerank, raw_scores;           /* /rerank: scores sorted (gw_rerank.c); sigmoid unless raw */
+    int rr_cohere, rr_top_n;          /* /v1/rerank: the Cohere / Jina answer, its best top_n */
     json_t *rr_texts;                 /* /rerank with return_text: the texts (in json, kept), else NULL */
     posy_vecenc enc;                  /* output type (gw_vecout.c when not float) */
     /* the job */

@@ -186,15 +186,27 @@ int gw_parse_body(const char *body, size_t len, int openai, int route_tokenize, 
     return read_inputs(in, field, max_inputs, r, pe);
 }
 
-int gw_parse_rerank(const char *body, size_t len, int max_inputs, int default_truncate, json_t **doc,
+const char *gw_rerank_text(const gw_rerank_req *r, json_t *texts, int i, size_t *len) {
+    (void)r;
+    json_t *t = json_array_get(texts, (size_t)i);
+    if (json_is_object(t)) t = json_object_get(t, "text");
+    *len = json_string_length(t);
+    return json_string_value(t);
+}
+
+int gw_parse_rerank(const char *body, size_t len, int cohere, int max_inputs, int default_truncate, json_t **doc,
                     gw_rerank_req *r, gw_perr *pe) {
     memset(r, 0, sizeof *r);
     r->truncate = default_truncate;
+    r->return_text = cohere;   /* Cohere / Jina / vLLM return the documents unless told not to */
     json_t *o = load_object(body, len, doc, pe);
     if (!o) return -1;
     const char *dir = NULL;
+    const char *model = NULL, *field = cohere ? "documents" : "texts";
     if (read_string(o, "query", &r->query, pe) || read_string(o, "truncation_direction", &dir, pe) ||
-        read_bool(o, "raw_scores", &r->raw_scores, pe) || read_bool(o, "return_text", &r->return_text, pe) ||
+        read_string(o, "model", &model, pe) ||
+        (!cohere && read_bool(o, "raw_scores", &r->raw_scores, pe)) ||
+        read_bool(o, cohere ? "return_documents" : "return_text", &r->return_text, pe) ||
         read_bool(o, "truncate", &r->truncate, pe))
         return -1;
     if (!r->query) return perr(pe, 422, "missing_input", "'query' is required (a string)");
@@ -202,18 +214,29 @@ int gw_parse_rerank(const char *body, size_t len, int max_inputs, int default_tr
     if (dir && strcasecmp(dir, "left") && strcasecmp(dir, "right"))
         return perr(pe, 422, "invalid_truncation_direction", "'truncation_direction' must be \"left\" or \"right\"");
     r->dir = dir && !strcasecmp(dir, "left") ? TOK_TRUNC_LEFT : TOK_TRUNC_RIGHT;
-    r->texts = json_object_get(o, "texts");
-    if (!r->texts || json_is_null(r->texts)) return perr(pe, 422, "missing_input", "'texts' is required (a list of strings)");
-    if (!json_is_array(r->texts)) return perr(pe, 400, "invalid_type", "'texts' must be an array of strings");
+    r->texts = json_object_get(o, field);
+    if (!r->texts || json_is_null(r->texts)) return perr(pe, 422, "missing_input", "'%s' is required (a list of strings)", field);
+    if (!json_is_array(r->texts)) return perr(pe, 400, "invalid_type", "'%s' must be an array of strings", field);
     size_t n = json_array_size(r->texts);
-    if (n == 0) return perr(pe, 422, "empty_input", "'texts' is an empty array");
+    if (n == 0) return perr(pe, 422, "empty_input", "'%s' is an empty array", field);
     if (n > (size_t)max_inputs)
-        return perr(pe, 422, "too_many_inputs", "'texts' has %zu texts, more than the limit of %d (--max-client-batch)",
-                    n, max_inputs);
-    for (size_t i = 0; i < n; i++)
-        if (!json_is_string(json_array_get(r->texts, i)))
-            return perr(pe, 400, "invalid_type", "texts[%zu] is not a string", i);
+        return perr(pe, 422, "too_many_inputs", "'%s' has %zu texts, more than the limit of %d (--max-client-batch)",
+                    field, n, max_inputs);
+    for (size_t i = 0; i < n; i++) {
+        json_t *t = json_array_get(r->texts, i);
+        if (cohere && json_is_object(t)) t = json_object_get(t, "text");
+        if (!json_is_string(t))
+            return perr(pe, 400, "invalid_type", cohere ? "documents[%zu] is neither a string nor {\"text\": string}"
+                                                        : "texts[%zu] is not a string", i);
+    }
     r->n = (int)n;
+    r->top_n = r->n;
+    json_t *tn = cohere ? json_object_get(o, "top_n") : NULL;
+    if (tn && !json_is_null(tn)) {
+        if (!json_is_integer(tn)) return perr(pe, 400, "invalid_type", "'top_n' must be an integer");
+        if (json_integer_value(tn) < 1) return perr(pe, 422, "invalid_top_n", "'top_n' must be at least 1");
+        if (json_integer_value(tn) < r->n) r->top_n = (int)json_integer_value(tn);
+    }
     return 0;
 }
 

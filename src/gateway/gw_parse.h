@@ -48,18 +48,25 @@ void gw_embed_req_free(gw_embed_req *r);
 
 /* POST /rerank (TEI): {"query": str, "texts": [str, ...], "raw_scores":
  * bool = false, "return_text": bool = false, "truncate": bool (the
- * server's default), "truncation_direction": "right" | "left"}.  At least
- * one text and at most max_inputs; the strings point into *doc. */
+ * server's default), "truncation_direction": "right" | "left"}.
+ * POST /v1/rerank (`cohere`: the Cohere / Jina form vLLM and Infinity
+ * serve): {"query": str, "documents": [str | {"text": str}, ...],
+ * "top_n": int >= 1, "return_documents": bool = true, "model": any string,
+ * and posy's "truncate" / "truncation_direction"}.  At least one text and
+ * at most max_inputs; the strings point into *doc (gw_rerank_text). */
 typedef struct gw_rerank_req {
     const char *query;
     size_t query_len;
-    json_t *texts;        /* the document's "texts" array of strings */
+    json_t *texts;        /* the document's "texts" / "documents" array */
     int n;
     int raw_scores, return_text, truncate;
+    int top_n;            /* /v1/rerank: the best top_n only (n when not given) */
     tok_trunc_dir dir;
 } gw_rerank_req;
-int gw_parse_rerank(const char *body, size_t len, int max_inputs, int default_truncate, json_t **doc,
+int gw_parse_rerank(const char *body, size_t len, int cohere, int max_inputs, int default_truncate, json_t **doc,
                     gw_rerank_req *r, gw_perr *pe);
+/* Text i of a parsed rerank request (a string, or a document's "text"). */
+const char *gw_rerank_text(const gw_rerank_req *r, json_t *texts, int i, size_t *len);
 
 /* POST /decode (TEI): {"ids": [int, ...] | [[int, ...], ...],
  * "skip_special_tokens": bool = true}.  Every id must lie in [0, vocab)

@@ -7,9 +7,14 @@
  * its one logit (eng_config_rerank.c); the answer is TEI's: the texts
  * sorted by score, highest first, [{"index": i, "score": s[, "text": t]}],
  * the score sigmoid(logit) unless "raw_scores" (ties keep input order).
+ * POST /v1/rerank answers the Cohere / Jina form that vLLM and Infinity
+ * serve: {"id", "model", "results": [{"index", "relevance_score",
+ * "document": {"text"}}], "usage": {"total_tokens"}}, the best top_n.
  */
 #include <math.h>
+#include <stdatomic.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include "gw_internal.h"
 #include "gw_parse.h"
@@ -30,11 +35,11 @@ int gw_rerank_tokenize(gw_call *c, const gw_rerank_req *r) {
     c->n_inputs = r->n;
     tok_opts o = {.add_special = 1, .max_len = r->truncate ? m->max_input_tokens : 0, .trunc_dir = r->dir};
     for (int i = 0; i < r->n; i++) {
-        json_t *t = json_array_get(r->texts, (size_t)i);
+        size_t len;
+        const char *t = gw_rerank_text(r, r->texts, i, &len);
         posy_err err;
         posy_err_clear(&err);
-        if (tok_encode_pair(m->tok, r->query, r->query_len, json_string_value(t), json_string_length(t), &o, &tl_pair,
-                            &err)) {
+        if (tok_encode_pair(m->tok, r->query, r->query_len, t, len, &o, &tl_pair, &err)) {
             gw_call_fail(c, 422, GW_F_VALIDATION, "tokenization_failed", "text %d: %s", i, err.msg);
             return -1;
         }
@@ -61,6 +66,32 @@ static int rr_by_score(const void *a, const void *b) {
     return i - j;
 }
 
+static atomic_ulong rr_ids;   /* the "id" of /v1/rerank answers: rerank-<n> */
+
+/* Text i of the request as a JSON string, between `before` and `after`. */
+static void rr_put_text(gw_call *c, int i, const char *before, const char *after) {
+    size_t len;
+    const char *t = gw_rerank_text(NULL, c->rr_texts, i, &len);
+    gw_buf_puts(&c->resp, before);
+    gw_buf_json_str(&c->resp, t, len);
+    gw_buf_puts(&c->resp, after);
+}
+
+static void rr_write_cohere(gw_call *c, const int *order) {
+    gw_buf *b = &c->resp;
+    const gw_model *m = &c->srv->model;
+    gw_buf_printf(b, "{\"id\":\"rerank-%lu\",\"model\":", atomic_fetch_add(&rr_ids, 1) + 1);
+    gw_buf_json_str(b, m->name, strlen(m->name));
+    gw_buf_puts(b, ",\"results\":[");
+    for (int k = 0; k < c->rr_top_n && k < c->n_seqs; k++) {
+        const int i = order[k];
+        gw_buf_printf(b, "%s{\"index\":%d,\"relevance_score\":%.9g", k ? "," : "", i, (double)c->out[i]);
+        if (c->rr_texts) rr_put_text(c, i, ",\"document\":{\"text\":", "}");
+        gw_buf_putc(b, '}');
+    }
+    gw_buf_printf(b, "],\"usage\":{\"total_tokens\":%ld}}", c->prompt_tokens);
+}
+
 int gw_rerank_write(gw_call *c) {
     const int n = c->n_seqs;
     int *order = malloc((size_t)n * sizeof *order);
@@ -72,16 +103,16 @@ int gw_rerank_write(gw_call *c) {
     rr_scores = c->out;
     qsort(order, (size_t)n, sizeof *order, rr_by_score);
     gw_buf *b = &c->resp;
+    if (c->rr_cohere) {
+        rr_write_cohere(c, order);
+        free(order);
+        return 0;
+    }
     gw_buf_putc(b, '[');
     for (int k = 0; k < n; k++) {
         const int i = order[k];
         gw_buf_printf(b, "%s{\"index\":%d,", k ? "," : "", i);
-        if (c->rr_texts) {
-            json_t *t = json_array_get(c->rr_texts, (size_t)i);
-            gw_buf_puts(b, "\"text\":");
-            gw_buf_json_str(b, json_string_value(t), json_string_length(t));
-            gw_buf_putc(b, ',');
-        }
+        if (c->rr_texts) rr_put_text(c, i, "\"text\":", ",");
         gw_buf_printf(b, "\"score\":%.9g}", (double)c->out[i]);
     }
     gw_buf_putc(b, ']');

@@ -10,8 +10,10 @@
  * Bit 5 sends the body to /decode's reader instead (gw_parse_decode; bit
  * 6 then picks a 5-id vocabulary instead of 30522), whose successes must
  * hold only in-vocabulary integer lists, the document's own.  Bit 7 sends
- * it to /rerank's reader (gw_parse_rerank), whose successes must hold the
- * document's own query string and 1..max_inputs strings of "texts".
+ * it to /rerank's reader (gw_parse_rerank; bit 1 then picks /v1/rerank's
+ * form), whose successes must hold the document's own query string and
+ * 1..max_inputs texts, strings (or {"text": string} documents), and
+ * 1 <= top_n <= their number.
  *
  * Beyond "no crash, no leak, no UB" it checks the parser's contract:
  * an error carries a 400 or 422 status, a code and a message; a success
@@ -125,18 +127,18 @@ static int fuzz_rerank(const uint8_t *data, size_t size) {
     gw_rerank_req r;
     gw_perr pe;
     memset(&pe, 0, sizeof pe);
-    int rc = gw_parse_rerank((const char *)data + 1, size - 1, max_inputs, truncate, &doc, &r, &pe);
+    const int cohere = (data[0] >> 1) & 1;
+    int rc = gw_parse_rerank((const char *)data + 1, size - 1, cohere, max_inputs, truncate, &doc, &r, &pe);
     if (doc == (json_t *)1) abort();
     if (rc == 0) {
         json_t *q = json_object_get(doc, "query");
         if (!json_is_string(q) || r.query != json_string_value(q) || r.query_len != json_string_length(q)) abort();
-        if (r.texts != json_object_get(doc, "texts") || r.n < 1 || r.n > max_inputs ||
-            (size_t)r.n != json_array_size(r.texts))
+        if (r.texts != json_object_get(doc, cohere ? "documents" : "texts") || r.n < 1 || r.n > max_inputs ||
+            (size_t)r.n != json_array_size(r.texts) || r.top_n < 1 || r.top_n > r.n)
             abort();
         for (int i = 0; i < r.n; i++) {   /* what gw_rerank_tokenize reads */
-            json_t *t = json_array_get(r.texts, (size_t)i);
-            const char *s = json_string_value(t);
-            size_t n = json_string_length(t), sum = 0;
+            size_t n, sum = 0;
+            const char *s = gw_rerank_text(&r, r.texts, i, &n);
             if (!s) abort();
             for (size_t k = 0; k < n; k++) sum += (unsigned char)s[k];
             if (sum == (size_t)-1) abort();

@@ -8,7 +8,7 @@
                          inputs, and the usual mistakes (wrong types, empty
                          lists, mixed inputs, bad JSON); bit 5: a /decode
                          body instead (bit 6: a 5-id vocabulary); bit 7: a
-                         /rerank body.
+                         /rerank body (with bit 1: /v1/rerank's).
   tests/fuzz/cfg_seeds/  fuzz_config: the files of a model directory joined
                          by NUL bytes, in fuzz_config.c's order (config.json,
                          modules.json, 1_Pooling/config.json,
@@ -54,6 +54,8 @@ GW = {
                                       "raw_scores": True, "return_text": True, "truncate": True,
                                       "truncation_direction": "left"}),
     "rerank_bad": (RERANK | BATCH[1], {"query": ["q"], "texts": ["a", 1]}),
+    "rerank_v1": (RERANK | TOKENIZE | BATCH[8], {"model": "m", "query": "q", "documents": ["a", {"text": "b"}],
+                                               "top_n": 1, "return_documents": False}),
     "empty_ids": (BATCH[8], {"inputs": [[]]}),
     "empty_list": (BATCH[8], {"inputs": []}),
     "null_input": (BATCH[8], {"inputs": None}),

@@ -84,6 +84,29 @@ def test_rerank_scores(servers, name):
     assert st == 200 and one[0]["index"] == 0 and abs(one[0]["score"] - exp["logits"][3]) < 2e-5, one
 
 
+def test_v1_rerank(servers):
+    """The Cohere / Jina form (vLLM's and Infinity's /v1/rerank): documents as strings or {"text"},
+    top_n, return_documents (default true), relevance_score = sigmoid(logit)."""
+    exp, url = expected("xlmr"), servers["xlmr"]
+    docs = [t if i % 2 else {"text": t} for i, t in enumerate(exp["texts"])]
+    st, body = post(url, "/v1/rerank", {"model": "any", "query": exp["query"], "documents": docs, "top_n": 3})
+    assert st == 200, body
+    assert body["model"] == "xlmr" and body["id"].startswith("rerank-") and body["usage"]["total_tokens"] > 0, body
+    full = sorted(range(len(exp["logits"])), key=lambda i: -exp["logits"][i])
+    assert [x["index"] for x in body["results"]] == full[:3], body
+    for x in body["results"]:
+        assert abs(x["relevance_score"] - 1.0 / (1.0 + math.exp(-exp["logits"][x["index"]]))) < 2e-5, x
+        assert x["document"] == {"text": exp["texts"][x["index"]]}, x
+    st, body = post(url, "/v1/rerank", {"query": exp["query"], "documents": exp["texts"], "return_documents": False})
+    assert st == 200 and len(body["results"]) == len(exp["texts"]), body
+    assert all("document" not in x for x in body["results"]), body
+    for bad, status, word in [({"query": "q"}, 422, "documents"), ({"query": "q", "documents": ["a"], "top_n": 0}, 422,
+                                                                  "top_n"),
+                              ({"query": "q", "documents": [{"txt": "a"}]}, 400, "documents[0]")]:
+        st, err = post(url, "/v1/rerank", bad)
+        assert st == status and word in err["error"]["message"], (bad, err)
+
+
 def test_rerank_embed_cli_refuses(posy_bin):
     r = subprocess.run([posy_bin, "embed", "--model", model("bert"), "x"], capture_output=True, timeout=120)
     assert r.returncode == 2 and "POST /rerank" in r.stderr.decode(), r.stderr.decode()
