@@ -31,8 +31,11 @@ typedef struct eng_dense_cfg {
     int in, out, bias;
     eng_dense_act act;
     /* a reranker's head (eng_config_rerank.c): the tensors' names in the
-     * model's own checkpoint instead of <path>/model.safetensors; "" else */
-    char wname[64], bname[64];
+     * model's own checkpoint instead of <path>/model.safetensors; "" else
+     * (bname "" with bias 0); a LayerNorm after the activation when lnw is
+     * set (ModernBERT's head; lnb "" without bias) */
+    char wname[64], bname[64], lnw[64], lnb[64];
+    double ln_eps;
 } eng_dense_cfg;
 
 typedef struct eng_prompt {
@@ -99,8 +102,13 @@ typedef struct eng_config {
      * XLM-R or DistilBERT ForSequenceClassification with one label): the
      * [CLS] state through the model's classification head (two Dense
      * layers, eng_config_rerank.c) is its score's logit, info.dim 1;
-     * served on /rerank, query and text as a pair */
+     * served on /rerank, query and text as a pair; ModernBERT's head
+     * (dense, activation, LayerNorm) after CLS or mean pooling as its
+     * classifier_pooling says */
     int rerank;
+    int rerank_mean;             /* ModernBERT's classifier_pooling "mean" (else CLS) */
+    int rerank_head_bias;        /* ModernBERT's classifier_bias */
+    eng_dense_act rerank_act;    /* ModernBERT's classifier_activation */
     eng_dense_cfg dense[ENG_MAX_DENSE]; /* Dense modules after pooling, in order */
     int n_dense;
 } eng_config;

@@ -9,6 +9,9 @@
  *   BERT        tanh(pooler.dense)       -> classifier            (bert.pooler.*, classifier.*)
  *   RoBERTa/XLM-R tanh(classifier.dense) -> classifier.out_proj
  *   DistilBERT  relu(pre_classifier)     -> classifier
+ *   ModernBERT  LayerNorm(act(head.dense)) -> classifier, after CLS or
+ *               mean pooling (classifier_pooling), the dense's bias as
+ *               classifier_bias says, the norm's as norm_bias
  * and the vector served is that one logit.  Several labels (a classifier
  * rather than a reranker) are refused: /rerank has one score a text.
  */
@@ -16,6 +19,7 @@
 
 #include <jansson.h>
 #include <stdio.h>
+#include "eng_cfgjson.h"
 #include <string.h>
 
 static int rr_is_classifier(json_t *root) {
@@ -25,13 +29,39 @@ static int rr_is_classifier(json_t *root) {
     return n > k && !strcmp(a + n - k, suffix);
 }
 
+/* ModernBERT's head settings (transformers' defaults: cls, gelu, no bias). */
+static int rr_modernbert(eng_config *c, json_t *root, const char *path, posy_err *err) {
+    char pool[16], act[32];
+    int rc;
+    if ((rc = eng_cfgjson_str(root, "classifier_pooling", path, 0, "cls", pool, sizeof pool, err)) ||
+        (rc = eng_cfgjson_str(root, "classifier_activation", path, 0, "gelu", act, sizeof act, err)) ||
+        (rc = eng_cfgjson_bool(root, "classifier_bias", path, 0, &c->rerank_head_bias, err)))
+        return rc;
+    if (strcmp(pool, "cls") && strcmp(pool, "mean"))
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: classifier_pooling '%s' is not supported (cls, mean)", path,
+                            pool);
+    c->rerank_mean = !strcmp(pool, "mean");
+    static const struct { const char *name; eng_dense_act act; } acts[] = {
+        {"gelu", ENG_DENSE_GELU}, {"relu", ENG_DENSE_RELU}, {"tanh", ENG_DENSE_TANH}, {"sigmoid", ENG_DENSE_SIGMOID},
+        {"linear", ENG_DENSE_IDENTITY},
+    };
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
+        if (!strcmp(act, acts[i].name)) {
+            c->rerank_act = acts[i].act;
+            return 0;
+        }
+    return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: classifier_activation '%s' is not supported (gelu, relu, tanh, "
+                        "sigmoid, linear)", path, act);
+}
+
 int eng_config_rerank_check(eng_config *c, json_t *root, const char *path, posy_err *err) {
     if (!rr_is_classifier(root)) return 0;
     const char *arch = c->info.arch;
-    if (strcmp(arch, "bert") && strcmp(arch, "roberta") && strcmp(arch, "xlm-roberta") && strcmp(arch, "distilbert"))
+    if (strcmp(arch, "bert") && strcmp(arch, "roberta") && strcmp(arch, "xlm-roberta") && strcmp(arch, "distilbert") &&
+        !c->modernbert)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: a sequence-classification head on model_type '%s' is not "
-                            "supported (rerankers: bert, roberta, xlm-roberta, camembert, distilbert)", path,
-                            c->model_type);
+                            "supported (rerankers: bert, roberta, xlm-roberta, camembert, distilbert, modernbert)",
+                            path, c->model_type);
     /* transformers: num_labels = len(id2label), 2 when neither is given */
     json_t *labels = json_object_get(root, "id2label"), *nl = json_object_get(root, "num_labels");
     long long n = json_is_object(labels) ? (long long)json_object_size(labels)
@@ -41,7 +71,7 @@ int eng_config_rerank_check(eng_config *c, json_t *root, const char *path, posy_
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: a classifier of %lld labels; posy serves single-score "
                             "rerankers (one label, /rerank), not classification", path, n);
     c->rerank = 1;
-    return 0;
+    return c->modernbert ? rr_modernbert(c, root, path, err) : 0;
 }
 
 static void rr_dense(eng_dense_cfg *d, int in, int out, eng_dense_act act, const char *w, const char *b) {
@@ -57,9 +87,16 @@ static void rr_dense(eng_dense_cfg *d, int in, int out, eng_dense_act act, const
 void eng_config_rerank_head(eng_config *c) {
     const int H = c->info.hidden;
     const char *arch = c->info.arch;
-    c->info.pooling = POSY_POOL_CLS;
+    c->info.pooling = c->rerank_mean ? POSY_POOL_MEAN : POSY_POOL_CLS;
     c->info.normalize = 0;
-    if (!strcmp(arch, "bert")) {
+    if (c->modernbert) {
+        rr_dense(&c->dense[0], H, H, c->rerank_act, "head.dense.weight", c->rerank_head_bias ? "head.dense.bias" : "");
+        c->dense[0].bias = c->rerank_head_bias;
+        snprintf(c->dense[0].lnw, sizeof c->dense[0].lnw, "head.norm.weight");
+        snprintf(c->dense[0].lnb, sizeof c->dense[0].lnb, "%s", c->norm_bias ? "head.norm.bias" : "");
+        c->dense[0].ln_eps = c->ln_eps;
+        rr_dense(&c->dense[1], H, 1, ENG_DENSE_IDENTITY, "classifier.weight", "classifier.bias");
+    } else if (!strcmp(arch, "bert")) {
         rr_dense(&c->dense[0], H, H, ENG_DENSE_TANH, "bert.pooler.dense.weight", "bert.pooler.dense.bias");
         rr_dense(&c->dense[1], H, 1, ENG_DENSE_IDENTITY, "classifier.weight", "classifier.bias");
     } else if (!strcmp(arch, "distilbert")) {

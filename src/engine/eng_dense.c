@@ -14,28 +14,58 @@ void eng_dense_free(eng_dense *d) {
     for (int i = 0; i < d->n; i++) {
         free(d->layers[i].w);
         free(d->layers[i].b);
+        free(d->layers[i].ln_g);
+        free(d->layers[i].ln_b);
     }
     memset(d, 0, sizeof *d);
 }
 
-/* A reranker's head: its two tensors from the model's own checkpoint. */
+/* One vector of a reranker's head from the model's own checkpoint into a
+ * new allocation; name "" leaves *dst NULL. */
+static int head_vec(const eng_st_file *st, const char *name, int n, float **dst, const char *dir, posy_err *err) {
+    const int64_t d[1] = {n};
+    if (!name[0]) return 0;
+    if (!eng_st_find(st, name))
+        return posy_err_set(err, POSY_E_INVALID, "%s: the classification head's %s is not in the checkpoint", dir, name);
+    if (!(*dst = malloc(sizeof(float) * (size_t)n)))
+        return posy_err_set(err, POSY_E_NOMEM, "%s: out of memory for the classification head", dir);
+    return eng_st_read_f32(st, name, 1, d, *dst, err);
+}
+
+/* A reranker's head: its tensors from the model's own checkpoint. */
 static int dense_load_head(eng_dense_layer *L, const eng_dense_cfg *c, const char *model_dir, posy_err *err) {
     eng_st_file st;
     if (eng_st_open_dir(&st, model_dir, err)) return -1;
     L->in = c->in;
     L->out = c->out;
     L->act = c->act;
-    const int64_t wd[2] = {c->out, c->in}, bd[1] = {c->out};
+    L->ln_eps = (float)c->ln_eps;
+    const int64_t wd[2] = {c->out, c->in};
     int rc = 0;
-    if (!(L->w = malloc(sizeof(float) * (size_t)c->out * (size_t)c->in)) || !(L->b = malloc(sizeof(float) * (size_t)c->out)))
+    if (!eng_st_find(&st, c->wname))
+        rc = posy_err_set(err, POSY_E_INVALID, "%s: the classification head's %s is not in the checkpoint", model_dir,
+                          c->wname);
+    else if (!(L->w = malloc(sizeof(float) * (size_t)c->out * (size_t)c->in)))
         rc = posy_err_set(err, POSY_E_NOMEM, "%s: out of memory for the classification head", model_dir);
-    if (!rc && (!eng_st_find(&st, c->wname) || !eng_st_find(&st, c->bname)))
-        rc = posy_err_set(err, POSY_E_INVALID, "%s: the classification head's %s / %s is not in the checkpoint",
-                          model_dir, c->wname, c->bname);
     if (!rc) rc = eng_st_read_f32(&st, c->wname, 2, wd, L->w, err);
-    if (!rc) rc = eng_st_read_f32(&st, c->bname, 1, bd, L->b, err);
+    if (!rc) rc = head_vec(&st, c->bname, c->out, &L->b, model_dir, err);
+    if (!rc) rc = head_vec(&st, c->lnw, c->out, &L->ln_g, model_dir, err);
+    if (!rc) rc = head_vec(&st, c->lnb, c->out, &L->ln_b, model_dir, err);
     eng_st_close(&st);
     return rc ? -1 : 0;
+}
+
+/* LayerNorm of each row of v [n, h] in place (torch's: biased variance). */
+static void dense_layernorm(float *v, int n, int h, const float *g, const float *b, float eps) {
+    for (int r = 0; r < n; r++) {
+        float *x = v + (size_t)r * h;
+        double mean = 0, var = 0;
+        for (int i = 0; i < h; i++) mean += x[i];
+        mean /= h;
+        for (int i = 0; i < h; i++) var += (x[i] - mean) * (x[i] - mean);
+        const double inv = 1.0 / sqrt(var / h + eps);
+        for (int i = 0; i < h; i++) x[i] = (float)((x[i] - mean) * inv) * g[i] + (b ? b[i] : 0.0f);
+    }
 }
 
 static int dense_load_one(eng_dense_layer *L, const eng_dense_cfg *c, const char *model_dir, posy_err *err) {
@@ -104,6 +134,7 @@ void eng_dense_apply(const eng_dense *d, int n, const float *x, float *y, float 
         float *dst = i + 1 == d->n ? y : bufs[i & 1];
         eng_cpu_linear(dst, src, L->w, L->b, n, L->out, L->in);
         dense_act(dst, (size_t)n * (size_t)L->out, L->act);
+        if (L->ln_g) dense_layernorm(dst, n, L->out, L->ln_g, L->ln_b, L->ln_eps);
         src = dst;
     }
     if (d->normalize && d->n) eng_cpu_l2_normalize(y, n, d->layers[d->n - 1].out);

@@ -11,6 +11,9 @@ tests/python/test_rerank.py checks posy's /rerank against them.
   xlmr        XLMRobertaForSequenceClassification (bge-reranker style;
               Unigram, <s> A </s></s> B </s>)
   distilbert  DistilBertForSequenceClassification (its ReLU pre-classifier)
+  modernbert  ModernBertForSequenceClassification (gte-reranker-modernbert
+              style: mean pooling, dense + GELU + LayerNorm head; the
+              tokenizer of tests/fixtures/decoders/modernbert)
 
 Needs torch, transformers and tokenizers (not in CI; the fixtures are
 committed).  Run from the repository root:
@@ -42,6 +45,13 @@ MODELS = {
     "distilbert": ("wordpiece_nfd.json", T.DistilBertForSequenceClassification,
                    T.DistilBertConfig(vocab_size=2500, dim=64, n_layers=2, n_heads=4, hidden_dim=128,
                                       max_position_embeddings=256, num_labels=1)),
+    # gte-reranker-modernbert style: mean pooling, the head's dense with a bias, LayerNorm without one
+    "modernbert": ("../decoders/modernbert/tokenizer.json", T.ModernBertForSequenceClassification,
+                   T.ModernBertConfig(vocab_size=512, hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
+                                      intermediate_size=96, max_position_embeddings=256, local_attention=32,
+                                      global_attn_every_n_layers=3, pad_token_id=0, cls_token_id=400,
+                                      sep_token_id=400, bos_token_id=400, eos_token_id=400, norm_bias=False,
+                                      classifier_pooling="mean", classifier_bias=True, num_labels=1)),
 }
 
 
@@ -57,6 +67,8 @@ def main():
                     p.normal_(0.0, 1.0 / p.shape[1] ** 0.5)
                 elif "bias" in n:
                     p.normal_(0.0, 0.1)
+                elif "norm" in n:
+                    p.normal_(1.0, 0.1)
         m.save_pretrained(d, safe_serialization=True)
         tok = Tokenizer.from_file(os.path.join(TOK, tokf))
         tok.save(os.path.join(d, "tokenizer.json"))

@@ -1,10 +1,11 @@
 """Cross-encoder rerankers on POST /rerank (TEI's route), against
 transformers.
 
-tests/fixtures/rerank/ (tests/gen/gen_rerank_fixtures.py) holds three tiny
+tests/fixtures/rerank/ (tests/gen/gen_rerank_fixtures.py) holds four tiny
 random rerankers of one label -- BertForSequenceClassification (token types
-0 / 1 for query / text), XLMRobertaForSequenceClassification and
-DistilBertForSequenceClassification -- with expected.json: the (query,
+0 / 1 for query / text), XLMRobertaForSequenceClassification,
+DistilBertForSequenceClassification and ModernBertForSequenceClassification
+(mean pooling, a dense + GELU + LayerNorm head) -- with expected.json: the (query,
 text) pairs' ids and type ids as the tokenizers package encodes them, and
 the logits transformers computes (fp32).  posy must encode the same pairs,
 score each text with the same logit (raw_scores) or its sigmoid, and sort
@@ -23,7 +24,7 @@ import pytest
 from conftest import FIXTURES
 from serve_util import Server, post_json as post
 
-MODELS = ["bert", "xlmr", "distilbert"]
+MODELS = ["bert", "xlmr", "distilbert", "modernbert"]
 
 
 def model(name):

@@ -523,6 +523,32 @@ static void test_rerank_config(void) {
                        "\"intermediate_size\":128,\"vocab_size\":100,\"architectures\":[\"MPNetForSequenceClassification\"],"
                        "\"num_labels\":1}");
     expect_fail("a sequence-classification head on model_type 'mpnet' is not supported", NULL);
+    /* ModernBERT's head: its pooling, activation and biases from the config */
+    static const char *MB = "\"model_type\":\"modernbert\",\"hidden_size\":64,\"num_hidden_layers\":3,"
+                            "\"num_attention_heads\":4,\"intermediate_size\":96,\"vocab_size\":512,"
+                            "\"architectures\":[\"ModernBertForSequenceClassification\"],\"num_labels\":1";
+    snprintf(cfg, sizeof cfg, "{%s,\"classifier_pooling\":\"mean\",\"classifier_bias\":true,\"norm_bias\":true}", MB);
+    put("config.json", cfg);
+    if (load_ok(&c)) {
+        CHECK_EQ_INT(c.info.pooling, POSY_POOL_MEAN);
+        CHECK(c.dense[0].act == ENG_DENSE_GELU && c.dense[0].bias == 1);
+        CHECK(!strcmp(c.dense[0].lnw, "head.norm.weight") && !strcmp(c.dense[0].lnb, "head.norm.bias"));
+        CHECK(!strcmp(c.dense[1].wname, "classifier.weight"));
+        eng_config_free(&c);
+    }
+    snprintf(cfg, sizeof cfg, "{%s}", MB);   /* transformers' defaults: cls, gelu, no biases */
+    put("config.json", cfg);
+    if (load_ok(&c)) {
+        CHECK_EQ_INT(c.info.pooling, POSY_POOL_CLS);
+        CHECK(c.dense[0].bias == 0 && !c.dense[0].bname[0] && !c.dense[0].lnb[0]);
+        eng_config_free(&c);
+    }
+    snprintf(cfg, sizeof cfg, "{%s,\"classifier_pooling\":\"max\"}", MB);
+    put("config.json", cfg);
+    expect_fail("classifier_pooling 'max' is not supported", NULL);
+    snprintf(cfg, sizeof cfg, "{%s,\"classifier_activation\":\"swish\"}", MB);
+    put("config.json", cfg);
+    expect_fail("classifier_activation 'swish' is not supported", NULL);
 }
 
 static void test_cleanup(void) {
