@@ -8,6 +8,9 @@ Two random-weight rerankers of one label, GPU-sized (head size 32 / 64):
   xlmr   XLMRobertaForSequenceClassification, xlm-roberta-base's shape
          with a small vocabulary (the bge-reranker-base family), Unigram
          fixture tokenizer
+  modernbert  ModernBertForSequenceClassification, ModernBERT-base's width,
+         6 layers, mean pooling, the dense + GELU + LayerNorm head
+         (gte-reranker-modernbert-base), the ModernBERT fixture tokenizer
 are written as Hugging Face folders; 40 (query, text) pairs of 5 to ~500
 tokens go through the pair template (the tokenizers package), and
 api_embed (the engine's public API: CLS pooling, then the head as the
@@ -43,6 +46,12 @@ MODELS = {
              T.XLMRobertaConfig(vocab_size=2002, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                                 intermediate_size=3072, max_position_embeddings=514, type_vocab_size=1,
                                 pad_token_id=1, bos_token_id=0, eos_token_id=2, num_labels=1)),
+    "modernbert": ("../decoders/modernbert/tokenizer.json", T.ModernBertForSequenceClassification,
+                   T.ModernBertConfig(vocab_size=512, hidden_size=768, num_hidden_layers=6, num_attention_heads=12,
+                                      intermediate_size=1152, max_position_embeddings=1024, local_attention=128,
+                                      global_attn_every_n_layers=3, pad_token_id=0, cls_token_id=400,
+                                      sep_token_id=400, bos_token_id=400, eos_token_id=400, norm_bias=False,
+                                      classifier_pooling="mean", classifier_bias=True, num_labels=1)),
 }
 
 
@@ -77,10 +86,12 @@ def main():
                     p.normal_(0.0, 1.0 if last else 1.0 / p.shape[1] ** 0.5)
                 elif "bias" in n:
                     p.normal_(0.0, 0.1)
+                elif "norm" in n:
+                    p.normal_(1.0, 0.1)
         m.save_pretrained(d, safe_serialization=True)
         tok = Tokenizer.from_file(os.path.join(FIX, tokf))
         tok.save(os.path.join(d, "tokenizer.json"))
-        tok.enable_truncation(cfg.max_position_embeddings - (2 if name == "xlmr" else 0))
+        tok.enable_truncation(min(512, cfg.max_position_embeddings - (2 if name == "xlmr" else 0)))
         encs = [tok.encode(q, t) for q, t in pairs(rng)]
         ref = []
         with torch.no_grad():
