@@ -38,7 +38,7 @@ __attribute__((weak)) int cli_cmd_tokenize(int argc, char **argv) {
 }
 
 static const cli_entry commands[] = {
-    {"serve", cli_cmd_serve, "HTTP server (OpenAI /v1/embeddings, TEI /embed) with the engine in-process"},
+    {"serve", cli_cmd_serve, "HTTP server (OpenAI /v1/embeddings, TEI /embed, /rerank) with the engine in-process"},
     {"embed", cli_cmd_embed, "embed texts from arguments, stdin or a file"},
     {"tokenize", cli_cmd_tokenize, "print token ids, tokens and offsets as JSON lines"},
     {"worker", cli_cmd_worker, "gRPC worker: scheduler + engine for one device"},
