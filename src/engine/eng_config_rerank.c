@@ -1,10 +1,11 @@
 /* eng_config_rerank: cross-encoder rerankers (ms-marco-MiniLM-L-6-v2,
- * bge-reranker-base / -large, mxbai-rerank-*-v1, ...): an encoder with a
+ * bge-reranker-base / -large, gte-reranker-modernbert-base, ...): an encoder with a
  * sequence-classification head of one label, whose logit scores how well a
  * text answers a query (TEI's /rerank).
  *
- * The head is two linear layers on the first token's final state, so it
- * runs as two of the engine front's Dense layers (eng_dense.c) after CLS
+ * The head is two linear layers on the pooled final state (the first
+ * token's but for a ModernBERT one that says mean), so it runs as two of
+ * the engine front's Dense layers (eng_dense.c) after the backend's
  * pooling, on every device:
  *   BERT        tanh(pooler.dense)       -> classifier            (bert.pooler.*, classifier.*)
  *   RoBERTa/XLM-R tanh(classifier.dense) -> classifier.out_proj
@@ -19,8 +20,8 @@
 
 #include <jansson.h>
 #include <stdio.h>
-#include "eng_cfgjson.h"
 #include <string.h>
+#include "eng_cfgjson.h"
 
 static int rr_is_classifier(json_t *root) {
     const char *a = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
