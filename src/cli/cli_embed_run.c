@@ -112,7 +112,7 @@ static int encode_text(embed_state *st, size_t i, posy_err *err) {
         posy_err_wrap(err, "input text %zu", i + 1);
         return -1;
     }
-    if (st->enc.n <= 0)
+    if (st->enc.n <= 0 && j->add_special)   /* a static embedding model (no specials) embeds it as zeros */
         return posy_err_set(err, POSY_E_INVALID, "input text %zu: tokenizes to no tokens", i + 1);
     return 0;
 }
@@ -156,12 +156,14 @@ static int slot_fill(embed_state *st, embed_slot *s, posy_err *err) {
                                 "input text %zu has %d tokens, over --max-batch-tokens %d",
                                 st->next_text + 1, n, j->max_batch_tokens);
         }
-        if (st->prompt_skip >= n)
+        if (st->prompt_skip && st->prompt_skip >= n)
             return posy_err_set(err, POSY_E_TOO_LONG, "input text %zu: %d tokens after truncation, not more than "
                                 "the %d prompt tokens left out of pooling", st->next_text + 1, n, st->prompt_skip);
         if (k == 1) {
-            memcpy(s->ids + nt, st->enc.ids, sizeof(int32_t) * (size_t)n);
-            memcpy(s->type_ids + nt, st->enc.type_ids, sizeof(int32_t) * (size_t)n);
+            if (n) {   /* a static model's empty text has none (and maybe no buffers yet) */
+                memcpy(s->ids + nt, st->enc.ids, sizeof(int32_t) * (size_t)n);
+                memcpy(s->type_ids + nt, st->enc.type_ids, sizeof(int32_t) * (size_t)n);
+            }
             st->wcu[0] = 0;
             st->wcu[1] = n;
         } else {   /* the type ids are windowed like the ids (the same positions kept) */

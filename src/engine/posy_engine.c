@@ -216,9 +216,9 @@ static int validate_shape(const posy_engine *e, const posy_batch *b, posy_err *e
     if (b->n_tokens > e->opts.max_batch_tokens)
         return posy_err_set(err, POSY_E_TOO_LONG, "batch: %d tokens, over --max-batch-tokens %d",
                             b->n_tokens, e->opts.max_batch_tokens);
-    if (!b->ids || !b->cu_seqlens || !b->out)
+    if ((!b->ids && b->n_tokens) || !b->cu_seqlens || !b->out)
         return posy_err_set(err, POSY_E_INVALID, "batch: %s is NULL",
-                            !b->ids ? "ids" : !b->cu_seqlens ? "cu_seqlens" : "out");
+                            !b->cu_seqlens ? "cu_seqlens" : !b->out ? "out" : "ids");
     if (b->cu_seqlens[0] != 0)
         return posy_err_set(err, POSY_E_INVALID, "batch: cu_seqlens[0] is %d, must be 0", b->cu_seqlens[0]);
     for (int s = 0; s < b->n_seqs; s++) {
@@ -226,14 +226,16 @@ static int validate_shape(const posy_engine *e, const posy_batch *b, posy_err *e
         if (len < 0)
             return posy_err_set(err, POSY_E_INVALID, "batch: cu_seqlens decreases at sequence %d (%d -> %d)",
                                 s, b->cu_seqlens[s], b->cu_seqlens[s + 1]);
-        if (len == 0) return posy_err_set(err, POSY_E_INVALID, "batch: sequence %d is empty", s);
+        /* a static embedding model embeds an empty text (no tokens) as sentence-transformers does: zeros */
+        if (len == 0 && !e->cfg.static_emb) return posy_err_set(err, POSY_E_INVALID, "batch: sequence %d is empty", s);
         if (len > mi->max_positions)
             return posy_err_set(err, POSY_E_TOO_LONG,
                                 "batch: sequence %d has %lld tokens, over the model's %d positions",
                                 s, len, mi->max_positions);
     }
     for (int s = 0; b->pool_skip && s < b->n_seqs; s++)
-        if (b->pool_skip[s] < 0 || b->pool_skip[s] >= b->cu_seqlens[s + 1] - b->cu_seqlens[s])
+        if (b->pool_skip[s] < 0 || b->pool_skip[s] >= (b->cu_seqlens[s + 1] > b->cu_seqlens[s]
+                                                        ? b->cu_seqlens[s + 1] - b->cu_seqlens[s] : 1))
             return posy_err_set(err, POSY_E_INVALID,
                                 "batch: sequence %d skips %d tokens in pooling but has %d (need 0 <= skip < length)",
                                 s, b->pool_skip[s], b->cu_seqlens[s + 1] - b->cu_seqlens[s]);

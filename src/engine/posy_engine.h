@@ -77,7 +77,9 @@ typedef struct posy_batch {
     int n_tokens;              /* == cu_seqlens[n_seqs] */
     const int32_t *ids;        /* n_tokens */
     const int32_t *type_ids;   /* n_tokens, or NULL for all zeros */
-    const int32_t *cu_seqlens; /* n_seqs + 1, cu_seqlens[0] == 0, non-decreasing, no empty sequence */
+    const int32_t *cu_seqlens; /* n_seqs + 1, cu_seqlens[0] == 0, non-decreasing, no empty sequence (but for a
+                                  static embedding model, which embeds one as zeros; ids may then be NULL
+                                  when n_tokens is 0) */
     float *out;
     const int32_t *pool_skip;  /* n_seqs leading tokens left out of pooling (a prompt under
                                   include_prompt false), 0 <= skip < length; NULL: none.

@@ -83,7 +83,7 @@ int gw_push_seq(gw_call *c, const int32_t *ids, const int32_t *types, int n, int
     if (grow(c, n) || grow_seqs(c)) return -1;
     int at = c->cu[c->n_seqs];
     if (put_types(c, at, types, n)) return -1;
-    memcpy(c->ids + at, ids, (size_t)n * sizeof *ids);
+    if (n) memcpy(c->ids + at, ids, (size_t)n * sizeof *ids);
     if (c->skip) c->skip[c->n_seqs] = skip;
     c->cu[++c->n_seqs] = at + n;
     return 0;
@@ -212,12 +212,12 @@ static int add_text(gw_call *c, const gw_embed_req *r, int idx, const char *text
                      tl_enc.n, m->max_input_tokens);
         return -1;
     }
-    if (tl_enc.n == 0) {
+    if (tl_enc.n == 0 && (!m->cfg || !m->cfg->static_emb)) {   /* a static model embeds it as zeros */
         gw_call_fail(c, 422, GW_F_VALIDATION, "empty_input", "input %d has no tokens", idx);
         return -1;
     }
     if (n_full > tl_enc.n) skip = skip_after_left_cut(&tl_enc, skip, n_full - tl_enc.n);
-    if (skip >= tl_enc.n) {
+    if (skip && skip >= tl_enc.n) {
         gw_call_fail(c, 422, GW_F_VALIDATION, "input_too_long", "input %d: %d tokens after truncation, not more "
                      "than the %d prompt tokens left out of pooling", idx, tl_enc.n, skip);
         return -1;

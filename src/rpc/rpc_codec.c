@@ -28,11 +28,13 @@ static int rpc_req_check(const Posy__V1__EmbedRequest *m, const rpc_info *lim, p
     uint64_t sum = 0;
     for (size_t i = 0; i < m->n_lengths; i++) {
         int32_t l = m->lengths[i];
-        if (l <= 0) return posy_err_set(err, POSY_E_INVALID, "lengths[%zu] = %d: every sequence needs at least one token", i, l);
+        /* a static embedding model embeds an empty text (zeros): its sequences may have no tokens */
+        if (l < 0 || (l == 0 && strcmp(lim->arch, "static")))
+            return posy_err_set(err, POSY_E_INVALID, "lengths[%zu] = %d: every sequence needs at least one token", i, l);
         if (lim->max_seq_len > 0 && l > lim->max_seq_len)
             return posy_err_set(err, POSY_E_TOO_LONG, "lengths[%zu] = %d exceeds the model's max_seq_len %d", i, l,
                                 lim->max_seq_len);
-        if (m->n_pool_skip && (m->pool_skip[i] < 0 || m->pool_skip[i] >= l))
+        if (m->n_pool_skip && (m->pool_skip[i] < 0 || m->pool_skip[i] >= (l > 0 ? l : 1)))
             return posy_err_set(err, POSY_E_INVALID, "pool_skip[%zu] = %d is outside [0, %d): a sequence must keep "
                                 "at least one token to pool", i, m->pool_skip[i], l);
         sum += (uint64_t)l;

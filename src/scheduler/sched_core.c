@@ -92,7 +92,7 @@ static void form_batch(sched *s, sched_slot *sl, uint64_t now) {
         sched_req *r = s->head;
         int len = seq_len(r, r->next_seq);
         if (ntok + len > s->opts.max_batch_tokens) break;
-        memcpy(sl->ids + ntok, r->ids + r->cu_seqlens[r->next_seq], (size_t)len * sizeof(int32_t));
+        if (len) memcpy(sl->ids + ntok, r->ids + r->cu_seqlens[r->next_seq], (size_t)len * sizeof(int32_t));
         copy_optional(sl->types, &sl->has_types, r->type_ids ? r->type_ids + r->cu_seqlens[r->next_seq] : NULL,
                       ntok, len);
         copy_optional(sl->skip, &sl->has_skip, r->pool_skip ? r->pool_skip + r->next_seq : NULL, nseq, 1);
@@ -359,16 +359,18 @@ void sched_close(sched *s) {
 }
 
 static int check_req(const sched *s, const sched_req *r, posy_err *err) {
-    if (r->n_seqs <= 0 || !r->ids || !r->cu_seqlens || !r->out || !r->done)
+    if (r->n_seqs <= 0 || !r->cu_seqlens || !r->out || !r->done)
         return posy_err_set(err, POSY_E_INVALID, "a request needs at least one sequence, an output buffer and a callback");
     if (r->cu_seqlens[0] != 0) return posy_err_set(err, POSY_E_INVALID, "cu_seqlens[0] must be 0");
+    if (!r->ids && r->cu_seqlens[r->n_seqs] != 0) return posy_err_set(err, POSY_E_INVALID, "a request needs its ids");
     for (int i = 0; i < r->n_seqs; i++) {
         int len = seq_len(r, i);
-        if (len <= 0) return posy_err_set(err, POSY_E_INVALID, "sequence %d is empty", i);
+        if (len < 0 || (len == 0 && !s->eng.allow_empty))
+            return posy_err_set(err, POSY_E_INVALID, "sequence %d is empty", i);
         if (len > s->opts.max_batch_tokens)
             return posy_err_set(err, POSY_E_TOO_LONG, "sequence %d has %d tokens, more than max_batch_tokens (%d)",
                                 i, len, s->opts.max_batch_tokens);
-        if (r->pool_skip && (r->pool_skip[i] < 0 || r->pool_skip[i] >= len))
+        if (r->pool_skip && (r->pool_skip[i] < 0 || (len > 0 && r->pool_skip[i] >= len) || (len == 0 && r->pool_skip[i])))
             return posy_err_set(err, POSY_E_INVALID, "sequence %d: pool skip %d is outside [0, %d)", i,
                                 r->pool_skip[i], len);
     }

@@ -45,6 +45,8 @@ typedef struct sched_engine {
      * called on the step thread after steps that did work; the scheduler
      * keeps a copy that other threads read with sched_get_engine_stats. */
     void (*stats)(void *ctx, posy_engine_stats *out);
+    int allow_empty;          /* sequences of no tokens are accepted (a static embedding model: a zero
+                                 bag, as sentence-transformers embeds an empty text) */
 } sched_engine;
 
 /* Adapters: the real engine, and the no-op engine of `posy serve --engine

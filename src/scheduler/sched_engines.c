@@ -33,6 +33,7 @@ void sched_engine_posy(sched_engine *se, posy_engine *e) {
     se->step = posy_step;
     se->wait = posy_wait;
     se->stats = posy_stats;
+    se->allow_empty = !strcmp(posy_engine_info(e)->arch, "static");
 }
 
 typedef struct noop_engine {

@@ -41,7 +41,7 @@ TOK = os.path.join("tests", "fixtures", "tokenizers")
 OUT = os.path.join("tests", "fixtures", "static")
 TEXTS = ["What is the capital of China?", "The quick brown fox jumps over the lazy dog.", "a",
          "Embedding models turn text into vectors for retrieval, clustering and deduplication.",
-         "café, naïve, 日本語 ☃", "  spaces   and\ttabs\n", "Gravity is a force " * 12]
+         "café, naïve, 日本語 ☃", "  spaces   and\ttabs\n", "Gravity is a force " * 12, "", "   "]
 
 
 def expected(d):

@@ -163,6 +163,13 @@ static void test_engine_mean_and_normalize(void) {
         CHECK_MSG(fabs(out[i] - m0[i] / n0) < 1e-6, "seq 0 [%d]: %g, want %g", i, out[i], m0[i] / n0);
         CHECK_MSG(fabs(out[3 + i] - m1[i] / n1) < 1e-6, "seq 1 [%d]: %g, want %g", i, out[3 + i], m1[i] / n1);
     }
+    /* a sequence of no tokens (an empty text): torch's empty bag, zeros (Normalize keeps them zero) */
+    const int32_t ecu[] = {0, 0, 3};
+    if (embed(ids, ecu, 2, out, 3, msg, sizeof msg)) { CHECK_MSG(0, "%s", msg); return; }
+    for (int i = 0; i < 3; i++) {
+        CHECK_MSG(out[i] == 0.0f, "empty [%d]: %g, want 0", i, out[i]);
+        CHECK_MSG(fabs(out[3 + i] - m0[i] / n0) < 1e-6, "after empty [%d]: %g, want %g", i, out[3 + i], m0[i] / n0);
+    }
     /* the old layout, its folder named in modules.json, no Normalize: the plain mean */
     fresh_dir();
     put("modules.json", MODS_OLD);

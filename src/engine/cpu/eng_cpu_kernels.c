@@ -177,7 +177,7 @@ void eng_cpu_static_mean(float *out, const float *table, int H, const int32_t *i
 #pragma omp simd
             for (int i = 0; i < H; i++) o[i] += row[i];
         }
-        for (int i = 0; i < H; i++) o[i] /= (float)len;
+        for (int i = 0; len > 0 && i < H; i++) o[i] /= (float)len;   /* no tokens: zeros, as EmbeddingBag */
     }
 }
 

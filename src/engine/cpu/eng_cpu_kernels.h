@@ -113,7 +113,8 @@ void eng_cpu_pool(float *out, const float *x, const int32_t *cu_seqlens, const i
 
 /* A static embedding model's forward pass (torch's EmbeddingBag, mode
  * mean): out[s] = the mean of table rows ids[t] over sequence s's tokens
- * (after its skip[s] leading ones when skip is given), table [*, H]. */
+ * (after its skip[s] leading ones when skip is given), table [*, H]; a
+ * sequence of no tokens gets zeros, as torch gives an empty bag. */
 void eng_cpu_static_mean(float *out, const float *table, int H, const int32_t *ids, const int32_t *cu_seqlens,
                          const int32_t *skip, int n_seqs);
 
