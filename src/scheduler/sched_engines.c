@@ -80,6 +80,7 @@ int sched_engine_noop(sched_engine *se, int dim, int delay_us, posy_err *err) {
     se->step = noop_step;
     se->wait = noop_wait;
     se->stats = NULL;
+    se->allow_empty = 0;
     return 0;
 }
 

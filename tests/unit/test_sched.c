@@ -134,6 +134,7 @@ static void fake_init(fake *f, sched_engine *se) {
     se->step = fake_step;
     se->wait = fake_wait;
     se->stats = fake_stats;
+    se->allow_empty = 0;
 }
 
 static void fake_hold(fake *f) { pthread_mutex_lock(&f->mu); f->hold = 1; pthread_mutex_unlock(&f->mu); }
@@ -467,6 +468,17 @@ static void test_invalid_and_failure(void) {
     CHECK_EQ_INT(c.r.status, 0);
     CHECK(treq_outputs_ok(&c));
     CHECK_EQ_INT(a.fired, 0);
+    sched_close(s);
+    /* an engine that embeds empty sequences (a static model) gets them, in order, each with its own vector */
+    fake f2; sched_engine se2; fake_init(&f2, &se2);
+    se2.allow_empty = 1;
+    s = open_s(&se2, 10, 4, 100);
+    static treq d;
+    treq_make(&d, 6, 3, (int[]){3, 0, 2});
+    CHECK_EQ_INT(sched_submit(s, &d.r, &err), 0);
+    wait_fired(&d);
+    CHECK_EQ_INT(d.r.status, 0);
+    CHECK(treq_outputs_ok(&d));
     sched_close(s);
 }
 
