@@ -186,8 +186,7 @@ int gw_parse_body(const char *body, size_t len, int openai, int route_tokenize, 
     return read_inputs(in, field, max_inputs, r, pe);
 }
 
-const char *gw_rerank_text(const gw_rerank_req *r, json_t *texts, int i, size_t *len) {
-    (void)r;
+const char *gw_rerank_text(json_t *texts, int i, size_t *len) {
     json_t *t = json_array_get(texts, (size_t)i);
     if (json_is_object(t)) t = json_object_get(t, "text");
     *len = json_string_length(t);

@@ -66,7 +66,7 @@ typedef struct gw_rerank_req {
 int gw_parse_rerank(const char *body, size_t len, int cohere, int max_inputs, int default_truncate, json_t **doc,
                     gw_rerank_req *r, gw_perr *pe);
 /* Text i of a parsed rerank request (a string, or a document's "text"). */
-const char *gw_rerank_text(const gw_rerank_req *r, json_t *texts, int i, size_t *len);
+const char *gw_rerank_text(json_t *texts, int i, size_t *len);
 
 /* POST /decode (TEI): {"ids": [int, ...] | [[int, ...], ...],
  * "skip_special_tokens": bool = true}.  Every id must lie in [0, vocab)

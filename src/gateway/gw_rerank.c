@@ -36,7 +36,7 @@ int gw_rerank_tokenize(gw_call *c, const gw_rerank_req *r) {
     tok_opts o = {.add_special = 1, .max_len = r->truncate ? m->max_input_tokens : 0, .trunc_dir = r->dir};
     for (int i = 0; i < r->n; i++) {
         size_t len;
-        const char *t = gw_rerank_text(r, r->texts, i, &len);
+        const char *t = gw_rerank_text(r->texts, i, &len);
         posy_err err;
         posy_err_clear(&err);
         if (tok_encode_pair(m->tok, r->query, r->query_len, t, len, &o, &tl_pair, &err)) {
@@ -71,7 +71,7 @@ static atomic_ulong rr_ids;   /* the "id" of /v1/rerank answers: rerank-<n> */
 /* Text i of the request as a JSON string, between `before` and `after`. */
 static void rr_put_text(gw_call *c, int i, const char *before, const char *after) {
     size_t len;
-    const char *t = gw_rerank_text(NULL, c->rr_texts, i, &len);
+    const char *t = gw_rerank_text(c->rr_texts, i, &len);
     gw_buf_puts(&c->resp, before);
     gw_buf_json_str(&c->resp, t, len);
     gw_buf_puts(&c->resp, after);

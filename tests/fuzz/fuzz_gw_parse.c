@@ -138,7 +138,7 @@ static int fuzz_rerank(const uint8_t *data, size_t size) {
             abort();
         for (int i = 0; i < r.n; i++) {   /* what gw_rerank_tokenize reads */
             size_t n, sum = 0;
-            const char *s = gw_rerank_text(&r, r.texts, i, &n);
+            const char *s = gw_rerank_text(r.texts, i, &n);
             if (!s) abort();
             for (size_t k = 0; k < n; k++) sum += (unsigned char)s[k];
             if (sum == (size_t)-1) abort();
