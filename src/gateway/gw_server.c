@@ -63,7 +63,7 @@ static const route_def routes[] = {
     {"/embed", GW_R_EMBED, 1, 0},              {"/", GW_R_EMBED, 1, 0},
     {"/tokenize", GW_R_TOKENIZE, 1, 0},        {"/decode", GW_R_DECODE, 1, 0},
     {"/similarity", GW_R_SIMILARITY, 1, 0},     {"/rerank", GW_R_RERANK, 1, 0},
-    {"/v1/rerank", GW_R_V1_RERANK, 1, 1},       {"/rerank/v1", GW_R_V1_RERANK, 1, 1},
+    {"/v1/rerank", GW_R_V1_RERANK, 1, 1},       {"/v2/rerank", GW_R_V1_RERANK, 1, 1},
     {"/health", GW_R_HEALTH, 0, 0},            {"/info", GW_R_INFO, 0, 0},
     {"/v1/models", GW_R_MODELS, 0, 1},         {"/metrics", GW_R_METRICS, 0, 0},
 };

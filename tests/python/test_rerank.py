@@ -98,7 +98,7 @@ def test_v1_rerank(servers):
     for x in body["results"]:
         assert abs(x["relevance_score"] - 1.0 / (1.0 + math.exp(-exp["logits"][x["index"]]))) < 2e-5, x
         assert x["document"] == {"text": exp["texts"][x["index"]]}, x
-    st, body = post(url, "/v1/rerank", {"query": exp["query"], "documents": exp["texts"], "return_documents": False})
+    st, body = post(url, "/v2/rerank", {"query": exp["query"], "documents": exp["texts"], "return_documents": False})
     assert st == 200 and len(body["results"]) == len(exp["texts"]), body
     assert all("document" not in x for x in body["results"]), body
     for bad, status, word in [({"query": "q"}, 422, "documents"), ({"query": "q", "documents": ["a"], "top_n": 0}, 422,
