@@ -51,22 +51,12 @@ static int dense_load_head(eng_dense_layer *L, const eng_dense_cfg *c, const cha
     if (!rc) rc = head_vec(&st, c->bname, c->out, &L->b, model_dir, err);
     if (!rc) rc = head_vec(&st, c->lnw, c->out, &L->ln_g, model_dir, err);
     if (!rc) rc = head_vec(&st, c->lnb, c->out, &L->ln_b, model_dir, err);
+    if (!rc && L->ln_g && !L->ln_b && !(L->ln_b = calloc((size_t)c->out, sizeof(float))))   /* no bias: zeros */
+        rc = posy_err_set(err, POSY_E_NOMEM, "%s: out of memory for the classification head", model_dir);
     eng_st_close(&st);
     return rc ? -1 : 0;
 }
 
-/* LayerNorm of each row of v [n, h] in place (torch's: biased variance). */
-static void dense_layernorm(float *v, int n, int h, const float *g, const float *b, float eps) {
-    for (int r = 0; r < n; r++) {
-        float *x = v + (size_t)r * h;
-        double mean = 0, var = 0;
-        for (int i = 0; i < h; i++) mean += x[i];
-        mean /= h;
-        for (int i = 0; i < h; i++) var += (x[i] - mean) * (x[i] - mean);
-        const double inv = 1.0 / sqrt(var / h + eps);
-        for (int i = 0; i < h; i++) x[i] = (float)((x[i] - mean) * inv) * g[i] + (b ? b[i] : 0.0f);
-    }
-}
 
 static int dense_load_one(eng_dense_layer *L, const eng_dense_cfg *c, const char *model_dir, posy_err *err) {
     char dir[1024], path[1024];
@@ -134,7 +124,7 @@ void eng_dense_apply(const eng_dense *d, int n, const float *x, float *y, float 
         float *dst = i + 1 == d->n ? y : bufs[i & 1];
         eng_cpu_linear(dst, src, L->w, L->b, n, L->out, L->in);
         dense_act(dst, (size_t)n * (size_t)L->out, L->act);
-        if (L->ln_g) dense_layernorm(dst, n, L->out, L->ln_g, L->ln_b, L->ln_eps);
+        if (L->ln_g) eng_cpu_add_layernorm(dst, NULL, L->ln_g, L->ln_b, L->ln_eps, n, L->out);
         src = dst;
     }
     if (d->normalize && d->n) eng_cpu_l2_normalize(y, n, d->layers[d->n - 1].out);

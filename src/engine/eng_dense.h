@@ -22,7 +22,8 @@ typedef struct eng_dense_layer {
     float *b;                    /* [out] or NULL */
     int in, out;
     eng_dense_act act;
-    float *ln_g, *ln_b;          /* a LayerNorm after the activation (a reranker's head), or NULL; ln_b may be NULL */
+    float *ln_g, *ln_b;          /* a LayerNorm after the activation (a reranker's head), or NULL (ln_b zeros
+                                    when the checkpoint has no bias) */
     float ln_eps;
 } eng_dense_layer;
 

@@ -114,9 +114,9 @@ class Proc:
         return self.p.returncode
 
 
-def start_worker(port=None, *extra, wait=True):
+def start_worker(port=None, *extra, wait=True, model=None):
     port = port or free_port()
-    w = Proc([POSY_BIN, "worker", "--model", POSY_MODEL, "--listen", f"127.0.0.1:{port}", "--device", "cpu",
+    w = Proc([POSY_BIN, "worker", "--model", model or POSY_MODEL, "--listen", f"127.0.0.1:{port}", "--device", "cpu",
               "--threads", "1", *extra], f"worker-{port}")
     w.port = port
     w.addr = f"127.0.0.1:{port}"
@@ -198,9 +198,9 @@ def start_serve(*extra):
     return s
 
 
-def start_gateway(backends, *extra, wait=True, dns=None):
+def start_gateway(backends, *extra, wait=True, dns=None, model=None):
     port = free_port()
-    args = [POSY_BIN, "gateway", "--model", POSY_MODEL, "--host", "127.0.0.1", "--port", str(port)]
+    args = [POSY_BIN, "gateway", "--model", model or POSY_MODEL, "--host", "127.0.0.1", "--port", str(port)]
     for b in backends:
         args += ["--backend", b]
     if dns:

@@ -7,34 +7,13 @@
  * by sentence-transformers itself are checked against its vectors in
  * tests/python/test_static.py. */
 #define _XOPEN_SOURCE 700
-#include <ftw.h>
 #include <math.h>
 #include <stdint.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "eng_config.h"
 #include "posy_engine.h"
 #include "posy_test.h"
-
-static char g_dir[64];
-
-static void put_bytes(const char *rel, const void *data, size_t n) {
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", g_dir, rel);
-    char *slash = strrchr(p, '/');
-    if (slash > p + strlen(g_dir)) {
-        *slash = 0;
-        mkdir(p, 0700);
-        *slash = '/';
-    }
-    FILE *f = fopen(p, "wb");
-    if (!f) { CHECK_MSG(0, "cannot write %s", p); return; }
-    fwrite(data, 1, n, f);
-    fclose(f);
-}
-
-static void put(const char *rel, const char *text) { put_bytes(rel, text, strlen(text)); }
+#include "test_tmpdir.h"
 
 /* A safetensors file: the header JSON (padded with spaces to 8 bytes) and
  * the data. */
@@ -47,17 +26,6 @@ static void put_st(const char *rel, const char *header, const void *data, size_t
     memcpy(buf + 8 + hl, data, n);
     put_bytes(rel, buf, 8 + hl + n);
     free(buf);
-}
-
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb; (void)flag; (void)ftw;
-    return remove(p);
-}
-
-static void fresh_dir(void) {
-    if (g_dir[0]) nftw(g_dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
-    snprintf(g_dir, sizeof g_dir, "/tmp/posy_static_XXXXXX");
-    if (!mkdtemp(g_dir)) CHECK_MSG(0, "mkdtemp failed");
 }
 
 static const char *MODS_ROOT =
@@ -300,12 +268,6 @@ static void test_refusals(void) {
     CHECK(e == NULL);
     if (e) posy_engine_close(e);
     else CHECK_STR_CONTAINS(err.msg, "runs on the CPU only");
-}
-
-static void test_cleanup(void) {
-    if (g_dir[0]) nftw(g_dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
-    g_dir[0] = 0;
-    CHECK(1);
 }
 
 TEST_MAIN(TEST(test_config_root_layout), TEST(test_engine_mean_and_normalize), TEST(test_engine_model2vec_fold),
