@@ -238,9 +238,14 @@ static int embed_main(const embed_flags *f, embed_res *r) {
     if (check_model_dir(f->model, &err) != 0) return fail(&err);
     if (eng_config_load(&r->cfg, f->model, &err) != 0) return fail(&err);
     r->have_cfg = 1;
-    if (r->cfg.rerank) {
+    if (r->cfg.rerank && r->cfg.n_labels == 1) {
         fprintf(stderr, "posy embed: %s is a reranker (a cross-encoder): it scores (query, text) pairs and makes no "
                 "embeddings; serve it (posy serve) and POST /rerank\n", f->model);
+        return 2;
+    }
+    if (r->cfg.rerank) {
+        fprintf(stderr, "posy embed: %s is a classifier of %d labels and makes no embeddings; serve it (posy serve) "
+                "and POST /predict or /classify\n", f->model, r->cfg.n_labels);
         return 2;
     }
     const char *prompt = NULL;

@@ -584,6 +584,10 @@ int eng_config_load(eng_config *c, const char *model_dir, posy_err *err) {
 void eng_config_free(eng_config *c) {
     for (int i = 0; i < c->n_prompts; i++) free(c->prompts[i].text);
     c->n_prompts = 0;
+    for (int i = 0; c->labels && i < c->n_labels; i++) free(c->labels[i]);
+    free(c->labels);
+    c->labels = NULL;
+    c->n_labels = 0;
 }
 
 const char *eng_config_prompt(const eng_config *c, const char *name) {

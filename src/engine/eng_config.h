@@ -21,10 +21,15 @@ typedef enum { ENG_ACT_GELU = 0, ENG_ACT_GELU_TANH = 1, ENG_ACT_RELU = 2, ENG_AC
 
 #define ENG_MAX_PROMPTS 16
 #define ENG_MAX_DENSE 4
+#define ENG_MAX_LABELS 16384     /* a classifier's labels at most (its vector is one logit a label) */
 
 /* sentence-transformers' Dense module after pooling: y = act(W x + b),
  * W [out, in] and b in <path>/model.safetensors ("linear.weight",
  * "linear.bias"); eng_dense.c loads and applies them. */
+/* A classifier's scores from its logits, as transformers' text-classification
+ * pipeline picks: problem_type "regression": the logits; multi-label or
+ * one label: a sigmoid each; else a softmax over the labels. */
+typedef enum { ENG_SCORE_SOFTMAX = 0, ENG_SCORE_SIGMOID, ENG_SCORE_NONE } eng_score_fn;
 typedef enum { ENG_DENSE_IDENTITY = 0, ENG_DENSE_TANH, ENG_DENSE_RELU, ENG_DENSE_SIGMOID, ENG_DENSE_GELU } eng_dense_act;
 typedef struct eng_dense_cfg {
     char path[256];              /* the module folder, relative to the model directory */
@@ -98,14 +103,18 @@ typedef struct eng_config {
     int static_emb;
     char static_dir[256];
     int add_special;             /* the tokenizer adds its special tokens (every model but static ones) */
-    /* a cross-encoder reranker (config.json's architectures: BERT, RoBERTa /
-     * XLM-R or DistilBERT ForSequenceClassification with one label): the
+    /* a sequence classifier (config.json's architectures: BERT, RoBERTa /
+     * XLM-R, DistilBERT or ModernBERT ForSequenceClassification): the
      * [CLS] state through the model's classification head (two Dense
-     * layers, eng_config_rerank.c) is its score's logit, info.dim 1;
-     * served on /rerank, query and text as a pair; ModernBERT's head
-     * (dense, activation, LayerNorm) after CLS or mean pooling as its
-     * classifier_pooling says */
+     * layers, eng_config_rerank.c) is its n_labels logits, info.dim
+     * n_labels; ModernBERT's head (dense, activation, LayerNorm) after CLS
+     * or mean pooling as its classifier_pooling says.  One label: a
+     * cross-encoder reranker, served on /rerank with query and text as a
+     * pair; any number: /predict and /classify */
     int rerank;
+    int n_labels;
+    char **labels;               /* n_labels names (id2label, else "LABEL_<i>"), owned */
+    eng_score_fn score_fn;       /* how /predict turns logits into scores (transformers' pipeline rule) */
     int rerank_mean;             /* ModernBERT's classifier_pooling "mean" (else CLS) */
     int rerank_head_bias;        /* ModernBERT's classifier_bias */
     eng_dense_act rerank_act;    /* ModernBERT's classifier_activation */
@@ -136,7 +145,7 @@ int eng_config_static_probe(const char *model_dir, char *rel, size_t cap);
  * the probe found it usable; else a refusal that names it). */
 int eng_config_load_static(eng_config *c, const char *model_dir, const char *rel, int rel_ok, posy_err *err);
 /* eng_config_rerank.c: when config.json names a ...ForSequenceClassification
- * architecture, check it is a single-score reranker posy can run (0 also
+ * architecture, check it is a classifier posy can run and read its labels (0 also
  * when it is not a classifier at all), and after the sentence-transformers
  * files, set its pooling and head (eng_config_rerank_head). */
 struct json_t;   /* jansson's; only eng_config*.c read JSON */

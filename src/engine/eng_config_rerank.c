@@ -13,13 +13,17 @@
  *   ModernBERT  LayerNorm(act(head.dense)) -> classifier, after CLS or
  *               mean pooling (classifier_pooling), the dense's bias as
  *               classifier_bias says, the norm's as norm_bias
- * and the vector served is that one logit.  Several labels (a classifier
- * rather than a reranker) are refused: /rerank has one score a text.
+ * and the vector served is the head's logits, one a label.  One label is a
+ * reranker (/rerank: one score a text); more are a classifier (/predict,
+ * /classify), its labels' names from id2label.  How scores come from the
+ * logits (score_fn) is transformers' pipeline rule: regression none,
+ * multi-label or one label sigmoid, else softmax.
  */
 #include "eng_config.h"
 
 #include <jansson.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 #include "eng_cfgjson.h"
 
@@ -55,22 +59,66 @@ static int rr_modernbert(eng_config *c, json_t *root, const char *path, posy_err
                         "sigmoid, linear)", path, act);
 }
 
+/* The labels' names in order: id2label's (keys "0" .. "n-1", each once),
+ * or transformers' "LABEL_<i>" when the config has none. */
+static int rr_labels(eng_config *c, json_t *id2label, long long n, const char *path, posy_err *err) {
+    if (n < 1 || n > ENG_MAX_LABELS)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: a classifier of %lld labels; posy runs 1 to %d", path, n,
+                            ENG_MAX_LABELS);
+    if (!(c->labels = calloc((size_t)n, sizeof *c->labels)))
+        return posy_err_set(err, POSY_E_NOMEM, "%s: out of memory for %lld labels", path, n);
+    c->n_labels = (int)n;
+    const char *key;
+    json_t *v;
+    if (json_is_object(id2label))
+        json_object_foreach(id2label, key, v) {
+            char *end;
+            long i = strtol(key, &end, 10);
+            if (!*key || *end || i < 0 || i >= n || c->labels[i])
+                return posy_err_set(err, POSY_E_INVALID, "%s: id2label key '%s' is not a label id 0..%lld given once",
+                                    path, key, n - 1);
+            if (!json_is_string(v))
+                return posy_err_set(err, POSY_E_INVALID, "%s: id2label[\"%s\"] is not a string", path, key);
+            if (!(c->labels[i] = strdup(json_string_value(v))))
+                return posy_err_set(err, POSY_E_NOMEM, "%s: out of memory", path);
+        }
+    for (long long i = 0; i < n; i++)
+        if (!c->labels[i]) {
+            char name[32];
+            snprintf(name, sizeof name, "LABEL_%lld", i);
+            if (!(c->labels[i] = strdup(name))) return posy_err_set(err, POSY_E_NOMEM, "%s: out of memory", path);
+        }
+    return 0;
+}
+
 int eng_config_rerank_check(eng_config *c, json_t *root, const char *path, posy_err *err) {
     if (!rr_is_classifier(root)) return 0;
     const char *arch = c->info.arch;
     if (strcmp(arch, "bert") && strcmp(arch, "roberta") && strcmp(arch, "xlm-roberta") && strcmp(arch, "distilbert") &&
         !c->modernbert)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: a sequence-classification head on model_type '%s' is not "
-                            "supported (rerankers: bert, roberta, xlm-roberta, camembert, distilbert, modernbert)",
-                            path, c->model_type);
+                            "supported (classifiers and rerankers: bert, roberta, xlm-roberta, camembert, distilbert, "
+                            "modernbert)", path, c->model_type);
     /* transformers: num_labels = len(id2label), 2 when neither is given */
     json_t *labels = json_object_get(root, "id2label"), *nl = json_object_get(root, "num_labels");
+    if (labels && !json_is_object(labels) && !json_is_null(labels))
+        return posy_err_set(err, POSY_E_INVALID, "%s: id2label is not an object", path);
+    if (nl && !json_is_integer(nl) && !json_is_null(nl))
+        return posy_err_set(err, POSY_E_INVALID, "%s: num_labels is not an integer", path);
     long long n = json_is_object(labels) ? (long long)json_object_size(labels)
                   : json_is_integer(nl)   ? (long long)json_integer_value(nl)
                                           : 2;
-    if (n != 1)
-        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: a classifier of %lld labels; posy serves single-score "
-                            "rerankers (one label, /rerank), not classification", path, n);
+    int rc = rr_labels(c, labels, n, path, err);
+    if (rc) return rc;
+    char problem[64];
+    if ((rc = eng_cfgjson_str(root, "problem_type", path, 0, "", problem, sizeof problem, err))) return rc;
+    if (*problem && strcmp(problem, "regression") && strcmp(problem, "single_label_classification") &&
+        strcmp(problem, "multi_label_classification"))
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: problem_type '%s' is not supported (regression, "
+                            "single_label_classification, multi_label_classification)", path, problem);
+    c->score_fn = !strcmp(problem, "regression")                              ? ENG_SCORE_NONE
+                  : !strcmp(problem, "multi_label_classification") || n == 1 ? ENG_SCORE_SIGMOID
+                                                                              : ENG_SCORE_SOFTMAX;
     c->rerank = 1;
     return c->modernbert ? rr_modernbert(c, root, path, err) : 0;
 }
@@ -96,17 +144,17 @@ void eng_config_rerank_head(eng_config *c) {
         snprintf(c->dense[0].lnw, sizeof c->dense[0].lnw, "head.norm.weight");
         snprintf(c->dense[0].lnb, sizeof c->dense[0].lnb, "%s", c->norm_bias ? "head.norm.bias" : "");
         c->dense[0].ln_eps = c->ln_eps;
-        rr_dense(&c->dense[1], H, 1, ENG_DENSE_IDENTITY, "classifier.weight", "classifier.bias");
+        rr_dense(&c->dense[1], H, c->n_labels, ENG_DENSE_IDENTITY, "classifier.weight", "classifier.bias");
     } else if (!strcmp(arch, "bert")) {
         rr_dense(&c->dense[0], H, H, ENG_DENSE_TANH, "bert.pooler.dense.weight", "bert.pooler.dense.bias");
-        rr_dense(&c->dense[1], H, 1, ENG_DENSE_IDENTITY, "classifier.weight", "classifier.bias");
+        rr_dense(&c->dense[1], H, c->n_labels, ENG_DENSE_IDENTITY, "classifier.weight", "classifier.bias");
     } else if (!strcmp(arch, "distilbert")) {
         rr_dense(&c->dense[0], H, H, ENG_DENSE_RELU, "pre_classifier.weight", "pre_classifier.bias");
-        rr_dense(&c->dense[1], H, 1, ENG_DENSE_IDENTITY, "classifier.weight", "classifier.bias");
+        rr_dense(&c->dense[1], H, c->n_labels, ENG_DENSE_IDENTITY, "classifier.weight", "classifier.bias");
     } else {
         rr_dense(&c->dense[0], H, H, ENG_DENSE_TANH, "classifier.dense.weight", "classifier.dense.bias");
-        rr_dense(&c->dense[1], H, 1, ENG_DENSE_IDENTITY, "classifier.out_proj.weight", "classifier.out_proj.bias");
+        rr_dense(&c->dense[1], H, c->n_labels, ENG_DENSE_IDENTITY, "classifier.out_proj.weight", "classifier.out_proj.bias");
     }
     c->n_dense = 2;
-    c->info.dim = 1;
+    c->info.dim = c->n_labels;
 }

@@ -344,6 +344,9 @@ static void rerank_parse(gw_call *c, uint64_t t0) {
         gw_call_fail(c, 422, GW_F_VALIDATION, "not_a_reranker", "this model embeds: %s needs a reranker "
                      "(a cross-encoder: config.json's ...ForSequenceClassification with one label)",
                      cohere ? "/v1/rerank" : "/rerank");
+    } else if (s->model.cfg->n_labels != 1) {
+        gw_call_fail(c, 422, GW_F_VALIDATION, "not_a_reranker", "this model is a classifier of %d labels, not a "
+                     "reranker (one score a text): use /predict or /classify", s->model.cfg->n_labels);
     } else if (gw_parse_rerank(c->body, c->body_len, cohere, s->opts.max_client_batch, s->opts.auto_truncate, &c->json,
                                &r, &pe)) {
         gw_call_fail(c, pe.status, pe.status == 400 ? GW_F_MALFORMED : GW_F_VALIDATION, pe.code, "%s", pe.msg);
@@ -353,6 +356,29 @@ static void rerank_parse(gw_call *c, uint64_t t0) {
         c->rr_cohere = cohere;
         c->rr_top_n = r.top_n;
         c->rr_texts = r.return_text ? r.texts : NULL;
+        submit_tokenized(c, t0);
+        return;
+    }
+    gw_call_finish(c);
+}
+
+/* POST /predict, /classify: a classifier's (or reranker's) labelled scores. */
+static void predict_parse(gw_call *c, uint64_t t0) {
+    gw_server *s = c->srv;
+    gw_predict_req r;
+    gw_perr pe;
+    const int vllm = c->route == GW_R_CLASSIFY;
+    if (!s->model.cfg || !s->model.cfg->rerank) {
+        gw_call_fail(c, 422, GW_F_VALIDATION, "not_a_classifier", "this model embeds: %s needs a sequence "
+                     "classifier (config.json's ...ForSequenceClassification)", vllm ? "/classify" : "/predict");
+    } else if (gw_parse_predict(c->body, c->body_len, vllm, s->opts.max_client_batch, s->opts.auto_truncate, &c->json,
+                                &r, &pe)) {
+        gw_call_fail(c, pe.status, pe.status == 400 ? GW_F_MALFORMED : GW_F_VALIDATION, pe.code, "%s", pe.msg);
+    } else if (gw_predict_tokenize(c, &r) == 0) {
+        c->predict = 1;
+        c->raw_scores = r.raw_scores;
+        c->pr_batch = r.batch;
+        c->pr_vllm = vllm;
         submit_tokenized(c, t0);
         return;
     }
@@ -372,6 +398,10 @@ void gw_stage_parse(gw_task *t) {
         rerank_parse(c, t0);
         return;
     }
+    if (c->route == GW_R_PREDICT || c->route == GW_R_CLASSIFY) {
+        predict_parse(c, t0);
+        return;
+    }
     gw_embed_req r;
     gw_perr pe;
     int rc = gw_parse_body(c->body, c->body_len, c->openai, c->route == GW_R_TOKENIZE, s->opts.max_client_batch,
@@ -384,8 +414,11 @@ void gw_stage_parse(gw_task *t) {
     } else if (c->route == GW_R_TOKENIZE) {
         tokenize_response(c, &r);
     } else if (s->model.cfg && s->model.cfg->rerank) {
-        gw_call_fail(c, 422, GW_F_VALIDATION, "not_an_embedding_model", "this model is a reranker (a cross-encoder): "
-                     "it scores (query, text) pairs on /rerank and makes no embeddings");
+        gw_call_fail(c, 422, GW_F_VALIDATION, "not_an_embedding_model", s->model.cfg->n_labels == 1
+                     ? "this model is a reranker (a cross-encoder): it scores (query, text) pairs on /rerank and "
+                       "makes no embeddings"
+                     : "this model is a classifier: it scores texts on /predict and /classify and makes no "
+                       "embeddings");
     } else if (r.dims > s->model.dim) {
         gw_call_fail(c, 422, GW_F_VALIDATION, "invalid_dimensions",
                      "'dimensions' is %d but the model has %d", r.dims, s->model.dim);
@@ -511,8 +544,8 @@ void gw_stage_serialize(gw_task *t) {
     snprintf(c->hdr_timing[0], sizeof c->hdr_timing[0], "%.3f", (double)c->tok_ns * 1e-6);
     snprintf(c->hdr_timing[1], sizeof c->hdr_timing[1], "%.3f", (double)j->queue_ns * 1e-6);
     snprintf(c->hdr_timing[2], sizeof c->hdr_timing[2], "%.3f", (double)j->infer_ns * 1e-6);
-    if (c->rerank) {
-        c->status = gw_rerank_write(c) ? 500 : 200;
+    if (c->rerank || c->predict) {
+        c->status = (c->rerank ? gw_rerank_write(c) : gw_predict_write(c)) ? 500 : 200;
         if (c->status == 500) gw_call_fail(c, 500, GW_F_BACKEND, "out_of_memory", "out of memory");
         gw_call_finish(c);
         return;

@@ -10,6 +10,22 @@ static const char *pooling_name(posy_pooling p) {
 }
 
 /* Returns 1 when the body is Prometheus text, 0 for JSON. */
+/* {"reranker" | "classifier": {"id2label": {"0": name, ...}, "label2id": {name: 0, ...}}} */
+static void info_labels(gw_buf *b, const eng_config *c) {
+    gw_buf_printf(b, "{\"%s\":{\"id2label\":{", c->n_labels == 1 ? "reranker" : "classifier");
+    for (int i = 0; i < c->n_labels; i++) {
+        gw_buf_printf(b, "%s\"%d\":", i ? "," : "", i);
+        gw_buf_json_str(b, c->labels[i], strlen(c->labels[i]));
+    }
+    gw_buf_puts(b, "},\"label2id\":{");
+    for (int i = 0; i < c->n_labels; i++) {
+        if (i) gw_buf_putc(b, ',');
+        gw_buf_json_str(b, c->labels[i], strlen(c->labels[i]));
+        gw_buf_printf(b, ":%d", i);
+    }
+    gw_buf_puts(b, "}}}");
+}
+
 int gw_get_route(gw_server *s, gw_route r, gw_buf *b, int *status) {
     int ready = atomic_load(&s->ready);
     const gw_model *m = &s->model;
@@ -53,8 +69,8 @@ int gw_get_route(gw_server *s, gw_route r, gw_buf *b, int *status) {
         gw_buf_puts(b, "{\"model_id\":");
         gw_buf_json_str(b, m->name, strlen(m->name));
         gw_buf_printf(b, ",\"model_dtype\":\"%s\",\"model_type\":", m->dtype);
-        if (m->cfg && m->cfg->rerank)   /* TEI's shape for a reranker (one label) */
-            gw_buf_puts(b, "{\"reranker\":{\"id2label\":{\"0\":\"LABEL_0\"},\"label2id\":{\"LABEL_0\":0}}}");
+        if (m->cfg && m->cfg->rerank)   /* TEI's shape: a reranker (one label) or a classifier */
+            info_labels(b, m->cfg);
         else
             gw_buf_printf(b, "{\"embedding\":{\"pooling\":\"%s\"}}", m->cfg ? pooling_name(m->cfg->info.pooling) : "mean");
         gw_buf_printf(b, ",\"dimensions\":%d,\"device\":\"%s\",\"max_concurrent_requests\":%d,"

@@ -88,6 +88,8 @@ typedef struct gw_call {
     int rerank, raw_scores;           /* /rerank: scores sorted (gw_rerank.c); sigmoid unless raw */
     int rr_cohere, rr_top_n;          /* /v1/rerank: the Cohere / Jina answer, its best top_n */
     json_t *rr_texts;                 /* /rerank with return_text: the texts (in json, kept), else NULL */
+    int predict, pr_batch;            /* /predict, /classify: labelled scores (gw_predict.c); a list of answers */
+    int pr_vllm;                      /* /classify: vLLM's answer */
     posy_vecenc enc;                  /* output type (gw_vecout.c when not float) */
     /* the job */
     sched_req job;
@@ -126,6 +128,19 @@ void gw_worker_exit(void);   /* frees the pool thread's tokenizer scratch */
  * and its answer once the scores are back.  0, or -1 (the call failed). */
 struct gw_rerank_req;
 int gw_rerank_tokenize(gw_call *c, const struct gw_rerank_req *r);
+/* Room for n sequences in the call's batch (c->cu), or -1 (the call failed). */
+int gw_seqs_init(gw_call *c, int n);
+/* A text (b NULL) or a pair (a, b) through the tokenizer's template into
+ * the call's batch, its token types kept; `what` and i name it in errors.
+ * 0, or -1 (the call failed: 422 when it will not tokenize or is too long
+ * without truncate). */
+int gw_push_text(gw_call *c, const char *what, int i, const char *a, size_t alen, const char *b, size_t blen,
+                 int truncate, tok_trunc_dir dir);
+/* gw_predict.c: POST /predict (TEI) and /classify (vLLM) for a classifier:
+ * the inputs into the call's batch, and the labelled scores once back. */
+struct gw_predict_req;
+int gw_predict_tokenize(gw_call *c, const struct gw_predict_req *r);
+int gw_predict_write(gw_call *c);
 int gw_rerank_write(gw_call *c);
 void gw_rerank_worker_exit(void);
 /* gw_decode.c: POST /decode, answered inside the parse stage. */

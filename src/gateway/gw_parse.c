@@ -239,6 +239,59 @@ int gw_parse_rerank(const char *body, size_t len, int cohere, int max_inputs, in
     return 0;
 }
 
+/* A /predict input: a string or [string, string]. */
+static int predict_is_pair(json_t *t) {
+    return json_is_array(t) && json_array_size(t) == 2 && json_is_string(json_array_get(t, 0)) &&
+           json_is_string(json_array_get(t, 1));
+}
+
+void gw_predict_input(const gw_predict_req *r, int i, const char **a, size_t *alen, const char **b, size_t *blen) {
+    json_t *t = r->batch ? json_array_get(r->inputs, (size_t)i) : r->inputs;
+    json_t *ta = json_is_array(t) ? json_array_get(t, 0) : t, *tb = json_is_array(t) ? json_array_get(t, 1) : NULL;
+    *a = json_string_value(ta);
+    *alen = json_string_length(ta);
+    *b = tb ? json_string_value(tb) : NULL;
+    *blen = tb ? json_string_length(tb) : 0;
+}
+
+int gw_parse_predict(const char *body, size_t len, int vllm, int max_inputs, int default_truncate, json_t **doc,
+                     gw_predict_req *r, gw_perr *pe) {
+    memset(r, 0, sizeof *r);
+    r->truncate = default_truncate;
+    json_t *o = load_object(body, len, doc, pe);
+    if (!o) return -1;
+    const char *dir = NULL, *model = NULL, *field = vllm ? "input" : "inputs";
+    if (read_string(o, "truncation_direction", &dir, pe) || read_string(o, "model", &model, pe) ||
+        (!vllm && read_bool(o, "raw_scores", &r->raw_scores, pe)) || read_bool(o, "truncate", &r->truncate, pe))
+        return -1;
+    if (dir && strcasecmp(dir, "left") && strcasecmp(dir, "right"))
+        return perr(pe, 422, "invalid_truncation_direction", "'truncation_direction' must be \"left\" or \"right\"");
+    r->dir = dir && !strcasecmp(dir, "left") ? TOK_TRUNC_LEFT : TOK_TRUNC_RIGHT;
+    json_t *in = json_object_get(o, field);
+    if (!in || json_is_null(in)) return perr(pe, 422, "missing_input", "'%s' is required", field);
+    r->inputs = in;
+    if (json_is_string(in) || (!vllm && predict_is_pair(in))) {
+        r->n = 1;
+        return 0;
+    }
+    const char *want = vllm ? "a string or a list of strings" : "a text, a pair [text, text], or a list of them";
+    if (!json_is_array(in)) return perr(pe, 400, "invalid_type", "'%s' must be %s", field, want);
+    size_t n = json_array_size(in);
+    if (n == 0) return perr(pe, 422, "empty_input", "'%s' is an empty array", field);
+    if (n > (size_t)max_inputs)
+        return perr(pe, 422, "too_many_inputs", "'%s' has %zu inputs, more than the limit of %d (--max-client-batch)",
+                    field, n, max_inputs);
+    for (size_t i = 0; i < n; i++) {
+        json_t *t = json_array_get(in, i);
+        if (!json_is_string(t) && (vllm || !predict_is_pair(t)))
+            return perr(pe, 400, "invalid_type", "%s[%zu] is not %s", field, i,
+                        vllm ? "a string" : "a text or a pair [text, text]");
+    }
+    r->n = (int)n;
+    r->batch = 1;
+    return 0;
+}
+
 void gw_embed_req_free(gw_embed_req *r) {
     free(r->inputs);
     r->inputs = NULL;

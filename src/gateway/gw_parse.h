@@ -68,6 +68,27 @@ int gw_parse_rerank(const char *body, size_t len, int cohere, int max_inputs, in
 /* Text i of a parsed rerank request (a string, or a document's "text"). */
 const char *gw_rerank_text(json_t *texts, int i, size_t *len);
 
+/* POST /predict (TEI): {"inputs": I | [I, ...], "raw_scores": bool =
+ * false, "truncate": bool (the server's default), "truncation_direction":
+ * "right" | "left"}, where an input I is a text or a pair [text, text]
+ * (TEI's reading: a list of exactly two strings is one pair, not two
+ * texts; [[a, b]] is a batch of one pair).  POST /classify (`vllm`: vLLM's
+ * form): {"input": text | [text, ...], "model": any string, and posy's
+ * "truncate" / "truncation_direction"}, texts only.  At least one input
+ * and at most max_inputs; the strings point into *doc (gw_predict_input). */
+typedef struct gw_predict_req {
+    json_t *inputs;       /* the one input (batch 0) or the list of them */
+    int n;
+    int batch;            /* answer a list, one entry an input */
+    int raw_scores, truncate;
+    tok_trunc_dir dir;
+} gw_predict_req;
+int gw_parse_predict(const char *body, size_t len, int vllm, int max_inputs, int default_truncate, json_t **doc,
+                     gw_predict_req *r, gw_perr *pe);
+/* Input i of a parsed predict request: its text (a), and for a pair the
+ * second text (b), else b NULL. */
+void gw_predict_input(const gw_predict_req *r, int i, const char **a, size_t *alen, const char **b, size_t *blen);
+
 /* POST /decode (TEI): {"ids": [int, ...] | [[int, ...], ...],
  * "skip_special_tokens": bool = true}.  Every id must lie in [0, vocab)
  * (422 otherwise: the tokenizer would drop unknown ids silently), at most

@@ -23,35 +23,46 @@ static __thread tok_encoding tl_pair;
 
 void gw_rerank_worker_exit(void) { tok_encoding_free(&tl_pair); }
 
-int gw_rerank_tokenize(gw_call *c, const gw_rerank_req *r) {
-    const gw_model *m = &c->srv->model;
-    c->cu = malloc(((size_t)r->n + 1) * sizeof *c->cu);
+int gw_seqs_init(gw_call *c, int n) {
+    c->cu = malloc(((size_t)n + 1) * sizeof *c->cu);
     if (!c->cu) {
         gw_call_fail(c, 500, GW_F_BACKEND, "out_of_memory", "out of memory");
         return -1;
     }
-    c->cap_seqs = r->n + 1;
+    c->cap_seqs = n + 1;
     c->cu[0] = 0;
-    c->n_inputs = r->n;
-    tok_opts o = {.add_special = 1, .max_len = r->truncate ? m->max_input_tokens : 0, .trunc_dir = r->dir};
+    c->n_inputs = n;
+    return 0;
+}
+
+int gw_push_text(gw_call *c, const char *what, int i, const char *a, size_t alen, const char *b, size_t blen,
+                 int truncate, tok_trunc_dir dir) {
+    const gw_model *m = &c->srv->model;
+    tok_opts o = {.add_special = 1, .max_len = truncate ? m->max_input_tokens : 0, .trunc_dir = dir};
+    posy_err err;
+    posy_err_clear(&err);
+    if (b ? tok_encode_pair(m->tok, a, alen, b, blen, &o, &tl_pair, &err) : tok_encode(m->tok, a, alen, &o, &tl_pair, &err)) {
+        gw_call_fail(c, 422, GW_F_VALIDATION, "tokenization_failed", "%s %d: %s", what, i, err.msg);
+        return -1;
+    }
+    if (tl_pair.n > m->max_input_tokens) {
+        gw_call_fail(c, 422, GW_F_VALIDATION, "input_too_long", "%s %d: %s %d tokens, more than the model's limit of %d "
+                     "(set \"truncate\": true)", what, i, b ? "the pair is" : "it is", tl_pair.n, m->max_input_tokens);
+        return -1;
+    }
+    if (gw_push_seq(c, tl_pair.ids, tl_pair.type_ids, tl_pair.n, 0)) {
+        gw_call_fail(c, 500, GW_F_BACKEND, "out_of_memory", "out of memory");
+        return -1;
+    }
+    return 0;
+}
+
+int gw_rerank_tokenize(gw_call *c, const gw_rerank_req *r) {
+    if (gw_seqs_init(c, r->n)) return -1;
     for (int i = 0; i < r->n; i++) {
         size_t len;
         const char *t = gw_rerank_text(r->texts, i, &len);
-        posy_err err;
-        posy_err_clear(&err);
-        if (tok_encode_pair(m->tok, r->query, r->query_len, t, len, &o, &tl_pair, &err)) {
-            gw_call_fail(c, 422, GW_F_VALIDATION, "tokenization_failed", "text %d: %s", i, err.msg);
-            return -1;
-        }
-        if (tl_pair.n > m->max_input_tokens) {
-            gw_call_fail(c, 422, GW_F_VALIDATION, "input_too_long", "text %d: the query and the text are %d tokens, "
-                         "more than the model's limit of %d (set \"truncate\": true)", i, tl_pair.n, m->max_input_tokens);
-            return -1;
-        }
-        if (gw_push_seq(c, tl_pair.ids, tl_pair.type_ids, tl_pair.n, 0)) {
-            gw_call_fail(c, 500, GW_F_BACKEND, "out_of_memory", "out of memory");
-            return -1;
-        }
+        if (gw_push_text(c, "text", i, r->query, r->query_len, t, len, r->truncate, r->dir)) return -1;
     }
     c->prompt_tokens = c->cu[c->n_seqs];
     return 0;

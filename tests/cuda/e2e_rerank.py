@@ -1,13 +1,15 @@
-"""Cross-encoder rerankers on the GPU against transformers (run on a GPU
-machine; the CI checks the same heads on the CPU in tests/python/
-test_rerank.py).
+"""Cross-encoder rerankers and a classifier on the GPU against
+transformers (run on a GPU machine; the CI checks the same heads on the
+CPU in tests/python/test_rerank.py and test_classify.py).
 
-Two random-weight rerankers of one label, GPU-sized (head size 32 / 64):
+Random-weight rerankers of one label and a classifier, GPU-sized (head size 32 / 64):
   bert   BertForSequenceClassification, all-MiniLM-L6's shape (the
          ms-marco-MiniLM-L-6-v2 family), WordPiece fixture tokenizer
   xlmr   XLMRobertaForSequenceClassification, xlm-roberta-base's shape
          with a small vocabulary (the bge-reranker-base family), Unigram
          fixture tokenizer
+  bert5  BertForSequenceClassification of five labels, BERT-base's width,
+         4 layers: a classifier, every label's logit checked
   modernbert  ModernBertForSequenceClassification, ModernBERT-base's width,
          6 layers, mean pooling, the dense + GELU + LayerNorm head
          (gte-reranker-modernbert-base), the ModernBERT fixture tokenizer
@@ -36,6 +38,8 @@ import transformers as T
 from tokenizers import Tokenizer
 
 FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "tokenizers")
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gen"))
+from gen_rerank_fixtures import spread  # noqa: E402  (tests/gen: the fixtures' weight draw)
 WORDS = ("capital city country river mountain people language history science music art war peace "
          "computer network model vector search query answer question document paris beijing").split()
 MODELS = {
@@ -46,6 +50,10 @@ MODELS = {
              T.XLMRobertaConfig(vocab_size=2002, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
                                 intermediate_size=3072, max_position_embeddings=514, type_vocab_size=1,
                                 pad_token_id=1, bos_token_id=0, eos_token_id=2, num_labels=1)),
+    # a classifier: the same head with five labels (a sentiment / topic model's shape), all logits checked
+    "bert5": ("wordpiece_nfd.json", T.BertForSequenceClassification,
+              T.BertConfig(vocab_size=2500, hidden_size=768, num_hidden_layers=4, num_attention_heads=12,
+                           intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2, num_labels=5)),
     "modernbert": ("../decoders/modernbert/tokenizer.json", T.ModernBertForSequenceClassification,
                    T.ModernBertConfig(vocab_size=512, hidden_size=768, num_hidden_layers=6, num_attention_heads=12,
                                       intermediate_size=1152, max_position_embeddings=1024, local_attention=128,
@@ -78,16 +86,8 @@ def main():
     ok = True
     for name, (tokf, cls, cfg) in MODELS.items():
         d = os.path.join(work, "rerank-" + name)
-        m = cls(cfg).eval()
-        with torch.no_grad():
-            for n, p in m.named_parameters():
-                if p.dim() > 1:   # the last projection wider, so that the scores spread (std ~10)
-                    last = n in ("classifier.weight", "classifier.out_proj.weight")
-                    p.normal_(0.0, 1.0 if last else 1.0 / p.shape[1] ** 0.5)
-                elif "bias" in n:
-                    p.normal_(0.0, 0.1)
-                elif "norm" in n:
-                    p.normal_(1.0, 0.1)
+        # the last projection wider, so that the scores spread (std ~10)
+        m = spread(cls(cfg).eval(), wide=("classifier.weight", "classifier.out_proj.weight"))
         m.save_pretrained(d, safe_serialization=True)
         tok = Tokenizer.from_file(os.path.join(FIX, tokf))
         tok.save(os.path.join(d, "tokenizer.json"))
@@ -97,9 +97,9 @@ def main():
         with torch.no_grad():
             for e in encs:
                 ids = torch.tensor([e.ids])
-                kw = {"token_type_ids": torch.zeros_like(ids)} if name == "bert" else {}
-                ref.append(float(m(input_ids=ids, **kw).logits[0, 0]))
-        ref = np.array(ref)
+                kw = {"token_type_ids": torch.zeros_like(ids)} if name.startswith("bert") else {}
+                ref.append(m(input_ids=ids, **kw).logits[0].double().numpy())
+        ref = np.array(ref).reshape(-1)   # n pairs x num_labels logits, row-major as api_embed writes them
         sp = os.path.join(work, name + "-pairs.bin")
         with open(sp, "wb") as f:
             f.write(struct.pack("<i", len(encs)))
@@ -115,7 +115,7 @@ def main():
                 continue
             got = np.fromfile(out, dtype=np.float32).astype(np.float64)
             if got.shape != ref.shape:
-                print(f"{name} {label}: {got.shape} scores for {ref.shape} pairs")
+                print(f"{name} {label}: {got.shape} logits for {ref.shape} (pairs x labels)")
                 ok = False
                 continue
             err = np.abs(got - ref).max()
@@ -123,7 +123,7 @@ def main():
             spearman = np.corrcoef(rank(got), rank(ref))[0, 1]
             bar = (0.02 if device == "cuda" else 1e-5) * max(1.0, np.abs(ref).max())
             print(f"{name} {label} ({device}): max |logit - transformers| {err:.2e} (bar {bar:g}), Spearman "
-                  f"{spearman:.5f}, logits in [{ref.min():.3f}, {ref.max():.3f}], {len(ref)} pairs of "
+                  f"{spearman:.5f}, logits in [{ref.min():.3f}, {ref.max():.3f}], {len(encs)} pairs x {cfg.num_labels} labels of "
                   f"{min(len(e.ids) for e in encs)}-{max(len(e.ids) for e in encs)} tokens")
             ok &= err <= bar and spearman >= (0.95 if device == "cuda" else 0.999)
     print("e2e_rerank:", "PASS" if ok else "FAIL")

@@ -13,7 +13,8 @@
  * it to /rerank's reader (gw_parse_rerank; bit 1 then picks /v1/rerank's
  * form), whose successes must hold the document's own query string and
  * 1..max_inputs texts, strings (or {"text": string} documents), and
- * 1 <= top_n <= their number.
+ * 1 <= top_n <= their number.  Bits 7 and 6 together send it to /predict's
+ * reader (gw_parse_predict; bit 1 then picks /classify's form).
  *
  * Beyond "no crash, no leak, no UB" it checks the parser's contract:
  * an error carries a 400 or 422 status, a code and a message; a success
@@ -38,6 +39,14 @@ static void fuzz_check_error(const gw_perr *pe, const json_t *doc) {
     if (!pe->code || !pe->code[0] || !pe->msg[0]) abort();
     if (!memchr(pe->msg, 0, sizeof pe->msg)) abort();
     if (!doc && strcmp(pe->code, "invalid_json") != 0) abort();   /* only bad JSON leaves no document */
+}
+
+/* The end of a reader's run: an error must be well-formed, a status other
+ * than 0 / -1 is a bug; then the document goes. */
+static void fuzz_end(int rc, const gw_perr *pe, json_t *doc) {
+    if (rc == -1) fuzz_check_error(pe, doc);
+    else if (rc != 0) abort();
+    json_decref(doc);
 }
 
 /* Element i of the request must be the document's own value (texts and ids
@@ -114,9 +123,7 @@ static int fuzz_decode(const uint8_t *data, size_t size) {
     int rc = gw_parse_decode((const char *)data + 1, size - 1, max_inputs, vocab, &doc, &r, &pe);
     if (doc == (json_t *)1) abort();
     if (rc == 0) fuzz_check_decode(&r, doc, max_inputs, vocab);
-    else if (rc == -1) fuzz_check_error(&pe, doc);
-    else abort();
-    json_decref(doc);
+    fuzz_end(rc, &pe, doc);
     return 0;
 }
 
@@ -144,17 +151,48 @@ static int fuzz_rerank(const uint8_t *data, size_t size) {
             if (sum == (size_t)-1) abort();
         }
         if ((r.raw_scores | r.return_text | r.truncate) & ~1 || (unsigned)r.dir > TOK_TRUNC_LEFT) abort();
-    } else if (rc == -1) {
-        fuzz_check_error(&pe, doc);
-    } else {
-        abort();
     }
-    json_decref(doc);
+    fuzz_end(rc, &pe, doc);
+    return 0;
+}
+
+/* Bits 7 and 6: /predict (gw_parse_predict; bit 1 then picks /classify's
+ * form).  A success holds 1..max_inputs inputs, each the document's own
+ * string or [string, string] pair (a single input when not batch). */
+static int fuzz_predict(const uint8_t *data, size_t size) {
+    int max_inputs = fuzz_max_inputs[(data[0] >> 2) & 3], truncate = (data[0] >> 4) & 1;
+    json_t *doc = (json_t *)1;
+    gw_predict_req r;
+    gw_perr pe;
+    memset(&pe, 0, sizeof pe);
+    const int vllm = (data[0] >> 1) & 1;
+    int rc = gw_parse_predict((const char *)data + 1, size - 1, vllm, max_inputs, truncate, &doc, &r, &pe);
+    if (doc == (json_t *)1) abort();
+    if (rc == 0) {
+        json_t *field = json_object_get(doc, vllm ? "input" : "inputs");
+        if (r.inputs != field || r.n < 1 || r.n > max_inputs) abort();
+        if (r.batch ? (size_t)r.n != json_array_size(field) : r.n != 1) abort();
+        for (int i = 0; i < r.n; i++) {   /* what gw_predict_tokenize reads */
+            const char *a, *b;
+            size_t alen, blen, sum = 0;
+            gw_predict_input(&r, i, &a, &alen, &b, &blen);
+            json_t *t = r.batch ? json_array_get(field, (size_t)i) : field;
+            json_t *ta = json_is_array(t) ? json_array_get(t, 0) : t;
+            if (!a || a != json_string_value(ta) || alen != json_string_length(ta)) abort();
+            if ((b != NULL) != json_is_array(t) || (vllm && b)) abort();
+            for (size_t k = 0; k < alen; k++) sum += (unsigned char)a[k];
+            for (size_t k = 0; b && k < blen; k++) sum += (unsigned char)b[k];
+            fuzz_sink += sum;
+        }
+        if ((r.raw_scores | r.truncate | r.batch) & ~1 || (unsigned)r.dir > TOK_TRUNC_LEFT) abort();
+    }
+    fuzz_end(rc, &pe, doc);
     return 0;
 }
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
+    if ((data[0] >> 7) & 1 && (data[0] >> 6) & 1) return fuzz_predict(data, size);
     if ((data[0] >> 7) & 1) return fuzz_rerank(data, size);
     if ((data[0] >> 5) & 1) return fuzz_decode(data, size);
     int openai = data[0] & 1, tokenize = (data[0] >> 1) & 1;
@@ -166,9 +204,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int rc = gw_parse_body((const char *)data + 1, size - 1, openai, tokenize, max_inputs, truncate, &doc, &r, &pe);
     if (doc == (json_t *)1) abort();
     if (rc == 0) fuzz_check_ok(&r, doc, openai, max_inputs);
-    else if (rc == -1) fuzz_check_error(&pe, doc);
-    else abort();
     gw_embed_req_free(&r);
-    json_decref(doc);
+    fuzz_end(rc, &pe, doc);
     return 0;
 }

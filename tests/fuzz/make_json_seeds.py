@@ -8,7 +8,8 @@
                          inputs, and the usual mistakes (wrong types, empty
                          lists, mixed inputs, bad JSON); bit 5: a /decode
                          body instead (bit 6: a 5-id vocabulary); bit 7: a
-                         /rerank body (with bit 1: /v1/rerank's).
+                         /rerank body (with bit 1: /v1/rerank's); bits 7
+                         and 6: a /predict body (with bit 1: /classify's).
   tests/fuzz/cfg_seeds/  fuzz_config: the files of a model directory joined
                          by NUL bytes, in fuzz_config.c's order (config.json,
                          modules.json, 1_Pooling/config.json,
@@ -56,6 +57,13 @@ GW = {
     "rerank_bad": (RERANK | BATCH[1], {"query": ["q"], "texts": ["a", 1]}),
     "rerank_v1": (RERANK | TOKENIZE | BATCH[8], {"model": "m", "query": "q", "documents": ["a", {"text": "b"}],
                                                "top_n": 1, "return_documents": False}),
+    "predict_one": (RERANK | VOCAB5 | BATCH[2048], {"inputs": "I loved it", "raw_scores": True}),
+    "predict_pair": (RERANK | VOCAB5 | TRUNC | BATCH[8], {"inputs": ["premise", "hypothesis"], "truncate": False,
+                                                          "truncation_direction": "left"}),
+    "predict_batch": (RERANK | VOCAB5 | BATCH[8], {"inputs": ["a", ["b", "c"], "d"]}),
+    "predict_bad": (RERANK | VOCAB5 | BATCH[2], {"inputs": ["a", ["b"], ["c", "d", "e"], 3]}),
+    "classify": (RERANK | VOCAB5 | TOKENIZE | BATCH[8], {"model": "m", "input": ["good", "bad"]}),
+    "classify_pair": (RERANK | VOCAB5 | TOKENIZE | BATCH[8], {"input": [["a", "b"]]}),
     "empty_ids": (BATCH[8], {"inputs": [[]]}),
     "empty_list": (BATCH[8], {"inputs": []}),
     "null_input": (BATCH[8], {"inputs": None}),
@@ -159,6 +167,13 @@ CFG = {
     "t5_st6": [T5, MODULES, {"embedding_dimension": 64, "pooling_mode": ["mean"], "include_prompt": True}, {}, {},
                {"model_max_length": 128}],
     "mpnet_st": [MPNET, MODULES, POOL_MEAN, {"max_seq_length": 128, "do_lower_case": False}],
+    # sequence classifiers: named labels, the multi-label rule, broken labels
+    "classifier_labels": [dict(BERT, architectures=["BertForSequenceClassification"],
+                               id2label={"0": "neg", "1": "neu", "2": "pos"}, problem_type="single_label_classification")],
+    "classifier_multi": [dict(ROBERTA, architectures=["XLMRobertaForSequenceClassification"], num_labels=4,
+                              problem_type="multi_label_classification")],
+    "classifier_bad_labels": [dict(BERT, architectures=["BertForSequenceClassification"],
+                                   id2label={"0": "a", "7": "b", "x": None}, num_labels="2")],
     "old_arch_only": [{k: v for k, v in BERT.items() if k != "model_type"}],
     "bad_modules": [BERT, [{"type": "sentence_transformers.models.Dense", "path": "2_Dense"}, 7]],
     "escape_path": [BERT, [{"type": "Pooling", "path": "../../etc"}]],

@@ -55,31 +55,51 @@ MODELS = {
 }
 
 
+def spread(m, wide=()):
+    """Redraw m's weights wider than transformers' init, so that every part
+    of a classification head matters: matrices N(0, 1/fan_in) (N(0, 1) for
+    the names in `wide`), biases N(0, 0.1), norm scales N(1, 0.1).  Returns m."""
+    with torch.no_grad():
+        for n, p in m.named_parameters():
+            if p.dim() > 1:
+                p.normal_(0.0, 1.0 if n in wide else 1.0 / p.shape[1] ** 0.5)
+            elif "bias" in n:
+                p.normal_(0.0, 0.1)
+            elif "norm" in n:
+                p.normal_(1.0, 0.1)
+    return m
+
+
+def write_folder(m, d, tokf):
+    """Save m as a Hugging Face folder d with tokenizer file tokf (under
+    tests/fixtures/tokenizers) beside it; returns the tokenizer."""
+    m.save_pretrained(d, safe_serialization=True)
+    tok = Tokenizer.from_file(os.path.join(TOK, tokf))
+    tok.save(os.path.join(d, "tokenizer.json"))
+    return tok
+
+
+def logits_of(m, encs, types):
+    """transformers' logits (fp32, one list a label) for each encoding, with its type ids when `types`."""
+    out = []
+    with torch.no_grad():
+        for e in encs:
+            kw = {"input_ids": torch.tensor([e.ids])}
+            if types:
+                kw["token_type_ids"] = torch.tensor([e.type_ids])
+            out.append([float(x) for x in m(**kw).logits[0]])
+    return out
+
+
 def main():
     torch.manual_seed(1234)
     shutil.rmtree(OUT, ignore_errors=True)
     for name, (tokf, cls, cfg) in MODELS.items():
         d = os.path.join(OUT, name)
-        m = cls(cfg).eval()
-        with torch.no_grad():   # wider than the init, so that every part of the head matters
-            for n, p in m.named_parameters():
-                if p.dim() > 1:
-                    p.normal_(0.0, 1.0 / p.shape[1] ** 0.5)
-                elif "bias" in n:
-                    p.normal_(0.0, 0.1)
-                elif "norm" in n:
-                    p.normal_(1.0, 0.1)
-        m.save_pretrained(d, safe_serialization=True)
-        tok = Tokenizer.from_file(os.path.join(TOK, tokf))
-        tok.save(os.path.join(d, "tokenizer.json"))
+        m = spread(cls(cfg).eval())
+        tok = write_folder(m, d, tokf)
         encs = [tok.encode(QUERY, t) for t in TEXTS]
-        logits = []
-        with torch.no_grad():
-            for e in encs:
-                kw = {"input_ids": torch.tensor([e.ids])}
-                if name == "bert":
-                    kw["token_type_ids"] = torch.tensor([e.type_ids])
-                logits.append(float(m(**kw).logits[0, 0]))
+        logits = [x[0] for x in logits_of(m, encs, name == "bert")]
         json.dump({"query": QUERY, "texts": TEXTS, "ids": [e.ids for e in encs],
                    "type_ids": [e.type_ids for e in encs], "logits": logits},
                   open(os.path.join(d, "expected.json"), "w"), indent=1)

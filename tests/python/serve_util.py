@@ -71,6 +71,20 @@ class Server:
         return 0.0
 
 
+def serve_each(binary, models, *args):
+    """A generator for a module fixture: one `posy serve` per model folder
+    (models: name -> path), yields name -> URL, then stops them all and
+    asserts each exited 0."""
+    servers = {}
+    try:
+        for name, path in models.items():
+            servers[name] = Server(binary, path, *args)
+        yield {name: s.url for name, s in servers.items()}
+    finally:
+        codes = {name: s.stop() for name, s in servers.items()}
+    assert all(c == 0 for c in codes.values()), codes
+
+
 def post_json(url, path, body, timeout=120):
     """POST `body` as JSON; (status, decoded JSON body) for success and error answers alike."""
     r = requests.post(url + path, json=body, timeout=timeout)

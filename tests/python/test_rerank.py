@@ -22,7 +22,7 @@ import subprocess
 import pytest
 
 from conftest import FIXTURES
-from serve_util import Server, post_json as post
+from serve_util import Server, serve_each, post_json as post
 
 MODELS = ["bert", "xlmr", "distilbert", "modernbert"]
 
@@ -65,10 +65,7 @@ def test_rerank_pair_ids(posy_bin, name):
 
 @pytest.fixture(scope="module")
 def servers(posy_bin):
-    s = {n: Server(posy_bin, model(n), "--device", "auto", "--threads", "1") for n in MODELS}
-    yield {n: srv.url for n, srv in s.items()}
-    for srv in s.values():
-        assert srv.stop() == 0
+    yield from serve_each(posy_bin, {n: model(n) for n in MODELS}, "--device", "auto", "--threads", "1")
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -161,22 +158,13 @@ def test_rerank_head_missing(posy_bin, tmp_path):
 
 def test_rerank_gateway_and_worker(posy_bin):
     """A gateway in front of a worker: the pairs' token types (1 for the text) cross gRPC."""
-    from grpc_util import Proc, free_port, http_post, wait_http, wait_serving
+    from grpc_util import http_post, start_gateway, start_worker
     exp = expected("bert")
     procs = []
     try:
-        wport = free_port()
-        w = Proc([posy_bin, "worker", "--model", model("bert"), "--listen", f"127.0.0.1:{wport}", "--device", "cpu",
-                  "--threads", "1"], f"worker-{wport}")
-        w.addr = f"127.0.0.1:{wport}"
-        procs.append(w)
-        wait_serving(w)
-        gport = free_port()
-        g = Proc([posy_bin, "gateway", "--model", model("bert"), "--host", "127.0.0.1", "--port", str(gport),
-                  "--backend", w.addr], f"gateway-{gport}")
-        procs.append(g)
-        wait_http(g, gport)
-        st, body = http_post(gport, "/rerank", {"query": exp["query"], "texts": exp["texts"], "raw_scores": True})
+        procs.append(start_worker(model=model("bert")))
+        procs.append(start_gateway([procs[0].addr], model=model("bert")))
+        st, body = http_post(procs[1].port, "/rerank", {"query": exp["query"], "texts": exp["texts"], "raw_scores": True})
         assert st == 200, body
         check_ranking(body, exp["logits"], raw=True)
     finally:

@@ -22,7 +22,7 @@ import numpy as np
 import pytest
 
 from conftest import FIXTURES
-from serve_util import Server, post_json as post
+from serve_util import serve_each, post_json as post
 
 MODELS = ["st6", "st5", "m2v"]
 DIMS = {"st6": 48, "st5": 16, "m2v": 32}
@@ -71,10 +71,7 @@ def test_static_embed_cli(posy, name):
 
 @pytest.fixture(scope="module")
 def servers(posy_bin):
-    s = {n: Server(posy_bin, model(n), "--device", "auto", "--threads", "1") for n in MODELS}
-    yield {n: srv.url for n, srv in s.items()}
-    for srv in s.values():
-        assert srv.stop() == 0
+    yield from serve_each(posy_bin, {n: model(n) for n in MODELS}, "--device", "auto", "--threads", "1")
 
 
 @pytest.mark.parametrize("name", MODELS)
@@ -125,22 +122,13 @@ def test_static_info_and_long_input(servers):
 def test_static_gateway_and_worker(posy_bin):
     """`posy gateway` in front of a `posy worker` on st5: the gateway finds the tokenizer in
     0_StaticEmbedding/, adds no special tokens, and the worker's vectors match."""
-    from grpc_util import Proc, free_port, http_post, wait_http, wait_serving
+    from grpc_util import http_post, start_gateway, start_worker
     exp = expected("st5")
     procs = []
     try:
-        wport = free_port()
-        w = Proc([posy_bin, "worker", "--model", model("st5"), "--listen", f"127.0.0.1:{wport}", "--device", "cpu",
-                  "--threads", "1"], f"worker-{wport}")
-        w.addr = f"127.0.0.1:{wport}"
-        procs.append(w)
-        wait_serving(w)
-        gport = free_port()
-        g = Proc([posy_bin, "gateway", "--model", model("st5"), "--host", "127.0.0.1", "--port", str(gport),
-                  "--backend", f"127.0.0.1:{wport}"], f"gateway-{gport}")
-        procs.append(g)
-        wait_http(g, gport)
-        st, body = http_post(gport, "/v1/embeddings", {"input": exp["texts"], "model": "st5", "truncate": True})
+        procs.append(start_worker(model=model("st5")))
+        procs.append(start_gateway([procs[0].addr], model=model("st5")))
+        st, body = http_post(procs[1].port, "/v1/embeddings", {"input": exp["texts"], "model": "st5", "truncate": True})
         assert st == 200, body
         v = np.array([x["embedding"] for x in sorted(body["data"], key=lambda x: x["index"])])
         assert v.shape == (len(exp["texts"]), 16) and min_cos(v, exp["embeddings"]) >= 0.99999

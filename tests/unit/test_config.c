@@ -3,12 +3,9 @@
  * files.  Each error case checks that the message names the file and the
  * field at fault. */
 #define _XOPEN_SOURCE 700
-#include <ftw.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include "eng_config.h"
 #include "posy_test.h"
+#include "test_tmpdir.h"
 
 #define MINILM_DIR "models/all-MiniLM-L6-v2"
 
@@ -21,34 +18,6 @@ static const char *MODULES_PN =
     "[{\"idx\":0,\"name\":\"0\",\"path\":\"\",\"type\":\"sentence_transformers.models.Transformer\"},"
     "{\"idx\":1,\"name\":\"1\",\"path\":\"1_Pooling\",\"type\":\"sentence_transformers.models.Pooling\"},"
     "{\"idx\":2,\"name\":\"2\",\"path\":\"2_Normalize\",\"type\":\"sentence_transformers.models.Normalize\"}]";
-
-static char g_dir[64];
-
-static void put(const char *rel, const char *text) {
-    char p[512];
-    snprintf(p, sizeof p, "%s/%s", g_dir, rel);
-    char *slash = strrchr(p, '/');
-    if (slash > p + strlen(g_dir)) {
-        *slash = 0;
-        mkdir(p, 0700);
-        *slash = '/';
-    }
-    FILE *f = fopen(p, "wb");
-    if (!f) { CHECK_MSG(0, "cannot write %s", p); return; }
-    fputs(text, f);
-    fclose(f);
-}
-
-static int rm_cb(const char *p, const struct stat *sb, int flag, struct FTW *ftw) {
-    (void)sb; (void)flag; (void)ftw;
-    return remove(p);
-}
-
-static void fresh_dir(void) {
-    if (g_dir[0]) nftw(g_dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
-    snprintf(g_dir, sizeof g_dir, "/tmp/posy_cfg_XXXXXX");
-    if (!mkdtemp(g_dir)) CHECK_MSG(0, "mkdtemp failed");
-}
 
 /* Load g_dir and expect failure mentioning every needle given. */
 static void expect_fail(const char *needle1, const char *needle2) {
@@ -478,8 +447,9 @@ static void test_qwen3_head_dim_default(void) {
 
 /* A cross-encoder reranker: ...ForSequenceClassification with one label
  * gets CLS pooling and its head as two Dense layers named in the
- * checkpoint; several labels, or a head on a family posy has no reranker
- * for, are refused by name. */
+ * checkpoint; several labels make a classifier (names from id2label, the
+ * scores' rule from problem_type); broken labels, or a head on a family
+ * posy has none for, are refused by name. */
 static void test_rerank_config(void) {
     static const char *BERT_HEAD = "\"model_type\":\"bert\",\"hidden_size\":64,\"num_hidden_layers\":2,"
                                    "\"num_attention_heads\":4,\"intermediate_size\":128,\"vocab_size\":100";
@@ -506,12 +476,57 @@ static void test_rerank_config(void) {
         eng_config_free(&c);
     }
     snprintf(cfg, sizeof cfg, "{%s,\"architectures\":[\"BertForSequenceClassification\"],"
-             "\"id2label\":{\"0\":\"neg\",\"1\":\"pos\"}}", BERT_HEAD);
-    put("config.json", cfg);
-    expect_fail("config.json: a classifier of 2 labels", "single-score rerankers");
+             "\"id2label\":{\"1\":\"pos\",\"0\":\"neg\",\"2\":\"mixed\"}}", BERT_HEAD);
+    put("config.json", cfg);   /* a classifier: id2label's names in id order, softmax scores */
+    if (load_ok(&c)) {
+        CHECK_EQ_INT(c.rerank, 1);
+        CHECK_EQ_INT(c.n_labels, 3);
+        CHECK_EQ_INT(c.info.dim, 3);
+        CHECK_EQ_INT(c.dense[1].out, 3);
+        CHECK(!strcmp(c.labels[0], "neg") && !strcmp(c.labels[1], "pos") && !strcmp(c.labels[2], "mixed"));
+        CHECK_EQ_INT(c.score_fn, ENG_SCORE_SOFTMAX);
+        eng_config_free(&c);
+        CHECK(c.labels == NULL && c.n_labels == 0);
+    }
     snprintf(cfg, sizeof cfg, "{%s,\"architectures\":[\"BertForSequenceClassification\"]}", BERT_HEAD);
-    put("config.json", cfg);   /* transformers' default: two labels */
-    expect_fail("a classifier of 2 labels", NULL);
+    put("config.json", cfg);   /* transformers' default: two labels, LABEL_<i> */
+    if (load_ok(&c)) {
+        CHECK_EQ_INT(c.n_labels, 2);
+        CHECK(!strcmp(c.labels[0], "LABEL_0") && !strcmp(c.labels[1], "LABEL_1"));
+        eng_config_free(&c);
+    }
+    /* transformers' pipeline rule for the scores */
+    static const struct { const char *extra; eng_score_fn fn; } rules[] = {
+        {"\"num_labels\":4,\"problem_type\":\"multi_label_classification\"", ENG_SCORE_SIGMOID},
+        {"\"num_labels\":1,\"problem_type\":\"regression\"", ENG_SCORE_NONE},
+        {"\"num_labels\":1", ENG_SCORE_SIGMOID},
+        {"\"num_labels\":5,\"problem_type\":\"single_label_classification\"", ENG_SCORE_SOFTMAX},
+    };
+    for (size_t i = 0; i < sizeof rules / sizeof rules[0]; i++) {
+        snprintf(cfg, sizeof cfg, "{%s,\"architectures\":[\"BertForSequenceClassification\"],%s}", BERT_HEAD,
+                 rules[i].extra);
+        put("config.json", cfg);
+        if (load_ok(&c)) {
+            CHECK_EQ_INT(c.score_fn, rules[i].fn);
+            eng_config_free(&c);
+        }
+    }
+    static const struct { const char *extra, *want; } bad[] = {
+        {"\"id2label\":{\"0\":\"a\",\"0x\":\"b\"}", "id2label key '0x' is not a label id 0..1"},
+        {"\"id2label\":{\"0\":\"a\",\"-1\":\"b\"}", "id2label key '-1'"},
+        {"\"id2label\":{\"1\":null,\"0\":\"a\"}", "id2label[\"1\"] is not a string"},
+        {"\"id2label\":[\"a\"]", "id2label is not an object"},
+        {"\"id2label\":{}", "a classifier of 0 labels"},
+        {"\"num_labels\":100000", "a classifier of 100000 labels; posy runs 1 to 16384"},
+        {"\"num_labels\":\"3\"", "num_labels is not an integer"},
+        {"\"num_labels\":2,\"problem_type\":\"ranking\"", "problem_type 'ranking' is not supported"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        snprintf(cfg, sizeof cfg, "{%s,\"architectures\":[\"BertForSequenceClassification\"],%s}", BERT_HEAD,
+                 bad[i].extra);
+        put("config.json", cfg);
+        expect_fail(bad[i].want, NULL);
+    }
     snprintf(cfg, sizeof cfg, "{%s,\"architectures\":[\"BertModel\"]}", BERT_HEAD);
     put("config.json", cfg);
     if (load_ok(&c)) {
@@ -549,12 +564,6 @@ static void test_rerank_config(void) {
     snprintf(cfg, sizeof cfg, "{%s,\"classifier_activation\":\"swish\"}", MB);
     put("config.json", cfg);
     expect_fail("classifier_activation 'swish' is not supported", NULL);
-}
-
-static void test_cleanup(void) {
-    if (g_dir[0]) nftw(g_dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
-    g_dir[0] = 0;
-    CHECK(1);
 }
 
 TEST_MAIN(TEST(test_minilm), TEST(test_defaults), TEST(test_pooling_modes), TEST(test_modules_errors), TEST(test_dense_modules),

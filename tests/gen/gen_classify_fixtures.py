@@ -1,0 +1,70 @@
+#!/usr/bin/env python3
+"""Write tests/fixtures/classify/: tiny sequence classifiers of several
+labels, random weights, saved by transformers, each with a tokenizer.json of
+tests/fixtures/tokenizers and expected.json: texts and (text, text) pairs,
+their token ids as the tokenizers package encodes them, and the logits
+transformers computes for them (fp32, CPU).  tests/python/test_classify.py
+checks posy's /predict and /classify against them.
+
+  bert3      BertForSequenceClassification, three named labels (a sentiment
+             model's shape: negative / neutral / positive)
+  xlmr_multi XLMRobertaForSequenceClassification, four labels,
+             problem_type multi_label_classification (scores are sigmoids)
+  distil2    DistilBertForSequenceClassification with transformers' default
+             of two labels, LABEL_0 / LABEL_1 (an NLI / toxicity model's shape)
+
+Needs torch, transformers and tokenizers (not in CI; the fixtures are
+committed).  Run from the repository root:
+    python3 tests/gen/gen_classify_fixtures.py
+"""
+import json
+import os
+import shutil
+
+import torch
+import transformers as T
+from gen_rerank_fixtures import logits_of, spread, write_folder
+
+OUT = os.path.join("tests", "fixtures", "classify")
+TEXTS = ["I loved this film, every minute of it.", "The service was slow and the food was cold.", "a",
+         "It arrived on Tuesday. " * 12, "café, naïve, 日本語 ☃"]
+PAIRS = [["A man is playing a guitar.", "Someone plays an instrument."],
+         ["The cat sleeps on the sofa.", "A dog runs through the park at noon."]]
+
+MODELS = {
+    "bert3": ("wordpiece_nfd.json", T.BertForSequenceClassification,
+              T.BertConfig(vocab_size=2500, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                           intermediate_size=128, max_position_embeddings=256, type_vocab_size=2,
+                           id2label={0: "negative", 1: "neutral", 2: "positive"},
+                           label2id={"negative": 0, "neutral": 1, "positive": 2})),
+    "xlmr_multi": ("unigram_xlmr.json", T.XLMRobertaForSequenceClassification,
+                   T.XLMRobertaConfig(vocab_size=2002, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                      intermediate_size=128, max_position_embeddings=258, type_vocab_size=1,
+                                      pad_token_id=1, bos_token_id=0, eos_token_id=2,
+                                      problem_type="multi_label_classification",
+                                      id2label={0: "toxic", 1: "insult", 2: "threat", 3: "obscene"},
+                                      label2id={"toxic": 0, "insult": 1, "threat": 2, "obscene": 3})),
+    "distil2": ("wordpiece_nfd.json", T.DistilBertForSequenceClassification,
+                T.DistilBertConfig(vocab_size=2500, dim=64, n_layers=2, n_heads=4, hidden_dim=128,
+                                   max_position_embeddings=256)),
+}
+
+
+def main():
+    torch.manual_seed(4321)
+    shutil.rmtree(OUT, ignore_errors=True)
+    for name, (tokf, cls, cfg) in MODELS.items():
+        d = os.path.join(OUT, name)
+        m = spread(cls(cfg).eval())
+        tok = write_folder(m, d, tokf)
+        encs = [tok.encode(t) for t in TEXTS] + [tok.encode(a, b) for a, b in PAIRS]
+        logits = logits_of(m, encs, name == "bert3")
+        labels = [m.config.id2label[i] for i in range(m.config.num_labels)]
+        json.dump({"texts": TEXTS, "pairs": PAIRS, "ids": [e.ids for e in encs], "labels": labels,
+                   "multi_label": m.config.problem_type == "multi_label_classification", "logits": logits},
+                  open(os.path.join(d, "expected.json"), "w"), indent=1)
+        print(name, sorted(os.listdir(d)), labels, [len(e.ids) for e in encs])
+
+
+if __name__ == "__main__":
+    main()

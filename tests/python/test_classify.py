@@ -1,0 +1,218 @@
+"""Sequence classifiers on POST /predict (TEI's route) and POST /classify
+(vLLM's), against transformers.
+
+tests/fixtures/classify/ (tests/gen/gen_classify_fixtures.py) holds three
+tiny random classifiers -- BertForSequenceClassification with three named
+labels, XLMRobertaForSequenceClassification with four labels and
+problem_type multi_label_classification, DistilBertForSequenceClassification
+with transformers' default two labels (no id2label in its config.json) --
+with expected.json: texts and (text, text) pairs, their ids as the
+tokenizers package encodes them, and the logits transformers computes
+(fp32).  posy must give every input the same logits (raw_scores), their
+softmax (or sigmoids for the multi-label model, as transformers' pipeline
+does), labelled with id2label's names and sorted; through `posy serve` and
+through a gateway in front of a worker.  And the refusals: /rerank and the
+embedding routes on a classifier, /predict on an embedding model, bad
+bodies, an input over the limit unless "truncate", broken id2label.
+"""
+import json
+import math
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import FIXTURES
+from serve_util import Server, serve_each, free_port, post_json as post
+
+MODELS = ["bert3", "xlmr_multi", "distil2"]
+
+
+def model(name):
+    return os.path.join(FIXTURES, "classify", name)
+
+
+def expected(name):
+    return json.load(open(os.path.join(model(name), "expected.json")))
+
+
+def scores(exp, logits):
+    if exp["multi_label"]:
+        return [1.0 / (1.0 + math.exp(-x)) for x in logits]
+    m = max(logits)
+    e = [math.exp(x - m) for x in logits]
+    return [x / sum(e) for x in e]
+
+
+def check_prediction(answer, exp, logits, raw):
+    """answer: one input's /predict list: every label once, sorted by score, each its (soft)max'd logit."""
+    want = logits if raw else scores(exp, logits)
+    assert sorted(x["label"] for x in answer) == sorted(exp["labels"]), answer
+    got = [x["score"] for x in answer]
+    assert got == sorted(got, reverse=True), answer
+    for x in answer:
+        assert abs(x["score"] - want[exp["labels"].index(x["label"])]) < 2e-5, (x, want)
+
+
+def inputs(exp):
+    """The fixture's inputs as /predict takes them: texts, then pairs as [a, b]."""
+    return exp["texts"] + [list(p) for p in exp["pairs"]]
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_classify_ids(posy_bin, name):
+    exp = expected(name)
+    r = subprocess.run([posy_bin, "tokenize", "--model", model(name), "--", *exp["texts"]], capture_output=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    got = [json.loads(line)["ids"] for line in r.stdout.decode().splitlines()]
+    n = len(exp["texts"])
+    assert got == exp["ids"][:n]
+    args = [t for p in exp["pairs"] for t in p]
+    r = subprocess.run([posy_bin, "tokenize", "--model", model(name), "--pair", "--", *args], capture_output=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    assert [json.loads(line)["ids"] for line in r.stdout.decode().splitlines()] == exp["ids"][n:]
+
+
+@pytest.fixture(scope="module")
+def servers(posy_bin):
+    yield from serve_each(posy_bin, {n: model(n) for n in MODELS}, "--device", "auto", "--threads", "1")
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_predict_batch(servers, name):
+    exp, url = expected(name), servers[name]
+    for raw in (True, False):
+        st, body = post(url, "/predict", {"inputs": inputs(exp), "raw_scores": raw})
+        assert st == 200, body
+        assert len(body) == len(exp["logits"]), body
+        for answer, logits in zip(body, exp["logits"]):
+            check_prediction(answer, exp, logits, raw)
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_predict_single(servers, name):
+    """One input alone: a text, or a pair as a list of two strings (TEI's reading), answers one list."""
+    exp, url = expected(name), servers[name]
+    n = len(exp["texts"])
+    st, body = post(url, "/predict", {"inputs": exp["texts"][3]})
+    assert st == 200 and isinstance(body[0], dict), body
+    check_prediction(body, exp, exp["logits"][3], raw=False)
+    st, body = post(url, "/predict", {"inputs": list(exp["pairs"][1]), "raw_scores": True})
+    assert st == 200 and isinstance(body[0], dict), body
+    check_prediction(body, exp, exp["logits"][n + 1], raw=True)
+    st, body = post(url, "/predict", {"inputs": [list(exp["pairs"][0])], "raw_scores": True})
+    assert st == 200 and len(body) == 1 and isinstance(body[0], list), body
+    check_prediction(body[0], exp, exp["logits"][n], raw=True)
+
+
+def test_classify_vllm(servers):
+    """vLLM's /classify: data[i] has the best label, probs in label order, num_classes; usage counts tokens."""
+    exp, url = expected("bert3"), servers["bert3"]
+    st, body = post(url, "/classify", {"model": "x", "input": exp["texts"]})
+    assert st == 200, body
+    assert body["object"] == "list" and body["id"].startswith("classify-") and body["model"] == "bert3", body
+    assert body["usage"]["prompt_tokens"] == sum(len(i) for i in exp["ids"][:len(exp["texts"])]), body
+    for d, logits in zip(body["data"], exp["logits"]):
+        want = scores(exp, logits)
+        assert d["num_classes"] == 3 and len(d["probs"]) == 3, d
+        assert all(abs(a - b) < 2e-5 for a, b in zip(d["probs"], want)), (d, want)
+        assert d["label"] == exp["labels"][want.index(max(want))], d
+    assert [d["index"] for d in body["data"]] == list(range(len(exp["texts"])))
+    st, body = post(url, "/classify", {"input": exp["texts"][0]})
+    assert st == 200 and len(body["data"]) == 1, body
+    for bad, word in [({"input": [["a", "b"]]}, "input[0]"), ({"input": 5}, "input"), ({}, "input")]:
+        st, err = post(url, "/classify", bad)
+        assert st in (400, 422) and word in err["error"]["message"], (bad, err)
+
+
+def test_classify_info_and_refusals(servers, posy_bin, posy_model):
+    import requests
+    url = servers["bert3"]
+    info = requests.get(url + "/info", timeout=30).json()
+    assert info["model_type"] == {"classifier": {"id2label": {"0": "negative", "1": "neutral", "2": "positive"},
+                                                 "label2id": {"negative": 0, "neutral": 1, "positive": 2}}}, info
+    assert info["dimensions"] == 3, info
+    info = requests.get(servers["distil2"] + "/info", timeout=30).json()
+    assert info["model_type"]["classifier"]["id2label"] == {"0": "LABEL_0", "1": "LABEL_1"}, info
+    st, err = post(url, "/rerank", {"query": "q", "texts": ["a"]})
+    assert st == 422 and "3 labels" in err["error"] and "/predict" in err["error"], err
+    st, err = post(url, "/embed", {"inputs": "a"})
+    assert st == 422 and "classifier" in err["error"], err
+    for body, status, word in [({}, 422, "inputs"), ({"inputs": []}, 422, "empty"),
+                               ({"inputs": ["a", 3, "c"]}, 400, "inputs[1]"),
+                               ({"inputs": ["a", ["b"]]}, 400, "inputs[1]"),
+                               ({"inputs": "a", "raw_scores": "yes"}, 400, "raw_scores"),
+                               ({"inputs": "a", "truncation_direction": "up"}, 422, "truncation")]:
+        st, err = post(url, "/predict", body)
+        assert st == status and word in err["error"], (body, st, err)
+    long_text = "the capital city of a very large country " * 40
+    st, err = post(url, "/predict", {"inputs": ["a", long_text, "b"]})
+    assert st == 422 and "256" in err["error"] and "input 1" in err["error"], err
+    st, body = post(url, "/predict", {"inputs": ["a", long_text, "b"], "truncate": True})
+    assert st == 200 and len(body) == 3, body
+    # a reranker answers /predict with its one label; an embedding model has no /predict
+    exp = expected("bert3")
+    s = Server(posy_bin, posy_model, "--device", "cpu", "--threads", "1")
+    try:
+        st, err = post(s.url, "/predict", {"inputs": "a"})
+        assert st == 422 and "classifier" in err["error"], err
+        st, err = post(s.url, "/classify", {"input": "a"})
+        assert st == 422 and "classifier" in err["error"]["message"], err
+    finally:
+        assert s.stop() == 0
+    assert exp["labels"] == ["negative", "neutral", "positive"]
+
+
+def test_predict_on_a_reranker(posy_bin):
+    """A reranker (one label) on /predict: one score, the sigmoid of its logit, as TEI answers."""
+    rr = os.path.join(FIXTURES, "rerank", "bert")
+    exp = json.load(open(os.path.join(rr, "expected.json")))
+    s = Server(posy_bin, rr, "--device", "cpu", "--threads", "1")
+    try:
+        st, body = post(s.url, "/predict", {"inputs": [exp["query"], exp["texts"][0]]})
+        assert st == 200 and len(body) == 1 and body[0]["label"] == "LABEL_0", body
+        assert abs(body[0]["score"] - 1.0 / (1.0 + math.exp(-exp["logits"][0]))) < 2e-5, body
+    finally:
+        assert s.stop() == 0
+
+
+def test_classify_embed_cli_refuses(posy_bin):
+    r = subprocess.run([posy_bin, "embed", "--model", model("bert3"), "x"], capture_output=True, timeout=120)
+    assert r.returncode == 2 and "/predict" in r.stderr.decode(), r.stderr.decode()
+
+
+@pytest.mark.parametrize("id2label,word", [({"0": "a", "2": "b"}, "id2label key '2'"),
+                                           ({"0": "a", "x": "b"}, "id2label key 'x'"),
+                                           ({"0": "a", "1": 7}, "is not a string"),
+                                           ("abc", "id2label is not an object")])
+def test_broken_id2label(posy_bin, tmp_path, id2label, word):
+    """A config.json whose labels cannot be read: a start-up error that says which, never a crash."""
+    d = tmp_path / "bad"
+    shutil.copytree(model("bert3"), d)
+    cfg = json.load(open(d / "config.json"))
+    cfg["id2label"] = id2label
+    json.dump(cfg, open(d / "config.json", "w"))
+    r = subprocess.run([posy_bin, "serve", "--model", str(d), "--device", "cpu", "--host", "127.0.0.1", "--port",
+                        str(free_port())], capture_output=True, timeout=120)
+    err = r.stderr.decode(errors="replace") + r.stdout.decode(errors="replace")
+    assert 0 < r.returncode < 128 and word in err, err
+
+
+def test_classify_gateway_and_worker(posy_bin):
+    """A gateway in front of a worker: three logits a sequence cross gRPC, pairs with their token types."""
+    from grpc_util import http_post, start_gateway, start_worker
+    exp = expected("bert3")
+    procs = []
+    try:
+        procs.append(start_worker(model=model("bert3")))
+        procs.append(start_gateway([procs[0].addr], model=model("bert3")))
+        st, body = http_post(procs[1].port, "/predict", {"inputs": inputs(exp), "raw_scores": True})
+        assert st == 200, body
+        for answer, logits in zip(body, exp["logits"]):
+            check_prediction(answer, exp, logits, raw=True)
+    finally:
+        for p in procs:
+            p.stop()
