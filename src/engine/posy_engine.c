@@ -178,7 +178,10 @@ posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opt
     mi->max_batch_tokens = e->opts.max_batch_tokens;
     mi->max_batch_seqs = e->opts.max_batch_seqs;
     char dense[96] = "";
-    if (e->dense.n)
+    if (e->cfg.rerank)   /* its head is two Dense layers too, but a user knows it by its labels */
+        snprintf(dense, sizeof dense, ", a %s head of %d label%s", e->cfg.n_labels == 1 ? "reranker" : "classifier",
+                 e->cfg.n_labels, e->cfg.n_labels > 1 ? "s" : "");
+    else if (e->dense.n)
         snprintf(dense, sizeof dense, ", %d Dense module%s to %d dimensions", e->dense.n, e->dense.n > 1 ? "s" : "",
                  mi->dim);
     if (e->cfg.static_emb)
