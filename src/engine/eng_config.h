@@ -115,6 +115,14 @@ typedef struct eng_config {
     int n_labels;
     char **labels;               /* n_labels names (id2label, else "LABEL_<i>"), owned */
     eng_score_fn score_fn;       /* how /predict turns logits into scores (transformers' pipeline rule) */
+    /* a decoder's classifier (Qwen3 / Qwen2 / Mistral / Llama / Gemma 3
+     * ForSequenceClassification, e.g. Qwen3-Reranker converted to one):
+     * the head is `score` on the last token's state; transformers pools
+     * the rightmost token that is not pad_token_id (cls_pad_id; -1: the
+     * config has none), so with causal attention the gateway drops
+     * trailing pad tokens, which changes no earlier state */
+    int rerank_decoder;
+    int cls_pad_id;
     int rerank_mean;             /* ModernBERT's classifier_pooling "mean" (else CLS) */
     int rerank_head_bias;        /* ModernBERT's classifier_bias */
     eng_dense_act rerank_act;    /* ModernBERT's classifier_activation */

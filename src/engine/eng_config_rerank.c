@@ -13,6 +13,9 @@
  *   ModernBERT  LayerNorm(act(head.dense)) -> classifier, after CLS or
  *               mean pooling (classifier_pooling), the dense's bias as
  *               classifier_bias says, the norm's as norm_bias
+ *   decoders    score (no bias) on the last token's state: Qwen3 / Qwen2 /
+ *               Mistral / Llama / Gemma 3 ...ForSequenceClassification
+ *               (Qwen3-Reranker's sequence-classification conversions)
  * and the vector served is the head's logits, one a label.  One label is a
  * reranker (/rerank: one score a text); more are a classifier (/predict,
  * /classify), its labels' names from id2label.  How scores come from the
@@ -94,11 +97,18 @@ static int rr_labels(eng_config *c, json_t *id2label, long long n, const char *p
 int eng_config_rerank_check(eng_config *c, json_t *root, const char *path, posy_err *err) {
     if (!rr_is_classifier(root)) return 0;
     const char *arch = c->info.arch;
+    const int decoder = !strcmp(arch, "qwen3") && !c->modernbert && !c->t5;
     if (strcmp(arch, "bert") && strcmp(arch, "roberta") && strcmp(arch, "xlm-roberta") && strcmp(arch, "distilbert") &&
-        !c->modernbert)
+        !c->modernbert && !decoder)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: a sequence-classification head on model_type '%s' is not "
                             "supported (classifiers and rerankers: bert, roberta, xlm-roberta, camembert, distilbert, "
-                            "modernbert)", path, c->model_type);
+                            "modernbert, qwen3, qwen2, mistral, llama, gemma3_text)", path, c->model_type);
+    if (decoder) {
+        json_t *pad = json_object_get(root, "pad_token_id");
+        c->rerank_decoder = 1;
+        c->cls_pad_id = json_is_integer(pad) && json_integer_value(pad) >= 0 && json_integer_value(pad) < (1 << 24)
+                            ? (int)json_integer_value(pad) : -1;
+    }
     /* transformers: num_labels = len(id2label), 2 when neither is given */
     json_t *labels = json_object_get(root, "id2label"), *nl = json_object_get(root, "num_labels");
     if (labels && !json_is_object(labels) && !json_is_null(labels))
@@ -138,6 +148,14 @@ void eng_config_rerank_head(eng_config *c) {
     const char *arch = c->info.arch;
     c->info.pooling = c->rerank_mean ? POSY_POOL_MEAN : POSY_POOL_CLS;
     c->info.normalize = 0;
+    if (c->rerank_decoder) {   /* transformers' GenericForSequenceClassification: score, no bias, last token */
+        c->info.pooling = POSY_POOL_LAST;
+        rr_dense(&c->dense[0], H, c->n_labels, ENG_DENSE_IDENTITY, "score.weight", "");
+        c->dense[0].bias = 0;
+        c->n_dense = 1;
+        c->info.dim = c->n_labels;
+        return;
+    }
     if (c->modernbert) {
         rr_dense(&c->dense[0], H, H, c->rerank_act, "head.dense.weight", c->rerank_head_bias ? "head.dense.bias" : "");
         c->dense[0].bias = c->rerank_head_bias;

@@ -45,12 +45,16 @@ int gw_push_text(gw_call *c, const char *what, int i, const char *a, size_t alen
         gw_call_fail(c, 422, GW_F_VALIDATION, "tokenization_failed", "%s %d: %s", what, i, err.msg);
         return -1;
     }
-    if (tl_pair.n > m->max_input_tokens) {
+    int n = tl_pair.n;
+    const eng_config *cfg = m->cfg;
+    if (cfg && cfg->rerank_decoder && cfg->cls_pad_id >= 0 && cfg->info.causal)   /* see eng_config.h */
+        while (n > 1 && tl_pair.ids[n - 1] == cfg->cls_pad_id) n--;
+    if (n > m->max_input_tokens) {
         gw_call_fail(c, 422, GW_F_VALIDATION, "input_too_long", "%s %d: %s %d tokens, more than the model's limit of %d "
-                     "(set \"truncate\": true)", what, i, b ? "the pair is" : "it is", tl_pair.n, m->max_input_tokens);
+                     "(set \"truncate\": true)", what, i, b ? "the pair is" : "it is", n, m->max_input_tokens);
         return -1;
     }
-    if (gw_push_seq(c, tl_pair.ids, tl_pair.type_ids, tl_pair.n, 0)) {
+    if (gw_push_seq(c, tl_pair.ids, tl_pair.type_ids, n, 0)) {
         gw_call_fail(c, 500, GW_F_BACKEND, "out_of_memory", "out of memory");
         return -1;
     }

@@ -10,6 +10,9 @@ Random-weight rerankers of one label and a classifier, GPU-sized (head size 32 /
          fixture tokenizer
   bert5  BertForSequenceClassification of five labels, BERT-base's width,
          4 layers: a classifier, every label's logit checked
+  qwen3rr Qwen3ForSequenceClassification of one label (Qwen3-Reranker's
+         conversion), Qwen3-0.6B's width, 4 layers: the decoders' engine,
+         last-token pooling, the score head
   modernbert  ModernBertForSequenceClassification, ModernBERT-base's width,
          6 layers, mean pooling, the dense + GELU + LayerNorm head
          (gte-reranker-modernbert-base), the ModernBERT fixture tokenizer
@@ -54,6 +57,13 @@ MODELS = {
     "bert5": ("wordpiece_nfd.json", T.BertForSequenceClassification,
               T.BertConfig(vocab_size=2500, hidden_size=768, num_hidden_layers=4, num_attention_heads=12,
                            intermediate_size=3072, max_position_embeddings=512, type_vocab_size=2, num_labels=5)),
+    # a decoder reranker: Qwen3-Reranker's sequence-classification conversion at Qwen3-0.6B's width, 4 layers
+    # (score on the last token; the pair is the two texts back to back, the Qwen BPE having no template)
+    "qwen3rr": ("bpe_qwen2.json", T.Qwen3ForSequenceClassification,
+                T.Qwen3Config(vocab_size=3000, hidden_size=1024, num_hidden_layers=4, num_attention_heads=16,
+                              num_key_value_heads=8, head_dim=128, intermediate_size=3072,
+                              max_position_embeddings=1024, pad_token_id=0, tie_word_embeddings=True,
+                              num_labels=1)),
     "modernbert": ("../decoders/modernbert/tokenizer.json", T.ModernBertForSequenceClassification,
                    T.ModernBertConfig(vocab_size=512, hidden_size=768, num_hidden_layers=6, num_attention_heads=12,
                                       intermediate_size=1152, max_position_embeddings=1024, local_attention=128,
@@ -87,7 +97,7 @@ def main():
     for name, (tokf, cls, cfg) in MODELS.items():
         d = os.path.join(work, "rerank-" + name)
         # the last projection wider, so that the scores spread (std ~10)
-        m = spread(cls(cfg).eval(), wide=("classifier.weight", "classifier.out_proj.weight"))
+        m = spread(cls(cfg).eval(), wide=("classifier.weight", "classifier.out_proj.weight", "score.weight"))
         m.save_pretrained(d, safe_serialization=True)
         tok = Tokenizer.from_file(os.path.join(FIX, tokf))
         tok.save(os.path.join(d, "tokenizer.json"))

@@ -172,6 +172,7 @@ CFG = {
                                id2label={"0": "neg", "1": "neu", "2": "pos"}, problem_type="single_label_classification")],
     "classifier_multi": [dict(ROBERTA, architectures=["XLMRobertaForSequenceClassification"], num_labels=4,
                               problem_type="multi_label_classification")],
+    "classifier_qwen3": [dict(QWEN3, architectures=["Qwen3ForSequenceClassification"], num_labels=1, pad_token_id=0)],
     "classifier_bad_labels": [dict(BERT, architectures=["BertForSequenceClassification"],
                                    id2label={"0": "a", "7": "b", "x": None}, num_labels="2")],
     "old_arch_only": [{k: v for k, v in BERT.items() if k != "model_type"}],

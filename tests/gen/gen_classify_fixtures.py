@@ -12,6 +12,14 @@ checks posy's /predict and /classify against them.
              problem_type multi_label_classification (scores are sigmoids)
   distil2    DistilBertForSequenceClassification with transformers' default
              of two labels, LABEL_0 / LABEL_1 (an NLI / toxicity model's shape)
+  qwen3_rr   Qwen3ForSequenceClassification of one label (Qwen3-Reranker's
+             sequence-classification conversion; a Qwen BPE without
+             post-processing, so a pair is its two texts back to back)
+  qwen2_cls  Qwen2ForSequenceClassification, three labels, a tokenizer that
+             appends <|endoftext|>, which is also pad_token_id: transformers
+             pools the token before it
+  gemma3_cls Gemma3TextForSequenceClassification, causal, a 16-token
+             sliding window on layer 0
 
 Needs torch, transformers and tokenizers (not in CI; the fixtures are
 committed).  Run from the repository root:
@@ -47,6 +55,23 @@ MODELS = {
     "distil2": ("wordpiece_nfd.json", T.DistilBertForSequenceClassification,
                 T.DistilBertConfig(vocab_size=2500, dim=64, n_layers=2, n_heads=4, hidden_dim=128,
                                    max_position_embeddings=256)),
+    # decoders: transformers' score head on the rightmost non-pad token
+    "qwen3_rr": ("bpe_qwen2.json", T.Qwen3ForSequenceClassification,
+                 T.Qwen3Config(vocab_size=3000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                               num_key_value_heads=2, head_dim=16, intermediate_size=128,
+                               max_position_embeddings=512, pad_token_id=0, tie_word_embeddings=True,
+                               num_labels=1)),
+    "qwen2_cls": ("../decoders/qwen2/tokenizer.json", T.Qwen2ForSequenceClassification,
+                  T.Qwen2Config(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=2,
+                                num_key_value_heads=1, intermediate_size=160, max_position_embeddings=256,
+                                pad_token_id=400, eos_token_id=400, id2label={0: "a", 1: "b", 2: "c"},
+                                label2id={"a": 0, "b": 1, "c": 2})),
+    "gemma3_cls": ("../decoders/gemma3/tokenizer.json", T.Gemma3TextForSequenceClassification,
+                   T.Gemma3TextConfig(vocab_size=512, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                      num_key_value_heads=2, head_dim=32, intermediate_size=128,
+                                      max_position_embeddings=512, sliding_window=16,
+                                      layer_types=["sliding_attention", "full_attention"], pad_token_id=0,
+                                      bos_token_id=1, eos_token_id=2, query_pre_attn_scalar=32)),
 }
 
 

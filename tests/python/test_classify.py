@@ -5,8 +5,12 @@ tests/fixtures/classify/ (tests/gen/gen_classify_fixtures.py) holds three
 tiny random classifiers -- BertForSequenceClassification with three named
 labels, XLMRobertaForSequenceClassification with four labels and
 problem_type multi_label_classification, DistilBertForSequenceClassification
-with transformers' default two labels (no id2label in its config.json) --
-with expected.json: texts and (text, text) pairs, their ids as the
+with transformers' default two labels (no id2label in its config.json),
+and three decoders' GenericForSequenceClassification (a `score` head on the
+rightmost token that is not pad_token_id): Qwen3 of one label (a
+Qwen3-Reranker conversion), Qwen2 of three labels whose tokenizer appends
+its pad token (so transformers pools the token before it), Gemma 3 causal
+with a sliding window -- with expected.json: texts and (text, text) pairs, their ids as the
 tokenizers package encodes them, and the logits transformers computes
 (fp32).  posy must give every input the same logits (raw_scores), their
 softmax (or sigmoids for the multi-label model, as transformers' pipeline
@@ -26,7 +30,7 @@ import pytest
 from conftest import FIXTURES
 from serve_util import Server, serve_each, free_port, post_json as post
 
-MODELS = ["bert3", "xlmr_multi", "distil2"]
+MODELS = ["bert3", "xlmr_multi", "distil2", "qwen3_rr", "qwen2_cls", "gemma3_cls"]
 
 
 def model(name):
@@ -38,7 +42,7 @@ def expected(name):
 
 
 def scores(exp, logits):
-    if exp["multi_label"]:
+    if exp["multi_label"] or len(logits) == 1:
         return [1.0 / (1.0 + math.exp(-x)) for x in logits]
     m = max(logits)
     e = [math.exp(x - m) for x in logits]
@@ -106,6 +110,18 @@ def test_predict_single(servers, name):
     st, body = post(url, "/predict", {"inputs": [list(exp["pairs"][0])], "raw_scores": True})
     assert st == 200 and len(body) == 1 and isinstance(body[0], list), body
     check_prediction(body[0], exp, exp["logits"][n], raw=True)
+
+
+def test_decoder_reranker(servers):
+    """Qwen3-Reranker's conversion (Qwen3ForSequenceClassification, one label) on /rerank: the query and
+    the text back to back (its tokenizer has no pair template), scored on the last token."""
+    exp, url = expected("qwen3_rr"), servers["qwen3_rr"]
+    n = len(exp["texts"])
+    for k, (q, t) in enumerate(exp["pairs"]):
+        st, body = post(url, "/rerank", {"query": q, "texts": [t, exp["texts"][0]], "raw_scores": True})
+        assert st == 200, body
+        got = {x["index"]: x["score"] for x in body}
+        assert abs(got[0] - exp["logits"][n + k][0]) < 2e-5, (body, exp["logits"][n + k])
 
 
 def test_classify_vllm(servers):

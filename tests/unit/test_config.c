@@ -527,6 +527,33 @@ static void test_rerank_config(void) {
         put("config.json", cfg);
         expect_fail(bad[i].want, NULL);
     }
+    /* a decoder's classifier: transformers' score head on the last token, the pad id kept for the gateway */
+    static const char *QW = "\"model_type\":\"qwen3\",\"hidden_size\":64,\"num_hidden_layers\":2,"
+                            "\"num_attention_heads\":4,\"num_key_value_heads\":2,\"head_dim\":16,"
+                            "\"intermediate_size\":128,\"vocab_size\":100,"
+                            "\"architectures\":[\"Qwen3ForSequenceClassification\"],\"num_labels\":1";
+    snprintf(cfg, sizeof cfg, "{%s,\"pad_token_id\":7}", QW);
+    put("config.json", cfg);
+    if (load_ok(&c)) {
+        CHECK_EQ_INT(c.rerank_decoder, 1);
+        CHECK_EQ_INT(c.cls_pad_id, 7);
+        CHECK_EQ_INT(c.info.pooling, POSY_POOL_LAST);
+        CHECK_EQ_INT(c.info.causal, 1);
+        CHECK_EQ_INT(c.n_dense, 1);
+        CHECK(!strcmp(c.dense[0].wname, "score.weight") && c.dense[0].bias == 0 && c.dense[0].out == 1);
+        CHECK_EQ_INT(c.info.dim, 1);
+        eng_config_free(&c);
+    }
+    snprintf(cfg, sizeof cfg, "{%s,\"pad_token_id\":null}", QW);
+    put("config.json", cfg);   /* no pad token: transformers pools the very last token */
+    if (load_ok(&c)) {
+        CHECK_EQ_INT(c.cls_pad_id, -1);
+        eng_config_free(&c);
+    }
+    put("config.json", "{\"model_type\":\"t5\",\"d_model\":64,\"d_kv\":16,\"d_ff\":96,\"num_layers\":2,"
+                       "\"num_heads\":4,\"vocab_size\":100,\"architectures\":[\"T5ForSequenceClassification\"],"
+                       "\"num_labels\":1}");
+    expect_fail("a sequence-classification head on model_type 't5' is not supported", NULL);
     snprintf(cfg, sizeof cfg, "{%s,\"architectures\":[\"BertModel\"]}", BERT_HEAD);
     put("config.json", cfg);
     if (load_ok(&c)) {
