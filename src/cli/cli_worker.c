@@ -98,6 +98,7 @@ static void wk_info(rpc_info *ri, const posy_model_info *mi, const wk_opts *o, i
     ri->max_batch_tokens = mi->max_batch_tokens;
     ri->max_chunk_tokens = (int)o->max_chunk_tokens;
     ri->max_chunk_seqs = (int)o->max_chunk_seqs;
+    if (ri->max_chunk_seqs > rpc_max_vectors(mi->dim)) ri->max_chunk_seqs = rpc_max_vectors(mi->dim);   /* wide (sparse) vectors */
     ri->normalize = mi->normalize;
     ri->pool_skip = 1;   /* cli_worker_sched forwards rpc_chunk.pool_skip to the scheduler */
     if (ri->max_seq_len > ri->max_batch_tokens) ri->max_seq_len = ri->max_batch_tokens;

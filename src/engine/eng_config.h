@@ -40,6 +40,8 @@ typedef struct eng_dense_cfg {
      * (bname "" with bias 0); a LayerNorm after the activation when lnw is
      * set (ModernBERT's head; lnb "" without bias) */
     char wname[64], bname[64], lnw[64], lnb[64];
+    char walt[64], balt[64];     /* read instead when wname / bname are absent ("" none): a tied or renamed
+                                    masked-LM decoder (SPLADE's head) */
     double ln_eps;
 } eng_dense_cfg;
 
@@ -126,6 +128,18 @@ typedef struct eng_config {
     int rerank_mean;             /* ModernBERT's classifier_pooling "mean" (else CLS) */
     int rerank_head_bias;        /* ModernBERT's classifier_bias */
     eng_dense_act rerank_act;    /* ModernBERT's classifier_activation */
+    /* SPLADE (sentence-transformers' SparseEncoder: MLMTransformer then
+     * SpladePooling; naver/splade-*, opensearch neural sparse models): the
+     * masked-LM head on every token (splade_head: the transform's dense,
+     * activation and LayerNorm, then the vocabulary projection), then
+     * log1p(relu(logit)) -- once more log1p with activation_function
+     * log1p_relu -- and the max (or sum) over the sequence's tokens: a
+     * vector of the vocabulary's size (info.dim), served on /embed_sparse.
+     * eng_config_splade.c. */
+    int splade;
+    int splade_sum;              /* pooling_strategy "sum" (else "max") */
+    int splade_log2;             /* activation_function "log1p_relu" (else "relu") */
+    eng_dense_cfg splade_head[2];
     eng_dense_cfg dense[ENG_MAX_DENSE]; /* Dense modules after pooling, in order */
     int n_dense;
 } eng_config;
@@ -158,7 +172,18 @@ int eng_config_load_static(eng_config *c, const char *model_dir, const char *rel
  * files, set its pooling and head (eng_config_rerank_head). */
 struct json_t;   /* jansson's; only eng_config*.c read JSON */
 int eng_config_rerank_check(eng_config *c, struct json_t *root, const char *path, posy_err *err);
+/* A head layer read from the model's own checkpoint: tensor names w and b,
+ * and the alternatives read when those are absent ("" none), bias on. */
+void eng_dense_cfg_named(eng_dense_cfg *d, int in, int out, eng_dense_act act, const char *w, const char *walt,
+                         const char *b, const char *balt);
 void eng_config_rerank_head(eng_config *c);
+
+/* eng_config_splade.c: a SpladePooling module's folder (its config.json:
+ * pooling_strategy, activation_function, the dimension), and after every
+ * module, the masked-LM head's tensor names for the model's family (BERT,
+ * DistilBERT, RoBERTa / XLM-R) and the vector's size; refusals by name. */
+int eng_config_splade_pool(eng_config *c, const char *dir, const char *rel, posy_err *err);
+int eng_config_splade_head(eng_config *c, const char *path, posy_err *err);
 
 /* The tokenizer.json a model directory's text goes through (the
  * StaticEmbedding module's own for static models) and whether its special

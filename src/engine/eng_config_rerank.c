@@ -133,14 +133,21 @@ int eng_config_rerank_check(eng_config *c, json_t *root, const char *path, posy_
     return c->modernbert ? rr_modernbert(c, root, path, err) : 0;
 }
 
-static void rr_dense(eng_dense_cfg *d, int in, int out, eng_dense_act act, const char *w, const char *b) {
+void eng_dense_cfg_named(eng_dense_cfg *d, int in, int out, eng_dense_act act, const char *w, const char *walt,
+                         const char *b, const char *balt) {
     memset(d, 0, sizeof *d);
     d->in = in;
     d->out = out;
     d->bias = 1;
     d->act = act;
     snprintf(d->wname, sizeof d->wname, "%s", w);
+    snprintf(d->walt, sizeof d->walt, "%s", walt);
     snprintf(d->bname, sizeof d->bname, "%s", b);
+    snprintf(d->balt, sizeof d->balt, "%s", balt);
+}
+
+static void rr_dense(eng_dense_cfg *d, int in, int out, eng_dense_act act, const char *w, const char *b) {
+    eng_dense_cfg_named(d, in, out, act, w, "", b, "");
 }
 
 void eng_config_rerank_head(eng_config *c) {

@@ -146,7 +146,15 @@ static int st_module(eng_config *c, const char *dir, json_t *m, size_t idx, cons
         return rc;
     const char *dot = strrchr(type, '.');
     const char *kind = dot ? dot + 1 : type;
-    if (!strcmp(kind, "Transformer")) return 0;
+    if (!strcmp(kind, "Transformer") || !strcmp(kind, "MLMTransformer")) return 0;
+    if (!strcmp(kind, "SpladePooling")) {   /* a sparse encoder (eng_config_splade.c) */
+        if (*seen_pool) return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: more than one Pooling module", path);
+        if (!st_rel_path_ok(rel))
+            return posy_err_set(err, POSY_E_INVALID, "%s: SpladePooling path '%s' leaves the model directory", path,
+                                rel);
+        *seen_pool = 1;
+        return eng_config_splade_pool(c, dir, rel, err);
+    }
     if (!strcmp(kind, "StaticEmbedding")) { /* its own pooling: the mean of its rows (eng_config_static.c) */
         if (idx != 0 || !c->static_emb)
             return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: a StaticEmbedding module is supported as the first "
@@ -175,7 +183,7 @@ static int st_module(eng_config *c, const char *dir, json_t *m, size_t idx, cons
         return st_pooling(c, dir, rel, err);
     }
     return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: module type %s is not supported (Transformer, StaticEmbedding, "
-                        "Pooling, Dense, Normalize)", path, type);
+                        "Pooling, Dense, Normalize, MLMTransformer with SpladePooling)", path, type);
 }
 
 static int st_modules_in(eng_config *c, const char *dir, json_t *r, const char *path, posy_err *err) {
@@ -186,6 +194,7 @@ static int st_modules_in(eng_config *c, const char *dir, json_t *r, const char *
         rc = st_module(c, dir, json_array_get(r, i), i, path, &seen_pool, err);
     if (!rc && !seen_pool)
         rc = posy_err_set(err, POSY_E_UNSUPPORTED, "%s: no Pooling module (token embeddings are not served)", path);
+    if (!rc && c->splade) rc = eng_config_splade_head(c, path, err);
     return rc;
 }
 
@@ -198,7 +207,7 @@ static int st_modules(eng_config *c, const char *dir, posy_err *err) {
     int rc = eng_cfgjson_load(dir, "modules.json", 0, 0, &r, path, err);
     if (!rc && r) rc = st_modules_in(c, dir, r, path, err);
     json_decref(r);
-    c->info.dim = c->n_dense ? c->dense[c->n_dense - 1].out : c->info.hidden;
+    c->info.dim = c->splade ? c->info.vocab : c->n_dense ? c->dense[c->n_dense - 1].out : c->info.hidden;
     return rc;
 }
 

@@ -21,12 +21,15 @@ void eng_dense_free(eng_dense *d) {
 }
 
 /* One vector of a reranker's head from the model's own checkpoint into a
- * new allocation; name "" leaves *dst NULL. */
-static int head_vec(const eng_st_file *st, const char *name, int n, float **dst, const char *dir, posy_err *err) {
+ * new allocation; name "" leaves *dst NULL; alt ("" none) is read when
+ * name is absent. */
+static int head_vec(const eng_st_file *st, const char *name, const char *alt, int n, float **dst, const char *dir,
+                    posy_err *err) {
     const int64_t d[1] = {n};
     if (!name[0]) return 0;
+    if (!eng_st_find(st, name) && alt[0] && eng_st_find(st, alt)) name = alt;
     if (!eng_st_find(st, name))
-        return posy_err_set(err, POSY_E_INVALID, "%s: the classification head's %s is not in the checkpoint", dir, name);
+        return posy_err_set(err, POSY_E_INVALID, "%s: the model head's %s is not in the checkpoint", dir, name);
     if (!(*dst = malloc(sizeof(float) * (size_t)n)))
         return posy_err_set(err, POSY_E_NOMEM, "%s: out of memory for the classification head", dir);
     return eng_st_read_f32(st, name, 1, d, *dst, err);
@@ -41,16 +44,17 @@ static int dense_load_head(eng_dense_layer *L, const eng_dense_cfg *c, const cha
     L->act = c->act;
     L->ln_eps = (float)c->ln_eps;
     const int64_t wd[2] = {c->out, c->in};
+    const char *wname = !eng_st_find(&st, c->wname) && c->walt[0] && eng_st_find(&st, c->walt) ? c->walt : c->wname;
     int rc = 0;
-    if (!eng_st_find(&st, c->wname))
-        rc = posy_err_set(err, POSY_E_INVALID, "%s: the classification head's %s is not in the checkpoint", model_dir,
+    if (!eng_st_find(&st, wname))
+        rc = posy_err_set(err, POSY_E_INVALID, "%s: the model head's %s is not in the checkpoint", model_dir,
                           c->wname);
     else if (!(L->w = malloc(sizeof(float) * (size_t)c->out * (size_t)c->in)))
         rc = posy_err_set(err, POSY_E_NOMEM, "%s: out of memory for the classification head", model_dir);
-    if (!rc) rc = eng_st_read_f32(&st, c->wname, 2, wd, L->w, err);
-    if (!rc) rc = head_vec(&st, c->bname, c->out, &L->b, model_dir, err);
-    if (!rc) rc = head_vec(&st, c->lnw, c->out, &L->ln_g, model_dir, err);
-    if (!rc) rc = head_vec(&st, c->lnb, c->out, &L->ln_b, model_dir, err);
+    if (!rc) rc = eng_st_read_f32(&st, wname, 2, wd, L->w, err);
+    if (!rc) rc = head_vec(&st, c->bname, c->balt, c->out, &L->b, model_dir, err);
+    if (!rc) rc = head_vec(&st, c->lnw, "", c->out, &L->ln_g, model_dir, err);
+    if (!rc) rc = head_vec(&st, c->lnb, "", c->out, &L->ln_b, model_dir, err);
     if (!rc && L->ln_g && !L->ln_b && !(L->ln_b = calloc((size_t)c->out, sizeof(float))))   /* no bias: zeros */
         rc = posy_err_set(err, POSY_E_NOMEM, "%s: out of memory for the classification head", model_dir);
     eng_st_close(&st);
@@ -87,6 +91,20 @@ static int dense_load_one(eng_dense_layer *L, const eng_dense_cfg *c, const char
         rc = posy_err_set(err, POSY_E_INVALID, "%s: linear.bias present but config.json says bias false", path);
     eng_st_close(&st);
     return rc ? -1 : 0;
+}
+
+int eng_dense_load_splade(eng_dense *d, const eng_config *cfg, const char *model_dir, posy_err *err) {
+    memset(d, 0, sizeof *d);
+    if (!cfg->splade) return 0;
+    d->widest = cfg->info.vocab > cfg->info.hidden ? cfg->info.vocab : cfg->info.hidden;
+    for (int i = 0; i < 2; i++) {
+        d->n = i + 1;
+        if (dense_load_head(&d->layers[i], &cfg->splade_head[i], model_dir, err)) {
+            eng_dense_free(d);
+            return -1;
+        }
+    }
+    return 0;
 }
 
 int eng_dense_load(eng_dense *d, const eng_config *cfg, const char *model_dir, posy_err *err) {

@@ -40,6 +40,10 @@ typedef struct eng_dense {
  * it.  0, or -1 with err set (nothing left allocated). */
 int eng_dense_load(eng_dense *d, const eng_config *cfg, const char *model_dir, posy_err *err);
 void eng_dense_free(eng_dense *d);
+/* A SPLADE model's masked-LM head (cfg->splade_head: the transform, then
+ * the vocabulary projection) as two layers from the model's own
+ * checkpoint, applied per token by eng_splade.c; nothing when not SPLADE. */
+int eng_dense_load_splade(eng_dense *d, const eng_config *cfg, const char *model_dir, posy_err *err);
 
 /* y[n][last out] from x[n][first in] through every layer, then the L2
  * normalisation when d->normalize.  scratch holds 2 * n * widest floats.

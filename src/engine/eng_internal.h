@@ -119,6 +119,7 @@ struct posy_engine {
     const eng_backend_ops *ops;
     void *backend;                                      /* backend-private state */
     eng_dense dense;                                    /* sentence-transformers Dense modules (n 0: none) */
+    eng_dense splade;                                   /* a SPLADE model's masked-LM head, per token (n 0: none) */
     eng_dense_pending *dense_pending;                   /* batches in flight through them (eng_dense.c) */
 };
 

@@ -80,7 +80,12 @@ static int backend_open(posy_engine *e, posy_err *err) {
     if (e->cfg.static_emb && e->opts.device == POSY_DEVICE_CUDA)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "--device cuda: a static embedding model runs on the CPU only "
                             "(a lookup and a mean per text); use --device cpu or auto");
-    if (e->cfg.static_emb) {
+    if (e->cfg.splade && e->opts.device == POSY_DEVICE_CUDA)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "--device cuda: a SPLADE (sparse) model runs on the CPU only in "
+                            "this version; use --device cpu or auto");
+    if (e->cfg.splade && e->opts.device == POSY_DEVICE_AUTO)
+        POSY_WARN("engine: a SPLADE (sparse) model runs on the CPU only in this version, whatever GPU is present");
+    if (e->cfg.static_emb || e->cfg.splade) {
         budget_for(e, POSY_DEVICE_CPU);
         e->ops = &eng_cpu_backend;
         return e->ops->open(e, err);
@@ -128,6 +133,7 @@ static void engine_free(posy_engine *e, int stage) {
         eng_static_weights_free(&e->stat);
         eng_dense_drop_pending(e);
         eng_dense_free(&e->dense);
+        eng_dense_free(&e->splade);
     }
     if (stage >= STAGE_ST) eng_st_close(&e->st);
     if (stage >= STAGE_CONFIG) eng_config_free(&e->cfg);
@@ -165,7 +171,11 @@ posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opt
         engine_free(e, STAGE_ST);
         return NULL;
     }
-    if (eng_dense_load(&e->dense, &e->cfg, model_dir, err) != 0) { engine_free(e, STAGE_WEIGHTS); return NULL; }
+    if (eng_dense_load(&e->dense, &e->cfg, model_dir, err) != 0 ||
+        eng_dense_load_splade(&e->splade, &e->cfg, model_dir, err) != 0) {
+        engine_free(e, STAGE_WEIGHTS);
+        return NULL;
+    }
     if (backend_open(e, err) != 0) { engine_free(e, STAGE_WEIGHTS); return NULL; }
     posy_model_info *mi = &e->cfg.info;
     mi->device = e->ops == &eng_cpu_backend ? POSY_DEVICE_CPU : POSY_DEVICE_CUDA;
@@ -178,7 +188,10 @@ posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opt
     mi->max_batch_tokens = e->opts.max_batch_tokens;
     mi->max_batch_seqs = e->opts.max_batch_seqs;
     char dense[96] = "";
-    if (e->cfg.rerank)   /* its head is two Dense layers too, but a user knows it by its labels */
+    if (e->cfg.splade)
+        snprintf(dense, sizeof dense, ", SPLADE %s over the masked-LM head: sparse vectors of %d",
+                 e->cfg.splade_sum ? "sum" : "max", mi->dim);
+    else if (e->cfg.rerank)   /* its head is two Dense layers too, but a user knows it by its labels */
         snprintf(dense, sizeof dense, ", a %s head of %d label%s", e->cfg.n_labels == 1 ? "reranker" : "classifier",
                  e->cfg.n_labels, e->cfg.n_labels > 1 ? "s" : "");
     else if (e->dense.n)

@@ -20,6 +20,11 @@
 
 static __thread tok_encoding tl_enc;
 
+/* /embed_sparse: the vectors come back vocabulary-wide before the zeros go
+ * (gw_sparse.c), so a request's inputs are capped to keep that within
+ * 256 MiB (30522-wide BERT vocabularies: 2198 inputs; 250002-wide XLM-R: 268). */
+#define GW_SPARSE_MAX_FLOATS ((size_t)64 << 20)
+
 void gw_worker_exit(void) {
     tok_encoding_free(&tl_enc);
     gw_rerank_worker_exit();
@@ -413,6 +418,22 @@ void gw_stage_parse(gw_task *t) {
                      "/similarity takes {\"inputs\": {\"source_sentence\": \"...\", \"sentences\": [\"...\", ...]}}");
     } else if (c->route == GW_R_TOKENIZE) {
         tokenize_response(c, &r);
+    } else if ((c->route == GW_R_EMBED_SPARSE) != (s->model.cfg && s->model.cfg->splade)) {
+        if (c->route == GW_R_EMBED_SPARSE)
+            gw_call_fail(c, 422, GW_F_VALIDATION, "not_a_sparse_model", "this model makes dense embeddings: "
+                         "/embed_sparse needs a SPLADE model (sentence-transformers' SparseEncoder)");
+        else
+            gw_call_fail(c, 422, GW_F_VALIDATION, "not_a_dense_model", "this model is a sparse (SPLADE) encoder: its "
+                         "vectors come from /embed_sparse");
+    } else if (c->route == GW_R_EMBED_SPARSE && (r.dims || r.chunked || r.base64 || r.similarity ||
+                                                r.enc.dtype != POSY_VEC_FLOAT32)) {
+        gw_call_fail(c, 422, GW_F_VALIDATION, "invalid_input", "/embed_sparse takes texts (a string or a list), and "
+                     "no 'dimensions', 'chunked', 'encoding_format' or 'output_dtype': its answer is the non-zero "
+                     "entries of each vector");
+    } else if (c->route == GW_R_EMBED_SPARSE && (size_t)r.n * (size_t)s->model.dim > GW_SPARSE_MAX_FLOATS) {
+        gw_call_fail(c, 422, GW_F_VALIDATION, "too_many_inputs", "%d inputs of this model's %d-wide sparse vectors "
+                     "need more than %d MiB; send at most %zu a request", r.n, s->model.dim,
+                     (int)(GW_SPARSE_MAX_FLOATS * sizeof(float) >> 20), GW_SPARSE_MAX_FLOATS / (size_t)s->model.dim);
     } else if (s->model.cfg && s->model.cfg->rerank) {
         gw_call_fail(c, 422, GW_F_VALIDATION, "not_an_embedding_model", s->model.cfg->n_labels == 1
                      ? "this model is a reranker (a cross-encoder): it scores (query, text) pairs on /rerank and "
@@ -428,6 +449,7 @@ void gw_stage_parse(gw_task *t) {
         c->dims = r.dims ? r.dims : s->model.dim;
         c->normalize = c->openai ? 1 : r.normalize;
         c->similarity = r.similarity;
+        c->sparse = c->route == GW_R_EMBED_SPARSE;
         gw_embed_req_free(&r);
         submit_tokenized(c, t0);
         return;
@@ -544,8 +566,8 @@ void gw_stage_serialize(gw_task *t) {
     snprintf(c->hdr_timing[0], sizeof c->hdr_timing[0], "%.3f", (double)c->tok_ns * 1e-6);
     snprintf(c->hdr_timing[1], sizeof c->hdr_timing[1], "%.3f", (double)j->queue_ns * 1e-6);
     snprintf(c->hdr_timing[2], sizeof c->hdr_timing[2], "%.3f", (double)j->infer_ns * 1e-6);
-    if (c->rerank || c->predict) {
-        c->status = (c->rerank ? gw_rerank_write(c) : gw_predict_write(c)) ? 500 : 200;
+    if (c->rerank || c->predict || c->sparse) {
+        c->status = (c->rerank ? gw_rerank_write(c) : c->predict ? gw_predict_write(c) : gw_sparse_write(c)) ? 500 : 200;
         if (c->status == 500) gw_call_fail(c, 500, GW_F_BACKEND, "out_of_memory", "out of memory");
         gw_call_finish(c);
         return;

@@ -72,7 +72,8 @@ int gw_get_route(gw_server *s, gw_route r, gw_buf *b, int *status) {
         if (m->cfg && m->cfg->rerank)   /* TEI's shape: a reranker (one label) or a classifier */
             info_labels(b, m->cfg);
         else
-            gw_buf_printf(b, "{\"embedding\":{\"pooling\":\"%s\"}}", m->cfg ? pooling_name(m->cfg->info.pooling) : "mean");
+            gw_buf_printf(b, "{\"embedding\":{\"pooling\":\"%s\"}}",
+                          !m->cfg ? "mean" : m->cfg->splade ? "splade" : pooling_name(m->cfg->info.pooling));
         gw_buf_printf(b, ",\"dimensions\":%d,\"device\":\"%s\",\"max_concurrent_requests\":%d,"
                          "\"max_input_length\":%d,\"max_batch_tokens\":%d,\"max_batch_requests\":%d,"
                          "\"max_client_batch_size\":%d,\"tokenization_workers\":%d,\"auto_truncate\":%s,"

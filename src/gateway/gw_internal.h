@@ -90,6 +90,7 @@ typedef struct gw_call {
     json_t *rr_texts;                 /* /rerank with return_text: the texts (in json, kept), else NULL */
     int predict, pr_batch;            /* /predict, /classify: labelled scores (gw_predict.c); a list of answers */
     int pr_vllm;                      /* /classify: vLLM's answer */
+    int sparse;                       /* /embed_sparse: the non-zero entries (gw_sparse.c) */
     posy_vecenc enc;                  /* output type (gw_vecout.c when not float) */
     /* the job */
     sched_req job;
@@ -143,6 +144,8 @@ int gw_predict_tokenize(gw_call *c, const struct gw_predict_req *r);
 int gw_predict_write(gw_call *c);
 int gw_rerank_write(gw_call *c);
 void gw_rerank_worker_exit(void);
+/* gw_sparse.c: POST /embed_sparse's answer once a SPLADE model's vectors are back. */
+int gw_sparse_write(gw_call *c);
 /* gw_decode.c: POST /decode, answered inside the parse stage. */
 void gw_decode_response(gw_call *c);
 /* gw_errors.c */

@@ -108,4 +108,9 @@ int rpc_fingerprint(const char *model_dir, char *out, size_t out_size, posy_err 
 int rpc_status_to_grpc(int posy_status);
 int rpc_status_from_grpc(int grpc_code);
 
+/* The most vectors of `dim` floats one Embed answer may carry under the
+ * message-size ceiling both sides use (a SPLADE model's vocabulary-wide
+ * vectors: 30522 floats each), with room for the message's framing. */
+int rpc_max_vectors(int dim);
+
 #endif

@@ -98,3 +98,9 @@ int rpc_status_from_grpc(int code) {
     default: return POSY_E_INTERNAL;
     }
 }
+
+int rpc_max_vectors(int dim) {
+    const long long room = RPC_MAX_MESSAGE - (1 << 20);   /* 1 MiB for the framing and the other fields */
+    const long long n = room / ((long long)(dim > 0 ? dim : 1) * (long long)sizeof(float));
+    return n < 1 ? 1 : n > INT32_MAX ? INT32_MAX : (int)n;
+}

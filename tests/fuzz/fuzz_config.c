@@ -97,6 +97,23 @@ static int fuzz_has_file_name(const char *msg) {
 
 /* A StaticEmbedding model: sizes from the weights' header, no layers,
  * mean pooling, no special tokens, no transformer field set. */
+/* The dimension served: the last Dense module's, the vocabulary's for
+ * SPLADE (through its two-layer masked-LM head, nothing after it), one
+ * logit a named label for a classifier, else the hidden size. */
+static void fuzz_check_dim(const eng_config *c) {
+    const posy_model_info *in = &c->info;
+    if (in->dim != (c->splade ? in->vocab : c->n_dense ? c->dense[c->n_dense - 1].out : in->hidden)) abort();
+    /* SPLADE: the vocabulary-wide vector through the two-layer masked-LM head, nothing after it */
+    if (c->splade && (c->n_dense || in->normalize || c->rerank || c->splade_head[0].out != in->hidden ||
+                      c->splade_head[1].in != in->hidden || c->splade_head[1].out != in->vocab))
+        abort();
+    /* a classifier: its labels named, one logit a label */
+    if (c->rerank && (c->n_labels < 1 || c->n_labels > ENG_MAX_LABELS || !c->labels || in->dim != c->n_labels))
+        abort();
+    for (int i = 0; c->rerank && i < c->n_labels; i++)
+        if (!c->labels[i]) abort();
+}
+
 static void fuzz_check_static(const eng_config *c) {
     const posy_model_info *in = &c->info;
     if (in->hidden < 1 || in->vocab < 1 || in->layers || in->heads || strcmp(in->arch, "static") || c->add_special)
@@ -105,7 +122,7 @@ static void fuzz_check_static(const eng_config *c) {
     if (in->max_seq_len < 1 || in->max_seq_len > in->max_positions || strstr(c->static_dir, "..") || c->static_dir[0] == '/') abort();
     for (int i = 0; i < c->n_dense; i++)
         if (c->dense[i].in != (i ? c->dense[i - 1].out : in->hidden) || c->dense[i].out < 1) abort();
-    if (in->dim != (c->n_dense ? c->dense[c->n_dense - 1].out : in->hidden)) abort();
+    fuzz_check_dim(c);
 }
 
 static void fuzz_check_ok(const eng_config *c) {
@@ -146,7 +163,7 @@ static void fuzz_check_ok(const eng_config *c) {
         if (c->dense[i].in != (i ? c->dense[i - 1].out : in->hidden) || c->dense[i].out < 1) abort();
         if ((unsigned)c->dense[i].act > ENG_DENSE_GELU || (c->dense[i].bias & ~1)) abort();
     }
-    if (in->dim != (c->n_dense ? c->dense[c->n_dense - 1].out : in->hidden)) abort();
+    fuzz_check_dim(c);
     /* the decoders' rotary: a known type, and finite frequencies whatever
      * the scaling parameters (eng_rope.h divides by them) */
     /* T5's encoder: no rotary; T5's own buckets; bidirectional; the MLP

@@ -167,6 +167,12 @@ CFG = {
     "t5_st6": [T5, MODULES, {"embedding_dimension": 64, "pooling_mode": ["mean"], "include_prompt": True}, {}, {},
                {"model_max_length": 128}],
     "mpnet_st": [MPNET, MODULES, POOL_MEAN, {"max_seq_length": 128, "do_lower_case": False}],
+    # SPLADE: the masked-LM head and SpladePooling (in the fuzzer's 1_Pooling folder)
+    "splade_st": [dict(BERT, architectures=["BertForMaskedLM"]),
+                  [{"type": "sentence_transformers.sparse_encoder.modules.mlm_transformer.MLMTransformer", "path": ""},
+                   {"type": "sentence_transformers.sparse_encoder.modules.splade_pooling.SpladePooling",
+                    "path": "1_Pooling"}],
+                  {"pooling_strategy": "sum", "activation_function": "log1p_relu", "embedding_dimension": None}],
     # sequence classifiers: named labels, the multi-label rule, broken labels
     "classifier_labels": [dict(BERT, architectures=["BertForSequenceClassification"],
                                id2label={"0": "neg", "1": "neu", "2": "pos"}, problem_type="single_label_classification")],

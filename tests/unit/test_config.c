@@ -593,7 +593,56 @@ static void test_rerank_config(void) {
     expect_fail("classifier_activation 'swish' is not supported", NULL);
 }
 
+/* A SPLADE model: MLMTransformer + SpladePooling gives the vocabulary-wide
+ * vector and the masked-LM head's names for the family (the decoder tied
+ * to the word embeddings when the checkpoint has none); what sentence-
+ * transformers would not run is refused by name. */
+static void test_splade_config(void) {
+    static const char *mods = "[{\"type\":\"sentence_transformers.sparse_encoder.modules.mlm_transformer.MLMTransformer\","
+                              "\"path\":\"\"},{\"type\":\"sentence_transformers.sparse_encoder.modules.splade_pooling."
+                              "SpladePooling\",\"path\":\"1_SpladePooling\"}]";
+    fresh_dir();
+    put("config.json", BERT_CFG);
+    put("modules.json", mods);
+    put("1_SpladePooling/config.json", "{\"pooling_strategy\":\"sum\",\"activation_function\":\"log1p_relu\","
+                                       "\"embedding_dimension\":null}");
+    eng_config c;
+    if (load_ok(&c)) {
+        CHECK_EQ_INT(c.splade, 1);
+        CHECK(c.splade_sum == 1 && c.splade_log2 == 1);
+        CHECK_EQ_INT(c.info.dim, c.info.vocab);
+        CHECK_EQ_INT(c.info.normalize, 0);
+        CHECK(!strcmp(c.splade_head[0].wname, "cls.predictions.transform.dense.weight") && c.splade_head[0].lnw[0]);
+        CHECK(c.splade_head[1].out == c.info.vocab && !strcmp(c.splade_head[1].walt, "bert.embeddings.word_embeddings.weight"));
+        eng_config_free(&c);
+    }
+    put("1_SpladePooling/config.json", "{}");   /* sentence-transformers' defaults: max, relu */
+    if (load_ok(&c)) {
+        CHECK(c.splade == 1 && c.splade_sum == 0 && c.splade_log2 == 0);
+        eng_config_free(&c);
+    }
+    static const struct { const char *pool, *mods_tail, *want; } bad[] = {
+        {"{\"pooling_strategy\":\"mean\"}", NULL, "pooling_strategy 'mean' is not supported"},
+        {"{\"activation_function\":\"gelu\"}", NULL, "activation_function 'gelu' is not supported"},
+        {"{\"embedding_dimension\":7}", NULL, "the embedding dimension 7 differs from the vocabulary's"},
+        {"{}", ",{\"type\":\"sentence_transformers.models.Normalize\",\"path\":\"2_Normalize\"}",
+         "a Dense or Normalize module after SpladePooling is not supported"},
+    };
+    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
+        char m[1024];
+        snprintf(m, sizeof m, "%.*s%s]", (int)strlen(mods) - 1, mods, bad[i].mods_tail ? bad[i].mods_tail : "");
+        put("modules.json", m);
+        put("1_SpladePooling/config.json", bad[i].pool);
+        expect_fail(bad[i].want, NULL);
+    }
+    put("modules.json", mods);
+    put("1_SpladePooling/config.json", "{}");
+    put("config.json", "{\"model_type\":\"mpnet\",\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+                       "\"intermediate_size\":128,\"vocab_size\":100}");
+    expect_fail("SPLADE on model_type 'mpnet' is not supported", NULL);
+}
+
 TEST_MAIN(TEST(test_minilm), TEST(test_defaults), TEST(test_pooling_modes), TEST(test_modules_errors), TEST(test_dense_modules),
           TEST(test_config_errors), TEST(test_roberta_family), TEST(test_distilbert), TEST(test_qwen3_prompts),
-          TEST(test_qwen3_head_dim_default), TEST(test_rerank_config),
+          TEST(test_qwen3_head_dim_default), TEST(test_rerank_config), TEST(test_splade_config),
           TEST(test_cleanup))

@@ -35,6 +35,7 @@
 #include "eng_cpu_kernels.h"
 #include "eng_cpu_qwen3.h"
 #include "eng_internal.h"
+#include "eng_splade.h"
 #include "posy_log.h"
 
 #define CPU_DONE_CAP 64
@@ -54,6 +55,7 @@ typedef struct cpu_backend {
     eng_cpu_isa isa;                  /* packed kernel, NONE: OpenBLAS only */
     cpu_layer_pack *packs;            /* [n_layers] when isa is not NONE */
     eng_cpu_qwen3 *qwen3;             /* arch qwen3: its forward and arena (eng_cpu_qwen3.c) */
+    float *splade_buf;                /* a SPLADE model: eng_splade_pool's scratch */
     posy_result done[CPU_DONE_CAP];   /* ring of finished, not yet collected */
     int done_head, n_done;
 } cpu_backend;
@@ -161,10 +163,16 @@ static int cpu_open(posy_engine *e, posy_err *err) {
     c->ctx = c->qkv + T * 3 * H;
     c->inter = c->ctx + T * H;
     c->scratch = c->inter + T * F;
+    if (e->cfg.splade && !(c->splade_buf = malloc(sizeof(float) * eng_splade_scratch_floats(&e->splade)))) {
+        free(c->arena);
+        free(c);
+        return posy_err_set(err, POSY_E_NOMEM, "CPU backend: out of memory for the SPLADE head's scratch");
+    }
     if (e->bert.rel_bias) {
         c->rel.max_len = mi->max_positions;
         c->rel_tab = malloc(sizeof(float) * (size_t)mi->heads * eng_relpos_span(mi->max_positions));
         if (!c->rel_tab) {
+            free(c->splade_buf);
             free(c->arena);
             free(c);
             return posy_err_set(err, POSY_E_NOMEM, "CPU backend: out of memory for the relative position table");
@@ -186,6 +194,7 @@ static void cpu_close(posy_engine *e) {
     eng_cpu_qwen3_close(c->qwen3);
     cpu_free_packs(c, e->bert.n_layers);
     free(c->rel_tab);
+    free(c->splade_buf);
     free(c->arena);
     free(c);
     e->backend = NULL;
@@ -235,6 +244,11 @@ static int cpu_forward(posy_engine *e, cpu_backend *c, const posy_batch *b, posy
             return posy_err_set(err, POSY_E_INTERNAL,
                                 "CPU attention scratch too small for this batch (a sequence longer "
                                 "than max_positions %d passed validation?)", mi->max_positions);
+    if (e->cfg.splade) {
+        eng_splade_pool(&e->splade, e->cfg.splade_sum, e->cfg.splade_log2, c->x, b->cu_seqlens, b->n_seqs, b->out,
+                        c->splade_buf);
+        return 0;
+    }
     eng_cpu_pool(b->out, c->x, b->cu_seqlens, b->pool_skip, b->n_seqs, mi->hidden, mi->pooling);
     if (eng_config_pool_normalize(&e->cfg)) eng_cpu_l2_normalize(b->out, b->n_seqs, mi->hidden); /* Dense: the front does */
     return 0;

@@ -1,0 +1,123 @@
+"""SPLADE sparse encoders on POST /embed_sparse (TEI's route), against
+sentence-transformers.
+
+tests/fixtures/splade/ (tests/gen/gen_splade_fixtures.py) holds three tiny
+random SparseEncoders -- BertForMaskedLM with max pooling, DistilBertForMaskedLM
+with sum pooling and log1p_relu (opensearch's variant), XLMRobertaForMaskedLM --
+with expected.json: texts, their ids, and the sparse vectors
+sentence-transformers computes (fp32) as [index, value] pairs.  posy must
+give the same non-zero entries with the same values, in index order,
+through `posy serve` and through a gateway in front of a worker.  And the
+refusals: the dense routes on a sparse model, /embed_sparse on a dense
+one, options that do not apply, a GPU asked for, broken SpladePooling
+configs.
+"""
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from conftest import FIXTURES
+from serve_util import Server, serve_each, free_port, post_json as post
+
+MODELS = ["bert", "distil_sum", "xlmr"]
+
+
+def model(name):
+    return os.path.join(FIXTURES, "splade", name)
+
+
+def expected(name):
+    return json.load(open(os.path.join(model(name), "expected.json")))
+
+
+def check_sparse(got, want):
+    """got: one input's /embed_sparse list; want: [[index, value], ...] from sentence-transformers."""
+    assert [x["index"] for x in got] == [i for i, _ in want], (len(got), len(want))
+    for x, (_, v) in zip(got, want):
+        assert abs(x["value"] - v) <= 2e-5 * max(1.0, abs(v)), (x, v)
+
+
+@pytest.fixture(scope="module")
+def servers(posy_bin):
+    yield from serve_each(posy_bin, {n: model(n) for n in MODELS}, "--device", "auto", "--threads", "1")
+
+
+@pytest.mark.parametrize("name", MODELS)
+def test_embed_sparse(servers, name):
+    exp, url = expected(name), servers[name]
+    st, body = post(url, "/embed_sparse", {"inputs": exp["texts"]})
+    assert st == 200, body
+    assert len(body) == len(exp["texts"])
+    for got, want in zip(body, exp["vectors"]):
+        check_sparse(got, want)
+    st, body = post(url, "/embed_sparse", {"inputs": exp["texts"][3]})   # one text alone: the same vector
+    assert st == 200 and len(body) == 1, body
+    check_sparse(body[0], exp["vectors"][3])
+
+
+def test_splade_info_and_refusals(servers, posy_bin, posy_model):
+    import requests
+    url = servers["bert"]
+    info = requests.get(url + "/info", timeout=30).json()
+    assert info["model_type"] == {"embedding": {"pooling": "splade"}} and info["dimensions"] == 2500, info
+    st, err = post(url, "/embed", {"inputs": "a"})
+    assert st == 422 and "/embed_sparse" in err["error"], err
+    st, err = post(url, "/v1/embeddings", {"input": "a"})
+    assert st == 422 and "/embed_sparse" in err["error"]["message"], err
+    for body, word in [({"inputs": "a", "dimensions": 8}, "dimensions"), ({"inputs": "a", "chunked": True}, "chunked"),
+                       ({"inputs": {"source_sentence": "a", "sentences": ["b"]}}, "texts")]:
+        st, err = post(url, "/embed_sparse", body)
+        assert st == 422 and word in err["error"], (body, err)
+    long_text = "the capital city of a very large country " * 40
+    st, err = post(url, "/embed_sparse", {"inputs": ["a", long_text]})
+    assert st == 422 and "input 1" in err["error"], err
+    st, body = post(url, "/embed_sparse", {"inputs": ["a", long_text], "truncate": True})
+    assert st == 200 and len(body) == 2, body
+    s = Server(posy_bin, posy_model, "--device", "cpu", "--threads", "1")
+    try:
+        st, err = post(s.url, "/embed_sparse", {"inputs": "a"})
+        assert st == 422 and "SPLADE" in err["error"], err
+    finally:
+        assert s.stop() == 0
+
+
+def test_splade_refuses_cuda(posy_bin):
+    r = subprocess.run([posy_bin, "embed", "--model", model("bert"), "--device", "cuda", "x"], capture_output=True,
+                       timeout=120)
+    assert r.returncode != 0 and "SPLADE" in r.stderr.decode(), r.stderr.decode()
+
+
+@pytest.mark.parametrize("change,word", [({"pooling_strategy": "mean"}, "pooling_strategy 'mean'"),
+                                         ({"activation_function": "gelu"}, "activation_function 'gelu'"),
+                                         ({"embedding_dimension": 30522}, "differs from the vocabulary's 2500")])
+def test_splade_bad_pooling(posy_bin, tmp_path, change, word):
+    d = tmp_path / "bad"
+    shutil.copytree(model("bert"), d)
+    p = d / "1_SpladePooling" / "config.json"
+    cfg = json.load(open(p))
+    cfg.update(change)
+    json.dump(cfg, open(p, "w"))
+    r = subprocess.run([posy_bin, "serve", "--model", str(d), "--device", "cpu", "--host", "127.0.0.1", "--port",
+                        str(free_port())], capture_output=True, timeout=120)
+    err = r.stderr.decode(errors="replace") + r.stdout.decode(errors="replace")
+    assert 0 < r.returncode < 128 and word in err, err
+
+
+def test_splade_gateway_and_worker(posy_bin):
+    """A gateway in front of a worker: the vocabulary-wide vectors cross gRPC."""
+    from grpc_util import http_post, start_gateway, start_worker
+    exp = expected("xlmr")
+    procs = []
+    try:
+        procs.append(start_worker(model=model("xlmr")))
+        procs.append(start_gateway([procs[0].addr], model=model("xlmr")))
+        st, body = http_post(procs[1].port, "/embed_sparse", {"inputs": exp["texts"]})
+        assert st == 200, body
+        for got, want in zip(body, exp["vectors"]):
+            check_sparse(got, want)
+    finally:
+        for p in procs:
+            p.stop()
