@@ -18,6 +18,9 @@ tests/fixtures/decoders/reference.json (transformers fp32).
                 the CPU only"), auto runs it on the CPU without trying the
                 GPU; its vectors (the ids sentence-transformers gave) must
                 match sentence-transformers' at the CPU bar
+  splade        a SPLADE SparseEncoder (tests/fixtures/splade/bert): the
+                same, its vocabulary-wide vectors against
+                sentence-transformers' at the CPU bar
 
 Why: on a GPU machine `posy serve` picks the GPU by default, so a model the
 GPU path cannot take must still serve, on the CPU, rather than fail or
@@ -43,7 +46,12 @@ CASES = [("gemma3", {}, None),
 
 
 def cosines(got, want):
-    return (got * want).sum(1) / np.linalg.norm(got, axis=1) / np.linalg.norm(want, axis=1)
+    """Row cosines; a zero row against a zero row (a static model's empty text) is 1, against any other 0
+    -- never NaN, which would pass every `< bar` check."""
+    ng, nw = np.linalg.norm(got, axis=1), np.linalg.norm(want, axis=1)
+    both = (ng == 0) & (nw == 0)
+    cos = (got * want).sum(1) / np.where(ng * nw > 0, ng * nw, 1.0)
+    return np.where(both, 1.0, cos)
 
 
 def write_seqs(path, seqs):
@@ -54,30 +62,45 @@ def write_seqs(path, seqs):
             f.write(struct.pack("<%di" % len(s), *s))
 
 
-def static_case(api, work):
-    """The static model: refused on cuda, the CPU under auto (no GPU attempt), sentence-transformers'
-    vectors.  Returns the number of failures."""
-    model = os.path.join(ROOT, "..", "static", "st6")
-    exp = json.load(open(os.path.join(model, "expected.json")))
-    sb, out = os.path.join(work, "static-seqs.bin"), os.path.join(work, "static.bin")
-    write_seqs(sb, exp["ids"])
+def cpu_only_case(api, work, label, model, ids, want, marker):
+    """A model that runs on the CPU only: --device cuda refused ("runs on the CPU only"), auto runs it on the
+    CPU without trying the GPU (its start-up line holds `marker` and "on cpu"), vectors at the CPU bar
+    against `want`.  Returns the number of failures."""
+    sb, out = os.path.join(work, label + "-seqs.bin"), os.path.join(work, label + ".bin")
+    write_seqs(sb, ids)
     r = subprocess.run([api, model, sb, out, "cuda"], capture_output=True, text=True, timeout=300)
     msg = (r.stdout + r.stderr).strip().splitlines()
     ok = r.returncode != 0 and any("runs on the CPU only" in line for line in msg)
-    print("static --device cuda: rc %d, %s: %s" % (r.returncode, "refused as expected" if ok else "UNEXPECTED",
-                                                   msg[-1] if msg else ""))
+    print("%s --device cuda: rc %d, %s: %s" % (label, r.returncode, "refused as expected" if ok else "UNEXPECTED",
+                                               msg[-1] if msg else ""))
     failed = not ok
     r = subprocess.run([api, model, sb, out, "auto"], capture_output=True, text=True, timeout=300)
     if r.returncode != 0:
-        print("static --device auto: FAILED rc %d: %s" % (r.returncode, r.stderr.strip()[-400:]))
+        print("%s --device auto: FAILED rc %d: %s" % (label, r.returncode, r.stderr.strip()[-400:]))
         return failed + 1
-    got = np.fromfile(out, dtype=np.float32).reshape(len(exp["ids"]), -1).astype(np.float64)
-    cos = cosines(got, np.asarray(exp["embeddings"], dtype=np.float64))
-    on_cpu = any("static embedding model" in line and "on cpu" in line for line in r.stderr.splitlines())
+    got = np.fromfile(out, dtype=np.float32).reshape(len(ids), -1).astype(np.float64)
+    cos = cosines(got, np.asarray(want, dtype=np.float64))
+    on_cpu = any(marker in line and "on cpu" in line for line in r.stderr.splitlines())
     tried_gpu = any("cuda backend" in line for line in r.stderr.splitlines())
-    print("static --device auto: on the CPU: %s, GPU tried: %s; min cosine vs sentence-transformers %.7f" %
-          ("yes" if on_cpu else "no", "yes" if tried_gpu else "no", cos.min()))
+    print("%s --device auto: on the CPU: %s, GPU tried: %s; min cosine vs sentence-transformers %.7f" %
+          (label, "yes" if on_cpu else "no", "yes" if tried_gpu else "no", cos.min()))
     return failed + (not on_cpu or tried_gpu or cos.min() < 0.99999)
+
+
+def static_case(api, work):
+    model = os.path.join(ROOT, "..", "static", "st6")
+    exp = json.load(open(os.path.join(model, "expected.json")))
+    return cpu_only_case(api, work, "static", model, exp["ids"], exp["embeddings"], "static embedding model")
+
+
+def splade_case(api, work):
+    model = os.path.join(ROOT, "..", "splade", "bert")
+    exp = json.load(open(os.path.join(model, "expected.json")))
+    want = np.zeros((len(exp["ids"]), exp["vocab"]))
+    for row, pairs in zip(want, exp["vectors"]):
+        for i, v in pairs:
+            row[i] = v
+    return cpu_only_case(api, work, "splade", model, exp["ids"], want, "SPLADE")
 
 
 def main():
@@ -88,7 +111,7 @@ def main():
     sb = os.path.join(work, "seqs.bin")
     write_seqs(sb, seqs)
     api = os.path.join(build, "api_embed")
-    failed = static_case(api, work)
+    failed = static_case(api, work) + splade_case(api, work)
     for name, extra, refusal in CASES:
         label = name + "".join(" %s=%s" % kv for kv in extra.items())
         env = dict(os.environ, **extra)

@@ -24,6 +24,7 @@ import shutil
 
 import torch
 import transformers as T
+from tokenizers import Tokenizer
 from sentence_transformers import SparseEncoder
 from sentence_transformers.sparse_encoder.modules import MLMTransformer, SpladePooling
 
@@ -67,6 +68,9 @@ def main():
         with torch.no_grad():
             v = enc.encode(TEXTS, convert_to_tensor=True).to_dense()
         vecs = [[[int(i), float(x[i])] for i in torch.nonzero(x).flatten()] for x in v]
+        # the ids as the saved folder's tokenizer gives them (transformers re-saves it with its own
+        # normalizer settings, e.g. BERT's CJK splitting, which posy must read the same way)
+        tok = Tokenizer.from_file(os.path.join(d, "tokenizer.json"))
         json.dump({"texts": TEXTS, "ids": [tok.encode(t).ids for t in TEXTS], "vocab": cfg.vocab_size,
                    "vectors": vecs}, open(os.path.join(d, "expected.json"), "w"), indent=0)
         print(name, sorted(os.listdir(d)), [len(x) for x in vecs])

@@ -40,6 +40,16 @@ def check_sparse(got, want):
         assert abs(x["value"] - v) <= 2e-5 * max(1.0, abs(v)), (x, v)
 
 
+@pytest.mark.parametrize("name", MODELS)
+def test_splade_ids(posy_bin, name):
+    """The ids the saved folder's tokenizer gives (transformers re-saves BERT's with its CJK splitting)."""
+    exp = expected(name)
+    r = subprocess.run([posy_bin, "tokenize", "--model", model(name), "--", *exp["texts"]], capture_output=True,
+                       timeout=120)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    assert [json.loads(line)["ids"] for line in r.stdout.decode().splitlines()] == exp["ids"]
+
+
 @pytest.fixture(scope="module")
 def servers(posy_bin):
     yield from serve_each(posy_bin, {n: model(n) for n in MODELS}, "--device", "auto", "--threads", "1")
