@@ -49,8 +49,8 @@ static const cli_flag flag_defs[] = {
     {"--noop-delay-us", "POSY_NOOP_DELAY_US", "with --engine noop: microseconds each batch pretends to take (tests)", CLI_F_INT, 0, 60000000, FS(noop_delay_us)},
 };
 #define SERVE_SUMMARY "HTTP server: OpenAI POST /v1/embeddings, TEI POST /embed and /, /similarity, /tokenize, /decode,\n" \
-    "/rerank and /v1/rerank (a reranker model), GET /health /info /v1/models /metrics.  SIGTERM/SIGINT drain\n" \
-    "and exit 0."
+    "/rerank and /v1/rerank (a reranker model), /predict and /classify (a classifier), /embed_sparse (a SPLADE\n" \
+    "model), GET /health /info /v1/models /metrics.  SIGTERM/SIGINT drain and exit 0."
 /* A bad POSY_* value's error names the variable, not the flag. */
 static const cli_cmd serve_cmd = {"serve", SERVE_SUMMARY, flag_defs, sizeof flag_defs / sizeof flag_defs[0], 24, 1};
 
