@@ -50,7 +50,7 @@ static const cli_flag flag_defs[] = {
 };
 #define SERVE_SUMMARY "HTTP server: OpenAI POST /v1/embeddings, TEI POST /embed and /, /similarity, /tokenize, /decode,\n" \
     "/rerank and /v1/rerank (a reranker model), /predict and /classify (a classifier), /embed_sparse (a SPLADE\n" \
-    "model), GET /health /info /v1/models /metrics.  SIGTERM/SIGINT drain and exit 0."
+    "model), vLLM /score, GET /health /info /v1/models /metrics.  SIGTERM/SIGINT drain and exit 0."
 /* A bad POSY_* value's error names the variable, not the flag. */
 static const cli_cmd serve_cmd = {"serve", SERVE_SUMMARY, flag_defs, sizeof flag_defs / sizeof flag_defs[0], 24, 1};
 

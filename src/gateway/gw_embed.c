@@ -367,6 +367,46 @@ static void rerank_parse(gw_call *c, uint64_t t0) {
     gw_call_finish(c);
 }
 
+/* /score on an embedding model: text_1's and text_2's texts embedded as
+ * /embed embeds them (the model's prompt, lowercasing, limits). */
+static int score_embed_all(gw_call *c, const gw_score_req *r) {
+    gw_embed_req e = {.n = r->n1 + r->n, .truncate = r->truncate, .dir = r->dir, .normalize = 1};
+    if (!(e.inputs = calloc((size_t)e.n, sizeof *e.inputs))) {
+        gw_call_fail(c, 500, GW_F_BACKEND, "out_of_memory", "out of memory");
+        return -1;
+    }
+    for (int k = 0; k < e.n; k++)
+        e.inputs[k].text = gw_score_text(r, k >= r->n1, k >= r->n1 ? k - r->n1 : k, &e.inputs[k].len);
+    int rc = tokenize_all(c, &e);
+    gw_embed_req_free(&e);
+    c->sc_n1 = r->n1;
+    c->sc_pairs = r->n;
+    return rc;
+}
+
+/* POST /score, /v1/score: a reranker's or an embedding model's pair scores. */
+static void score_parse(gw_call *c, uint64_t t0) {
+    gw_server *s = c->srv;
+    const eng_config *cfg = s->model.cfg;
+    gw_score_req r;
+    gw_perr pe;
+    if (cfg && cfg->rerank && cfg->n_labels != 1) {
+        gw_call_fail(c, 422, GW_F_VALIDATION, "not_a_reranker", "this model is a classifier of %d labels: it has no "
+                     "one score a pair; use /predict or /classify", cfg->n_labels);
+    } else if (cfg && cfg->splade) {
+        gw_call_fail(c, 422, GW_F_VALIDATION, "not_a_dense_model", "this model is a sparse (SPLADE) encoder: its "
+                     "vectors come from /embed_sparse");
+    } else if (gw_parse_score(c->body, c->body_len, s->opts.max_client_batch, s->opts.auto_truncate, &c->json, &r,
+                              &pe)) {
+        gw_call_fail(c, pe.status, pe.status == 400 ? GW_F_MALFORMED : GW_F_VALIDATION, pe.code, "%s", pe.msg);
+    } else if ((cfg && cfg->rerank ? gw_score_tokenize(c, &r) : score_embed_all(c, &r)) == 0) {
+        c->score = 1;
+        submit_tokenized(c, t0);
+        return;
+    }
+    gw_call_finish(c);
+}
+
 /* POST /predict, /classify: a classifier's (or reranker's) labelled scores. */
 static void predict_parse(gw_call *c, uint64_t t0) {
     gw_server *s = c->srv;
@@ -405,6 +445,10 @@ void gw_stage_parse(gw_task *t) {
     }
     if (c->route == GW_R_PREDICT || c->route == GW_R_CLASSIFY) {
         predict_parse(c, t0);
+        return;
+    }
+    if (c->route == GW_R_SCORE) {
+        score_parse(c, t0);
         return;
     }
     gw_embed_req r;
@@ -566,8 +610,11 @@ void gw_stage_serialize(gw_task *t) {
     snprintf(c->hdr_timing[0], sizeof c->hdr_timing[0], "%.3f", (double)c->tok_ns * 1e-6);
     snprintf(c->hdr_timing[1], sizeof c->hdr_timing[1], "%.3f", (double)j->queue_ns * 1e-6);
     snprintf(c->hdr_timing[2], sizeof c->hdr_timing[2], "%.3f", (double)j->infer_ns * 1e-6);
-    if (c->rerank || c->predict || c->sparse) {
-        c->status = (c->rerank ? gw_rerank_write(c) : c->predict ? gw_predict_write(c) : gw_sparse_write(c)) ? 500 : 200;
+    if (c->rerank || c->predict || c->sparse || c->score) {
+        c->status = (c->rerank    ? gw_rerank_write(c)
+                     : c->predict ? gw_predict_write(c)
+                     : c->sparse  ? gw_sparse_write(c)
+                                  : gw_score_write(c)) ? 500 : 200;
         if (c->status == 500) gw_call_fail(c, 500, GW_F_BACKEND, "out_of_memory", "out of memory");
         gw_call_finish(c);
         return;

@@ -91,6 +91,7 @@ typedef struct gw_call {
     int predict, pr_batch;            /* /predict, /classify: labelled scores (gw_predict.c); a list of answers */
     int pr_vllm;                      /* /classify: vLLM's answer */
     int sparse;                       /* /embed_sparse: the non-zero entries (gw_sparse.c) */
+    int score, sc_n1, sc_pairs;       /* /score: pair scores (gw_score.c); text_1's sequences (0: cross-encoder pairs) */
     posy_vecenc enc;                  /* output type (gw_vecout.c when not float) */
     /* the job */
     sched_req job;
@@ -144,6 +145,12 @@ int gw_predict_tokenize(gw_call *c, const struct gw_predict_req *r);
 int gw_predict_write(gw_call *c);
 int gw_rerank_write(gw_call *c);
 void gw_rerank_worker_exit(void);
+/* gw_score.c: POST /score (vLLM's): a cross-encoder's pairs into the
+ * call's batch (an embedding model's texts go through gw_embed.c's own
+ * path), and the answer once back.  0, or -1 (the call failed). */
+struct gw_score_req;
+int gw_score_tokenize(gw_call *c, const struct gw_score_req *r);
+int gw_score_write(gw_call *c);
 /* gw_sparse.c: POST /embed_sparse's answer once a SPLADE model's vectors are back. */
 int gw_sparse_write(gw_call *c);
 /* gw_decode.c: POST /decode, answered inside the parse stage. */

@@ -292,6 +292,56 @@ int gw_parse_predict(const char *body, size_t len, int vllm, int max_inputs, int
     return 0;
 }
 
+const char *gw_score_text(const gw_score_req *r, int which, int i, size_t *len) {
+    json_t *f = which ? r->text_2 : r->text_1;
+    json_t *t = json_is_array(f) ? json_array_get(f, (size_t)i) : f;
+    *len = json_string_length(t);
+    return json_string_value(t);
+}
+
+/* text_1 / text_2: a string or a non-empty list of strings; its count. */
+static int score_field(json_t *o, const char *k, json_t **out, int *n, gw_perr *pe) {
+    json_t *v = json_object_get(o, k);
+    if (!v || json_is_null(v)) return perr(pe, 422, "missing_input", "'%s' is required (a string or a list of strings)", k);
+    *out = v;
+    if (json_is_string(v)) {
+        *n = 1;
+        return 0;
+    }
+    if (!json_is_array(v)) return perr(pe, 400, "invalid_type", "'%s' must be a string or a list of strings", k);
+    if (json_array_size(v) == 0) return perr(pe, 422, "empty_input", "'%s' is an empty array", k);
+    if (json_array_size(v) > (size_t)1 << 30) return perr(pe, 422, "too_many_inputs", "'%s' is too long", k);
+    for (size_t i = 0; i < json_array_size(v); i++)
+        if (!json_is_string(json_array_get(v, i))) return perr(pe, 400, "invalid_type", "%s[%zu] is not a string", k, i);
+    *n = (int)json_array_size(v);
+    return 0;
+}
+
+int gw_parse_score(const char *body, size_t len, int max_inputs, int default_truncate, json_t **doc, gw_score_req *r,
+                   gw_perr *pe) {
+    memset(r, 0, sizeof *r);
+    r->truncate = default_truncate;
+    json_t *o = load_object(body, len, doc, pe);
+    if (!o) return -1;
+    const char *dir = NULL, *model = NULL;
+    int n2 = 0;
+    if (read_string(o, "truncation_direction", &dir, pe) || read_string(o, "model", &model, pe) ||
+        read_bool(o, "truncate", &r->truncate, pe) || score_field(o, "text_1", &r->text_1, &r->n1, pe) ||
+        score_field(o, "text_2", &r->text_2, &n2, pe))
+        return -1;
+    if (dir && strcasecmp(dir, "left") && strcasecmp(dir, "right"))
+        return perr(pe, 422, "invalid_truncation_direction", "'truncation_direction' must be \"left\" or \"right\"");
+    r->dir = dir && !strcasecmp(dir, "left") ? TOK_TRUNC_LEFT : TOK_TRUNC_RIGHT;
+    if (r->n1 != 1 && r->n1 != n2)
+        return perr(pe, 422, "invalid_input", "'text_1' has %d texts and 'text_2' %d: give one text_1, or as many as "
+                    "text_2", r->n1, n2);
+    if (n2 > max_inputs)
+        return perr(pe, 422, "too_many_inputs", "%d pairs, more than the limit of %d (--max-client-batch)", n2,
+                    max_inputs);
+    r->n = n2;
+    return 0;
+}
+
 void gw_embed_req_free(gw_embed_req *r) {
     free(r->inputs);
     r->inputs = NULL;

@@ -89,6 +89,23 @@ int gw_parse_predict(const char *body, size_t len, int vllm, int max_inputs, int
  * second text (b), else b NULL. */
 void gw_predict_input(const gw_predict_req *r, int i, const char **a, size_t *alen, const char **b, size_t *blen);
 
+/* POST /score and /v1/score (vLLM's): {"text_1": str | [str, ...],
+ * "text_2": str | [str, ...], "model": any string, and posy's "truncate" /
+ * "truncation_direction"}.  A single text_1 (a string, or a list of one)
+ * goes with every text_2; else both lists have the same length and pair
+ * up in order.  At least one pair, at most max_inputs; the strings point
+ * into *doc (gw_score_texts). */
+typedef struct gw_score_req {
+    json_t *text_1, *text_2;
+    int n1, n;            /* text_1's count (1, or n), and the pairs' */
+    int truncate;
+    tok_trunc_dir dir;
+} gw_score_req;
+int gw_parse_score(const char *body, size_t len, int max_inputs, int default_truncate, json_t **doc, gw_score_req *r,
+                   gw_perr *pe);
+/* Text i of text_1 (which 0) or text_2 (which 1). */
+const char *gw_score_text(const gw_score_req *r, int which, int i, size_t *len);
+
 /* POST /decode (TEI): {"ids": [int, ...] | [[int, ...], ...],
  * "skip_special_tokens": bool = true}.  Every id must lie in [0, vocab)
  * (422 otherwise: the tokenizer would drop unknown ids silently), at most

@@ -38,7 +38,8 @@ int gw_seqs_init(gw_call *c, int n) {
 int gw_push_text(gw_call *c, const char *what, int i, const char *a, size_t alen, const char *b, size_t blen,
                  int truncate, tok_trunc_dir dir) {
     const gw_model *m = &c->srv->model;
-    tok_opts o = {.add_special = 1, .max_len = truncate ? m->max_input_tokens : 0, .trunc_dir = dir};
+    tok_opts o = {.add_special = !m->cfg || m->cfg->add_special, .max_len = truncate ? m->max_input_tokens : 0,
+                  .trunc_dir = dir};
     posy_err err;
     posy_err_clear(&err);
     if (b ? tok_encode_pair(m->tok, a, alen, b, blen, &o, &tl_pair, &err) : tok_encode(m->tok, a, alen, &o, &tl_pair, &err)) {

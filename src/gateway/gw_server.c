@@ -65,7 +65,8 @@ static const route_def routes[] = {
     {"/similarity", GW_R_SIMILARITY, 1, 0},     {"/rerank", GW_R_RERANK, 1, 0},
     {"/v1/rerank", GW_R_V1_RERANK, 1, 1},       {"/v2/rerank", GW_R_V1_RERANK, 1, 1},
     {"/predict", GW_R_PREDICT, 1, 0},          {"/classify", GW_R_CLASSIFY, 1, 1},
-    {"/embed_sparse", GW_R_EMBED_SPARSE, 1, 0},
+    {"/embed_sparse", GW_R_EMBED_SPARSE, 1, 0},   {"/score", GW_R_SCORE, 1, 1},
+    {"/v1/score", GW_R_SCORE, 1, 1},
     {"/health", GW_R_HEALTH, 0, 0},            {"/info", GW_R_INFO, 0, 0},
     {"/v1/models", GW_R_MODELS, 0, 1},         {"/metrics", GW_R_METRICS, 0, 0},
 };

@@ -14,7 +14,8 @@
  * form), whose successes must hold the document's own query string and
  * 1..max_inputs texts, strings (or {"text": string} documents), and
  * 1 <= top_n <= their number.  Bits 7 and 6 together send it to /predict's
- * reader (gw_parse_predict; bit 1 then picks /classify's form).
+ * reader (gw_parse_predict; bit 1 then picks /classify's form), bits 7
+ * and 5 to /score's (gw_parse_score).
  *
  * Beyond "no crash, no leak, no UB" it checks the parser's contract:
  * an error carries a 400 or 422 status, a code and a message; a success
@@ -190,9 +191,38 @@ static int fuzz_predict(const uint8_t *data, size_t size) {
     return 0;
 }
 
+/* Bits 7 and 5 (not 6): /score (gw_parse_score).  A success holds 1..max_inputs
+ * pairs, text_1 one text or as many as text_2, every text the document's own. */
+static int fuzz_score(const uint8_t *data, size_t size) {
+    int max_inputs = fuzz_max_inputs[(data[0] >> 2) & 3], truncate = (data[0] >> 4) & 1;
+    json_t *doc = (json_t *)1;
+    gw_score_req r;
+    gw_perr pe;
+    memset(&pe, 0, sizeof pe);
+    int rc = gw_parse_score((const char *)data + 1, size - 1, max_inputs, truncate, &doc, &r, &pe);
+    if (doc == (json_t *)1) abort();
+    if (rc == 0) {
+        if (r.text_1 != json_object_get(doc, "text_1") || r.text_2 != json_object_get(doc, "text_2")) abort();
+        if (r.n < 1 || r.n > max_inputs || (r.n1 != 1 && r.n1 != r.n)) abort();
+        for (int w = 0; w < 2; w++)
+            for (int i = 0; i < (w ? r.n : r.n1); i++) {   /* what the tokenizing side reads */
+                json_t *f = w ? r.text_2 : r.text_1, *t = json_is_array(f) ? json_array_get(f, (size_t)i) : f;
+                size_t n, sum = 0;
+                const char *s = gw_score_text(&r, w, i, &n);
+                if (!s || s != json_string_value(t) || n != json_string_length(t)) abort();
+                for (size_t k = 0; k < n; k++) sum += (unsigned char)s[k];
+                fuzz_sink += sum;
+            }
+        if ((r.truncate & ~1) || (unsigned)r.dir > TOK_TRUNC_LEFT) abort();
+    }
+    fuzz_end(rc, &pe, doc);
+    return 0;
+}
+
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (size < 1) return 0;
     if ((data[0] >> 7) & 1 && (data[0] >> 6) & 1) return fuzz_predict(data, size);
+    if ((data[0] >> 7) & 1 && (data[0] >> 5) & 1) return fuzz_score(data, size);
     if ((data[0] >> 7) & 1) return fuzz_rerank(data, size);
     if ((data[0] >> 5) & 1) return fuzz_decode(data, size);
     int openai = data[0] & 1, tokenize = (data[0] >> 1) & 1;

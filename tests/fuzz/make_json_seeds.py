@@ -9,7 +9,8 @@
                          lists, mixed inputs, bad JSON); bit 5: a /decode
                          body instead (bit 6: a 5-id vocabulary); bit 7: a
                          /rerank body (with bit 1: /v1/rerank's); bits 7
-                         and 6: a /predict body (with bit 1: /classify's).
+                         and 6: a /predict body (with bit 1: /classify's);
+                         bits 7 and 5: a /score body.
   tests/fuzz/cfg_seeds/  fuzz_config: the files of a model directory joined
                          by NUL bytes, in fuzz_config.c's order (config.json,
                          modules.json, 1_Pooling/config.json,
@@ -64,6 +65,10 @@ GW = {
     "predict_bad": (RERANK | VOCAB5 | BATCH[2], {"inputs": ["a", ["b"], ["c", "d", "e"], 3]}),
     "classify": (RERANK | VOCAB5 | TOKENIZE | BATCH[8], {"model": "m", "input": ["good", "bad"]}),
     "classify_pair": (RERANK | VOCAB5 | TOKENIZE | BATCH[8], {"input": [["a", "b"]]}),
+    "score_one": (RERANK | DECODE | BATCH[8], {"model": "m", "text_1": "q", "text_2": ["a", "b"], "truncate": True}),
+    "score_pairs": (RERANK | DECODE | TRUNC | BATCH[2], {"text_1": ["q1", "q2"], "text_2": ["a", "b"],
+                                                        "truncation_direction": "left"}),
+    "score_bad": (RERANK | DECODE | BATCH[8], {"text_1": ["q1", "q2"], "text_2": ["a", 3, "c"]}),
     "empty_ids": (BATCH[8], {"inputs": [[]]}),
     "empty_list": (BATCH[8], {"inputs": []}),
     "null_input": (BATCH[8], {"inputs": None}),
