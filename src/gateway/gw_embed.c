@@ -22,8 +22,11 @@ static __thread tok_encoding tl_enc;
 
 /* /embed_sparse: the vectors come back vocabulary-wide before the zeros go
  * (gw_sparse.c), so a request's inputs are capped to keep that within
- * 256 MiB (30522-wide BERT vocabularies: 2198 inputs; 250002-wide XLM-R: 268). */
-#define GW_SPARSE_MAX_FLOATS ((size_t)64 << 20)
+ * 64 MiB (30522-wide BERT vocabularies: 549 inputs; 250002-wide XLM-R: 67),
+ * which also bounds the answer's JSON should every entry be non-zero.
+ * /predict and /classify: one score a label an input, capped the same way
+ * (a classifier of thousands of labels times thousands of inputs). */
+#define GW_SPARSE_MAX_FLOATS ((size_t)16 << 20)
 
 void gw_worker_exit(void) {
     tok_encoding_free(&tl_enc);
@@ -419,6 +422,10 @@ static void predict_parse(gw_call *c, uint64_t t0) {
     } else if (gw_parse_predict(c->body, c->body_len, vllm, s->opts.max_client_batch, s->opts.auto_truncate, &c->json,
                                 &r, &pe)) {
         gw_call_fail(c, pe.status, pe.status == 400 ? GW_F_MALFORMED : GW_F_VALIDATION, pe.code, "%s", pe.msg);
+    } else if ((size_t)r.n * (size_t)s->model.cfg->n_labels > GW_SPARSE_MAX_FLOATS) {
+        gw_call_fail(c, 422, GW_F_VALIDATION, "too_many_inputs", "%d inputs of %d labels each are more scores than "
+                     "one answer holds; send at most %zu a request", r.n, s->model.cfg->n_labels,
+                     GW_SPARSE_MAX_FLOATS / (size_t)s->model.cfg->n_labels);
     } else if (gw_predict_tokenize(c, &r) == 0) {
         c->predict = 1;
         c->raw_scores = r.raw_scores;

@@ -94,6 +94,18 @@ def test_splade_info_and_refusals(servers, posy_bin, posy_model):
         assert s.stop() == 0
 
 
+def test_splade_request_cap(posy_bin):
+    """A request's vocabulary-wide vectors are capped at 64 MiB: 6710 inputs of this 2500-token vocabulary."""
+    s = Server(posy_bin, model("bert"), "--device", "cpu", "--threads", "1", "--max-client-batch", "8000")
+    try:
+        st, err = post(s.url, "/embed_sparse", {"inputs": ["a"] * 6711})
+        assert st == 422 and "at most 6710" in err["error"], err
+        st, body = post(s.url, "/embed_sparse", {"inputs": ["a"] * 20})
+        assert st == 200 and len(body) == 20, body
+    finally:
+        assert s.stop() == 0
+
+
 def test_splade_refuses_cuda(posy_bin):
     r = subprocess.run([posy_bin, "embed", "--model", model("bert"), "--device", "cuda", "x"], capture_output=True,
                        timeout=120)
