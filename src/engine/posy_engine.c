@@ -66,6 +66,7 @@ static void drop_host_weights(posy_engine *e) {
     const size_t mib = (e->bert.owned_floats + e->qwen3.owned_floats) * sizeof(float) >> 20;
     eng_bert_weights_free(&e->bert);
     eng_qwen3_weights_free(&e->qwen3);
+    eng_dense_free(&e->splade);   /* a SPLADE head is on the GPU too */
     eng_st_close(&e->st);
     POSY_DEBUG("engine: weights on the GPU; the host copy (%zu MiB converted) and the checkpoint's mapping "
                "released", mib);
@@ -80,12 +81,7 @@ static int backend_open(posy_engine *e, posy_err *err) {
     if (e->cfg.static_emb && e->opts.device == POSY_DEVICE_CUDA)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "--device cuda: a static embedding model runs on the CPU only "
                             "(a lookup and a mean per text); use --device cpu or auto");
-    if (e->cfg.splade && e->opts.device == POSY_DEVICE_CUDA)
-        return posy_err_set(err, POSY_E_UNSUPPORTED, "--device cuda: a SPLADE (sparse) model runs on the CPU only in "
-                            "this version; use --device cpu or auto");
-    if (e->cfg.splade && e->opts.device == POSY_DEVICE_AUTO)
-        POSY_WARN("engine: a SPLADE (sparse) model runs on the CPU only in this version, whatever GPU is present");
-    if (e->cfg.static_emb || e->cfg.splade) {
+    if (e->cfg.static_emb) {
         budget_for(e, POSY_DEVICE_CPU);
         e->ops = &eng_cpu_backend;
         return e->ops->open(e, err);

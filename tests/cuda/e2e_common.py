@@ -1,12 +1,55 @@
-"""What the GPU end-to-end scripts (e2e_vs_transformers.py, e2e_qwen3.py)
-share: the row-wise cosine, and the check of gpu_backend_e2e's output
-files against the transformers reference -- one line per file, in the
-format the run scripts grep ("<label> <suffix> vs transformers fp32: min
-cosine ..."), and whether every file meets the bar.  No torch import, so it
-can be tested anywhere."""
+"""What the GPU end-to-end scripts (e2e_*.py) share: their arguments
+(BUILD_DIR WORK_DIR [--device cuda|cpu]), the sequence file api_embed and
+gpu_backend_e2e read, the row-wise cosine, and the check of
+gpu_backend_e2e's output files against the transformers reference -- one
+line per file, in the format the run scripts grep ("<label> <suffix> vs
+transformers fp32: min cosine ..."), and whether every file meets the
+bar.  No torch import, so it can be tested anywhere."""
 import os
+import struct
+import subprocess
 
 import numpy as np
+
+
+def device_args(argv):
+    """BUILD_DIR WORK_DIR [--device cuda|cpu] -> (build, work, device); WORK_DIR is made."""
+    args = list(argv)
+    device = "cuda"
+    if "--device" in args:
+        i = args.index("--device")
+        device = args[i + 1]
+        del args[i:i + 2]
+    os.makedirs(args[1], exist_ok=True)
+    return args[0], args[1], device
+
+
+def write_seqs(path, seqs):
+    """The sequences file: int32 count, the lengths, then every sequence's ids (lists or arrays)."""
+    with open(path, "wb") as f:
+        f.write(struct.pack("<i", len(seqs)))
+        f.write(np.array([len(s) for s in seqs], dtype=np.int32).tobytes())
+        for s in seqs:
+            f.write(np.asarray(s, dtype=np.int32).tobytes())
+
+
+def api_outputs(build, model, seqs_path, work, name, device, size, log=print):
+    """api_embed on the sequences file, one sequence a batch ("single") and in 4096-token batches
+    ("mix4096"): yields (label, the output as float64 of `size` values), or (label, None) after
+    logging why there is none (api_embed failed, or wrote another size)."""
+    for label, budget in (("single", "1"), ("mix4096", "4096")):
+        out = os.path.join(work, f"{name}-{label}.bin")
+        r = subprocess.run([os.path.join(build, "api_embed"), model, seqs_path, out, device, budget])
+        if r.returncode:
+            log(f"{name} {label}: api_embed failed (exit {r.returncode})")
+            yield label, None
+            continue
+        got = np.fromfile(out, dtype=np.float32).astype(np.float64)
+        if got.size != size:
+            log(f"{name} {label}: {got.size} values, expected {size}")
+            yield label, None
+            continue
+        yield label, got
 
 
 def cosines(a, b):

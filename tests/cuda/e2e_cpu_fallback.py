@@ -18,9 +18,6 @@ tests/fixtures/decoders/reference.json (transformers fp32).
                 the CPU only"), auto runs it on the CPU without trying the
                 GPU; its vectors (the ids sentence-transformers gave) must
                 match sentence-transformers' at the CPU bar
-  splade        a SPLADE SparseEncoder (tests/fixtures/splade/bert): the
-                same, its vocabulary-wide vectors against
-                sentence-transformers' at the CPU bar
 
 Why: on a GPU machine `posy serve` picks the GPU by default, so a model the
 GPU path cannot take must still serve, on the CPU, rather than fail or
@@ -31,11 +28,13 @@ usage: e2e_cpu_fallback.py BUILD_DIR WORK_DIR    (BUILD_DIR holds api_embed)
 """
 import json
 import os
-import struct
 import subprocess
 import sys
 
 import numpy as np
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_common import write_seqs  # noqa: E402
 
 ROOT = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "decoders")
 # (model, extra environment, what --device cuda must print when refused, or None: it runs)
@@ -52,14 +51,6 @@ def cosines(got, want):
     both = (ng == 0) & (nw == 0)
     cos = (got * want).sum(1) / np.where(ng * nw > 0, ng * nw, 1.0)
     return np.where(both, 1.0, cos)
-
-
-def write_seqs(path, seqs):
-    with open(path, "wb") as f:
-        f.write(struct.pack("<i", len(seqs)))
-        f.write(struct.pack("<%di" % len(seqs), *[len(s) for s in seqs]))
-        for s in seqs:
-            f.write(struct.pack("<%di" % len(s), *s))
 
 
 def cpu_only_case(api, work, label, model, ids, want, marker):
@@ -93,16 +84,6 @@ def static_case(api, work):
     return cpu_only_case(api, work, "static", model, exp["ids"], exp["embeddings"], "static embedding model")
 
 
-def splade_case(api, work):
-    model = os.path.join(ROOT, "..", "splade", "bert")
-    exp = json.load(open(os.path.join(model, "expected.json")))
-    want = np.zeros((len(exp["ids"]), exp["vocab"]))
-    for row, pairs in zip(want, exp["vectors"]):
-        for i, v in pairs:
-            row[i] = v
-    return cpu_only_case(api, work, "splade", model, exp["ids"], want, "SPLADE")
-
-
 def main():
     build, work = sys.argv[1], sys.argv[2]
     os.makedirs(work, exist_ok=True)
@@ -111,7 +92,7 @@ def main():
     sb = os.path.join(work, "seqs.bin")
     write_seqs(sb, seqs)
     api = os.path.join(build, "api_embed")
-    failed = static_case(api, work) + splade_case(api, work)
+    failed = static_case(api, work)
     for name, extra, refusal in CASES:
         label = name + "".join(" %s=%s" % kv for kv in extra.items())
         env = dict(os.environ, **extra)

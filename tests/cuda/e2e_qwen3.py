@@ -28,13 +28,13 @@ method without a GPU (2 layers unless --layers; about a minute on 2 cores).
 
 usage: e2e_qwen3.py [--build-only | --cpu-check] [--layers N] BUILD_DIR WORK_DIR [causal|bidir ...]
 """
-import os, struct, subprocess, sys, time
+import os, subprocess, sys, time
 import numpy as np
 import torch
 from transformers import Qwen3Config, Qwen3Model
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_common import check_outputs, cosines  # noqa: E402
+from e2e_common import check_outputs, cosines, write_seqs  # noqa: E402
 
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
@@ -112,14 +112,6 @@ def sequences(vocab, seed=11):
     rng = np.random.default_rng(seed)
     lens = LENGTHS + list(rng.integers(1, 513, size=40))
     return [rng.integers(0, vocab, size=L).astype(np.int32) for L in lens]
-
-
-def write_seqs(path, seqs):
-    with open(path, "wb") as f:
-        f.write(struct.pack("<i", len(seqs)))
-        f.write(np.array([len(s) for s in seqs], dtype=np.int32).tobytes())
-        for s in seqs:
-            f.write(s.tobytes())
 
 
 @torch.no_grad()

@@ -31,8 +31,6 @@ usage: e2e_rerank.py BUILD_DIR WORK_DIR [--device cuda|cpu]
 """
 import json
 import os
-import struct
-import subprocess
 import sys
 
 import numpy as np
@@ -43,6 +41,8 @@ from tokenizers import Tokenizer
 FIX = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "fixtures", "tokenizers")
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "gen"))
 from gen_rerank_fixtures import spread  # noqa: E402  (tests/gen: the fixtures' weight draw)
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from e2e_common import api_outputs, device_args, write_seqs  # noqa: E402
 WORDS = ("capital city country river mountain people language history science music art war peace "
          "computer network model vector search query answer question document paris beijing").split()
 MODELS = {
@@ -83,14 +83,7 @@ def pairs(rng, n=40):
 
 
 def main():
-    args = [a for a in sys.argv[1:]]
-    device = "cuda"
-    if "--device" in args:
-        i = args.index("--device")
-        device = args[i + 1]
-        del args[i:i + 2]
-    build, work = args[0], args[1]
-    os.makedirs(work, exist_ok=True)
+    build, work, device = device_args(sys.argv[1:])
     rng = np.random.default_rng(7)
     torch.manual_seed(7)
     ok = True
@@ -111,21 +104,9 @@ def main():
                 ref.append(m(input_ids=ids, **kw).logits[0].double().numpy())
         ref = np.array(ref).reshape(-1)   # n pairs x num_labels logits, row-major as api_embed writes them
         sp = os.path.join(work, name + "-pairs.bin")
-        with open(sp, "wb") as f:
-            f.write(struct.pack("<i", len(encs)))
-            f.write(struct.pack("<%di" % len(encs), *[len(e.ids) for e in encs]))
-            for e in encs:
-                f.write(struct.pack("<%di" % len(e.ids), *e.ids))
-        for label, budget in (("single", "1"), ("mix4096", "4096")):
-            out = os.path.join(work, f"{name}-{label}.bin")
-            r = subprocess.run([os.path.join(build, "api_embed"), d, sp, out, device, budget])
-            if r.returncode:
-                print(f"{name} {label}: api_embed failed (exit {r.returncode})")
-                ok = False
-                continue
-            got = np.fromfile(out, dtype=np.float32).astype(np.float64)
-            if got.shape != ref.shape:
-                print(f"{name} {label}: {got.shape} logits for {ref.shape} (pairs x labels)")
+        write_seqs(sp, [e.ids for e in encs])
+        for label, got in api_outputs(build, d, sp, work, name, device, ref.size):   # pairs x labels logits
+            if got is None:
                 ok = False
                 continue
             err = np.abs(got - ref).max()

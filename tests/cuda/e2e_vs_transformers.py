@@ -15,14 +15,14 @@ normalised, TF32 off), runs build/gpu_backend_e2e, and requires min cosine
 
 usage: e2e_vs_transformers.py [--build-only] BUILD_DIR WORK_DIR [model ...]
 """
-import json, os, struct, subprocess, sys
+import json, os, subprocess, sys
 import numpy as np
 import torch
 from transformers import (BertConfig, BertModel, DistilBertConfig, DistilBertModel, MPNetConfig, MPNetModel,
                           RobertaConfig, RobertaModel)
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_common import check_outputs, cosines  # noqa: E402,F401  (cosines: compare_cpu.py uses it from here)
+from e2e_common import check_outputs, cosines, write_seqs  # noqa: E402,F401  (cosines: compare_cpu.py uses it from here)
 
 torch.backends.cuda.matmul.allow_tf32 = False
 torch.backends.cudnn.allow_tf32 = False
@@ -165,14 +165,6 @@ def sequences(vocab, seed=7):
             ids[-1] = 102
         seqs.append(ids)
     return seqs
-
-
-def write_seqs(path, seqs):
-    with open(path, "wb") as f:
-        f.write(struct.pack("<i", len(seqs)))
-        f.write(np.array([len(s) for s in seqs], dtype=np.int32).tobytes())
-        for s in seqs:
-            f.write(s.tobytes())
 
 
 def reference(m, seqs):

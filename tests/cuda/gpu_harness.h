@@ -102,7 +102,8 @@ static inline void gh_load_hf(posy_engine *e, const char *dir) {
     posy_err_clear(&err);
     if (eng_config_load(&e->cfg, dir, &err) || eng_st_open_dir(&e->st, dir, &err) ||
         (!strcmp(e->cfg.info.arch, "qwen3") ? eng_qwen3_weights_load(&e->qwen3, &e->cfg, &e->st, &err)
-                                            : eng_bert_weights_load(&e->bert, &e->cfg, &e->st, &err))) {
+                                            : eng_bert_weights_load(&e->bert, &e->cfg, &e->st, &err)) ||
+        eng_dense_load_splade(&e->splade, &e->cfg, dir, &err)) {   /* a SPLADE model's head (else nothing) */
         fprintf(stderr, "%s: %s\n", dir, err.msg);
         exit(2);
     }

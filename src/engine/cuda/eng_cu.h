@@ -407,6 +407,13 @@ cudaError_t eng_cu_attention_win(cudaStream_t s, const eng_cu_attn_args *a);
 
 /* ---- pooling (eng_cu_pool.cu) ------------------------------------------- */
 
+/* SPLADE's fold (eng_cu_splade.cu): rows [c0, c0 + rows) of the step's
+ * tokens (those below *n_tok), their logits [rows][ld] bf16, folded into
+ * out[seq][0 .. V) by max (or sum) of log1p(relu(x)) -- log1p twice with
+ * log2 -- the sequences from cu / *n_seq.  out must start at zero. */
+cudaError_t eng_cu_splade_fold(cudaStream_t s, const bf16 *logits, int ld, int rows, int c0, const int *n_tok,
+                               const int32_t *cu, const int *n_seq, int V, float *out, int sum, int log2);
+
 enum { ENG_CU_POOL_MEAN = 0, ENG_CU_POOL_CLS = 1, ENG_CU_POOL_LAST = 2 };
 
 /* out[s, 0..dims) = pool(x rows of sequence s)[0..dims), L2-normalised over

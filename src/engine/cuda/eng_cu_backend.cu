@@ -161,14 +161,17 @@ static int cu_open(posy_engine *e, posy_err *err) {
     if (ce != cudaSuccess) { cuda_err(err, "stream", ce); cu_close(e); return -1; }
     const int maxT = e->opts.max_batch_tokens > 0 ? e->opts.max_batch_tokens : 16384;
     const int maxS = e->opts.max_batch_seqs > 0 ? e->opts.max_batch_seqs : 1024;
-    if (eng_cu_model_open(&st->m, &e->cfg, &e->bert, &e->qwen3, maxT, maxS, err)) { cu_close(e); return -1; }
+    if (eng_cu_model_open(&st->m, &e->cfg, &e->bert, &e->qwen3, maxT, maxS, err, &e->splade)) {
+        cu_close(e);
+        return -1;
+    }
     make_buckets(st);
     const eng_cu_in_layout big = eng_cu_in_layout_for(st->m.max_tokens, st->m.max_seqs);
     for (int i = 0; i < N_SLOTS && ce == cudaSuccess; i++) {
         cu_slot *sl = &st->slots[i];
         ce = cudaMallocHost((void **)&sl->h_in, big.total * 4);
         if (ce == cudaSuccess)
-            ce = cudaMallocHost((void **)&sl->h_out, (size_t)st->m.max_seqs * st->m.H * 4);
+            ce = cudaMallocHost((void **)&sl->h_out, (size_t)st->m.max_seqs * st->m.out_dim * 4);
         if (ce == cudaSuccess) ce = cudaEventCreateWithFlags(&sl->done, cudaEventDisableTiming);
         if (ce == cudaSuccess) ce = cudaEventCreate(&sl->t0);
         if (ce == cudaSuccess) ce = cudaEventCreate(&sl->t1);
@@ -295,7 +298,7 @@ static void finish_slot(cu_state *st, cu_slot *sl, cudaError_t ce) {
         POSY_ERROR("cuda backend: batch %llu failed: %s", (unsigned long long)sl->b.tag,
                        cudaGetErrorString(ce));
     } else {
-        memcpy(sl->b.out, sl->h_out, (size_t)sl->b.n_seqs * st->m.H * sizeof(float));
+        memcpy(sl->b.out, sl->h_out, (size_t)sl->b.n_seqs * st->m.out_dim * sizeof(float));
         float ms = 0.f;
         if (cudaEventElapsedTime(&ms, sl->t0, sl->t1) == cudaSuccess) {
             st->stats.last_gpu_ms = ms;
@@ -345,7 +348,7 @@ static int cu_submit(posy_engine *e, const posy_batch *b, posy_err *err) {
     if (run_bucket(st, bk, err)) { st->sticky_error = 1; return -1; }
     ce = cudaEventRecord(sl->t1, s);
     if (ce == cudaSuccess)
-        ce = cudaMemcpyAsync(sl->h_out, st->m.pooled, (size_t)b->n_seqs * st->m.H * 4,
+        ce = cudaMemcpyAsync(sl->h_out, st->m.pooled, (size_t)b->n_seqs * st->m.out_dim * 4,
                              cudaMemcpyDeviceToHost, s);
     if (ce == cudaSuccess) ce = cudaEventRecord(sl->done, s);
     if (ce != cudaSuccess) { st->sticky_error = 1; return cuda_err(err, "copy out", ce); }

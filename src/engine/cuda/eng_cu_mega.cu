@@ -748,7 +748,7 @@ int eng_cu_mega_prepare(eng_cu_model *m, posy_err *err) {
      * kernels at 16 or 64 tokens (docs/BENCHMARKS.md, "small-batch kernel") */
     const char *on = getenv("POSY_CUDA_MEGA");
     if (!on || strcmp(on, "1")) return 0;
-    if (m->arch != ENG_CU_ARCH_BERT || m->rel || m->H % 64 || m->I % 64 || m->H > 1024 || m->H < 64 ||
+    if (m->arch != ENG_CU_ARCH_BERT || m->rel || m->splade || m->H % 64 || m->I % 64 || m->H > 1024 || m->H < 64 ||
         (m->head_dim != 32 && m->head_dim != 64 && m->head_dim != 128) || m->L > 64)
         return 0; /* not this kernel's shape: the graph path serves it */
     int dev = 0, sms = 0, coop = 0, smem_max = 0;

@@ -72,11 +72,10 @@ typedef struct wplan {
     size_t lo, hi;
 } wplan;
 
-/* Place n values; the elements in the window go into buf as bf16 (or fp32 if f32). */
-static void *put(wplan *p, const float *src, size_t n, int f32) {
+/* The elements of n values placed at image offset `at` that fall in the
+ * window, into buf as bf16 (or fp32 if f32). */
+static void fill_at(wplan *p, const float *src, size_t n, int f32, size_t at) {
     const size_t es = f32 ? 4 : 2;
-    void *d = take(&p->dev, n * es);
-    const size_t at = p->dev.off - n * es;
     size_t i0, i1;
     if (p->buf && src && eng_cu_window_span(p->lo, p->hi, at, n, es, &i0, &i1)) {
         char *h = p->buf + (at + i0 * es - p->lo);
@@ -84,8 +83,26 @@ static void *put(wplan *p, const float *src, size_t n, int f32) {
         else
             for (size_t i = i0; i < i1; i++) ((uint16_t *)(void *)h)[i - i0] = eng_cu_f2bf_bits(src[i]);
     }
+}
+
+/* Place n values at the next 256-byte boundary. */
+static void *put(wplan *p, const float *src, size_t n, int f32) {
+    const size_t es = f32 ? 4 : 2;
+    void *d = take(&p->dev, n * es);
+    fill_at(p, src, n, f32, p->dev.off - n * es);
     return d;
 }
+
+/* put without the 256-byte alignment: n more values right after the last
+ * tensor placed (a zero padding that must continue it). */
+static void put_contig(wplan *p, const float *src, size_t n, int f32) {
+    const size_t at = p->dev.off;
+    p->dev.off += n * (f32 ? 4 : 2);
+    fill_at(p, src, n, f32, at);
+}
+
+/* zeros for put_contig: a SPLADE projection's padding rows (set while uploading) */
+static const float *sp_zero;
 
 /* Does anything placed from the next aligned offset on, `bytes` long (plus
  * alignment), touch the window?  Lets a fold skip its work outside it. */
@@ -161,6 +178,18 @@ static void plan_weights(eng_cu_model *m, wplan *p, const eng_bert_weights *w, f
             }
         }
     }
+    if (m->splade) {   /* the masked-LM head; the projection's rows past the vocabulary zero (sp_zero) */
+        const eng_dense_layer *t = m->sp_src ? &m->sp_src->layers[0] : NULL, *d = m->sp_src ? &m->sp_src->layers[1] : NULL;
+        const size_t V = m->vocab, pad = (size_t)(m->vpad - m->vocab);
+        m->sp_w1 = (bf16 *)put(p, t ? t->w : NULL, H * H, 0);
+        m->sp_b1 = (bf16 *)put(p, t ? t->b : NULL, H, 0);
+        m->sp_g = (float *)put(p, t ? t->ln_g : NULL, H, 1);
+        m->sp_beta = (float *)put(p, t ? t->ln_b : NULL, H, 1);
+        m->sp_w2 = (bf16 *)put(p, d ? d->w : NULL, V * H, 0);
+        if (pad) put_contig(p, sp_zero, pad * H, 0);
+        m->sp_b2 = (bf16 *)put(p, d ? d->b : NULL, V, 0);
+        if (pad) put_contig(p, sp_zero, pad, 0);
+    }
 }
 
 static int check_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err) {
@@ -203,6 +232,14 @@ static int check_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err) {
                             "cuda backend: only GELU activations are supported in BERT models");
     m->epi_up = ENG_CU_EPI_BIAS_GELU;
     m->gelu_tanh = cfg->act == ENG_ACT_GELU_TANH;
+    m->out_dim = m->H;
+    if (cfg->splade) {
+        m->splade = 1;
+        m->splade_sum = cfg->splade_sum;
+        m->splade_log2 = cfg->splade_log2;
+        m->vpad = (m->vocab + 63) & ~63;
+        m->out_dim = m->vocab;
+    }
     return 0;
 }
 
@@ -231,11 +268,14 @@ static int upload_weights(eng_cu_model *m, const eng_bert_weights *w, posy_err *
     const size_t big = (size_t)(m->I > 3 * m->H ? m->I : 3 * m->H);
     const int folds = m->ln_rows || m->chain_ln;
     float *scratch = folds ? (float *)malloc((big * m->H + 2 * big) * sizeof(float)) : NULL;
-    if (!buf || (folds && !scratch)) {
+    float *zero = m->splade ? (float *)calloc((size_t)(m->vpad - m->vocab + 1) * m->H, sizeof(float)) : NULL;
+    if (!buf || (folds && !scratch) || (m->splade && !zero)) {
         free(buf);
         free(scratch);
+        free(zero);
         return posy_err_set(err, POSY_E_NOMEM, "cuda backend: upload buffer of %zu bytes", win);
     }
+    sp_zero = zero;
     for (size_t lo = 0; lo < m->wbytes && ce == cudaSuccess; lo += win) {
         p.dev.base = (char *)m->wmem; p.dev.off = 0;
         p.buf = buf; p.lo = lo; p.hi = lo + win < m->wbytes ? lo + win : m->wbytes;
@@ -244,6 +284,8 @@ static int upload_weights(eng_cu_model *m, const eng_bert_weights *w, posy_err *
     }
     free(buf);
     free(scratch);
+    free(zero);
+    sp_zero = NULL;
     return ce == cudaSuccess ? 0 : eng_cu_model_fail(err, "weights upload", ce);
 }
 
@@ -261,7 +303,8 @@ static void plan_arena(eng_cu_model *m, bump *b) {
     m->ln_part = m->ln_rows ? (float2 *)take(b, T * (H / 64) * sizeof(float2)) : NULL;
     m->ln_s1 = m->ln_rows || m->chain_ln ? (float2 *)take(b, T * sizeof(float2)) : NULL;
     m->ln_s2 = m->ln_rows || m->chain_ln ? (float2 *)take(b, T * sizeof(float2)) : NULL;
-    m->pooled = (float *)take(b, (size_t)m->max_seqs * H * 4);
+    m->pooled = (float *)take(b, (size_t)m->max_seqs * (m->out_dim ? m->out_dim : H) * 4);
+    m->sp_logits = m->splade ? (bf16 *)take(b, (size_t)ENG_CU_SPLADE_CHUNK * m->vpad * 2) : NULL;
     m->d_in = (int32_t *)take(b, eng_cu_in_layout_for(m->max_tokens, m->max_seqs).total * 4);
     m->attn_work = (int *)take(b, 2 * sizeof(int));
     m->att_cnt = (unsigned *)take(b, (size_t)m->kv_heads * sizeof(unsigned));
@@ -290,10 +333,15 @@ static int reserve_arena(eng_cu_model *m, posy_err *err) {
 }
 
 int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_weights *bert,
-                      const eng_qwen3_weights *q3, int max_tokens, int max_seqs, posy_err *err) {
+                      const eng_qwen3_weights *q3, int max_tokens, int max_seqs, posy_err *err,
+                      const eng_dense *splade) {
     memset(m, 0, sizeof *m);
+    m->sp_src = splade;
+    if (cfg->splade && (!splade || splade->n != 2))
+        return posy_err_set(err, POSY_E_INTERNAL, "cuda backend: a SPLADE model's head was not loaded");
     const int is_q3 = !strcmp(cfg->info.arch, "qwen3");
     if (is_q3 ? eng_cu_qwen3_shape(m, cfg, err) : check_shape(m, cfg, err)) return -1;
+    if (!m->out_dim) m->out_dim = m->H;   /* the decoders' shape leaves it: pooled vectors of H */
     const int n_layers = is_q3 ? (q3 ? q3->n_layers : -1) : (bert ? bert->n_layers : -1);
     if (n_layers != m->L)
         return posy_err_set(err, POSY_E_INVALID, "cuda backend: weights have %d layers, config %d",
@@ -973,6 +1021,10 @@ int eng_cu_model_norm_pool(eng_cu_model *m, cudaStream_t s, const bf16 *x, const
     const int H = m->H;
     const int *n_tok = in + lay.meta + ENG_CU_META_TOKENS, *n_seq = in + lay.meta + ENG_CU_META_SEQS;
     const bf16 *pool_in = x;
+    if (m->splade) {   /* the head needs every token's normalised state */
+        CK("layernorm", eng_cu_add_ln(s, x, NULL, gamma, beta, scratch, T, n_tok, H, m->eps));
+        return eng_cu_splade_head(m, s, scratch, T, S, in, lay, err);
+    }
     if (!eng_cu_ablate("norm")) {
         if (eng_cu_ln_pool_usable(H)) {
             CK("layernorm + pooling", eng_cu_ln_pool(s, x, gamma, beta, in + lay.cu, in + lay.skip, n_seq, S, H, H,
@@ -1165,6 +1217,7 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
         const eng_cu_layer *last = &m->layers[m->L - 1];
         return eng_cu_model_norm_pool(m, s, m->y, last->ln2_g, last->ln2_b, m->x, T, S, in, lay, err);
     }
+    if (m->splade) return eng_cu_splade_head(m, s, pool_in, T, S, in, lay, err);
     CK("pooling", eng_cu_pool(s, pool_in, in + lay.cu, in + lay.skip, in + lay.meta + ENG_CU_META_SEQS, S, H, H,
                               m->pool_mode, m->normalize, m->pooled));
     return 0;

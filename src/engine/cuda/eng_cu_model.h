@@ -293,7 +293,27 @@ typedef struct eng_cu_model {
     size_t mega_smem;
     void *mega_mem;                     /* device layer table, barrier counter, profile */
     unsigned long long *mega_bar, *mega_prof; /* in mega_mem; prof NULL unless POSY_CUDA_MEGA_PROFILE */
+    /* what pooled holds a sequence: H floats, or a SPLADE model's vocab */
+    int out_dim;
+    /* SPLADE (eng_config_splade.c; eng_cu_splade.cu): the masked-LM head
+     * on the normalised token states -- sp_w1 [H, H] + sp_b1 with GELU,
+     * a LayerNorm (sp_g, sp_beta), the vocabulary projection sp_w2
+     * [vpad, H] + sp_b2 (rows past vocab zero, so every GEMM shape is a
+     * multiple of 64) -- a chunk of ENG_CU_SPLADE_CHUNK tokens at a time
+     * into sp_logits, each folded into pooled [max_seqs, vocab] by max
+     * (or sum) of log1p(relu(logit)); sp_src the host head while opening */
+    int splade, splade_sum, splade_log2, vpad;
+    bf16 *sp_w1, *sp_b1, *sp_w2, *sp_b2, *sp_logits;
+    float *sp_g, *sp_beta;
+    const eng_dense *sp_src;
 } eng_cu_model;
+
+#define ENG_CU_SPLADE_CHUNK 256
+
+/* The SPLADE head on xn (the normalised final token states, T rows) into
+ * m->pooled: two GEMMs, a LayerNorm and the per-chunk fold.  Capturable. */
+int eng_cu_splade_head(eng_cu_model *m, cudaStream_t s, const bf16 *xn, int T, int S, const int32_t *in,
+                       const eng_cu_in_layout &lay, posy_err *err);
 
 eng_cu_in_layout eng_cu_in_layout_for(int tokens, int seqs);
 
@@ -301,7 +321,8 @@ eng_cu_in_layout eng_cu_in_layout_for(int tokens, int seqs);
  * for qwen3) and reserve the arena.  Errors say what is unsupported, or how
  * much memory was asked for and is free. */
 int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_weights *bert,
-                      const eng_qwen3_weights *q3, int max_tokens, int max_seqs, posy_err *err);
+                      const eng_qwen3_weights *q3, int max_tokens, int max_seqs, posy_err *err,
+                      const eng_dense *splade = NULL);
 void eng_cu_model_close(eng_cu_model *m);
 
 /* Enqueue the whole forward for a bucket (tokens, seqs bounds) on s:
