@@ -50,7 +50,8 @@ static void embed_usage(FILE *f) {
           "                          may instead hold one JSON array of such values\n"
           "  --output FILE           write to FILE ('-' = stdout, the default)\n"
           "  --output-format FMT     jsonl or npy (float32 [n, dim]); default: npy for names\n"
-          "                          ending in .npy, else jsonl\n"
+          "                          ending in .npy, else jsonl (a SPLADE model's lines: its\n"
+          "                          non-zero entries, [{\"index\": i, \"value\": v}, ...])\n"
           "  --device DEV            cpu, cuda or auto (default auto: CUDA when a GPU is usable)\n"
           "  --threads N             CPU threads (default 0 = all cores)\n"
           "  --max-batch-tokens N    token budget of one packed batch (default 16384)\n"
@@ -271,7 +272,8 @@ static int embed_main(const embed_flags *f, embed_res *r) {
     }
 
     if (load_texts(f, &r->texts, &err) != 0) return fail(&err);
-    if (cli_vecout_open(&r->out, f->output, f->out_fmt, r->texts.n, info->dim, &err) != 0)
+    if (cli_vecout_open(&r->out, f->output, f->out_fmt, r->texts.n, info->dim, &err) != 0 ||
+        (r->cfg.splade && cli_vecout_set_sparse(&r->out, &err) != 0))
         return fail(&err);
     cli_progress progress;
     cli_embed_job job = {.engine = r->engine, .tok = r->tok, .texts = &r->texts, .prompt = prompt,

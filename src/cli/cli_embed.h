@@ -54,12 +54,16 @@ typedef struct cli_vecout {
     size_t line_cap;
     size_t rows_expected, rows_written;
     int dim;
+    int sparse;              /* JSON lines as the non-zero entries, [{"index": i, "value": v}, ...] (SPLADE) */
 } cli_vecout;
 
 /* Open `path` (NULL or "-": stdout) for `rows` vectors of `dim` floats.
  * AUTO picks .npy by extension, else JSON lines. */
 int cli_vecout_open(cli_vecout *o, const char *path, cli_out_format fmt, size_t rows, int dim,
                     posy_err *err);
+/* A SPLADE model's vectors: JSON lines hold only the non-zero entries, as
+ * /embed_sparse answers them (.npy stays dense).  0, or -1 out of memory. */
+int cli_vecout_set_sparse(cli_vecout *o, posy_err *err);
 int cli_vecout_write(cli_vecout *o, const float *v, posy_err *err);
 /* Flush and close; fails if fewer rows than announced were written. */
 int cli_vecout_close(cli_vecout *o, posy_err *err);

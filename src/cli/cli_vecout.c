@@ -103,7 +103,34 @@ static int write_npy_row(cli_vecout *o, const float *v) {
     return fwrite(b, 1, n, o->f) == n ? 0 : -1;
 }
 
+int cli_vecout_set_sparse(cli_vecout *o, posy_err *err) {
+    const size_t cap = (size_t)o->dim * 56 + 8;   /* {"index":N,"value":F}, every entry non-zero at worst */
+    char *line = realloc(o->line, cap);
+    if (!line) return posy_err_set(err, POSY_E_NOMEM, "out of memory for the output buffer");
+    o->line = line;
+    o->line_cap = cap;
+    o->sparse = 1;
+    return 0;
+}
+
+static int write_sparse_row(cli_vecout *o, const float *v) {
+    char *p = o->line;
+    *p++ = '[';
+    for (int i = 0, first = 1; i < o->dim; i++) {
+        if (v[i] == 0.0f) continue;
+        p += sprintf(p, "%s{\"index\":%d,\"value\":", first ? "" : ",", i);
+        p += cli_fmt_float(v[i], p);
+        *p++ = '}';
+        first = 0;
+    }
+    *p++ = ']';
+    *p++ = '\n';
+    size_t n = (size_t)(p - o->line);
+    return fwrite(o->line, 1, n, o->f) == n ? 0 : -1;
+}
+
 static int write_json_row(cli_vecout *o, const float *v) {
+    if (o->sparse) return write_sparse_row(o, v);
     char *p = o->line;
     *p++ = '[';
     for (int i = 0; i < o->dim; i++) {

@@ -50,6 +50,26 @@ def test_splade_ids(posy_bin, name):
     assert [json.loads(line)["ids"] for line in r.stdout.decode().splitlines()] == exp["ids"]
 
 
+def test_splade_embed_cli(posy_bin, tmp_path):
+    """posy embed writes a SPLADE model's vectors as their non-zero entries (JSON lines), dense in .npy."""
+    import numpy as np
+    exp = expected("distil_sum")
+    r = subprocess.run([posy_bin, "embed", "--model", model("distil_sum"), "--device", "cpu", "--", *exp["texts"]],
+                       capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    lines = [json.loads(line) for line in r.stdout.decode().splitlines()]
+    assert len(lines) == len(exp["texts"])
+    for got, want in zip(lines, exp["vectors"]):
+        check_sparse(got, want)
+    npy = tmp_path / "v.npy"
+    r = subprocess.run([posy_bin, "embed", "--model", model("distil_sum"), "--device", "cpu", "--output", str(npy),
+                        "--", *exp["texts"]], capture_output=True, timeout=120)
+    assert r.returncode == 0, r.stderr.decode(errors="replace")
+    v = np.load(npy)
+    assert v.shape == (len(exp["texts"]), exp["vocab"])
+    assert [int(i) for i in np.nonzero(v[0])[0]] == [i for i, _ in exp["vectors"][0]]
+
+
 @pytest.fixture(scope="module")
 def servers(posy_bin):
     yield from serve_each(posy_bin, {n: model(n) for n in MODELS}, "--device", "auto", "--threads", "1")
