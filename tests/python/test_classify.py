@@ -124,6 +124,19 @@ def test_decoder_reranker(servers):
         assert abs(got[0] - exp["logits"][n + k][0]) < 2e-5, (body, exp["logits"][n + k])
 
 
+def test_classify_metrics(servers):
+    """/predict and /classify count under their own route in /metrics, as /rerank and /embed_sparse do."""
+    import requests
+    url = servers["distil2"]
+    assert post(url, "/predict", {"inputs": "a"})[0] == 200
+    assert post(url, "/classify", {"input": ["a", "b"]})[0] == 200
+    assert post(url, "/predict", {"inputs": []})[0] == 422
+    text = requests.get(url + "/metrics", timeout=30).text
+    for line in ('posy_requests_total{route="/predict",status="200"}', 'posy_requests_total{route="/classify",status="200"}',
+                 'posy_requests_total{route="/predict",status="422"}'):
+        assert line in text, (line, [x for x in text.splitlines() if "requests_total" in x])
+
+
 def test_classify_vllm(servers):
     """vLLM's /classify: data[i] has the best label, probs in label order, num_classes; usage counts tokens."""
     exp, url = expected("bert3"), servers["bert3"]

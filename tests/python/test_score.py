@@ -49,6 +49,8 @@ def test_score_reranker(rr_url):
         assert out["usage"]["prompt_tokens"] == sum(len(i) for i in exp["ids"]), out
     st, out = post(rr_url, "/score", {"text_1": exp["query"], "text_2": exp["texts"][2]})
     assert st == 200 and len(out["data"]) == 1 and abs(out["data"][0]["score"] - want[2]) < 2e-5, out
+    import requests   # /score and /v1/score count as one route in /metrics
+    assert 'posy_requests_total{route="/score",status="200"} 4' in requests.get(rr_url + "/metrics", timeout=30).text
 
 
 def test_score_embedding_model(emb_url):
