@@ -44,6 +44,16 @@ WORDS = (
 ).split()
 
 
+def copy_default_tokenizer(dst):
+    """The default model's tokenizer files (the bert-base-uncased vocabulary), for the random-weight
+    models the benches build; scripts/fetch-model.sh puts them in models/all-MiniLM-L6-v2."""
+    import shutil
+    for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
+        src = os.path.join(ROOT, "models", "all-MiniLM-L6-v2", f)
+        if os.path.exists(src):
+            shutil.copy(src, dst)
+
+
 def make_sentences(tokenizer_json, n, target, seed=7):
     """n sentences of `target` tokens (incl. [CLS]/[SEP]) each, give or take a word."""
     from tokenizers import Tokenizer

@@ -24,7 +24,6 @@ build of posy:
 import argparse
 import os
 import random
-import shutil
 import subprocess
 import sys
 import time
@@ -36,7 +35,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
-from bench_cpu import WORDS  # noqa: E402
+from bench_cpu import WORDS, copy_default_tokenizer  # noqa: E402
 from serve_util import Server  # noqa: E402
 
 
@@ -49,10 +48,7 @@ def build_model(d):
     torch.manual_seed(512)
     m = T.BertForSequenceClassification(cfg).eval()
     m.save_pretrained(d, safe_serialization=True)
-    for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
-        src = os.path.join(ROOT, "models", "all-MiniLM-L6-v2", f)
-        if os.path.exists(src):
-            shutil.copy(src, d)
+    copy_default_tokenizer(d)
 
 
 def main():

@@ -36,7 +36,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
-from bench_cpu import WORDS  # noqa: E402
+from bench_cpu import WORDS, copy_default_tokenizer  # noqa: E402
 from serve_util import Server  # noqa: E402
 
 
@@ -54,10 +54,7 @@ def build_model(d):
     with torch.no_grad():
         m.vocab_projector.bias.sub_(2.0)
     m.save_pretrained(hf, safe_serialization=True)
-    for f in ("tokenizer.json", "tokenizer_config.json", "vocab.txt", "special_tokens_map.json"):
-        src = os.path.join(ROOT, "models", "all-MiniLM-L6-v2", f)
-        if os.path.exists(src):
-            shutil.copy(src, hf)
+    copy_default_tokenizer(hf)
     SparseEncoder(modules=[MLMTransformer(hf), SpladePooling("max")], device="cpu").save(d)
     shutil.rmtree(hf)
 

@@ -359,7 +359,6 @@ static void rerank_parse(gw_call *c, uint64_t t0) {
                                &r, &pe)) {
         gw_call_fail(c, pe.status, pe.status == 400 ? GW_F_MALFORMED : GW_F_VALIDATION, pe.code, "%s", pe.msg);
     } else if (gw_rerank_tokenize(c, &r) == 0) {
-        c->rerank = 1;
         c->raw_scores = r.raw_scores;
         c->rr_cohere = cohere;
         c->rr_top_n = r.top_n;
@@ -403,7 +402,6 @@ static void score_parse(gw_call *c, uint64_t t0) {
                               &pe)) {
         gw_call_fail(c, pe.status, pe.status == 400 ? GW_F_MALFORMED : GW_F_VALIDATION, pe.code, "%s", pe.msg);
     } else if ((cfg && cfg->rerank ? gw_score_tokenize(c, &r) : score_embed_all(c, &r)) == 0) {
-        c->score = 1;
         submit_tokenized(c, t0);
         return;
     }
@@ -427,10 +425,8 @@ static void predict_parse(gw_call *c, uint64_t t0) {
                      "one answer holds; send at most %zu a request", r.n, s->model.cfg->n_labels,
                      GW_SPARSE_MAX_FLOATS / (size_t)s->model.cfg->n_labels);
     } else if (gw_predict_tokenize(c, &r) == 0) {
-        c->predict = 1;
         c->raw_scores = r.raw_scores;
         c->pr_batch = r.batch;
-        c->pr_vllm = vllm;
         submit_tokenized(c, t0);
         return;
     }
@@ -500,7 +496,6 @@ void gw_stage_parse(gw_task *t) {
         c->dims = r.dims ? r.dims : s->model.dim;
         c->normalize = c->openai ? 1 : r.normalize;
         c->similarity = r.similarity;
-        c->sparse = c->route == GW_R_EMBED_SPARSE;
         gw_embed_req_free(&r);
         submit_tokenized(c, t0);
         return;
@@ -617,11 +612,16 @@ void gw_stage_serialize(gw_task *t) {
     snprintf(c->hdr_timing[0], sizeof c->hdr_timing[0], "%.3f", (double)c->tok_ns * 1e-6);
     snprintf(c->hdr_timing[1], sizeof c->hdr_timing[1], "%.3f", (double)j->queue_ns * 1e-6);
     snprintf(c->hdr_timing[2], sizeof c->hdr_timing[2], "%.3f", (double)j->infer_ns * 1e-6);
-    if (c->rerank || c->predict || c->sparse || c->score) {
-        c->status = (c->rerank    ? gw_rerank_write(c)
-                     : c->predict ? gw_predict_write(c)
-                     : c->sparse  ? gw_sparse_write(c)
-                                  : gw_score_write(c)) ? 500 : 200;
+    int (*answer)(gw_call *) = NULL;   /* the routes whose answer is not the vectors themselves */
+    switch (c->route) {
+    case GW_R_RERANK: case GW_R_V1_RERANK: answer = gw_rerank_write; break;
+    case GW_R_PREDICT: case GW_R_CLASSIFY: answer = gw_predict_write; break;
+    case GW_R_EMBED_SPARSE: answer = gw_sparse_write; break;
+    case GW_R_SCORE: answer = gw_score_write; break;
+    default: break;
+    }
+    if (answer) {
+        c->status = answer(c) ? 500 : 200;
         if (c->status == 500) gw_call_fail(c, 500, GW_F_BACKEND, "out_of_memory", "out of memory");
         gw_call_finish(c);
         return;

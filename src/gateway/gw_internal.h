@@ -85,13 +85,11 @@ typedef struct gw_call {
     int openai;                       /* error style and response shape */
     int base64, dims, normalize;
     int similarity;                   /* answer cosines with input 0, not vectors (TEI /similarity) */
-    int rerank, raw_scores;           /* /rerank: scores sorted (gw_rerank.c); sigmoid unless raw */
+    int raw_scores;                   /* /rerank, /predict: the logits, not sigmoid / softmax */
     int rr_cohere, rr_top_n;          /* /v1/rerank: the Cohere / Jina answer, its best top_n */
     json_t *rr_texts;                 /* /rerank with return_text: the texts (in json, kept), else NULL */
-    int predict, pr_batch;            /* /predict, /classify: labelled scores (gw_predict.c); a list of answers */
-    int pr_vllm;                      /* /classify: vLLM's answer */
-    int sparse;                       /* /embed_sparse: the non-zero entries (gw_sparse.c) */
-    int score, sc_n1, sc_pairs;       /* /score: pair scores (gw_score.c); text_1's sequences (0: cross-encoder pairs) */
+    int pr_batch;                     /* /predict: a list of answers (gw_predict.c) */
+    int sc_n1, sc_pairs;              /* /score (gw_score.c): text_1's sequences (0: cross-encoder pairs), the pairs */
     posy_vecenc enc;                  /* output type (gw_vecout.c when not float) */
     /* the job */
     sched_req job;

@@ -102,7 +102,7 @@ int gw_predict_write(gw_call *c) {
     const eng_config *cfg = c->srv->model.cfg;
     const int n = cfg->n_labels;
     for (int i = 0; i < c->n_seqs && !c->raw_scores; i++) pr_scores(c->out + (size_t)i * n, n, cfg->score_fn);
-    if (c->pr_vllm) {
+    if (c->route == GW_R_CLASSIFY) {
         pr_write_vllm(c);
         return 0;
     }

@@ -70,6 +70,7 @@ typedef struct wplan {
     bump dev;        /* device base (NULL while sizing) and the image offset */
     char *buf;       /* NULL: plan only; else the image's bytes [lo, hi) (eng_cu_window.h) */
     size_t lo, hi;
+    const float *zero;   /* zeros for a SPLADE projection's padding rows (NULL while sizing) */
 } wplan;
 
 /* The elements of n values placed at image offset `at` that fall in the
@@ -100,9 +101,6 @@ static void put_contig(wplan *p, const float *src, size_t n, int f32) {
     p->dev.off += n * (f32 ? 4 : 2);
     fill_at(p, src, n, f32, at);
 }
-
-/* zeros for put_contig: a SPLADE projection's padding rows (set while uploading) */
-static const float *sp_zero;
 
 /* Does anything placed from the next aligned offset on, `bytes` long (plus
  * alignment), touch the window?  Lets a fold skip its work outside it. */
@@ -178,7 +176,7 @@ static void plan_weights(eng_cu_model *m, wplan *p, const eng_bert_weights *w, f
             }
         }
     }
-    if (m->splade) {   /* the masked-LM head; the projection's rows past the vocabulary zero (sp_zero) */
+    if (m->splade) {   /* the masked-LM head; the projection's rows past the vocabulary zero (p->zero) */
         const eng_dense_layer *t = m->sp_src ? &m->sp_src->layers[0] : NULL, *d = m->sp_src ? &m->sp_src->layers[1] : NULL;
         const size_t V = m->vocab, pad = (size_t)(m->vpad - m->vocab);
         m->sp_w1 = (bf16 *)put(p, t ? t->w : NULL, H * H, 0);
@@ -186,9 +184,9 @@ static void plan_weights(eng_cu_model *m, wplan *p, const eng_bert_weights *w, f
         m->sp_g = (float *)put(p, t ? t->ln_g : NULL, H, 1);
         m->sp_beta = (float *)put(p, t ? t->ln_b : NULL, H, 1);
         m->sp_w2 = (bf16 *)put(p, d ? d->w : NULL, V * H, 0);
-        if (pad) put_contig(p, sp_zero, pad * H, 0);
+        if (pad) put_contig(p, p->zero, pad * H, 0);
         m->sp_b2 = (bf16 *)put(p, d ? d->b : NULL, V, 0);
-        if (pad) put_contig(p, sp_zero, pad, 0);
+        if (pad) put_contig(p, p->zero, pad, 0);
     }
 }
 
@@ -249,7 +247,7 @@ int eng_cu_model_fail(posy_err *err, const char *what, cudaError_t ce) {
 }
 
 static int upload_weights(eng_cu_model *m, const eng_bert_weights *w, posy_err *err) {
-    wplan p = {{NULL, 0}, NULL, 0, 0};
+    wplan p = {{NULL, 0}, NULL, 0, 0, NULL};
     plan_weights(m, &p, w, NULL);
     m->wbytes = p.dev.off;
     size_t free_b = 0, total_b = 0;
@@ -275,7 +273,7 @@ static int upload_weights(eng_cu_model *m, const eng_bert_weights *w, posy_err *
         free(zero);
         return posy_err_set(err, POSY_E_NOMEM, "cuda backend: upload buffer of %zu bytes", win);
     }
-    sp_zero = zero;
+    p.zero = zero;
     for (size_t lo = 0; lo < m->wbytes && ce == cudaSuccess; lo += win) {
         p.dev.base = (char *)m->wmem; p.dev.off = 0;
         p.buf = buf; p.lo = lo; p.hi = lo + win < m->wbytes ? lo + win : m->wbytes;
@@ -285,7 +283,6 @@ static int upload_weights(eng_cu_model *m, const eng_bert_weights *w, posy_err *
     free(buf);
     free(scratch);
     free(zero);
-    sp_zero = NULL;
     return ce == cudaSuccess ? 0 : eng_cu_model_fail(err, "weights upload", ce);
 }
 
@@ -526,6 +523,7 @@ int eng_cu_model_open(eng_cu_model *m, const eng_config *cfg, const eng_bert_wei
         eng_cu_model_close(m);
         return -1;
     }
+    m->sp_src = NULL;   /* the host head may go now (drop_host_weights) */
     return 0;
 }
 
