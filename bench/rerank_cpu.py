@@ -4,8 +4,11 @@ in the same run with the same threads.
 
 The reranker has cross-encoder/ms-marco-MiniLM-L-6-v2's shape (a
 BertForSequenceClassification of all-MiniLM-L6's size, one label, the
-bert-base-uncased vocabulary: the default model's tokenizer), random
-weights, written into WORK_DIR.  Both sides score the same queries, each
+bert-base-uncased vocabulary: the default model's tokenizer), or with
+--arch deberta mixedbread-ai/mxbai-rerank-xsmall-v1's (DeBERTa v3 xsmall:
+12 layers of 384, 256 position buckets, shared position keys; the same
+vocabulary instead of DeBERTa's own), random weights, written into
+WORK_DIR.  Both sides score the same queries, each
 against 32 passages of 20-80 words:
 
   * sentence-transformers: CrossEncoder.predict(pairs, batch_size=32) with
@@ -19,7 +22,7 @@ sentence-transformers| over every pair.  A measurement, not a test.
 Needs torch, transformers, sentence-transformers, requests and a Release
 build of posy:
 
-  python3 bench/rerank_cpu.py BUILD_DIR [WORK_DIR] [--threads 2] [--queries 50] [--repeat 3]
+  python3 bench/rerank_cpu.py BUILD_DIR [WORK_DIR] [--threads 2] [--queries 50] [--repeat 3] [--arch bert|deberta]
 """
 import argparse
 import os
@@ -39,14 +42,23 @@ from bench_cpu import WORDS, copy_default_tokenizer  # noqa: E402
 from serve_util import Server  # noqa: E402
 
 
-def build_model(d):
+def build_model(d, arch):
     import transformers as T
     if os.path.exists(os.path.join(d, "model.safetensors")):
         return
-    cfg = T.BertConfig(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
-                       intermediate_size=1536, max_position_embeddings=512, num_labels=1)
+    if arch == "deberta":
+        cfg = T.DebertaV2Config(vocab_size=30522, hidden_size=384, num_hidden_layers=12, num_attention_heads=6,
+                                intermediate_size=1536, max_position_embeddings=512, type_vocab_size=0,
+                                relative_attention=True, position_buckets=256, max_relative_positions=-1,
+                                pos_att_type=["p2c", "c2p"], norm_rel_ebd="layer_norm", share_att_key=True,
+                                position_biased_input=False, num_labels=1)
+        cls = T.DebertaV2ForSequenceClassification
+    else:
+        cfg = T.BertConfig(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
+                           intermediate_size=1536, max_position_embeddings=512, num_labels=1)
+        cls = T.BertForSequenceClassification
     torch.manual_seed(512)
-    m = T.BertForSequenceClassification(cfg).eval()
+    m = cls(cfg).eval()
     m.save_pretrained(d, safe_serialization=True)
     copy_default_tokenizer(d)
 
@@ -58,11 +70,12 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--queries", type=int, default=50)
     ap.add_argument("--repeat", type=int, default=3)
+    ap.add_argument("--arch", choices=["bert", "deberta"], default="bert")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    d = os.path.join(a.work, "ms-marco-minilm-shape")
+    d = os.path.join(a.work, "ms-marco-minilm-shape" if a.arch == "bert" else "mxbai-rerank-xsmall-shape")
     os.makedirs(d, exist_ok=True)
-    build_model(d)
+    build_model(d, a.arch)
     rng = random.Random(3)
     queries = [(" ".join(rng.choice(WORDS) for _ in range(rng.randint(3, 9))),
                 [" ".join(rng.choice(WORDS) for _ in range(rng.randint(20, 80))) for _ in range(32)])
@@ -94,7 +107,7 @@ def main():
                   f"pairs/s, ratio {st / posy:.2f}x; max |score difference| {err:.2e}", flush=True)
         st, posy = (float(np.median([x[i] for x in rows])) for i in range(2))
         print(f"median of {a.repeat}: sentence-transformers {n_pairs / st:,.0f} pairs/s, posy {n_pairs / posy:,.0f} "
-              f"pairs/s, posy / sentence-transformers {st / posy:.2f}x ({a.queries} queries x 32 passages, "
+              f"pairs/s, posy / sentence-transformers {st / posy:.2f}x ({a.arch}, {a.queries} queries x 32 passages, "
               f"{a.threads} threads)")
     finally:
         srv.stop()

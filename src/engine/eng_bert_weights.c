@@ -9,7 +9,7 @@
  * eng_st_view_build), so the sizing can never disagree with the filling.
  *
  * Tensor names differ by family (BERT/RoBERTa/XLM-R share one scheme,
- * DistilBERT and MPNet have their own) and by the head the checkpoint was saved with
+ * DistilBERT, MPNet and DeBERTa have their own) and by the head the checkpoint was saved with
  * ("bert.", "roberta.", "model.", ...); the prefix is found once from the
  * word embeddings.  Every shape is checked against config.json, and an
  * error names the file and the full tensor name.
@@ -45,8 +45,16 @@ static const bw_names bw_mpnet = {
     "attention.LayerNorm", "intermediate.dense", "output.dense", "output.LayerNorm",
 };
 
+/* DeBERTa v2 / v3: BERT's layout with _proj names; the relative table and
+ * the pos_key / pos_query projections come from bw_deberta_rel / _pos_proj */
+static const bw_names bw_deberta = {
+    "embeddings.LayerNorm", "embeddings.token_type_embeddings.weight", "encoder.layer.%d.",
+    "attention.self.query_proj", "attention.self.key_proj", "attention.self.value_proj", "attention.output.dense",
+    "attention.output.LayerNorm", "intermediate.dense", "output.dense", "output.LayerNorm",
+};
+
 static const char *const bw_prefixes[] = {"", "bert.", "roberta.", "xlm-roberta.", "xlm_roberta.",
-                                          "camembert.", "distilbert.", "mpnet.", "model.", "encoder."};
+                                          "camembert.", "distilbert.", "mpnet.", "deberta.", "model.", "encoder."};
 
 typedef eng_st_view bw_ctx;      /* prefix: "bert.", "roberta.", ... or "" */
 
@@ -135,6 +143,27 @@ static int bw_layer(bw_ctx *c, const bw_names *n, const eng_config *cfg, int i, 
     return 0;
 }
 
+/* DeBERTa's relative embeddings [2 * span, H] and their LayerNorm */
+static int bw_deberta_rel(bw_ctx *c, const eng_config *cfg, eng_bert_weights *w) {
+    int64_t H = cfg->info.hidden, dr[2] = {2 * (int64_t)cfg->deb.span, H};
+    int rc = bw_take(c, "encoder.rel_embeddings.weight", NULL, 2, dr, &w->rel_emb);
+    if (!rc && cfg->deb.rel_ln) rc = bw_take_ln(c, "", "encoder.LayerNorm", H, &w->rel_ln_g, &w->rel_ln_b);
+    return rc;
+}
+
+/* Without share_att_key: the layer's own projections of the relative
+ * table, pos_key_proj for c2p and pos_query_proj for p2c */
+static int bw_deberta_pos_proj(bw_ctx *c, const eng_config *cfg, int i, eng_bert_layer *L) {
+    char lp[64];
+    int64_t H = cfg->info.hidden;
+    int rc = 0;
+    if (cfg->deb.share_key) return 0;
+    snprintf(lp, sizeof lp, "encoder.layer.%d.", i);
+    if (cfg->deb.c2p) rc = bw_take_linear(c, lp, "attention.self.pos_key_proj", H, H, &L->pk_w, &L->pk_b);
+    if (!rc && cfg->deb.p2c) rc = bw_take_linear(c, lp, "attention.self.pos_query_proj", H, H, &L->pq_w, &L->pq_b);
+    return rc;
+}
+
 typedef struct {
     const bw_names *n;
     const eng_config *cfg;
@@ -154,8 +183,9 @@ static int bw_walk(bw_ctx *c, void *arg) {
     int64_t dv[2] = {cfg->info.vocab, H}, dp[2] = {rows, H};
     int64_t dt[2] = {cfg->info.type_vocab, H};
     int rc;
+    const int pos_table = !cfg->deberta || cfg->deb.pos_input;   /* DeBERTa v3: relative positions only */
     if ((rc = bw_take(c, "embeddings.word_embeddings.weight", NULL, 2, dv, &w->word_emb)) ||
-        (rc = bw_take(c, "embeddings.position_embeddings.weight", NULL, 2, dp, &w->pos_emb)) ||
+        (pos_table && (rc = bw_take(c, "embeddings.position_embeddings.weight", NULL, 2, dp, &w->pos_emb))) ||
         (rc = bw_take_ln(c, "", n->emb_ln, H, &w->emb_ln_g, &w->emb_ln_b)))
         return rc;
     if (n->type_emb && cfg->info.type_vocab > 0 && (rc = bw_take(c, n->type_emb, NULL, 2, dt, &w->type_emb)))
@@ -164,8 +194,11 @@ static int bw_walk(bw_ctx *c, void *arg) {
         int64_t dr[2] = {cfg->rel_buckets, cfg->info.heads};
         if ((rc = bw_take(c, "encoder.relative_attention_bias.weight", NULL, 2, dr, &w->rel_bias))) return rc;
     }
+    if (cfg->deberta && cfg->deb.rel && (rc = bw_deberta_rel(c, cfg, w))) return rc;
     for (int i = 0; i < cfg->info.layers; i++)
-        if ((rc = bw_layer(c, n, cfg, i, &w->layers[i]))) return rc;
+        if ((rc = bw_layer(c, n, cfg, i, &w->layers[i])) ||
+            (cfg->deberta && cfg->deb.rel && (rc = bw_deberta_pos_proj(c, cfg, i, &w->layers[i]))))
+            return rc;
     return 0;
 }
 
@@ -185,6 +218,7 @@ int eng_bert_weights_load(eng_bert_weights *w, const eng_config *cfg, const eng_
                             cfg->model_type);
     const bw_names *n = !strcmp(cfg->info.arch, "distilbert") ? &bw_distilbert
                         : !strcmp(cfg->info.arch, "mpnet")    ? &bw_mpnet
+                        : cfg->deberta                        ? &bw_deberta
                                                               : &bw_bert;
     bw_ctx c = {st, bw_prefix(st), 0, NULL, 0, err};
     if (!c.prefix)

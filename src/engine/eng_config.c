@@ -20,7 +20,7 @@
 
 typedef enum {
     FAM_BERT, FAM_ROBERTA, FAM_DISTILBERT, FAM_QWEN3, FAM_MPNET, FAM_QWEN2, FAM_MISTRAL, FAM_LLAMA, FAM_GEMMA3,
-    FAM_MODERNBERT, FAM_T5
+    FAM_MODERNBERT, FAM_T5, FAM_DEBERTA
 } cfg_family;
 
 static const struct {
@@ -40,11 +40,13 @@ static const struct {
     /* T5's encoder (sentence-t5, gtr-t5, instructor): pre-RMSNorm layers
      * with a relative position bias, also this engine's */
     {"t5", "qwen3", FAM_T5},
+    /* BERT's layer with disentangled attention (eng_deberta.h) */
+    {"deberta-v2", "deberta", FAM_DEBERTA},
 };
 
-#define CFG_SUPPORTED "bert, roberta, xlm-roberta, camembert, distilbert, mpnet, modernbert, t5, qwen3, qwen2, mistral, llama, gemma3_text"
+#define CFG_SUPPORTED "bert, roberta, xlm-roberta, camembert, distilbert, mpnet, modernbert, t5, deberta-v2, qwen3, qwen2, mistral, llama, gemma3_text"
 
-static int cfg_activation(eng_config *c, json_t *root, const char *key, const char *def, const char *path,
+int eng_config_activation(eng_config *c, json_t *root, const char *key, const char *def, const char *path,
                           posy_err *err) {
     char a[32];
     int rc = eng_cfgjson_str(root, key, path, 0, def, a, sizeof a, err);
@@ -62,7 +64,7 @@ static int cfg_activation(eng_config *c, json_t *root, const char *key, const ch
 }
 
 /* Shared checks once sizes are read: heads divide hidden, positions usable. */
-static int cfg_finish_sizes(eng_config *c, const char *path, posy_err *err) {
+int eng_config_finish_sizes(eng_config *c, const char *path, posy_err *err) {
     posy_model_info *in = &c->info;
     if (in->hidden % in->heads)
         return posy_err_set(err, POSY_E_INVALID, "%s: hidden size %d is not a multiple of %d attention heads",
@@ -114,14 +116,14 @@ static int cfg_bert(eng_config *c, json_t *r, const char *p, cfg_family fam, pos
         (rc = eng_cfgjson_int(r, "pad_token_id", p, 0, fam == FAM_ROBERTA ? 1 : 0, 0, 1 << 24, &c->pad_token_id, err)) ||
         (rc = eng_cfgjson_num(r, "layer_norm_eps", p, 0, 1e-12, 0, 1, &c->ln_eps, err)) ||
         (rc = eng_cfgjson_str(r, "position_embedding_type", p, 0, "absolute", pet, sizeof pet, err)) ||
-        (rc = cfg_activation(c, r, "hidden_act", "gelu", p, err)))
+        (rc = eng_config_activation(c, r, "hidden_act", "gelu", p, err)))
         return rc;
     if (strcmp(pet, "absolute"))
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: position_embedding_type '%s' is not supported (absolute only)",
                             p, pet);
     if (fam == FAM_MPNET && (rc = cfg_mpnet(c, r, p, err))) return rc;
     c->position_offset = fam == FAM_ROBERTA || fam == FAM_MPNET ? c->pad_token_id + 1 : 0;
-    return cfg_finish_sizes(c, p, err);
+    return eng_config_finish_sizes(c, p, err);
 }
 
 static int cfg_distilbert(eng_config *c, json_t *r, const char *p, posy_err *err) {
@@ -134,11 +136,11 @@ static int cfg_distilbert(eng_config *c, json_t *r, const char *p, posy_err *err
         (rc = eng_cfgjson_int(r, "vocab_size", p, 1, 0, 1, 1 << 24, &in->vocab, err)) ||
         (rc = eng_cfgjson_int(r, "max_position_embeddings", p, 0, 512, 1, 1 << 22, &c->max_position_embeddings, err)) ||
         (rc = eng_cfgjson_int(r, "pad_token_id", p, 0, 0, 0, 1 << 24, &c->pad_token_id, err)) ||
-        (rc = cfg_activation(c, r, "activation", "gelu", p, err)))
+        (rc = eng_config_activation(c, r, "activation", "gelu", p, err)))
         return rc;
     in->type_vocab = 0;
     c->ln_eps = 1e-12; /* fixed in DistilBERT's modeling code */
-    return cfg_finish_sizes(c, p, err);
+    return eng_config_finish_sizes(c, p, err);
 }
 
 /* The scaling named by sc's "rope_type" (or "type") into *out (theta
@@ -335,8 +337,8 @@ static int cfg_qwen3(eng_config *c, json_t *r, const char *p, cfg_family fam, po
         ((fam == FAM_MISTRAL || gemma) &&
          (rc = eng_cfgjson_int(r, "sliding_window", p, 0, gemma ? 4096 : 0, 0, 1 << 22, &window, err))) ||
         (gemma && (rc = eng_cfgjson_num(r, "query_pre_attn_scalar", p, 0, 256.0, 1e-6, 1e9, &qpas, err))) ||
-        (rc = gemma ? cfg_activation(c, r, "hidden_activation", "gelu_pytorch_tanh", p, err)
-                    : cfg_activation(c, r, "hidden_act", "silu", p, err)))
+        (rc = gemma ? eng_config_activation(c, r, "hidden_activation", "gelu_pytorch_tanh", p, err)
+                    : eng_config_activation(c, r, "hidden_act", "silu", p, err)))
         return rc;
     if (mlp_bias) return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: mlp_bias true is not supported", p);
     if ((rc = cfg_qwen3_extra(c, r, p, gemma, err))) return rc;
@@ -413,7 +415,7 @@ static int cfg_modernbert(eng_config *c, json_t *r, const char *p, posy_err *err
         (rc = eng_cfgjson_bool(r, "attention_bias", p, 0, &attn_bias, err)) ||
         (rc = eng_cfgjson_bool(r, "mlp_bias", p, 0, &mlp_bias, err)) ||
         (rc = eng_cfgjson_int(r, "local_attention", p, 0, 128, 2, 1 << 22, &local, err)) ||
-        (rc = cfg_activation(c, r, "hidden_activation", "gelu", p, err)))
+        (rc = eng_config_activation(c, r, "hidden_activation", "gelu", p, err)))
         return rc;
     if (attn_bias || mlp_bias)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: modernbert with attention_bias or mlp_bias true is not "
@@ -530,6 +532,7 @@ static const char *cfg_type_from_arch(json_t *root) {
         {"DistilBert", "distilbert"}, {"Bert", "bert"}, {"Qwen3", "qwen3"}, {"MPNet", "mpnet"},
         {"Qwen2", "qwen2"}, {"Mistral", "mistral"}, {"Llama", "llama"}, {"Gemma3Text", "gemma3_text"},
         {"Gemma3ForCausalLM", "gemma3_text"}, {"ModernBert", "modernbert"}, {"T5", "t5"},
+        {"DebertaV2", "deberta-v2"},
     };
     const char *a = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
     for (size_t i = 0; a && i < sizeof map / sizeof map[0]; i++)
@@ -558,6 +561,7 @@ static int cfg_load_main(eng_config *c, const char *dir, posy_err *err) {
                  ? cfg_qwen3(c, root, path, fam, err)
            : fam == FAM_MODERNBERT ? cfg_modernbert(c, root, path, err)
            : fam == FAM_T5         ? cfg_t5(c, root, path, err)
+           : fam == FAM_DEBERTA    ? eng_config_deberta(c, root, path, err)
            : fam == FAM_DISTILBERT ? cfg_distilbert(c, root, path, err)
            : cfg_bert(c, root, path, fam, err);
     }
@@ -576,6 +580,9 @@ int eng_config_load(eng_config *c, const char *model_dir, posy_err *err) {
     const int st = eng_config_static_probe(model_dir, rel, sizeof rel);
     int rc = st ? eng_config_load_static(c, model_dir, rel, st > 0, err) : cfg_load_main(c, model_dir, err);
     if (!rc) rc = eng_config_load_st(c, model_dir, err);
+    if (!rc && c->rerank && c->splade)   /* SpladePooling reads a masked-LM head's logits, not a classifier's */
+        rc = posy_err_set(err, POSY_E_UNSUPPORTED, "%s: modules.json names SpladePooling but config.json a sequence-"
+                          "classification head: a SPLADE model is a masked-LM (...ForMaskedLM)", model_dir);
     if (!rc && c->rerank) eng_config_rerank_head(c);
     if (rc) eng_config_free(c);
     return rc;

@@ -15,6 +15,7 @@
 
 #include "posy_engine.h"
 #include "posy_err.h"
+#include "eng_deberta.h"
 #include "eng_rope.h"
 
 typedef enum { ENG_ACT_GELU = 0, ENG_ACT_GELU_TANH = 1, ENG_ACT_RELU = 2, ENG_ACT_SILU = 3 } eng_activation;
@@ -140,6 +141,13 @@ typedef struct eng_config {
     int splade_sum;              /* pooling_strategy "sum" (else "max") */
     int splade_log2;             /* activation_function "log1p_relu" (else "relu") */
     eng_dense_cfg splade_head[2];
+    /* DeBERTa v2 / v3 (deberta-v2, arch "deberta"): BERT's post-LN layer
+     * with disentangled attention (eng_deberta.h); a classifier's head is
+     * ContextPooler's dense and pooler_hidden_act on the first token, then
+     * the classifier.  eng_config_deberta.c. */
+    int deberta;
+    eng_deberta_cfg deb;
+    eng_dense_act pooler_act;
     eng_dense_cfg dense[ENG_MAX_DENSE]; /* Dense modules after pooling, in order */
     int n_dense;
 } eng_config;
@@ -177,6 +185,17 @@ int eng_config_rerank_check(eng_config *c, struct json_t *root, const char *path
 void eng_dense_cfg_named(eng_dense_cfg *d, int in, int out, eng_dense_act act, const char *w, const char *walt,
                          const char *b, const char *balt);
 void eng_config_rerank_head(eng_config *c);
+/* A head activation by its config name (gelu, relu, tanh, sigmoid, linear): 0, or -1 unknown. */
+int eng_dense_act_named(const char *name, eng_dense_act *act);
+
+/* eng_config.c's readers shared with the family files: an activation
+ * field into c->act, and the size checks once a family's sizes are read
+ * (heads divide hidden, info.max_positions after the position offset). */
+int eng_config_activation(eng_config *c, struct json_t *root, const char *key, const char *def, const char *path,
+                          posy_err *err);
+int eng_config_finish_sizes(eng_config *c, const char *path, posy_err *err);
+/* eng_config_deberta.c: config.json of model_type deberta-v2. */
+int eng_config_deberta(eng_config *c, struct json_t *root, const char *path, posy_err *err);
 
 /* eng_config_splade.c: a SpladePooling module's folder (its config.json:
  * pooling_strategy, activation_function, the dimension), and after every

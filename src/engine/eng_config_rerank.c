@@ -10,6 +10,7 @@
  *   BERT        tanh(pooler.dense)       -> classifier            (bert.pooler.*, classifier.*)
  *   RoBERTa/XLM-R tanh(classifier.dense) -> classifier.out_proj
  *   DistilBERT  relu(pre_classifier)     -> classifier
+ *   DeBERTa v2/v3 act(pooler.dense)      -> classifier (pooler_hidden_act, GELU by default)
  *   ModernBERT  LayerNorm(act(head.dense)) -> classifier, after CLS or
  *               mean pooling (classifier_pooling), the dense's bias as
  *               classifier_bias says, the norm's as norm_bias
@@ -37,6 +38,19 @@ static int rr_is_classifier(json_t *root) {
     return n > k && !strcmp(a + n - k, suffix);
 }
 
+int eng_dense_act_named(const char *name, eng_dense_act *act) {
+    static const struct { const char *name; eng_dense_act act; } acts[] = {
+        {"gelu", ENG_DENSE_GELU}, {"relu", ENG_DENSE_RELU}, {"tanh", ENG_DENSE_TANH}, {"sigmoid", ENG_DENSE_SIGMOID},
+        {"linear", ENG_DENSE_IDENTITY},
+    };
+    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
+        if (!strcmp(name, acts[i].name)) {
+            *act = acts[i].act;
+            return 0;
+        }
+    return -1;
+}
+
 /* ModernBERT's head settings (transformers' defaults: cls, gelu, no bias). */
 static int rr_modernbert(eng_config *c, json_t *root, const char *path, posy_err *err) {
     char pool[16], act[32];
@@ -49,15 +63,7 @@ static int rr_modernbert(eng_config *c, json_t *root, const char *path, posy_err
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: classifier_pooling '%s' is not supported (cls, mean)", path,
                             pool);
     c->rerank_mean = !strcmp(pool, "mean");
-    static const struct { const char *name; eng_dense_act act; } acts[] = {
-        {"gelu", ENG_DENSE_GELU}, {"relu", ENG_DENSE_RELU}, {"tanh", ENG_DENSE_TANH}, {"sigmoid", ENG_DENSE_SIGMOID},
-        {"linear", ENG_DENSE_IDENTITY},
-    };
-    for (size_t i = 0; i < sizeof acts / sizeof acts[0]; i++)
-        if (!strcmp(act, acts[i].name)) {
-            c->rerank_act = acts[i].act;
-            return 0;
-        }
+    if (eng_dense_act_named(act, &c->rerank_act) == 0) return 0;
     return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: classifier_activation '%s' is not supported (gelu, relu, tanh, "
                         "sigmoid, linear)", path, act);
 }
@@ -99,10 +105,10 @@ int eng_config_rerank_check(eng_config *c, json_t *root, const char *path, posy_
     const char *arch = c->info.arch;
     const int decoder = !strcmp(arch, "qwen3") && !c->modernbert && !c->t5;
     if (strcmp(arch, "bert") && strcmp(arch, "roberta") && strcmp(arch, "xlm-roberta") && strcmp(arch, "distilbert") &&
-        !c->modernbert && !decoder)
+        !c->modernbert && !c->deberta && !decoder)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: a sequence-classification head on model_type '%s' is not "
                             "supported (classifiers and rerankers: bert, roberta, xlm-roberta, camembert, distilbert, "
-                            "modernbert, qwen3, qwen2, mistral, llama, gemma3_text)", path, c->model_type);
+                            "modernbert, deberta-v2, qwen3, qwen2, mistral, llama, gemma3_text)", path, c->model_type);
     if (decoder) {
         json_t *pad = json_object_get(root, "pad_token_id");
         c->rerank_decoder = 1;
@@ -172,6 +178,9 @@ void eng_config_rerank_head(eng_config *c) {
         rr_dense(&c->dense[1], H, c->n_labels, ENG_DENSE_IDENTITY, "classifier.weight", "classifier.bias");
     } else if (!strcmp(arch, "bert")) {
         rr_dense(&c->dense[0], H, H, ENG_DENSE_TANH, "bert.pooler.dense.weight", "bert.pooler.dense.bias");
+        rr_dense(&c->dense[1], H, c->n_labels, ENG_DENSE_IDENTITY, "classifier.weight", "classifier.bias");
+    } else if (c->deberta) {   /* ContextPooler: dense and pooler_hidden_act on the first token */
+        rr_dense(&c->dense[0], H, H, c->pooler_act, "pooler.dense.weight", "pooler.dense.bias");
         rr_dense(&c->dense[1], H, c->n_labels, ENG_DENSE_IDENTITY, "classifier.weight", "classifier.bias");
     } else if (!strcmp(arch, "distilbert")) {
         rr_dense(&c->dense[0], H, H, ENG_DENSE_RELU, "pre_classifier.weight", "pre_classifier.bias");

@@ -26,6 +26,8 @@ typedef struct eng_bert_layer {
     const float *up_w, *up_b;       /* intermediate [I, H], [I] */
     const float *down_w, *down_b;   /* output [H, I], [H] */
     const float *ln2_g, *ln2_b;     /* output LayerNorm [H] */
+    const float *pk_w, *pk_b;       /* DeBERTa without share_att_key: pos_key_proj (c2p) [H, H], [H], else NULL */
+    const float *pq_w, *pq_b;       /* and pos_query_proj (p2c) */
 } eng_bert_layer;
 
 typedef struct eng_bert_weights {
@@ -35,6 +37,8 @@ typedef struct eng_bert_weights {
     const float *type_emb;          /* [type_vocab, H] or NULL */
     const float *emb_ln_g, *emb_ln_b;
     const float *rel_bias;          /* MPNet: [ENG_RELPOS_BUCKETS, heads] (eng_relpos.h), else NULL */
+    const float *rel_emb;           /* DeBERTa with relative_attention: [2 * span, H] (eng_deberta.h), else NULL */
+    const float *rel_ln_g, *rel_ln_b; /* and its LayerNorm (norm_rel_ebd layer_norm), else NULL */
     eng_bert_layer *layers;         /* [n_layers] */
     int n_layers;
     float *owned;                   /* one allocation for converted/stacked tensors */

@@ -147,6 +147,12 @@ static void fuzz_check_ok(const eng_config *c) {
     if (gemma && !(c->q_scale > 0 && isfinite(c->q_scale))) abort();
     for (int l = in->layers; l < (int)sizeof c->layer_local * 8; l++)
         if ((c->layer_local[l / 8] >> (l % 8)) & 1) abort();
+    /* DeBERTa: a relative table of 2 * span rows, span the buckets or the relative positions, both bounded */
+    const eng_deberta_cfg *d = &c->deb;
+    if (c->deberta != !strcmp(c->model_type, "deberta-v2") || (c->deberta && strcmp(in->arch, "deberta"))) abort();
+    if (c->deberta && (d->max_rel < 1 || d->max_rel > (1 << 16) || d->span != (d->buckets > 0 ? d->buckets : d->max_rel) ||
+                       (d->c2p & ~1) || (d->p2c & ~1) || c->position_offset || in->causal))
+        abort();
     if (in->max_positions < 1 || in->max_positions > c->max_position_embeddings) abort();
     if (in->max_seq_len < 1 || in->max_seq_len > in->max_positions) abort();
     if ((unsigned)in->pooling > POSY_POOL_LAST || (in->normalize & ~1) || (c->do_lower_case & ~1)) abort();

@@ -138,6 +138,12 @@ T5 = {"model_type": "t5", "architectures": ["T5EncoderModel"], "d_model": 64, "d
       "num_heads": 4, "vocab_size": 512, "feed_forward_proj": "relu", "relative_attention_num_buckets": 32,
       "relative_attention_max_distance": 128, "layer_norm_epsilon": 1e-6, "is_encoder_decoder": False,
       "n_positions": 512}
+DEBERTA3 = {"model_type": "deberta-v2", "architectures": ["DebertaV2ForSequenceClassification"], "hidden_size": 64,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 512,
+            "max_position_embeddings": 512, "type_vocab_size": 0, "relative_attention": True, "position_buckets": 256,
+            "max_relative_positions": -1, "pos_att_type": ["p2c", "c2p"], "norm_rel_ebd": "layer_norm",
+            "share_att_key": True, "position_biased_input": False, "layer_norm_eps": 1e-7, "pooler_hidden_size": 64,
+            "pooler_hidden_act": "gelu", "id2label": {"0": "entailment", "1": "neutral", "2": "contradiction"}}
 MODULES = [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Transformer"},
            {"idx": 1, "name": "1", "path": "1_Pooling", "type": "sentence_transformers.models.Pooling"},
            {"idx": 2, "name": "2", "path": "2_Normalize", "type": "sentence_transformers.models.Normalize"}]
@@ -186,6 +192,11 @@ CFG = {
     "classifier_qwen3": [dict(QWEN3, architectures=["Qwen3ForSequenceClassification"], num_labels=1, pad_token_id=0)],
     "classifier_bad_labels": [dict(BERT, architectures=["BertForSequenceClassification"],
                                    id2label={"0": "a", "7": "b", "x": None}, num_labels="2")],
+    # DeBERTa v3 (an NLI classifier) and v2's form: positions, own projections, the string pos_att_type
+    "deberta3_nli": [DEBERTA3],
+    "deberta2_rr": [dict(DEBERTA3, position_buckets=-1, max_relative_positions=64, pos_att_type="c2p|p2c",
+                         share_att_key=False, position_biased_input=True, type_vocab_size=2, norm_rel_ebd="none",
+                         num_labels=1, id2label=None, pooler_hidden_act="tanh")],
     "old_arch_only": [{k: v for k, v in BERT.items() if k != "model_type"}],
     "bad_modules": [BERT, [{"type": "sentence_transformers.models.Dense", "path": "2_Dense"}, 7]],
     "escape_path": [BERT, [{"type": "Pooling", "path": "../../etc"}]],

@@ -20,14 +20,26 @@ checks posy's /predict and /classify against them.
              pools the token before it
   gemma3_cls Gemma3TextForSequenceClassification, causal, a 16-token
              sliding window on layer 0
+  deberta3   DebertaV2ForSequenceClassification in DeBERTa v3's form (no
+             absolute positions, shared keys, LayerNormed relative table,
+             c2p and p2c) with 16 position buckets, so the log buckets start
+             at distance 9; three NLI labels
+  deberta2_rr DebertaV2ForSequenceClassification in v2's form: absolute
+             positions too, its own pos_key / pos_query projections, no
+             buckets and 32 relative positions (longer distances clamp),
+             token types, a tanh pooler; one label (a reranker)
 
 Needs torch, transformers and tokenizers (not in CI; the fixtures are
 committed).  Run from the repository root:
-    python3 tests/gen/gen_classify_fixtures.py
+    python3 tests/gen/gen_classify_fixtures.py [NAME ...]
+(names: only those folders are rewritten; each model has its own seed).
+Also writes tests/fixtures/deberta_buckets.json: transformers' relative
+position buckets of DeBERTa for several settings (test_eng_deberta).
 """
 import json
 import os
 import shutil
+import sys
 
 import torch
 import transformers as T
@@ -72,18 +84,49 @@ MODELS = {
                                       max_position_embeddings=512, sliding_window=16,
                                       layer_types=["sliding_attention", "full_attention"], pad_token_id=0,
                                       bos_token_id=1, eos_token_id=2, query_pre_attn_scalar=32)),
+    "deberta3": ("unigram_xlmr.json", T.DebertaV2ForSequenceClassification,
+                 T.DebertaV2Config(vocab_size=2002, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                   intermediate_size=128, max_position_embeddings=256, type_vocab_size=0,
+                                   pad_token_id=1, relative_attention=True, position_buckets=16,
+                                   max_relative_positions=-1, pos_att_type=["p2c", "c2p"], norm_rel_ebd="layer_norm",
+                                   share_att_key=True, position_biased_input=False,
+                                   id2label={0: "entailment", 1: "neutral", 2: "contradiction"},
+                                   label2id={"entailment": 0, "neutral": 1, "contradiction": 2})),
+    "deberta2_rr": ("wordpiece_nfd.json", T.DebertaV2ForSequenceClassification,
+                    T.DebertaV2Config(vocab_size=2500, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                      intermediate_size=128, max_position_embeddings=256, type_vocab_size=2,
+                                      relative_attention=True, max_relative_positions=32, pos_att_type="c2p|p2c",
+                                      share_att_key=False, position_biased_input=True, pooler_hidden_act="tanh",
+                                      num_labels=1)),
 }
+TYPED = ("bert3", "deberta2_rr")   # models whose logits take the pairs' type ids
+
+
+def deberta_buckets():
+    """transformers' make_log_bucket_position for distances -2047..2047 under several (buckets, max)"""
+    from transformers.models.deberta_v2.modeling_deberta_v2 import make_log_bucket_position
+    rel = torch.arange(-2047, 2048)
+    sets = [(256, 512), (16, 256), (16, 512), (64, 128), (32, 2048), (8, 100)]
+    out = {"first": -2047, "settings": []}
+    for b, m in sets:
+        out["settings"].append({"buckets": b, "max": m,
+                                "values": [int(x) for x in make_log_bucket_position(rel, b, m).tolist()]})
+    json.dump(out, open(os.path.join("tests", "fixtures", "deberta_buckets.json"), "w"))
 
 
 def main():
-    torch.manual_seed(4321)
-    shutil.rmtree(OUT, ignore_errors=True)
-    for name, (tokf, cls, cfg) in MODELS.items():
+    names = sys.argv[1:] or list(MODELS)
+    deberta_buckets()
+    for k, (name, (tokf, cls, cfg)) in enumerate(MODELS.items()):
+        if name not in names:
+            continue
+        torch.manual_seed(4321 + k)
         d = os.path.join(OUT, name)
+        shutil.rmtree(d, ignore_errors=True)
         m = spread(cls(cfg).eval())
         tok = write_folder(m, d, tokf)
         encs = [tok.encode(t) for t in TEXTS] + [tok.encode(a, b) for a, b in PAIRS]
-        logits = logits_of(m, encs, name == "bert3")
+        logits = logits_of(m, encs, name in TYPED)
         labels = [m.config.id2label[i] for i in range(m.config.num_labels)]
         json.dump({"texts": TEXTS, "pairs": PAIRS, "ids": [e.ids for e in encs], "labels": labels,
                    "multi_label": m.config.problem_type == "multi_label_classification", "logits": logits},

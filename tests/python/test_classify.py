@@ -10,7 +10,10 @@ and three decoders' GenericForSequenceClassification (a `score` head on the
 rightmost token that is not pad_token_id): Qwen3 of one label (a
 Qwen3-Reranker conversion), Qwen2 of three labels whose tokenizer appends
 its pad token (so transformers pools the token before it), Gemma 3 causal
-with a sliding window -- with expected.json: texts and (text, text) pairs, their ids as the
+with a sliding window -- and two DeBERTa v2 / v3 classifiers
+(DebertaV2ForSequenceClassification: v3's form with log position buckets,
+three NLI labels; v2's form with absolute positions, its own position
+projections and token types, one label) -- with expected.json: texts and (text, text) pairs, their ids as the
 tokenizers package encodes them, and the logits transformers computes
 (fp32).  posy must give every input the same logits (raw_scores), their
 softmax (or sigmoids for the multi-label model, as transformers' pipeline
@@ -30,7 +33,7 @@ import pytest
 from conftest import FIXTURES
 from serve_util import Server, serve_each, free_port, post_json as post
 
-MODELS = ["bert3", "xlmr_multi", "distil2", "qwen3_rr", "qwen2_cls", "gemma3_cls"]
+MODELS = ["bert3", "xlmr_multi", "distil2", "qwen3_rr", "qwen2_cls", "gemma3_cls", "deberta3", "deberta2_rr"]
 
 
 def model(name):
@@ -112,10 +115,12 @@ def test_predict_single(servers, name):
     check_prediction(body[0], exp, exp["logits"][n], raw=True)
 
 
-def test_decoder_reranker(servers):
-    """Qwen3-Reranker's conversion (Qwen3ForSequenceClassification, one label) on /rerank: the query and
-    the text back to back (its tokenizer has no pair template), scored on the last token."""
-    exp, url = expected("qwen3_rr"), servers["qwen3_rr"]
+@pytest.mark.parametrize("name", ["qwen3_rr", "deberta2_rr"])
+def test_one_label_reranker(servers, name):
+    """One-label classifiers on /rerank: Qwen3-Reranker's conversion (Qwen3ForSequenceClassification: the
+    query and the text back to back, its tokenizer has no pair template, scored on the last token) and a
+    DeBERTa v2 cross-encoder (the pair template with token types, the first token through the pooler)."""
+    exp, url = expected(name), servers[name]
     n = len(exp["texts"])
     for k, (q, t) in enumerate(exp["pairs"]):
         st, body = post(url, "/rerank", {"query": q, "texts": [t, exp["texts"][0]], "raw_scores": True})
@@ -204,6 +209,25 @@ def test_predict_on_a_reranker(posy_bin):
         assert abs(body[0]["score"] - 1.0 / (1.0 + math.exp(-exp["logits"][0]))) < 2e-5, body
     finally:
         assert s.stop() == 0
+
+
+@pytest.mark.parametrize("change,word", [({"conv_kernel_size": 3}, "convolution layer"),
+                                         ({"embedding_size": 32}, "embedding_size 32"),
+                                         ({"pooler_hidden_act": "swishy"}, "pooler_hidden_act 'swishy'"),
+                                         ({"pos_att_type": 7}, "pos_att_type is not a list"),
+                                         ({"position_buckets": 8}, "rel_embeddings.weight")])
+def test_deberta_refusals(posy_bin, tmp_path, change, word):
+    """DeBERTa forms posy does not run (deberta-v2-xlarge's convolution, an embedding projection, an unknown
+    pooler activation) or configs that do not match the weights: a start-up error naming it."""
+    d = tmp_path / "deb"
+    shutil.copytree(model("deberta3"), d)
+    cfg = json.load(open(d / "config.json"))
+    cfg.update(change)
+    json.dump(cfg, open(d / "config.json", "w"))
+    r = subprocess.run([posy_bin, "serve", "--model", str(d), "--device", "cpu", "--host", "127.0.0.1", "--port",
+                        str(free_port())], capture_output=True, timeout=120)
+    err = r.stderr.decode(errors="replace") + r.stdout.decode(errors="replace")
+    assert 0 < r.returncode < 128 and word in err, err
 
 
 def test_classify_embed_cli_refuses(posy_bin):

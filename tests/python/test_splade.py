@@ -142,6 +142,20 @@ def test_splade_bad_pooling(posy_bin, tmp_path, change, word):
     assert 0 < r.returncode < 128 and word in err, err
 
 
+def test_splade_on_a_classifier_refused(posy_bin, tmp_path):
+    """SpladePooling in modules.json over a config.json that names a classification head: refused by name
+    (found by fuzz_config: the vector's size was the head's labels, not the vocabulary's)."""
+    d = tmp_path / "bad"
+    shutil.copytree(model("bert"), d)
+    cfg = json.load(open(d / "config.json"))
+    cfg["architectures"] = ["BertForSequenceClassification"]
+    json.dump(cfg, open(d / "config.json", "w"))
+    r = subprocess.run([posy_bin, "serve", "--model", str(d), "--device", "cpu", "--host", "127.0.0.1", "--port",
+                        str(free_port())], capture_output=True, timeout=120)
+    err = r.stderr.decode(errors="replace") + r.stdout.decode(errors="replace")
+    assert 0 < r.returncode < 128 and "a SPLADE model is a masked-LM" in err, err
+
+
 def test_splade_gateway_and_worker(posy_bin):
     """A gateway in front of a worker: the vocabulary-wide vectors cross gRPC."""
     from grpc_util import http_post, start_gateway, start_worker

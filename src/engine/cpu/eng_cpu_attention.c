@@ -23,18 +23,16 @@
 #include <omp.h>
 #include <string.h>
 #include <cblas.h>
+#include "eng_cpu_att_tiles.h"
 #include "eng_cpu_kernels.h"
 #include "eng_cpu_vmath.h" /* eng_vexp: the softmax's e^x (its accuracy: test_cpu_kernels) */
-
-#define ATT_TQ 64
-#define ATT_BLAS_MIN 16
 
 size_t eng_cpu_attention_scratch_floats(int max_len, int n_threads) {
     return (size_t)ATT_TQ * (size_t)(max_len > 0 ? max_len : 1) * (size_t)(n_threads > 0 ? n_threads : 1);
 }
 
 /* Scores S[i, j] = scale * q_i . k_j for the tile, keys 0..n_keys. */
-static void tile_scores(float *S, const float *Q, const float *K, size_t ld, int tq, int n_keys,
+void eng_cpu_att_scores(float *S, const float *Q, const float *K, size_t ld, int tq, int n_keys,
                         int d, float scale, int use_blas) {
     if (use_blas) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasTrans, tq, n_keys, d, scale, Q, (int)ld, K,
@@ -77,12 +75,12 @@ void eng_cpu_softmax(float *x, int n) {
     if (n > 0) softmax_row(x, n, n);
 }
 
-static void tile_softmax(float *S, int tq, int n_keys, int q0, int causal) {
+void eng_cpu_att_softmax(float *S, int tq, int n_keys, int q0, int causal) {
     for (int i = 0; i < tq; i++) softmax_row(S + (size_t)i * n_keys, causal ? q0 + i + 1 : n_keys, n_keys);
 }
 
 /* O[i] = sum_j P[i, j] v_j, output row stride ldo. */
-static void tile_pv(float *O, size_t ldo, const float *P, const float *V, size_t ld, int tq,
+void eng_cpu_att_pv(float *O, size_t ldo, const float *P, const float *V, size_t ld, int tq,
                     int n_keys, int d, int use_blas) {
     if (use_blas) {
         cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, tq, d, n_keys, 1.0f, P, n_keys, V,
@@ -124,10 +122,10 @@ static void attend_head(float *out, const float *qkv, int first, int len, int h,
         int tq = len - q0 < ATT_TQ ? len - q0 : ATT_TQ;
         int n_keys = causal ? q0 + tq : len;
         const float *Q = qkv + (size_t)(first + q0) * ld + (size_t)h * d;
-        tile_scores(S, Q, K, ld, tq, n_keys, d, scale, use_blas);
+        eng_cpu_att_scores(S, Q, K, ld, tq, n_keys, d, scale, use_blas);
         if (rel) tile_bias(S, eng_relpos_row(rel, h), tq, n_keys, q0);
-        tile_softmax(S, tq, n_keys, q0, causal);
-        tile_pv(out + (size_t)(first + q0) * H + (size_t)h * d, (size_t)H, S, V, ld, tq, n_keys, d,
+        eng_cpu_att_softmax(S, tq, n_keys, q0, causal);
+        eng_cpu_att_pv(out + (size_t)(first + q0) * H + (size_t)h * d, (size_t)H, S, V, ld, tq, n_keys, d,
                 use_blas);
     }
 }

@@ -9,7 +9,8 @@
  *   ctx    [T, H]   attention output (heads side by side)
  *   inter  [T, F]   FFN intermediate
  *   scratch         attention score tiles, one slice per thread
- * The forward pass is the BERT post-LN encoder: embeddings + LN, then per
+ * The forward pass is the BERT post-LN encoder (DeBERTa's with its
+ * disentangled attention, eng_cpu_attention_deberta.c): embeddings + LN, then per
  * layer fused-QKV GEMM, varlen attention, output GEMM + residual + LN, up
  * GEMM + GELU, down GEMM + residual + LN; then pooling and L2 normalisation
  * written straight into the caller's batch->out.
@@ -56,6 +57,8 @@ typedef struct cpu_backend {
     cpu_layer_pack *packs;            /* [n_layers] when isa is not NONE */
     eng_cpu_qwen3 *qwen3;             /* arch qwen3: its forward and arena (eng_cpu_qwen3.c) */
     float *splade_buf;                /* a SPLADE model: eng_splade_pool's scratch */
+    int *deb_idx;                     /* DeBERTa: the relative index of every distance (eng_deberta.h) */
+    float *deb_kr, *deb_qr;           /* and each layer's projections of its relative table [L][rows, H] */
     posy_result done[CPU_DONE_CAP];   /* ring of finished, not yet collected */
     int done_head, n_done;
 } cpu_backend;
@@ -81,6 +84,19 @@ static void cpu_free_packs(cpu_backend *c, int n_layers) {
     }
     free(c->packs);
     c->packs = NULL;
+}
+
+/* Everything a backend holds (any of it NULL: not made yet). */
+static void cpu_free(cpu_backend *c, int n_layers) {
+    eng_cpu_qwen3_close(c->qwen3);
+    cpu_free_packs(c, n_layers);
+    free(c->rel_tab);
+    free(c->deb_idx);
+    free(c->deb_kr);
+    free(c->deb_qr);
+    free(c->splade_buf);
+    free(c->arena);
+    free(c);
 }
 
 /* Packs every layer's linear weights for the packed kernel; once all are
@@ -125,6 +141,40 @@ static void cpu_pack_layers(posy_engine *e, cpu_backend *c) {
                c->isa == ENG_CPU_ISA_AVX512 ? "avx512" : "avx2", bytes >> 20, given_back >> 20);
 }
 
+/* DeBERTa: the relative index of every distance, and each layer's key and
+ * query projections of the (LayerNormed) relative table -- constants of the
+ * weights, made once here so a forward pass only gathers from them.  Must
+ * run before cpu_pack_layers gives the loaded Q|K|V back. */
+static int cpu_deberta_prep(posy_engine *e, cpu_backend *c) {
+    const eng_deberta_cfg *d = &e->cfg.deb;
+    const eng_bert_weights *w = &e->bert;
+    const int H = e->cfg.info.hidden, rows = 2 * d->span, max_len = e->cfg.info.max_positions;
+    const size_t tab = (size_t)rows * H;
+    if (!(c->deb_idx = malloc(sizeof(int) * (2 * (size_t)max_len - 1)))) return -1;
+    eng_deberta_index_table(d, max_len, c->deb_idx);
+    if (!d->rel || (!d->c2p && !d->p2c)) return 0;
+    float *rel = malloc(sizeof(float) * tab);
+    if (!rel) return -1;
+    memcpy(rel, w->rel_emb, sizeof(float) * tab);
+    if (d->rel_ln) eng_cpu_add_layernorm(rel, NULL, w->rel_ln_g, w->rel_ln_b, (float)e->cfg.ln_eps, rows, H);
+    if ((d->c2p && !(c->deb_kr = malloc(sizeof(float) * tab * w->n_layers))) ||
+        (d->p2c && !(c->deb_qr = malloc(sizeof(float) * tab * w->n_layers)))) {
+        free(rel);
+        return -1;
+    }
+    for (int l = 0; l < w->n_layers; l++) {
+        const eng_bert_layer *L = &w->layers[l];
+        if (d->c2p)   /* the key projection: Q|K|V's middle third when shared */
+            eng_cpu_linear(c->deb_kr + l * tab, rel, d->share_key ? L->qkv_w + (size_t)H * H : L->pk_w,
+                           d->share_key ? L->qkv_b + H : L->pk_b, rows, H, H);
+        if (d->p2c)
+            eng_cpu_linear(c->deb_qr + l * tab, rel, d->share_key ? L->qkv_w : L->pq_w,
+                           d->share_key ? L->qkv_b : L->pq_b, rows, H, H);
+    }
+    free(rel);
+    return 0;
+}
+
 /* A static embedding model: no arena, no weights to pack. */
 static int cpu_open_static(posy_engine *e, posy_err *err) {
     cpu_backend *c = calloc(1, sizeof *c);
@@ -148,7 +198,9 @@ static int cpu_open(posy_engine *e, posy_err *err) {
     size_t T = (size_t)e->opts.max_batch_tokens, H = (size_t)mi->hidden, F = (size_t)mi->intermediate;
     int longest = mi->max_positions < e->opts.max_batch_tokens ? mi->max_positions
                                                                : e->opts.max_batch_tokens;
-    c->scratch_floats = eng_cpu_attention_scratch_floats(longest, c->n_threads);
+    c->scratch_floats = e->cfg.deberta ? eng_cpu_attention_deberta_scratch_floats(longest, 2 * e->cfg.deb.span,
+                                                                                  c->n_threads)
+                                       : eng_cpu_attention_scratch_floats(longest, c->n_threads);
     size_t floats = T * (H + 3 * H + H + F) + c->scratch_floats;
     c->arena = aligned_alloc(64, ((floats * sizeof(float)) + 63) / 64 * 64);
     if (!c->arena) {
@@ -164,21 +216,22 @@ static int cpu_open(posy_engine *e, posy_err *err) {
     c->inter = c->ctx + T * H;
     c->scratch = c->inter + T * F;
     if (e->cfg.splade && !(c->splade_buf = malloc(sizeof(float) * eng_splade_scratch_floats(&e->splade)))) {
-        free(c->arena);
-        free(c);
+        cpu_free(c, 0);
         return posy_err_set(err, POSY_E_NOMEM, "CPU backend: out of memory for the SPLADE head's scratch");
     }
     if (e->bert.rel_bias) {
         c->rel.max_len = mi->max_positions;
         c->rel_tab = malloc(sizeof(float) * (size_t)mi->heads * eng_relpos_span(mi->max_positions));
         if (!c->rel_tab) {
-            free(c->splade_buf);
-            free(c->arena);
-            free(c);
+            cpu_free(c, 0);
             return posy_err_set(err, POSY_E_NOMEM, "CPU backend: out of memory for the relative position table");
         }
         eng_relpos_expand(c->rel_tab, e->bert.rel_bias, mi->heads, mi->max_positions, 1.0f);
         c->rel.tab = c->rel_tab;
+    }
+    if (e->cfg.deberta && cpu_deberta_prep(e, c) != 0) {
+        cpu_free(c, 0);
+        return posy_err_set(err, POSY_E_NOMEM, "CPU backend: out of memory for DeBERTa's relative position tables");
     }
     openblas_set_num_threads(c->n_threads);
     POSY_DEBUG("engine cpu: %d threads, activation arena %zu MiB", c->n_threads,
@@ -191,12 +244,7 @@ static int cpu_open(posy_engine *e, posy_err *err) {
 static void cpu_close(posy_engine *e) {
     cpu_backend *c = e->backend;
     if (!c) return;
-    eng_cpu_qwen3_close(c->qwen3);
-    cpu_free_packs(c, e->bert.n_layers);
-    free(c->rel_tab);
-    free(c->splade_buf);
-    free(c->arena);
-    free(c);
+    cpu_free(c, e->bert.n_layers);
     e->backend = NULL;
 }
 
@@ -208,9 +256,19 @@ static int cpu_layer(posy_engine *e, cpu_backend *c, int l, const posy_batch *b)
     int T = b->n_tokens, H = mi->hidden, F = mi->intermediate;
     float eps = (float)e->cfg.ln_eps, *tmp = c->qkv;
     eng_cpu_linear_pk(c->isa, c->qkv, c->x, L->qkv_w, P ? &P->qkv : NULL, L->qkv_b, T, 3 * H, H);
-    if (eng_cpu_attention(c->ctx, c->qkv, b->cu_seqlens, b->n_seqs, mi->heads, e->cfg.head_dim,
-                          mi->causal, c->rel_tab ? &c->rel : NULL, c->scratch, c->scratch_floats) != 0)
+    if (c->deb_idx) {
+        const size_t tab = (size_t)2 * e->cfg.deb.span * H;
+        const eng_cpu_deb_att a = {.kr = c->deb_kr ? c->deb_kr + l * tab : NULL,
+                                   .qr = c->deb_qr ? c->deb_qr + l * tab : NULL,
+                                   .idx = c->deb_idx, .max_len = mi->max_positions, .rows = 2 * e->cfg.deb.span,
+                                   .scale_factor = eng_deberta_scale_factor(&e->cfg.deb)};
+        if (eng_cpu_attention_deberta(c->ctx, c->qkv, b->cu_seqlens, b->n_seqs, mi->heads, e->cfg.head_dim, &a,
+                                      c->scratch, c->scratch_floats) != 0)
+            return -1;
+    } else if (eng_cpu_attention(c->ctx, c->qkv, b->cu_seqlens, b->n_seqs, mi->heads, e->cfg.head_dim,
+                                 mi->causal, c->rel_tab ? &c->rel : NULL, c->scratch, c->scratch_floats) != 0) {
         return -1;
+    }
     eng_cpu_linear_pk(c->isa, tmp, c->ctx, L->ao_w, P ? &P->ao : NULL, L->ao_b, T, H, H);
     eng_cpu_add_layernorm(c->x, tmp, L->ln1_g, L->ln1_b, eps, T, H);
     eng_cpu_linear_pk(c->isa, c->inter, c->x, L->up_w, P ? &P->up : NULL, L->up_b, T, F, H);

@@ -49,9 +49,13 @@ static inline int seq_of_token(const int32_t *cu, int n_seqs, int t) {
 static inline void embed_token(const eng_cpu_emb *m, const int32_t *ids, const int32_t *type_ids,
                                int t, int p, float *out) {
     int H = m->hidden;
-    const float *w = m->word + (size_t)ids[t] * H, *pe = m->pos + (size_t)p * H;
+    const float *w = m->word + (size_t)ids[t] * H, *pe = m->pos ? m->pos + (size_t)p * H : NULL;
     float *y = out + (size_t)t * H;
-    if (m->type) {
+    if (!pe) {   /* DeBERTa v3: no absolute positions */
+        const float *te = m->type ? m->type + (size_t)(type_ids ? type_ids[t] : 0) * H : NULL;
+#pragma omp simd
+        for (int i = 0; i < H; i++) y[i] = w[i] + (te ? te[i] : 0.0f);
+    } else if (m->type) {
         const float *te = m->type + (size_t)(type_ids ? type_ids[t] : 0) * H;
 #pragma omp simd
         for (int i = 0; i < H; i++) y[i] = w[i] + pe[i] + te[i];

@@ -37,7 +37,7 @@
 /* Embedding tables and their LayerNorm. */
 typedef struct eng_cpu_emb {
     const float *word;          /* [vocab, H] */
-    const float *pos;           /* [max_position_embeddings, H] */
+    const float *pos;           /* [max_position_embeddings, H], or NULL (DeBERTa v3: relative positions only) */
     const float *type;          /* [type_vocab, H], or NULL (no token types) */
     const float *ln_g, *ln_b;   /* [H] */
     int hidden;
@@ -101,6 +101,28 @@ size_t eng_cpu_attention_scratch_floats(int max_len, int n_threads);
 int eng_cpu_attention(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seqs,
                       int n_heads, int head_dim, int causal, const eng_relpos *rel, float *scratch,
                       size_t scratch_floats);
+
+/* DeBERTa's disentangled attention (eng_deberta.h) over packed sequences,
+ * bidirectional: out[t, h*d..] = softmax(scale (q_i . k_j + q_i . kr[c] +
+ * k_j . qr[c])) v within t's sequence, c = idx[(max_len - 1) + i - j] (i, j
+ * positions in the sequence), scale = 1 / sqrt(d * scale_factor).  kr and
+ * qr are the layer's projections of the relative table [rows, n_heads *
+ * head_dim] (heads side by side as in q and k), NULL when that term is
+ * off. */
+typedef struct eng_cpu_deb_att {
+    const float *kr, *qr;
+    const int *idx;             /* [2 * max_len - 1]: eng_deberta_index_table */
+    int max_len, rows;
+    int scale_factor;
+} eng_cpu_deb_att;
+void eng_cpu_attention_deberta_ref(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seqs, int n_heads,
+                                   int head_dim, const eng_cpu_deb_att *a);
+/* Scratch for sequences up to max_len on n_threads (fewer threads with less) */
+size_t eng_cpu_attention_deberta_scratch_floats(int max_len, int rows, int n_threads);
+/* 0, or -1 when scratch cannot hold one thread's work or a sequence is
+ * longer than max_len (nothing computed) */
+int eng_cpu_attention_deberta(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seqs, int n_heads,
+                              int head_dim, const eng_cpu_deb_att *a, float *scratch, size_t scratch_floats);
 
 /* out[s] = pooled hidden states of sequence s: mean over its tokens, its
  * first token (CLS), or its last token.  skip (NULL: none) drops skip[s]

@@ -34,7 +34,7 @@ void eng_cpu_embed_ref(const eng_cpu_emb *m, const int32_t *ids, const int32_t *
             if (m->pad_id >= 0) p = ids[t] == m->pad_id ? m->pad_id : m->pad_id + ++non_pad;
             int ty = type_ids ? type_ids[t] : 0;
             for (int i = 0; i < H; i++) {
-                double x = (double)m->word[(size_t)ids[t] * H + i] + (double)m->pos[(size_t)p * H + i];
+                double x = (double)m->word[(size_t)ids[t] * H + i] + (m->pos ? (double)m->pos[(size_t)p * H + i] : 0.0);
                 if (m->type) x += (double)m->type[(size_t)ty * H + i];
                 v[i] = x;
             }
@@ -159,4 +159,42 @@ void eng_cpu_l2_normalize_ref(float *x, int n_rows, int H) {
         if (n < 1e-12) n = 1e-12;
         for (int i = 0; i < H; i++) row[i] = (float)(row[i] / n);
     }
+}
+
+/* DeBERTa's attention, one (query, head) at a time in double: the three
+ * terms written out as eng_deberta.h states them. */
+void eng_cpu_attention_deberta_ref(float *out, const float *qkv, const int32_t *cu_seqlens, int n_seqs, int n_heads,
+                                   int head_dim, const eng_cpu_deb_att *a) {
+    const int H = n_heads * head_dim, d = head_dim;
+    const size_t ld = 3 * (size_t)H;
+    const double scale = 1.0 / sqrt((double)d * a->scale_factor);
+    double *p = malloc(sizeof(double) * (size_t)(a->max_len > 0 ? a->max_len : 1));
+    if (!p) return;
+    for (int s = 0; s < n_seqs; s++) {
+        const int first = cu_seqlens[s], len = cu_seqlens[s + 1] - first;
+        for (int h = 0; h < n_heads; h++)
+            for (int i = 0; i < len; i++) {
+                const float *q = qkv + (size_t)(first + i) * ld + (size_t)h * d;
+                double mx = -INFINITY, sum = 0;
+                for (int j = 0; j < len; j++) {
+                    const float *k = qkv + (size_t)(first + j) * ld + H + (size_t)h * d;
+                    const int c = a->idx[a->max_len - 1 + i - j];
+                    double acc = 0;
+                    for (int x = 0; x < d; x++) {
+                        acc += (double)q[x] * k[x];
+                        if (a->kr) acc += (double)q[x] * a->kr[(size_t)c * H + (size_t)h * d + x];
+                        if (a->qr) acc += (double)k[x] * a->qr[(size_t)c * H + (size_t)h * d + x];
+                    }
+                    p[j] = acc * scale;
+                    if (p[j] > mx) mx = p[j];
+                }
+                for (int j = 0; j < len; j++) { p[j] = exp(p[j] - mx); sum += p[j]; }
+                for (int x = 0; x < d; x++) {
+                    double acc = 0;
+                    for (int j = 0; j < len; j++) acc += p[j] * qkv[(size_t)(first + j) * ld + 2 * (size_t)H + (size_t)h * d + x];
+                    out[(size_t)(first + i) * H + (size_t)h * d + x] = (float)(acc / sum);
+                }
+            }
+    }
+    free(p);
 }

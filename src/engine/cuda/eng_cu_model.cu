@@ -194,6 +194,9 @@ static int check_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err) {
     const posy_model_info *in = &cfg->info;
     /* DistilBERT and MPNet: BERT's layer layout without token types
      * (the weights loader maps their names; MPNet adds its relative bias) */
+    if (cfg->deberta)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: DeBERTa's disentangled attention runs on the CPU "
+                            "only (--device cpu, or auto)");
     if (strcmp(in->arch, "bert") && strcmp(in->arch, "roberta") && strcmp(in->arch, "xlm-roberta") &&
         strcmp(in->arch, "distilbert") && strcmp(in->arch, "mpnet"))
         return posy_err_set(err, POSY_E_UNSUPPORTED,
