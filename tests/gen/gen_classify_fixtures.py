@@ -23,7 +23,8 @@ checks posy's /predict and /classify against them.
   deberta3   DebertaV2ForSequenceClassification in DeBERTa v3's form (no
              absolute positions, shared keys, LayerNormed relative table,
              c2p and p2c) with 16 position buckets, so the log buckets start
-             at distance 9; three NLI labels
+             at distance 9; three NLI labels; DeBERTa v3's tokenizer form
+             (unigram_deberta.json: [CLS] $A [SEP] $B [SEP])
   deberta2_rr DebertaV2ForSequenceClassification in v2's form: absolute
              positions too, its own pos_key / pos_query projections, no
              buckets and 32 relative positions (longer distances clamp),
@@ -84,10 +85,10 @@ MODELS = {
                                       max_position_embeddings=512, sliding_window=16,
                                       layer_types=["sliding_attention", "full_attention"], pad_token_id=0,
                                       bos_token_id=1, eos_token_id=2, query_pre_attn_scalar=32)),
-    "deberta3": ("unigram_xlmr.json", T.DebertaV2ForSequenceClassification,
-                 T.DebertaV2Config(vocab_size=2002, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+    "deberta3": ("unigram_deberta.json", T.DebertaV2ForSequenceClassification,
+                 T.DebertaV2Config(vocab_size=2000, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
                                    intermediate_size=128, max_position_embeddings=256, type_vocab_size=0,
-                                   pad_token_id=1, relative_attention=True, position_buckets=16,
+                                   pad_token_id=0, relative_attention=True, position_buckets=16,
                                    max_relative_positions=-1, pos_att_type=["p2c", "c2p"], norm_rel_ebd="layer_norm",
                                    share_att_key=True, position_biased_input=False,
                                    id2label={0: "entailment", 1: "neutral", 2: "contradiction"},

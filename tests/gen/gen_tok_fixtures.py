@@ -24,8 +24,13 @@ a file (real files from PyPI packages are used too where available).
                      hub files' form: Precompiled + Replace(" {2,}", " "),
                      Metaspace (prepend always, split), "$A </s>", 20
                      <extra_id_N> special added tokens
+  unigram_deberta.json DeBERTa v3's shape, the same way with
+                     DebertaV2Converter: Strip + Precompiled + Replace(" {2,}",
+                     " "), Metaspace, "[CLS] $A [SEP] $B [SEP]" with type ids
+                     ([PAD] 0, [CLS] 1, [SEP] 2, [UNK] 3 as in DeBERTa v3)
 
-Run: python3 tests/gen/gen_tok_fixtures.py   (writes tests/fixtures/tokenizers/)
+Run: python3 tests/gen/gen_tok_fixtures.py [NAME ...]   (writes tests/fixtures/tokenizers/;
+NAME: only those, e.g. unigram_deberta)
 The training corpus is seeded (tok_corpus + text from the Python standard
 library's docstrings), but the fixtures are committed: tests never retrain.
 """
@@ -208,6 +213,12 @@ def unigram_t5(text):
     save(Tokenizer.from_str(json.dumps(j)), "unigram_t5.json")
 
 
+def unigram_deberta(text):
+    sentencepiece_converted(text, "unigram_deberta.json", "DebertaV2Tokenizer", "DebertaV2Converter",
+                            spm_kw=dict(pad_id=0, bos_id=1, eos_id=2, unk_id=3, pad_piece="[PAD]", bos_piece="[CLS]",
+                                        eos_piece="[SEP]", unk_piece="[UNK]"))
+
+
 def wordlevel(text):
     tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
     tok.normalizer = normalizers.Sequence([normalizers.NFKD(), normalizers.Lowercase()])
@@ -231,6 +242,10 @@ def common_chars_only(text, min_count=20):
 def main():
     os.makedirs(OUT, exist_ok=True)
     text = training_text()
+    if len(sys.argv) > 1:   # only the named fixtures
+        for name in sys.argv[1:]:
+            globals()[name](common_chars_only(text, 10) if name.startswith("unigram_") else text)
+        return
     for fn in (bpe_qwen2, bpe_gpt2, bpe_llama, wordpiece_nfd, wordlevel):
         fn(text)
     common = common_chars_only(text)
