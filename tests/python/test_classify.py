@@ -252,14 +252,15 @@ def test_broken_id2label(posy_bin, tmp_path, id2label, word):
     assert 0 < r.returncode < 128 and word in err, err
 
 
-def test_classify_gateway_and_worker(posy_bin):
-    """A gateway in front of a worker: three logits a sequence cross gRPC, pairs with their token types."""
+@pytest.mark.parametrize("name", ["bert3", "deberta2_rr"])
+def test_classify_gateway_and_worker(posy_bin, name):
+    """A gateway in front of a worker: the logits of each sequence cross gRPC, pairs with their token types."""
     from grpc_util import http_post, start_gateway, start_worker
-    exp = expected("bert3")
+    exp = expected(name)
     procs = []
     try:
-        procs.append(start_worker(model=model("bert3")))
-        procs.append(start_gateway([procs[0].addr], model=model("bert3")))
+        procs.append(start_worker(model=model(name)))
+        procs.append(start_gateway([procs[0].addr], model=model(name)))
         st, body = http_post(procs[1].port, "/predict", {"inputs": inputs(exp), "raw_scores": True})
         assert st == 200, body
         for answer, logits in zip(body, exp["logits"]):
