@@ -23,6 +23,7 @@ import pytest
 
 from conftest import FIXTURES
 from serve_util import serve_each, post_json as post
+from vec_util import check_embed_routes
 
 MODELS = ["st6", "st5", "m2v"]
 DIMS = {"st6": 48, "st5": 16, "m2v": 32}
@@ -80,12 +81,7 @@ def test_static_server(servers, name):
     if name == "st5":   # over the tokenizer's 24: refused unless the request says truncate, as for any model
         st, err = post(url, "/embed", {"inputs": exp["texts"]})
         assert st == 422 and "24" in err["error"], err
-    st, tei = post(url, "/embed", {"inputs": exp["texts"], "truncate": True})
-    assert st == 200, tei
-    assert min_cos(tei, exp["embeddings"]) >= 0.99999
-    st, oa = post(url, "/v1/embeddings", {"input": exp["texts"], "model": name, "truncate": True})
-    assert st == 200, oa
-    assert min_cos([d["embedding"] for d in oa["data"]], exp["embeddings"]) >= 0.99999
+    check_embed_routes(url, exp["texts"], exp["embeddings"], name, cos=min_cos)
     # no tokens at all (the empty text; blanks for WordPiece): sentence-transformers' empty bag, alone too
     st, empty = post(url, "/embed", {"inputs": ["", "   "]})
     assert st == 200 and min_cos(empty, exp["embeddings"][-2:]) >= 0.99999, empty
