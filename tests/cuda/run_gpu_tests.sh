@@ -18,7 +18,7 @@ nvidia-smi --query-gpu=name,driver_version,memory.total,clocks.sm --format=csv |
 gpu_build "$OUT" || { echo "BUILD FAILED"; exit 1; }
 echo "build ok"
 status=0
-for lab in lab_norm lab_pool lab_gemm lab_attn lab_qwen3 lab_chain lab_wgmma lab_qstream lab_splade; do
+for lab in lab_norm lab_pool lab_gemm lab_attn lab_qwen3 lab_chain lab_wgmma lab_qstream lab_splade lab_deberta; do
   # lab_wgmma: its checks only (our Hopper GEMM and the GEMM + whole-row
   # LayerNorm); its timing is run_wgmma_check_gpu.sh's.  lab_qstream: the
   # opt-in persistent decoder kernel's checks (its timing: run it alone)

@@ -405,6 +405,38 @@ cudaError_t eng_cu_attention(cudaStream_t s, const eng_cu_attn_args *a);
  * 64, 128, 256; no fused q/k norm, rotary or relative bias. */
 cudaError_t eng_cu_attention_win(cudaStream_t s, const eng_cu_attn_args *a);
 
+/* ---- DeBERTa's disentangled attention (eng_cu_deberta.cu) ---------------- */
+
+/* Non-causal attention with DeBERTa's position terms (eng_deberta.h):
+ * softmax(scale (q.k + q.kr[c] + k.qr[c])) v per head, c = idx[(max_len -
+ * 1) + query - key] (positions in the sequence), scale_log2 = log2(e) /
+ * sqrt(head_dim * (1 + number of position terms)); kr / qr the layer's
+ * projections of the relative table [2 span][H] fp32 (NULL: that term
+ * off).  Tiles of 64 query rows from the attention tile list (seq, q0
+ * pairs, *n_tiles real ones, grid max_tiles).  Head sizes 32, 64, 128. */
+typedef struct eng_cu_deb_args {
+    const bf16 *q, *k, *v;
+    int ldq, ldk, ldv;
+    bf16 *o;
+    int ldo;
+    int n_heads, head_dim, H;
+    const int32_t *cu_seqlens, *tiles;
+    const int *n_tiles;
+    int max_tiles;
+    const float *kr, *qr;
+    const int *idx;
+    int max_len;
+    float scale_log2;
+} eng_cu_deb_args;
+cudaError_t eng_cu_deberta_attention(cudaStream_t s, const eng_cu_deb_args *a);
+/* At open: C[M][N] = A[M][K] (fp32, row stride lda) B[N][K]^T (bf16, row
+ * stride ldb) + bias (bf16, or NULL), fp32 out with row stride ldc; and
+ * fp32 rows LayerNormed in place */
+cudaError_t eng_cu_deberta_gemm_f32_bf16(cudaStream_t s, const float *A, int lda, const bf16 *B, int ldb,
+                                         const bf16 *bias, float *C, int ldc, int M, int N, int K);
+cudaError_t eng_cu_deberta_ln_rows(cudaStream_t s, float *x, const float *g, const float *b, int rows, int H,
+                                   float eps);
+
 /* ---- pooling (eng_cu_pool.cu) ------------------------------------------- */
 
 /* SPLADE's fold (eng_cu_splade.cu): rows [c0, c0 + rows) of the step's

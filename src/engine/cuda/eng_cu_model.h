@@ -37,6 +37,8 @@ typedef struct eng_cu_layer {
      * also the chain's LayerNorm fold's (chain_ln) */
     bf16 *qkvf_w, *qkvf_b, *upf_w, *upf_b;
     float *qkvf_c, *upf_c;
+    /* DeBERTa without share_att_key: pos_key_proj / pos_query_proj (NULL otherwise) */
+    bf16 *pk_w, *pk_b, *pq_w, *pq_b;
 } eng_cu_layer;
 
 enum { ENG_CU_ARCH_BERT = 0, ENG_CU_ARCH_QWEN3 = 1 };
@@ -306,7 +308,26 @@ typedef struct eng_cu_model {
     bf16 *sp_w1, *sp_b1, *sp_w2, *sp_b2, *sp_logits;
     float *sp_g, *sp_beta;
     const eng_dense *sp_src;
+    /* DeBERTa v2 / v3 (eng_cu_model_deberta.cu): deb set; the relative
+     * table (deb_rel [deb_rows][H] fp32, LayerNormed at open when deb_ln
+     * with deb_rel_g / _b) as uploaded; made at open in deb_mem: the index
+     * of every distance (deb_idx [2 max_pos - 1]) and each layer's key and
+     * query projections of the table (deb_kr, deb_qr [L][deb_rows][H],
+     * NULL for a term the model does not use); deb_share: the layer's own
+     * key / query weights project it, else pk / pq; deb_sf the score
+     * scale's factor */
+    int deb, deb_rows, deb_ln, deb_share, deb_c2p, deb_p2c, deb_sf;
+    eng_deberta_cfg deb_cfg;
+    float *deb_rel, *deb_rel_g, *deb_rel_b;
+    void *deb_mem;
+    int *deb_idx;
+    float *deb_kr, *deb_qr;
 } eng_cu_model;
+
+/* DeBERTa (eng_cu_model_deberta.cu): its tables at open, after the weights
+ * are on the device (outside any capture); its forward (capturable). */
+int eng_cu_deberta_prepare(eng_cu_model *m, posy_err *err);
+int eng_cu_deberta_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *err);
 
 #define ENG_CU_SPLADE_CHUNK 256
 
