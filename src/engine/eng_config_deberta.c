@@ -106,6 +106,11 @@ int eng_config_deberta(eng_config *c, json_t *r, const char *p, posy_err *err) {
     for (char *s = norm; *s; s++) *s = (char)(*s >= 'A' && *s <= 'Z' ? *s - 'A' + 'a' : *s);
     d->rel_ln = strstr(norm, "layer_norm") != NULL;
     if (d->max_rel < 1) d->max_rel = c->max_position_embeddings;
+    /* the log bucket divides by log((max_relative_positions - 1) / (buckets / 2)): it must be > 0 */
+    if (d->buckets > 0 && (d->buckets < 2 || d->max_rel - 1 <= d->buckets / 2))
+        return posy_err_set(err, POSY_E_INVALID, "%s: position_buckets %d needs max_relative_positions (or "
+                            "max_position_embeddings) above %d, not %d", p, d->buckets, d->buckets / 2 + 1,
+                            d->max_rel);
     d->span = d->buckets > 0 ? d->buckets : d->max_rel;
     c->position_offset = 0;
     in->causal = 0;

@@ -151,6 +151,7 @@ static void fuzz_check_ok(const eng_config *c) {
     const eng_deberta_cfg *d = &c->deb;
     if (c->deberta != !strcmp(c->model_type, "deberta-v2") || (c->deberta && strcmp(in->arch, "deberta"))) abort();
     if (c->deberta && (d->max_rel < 1 || d->max_rel > (1 << 16) || d->span != (d->buckets > 0 ? d->buckets : d->max_rel) ||
+                       (d->buckets > 0 && d->max_rel - 1 <= d->buckets / 2) ||
                        (d->c2p & ~1) || (d->p2c & ~1) || c->position_offset || in->causal))
         abort();
     if (in->max_positions < 1 || in->max_positions > c->max_position_embeddings) abort();

@@ -215,7 +215,8 @@ def test_predict_on_a_reranker(posy_bin):
                                          ({"embedding_size": 32}, "embedding_size 32"),
                                          ({"pooler_hidden_act": "swishy"}, "pooler_hidden_act 'swishy'"),
                                          ({"pos_att_type": 7}, "pos_att_type is not a list"),
-                                         ({"position_buckets": 8}, "rel_embeddings.weight")])
+                                         ({"position_buckets": 8}, "rel_embeddings.weight"),
+                                         ({"position_buckets": 600}, "position_buckets 600 needs")])
 def test_deberta_refusals(posy_bin, tmp_path, change, word):
     """DeBERTa forms posy does not run (deberta-v2-xlarge's convolution, an embedding projection, an unknown
     pooler activation) or configs that do not match the weights: a start-up error naming it."""
