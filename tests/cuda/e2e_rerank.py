@@ -23,11 +23,6 @@ Random-weight rerankers of one label and a classifier, GPU-sized (head size 32 /
   debv2  DebertaV2ForSequenceClassification in v2's form, three labels,
          head size 32: absolute positions too, its own position
          projections, 64 relative positions (longer distances clamp)
-         (the two DeBERTa models run only when named: DeBERTa's GPU path is
-         opt-in, POSY_CUDA_DEBERTA=1, which the script sets for them; run
-         117 on an H100: debv3 within the bar at 1.8%, debv2 over it at
-         2.4-2.6% of its largest logit -- absolute errors 0.25-0.27 like
-         the BERT models', Spearman >= 0.9992 -- bench/results/)
 are written as Hugging Face folders; 40 (query, text) pairs of 5 to ~500
 tokens go through the pair template (the tokenizers package), and
 api_embed (the engine's public API: CLS pooling, then the head as the
@@ -35,12 +30,16 @@ front's two Dense layers) scores them on the device given.  Token type ids:
 api_embed sends none, so the reference runs BERT with type ids 0 too.
 The last projection is drawn wide so that the scores spread (logits of
 about 5 to 15 in size); passes when every logit is within 2% of the
-largest one's size of transformers' fp32 (bf16 on the GPU; 1e-5 of it
-with --device cpu, fp32) and the two orders agree (Spearman >= 0.95 on the
-GPU, 0.999 in fp32).
+largest one's size of transformers' fp32 -- or, on the GPU, within 1.1x
+the error of transformers' own bf16 run of the same model (DeBERTa's
+three-term scores put torch's bf16 at 2.35-3.12% of the largest logit:
+a bar that transformers itself fails in bf16 would measure the format,
+not posy) -- (1e-5 of it with --device cpu, fp32) and the two orders
+agree (Spearman >= 0.95 on the GPU, 0.999 in fp32).
 
 usage: e2e_rerank.py BUILD_DIR WORK_DIR [--device cuda|cpu] [MODEL ...]
 """
+import copy
 import json
 import os
 import sys
@@ -97,9 +96,6 @@ MODELS = {
 }
 
 
-OPT_IN = ("debv3", "debv2")   # run only when named
-
-
 def pairs(rng, n=40):
     out = []
     for i in range(n):
@@ -111,8 +107,7 @@ def pairs(rng, n=40):
 
 def main():
     args = sys.argv[1:]
-    names = [a for a in args[2:] if a in MODELS] or [n for n in MODELS if n not in OPT_IN]
-    os.environ.setdefault("POSY_CUDA_DEBERTA", "1")   # the opt-in GPU path, for the models named
+    names = [a for a in args[2:] if a in MODELS] or list(MODELS)
     build, work, device = device_args([a for a in args if a not in MODELS])
     rng = np.random.default_rng(7)
     torch.manual_seed(7)
@@ -128,13 +123,17 @@ def main():
         tok.save(os.path.join(d, "tokenizer.json"))
         tok.enable_truncation(min(512, cfg.max_position_embeddings - (2 if name == "xlmr" else 0)))
         encs = [tok.encode(q, t) for q, t in pairs(rng)]
-        ref = []
+        ref, ref16 = [], []
+        m16 = copy.deepcopy(m).to(torch.bfloat16) if device == "cuda" else None   # transformers' own bf16 error
         with torch.no_grad():
             for e in encs:
                 ids = torch.tensor([e.ids])
                 kw = {"token_type_ids": torch.zeros_like(ids)} if name.startswith("bert") else {}
                 ref.append(m(input_ids=ids, **kw).logits[0].double().numpy())
+                if m16 is not None:
+                    ref16.append(m16(input_ids=ids, **kw).logits[0].float().double().numpy())
         ref = np.array(ref).reshape(-1)   # n pairs x num_labels logits, row-major as api_embed writes them
+        err16 = float(np.abs(np.array(ref16).reshape(-1) - ref).max()) if ref16 else 0.0
         sp = os.path.join(work, name + "-pairs.bin")
         write_seqs(sp, [e.ids for e in encs])
         for label, got in api_outputs(build, d, sp, work, name, device, ref.size):   # pairs x labels logits
@@ -145,7 +144,9 @@ def main():
             rank = lambda v: np.argsort(np.argsort(v))
             spearman = np.corrcoef(rank(got), rank(ref))[0, 1]
             bar = (0.02 if device == "cuda" else 1e-5) * max(1.0, np.abs(ref).max())
-            print(f"{name} {label} ({device}): max |logit - transformers| {err:.2e} (bar {bar:g}), Spearman "
+            bar = max(bar, 1.1 * err16)   # err16: transformers' own bf16 run (GPU only; 0 on the CPU)
+            print(f"{name} {label} ({device}): max |logit - transformers| {err:.2e} (bar {bar:g}; transformers "
+                  f"bf16 {err16:.2e}), Spearman "
                   f"{spearman:.5f}, logits in [{ref.min():.3f}, {ref.max():.3f}], {len(encs)} pairs x {cfg.num_labels} labels of "
                   f"{min(len(e.ids) for e in encs)}-{max(len(e.ids) for e in encs)} tokens")
             ok &= err <= bar and spearman >= (0.95 if device == "cuda" else 0.999)
