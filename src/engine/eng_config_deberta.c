@@ -24,12 +24,15 @@
 static int deb_pos_types(eng_deberta_cfg *d, json_t *v, const char *path, posy_err *err) {
     char buf[128];
     if (!v || json_is_null(v)) return 0;
-    if (json_is_string(v)) {
+    if (json_is_string(v)) {   /* transformers: lowercased, split at '|', each name stripped */
         snprintf(buf, sizeof buf, "%s", json_string_value(v));
+        for (char *s = buf; *s; s++) *s = (char)(*s >= 'A' && *s <= 'Z' ? *s - 'A' + 'a' : *s);
         for (char *save = NULL, *t = strtok_r(buf, "|", &save); t; t = strtok_r(NULL, "|", &save)) {
-            while (*t == ' ') t++;
-            d->c2p |= !strncmp(t, "c2p", 3);
-            d->p2c |= !strncmp(t, "p2c", 3);
+            while (*t == ' ' || *t == '\t') t++;
+            size_t n = strlen(t);
+            while (n && (t[n - 1] == ' ' || t[n - 1] == '\t')) t[--n] = '\0';
+            d->c2p |= !strcmp(t, "c2p");
+            d->p2c |= !strcmp(t, "p2c");
         }
         return 0;
     }

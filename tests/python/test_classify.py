@@ -231,6 +231,26 @@ def test_deberta_refusals(posy_bin, tmp_path, change, word):
     assert 0 < r.returncode < 128 and word in err, err
 
 
+def test_deberta_pos_att_type_string(posy_bin, tmp_path):
+    """pos_att_type as transformers also reads it: a string of names joined by '|', in any case, spaced;
+    the same logits as the list form (and "c2p" alone changes them: the term is read, not assumed)."""
+    exp = expected("deberta2_rr")
+    for form, same in ((" C2P | p2c ", True), ("c2p", False)):
+        d = tmp_path / form.strip().replace(" ", "").replace("|", "_")
+        shutil.copytree(model("deberta2_rr"), d)
+        cfg = json.load(open(d / "config.json"))
+        cfg["pos_att_type"] = form
+        json.dump(cfg, open(d / "config.json", "w"))
+        s = Server(posy_bin, str(d), "--device", "cpu", "--threads", "1")
+        try:
+            st, body = post(s.url, "/predict", {"inputs": exp["texts"][3], "raw_scores": True})
+            assert st == 200, body
+            got, want = body[0]["score"], exp["logits"][3][0]
+            assert (abs(got - want) < 2e-5) == same, (form, got, want)
+        finally:
+            assert s.stop() == 0
+
+
 def test_classify_embed_cli_refuses(posy_bin):
     r = subprocess.run([posy_bin, "embed", "--model", model("bert3"), "x"], capture_output=True, timeout=120)
     assert r.returncode == 2 and "/predict" in r.stderr.decode(), r.stderr.decode()
