@@ -54,6 +54,19 @@ def copy_default_tokenizer(dst):
             shutil.copy(src, dst)
 
 
+def report_round(r, n, unit, route, st, posy, diff, err, prec=0):
+    """One timed round of a posy-vs-sentence-transformers bench: both rates, the ratio, the largest difference."""
+    print(f"round {r}: sentence-transformers {n / st:,.{prec}f} {unit}/s, posy {route} {n / posy:,.{prec}f} "
+          f"{unit}/s, ratio {st / posy:.2f}x; max |{diff} difference| {err:.2e}", flush=True)
+
+
+def report_median(rows, n, unit, what, prec=0):
+    """The median of report_round's (sentence-transformers, posy) seconds over the rounds."""
+    st, posy = (float(statistics.median([x[i] for x in rows])) for i in range(2))
+    print(f"median of {len(rows)}: sentence-transformers {n / st:,.{prec}f} {unit}/s, posy {n / posy:,.{prec}f} "
+          f"{unit}/s, posy / sentence-transformers {st / posy:.2f}x ({what})")
+
+
 def make_sentences(tokenizer_json, n, target, seed=7):
     """n sentences of `target` tokens (incl. [CLS]/[SEP]) each, give or take a word."""
     from tokenizers import Tokenizer

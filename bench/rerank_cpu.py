@@ -38,7 +38,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
-from bench_cpu import WORDS, copy_default_tokenizer  # noqa: E402
+from bench_cpu import WORDS, copy_default_tokenizer, report_median, report_round  # noqa: E402
 from serve_util import Server  # noqa: E402
 
 
@@ -103,12 +103,8 @@ def main():
             posy = time.perf_counter() - t
             rows.append((st, posy))
             err = max(float(np.abs(np.asarray(g) - np.asarray(f)).max()) for g, f in zip(got, ref))
-            print(f"round {r}: sentence-transformers {n_pairs / st:,.0f} pairs/s, posy /rerank {n_pairs / posy:,.0f} "
-                  f"pairs/s, ratio {st / posy:.2f}x; max |score difference| {err:.2e}", flush=True)
-        st, posy = (float(np.median([x[i] for x in rows])) for i in range(2))
-        print(f"median of {a.repeat}: sentence-transformers {n_pairs / st:,.0f} pairs/s, posy {n_pairs / posy:,.0f} "
-              f"pairs/s, posy / sentence-transformers {st / posy:.2f}x ({a.arch}, {a.queries} queries x 32 passages, "
-              f"{a.threads} threads)")
+            report_round(r, n_pairs, "pairs", "/rerank", st, posy, "score", err)
+        report_median(rows, n_pairs, "pairs", f"{a.arch}, {a.queries} queries x 32 passages, {a.threads} threads")
     finally:
         srv.stop()
     return 0

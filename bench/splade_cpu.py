@@ -36,7 +36,7 @@ import torch
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "python"))
-from bench_cpu import WORDS, copy_default_tokenizer  # noqa: E402
+from bench_cpu import WORDS, copy_default_tokenizer, report_median, report_round  # noqa: E402
 from serve_util import Server  # noqa: E402
 
 
@@ -97,12 +97,8 @@ def main():
                     for x in entries:
                         v[i, x["index"]] = x["value"]
                 err = max(err, float(np.abs(v - f).max()))
-            print(f"round {r}: sentence-transformers {n / st:,.1f} passages/s, posy /embed_sparse {n / posy:,.1f} "
-                  f"passages/s, ratio {st / posy:.2f}x; max |value difference| {err:.2e}", flush=True)
-        st, posy = (float(np.median([x[i] for x in rows])) for i in range(2))
-        print(f"median of {a.repeat}: sentence-transformers {n / st:,.1f} passages/s, posy {n / posy:,.1f} "
-              f"passages/s, posy / sentence-transformers {st / posy:.2f}x ({n} passages of 20-80 words, "
-              f"{a.threads} threads)")
+            report_round(r, n, "passages", "/embed_sparse", st, posy, "value", err, prec=1)
+        report_median(rows, n, "passages", f"{n} passages of 20-80 words, {a.threads} threads", prec=1)
     finally:
         srv.stop()
     return 0
