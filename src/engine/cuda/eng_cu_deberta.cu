@@ -35,19 +35,15 @@ constexpr int DEB_BM = 64, DEB_BN = 32, DEB_RMAX = DEB_BM + DEB_BN - 1;
 __device__ __forceinline__ float deb_f(float x) { return x; }
 __device__ __forceinline__ float deb_f(bf16 x) { return __bfloat162float(x); }
 
-/* C[b][r][n] = sum_k A[b][r][k] B[b][n][k] (+ bias[n]): rows r < M (or the
- * device count *M_dev), batch b = blockIdx.z at the given strides.  Tiles
- * of 32 x 32, 256 threads, four outputs a thread. */
+/* C[r][n] = sum_k A[r][k] B[n][k] (+ bias[n]) for r < M: the tables at
+ * open (A fp32, B the bf16 weights).  Tiles of 32 x 32, 256 threads, four
+ * outputs a thread. */
 template <typename TA, typename TB>
-__global__ void __launch_bounds__(256) deb_gemm_kernel(const TA *A, int lda, size_t sa, const TB *B, int ldb, size_t sb,
-                                                       const bf16 *bias, float *C, int ldc, size_t sc, int M,
-                                                       const int *M_dev, int N, int K) {
+__global__ void __launch_bounds__(256) deb_gemm_kernel(const TA *A, int lda, const TB *B, int ldb, const bf16 *bias,
+                                                       float *C, int ldc, int M, int N, int K) {
     __shared__ float tA[32][33], tB[32][33];
-    const int rows = M_dev ? *M_dev : M, m0 = blockIdx.y * 32, n0 = blockIdx.x * 32;
+    const int rows = M, m0 = blockIdx.y * 32, n0 = blockIdx.x * 32;
     if (m0 >= rows) return;
-    A += blockIdx.z * sa;
-    B += blockIdx.z * sb;
-    C += blockIdx.z * sc;
     const int tx = threadIdx.x & 31, ty = threadIdx.x >> 5;
     float acc[4] = {0.f, 0.f, 0.f, 0.f};
     for (int k0 = 0; k0 < K; k0 += 32) {
@@ -256,7 +252,7 @@ cudaError_t eng_cu_deberta_attention(cudaStream_t s, const eng_cu_deb_args *a) {
 cudaError_t eng_cu_deberta_gemm_f32_bf16(cudaStream_t s, const float *A, int lda, const bf16 *B, int ldb,
                                          const bf16 *bias, float *C, int ldc, int M, int N, int K) {
     const dim3 grid((unsigned)((N + 31) / 32), (unsigned)((M + 31) / 32), 1);
-    deb_gemm_kernel<float, bf16><<<grid, 256, 0, s>>>(A, lda, 0, B, ldb, 0, bias, C, ldc, 0, M, nullptr, N, K);
+    deb_gemm_kernel<float, bf16><<<grid, 256, 0, s>>>(A, lda, B, ldb, bias, C, ldc, M, N, K);
     return cudaGetLastError();
 }
 
