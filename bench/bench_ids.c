@@ -23,7 +23,7 @@ static int run_shape(posy_engine *e, int B, int L, double seconds, double *ms, d
     if (!ids || !cu || !out) return -1;
     for (int i = 0; i < B * L; i++) ids[i] = (int32_t)(((long long)i * 7919 + 13) % mi->vocab);
     for (int s = 0; s <= B; s++) cu[s] = s * L;
-    posy_batch b = {1, B, B * L, ids, NULL, cu, out, NULL};
+    posy_batch b = {1, B, B * L, ids, NULL, cu, out, NULL, NULL};
     posy_result r[4];
     posy_err err;
     posy_err_clear(&err);

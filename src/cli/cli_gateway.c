@@ -108,7 +108,7 @@ static int gwc_load(gwc_state *st, const gwc_opts *o, posy_err *err) {
                         .dim = st->cfg.info.dim, .chunk_tokens = (int)o->chunk_tokens,
                         .chunk_seqs = (int)o->chunk_seqs, .timeout_ms = (int)o->chunk_timeout_ms,
                         .health_ms = (int)o->health_ms, .dns_ms = (int)o->dns_ms,
-                        .need_pool_skip = !st->cfg.pool_include_prompt};
+                        .need_pool_skip = !st->cfg.pool_include_prompt, .tok_dim = eng_config_tok_dim(&st->cfg)};
     if (!(st->pool = rpc_pool_open(&po, err))) return -1;
     cli_gateway_backend_init(&st->be, st->pool);
     return 0;
@@ -144,7 +144,7 @@ int cli_cmd_gateway(int argc, char **argv) {
         return 1;
     }
     gw_model gm = {.tok = st.tok, .cfg = &st.cfg, .name = o.served_name ? o.served_name : st.cfg.info.name, .dim = st.cfg.info.dim,
-                   .max_input_tokens = max_in, .device = "workers", .dtype = "remote"};
+                   .tok_dim = eng_config_tok_dim(&st.cfg), .max_input_tokens = max_in, .device = "workers", .dtype = "remote"};
     gw_server_set_ready(srv, &gm, &st.be.be);
     POSY_INFO("posy gateway: model %s (%d dims, max %d tokens, fingerprint %s), listening on %s:%d; %d worker "
               "address(es)%s%s, %d healthy; chunks of <= %ld tokens / %ld inputs",

@@ -73,7 +73,7 @@ static int gwr_submit(void *ctx, sched_req *r, posy_err *err) {
     atomic_fetch_add(&g->outstanding_tokens, n_tokens);
     gwr_inline in = {.j = j};
     gwr_submitting = &in;
-    int rc = rpc_pool_embed_key(g->pool, &c, r->out, gwr_done, j, r, err);
+    int rc = rpc_pool_embed_tok(g->pool, &c, r->out, r->tok_out, gwr_done, j, r, err);
     gwr_submitting = NULL;
     if (!rc && in.done) rc = posy_err_set(err, in.status, "%s", in.msg);   /* nothing else holds j */
     if (rc) {

@@ -196,6 +196,7 @@ int cli_cmd_serve(int argc, char **argv) {
     gw_backend be;
     gw_backend_local(&be, st.sch);
     gw_model gm = {.tok = st.tok, .cfg = &st.cfg, .name = fl.served_name ? fl.served_name : st.cfg.info.name, .dim = st.cfg.info.dim,
+                   .tok_dim = st.eng ? posy_engine_info(st.eng)->tok_dim : 0,
                    .max_input_tokens = max_in, .max_batch_tokens = st.max_batch_tokens, .device = st.device, .dtype = st.eng ? posy_engine_info(st.eng)->dtype : "fp32"};
     gw_server_set_busy_poll(srv, st.busy_poll_us);
     gw_server_set_ready(srv, &gm, &be);

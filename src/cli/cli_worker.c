@@ -101,6 +101,7 @@ static void wk_info(rpc_info *ri, const posy_model_info *mi, const wk_opts *o, i
     if (ri->max_chunk_seqs > rpc_max_vectors(mi->dim)) ri->max_chunk_seqs = rpc_max_vectors(mi->dim);   /* wide (sparse) vectors */
     ri->normalize = mi->normalize;
     ri->pool_skip = 1;   /* cli_worker_sched forwards rpc_chunk.pool_skip to the scheduler */
+    ri->tok_dim = mi->tok_dim;
     if (ri->max_seq_len > ri->max_batch_tokens) ri->max_seq_len = ri->max_batch_tokens;
 }
 

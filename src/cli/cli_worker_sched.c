@@ -14,6 +14,8 @@
  * advertises the model's type_vocab and the codec rejects ids beyond it.
  * Pool skips (prompt tokens under include_prompt false, counted by the
  * gateway) are forwarded too, each already checked against its length.
+ * Token states (EmbedRequest.token_states, for /embed_all) land in the
+ * same block, after the vectors.
  */
 #include <stdatomic.h>
 #include <stdlib.h>
@@ -25,7 +27,7 @@ typedef struct wk_job {
     sched_req r;
     rpc_reply_fn done;
     void *done_arg;
-    int dim;
+    int dim, tok_dim;
     atomic_int refs;             /* the scheduler's callback + the server's handle */
 } wk_job;
 
@@ -37,10 +39,11 @@ static void wk_job_done(sched_req *r, void *user) {
     wk_job *j = user;
     (void)r;
     if (j->r.status == 0)
-        j->done(j->done_arg, 0, NULL, j->r.out, j->r.n_seqs, j->dim, j->r.queue_ns / 1000, j->r.infer_ns / 1000);
+        j->done(j->done_arg, 0, NULL, j->r.out, j->r.n_seqs, j->dim, j->r.tok_out, j->tok_dim, j->r.queue_ns / 1000,
+                j->r.infer_ns / 1000);
     else
         j->done(j->done_arg, j->r.status == SCHED_CANCELLED ? POSY_E_IO : j->r.status,
-                j->r.msg[0] ? j->r.msg : "cancelled", NULL, 0, 0, 0, 0);
+                j->r.msg[0] ? j->r.msg : "cancelled", NULL, 0, 0, NULL, 0, 0, 0);
     wk_job_unref(j);
 }
 
@@ -49,7 +52,9 @@ static int wk_submit(void *ctx, const rpc_chunk *c, rpc_reply_fn done, void *don
     int dim = sched_dim(b->sched);
     size_t cu_bytes = (size_t)(c->n_seqs + 1) * sizeof(int32_t);
     size_t out_bytes = (size_t)c->n_seqs * (size_t)dim * sizeof(float);
-    wk_job *j = malloc(sizeof *j + cu_bytes + out_bytes);
+    const int tok_dim = c->token_states ? sched_tok_dim(b->sched) : 0;   /* the codec refused token_states when 0 */
+    size_t tok_bytes = (size_t)c->n_tokens * (size_t)tok_dim * sizeof(float);
+    wk_job *j = malloc(sizeof *j + cu_bytes + out_bytes + tok_bytes);
     if (!j) return posy_err_set(err, POSY_E_NOMEM, "out of memory for a chunk of %d sequences", c->n_seqs);
     memset(&j->r, 0, sizeof j->r);
     int32_t *cu = (int32_t *)(j + 1);
@@ -62,11 +67,13 @@ static int wk_submit(void *ctx, const rpc_chunk *c, rpc_reply_fn done, void *don
     j->r.pool_skip = c->pool_skip;
     j->r.n_seqs = c->n_seqs;
     j->r.out = out;
+    j->r.tok_out = tok_dim ? out + (size_t)c->n_seqs * (size_t)dim : NULL;
     j->r.done = wk_job_done;
     j->r.user = j;
     j->done = done;
     j->done_arg = done_arg;
     j->dim = dim;
+    j->tok_dim = tok_dim;
     atomic_init(&j->refs, job ? 2 : 1);
     int rc = sched_submit(b->sched, &j->r, err);
     if (rc) free(j);

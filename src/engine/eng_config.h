@@ -155,6 +155,12 @@ typedef struct eng_config {
 /* Whether the backends L2-normalise after pooling: a Normalize module and
  * no Dense (with Dense modules the engine front normalises after them). */
 static inline int eng_config_pool_normalize(const eng_config *c) { return c->info.normalize && !c->n_dense; }
+/* posy_model_info.tok_dim for this model: the hidden size, or 0 for a model
+ * whose tokens have no states to give (static, SPLADE, a classifier or
+ * reranker).  The gateway asks the same without loading weights. */
+static inline int eng_config_tok_dim(const eng_config *c) {
+    return c->static_emb || c->splade || c->rerank ? 0 : c->info.hidden;
+}
 
 int eng_config_load(eng_config *c, const char *model_dir, posy_err *err);
 void eng_config_free(eng_config *c);

@@ -183,6 +183,7 @@ posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opt
     snprintf(mi->dtype, sizeof mi->dtype, "%s", mi->device == POSY_DEVICE_CPU ? "fp32" : "bf16");
     mi->max_batch_tokens = e->opts.max_batch_tokens;
     mi->max_batch_seqs = e->opts.max_batch_seqs;
+    mi->tok_dim = eng_config_tok_dim(&e->cfg);
     char dense[96] = "";
     if (e->cfg.splade)
         snprintf(dense, sizeof dense, ", SPLADE %s over the masked-LM head: sparse vectors of %d",
@@ -254,6 +255,9 @@ static int validate_shape(const posy_engine *e, const posy_batch *b, posy_err *e
     if (b->cu_seqlens[b->n_seqs] != b->n_tokens)
         return posy_err_set(err, POSY_E_INVALID, "batch: cu_seqlens ends at %d but n_tokens is %d",
                             b->cu_seqlens[b->n_seqs], b->n_tokens);
+    if (b->tok_out && !mi->tok_dim)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "batch: token embeddings asked of %s, which gives none "
+                            "(a static embedding, SPLADE, classifier or reranker model)", mi->name);
     return 0;
 }
 

@@ -65,6 +65,10 @@ typedef struct posy_model_info {
     char dtype[8];             /* "fp32" or "bf16" */
     int max_batch_tokens;      /* the engine's token budget in effect (opts, or the device's default) */
     int max_batch_seqs;        /* and its sequence budget */
+    int tok_dim;               /* floats per token that posy_batch.tok_out receives: the hidden size (each
+                                  token's last hidden state, after the model's final norm, before pooling,
+                                  Dense modules and normalization), or 0 when the model gives none (a static
+                                  embedding model, SPLADE, a classifier or reranker) */
 } posy_model_info;
 
 /* A packed batch.  All pointers must stay valid until the batch is handed
@@ -85,6 +89,9 @@ typedef struct posy_batch {
                                   include_prompt false), 0 <= skip < length; NULL: none.
                                   Mean pools the rest, CLS takes the first kept token,
                                   last-token pooling is unaffected. */
+    float *const *tok_out;     /* NULL, or n_seqs pointers: sequence s's token states land at tok_out[s]
+                                  (length * info.tok_dim floats, in token order), none where the pointer
+                                  is NULL; `out` is written as always (TEI's /embed_all) */
 } posy_batch;
 
 typedef struct posy_result {

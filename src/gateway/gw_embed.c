@@ -25,7 +25,8 @@ static __thread tok_encoding tl_enc;
  * 64 MiB (30522-wide BERT vocabularies: 549 inputs; 250002-wide XLM-R: 67),
  * which also bounds the answer's JSON should every entry be non-zero.
  * /predict and /classify: one score a label an input, capped the same way
- * (a classifier of thousands of labels times thousands of inputs). */
+ * (a classifier of thousands of labels times thousands of inputs); and
+ * /embed_all: a vector a token (768-wide BERT-base: 21,845 tokens). */
 #define GW_SPARSE_MAX_FLOATS ((size_t)16 << 20)
 
 void gw_worker_exit(void) {
@@ -296,7 +297,8 @@ static void on_job_done(sched_req *job, void *user) {
 static void submit(gw_call *c) {
     const gw_model *m = &c->srv->model;
     c->out = malloc((size_t)c->n_seqs * (size_t)m->dim * sizeof(float));
-    if (!c->out) {
+    if (c->route == GW_R_EMBED_ALL) c->tok = malloc((size_t)c->cu[c->n_seqs] * (size_t)m->tok_dim * sizeof(float));
+    if (!c->out || (c->route == GW_R_EMBED_ALL && !c->tok)) {
         gw_call_fail(c, 500, GW_F_BACKEND, "out_of_memory", "out of memory");
         gw_call_finish(c);
         return;
@@ -307,6 +309,7 @@ static void submit(gw_call *c) {
     c->job.pool_skip = c->skip;
     c->job.n_seqs = c->n_seqs;
     c->job.out = c->out;
+    c->job.tok_out = c->tok;
     c->job.done = on_job_done;
     c->job.user = c;
     posy_err err;
@@ -465,6 +468,9 @@ void gw_stage_parse(gw_task *t) {
                      "/similarity takes {\"inputs\": {\"source_sentence\": \"...\", \"sentences\": [\"...\", ...]}}");
     } else if (c->route == GW_R_TOKENIZE) {
         tokenize_response(c, &r);
+    } else if (c->route == GW_R_EMBED_ALL && s->model.cfg && s->model.cfg->splade) {
+        gw_call_fail(c, 422, GW_F_VALIDATION, "not_supported", "/embed_all is not available for SPLADE models (as "
+                     "TEI): their vectors come from /embed_sparse");
     } else if ((c->route == GW_R_EMBED_SPARSE) != (s->model.cfg && s->model.cfg->splade)) {
         if (c->route == GW_R_EMBED_SPARSE)
             gw_call_fail(c, 422, GW_F_VALIDATION, "not_a_sparse_model", "this model makes dense embeddings: "
@@ -487,6 +493,16 @@ void gw_stage_parse(gw_task *t) {
                        "makes no embeddings"
                      : "this model is a classifier: it scores texts on /predict and /classify and makes no "
                        "embeddings");
+    } else if (c->route == GW_R_EMBED_ALL && (r.dims || r.chunked || r.base64 || r.similarity ||
+                                              r.enc.dtype != POSY_VEC_FLOAT32)) {
+        gw_call_fail(c, 422, GW_F_VALIDATION, "invalid_input", "/embed_all takes texts or token ids, and no "
+                     "'dimensions', 'chunked', 'encoding_format' or 'output_dtype': its answer is every token's "
+                     "hidden state as floats");
+    } else if (c->route == GW_R_EMBED_ALL && !s->model.tok_dim) {
+        gw_call_fail(c, 422, GW_F_VALIDATION, "not_supported", s->model.cfg && s->model.cfg->static_emb
+                     ? "/embed_all: a static embedding model has no per-token hidden states"
+                     : "/embed_all is not served here: the backend gives no token states (the no-op engine, or "
+                       "workers older than this gateway)");
     } else if (r.dims > s->model.dim) {
         gw_call_fail(c, 422, GW_F_VALIDATION, "invalid_dimensions",
                      "'dimensions' is %d but the model has %d", r.dims, s->model.dim);
@@ -497,6 +513,13 @@ void gw_stage_parse(gw_task *t) {
         c->normalize = c->openai ? 1 : r.normalize;
         c->similarity = r.similarity;
         gw_embed_req_free(&r);
+        if (c->route == GW_R_EMBED_ALL && (size_t)c->cu[c->n_seqs] * (size_t)s->model.tok_dim > GW_SPARSE_MAX_FLOATS) {
+            gw_call_fail(c, 422, GW_F_VALIDATION, "too_many_tokens", "/embed_all: %d tokens of %d floats each are "
+                         "more than one answer holds (%d MiB); send fewer inputs a request", c->cu[c->n_seqs],
+                         s->model.tok_dim, (int)(GW_SPARSE_MAX_FLOATS * sizeof(float) >> 20));
+            gw_call_finish(c);
+            return;
+        }
         submit_tokenized(c, t0);
         return;
     }
@@ -618,6 +641,7 @@ void gw_stage_serialize(gw_task *t) {
     case GW_R_PREDICT: case GW_R_CLASSIFY: answer = gw_predict_write; break;
     case GW_R_EMBED_SPARSE: answer = gw_sparse_write; break;
     case GW_R_SCORE: answer = gw_score_write; break;
+    case GW_R_EMBED_ALL: answer = gw_tokens_write; break;
     default: break;
     }
     if (answer) {

@@ -103,6 +103,7 @@ typedef struct gw_call {
     int *n_windows, n_inputs;         /* "chunked": sequences per input (gw_chunk.c), else NULL */
     long prompt_tokens;
     float *out;
+    float *tok;                       /* /embed_all: cu[n_seqs] * model.tok_dim token states, else NULL */
     /* the response */
     int status;
     const char *ctype;
@@ -151,6 +152,8 @@ int gw_score_tokenize(gw_call *c, const struct gw_score_req *r);
 int gw_score_write(gw_call *c);
 /* gw_sparse.c: POST /embed_sparse's answer once a SPLADE model's vectors are back. */
 int gw_sparse_write(gw_call *c);
+/* gw_tokens.c: POST /embed_all's answer once the token states are back. */
+int gw_tokens_write(gw_call *c);
 /* gw_decode.c: POST /decode, answered inside the parse stage. */
 void gw_decode_response(gw_call *c);
 /* gw_errors.c */

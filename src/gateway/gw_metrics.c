@@ -5,7 +5,7 @@
 
 static const int status_codes[GW_STATUS_SLOTS] = {200, 204, 400, 401, 404, 405, 413, 422, 429, 499, 500, 501, 503, 0};
 static const char *route_names[GW_R_COUNT] = {"/v1/embeddings", "/embed", "/tokenize", "/decode", "/similarity",
-                                              "/rerank", "/v1/rerank", "/predict", "/classify", "/embed_sparse", "/score", "/health", "/info", "/v1/models", "/metrics", "other"};
+                                              "/rerank", "/v1/rerank", "/predict", "/classify", "/embed_sparse", "/score", "/embed_all", "/health", "/info", "/v1/models", "/metrics", "other"};
 static const char *fail_names[GW_F_COUNT] = {"malformed_json", "validation", "body_too_large", "overloaded",
                                              "not_ready", "shutting_down", "client_disconnected", "backend",
                                              "not_found", "unsupported", "unauthorized"};

@@ -66,7 +66,7 @@ static const route_def routes[] = {
     {"/v1/rerank", GW_R_V1_RERANK, 1, 1},       {"/v2/rerank", GW_R_V1_RERANK, 1, 1},
     {"/predict", GW_R_PREDICT, 1, 0},          {"/classify", GW_R_CLASSIFY, 1, 1},
     {"/embed_sparse", GW_R_EMBED_SPARSE, 1, 0},   {"/score", GW_R_SCORE, 1, 1},
-    {"/v1/score", GW_R_SCORE, 1, 1},
+    {"/v1/score", GW_R_SCORE, 1, 1},            {"/embed_all", GW_R_EMBED_ALL, 1, 0},
     {"/health", GW_R_HEALTH, 0, 0},            {"/info", GW_R_INFO, 0, 0},
     {"/v1/models", GW_R_MODELS, 0, 1},         {"/metrics", GW_R_METRICS, 0, 0},
 };
@@ -117,6 +117,7 @@ static void call_free(gw_call *c) {
     free(c->skip);
     free(c->n_windows);
     free(c->out);
+    free(c->tok);
     gw_buf_free(&c->resp);
     /* A worker may still be inside submit() holding mu while the job has
      * already completed and been answered: wait for it to let go. */

@@ -47,6 +47,8 @@ typedef struct gw_model {
     const eng_config *cfg;    /* prompts, sizes */
     const char *name;         /* the OpenAI "model" */
     int dim;                  /* output floats per input */
+    int tok_dim;              /* floats per token on /embed_all (the engine's, or the workers'); 0: the
+                                 route is not served (the model, or the backend, gives no token states) */
     int max_input_tokens;     /* longest sequence the model takes */
     int max_batch_tokens;     /* the engine's budget in effect, for /info (0: gw_opts') */
     const char *device;       /* "cpu", "cuda:0", "noop" */

@@ -29,6 +29,7 @@ typedef struct rpc_chunk {
     const int32_t *lengths;       /* n_seqs, each >= 1 */
     const int32_t *type_ids;      /* n_tokens, or NULL for all zeros */
     const int32_t *pool_skip;     /* n_seqs leading tokens left out of pooling, or NULL for none */
+    int token_states;             /* answer every token's state too (EmbedRequest.token_states) */
 } rpc_chunk;
 
 /* What a worker serves (InfoResponse). */
@@ -48,16 +49,18 @@ typedef struct rpc_info {
     int max_chunk_seqs;
     int normalize;
     int pool_skip;                /* the backend applies rpc_chunk.pool_skip */
+    int tok_dim;                  /* floats per token state (rpc_chunk.token_states); 0: gives none */
     uint64_t requests, sequences, tokens;   /* counters, filled by the server */
     uint64_t cancelled;           /* Embed calls the client cancelled or let expire */
     uint64_t seqs_run, seqs_dropped;        /* from the backend's counters(), if any */
 } rpc_info;
 
 /* Completion of one chunk.  status 0: `vectors` holds n * dim floats in
- * sequence order, valid only during the call.  Otherwise status is a
- * posy_status and msg says why (vectors NULL). */
+ * sequence order, and, when the chunk asked for token states, `tok` the
+ * chunk's n_tokens * tok_dim (else NULL), valid only during the call.
+ * Otherwise status is a posy_status and msg says why (vectors NULL). */
 typedef void (*rpc_reply_fn)(void *arg, int status, const char *msg, const float *vectors, int n,
-                             int dim, uint64_t queue_us, uint64_t infer_us);
+                             int dim, const float *tok, int tok_dim, uint64_t queue_us, uint64_t infer_us);
 
 /* The worker's engine side.  submit() gets a validated chunk whose arrays
  * stay valid until `done` is called.  It returns 0 and later calls `done`
@@ -112,5 +115,8 @@ int rpc_status_from_grpc(int grpc_code);
  * message-size ceiling both sides use (a SPLADE model's vocabulary-wide
  * vectors: 30522 floats each), with room for the message's framing. */
 int rpc_max_vectors(int dim);
+/* Whether one answer of n vectors of dim floats and n_tokens token states
+ * of tok_dim floats fits under that ceiling. */
+int rpc_answer_fits(int n, int dim, long long n_tokens, int tok_dim);
 
 #endif

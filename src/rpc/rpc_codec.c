@@ -42,6 +42,12 @@ static int rpc_req_check(const Posy__V1__EmbedRequest *m, const rpc_info *lim, p
     if (sum != m->n_ids)
         return posy_err_set(err, POSY_E_INVALID, "lengths sum to %llu but ids has %zu entries",
                             (unsigned long long)sum, m->n_ids);
+    if (m->token_states && !lim->tok_dim)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "token_states: this worker's model gives no token states (a "
+                            "static embedding, SPLADE, classifier or reranker model)");
+    if (m->token_states && !rpc_answer_fits((int)m->n_lengths, lim->dim, (long long)m->n_ids, lim->tok_dim))
+        return posy_err_set(err, POSY_E_TOO_LONG, "token_states: %zu tokens of %d floats each do not fit in one "
+                            "answer; send smaller chunks", m->n_ids, lim->tok_dim);
     for (size_t i = 0; i < m->n_ids; i++)
         if (m->ids[i] < 0 || (lim->vocab > 0 && m->ids[i] >= lim->vocab))
             return posy_err_set(err, POSY_E_INVALID, "ids[%zu] = %d is out of the vocabulary [0, %d)", i, m->ids[i],
@@ -71,6 +77,7 @@ int rpc_req_decode(const uint8_t *buf, size_t len, const rpc_info *lim, rpc_req 
     out->chunk.lengths = m->lengths;
     out->chunk.type_ids = m->n_type_ids ? m->type_ids : NULL;
     out->chunk.pool_skip = m->n_pool_skip ? m->pool_skip : NULL;
+    out->chunk.token_states = m->token_states;
     return 0;
 }
 
@@ -106,12 +113,23 @@ grpc_byte_buffer *rpc_req_encode(const rpc_chunk *c, uint64_t id) {
             m.pool_skip = (int32_t *)c->pool_skip;
             break;
         }
+    m.token_states = c->token_states != 0;
     return rpc_pack(&m.base);
 }
 
 grpc_byte_buffer *rpc_resp_encode(uint64_t id, const float *v, int n, int dim, uint64_t queue_us,
                                   uint64_t infer_us) {
+    return rpc_resp_encode_tok(id, v, n, dim, NULL, 0, 0, queue_us, infer_us);
+}
+
+grpc_byte_buffer *rpc_resp_encode_tok(uint64_t id, const float *v, int n, int dim, const float *tok, int n_tok,
+                                      int tok_dim, uint64_t queue_us, uint64_t infer_us) {
     Posy__V1__EmbedResponse m = POSY__V1__EMBED_RESPONSE__INIT;
+    if (tok) {
+        m.token_dim = (uint32_t)tok_dim;
+        m.token_states.len = (size_t)n_tok * (size_t)tok_dim * sizeof(float);
+        m.token_states.data = (uint8_t *)tok;
+    }
     m.request_id = id;
     m.dim = (uint32_t)dim;
     m.count = (uint32_t)n;
@@ -124,6 +142,11 @@ grpc_byte_buffer *rpc_resp_encode(uint64_t id, const float *v, int n, int dim, u
 
 int rpc_resp_decode(const uint8_t *buf, size_t len, int n, int dim, float *out, uint64_t *queue_us,
                     uint64_t *infer_us, posy_err *err) {
+    return rpc_resp_decode_tok(buf, len, n, dim, out, 0, 0, NULL, queue_us, infer_us, err);
+}
+
+int rpc_resp_decode_tok(const uint8_t *buf, size_t len, int n, int dim, float *out, int n_tok, int tok_dim,
+                        float *tok_out, uint64_t *queue_us, uint64_t *infer_us, posy_err *err) {
     Posy__V1__EmbedResponse *m = posy__v1__embed_response__unpack(NULL, len, buf);
     if (!m) return posy_err_set(err, POSY_E_INTERNAL, "worker sent a malformed EmbedResponse");
     int rc = 0;
@@ -131,8 +154,15 @@ int rpc_resp_decode(const uint8_t *buf, size_t len, int n, int dim, float *out, 
     if (m->count != (uint32_t)n || m->dim != (uint32_t)dim || m->vectors.len != want)
         rc = posy_err_set(err, POSY_E_INTERNAL, "worker answered %u vectors of dim %u (%zu bytes), expected %d of dim %d",
                           m->count, m->dim, m->vectors.len, n, dim);
-    else
+    else if (tok_out && (m->token_dim != (uint32_t)tok_dim ||
+                         m->token_states.len != (size_t)n_tok * (size_t)tok_dim * sizeof(float)))
+        rc = posy_err_set(err, POSY_E_INTERNAL, "worker answered %zu bytes of token states of dim %u, expected %d "
+                          "tokens of dim %d (a worker that predates token_states answers none)",
+                          m->token_states.len, m->token_dim, n_tok, tok_dim);
+    else {
         memcpy(out, m->vectors.data, want);
+        if (tok_out) memcpy(tok_out, m->token_states.data, m->token_states.len);
+    }
     if (queue_us) *queue_us = m->queue_time_us;
     if (infer_us) *infer_us = m->inference_time_us;
     posy__v1__embed_response__free_unpacked(m, NULL);
@@ -154,6 +184,7 @@ grpc_byte_buffer *rpc_info_encode(const rpc_info *i) {
     m.dtype = (char *)i->dtype;
     m.normalize = i->normalize != 0;
     m.pool_skip = i->pool_skip != 0;
+    m.token_dim = (uint32_t)(i->tok_dim > 0 ? i->tok_dim : 0);
     m.pooling = (char *)i->pooling;
     m.fingerprint = (char *)i->fingerprint;
     m.requests = i->requests;
@@ -190,6 +221,7 @@ int rpc_info_decode(const uint8_t *buf, size_t len, rpc_info *o, posy_err *err) 
     o->max_chunk_seqs = rpc_u32_int(m->max_chunk_seqs);
     o->normalize = m->normalize;
     o->pool_skip = m->pool_skip;
+    o->tok_dim = m->token_dim < 1048576 ? (int)m->token_dim : 0;
     o->requests = m->requests;
     o->sequences = m->sequences;
     o->tokens = m->tokens;

@@ -32,9 +32,16 @@ grpc_byte_buffer *rpc_req_encode(const rpc_chunk *c, uint64_t id);
 
 grpc_byte_buffer *rpc_resp_encode(uint64_t id, const float *v, int n, int dim, uint64_t queue_us,
                                   uint64_t infer_us);
+/* The same with token states (tok: n_tok * tok_dim floats; NULL: none). */
+grpc_byte_buffer *rpc_resp_encode_tok(uint64_t id, const float *v, int n, int dim, const float *tok, int n_tok,
+                                      int tok_dim, uint64_t queue_us, uint64_t infer_us);
 /* Decode a response expected to hold n vectors of dim floats into out. */
 int rpc_resp_decode(const uint8_t *buf, size_t len, int n, int dim, float *out, uint64_t *queue_us,
                     uint64_t *infer_us, posy_err *err);
+/* The same, and when tok_out is not NULL, n_tok token states of tok_dim
+ * floats into it (a response without them, or of another size, fails). */
+int rpc_resp_decode_tok(const uint8_t *buf, size_t len, int n, int dim, float *out, int n_tok, int tok_dim,
+                        float *tok_out, uint64_t *queue_us, uint64_t *infer_us, posy_err *err);
 
 grpc_byte_buffer *rpc_info_encode(const rpc_info *info);
 int rpc_info_decode(const uint8_t *buf, size_t len, rpc_info *out, posy_err *err);

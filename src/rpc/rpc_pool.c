@@ -36,6 +36,7 @@ typedef struct pool_job {
     int cancelled;               /* under p->mu */
     rpc_chunk req;
     float *out;
+    float *tok;                  /* token states, or NULL */
     rpc_pool_cb cb;
     void *arg;
     int remaining;               /* chunks without an outcome; under p->mu */
@@ -58,10 +59,10 @@ static void pool_send(pool_chunk *c);
 
 /* Least outstanding tokens among healthy workers, preferring not `avoid`
  * (compared, never dereferenced: it may have been reaped meanwhile). */
-static pool_worker *pool_pick_locked(rpc_pool *p, pool_worker *avoid) {
+static pool_worker *pool_pick_locked(rpc_pool *p, pool_worker *avoid, int tok) {
     pool_worker *best = NULL, *fallback = NULL;
     for (pool_worker *w = p->workers; w; w = w->next) {
-        if (w->state != PW_OK || w->removed) continue;
+        if (w->state != PW_OK || w->removed || (tok && !w->tok_dim)) continue;
         if (w == avoid) fallback = w;
         else if (!best || w->outstanding < best->outstanding) best = w;
     }
@@ -113,8 +114,9 @@ static void pool_on_reply(void *arg, int code, const char *details, const uint8_
     posy_err_clear(&err);
     uint64_t q = 0, inf = 0;
     if (code == GRPC_STATUS_OK &&
-        rpc_resp_decode(buf, len, c->n_seqs, p->o.dim, j->out + (size_t)c->seq0 * (size_t)p->o.dim, &q, &inf,
-                        &err) != 0) {
+        rpc_resp_decode_tok(buf, len, c->n_seqs, p->o.dim, j->out + (size_t)c->seq0 * (size_t)p->o.dim, c->n_tokens,
+                            p->o.tok_dim, j->tok ? j->tok + (size_t)c->tok0 * (size_t)p->o.tok_dim : NULL, &q, &inf,
+                            &err) != 0) {
         code = GRPC_STATUS_INTERNAL;
         details = err.msg;
     }
@@ -169,11 +171,12 @@ static void pool_send(pool_chunk *c) {
             pool_chunk_done(c, POSY_E_IO, "cancelled", 0, 0);
             return;
         }
-        pool_worker *w = p->stop ? NULL : pool_pick_locked(p, c->avoid);
+        pool_worker *w = p->stop ? NULL : pool_pick_locked(p, c->avoid, c->job->tok != NULL);
         if (!w) {
             p->no_worker++;
             pthread_mutex_unlock(&p->mu);
-            pool_chunk_done(c, POSY_E_IO, "no healthy worker", 0, 0);
+            pool_chunk_done(c, POSY_E_IO, c->job->tok ? "no healthy worker gives token states (workers older than "
+                            "this gateway?)" : "no healthy worker", 0, 0);
             return;
         }
         w->outstanding += c->n_tokens;
@@ -188,6 +191,7 @@ static void pool_send(pool_chunk *c) {
             .lengths = r->lengths + c->seq0,
             .type_ids = r->type_ids ? r->type_ids + c->tok0 : NULL,
             .pool_skip = r->pool_skip ? r->pool_skip + c->seq0 : NULL,
+            .token_states = c->job->tok != NULL,
         };
         grpc_byte_buffer *bb = rpc_req_encode(&sub, (uint64_t)(uintptr_t)c);
         if (rpc_client_call(w->cl, RPC_METHOD_EMBED, bb, p->o.timeout_ms, pool_on_reply, c, &c->call) == 0) {
@@ -226,6 +230,12 @@ void rpc_pool_cancel(rpc_pool *p, const void *key) {
 
 int rpc_pool_embed_key(rpc_pool *p, const rpc_chunk *req, float *out, rpc_pool_cb cb, void *arg, const void *key,
                        posy_err *err) {
+    return rpc_pool_embed_tok(p, req, out, NULL, cb, arg, key, err);
+}
+
+int rpc_pool_embed_tok(rpc_pool *p, const rpc_chunk *req, float *out, float *tok_out, rpc_pool_cb cb, void *arg,
+                       const void *key, posy_err *err) {
+    if (tok_out && !p->o.tok_dim) return posy_err_set(err, POSY_E_INVALID, "this model gives no token states");
     if (req->n_seqs <= 0) return posy_err_set(err, POSY_E_INVALID, "no sequences to embed");
     if (rpc_pool_healthy(p) == 0) {
         pthread_mutex_lock(&p->mu);
@@ -238,12 +248,16 @@ int rpc_pool_embed_key(rpc_pool *p, const rpc_chunk *req, float *out, rpc_pool_c
     j->p = p;
     j->req = *req;
     j->out = out;
+    j->tok = tok_out;
     j->cb = cb;
     j->arg = arg;
     j->key = key;
     pthread_mutex_lock(&p->mu);
-    const int max_tok = p->o.chunk_tokens, max_seq = p->o.chunk_seqs;
+    int max_tok = p->o.chunk_tokens;
+    const int max_seq = p->o.chunk_seqs;
     pthread_mutex_unlock(&p->mu);
+    /* token states: a chunk's answer must fit one message as well */
+    while (tok_out && max_tok > 1 && !rpc_answer_fits(max_seq, p->o.dim, max_tok, p->o.tok_dim)) max_tok /= 2;
     /* Count the chunks first so that no early completion sees remaining 0. */
     int n_chunks = 0;
     for (int s = 0; s < req->n_seqs;) {

@@ -42,6 +42,8 @@ typedef struct rpc_pool_opts {
     int start_wait_ms;            /* wait at open for the first verification round; default 3000 */
     int need_pool_skip;           /* the model leaves prompts out of pooling: use only workers that
                                      apply EmbedRequest.pool_skip (an older one would pool them) */
+    int tok_dim;                  /* floats per token state (/embed_all) the model gives; 0: none.  Token
+                                     chunks go only to workers that report the same */
 } rpc_pool_opts;
 
 /* Completion of a request: status 0 and the caller's `out` filled, or a
@@ -66,6 +68,11 @@ int rpc_pool_embed(rpc_pool *p, const rpc_chunk *req, float *out, rpc_pool_cb cb
  * uses arg). */
 int rpc_pool_embed_key(rpc_pool *p, const rpc_chunk *req, float *out, rpc_pool_cb cb, void *arg, const void *key,
                        posy_err *err);
+/* Same, and every token's state too (req->token_states set): n_tokens *
+ * o.tok_dim floats into tok_out, in token order.  Only workers that give
+ * them take these chunks (none: POSY_E_IO, "no healthy worker"). */
+int rpc_pool_embed_tok(rpc_pool *p, const rpc_chunk *req, float *out, float *tok_out, rpc_pool_cb cb, void *arg,
+                       const void *key, posy_err *err);
 /* The caller gave up on the request named `key` (its HTTP client went
  * away): chunks in flight are cancelled (grpc_call_cancel, so each worker
  * drops what it still has queued) and none is sent or retried again.  cb

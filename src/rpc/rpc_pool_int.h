@@ -27,6 +27,7 @@ typedef struct pool_worker {
     int calls;                   /* calls in flight (chunks + probes) */
     int64_t outstanding;         /* tokens sent and not answered */
     uint64_t chunks_ok, chunks_failed;
+    int tok_dim;                 /* its InfoResponse.token_dim: 0 takes no token-state chunks */
     struct pool_worker *next;
 } pool_worker;
 

@@ -83,6 +83,7 @@ static void pool_on_probe(void *arg, int code, const char *details, const uint8_
             if (w->state != PW_OK) POSY_INFO("gateway: worker %s ready (%s on %s)", w->addr, info.model, info.device);
             w->state = PW_OK;
             w->slow_probes = 0;
+            w->tok_dim = info.tok_dim == p->o.tok_dim ? info.tok_dim : 0;
             /* Never send a chunk bigger than a worker accepts. */
             if (info.max_chunk_tokens > 0 && info.max_chunk_tokens < p->o.chunk_tokens) {
                 POSY_WARN("gateway: worker %s accepts chunks of <= %d tokens; lowering --chunk-tokens", w->addr,

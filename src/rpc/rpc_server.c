@@ -124,16 +124,17 @@ static void srv_respond_err(srv_call *c, int posy_status, const char *msg) {
 
 /* The backend's answer to a unary Embed. */
 static void srv_embed_done(void *arg, int status, const char *msg, const float *v, int n, int dim,
-                           uint64_t queue_us, uint64_t infer_us) {
+                           const float *tok, int tok_dim, uint64_t queue_us, uint64_t infer_us) {
     srv_call *c = arg;
     rpc_server *s = c->srv;
     if (status) {
         srv_respond_err(c, status, msg ? msg : "engine failure");
-    } else if (n != c->req.chunk.n_seqs) {
+    } else if (n != c->req.chunk.n_seqs || (c->req.chunk.token_states && !tok)) {
         srv_respond_err(c, POSY_E_INTERNAL, "backend answered the wrong number of vectors");
     } else {
         rpc_server_count(s, &c->req.chunk);
-        grpc_byte_buffer *bb = rpc_resp_encode(c->req.id, v, n, dim, queue_us, infer_us);
+        grpc_byte_buffer *bb = rpc_resp_encode_tok(c->req.id, v, n, dim, c->req.chunk.token_states ? tok : NULL,
+                                                   c->req.chunk.n_tokens, tok_dim, queue_us, infer_us);
         rpc_req_free(&c->req);
         srv_respond(c, GRPC_STATUS_OK, NULL, bb);
     }

@@ -155,14 +155,15 @@ static void st_fail_locked(srv_stream *st, int posy_status, const char *msg) {
 }
 
 static void st_job_done(void *arg, int status, const char *msg, const float *v, int n, int dim,
-                        uint64_t queue_us, uint64_t infer_us) {
+                        const float *tok, int tok_dim, uint64_t queue_us, uint64_t infer_us) {
     stream_job *j = arg;
     srv_stream *st = j->st;
     rpc_server *srv = st->srv;       /* outlives the stream, which may be freed once mu is let go */
     grpc_byte_buffer *bb = NULL;
     if (!status) {
         rpc_server_count(st->srv, &j->req.chunk);
-        bb = rpc_resp_encode(j->req.id, v, n, dim, queue_us, infer_us);
+        bb = rpc_resp_encode_tok(j->req.id, v, n, dim, j->req.chunk.token_states ? tok : NULL, j->req.chunk.n_tokens,
+                                 tok_dim, queue_us, infer_us);
     }
     rpc_req_free(&j->req);
     sq_item *it = bb ? calloc(1, sizeof *it) : NULL;

@@ -34,6 +34,9 @@ typedef struct sched_slot {
     int has_types;
     int32_t *skip;             /* pool skips of the batch; used only when a request brought some */
     int has_skip;
+    float **tok;               /* per sequence: where its token states go (NULL: nowhere); used only
+                                  when a request asked for them */
+    int has_tok;
     float *out;
     sched_entry *entries;
     uint64_t t_start;
@@ -87,7 +90,7 @@ static void copy_optional(int32_t *dst, int *has, const int32_t *src, int at, in
 static void form_batch(sched *s, sched_slot *sl, uint64_t now) {
     int nseq = 0, ntok = 0;
     sl->cu[0] = 0;
-    sl->has_types = sl->has_skip = 0;
+    sl->has_types = sl->has_skip = sl->has_tok = 0;
     while (s->head && nseq < s->opts.max_batch_seqs) {
         sched_req *r = s->head;
         int len = seq_len(r, r->next_seq);
@@ -96,6 +99,12 @@ static void form_batch(sched *s, sched_slot *sl, uint64_t now) {
         copy_optional(sl->types, &sl->has_types, r->type_ids ? r->type_ids + r->cu_seqlens[r->next_seq] : NULL,
                       ntok, len);
         copy_optional(sl->skip, &sl->has_skip, r->pool_skip ? r->pool_skip + r->next_seq : NULL, nseq, 1);
+        if (r->tok_out && !sl->has_tok) {
+            memset(sl->tok, 0, (size_t)nseq * sizeof *sl->tok);
+            sl->has_tok = 1;
+        }
+        if (sl->has_tok)
+            sl->tok[nseq] = r->tok_out ? r->tok_out + (size_t)r->cu_seqlens[r->next_seq] * s->eng.tok_dim : NULL;
         ntok += len;
         sl->cu[nseq + 1] = ntok;
         sl->entries[nseq].req = r;
@@ -122,6 +131,7 @@ static void form_batch(sched *s, sched_slot *sl, uint64_t now) {
     sl->batch.cu_seqlens = sl->cu;
     sl->batch.pool_skip = sl->has_skip ? sl->skip : NULL;
     sl->batch.out = sl->out;
+    sl->batch.tok_out = sl->has_tok ? sl->tok : NULL;
     s->inflight++;
 }
 
@@ -316,7 +326,8 @@ sched *sched_open(const sched_engine *eng, const sched_opts *opts, posy_err *err
         sl->skip = malloc((size_t)opts->max_batch_seqs * sizeof(int32_t));
         sl->out = malloc((size_t)opts->max_batch_seqs * (size_t)eng->dim * sizeof(float));
         sl->entries = malloc((size_t)opts->max_batch_seqs * sizeof(sched_entry));
-        if (!sl->ids || !sl->types || !sl->cu || !sl->skip || !sl->out || !sl->entries) goto nomem;
+        sl->tok = malloc((size_t)opts->max_batch_seqs * sizeof *sl->tok);
+        if (!sl->ids || !sl->types || !sl->cu || !sl->skip || !sl->out || !sl->entries || !sl->tok) goto nomem;
     }
     pthread_mutex_init(&s->mu, NULL);
     pthread_cond_init(&s->cv, NULL);
@@ -354,6 +365,7 @@ void sched_close(sched *s) {
         free(s->slots[i].skip);
         free(s->slots[i].out);
         free(s->slots[i].entries);
+        free(s->slots[i].tok);
     }
     free(s);
 }
@@ -363,6 +375,8 @@ static int check_req(const sched *s, const sched_req *r, posy_err *err) {
         return posy_err_set(err, POSY_E_INVALID, "a request needs at least one sequence, an output buffer and a callback");
     if (r->cu_seqlens[0] != 0) return posy_err_set(err, POSY_E_INVALID, "cu_seqlens[0] must be 0");
     if (!r->ids && r->cu_seqlens[r->n_seqs] != 0) return posy_err_set(err, POSY_E_INVALID, "a request needs its ids");
+    if (r->tok_out && !s->eng.tok_dim)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "this model gives no token embeddings");
     for (int i = 0; i < r->n_seqs; i++) {
         int len = seq_len(r, i);
         if (len < 0 || (len == 0 && !s->eng.allow_empty))
@@ -436,6 +450,7 @@ void sched_get_depth(sched *s, sched_depth *d) {
 }
 
 int sched_dim(const sched *s) { return s->eng.dim; }
+int sched_tok_dim(const sched *s) { return s->eng.tok_dim; }
 
 int sched_get_engine_stats(sched *s, posy_engine_stats *out) {
     pthread_mutex_lock(&s->mu);

@@ -47,6 +47,7 @@ typedef struct sched_engine {
     void (*stats)(void *ctx, posy_engine_stats *out);
     int allow_empty;          /* sequences of no tokens are accepted (a static embedding model: a zero
                                  bag, as sentence-transformers embeds an empty text) */
+    int tok_dim;              /* floats per token of posy_batch.tok_out; 0: the engine gives none */
 } sched_engine;
 
 /* Adapters: the real engine, and the no-op engine of `posy serve --engine
@@ -84,6 +85,8 @@ struct sched_req {
                                   skip travels with its sequence into whatever batch runs it. */
     int n_seqs;
     float *out;                /* n_seqs * dim floats, written by the scheduler */
+    float *tok_out;            /* NULL, or cu_seqlens[n_seqs] * tok_dim floats: every token's state, written
+                                  by the engine in place (TEI's /embed_all); refused when tok_dim is 0 */
     sched_done_fn done;
     void *user;
     /* Set by the scheduler before the callback. */
@@ -136,5 +139,6 @@ void sched_get_depth(sched *s, sched_depth *d);
  * keeps none (*out zeroed). */
 int sched_get_engine_stats(sched *s, posy_engine_stats *out);
 int sched_dim(const sched *s);
+int sched_tok_dim(const sched *s);   /* the engine's tok_dim: 0 when it gives no token states */
 
 #endif

@@ -34,6 +34,7 @@ void sched_engine_posy(sched_engine *se, posy_engine *e) {
     se->wait = posy_wait;
     se->stats = posy_stats;
     se->allow_empty = !strcmp(posy_engine_info(e)->arch, "static");
+    se->tok_dim = posy_engine_info(e)->tok_dim;
 }
 
 typedef struct noop_engine {
@@ -81,6 +82,7 @@ int sched_engine_noop(sched_engine *se, int dim, int delay_us, posy_err *err) {
     se->wait = noop_wait;
     se->stats = NULL;
     se->allow_empty = 0;
+    se->tok_dim = 0;
     return 0;
 }
 

@@ -30,6 +30,12 @@
  *    token pooling and SPLADE ignore skips (bit for bit); for mean / CLS a skip of
  *    len - 1 must change the vector.  (The pooling kernel itself is checked
  *    against a CPU reference with skips in dev/cuda/lab_pool.cu.)
+ * 7. token states (posy_batch.tok_out, TEI's /embed_all): a batch where
+ *    every other sequence asks for them, through the eager token path --
+ *    each token's state against the CPU engine's (fp32) at cosine >= 0.999,
+ *    the pooled vectors still those of the sequences alone (MIN_COS), the
+ *    states pooled on the host give the pooled vectors back, and the rows
+ *    of sequences that did not ask stay untouched.
  * Exit status 0 only if all checks pass.
  */
 #include "gpu_harness.h"
@@ -261,6 +267,80 @@ static void test_pool_skip(posy_engine *e, const gh_seqs *s, int H, int budget, 
     gh_batch_free(&z);
 }
 
+static void test_token_states(posy_engine *e, const char *dir, const gh_seqs *s, int H, int budget,
+                              const float *single) {
+    const int D = eng_config_tok_dim(&e->cfg);
+    if (!D) { printf("token states: the model gives none, skipped\n"); return; }
+    int idx[16], k = 0, T = 0;
+    for (int i = 0; i < s->n && k < 16; i++)
+        if (T + s->lens[i] <= budget) { T += s->lens[i]; idx[k++] = i; }
+    if (k < 2) { printf("token states <= %d tokens: too few sequences, skipped\n", budget); return; }
+    gh_batch b;
+    gh_batch_make(&b, s, idx, k, H, 950);
+    float *tok = (float *)malloc((size_t)T * D * 4), *ptr[16];
+    for (size_t i = 0; i < (size_t)T * D; i++) tok[i] = -999.0f;
+    for (int j = 0; j < k; j++) ptr[j] = j % 2 == 0 ? tok + (size_t)b.cu[j] * D : NULL;
+    b.b.tok_out = ptr;
+    EXPECT(gh_run_sync(e, &b) == 0, "token-state batch failed");
+    posy_engine_opts o = {.device = POSY_DEVICE_CPU, .max_batch_tokens = budget, .max_batch_seqs = 16};
+    posy_err err;
+    posy_engine *cpu = posy_engine_open(dir, &o, &err);
+    if (!cpu) { EXPECT(0, "cpu engine: %s", err.msg); free(tok); gh_batch_free(&b); return; }
+    float *ctok = (float *)malloc((size_t)T * D * 4), *cptr[16];
+    float *cout = (float *)malloc((size_t)k * posy_engine_info(cpu)->dim * 4);
+    for (int j = 0; j < k; j++) cptr[j] = ctok + (size_t)b.cu[j] * D;
+    posy_batch cb = b.b;
+    cb.out = cout;
+    cb.tok_out = cptr;
+    posy_result r;
+    EXPECT(posy_engine_step(cpu, &cb, &r, 1, &err) == 1 && r.status == 0, "cpu token states: %s", err.msg);
+    double min_tok = 1, min_pool = 1, min_rebuilt = 1;
+    int untouched = 1;
+    float *pooled = (float *)malloc((size_t)D * 4);
+    for (int j = 0; j < k; j++) {
+        const int len = b.cu[j + 1] - b.cu[j];
+        const float *g = tok + (size_t)b.cu[j] * D;
+        const double c = gh_cos(b.out + (size_t)j * H, single + (size_t)idx[j] * H, H);
+        if (c < min_pool) min_pool = c;
+        if (!ptr[j]) {
+            for (size_t i = 0; i < (size_t)len * D; i++) untouched &= g[i] == -999.0f;
+            continue;
+        }
+        for (int t = 0; t < len; t++) {
+            const double ct = gh_cos(g + (size_t)t * D, ctok + ((size_t)b.cu[j] + t) * D, D);
+            if (ct < min_tok) min_tok = ct;
+        }
+        const posy_pooling pm = e->cfg.info.pooling;
+        for (int i = 0; i < D; i++) {
+            double v = 0;
+            if (pm == POSY_POOL_CLS) v = g[i];
+            else if (pm == POSY_POOL_LAST) v = g[(size_t)(len - 1) * D + i];
+            else {
+                for (int t = 0; t < len; t++) v += g[(size_t)t * D + i];
+                v /= len;
+            }
+            pooled[i] = (float)v;
+        }
+        if (H == D) {
+            const double cr = gh_cos(pooled, b.out + (size_t)j * H, D);
+            if (cr < min_rebuilt) min_rebuilt = cr;
+        }
+    }
+    printf("token states <= %d tokens: %d sequences (%d tokens); per token vs CPU min cosine %.6f; pooled vs alone "
+           "%.6f; states pooled on the host vs pooled %.7f; rows not asked for %s\n", budget, k, T, min_tok,
+           min_pool, min_rebuilt, untouched ? "untouched" : "WRITTEN");
+    EXPECT(min_tok >= 0.999, "token states budget %d: min cosine vs CPU %.6f", budget, min_tok);
+    EXPECT(min_pool >= min_cos, "token states budget %d: pooled vs alone %.6f", budget, min_pool);
+    EXPECT(min_rebuilt >= 0.99999, "token states budget %d: host-pooled states vs pooled %.7f", budget, min_rebuilt);
+    EXPECT(untouched, "token states budget %d: rows of a sequence that asked for none were written", budget);
+    free(pooled);
+    free(ctok);
+    free(cout);
+    posy_engine_close(cpu);
+    free(tok);
+    gh_batch_free(&b);
+}
+
 static void test_errors(const char *dir) {
     posy_err err;
     posy_err_clear(&err);
@@ -301,6 +381,8 @@ int main(int argc, char **argv) {
     test_inflight(e, &s, H, single);
     test_pool_skip(e, &s, H, 64, single);
     test_pool_skip(e, &s, H, 4096, single);
+    test_token_states(e, argv[1], &s, H, 64, single);
+    test_token_states(e, argv[1], &s, H, 4096, single);
     eng_cu_stats st;
     eng_cuda_stats(e, &st);
     printf("stats: %llu batches, %llu tokens (%llu padded), %llu captures (%.1f ms), %llu replays, "

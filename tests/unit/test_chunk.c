@@ -95,7 +95,7 @@ static void test_engine_single_window(void) {
     CHECK_EQ_INT(k, 1);
     float plain[64], wins[8 * 64], comb[64];   /* up to 8 windows (cu holds 9 bounds) */
     int32_t cu0[2] = {0, 12};
-    posy_batch b1 = {1, 1, 12, ids, NULL, cu0, plain, NULL}, b2 = {2, k, cu[k], win, NULL, cu, wins, NULL};
+    posy_batch b1 = {1, 1, 12, ids, NULL, cu0, plain, NULL, NULL}, b2 = {2, k, cu[k], win, NULL, cu, wins, NULL, NULL};
     posy_result r[2];
     CHECK_EQ_INT(posy_engine_step(e, &b1, r, 2, &err), 1);
     CHECK_EQ_INT(posy_engine_step(e, &b2, r, 2, &err), 1);
@@ -104,7 +104,7 @@ static void test_engine_single_window(void) {
     /* and a split input (windows of 5) differs from the plain embedding but stays close in direction */
     k = posy_chunk_split(ids, 12, 0, 1, 5, win, 64, cu, 9);
     CHECK_EQ_INT(k, 3);
-    posy_batch b3 = {3, k, cu[k], win, NULL, cu, wins, NULL};
+    posy_batch b3 = {3, k, cu[k], win, NULL, cu, wins, NULL, NULL};
     CHECK_EQ_INT(posy_engine_step(e, &b3, r, 2, &err), 1);
     posy_chunk_combine(wins, cu, k, 64, 1, comb);
     double dot = 0;

@@ -81,7 +81,7 @@ static posy_engine *open_engine(int max_tokens, int max_seqs) {
 
 /* Run one batch through step(); returns the result status or -1. */
 static int run(posy_engine *e, int n, const int32_t *ids, const int32_t *cu, float *out, uint64_t tag) {
-    posy_batch b = {tag, n, cu[n], ids, NULL, cu, out, NULL};
+    posy_batch b = {tag, n, cu[n], ids, NULL, cu, out, NULL, NULL};
     posy_result r[2];
     posy_err err;
     int got = posy_engine_step(e, &b, r, 2, &err);
@@ -131,7 +131,7 @@ static void test_step_contract(void) {
     if (!e) return;
     float out[384];
     int32_t cu[2] = {0, 4};
-    posy_batch b = {42, 1, 4, seq0, NULL, cu, out, NULL};
+    posy_batch b = {42, 1, 4, seq0, NULL, cu, out, NULL, NULL};
     posy_result r[1];
     posy_err err;
     CHECK_EQ_INT(posy_engine_inflight(e), 0);
@@ -147,7 +147,7 @@ static void test_step_contract(void) {
     /* Explicit token type ids of zero give the same as NULL. */
     int32_t types[4] = {0, 0, 0, 0};
     float out2[384];
-    posy_batch b2 = {43, 1, 4, seq0, types, cu, out2, NULL};
+    posy_batch b2 = {43, 1, 4, seq0, types, cu, out2, NULL, NULL};
     CHECK_EQ_INT(posy_engine_step(e, &b2, r, 1, &err), 1);
     CHECK(posy_test_close(out2, out, 384, 0, 0));
     posy_engine_close(e);
@@ -174,7 +174,7 @@ static void test_validate_rejects(void) {
     int32_t *ids = calloc(600, sizeof(int32_t));
     for (int i = 0; i < 600; i++) ids[i] = 1000 + i;
     int32_t cu_ok[3] = {0, 3, 6}, types[6] = {0, 0, 1, 0, 2, 0};
-    posy_batch good = {1, 2, 6, ids, NULL, cu_ok, out, NULL};
+    posy_batch good = {1, 2, 6, ids, NULL, cu_ok, out, NULL, NULL};
     posy_err err;
     CHECK_EQ_INT(posy_engine_validate(e, &good, &err), 0);
 

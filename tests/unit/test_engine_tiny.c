@@ -12,6 +12,7 @@
  * (fp32 both sides; the weights are large, std 0.2, so errors would show).
  */
 #include <jansson.h>
+#include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
@@ -75,13 +76,49 @@ static void check_model_in(const char *file, const char *name, posy_pooling pool
     CHECK_EQ_INT(mi->max_positions, max_positions); /* RoBERTa, MPNet: the rows - (pad 1 + 1) */
 
     float out[16 * 32];
-    posy_batch b = {1, c.n_seqs, c.n_tokens, c.ids, c.has_types ? c.types : NULL, c.cu, out, NULL};
+    posy_batch b = {1, c.n_seqs, c.n_tokens, c.ids, c.has_types ? c.types : NULL, c.cu, out, NULL, NULL};
     posy_result r[1];
     CHECK_EQ_INT(posy_engine_step(e, &b, r, 1, &err), 1);
     CHECK_EQ_INT(r[0].status, 0);
     for (int s = 0; s < c.n_seqs; s++)
         CHECK_MSG(posy_test_close(out + s * 32, c.want + s * 32, 32, 1e-5f, 1e-5f), "%s seq %d (len %d)",
                   name, s, c.cu[s + 1] - c.cu[s]);
+    /* Token states (TEI's /embed_all): every other sequence asks; the
+     * pooled vectors stay the same, and pooling the states as the model
+     * says gives them back. */
+    CHECK_EQ_INT(mi->tok_dim, 32);
+    static float tok[MAX_TOK * 32];
+    float *tp[16], out_t[16 * 32];
+    for (int s = 0; s < c.n_seqs; s++) tp[s] = s % 2 == 0 ? tok + (size_t)c.cu[s] * 32 : NULL;
+    for (int i = 0; i < MAX_TOK * 32; i++) tok[i] = -999.0f;
+    posy_batch bt = b;
+    bt.out = out_t;
+    bt.tok_out = tp;
+    CHECK_EQ_INT(posy_engine_step(e, &bt, r, 1, &err), 1);
+    CHECK_EQ_INT(r[0].status, 0);
+    CHECK(memcmp(out, out_t, sizeof(float) * (size_t)c.n_seqs * 32) == 0);
+    for (int s = 0; s < c.n_seqs; s++) {
+        const int len = c.cu[s + 1] - c.cu[s];
+        const float *rows = tok + (size_t)c.cu[s] * 32;
+        if (!tp[s]) {   /* untouched where no pointer asked */
+            CHECK(rows[0] == -999.0f && rows[(size_t)len * 32 - 1] == -999.0f);
+            continue;
+        }
+        float pooled[32];
+        double ss = 0;
+        for (int i = 0; i < 32; i++) {
+            double v = 0;
+            if (pooling == POSY_POOL_CLS) v = rows[i];
+            else {
+                for (int t = 0; t < len; t++) v += rows[(size_t)t * 32 + i];
+                v /= len;
+            }
+            pooled[i] = (float)v;
+            ss += v * v;
+        }
+        for (int i = 0; normalize && i < 32; i++) pooled[i] = (float)(pooled[i] / sqrt(ss));
+        CHECK_MSG(posy_test_close(pooled, out + s * 32, 32, 1e-5f, 1e-5f), "%s seq %d: pooled token states", name, s);
+    }
     if (c.has_types) {
         /* Token types must matter: all-zero types give another embedding. */
         posy_batch z = b;

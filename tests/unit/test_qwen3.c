@@ -95,7 +95,7 @@ static posy_engine *open_model(const char *name, posy_attention att) {
 }
 
 static int run(posy_engine *e, const int32_t *tok, const int32_t *c, int n, float *out) {
-    posy_batch b = {7, n, c[n], tok, NULL, c, out, NULL};
+    posy_batch b = {7, n, c[n], tok, NULL, c, out, NULL, NULL};
     posy_result r[4];
     posy_err err;
     posy_err_clear(&err);

@@ -31,6 +31,10 @@ static void fake_vec(const int32_t *ids, int len, int skip, float *v) {
     for (int k = 0; k < DIM; k++) v[k] = (float)(ids[0] * 10 + len + k + 100000 * skip);
 }
 
+/* a token's state: TD floats from its id and its place in the chunk */
+#define TD 3
+static float fake_tok(int32_t id, int k) { return (float)id * 10.0f + (float)k + 0.5f; }
+
 static int fake_submit(void *ctx, const rpc_chunk *c, rpc_reply_fn done, void *arg, void **job, posy_err *err) {
     (void)ctx;
     (void)job;
@@ -42,8 +46,12 @@ static int fake_submit(void *ctx, const rpc_chunk *c, rpc_reply_fn done, void *a
         fake_vec(c->ids + t, c->lengths[s], c->pool_skip ? c->pool_skip[s] : 0, v + s * DIM);
         t += c->lengths[s];
     }
-    done(arg, 0, NULL, v, c->n_seqs, DIM, 1, 2);
+    float *tok = c->token_states ? malloc((size_t)c->n_tokens * TD * sizeof(float)) : NULL;
+    for (int i = 0; tok && i < c->n_tokens; i++)
+        for (int k = 0; k < TD; k++) tok[i * TD + k] = fake_tok(c->ids[i], k);
+    done(arg, 0, NULL, v, c->n_seqs, DIM, tok, tok ? TD : 0, 1, 2);
     free(v);
+    free(tok);
     return 0;
 }
 
@@ -58,6 +66,7 @@ static rpc_info fake_info(void) {
     i.vocab = 1000;
     i.max_chunk_tokens = 4096;
     i.max_chunk_seqs = 1024;
+    i.tok_dim = TD;
     return i;
 }
 
@@ -168,6 +177,7 @@ static void test_info_and_health(void) {
     CHECK_EQ_INT(rpc_info_decode(s.buf, s.len, &info, &err), 0);
     CHECK(!strcmp(info.fingerprint, "fp-1"));
     CHECK_EQ_INT(info.dim, DIM);
+    CHECK_EQ_INT(info.tok_dim, TD);
     CHECK_EQ_INT(info.requests, 1);
     CHECK_EQ_INT(info.tokens, 2);
     free(s.buf);
@@ -281,16 +291,19 @@ static void pool_cb(void *arg, int status, const char *msg, uint64_t q, uint64_t
     pthread_mutex_unlock(&w->mu);
 }
 
-static int pool_run(rpc_pool *p, const rpc_chunk *req, float *out) {
+/* One request through the pool, waited for; tok: its token states too. */
+static int pool_run_tok(rpc_pool *p, const rpc_chunk *req, float *out, float *tok) {
     pool_wait w = {PTHREAD_MUTEX_INITIALIZER, PTHREAD_COND_INITIALIZER, 0, 0};
     posy_err err;
-    int rc = rpc_pool_embed(p, req, out, pool_cb, &w, &err);
+    int rc = rpc_pool_embed_tok(p, req, out, tok, pool_cb, &w, &w, &err);
     if (rc) return rc;
     pthread_mutex_lock(&w.mu);
     while (!w.done) pthread_cond_wait(&w.cv, &w.mu);
     pthread_mutex_unlock(&w.mu);
     return w.status;
 }
+
+static int pool_run(rpc_pool *p, const rpc_chunk *req, float *out) { return pool_run_tok(p, req, out, NULL); }
 
 static uint64_t server_requests(int port) {
     sync_call s;
@@ -403,6 +416,69 @@ static void test_pool_skips_follow_chunks(void) {
     for (int i = 0; i < 2; i++) rpc_server_stop(srv[i], 100);
 }
 
+/* Token states (/embed_all) come back in token order across chunks and
+ * workers; a worker that gives none refuses them, and a pool whose only
+ * worker gives none fails a token request but still serves plain ones. */
+static void test_pool_token_states(void) {
+    rpc_info info = fake_info();
+    rpc_backend be = {.ctx = NULL, .submit = fake_submit};
+    posy_err err;
+    rpc_server *srv[2];
+    char addr[2][64];
+    const char *backends[2];
+    for (int i = 0; i < 2; i++) {
+        srv[i] = rpc_server_start("127.0.0.1:0", &info, &be, &err);
+        if (!srv[i]) { CHECK(0); return; }
+        snprintf(addr[i], sizeof addr[i], "127.0.0.1:%d", rpc_server_port(srv[i]));
+        backends[i] = addr[i];
+    }
+    rpc_pool_opts o = {.backends = backends, .n_backends = 2, .fingerprint = "fp-1", .dim = DIM,
+                       .chunk_tokens = 40, .timeout_ms = 5000, .health_ms = 100, .tok_dim = TD};
+    rpc_pool *p = rpc_pool_open(&o, &err);
+    CHECK(p != NULL);
+    static int32_t ids[NSEQ * 8], lens[NSEQ];
+    static float out[NSEQ * DIM], tok[NSEQ * 8 * TD];
+    rpc_chunk req;
+    make_request(ids, lens, &req);
+    if (p) {
+        CHECK_EQ_INT(pool_run_tok(p, &req, out, tok), 0);
+        CHECK_EQ_INT(check_vectors(&req, out), 0);
+        int bad = 0;
+        for (int t = 0; t < req.n_tokens; t++)
+            for (int k = 0; k < TD; k++) bad += tok[t * TD + k] != fake_tok(ids[t], k);
+        CHECK_EQ_INT(bad, 0);
+        CHECK(server_requests(rpc_server_port(srv[0])) > 0 && server_requests(rpc_server_port(srv[1])) > 0);
+        rpc_pool_close(p);
+    }
+    for (int i = 0; i < 2; i++) rpc_server_stop(srv[i], 100);
+    /* a worker whose model gives no token states */
+    info.tok_dim = 0;
+    rpc_server *none = rpc_server_start("127.0.0.1:0", &info, &be, &err);
+    if (!none) { CHECK(0); return; }
+    int32_t ids1[] = {5, 6, 7}, lens1[] = {3};
+    rpc_chunk c = {.n_seqs = 1, .n_tokens = 3, .ids = ids1, .lengths = lens1, .token_states = 1};
+    sync_call s;
+    CHECK_EQ_INT(call(rpc_server_port(none), "/posy.v1.Embedder/Embed", rpc_req_encode(&c, 9), &s),
+                 GRPC_STATUS_INVALID_ARGUMENT);
+    CHECK_STR_CONTAINS(s.details, "token_states");
+    free(s.buf);
+    char a_none[64];
+    snprintf(a_none, sizeof a_none, "127.0.0.1:%d", rpc_server_port(none));
+    const char *b_none[] = {a_none};
+    o.backends = b_none;
+    o.n_backends = 1;
+    p = rpc_pool_open(&o, &err);
+    CHECK(p != NULL);
+    if (p) {
+        CHECK_EQ_INT(pool_run_tok(p, &req, out, tok), POSY_E_IO);
+        memset(out, 0, sizeof out);
+        CHECK_EQ_INT(pool_run(p, &req, out), 0);
+        CHECK_EQ_INT(check_vectors(&req, out), 0);
+        rpc_pool_close(p);
+    }
+    rpc_server_stop(none, 100);
+}
+
 /* A model that needs pool skips is never sent to a worker that does not
  * apply them (an older worker would pool the prompt); one that does is used. */
 static void test_pool_needs_pool_skip(void) {
@@ -467,5 +543,5 @@ static void setup(void) { rpc_loop_start(&loop); }
 
 
 TEST_MAIN(TEST(setup), TEST(test_embed_roundtrip), TEST(test_info_and_health), TEST(test_info_sizes_saturate), TEST(test_bad_input),
-          TEST(test_pool_spread_and_failover), TEST(test_pool_skips_follow_chunks), TEST(test_pool_needs_pool_skip),
+          TEST(test_pool_spread_and_failover), TEST(test_pool_skips_follow_chunks), TEST(test_pool_token_states), TEST(test_pool_needs_pool_skip),
           TEST(test_pool_refuses_other_model), TEST(test_fingerprint))

@@ -36,7 +36,10 @@ typedef struct fake {
     int tokens;              /* tokens seen, reported as the engine's counter */
     int has_skip[MAXB];      /* the batch carried pool skips */
     int skips[MAXB][16];     /* its pool skips */
+    int has_tok[MAXB];       /* the batch asked for token states */
 } fake;
+
+#define TDIM 2   /* the fake's token state: (id, position in its sequence) */
 
 static void vec_for(const int32_t *ids, int len, float *out) {
     for (int k = 0; k < DIM; k++) out[k] = 0;
@@ -80,6 +83,12 @@ static int fake_step(void *ctx, const posy_batch *b, posy_result *done, int max_
     pthread_mutex_unlock(&f->mu);
     for (int s = 0; s < b->n_seqs; s++)
         vec_for(b->ids + b->cu_seqlens[s], b->cu_seqlens[s + 1] - b->cu_seqlens[s], b->out + s * DIM);
+    f->has_tok[i] = b->tok_out != NULL;
+    for (int s = 0; b->tok_out && s < b->n_seqs; s++)
+        for (int t = b->cu_seqlens[s]; b->tok_out[s] && t < b->cu_seqlens[s + 1]; t++) {
+            b->tok_out[s][(t - b->cu_seqlens[s]) * TDIM] = (float)b->ids[t];
+            b->tok_out[s][(t - b->cu_seqlens[s]) * TDIM + 1] = (float)(t - b->cu_seqlens[s]);
+        }
     if (f->async) {
         pthread_mutex_lock(&f->mu);
         f->pending[f->npending++] = b->tag;
@@ -135,6 +144,7 @@ static void fake_init(fake *f, sched_engine *se) {
     se->wait = fake_wait;
     se->stats = fake_stats;
     se->allow_empty = 0;
+    se->tok_dim = TDIM;
 }
 
 static void fake_hold(fake *f) { pthread_mutex_lock(&f->mu); f->hold = 1; pthread_mutex_unlock(&f->mu); }
@@ -292,29 +302,38 @@ static void test_type_ids(void) {
  * land in two batches; sequences of requests without skips read 0 in a
  * batch that has some; a batch with none passes NULL; a skip outside
  * [0, length) is refused at submit. */
+/* Four requests a-d (seqs 2+2, 3+2, 2, 1+5) queued behind a held batch
+ * [x], then run with 3 sequences a batch: [x] [a0 a1 b0] [b1 c0 d0] [d1]. */
+static void abcd_make(treq *a, treq *b, treq *c, treq *d) {
+    treq_make(a, 1, 2, (int[]){2, 2});
+    treq_make(b, 2, 2, (int[]){3, 2});
+    treq_make(c, 3, 1, (int[]){2});
+    treq_make(d, 4, 2, (int[]){1, 5});
+}
+
+static void abcd_run(fake *f, sched *s, treq *x, treq *a, treq *b, treq *c, treq *d) {
+    posy_err err;
+    fake_hold(f);
+    treq_make(x, 9, 1, (int[]){1});
+    CHECK_EQ_INT(sched_submit(s, &x->r, &err), 0);
+    fake_wait_held(f);                        /* batch 0 = x, held */
+    treq *q[4] = {a, b, c, d};
+    for (int i = 0; i < 4; i++) CHECK_EQ_INT(sched_submit(s, &q[i]->r, &err), 0);
+    fake_release(f);
+    for (int i = 0; i < 4; i++) wait_fired(q[i]);
+    CHECK_EQ_INT(f->nb, 4);
+}
+
 static void test_pool_skip(void) {
     fake f; sched_engine se; fake_init(&f, &se);
     sched *s = open_s(&se, 100, 3, 100);
     static treq x, a, b, c, d, e;
     static const int32_t bskip[] = {2, 1}, dskip[] = {0, 3};
     posy_err err;
-    fake_hold(&f);
-    treq_make(&x, 9, 1, (int[]){1});
-    CHECK_EQ_INT(sched_submit(s, &x.r, &err), 0);
-    fake_wait_held(&f);                       /* batch 0 = x, held */
-    treq_make(&a, 1, 2, (int[]){2, 2});
-    treq_make(&b, 2, 2, (int[]){3, 2});
+    abcd_make(&a, &b, &c, &d);
     b.r.pool_skip = bskip;
-    treq_make(&c, 3, 1, (int[]){2});
-    treq_make(&d, 4, 2, (int[]){1, 5});
     d.r.pool_skip = dskip;
-    CHECK_EQ_INT(sched_submit(s, &a.r, &err), 0);
-    CHECK_EQ_INT(sched_submit(s, &b.r, &err), 0);
-    CHECK_EQ_INT(sched_submit(s, &c.r, &err), 0);
-    CHECK_EQ_INT(sched_submit(s, &d.r, &err), 0);
-    fake_release(&f);
-    wait_fired(&a); wait_fired(&b); wait_fired(&c); wait_fired(&d);
-    CHECK_EQ_INT(f.nb, 4);                    /* [x] [a0 a1 b0] [b1 c0 d0] [d1] */
+    abcd_run(&f, s, &x, &a, &b, &c, &d);
     CHECK_EQ_INT(f.has_skip[0], 0);
     CHECK_EQ_INT(f.has_skip[1], 1);
     CHECK_EQ_INT(f.first_ids[1][2], 201);
@@ -332,6 +351,46 @@ static void test_pool_skip(void) {
     CHECK_STR_CONTAINS(err.msg, "pool skip");
     e.r.pool_skip = bad_neg;
     CHECK_EQ_INT(sched_submit(s, &e.r, &err), POSY_E_INVALID);
+    CHECK_EQ_INT(e.fired, 0);
+    sched_close(s);
+}
+
+/* Token states: each request's land in its own buffer, in token order,
+ * across batches that mix requests with and without them. */
+static int tok_ok(const treq *t, const float *tok) {
+    for (int i = 0; i < t->r.n_seqs; i++)
+        for (int j = t->cu[i]; j < t->cu[i + 1]; j++)
+            if (tok[j * TDIM] != (float)t->ids[j] || tok[j * TDIM + 1] != (float)(j - t->cu[i])) return 0;
+    return 1;
+}
+
+static void test_tok_out(void) {
+    fake f; sched_engine se; fake_init(&f, &se);
+    sched *s = open_s(&se, 100, 3, 100);
+    static treq x, a, b, c, d;
+    static float btok[5 * TDIM], dtok[6 * TDIM];
+    posy_err err;
+    abcd_make(&a, &b, &c, &d);
+    b.r.tok_out = btok;
+    d.r.tok_out = dtok;
+    abcd_run(&f, s, &x, &a, &b, &c, &d);
+    CHECK_EQ_INT(f.has_tok[0], 0);
+    CHECK_EQ_INT(f.has_tok[1], 1);
+    CHECK_EQ_INT(f.has_tok[2], 1);
+    CHECK_EQ_INT(f.has_tok[3], 1);
+    CHECK(tok_ok(&b, btok) && tok_ok(&d, dtok));
+    CHECK(treq_outputs_ok(&a) && treq_outputs_ok(&b) && treq_outputs_ok(&c) && treq_outputs_ok(&d));
+    sched_close(s);
+    /* an engine without token states refuses the request, no callback */
+    fake g; sched_engine se2; fake_init(&g, &se2);
+    se2.tok_dim = 0;
+    s = open_s(&se2, 100, 3, 100);
+    static treq e;
+    static float etok[4 * TDIM];
+    treq_make(&e, 5, 1, (int[]){4});
+    e.r.tok_out = etok;
+    CHECK_EQ_INT(sched_submit(s, &e.r, &err), POSY_E_UNSUPPORTED);
+    CHECK_STR_CONTAINS(err.msg, "token embeddings");
     CHECK_EQ_INT(e.fired, 0);
     sched_close(s);
 }
@@ -550,6 +609,6 @@ static void test_busy_poll(void) {
     test_spin_us = 0;
 }
 
-TEST_MAIN(TEST(test_busy_poll), TEST(test_order_and_budgets), TEST(test_seq_budget_packs_across_requests), TEST(test_admission), TEST(test_type_ids), TEST(test_pool_skip),
+TEST_MAIN(TEST(test_busy_poll), TEST(test_order_and_budgets), TEST(test_seq_budget_packs_across_requests), TEST(test_admission), TEST(test_type_ids), TEST(test_pool_skip), TEST(test_tok_out),
           TEST(test_cancel), TEST(test_async_overlap), TEST(test_async_submits_while_running), TEST(test_invalid_and_failure), TEST(test_engine_stats),
           TEST(test_close_drains))

@@ -307,6 +307,7 @@ static int cpu_forward(posy_engine *e, cpu_backend *c, const posy_batch *b, posy
                         c->splade_buf);
         return 0;
     }
+    if (b->tok_out) eng_cpu_copy_tokens(b->tok_out, c->x, b->cu_seqlens, b->n_seqs, mi->hidden);
     eng_cpu_pool(b->out, c->x, b->cu_seqlens, b->pool_skip, b->n_seqs, mi->hidden, mi->pooling);
     if (eng_config_pool_normalize(&e->cfg)) eng_cpu_l2_normalize(b->out, b->n_seqs, mi->hidden); /* Dense: the front does */
     return 0;

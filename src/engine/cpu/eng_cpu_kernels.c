@@ -168,6 +168,12 @@ void eng_cpu_pool(float *out, const float *x, const int32_t *cu_seqlens, const i
     }
 }
 
+void eng_cpu_copy_tokens(float *const *dst, const float *x, const int32_t *cu_seqlens, int n_seqs, int H) {
+    for (int s = 0; s < n_seqs; s++)
+        if (dst[s])
+            memcpy(dst[s], x + (size_t)cu_seqlens[s] * H, (size_t)(cu_seqlens[s + 1] - cu_seqlens[s]) * H * sizeof(float));
+}
+
 void eng_cpu_static_mean(float *out, const float *table, int H, const int32_t *ids, const int32_t *cu_seqlens,
                          const int32_t *skip, int n_seqs) {
     long work = (long)cu_seqlens[n_seqs] * H;

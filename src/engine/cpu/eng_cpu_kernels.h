@@ -141,6 +141,9 @@ void eng_cpu_static_mean(float *out, const float *table, int H, const int32_t *i
                          const int32_t *skip, int n_seqs);
 
 /* x[r] /= max(||x[r]||_2, 1e-12) for each row (torch F.normalize). */
+/* Each sequence's rows of x [T, H] to dst[s] (length * H floats), where
+ * dst[s] is not NULL: posy_batch.tok_out.  A copy: no reference needed. */
+void eng_cpu_copy_tokens(float *const *dst, const float *x, const int32_t *cu_seqlens, int n_seqs, int H);
 void eng_cpu_l2_normalize_ref(float *x, int n_rows, int H);
 void eng_cpu_l2_normalize(float *x, int n_rows, int H);
 

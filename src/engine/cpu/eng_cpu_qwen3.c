@@ -269,6 +269,7 @@ int eng_cpu_qwen3_forward(eng_cpu_qwen3 *q, const posy_engine *e, const posy_bat
             return posy_err_set(err, POSY_E_INTERNAL, "CPU attention scratch too small for this batch (a sequence "
                                 "longer than max_positions %d passed validation?)", mi->max_positions);
     q3_norm(e, q->x, q->x, w->norm, w->norm_b, b->n_tokens, (int)H);
+    if (b->tok_out) eng_cpu_copy_tokens(b->tok_out, q->x, b->cu_seqlens, b->n_seqs, (int)H);
     eng_cpu_pool(b->out, q->x, b->cu_seqlens, b->pool_skip, b->n_seqs, (int)H, mi->pooling);
     if (eng_config_pool_normalize(&e->cfg)) eng_cpu_l2_normalize(b->out, b->n_seqs, (int)H); /* Dense: the front does */
     return 0;

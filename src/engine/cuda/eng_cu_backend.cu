@@ -20,6 +20,12 @@
  * event has completed (cudaEventQuery; cudaEventSynchronize only when the
  * caller asked to block).  Only when every slot is in flight does submit()
  * wait for the oldest, and its result is queued for the next poll.
+ *
+ * A batch that asks for token states (posy_batch.tok_out: TEI's
+ * /embed_all) runs eagerly, never captured: the graphs stay the pooled
+ * forward the hot path replays, and such batches are rare.  Its rows come
+ * back as bf16 into the slot's own pinned buffer (made at the slot's first
+ * such batch) and are widened into the caller's floats at completion.
  */
 #include "eng_cu_model.h"
 #include "eng_cu_backend.h"
@@ -48,6 +54,8 @@ typedef struct cu_slot {
     posy_batch b;                /* the caller's batch (pointers stay valid) */
     int32_t *h_in;               /* pinned input block */
     float *h_out;                /* pinned pooled output */
+    uint16_t *h_tok;             /* pinned token states (bf16 bits), [max_tokens, H]; NULL until needed */
+    int tok;                     /* this batch's token states are in h_tok */
     cudaEvent_t done, t0, t1;    /* completion; forward start/end for timing */
     int failed;
 } cu_slot;
@@ -140,6 +148,7 @@ static void cu_close(posy_engine *e) {
         cu_slot *sl = &st->slots[i];
         if (sl->h_in) cudaFreeHost(sl->h_in);
         if (sl->h_out) cudaFreeHost(sl->h_out);
+        if (sl->h_tok) cudaFreeHost(sl->h_tok);
         if (sl->done) cudaEventDestroy(sl->done);
         if (sl->t0) cudaEventDestroy(sl->t0);
         if (sl->t1) cudaEventDestroy(sl->t1);
@@ -288,6 +297,42 @@ static int run_bucket(cu_state *st, cu_bucket *bk, posy_err *err) {
     return 0;
 }
 
+/* Each sequence's bf16 rows into the caller's floats (bf16 is the top
+ * half of a float32). */
+static void widen_tokens(const posy_batch *b, const uint16_t *h, int H) {
+    for (int s = 0; s < b->n_seqs; s++) {
+        float *dst = b->tok_out[s];
+        if (!dst) continue;
+        const size_t a = (size_t)b->cu_seqlens[s] * H, n = (size_t)(b->cu_seqlens[s + 1] - b->cu_seqlens[s]) * H;
+        for (size_t i = 0; i < n; i++) {
+            const uint32_t bits = (uint32_t)h[a + i] << 16;
+            memcpy(dst + i, &bits, sizeof bits);
+        }
+    }
+}
+
+static int wants_tokens(const posy_batch *b) {
+    for (int s = 0; b->tok_out && s < b->n_seqs; s++)
+        if (b->tok_out[s]) return 1;
+    return 0;
+}
+
+/* The device rows and this slot's pinned buffer for token states, made
+ * at their first use (max_tokens x H bf16 each). */
+static int tokens_ready(cu_state *st, cu_slot *sl, posy_err *err) {
+    const size_t bytes = (size_t)st->m.max_tokens * st->m.H * sizeof(uint16_t);
+    cudaError_t ce = cudaSuccess;
+    if (!st->m.tok) ce = cudaMalloc((void **)&st->m.tok, bytes);
+    if (ce == cudaSuccess && !sl->h_tok) ce = cudaMallocHost((void **)&sl->h_tok, bytes);
+    if (ce != cudaSuccess) {
+        cudaGetLastError();
+        return posy_err_set(err, POSY_E_NOMEM, "cuda backend: no memory for token states (%.1f MiB for %d tokens "
+                            "of %d; a smaller --max-batch-tokens needs less): %s", bytes / 1048576.0,
+                            st->m.max_tokens, st->m.H, cudaGetErrorString(ce));
+    }
+    return 0;
+}
+
 static void finish_slot(cu_state *st, cu_slot *sl, cudaError_t ce) {
     posy_result r;
     r.tag = sl->b.tag;
@@ -299,6 +344,7 @@ static void finish_slot(cu_state *st, cu_slot *sl, cudaError_t ce) {
                        cudaGetErrorString(ce));
     } else {
         memcpy(sl->b.out, sl->h_out, (size_t)sl->b.n_seqs * st->m.out_dim * sizeof(float));
+        if (sl->tok) widen_tokens(&sl->b, sl->h_tok, st->m.H);
         float ms = 0.f;
         if (cudaEventElapsedTime(&ms, sl->t0, sl->t1) == cudaSuccess) {
             st->stats.last_gpu_ms = ms;
@@ -338,6 +384,8 @@ static int cu_submit(posy_engine *e, const posy_batch *b, posy_err *err) {
         sl = oldest_busy(st);
         finish_slot(st, sl, cudaEventSynchronize(sl->done));
     }
+    const int tok = wants_tokens(b);
+    if (tok && tokens_ready(st, sl, err)) return -1;
     if (pack(st, sl, bk, b, e->cfg.position_offset, e->cfg.position_offset > 0 ? e->cfg.pad_token_id : -1, err))
         return -1;
     const eng_cu_in_layout L = eng_cu_in_layout_for(bk->tokens, bk->seqs);
@@ -345,14 +393,24 @@ static int cu_submit(posy_engine *e, const posy_batch *b, posy_err *err) {
     cudaError_t ce = cudaMemcpyAsync(st->m.d_in, sl->h_in, L.total * 4, cudaMemcpyHostToDevice, s);
     if (ce == cudaSuccess) ce = cudaEventRecord(sl->t0, s);
     if (ce != cudaSuccess) return cuda_err(err, "copy in", ce);
-    if (run_bucket(st, bk, err)) { st->sticky_error = 1; return -1; }
+    if (tok) {   /* eager: the graphs stay the pooled forward */
+        st->m.want_tok = 1;
+        const int rc = eng_cu_model_forward(&st->m, s, bk->tokens, bk->seqs, err);
+        st->m.want_tok = 0;
+        if (rc) { st->sticky_error = 1; return -1; }
+        st->stats.eager_runs++;
+    } else if (run_bucket(st, bk, err)) { st->sticky_error = 1; return -1; }
     ce = cudaEventRecord(sl->t1, s);
     if (ce == cudaSuccess)
         ce = cudaMemcpyAsync(sl->h_out, st->m.pooled, (size_t)b->n_seqs * st->m.out_dim * 4,
                              cudaMemcpyDeviceToHost, s);
+    if (ce == cudaSuccess && tok)
+        ce = cudaMemcpyAsync(sl->h_tok, st->m.tok, (size_t)b->n_tokens * st->m.H * sizeof(uint16_t),
+                             cudaMemcpyDeviceToHost, s);
     if (ce == cudaSuccess) ce = cudaEventRecord(sl->done, s);
     if (ce != cudaSuccess) { st->sticky_error = 1; return cuda_err(err, "copy out", ce); }
     sl->b = *b;
+    sl->tok = tok;
     sl->busy = 1;
     sl->failed = 0;
     sl->seqno = st->next_seqno++;

@@ -669,7 +669,9 @@ __global__ void __launch_bounds__(MG_THREADS, 1) mega_bert_kernel(mega_args a) {
 
 static int mg_tiles_per_block(int N, int G) { return (N / 8 + G - 1) / G; }
 
-int eng_cu_mega_usable(const eng_cu_model *m, int tokens) { return m->mega_ok && tokens <= m->mega_maxt; }
+int eng_cu_mega_usable(const eng_cu_model *m, int tokens) {
+    return m->mega_ok && tokens <= m->mega_maxt && !m->want_tok;
+}
 
 /* Shared memory for a grid of G blocks, rows of maxt, nbuf weight buffers;
  * *nt and *wsz (bf16 elements a buffer) returned. */

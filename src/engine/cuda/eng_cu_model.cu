@@ -594,6 +594,7 @@ void eng_cu_model_close(eng_cu_model *m) {
     if (m->gemm) eng_cu_gemm_destroy(m->gemm);
     if (m->wmem) cudaFree(m->wmem);
     if (m->amem) cudaFree(m->amem);
+    cudaFree(m->tok);
     if (m->mega_mem) cudaFree(m->mega_mem);
     free(m->layers);
     memset(m, 0, sizeof *m);
@@ -1066,8 +1067,9 @@ int eng_cu_model_norm_pool(eng_cu_model *m, cudaStream_t s, const bf16 *x, const
         CK("layernorm", eng_cu_add_ln(s, x, NULL, gamma, beta, scratch, T, n_tok, H, m->eps));
         return eng_cu_splade_head(m, s, scratch, T, S, in, lay, err);
     }
+    if (m->want_tok) scratch = m->tok;   /* the normed rows are the answer: kept, pooled from */
     if (!eng_cu_ablate("norm")) {
-        if (eng_cu_ln_pool_usable(H)) {
+        if (eng_cu_ln_pool_usable(H) && !m->want_tok) {
             CK("layernorm + pooling", eng_cu_ln_pool(s, x, gamma, beta, in + lay.cu, in + lay.skip, n_seq, S, H, H,
                                                     m->pool_mode, m->normalize, m->eps, m->pooled));
             return 0;
@@ -1077,7 +1079,8 @@ int eng_cu_model_norm_pool(eng_cu_model *m, cudaStream_t s, const bf16 *x, const
         else
             CK("rmsnorm", eng_cu_add_rmsnorm(s, x, NULL, gamma, scratch, T, n_tok, H, m->eps));
         pool_in = scratch;
-    }
+    } else if (m->want_tok)
+        CK("token states", cudaMemcpyAsync(m->tok, x, (size_t)T * H * sizeof(bf16), cudaMemcpyDeviceToDevice, s));
     CK("pooling", eng_cu_pool(s, pool_in, in + lay.cu, in + lay.skip, n_seq, S, H, H, m->pool_mode, m->normalize,
                               m->pooled));
     return 0;
@@ -1260,6 +1263,8 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err
         return eng_cu_model_norm_pool(m, s, m->y, last->ln2_g, last->ln2_b, m->x, T, S, in, lay, err);
     }
     if (m->splade) return eng_cu_splade_head(m, s, pool_in, T, S, in, lay, err);
+    if (m->want_tok)
+        CK("token states", cudaMemcpyAsync(m->tok, pool_in, (size_t)T * H * sizeof(bf16), cudaMemcpyDeviceToDevice, s));
     CK("pooling", eng_cu_pool(s, pool_in, in + lay.cu, in + lay.skip, in + lay.meta + ENG_CU_META_SEQS, S, H, H,
                               m->pool_mode, m->normalize, m->pooled));
     return 0;

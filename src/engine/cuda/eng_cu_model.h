@@ -108,6 +108,12 @@ typedef struct eng_cu_model {
     float *rs;                          /* Qwen3 only: rsqrt(mean(x^2) + eps) per row (rms_rows) */
     float2 *ln_part, *ln_s1, *ln_s2;    /* ln_rows: OST partial sums [T][H/64]; ln_rows, chain_ln: (mu, rs) of y1, y2 [T] */
     float *pooled;                      /* [max_seqs, H] */
+    /* token states (posy_batch.tok_out, TEI's /embed_all): a forward with
+     * want_tok set writes every token's final normed row to tok [T, H]
+     * (allocated at the first such batch) and pools from it; the mega
+     * kernel is skipped then.  The backend runs such batches eagerly. */
+    bf16 *tok;
+    int want_tok;
     int32_t *d_in;                      /* input block, eng_cu_in_layout(max) ints */
     int *attn_work;                     /* attention's work counter pair (eng_cu_attn_args.work), zeroed at open */
     unsigned *att_cnt;                  /* the QKV attention tail's counters [kv_heads] (eng_cu_chain_att), zeroed at open */
@@ -357,7 +363,7 @@ int eng_cu_model_forward(eng_cu_model *m, cudaStream_t s, int tokens, int seqs, 
  * whether a bucket of `tokens` takes it (opt-in: POSY_CUDA_MEGA=1);
  * forward enqueues it (capturable). */
 int eng_cu_mega_prepare(eng_cu_model *m, posy_err *err);
-int eng_cu_mega_usable(const eng_cu_model *m, int tokens);
+int eng_cu_mega_usable(const eng_cu_model *m, int tokens);   /* 0 while want_tok */
 cudaError_t eng_cu_mega_forward(eng_cu_model *m, cudaStream_t s, int tokens, int seqs);
 
 /* Shared by the architectures' files: a cudaError_t as a posy_err. */
