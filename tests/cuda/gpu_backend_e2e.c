@@ -282,18 +282,22 @@ static void test_token_states(posy_engine *e, const char *dir, const gh_seqs *s,
     for (int j = 0; j < k; j++) ptr[j] = j % 2 == 0 ? tok + (size_t)b.cu[j] * D : NULL;
     b.b.tok_out = ptr;
     EXPECT(gh_run_sync(e, &b) == 0, "token-state batch failed");
-    posy_engine_opts o = {.device = POSY_DEVICE_CPU, .max_batch_tokens = budget, .max_batch_seqs = 16};
+    /* the CPU engine (fp32) on the same harness folder, as harness_cpu opens it */
+    posy_engine *cpu = (posy_engine *)calloc(1, sizeof *cpu);
+    gh_load_model(cpu, dir);
+    cpu->opts.device = POSY_DEVICE_CPU;
+    cpu->opts.max_batch_tokens = budget;
+    cpu->opts.max_batch_seqs = 16;
+    cpu->ops = &eng_cpu_backend;
     posy_err err;
-    posy_engine *cpu = posy_engine_open(dir, &o, &err);
-    if (!cpu) { EXPECT(0, "cpu engine: %s", err.msg); free(tok); gh_batch_free(&b); return; }
+    posy_err_clear(&err);
+    if (cpu->ops->open(cpu, &err)) { EXPECT(0, "cpu engine: %s", err.msg); free(tok); gh_batch_free(&b); return; }
+    gh_batch cb;
+    gh_batch_make(&cb, s, idx, k, H, 951);
     float *ctok = (float *)malloc((size_t)T * D * 4), *cptr[16];
-    float *cout = (float *)malloc((size_t)k * posy_engine_info(cpu)->dim * 4);
     for (int j = 0; j < k; j++) cptr[j] = ctok + (size_t)b.cu[j] * D;
-    posy_batch cb = b.b;
-    cb.out = cout;
-    cb.tok_out = cptr;
-    posy_result r;
-    EXPECT(posy_engine_step(cpu, &cb, &r, 1, &err) == 1 && r.status == 0, "cpu token states: %s", err.msg);
+    cb.b.tok_out = cptr;
+    EXPECT(gh_run_sync(cpu, &cb) == 0, "cpu token-state batch failed");
     double min_tok = 1, min_pool = 1, min_rebuilt = 1;
     int untouched = 1;
     float *pooled = (float *)malloc((size_t)D * 4);
@@ -335,8 +339,8 @@ static void test_token_states(posy_engine *e, const char *dir, const gh_seqs *s,
     EXPECT(untouched, "token states budget %d: rows of a sequence that asked for none were written", budget);
     free(pooled);
     free(ctok);
-    free(cout);
-    posy_engine_close(cpu);
+    gh_batch_free(&cb);
+    cpu->ops->close(cpu);
     free(tok);
     gh_batch_free(&b);
 }
