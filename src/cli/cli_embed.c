@@ -23,7 +23,7 @@
 #define EMBED_MAX_BATCH_SEQS 1024
 
 typedef struct embed_flags {
-    const char *model, *input, *output, *prompt, *prompt_name;
+    const char *model, *input, *output, *prompt, *prompt_name, *task;
     cli_in_format in_fmt;
     cli_out_format out_fmt;
     posy_device_kind device;
@@ -59,6 +59,10 @@ static void embed_usage(FILE *f) {
           "                          --prompt '' turns off the model's default prompt\n"
           "  --prompt-name NAME      prepend the model's prompt NAME (config_sentence_transformers.json;\n"
           "                          without either flag, its default_prompt_name applies)\n"
+          "  --task TASK             query or document, as sentence-transformers' encode_query /\n"
+          "                          encode_document: the model's prompt of that name (unless\n"
+          "                          --prompt or --prompt-name), and an inference-free SPLADE\n"
+          "                          model's route (default: its default_route)\n"
           "  --attention MODE        model, causal or bidirectional: override the decoder's\n"
           "                          attention direction (default model: as config.json says)\n"
           "  --normalize             L2-normalise the vectors even if the model does not\n"
@@ -110,6 +114,10 @@ static int set_flag(embed_flags *f, const char *name, const char *v) {
     else if (!strcmp(name, "--output")) f->output = v;
     else if (!strcmp(name, "--prompt")) f->prompt = v;
     else if (!strcmp(name, "--prompt-name")) f->prompt_name = v;
+    else if (!strcmp(name, "--task")) {
+        if (strcmp(v, "query") && strcmp(v, "document")) return bad_usage("--task is query or document, not '%s'", v);
+        f->task = v;
+    }
     else if (!strcmp(name, "--attention")) { if (cli_parse_attention("posy embed", v, &f->attention)) return 2; }
     else if (!strcmp(name, "--input-format")) {
         if (parse_enum(name, v, in_names, 2, &k)) return 2;
@@ -135,7 +143,7 @@ static int set_flag(embed_flags *f, const char *name, const char *v) {
 static int parse_one(embed_flags *f, int argc, char **argv, int *i) {
     static const char *const valued[] = {"--model", "--input", "--output", "--prompt", "--prompt-name",
                                          "--input-format", "--output-format", "--device", "--threads",
-                                         "--max-batch-tokens", "--attention"};
+                                         "--max-batch-tokens", "--attention", "--task"};
     const char *a = argv[*i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { embed_usage(stdout); return 0; }
     if (!strcmp(a, "--normalize")) { f->normalize = 1; return -1; }
@@ -194,7 +202,8 @@ static int pick_prompt(const embed_flags *f, const eng_config *cfg, const char *
         *prompt = f->prompt;
         return 0;
     }
-    const char *name = f->prompt_name ? f->prompt_name
+    const char *task_name = f->task && !f->prompt_name ? eng_config_task_prompt(cfg, f->task) : NULL;
+    const char *name = f->prompt_name ? f->prompt_name : task_name ? task_name
                        : cfg->default_prompt_name[0] ? cfg->default_prompt_name : NULL;
     if (!name) return 0;
     *prompt = eng_config_prompt(cfg, name);
@@ -257,6 +266,21 @@ static int embed_main(const embed_flags *f, embed_res *r) {
     if (eng_model_tokenizer_file(f->model, tok_path, sizeof tok_path, NULL) != 0)
         return bad_usage("model path too long: '%s'", f->model);
     if (!(r->tok = tok_load_file(tok_path, &err))) return fail(&err);
+    const char *route = !r->cfg.router ? "document" : f->task ? f->task : r->cfg.rt.def;
+    if (!*route) {
+        fprintf(stderr, "posy embed: %s encodes queries and documents by different routes and has no "
+                "default_route: pass --task query or --task document\n", f->model);
+        return 2;
+    }
+    if (!strcmp(route, "query")) {   /* no transformer on this route: no engine */
+        if (load_texts(f, &r->texts, &err) != 0 ||
+            cli_vecout_open(&r->out, f->output, f->out_fmt, r->texts.n, r->cfg.info.dim, &err) != 0 ||
+            cli_vecout_set_sparse(&r->out, &err) != 0 ||
+            cli_embed_query_run(f->model, &r->cfg, r->tok, &r->texts, prompt, &r->out, &err) != 0 ||
+            cli_vecout_close(&r->out, &err) != 0)
+            return fail(&err);
+        return 0;
+    }
 
     int max_seqs = f->max_batch_tokens < EMBED_MAX_BATCH_SEQS ? (int)f->max_batch_tokens
                                                               : EMBED_MAX_BATCH_SEQS;

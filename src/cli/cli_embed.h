@@ -109,4 +109,12 @@ typedef struct cli_embed_job {
 
 int cli_embed_run(const cli_embed_job *job, posy_err *err);
 
+/* ---- an inference-free SPLADE model's query route (cli_embed_query.c) --- */
+
+struct eng_config;
+/* Every text's query vector (vocabulary-wide) to `out`, without the
+ * engine.  0, or -1 with err set. */
+int cli_embed_query_run(const char *model, const struct eng_config *cfg, const tok_tokenizer *tok,
+                        const cli_texts *texts, const char *prompt, cli_vecout *out, posy_err *err);
+
 #endif

@@ -93,6 +93,7 @@ typedef struct gwc_state {
     rpc_pool *pool;
     cli_gateway_backend be;
     char fingerprint[64];
+    eng_router_query sq;   /* an inference-free SPLADE model's query route: answered here, not by workers */
 } gwc_state;
 
 /* Model files (no weights), then the worker pool.  0, or -1 with err set. */
@@ -102,6 +103,11 @@ static int gwc_load(gwc_state *st, const gwc_opts *o, posy_err *err) {
     if (eng_model_tokenizer_file(o->model, path, sizeof path, NULL))
         return posy_err_set(err, POSY_E_INVALID, "model path too long: %s", o->model), -1;
     if (!(st->tok = tok_load_file(path, err))) return -1;
+    if (st->cfg.router) {   /* the query route is a lookup: answered here, never sent to a worker */
+        if (eng_router_query_load(o->model, &st->cfg, &st->sq, err)) return -1;
+        POSY_INFO("posy gateway: an inference-free SPLADE model: \"task\": \"query\" is answered here from %d token "
+                  "weights (%s), documents by the workers", st->sq.n, st->cfg.rt.qdir);
+    }
     if (rpc_fingerprint(o->model, st->fingerprint, sizeof st->fingerprint, err)) return -1;
     rpc_pool_opts po = {.backends = o->backends.v, .n_backends = o->backends.n,
                         .dns = o->dns && *o->dns ? o->dns : NULL, .fingerprint = st->fingerprint,
@@ -144,7 +150,7 @@ int cli_cmd_gateway(int argc, char **argv) {
         return 1;
     }
     gw_model gm = {.tok = st.tok, .cfg = &st.cfg, .name = o.served_name ? o.served_name : st.cfg.info.name, .dim = st.cfg.info.dim,
-                   .tok_dim = eng_config_tok_dim(&st.cfg), .max_input_tokens = max_in, .device = "workers", .dtype = "remote"};
+                   .tok_dim = eng_config_tok_dim(&st.cfg), .sq = st.cfg.router ? &st.sq : NULL, .max_input_tokens = max_in, .device = "workers", .dtype = "remote"};
     gw_server_set_ready(srv, &gm, &st.be.be);
     POSY_INFO("posy gateway: model %s (%d dims, max %d tokens, fingerprint %s), listening on %s:%d; %d worker "
               "address(es)%s%s, %d healthy; chunks of <= %ld tokens / %ld inputs",
@@ -160,6 +166,7 @@ int cli_cmd_gateway(int argc, char **argv) {
     rpc_pool_close(st.pool);
     gw_server_free(srv);   /* after the pool: its last callbacks may still reach the server */
     tok_free(st.tok);
+    eng_router_query_free(&st.sq);
     eng_config_free(&st.cfg);
     if (left) {
         POSY_WARN("posy gateway: %d requests were still in flight after %ld s", left, o.drain_timeout);

@@ -107,6 +107,7 @@ typedef struct serve_state {
     char device[32];
     int max_batch_tokens; /* in effect: the flag, or the engine's default for its device */
     int busy_poll_us;     /* in effect: the flag, or auto for the engine's device */
+    eng_router_query sq;  /* an inference-free SPLADE model's query route (cfg.router) */
 } serve_state;
 
 /* Load the tokenizer and the engine, start the scheduler.  0 or -1 (logged). */
@@ -116,6 +117,12 @@ static int load_model(serve_state *st, const serve_flags *fl, gw_server *srv, po
         return posy_err_set(err, POSY_E_INVALID, "model path too long: %s", fl->model), -1;
     st->tok = tok_load_file(path, err);
     if (!st->tok) return -1;
+    if (st->cfg.router) {
+        if (eng_router_query_load(fl->model, &st->cfg, &st->sq, err)) return -1;
+        POSY_INFO("posy serve: an inference-free SPLADE model: /embed_sparse with \"task\": \"query\" looks up %d token "
+                  "weights (%s, no transformer), \"document\" runs the engine; no task: %s", st->sq.n, st->cfg.rt.qdir,
+                  st->cfg.rt.def[0] ? st->cfg.rt.def : "refused (no default_route)");
+    }
     if (st->noop) {
         if (sched_engine_noop(&st->se, st->cfg.info.dim, (int)fl->noop_delay_us, err)) return -1;
         snprintf(st->device, sizeof st->device, "noop");
@@ -147,6 +154,7 @@ static void unload_model(serve_state *st) {
     if (st->noop) sched_engine_noop_free(&st->se);
     posy_engine_close(st->eng);
     tok_free(st->tok);
+    eng_router_query_free(&st->sq);
     eng_config_free(&st->cfg);
 }
 
@@ -196,7 +204,7 @@ int cli_cmd_serve(int argc, char **argv) {
     gw_backend be;
     gw_backend_local(&be, st.sch);
     gw_model gm = {.tok = st.tok, .cfg = &st.cfg, .name = fl.served_name ? fl.served_name : st.cfg.info.name, .dim = st.cfg.info.dim,
-                   .tok_dim = st.eng ? posy_engine_info(st.eng)->tok_dim : 0,
+                   .tok_dim = st.eng ? posy_engine_info(st.eng)->tok_dim : 0, .sq = st.cfg.router ? &st.sq : NULL,
                    .max_input_tokens = max_in, .max_batch_tokens = st.max_batch_tokens, .device = st.device, .dtype = st.eng ? posy_engine_info(st.eng)->dtype : "fp32"};
     gw_server_set_busy_poll(srv, st.busy_poll_us);
     gw_server_set_ready(srv, &gm, &be);

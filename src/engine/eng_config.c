@@ -16,6 +16,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include "eng_cfgjson.h"
+#include "posy_file.h"
 #include "eng_relpos.h"
 
 typedef enum {
@@ -578,8 +579,21 @@ int eng_config_load(eng_config *c, const char *model_dir, posy_err *err) {
     c->add_special = 1;
     char rel[256];
     const int st = eng_config_static_probe(model_dir, rel, sizeof rel);
-    int rc = st ? eng_config_load_static(c, model_dir, rel, st > 0, err) : cfg_load_main(c, model_dir, err);
-    if (!rc) rc = eng_config_load_st(c, model_dir, err);
+    const int ro = st ? 0 : eng_config_router_probe(model_dir, &c->rt, err);
+    int rc;
+    char tdir[1024];
+    if (ro < 0) {
+        rc = err->code ? err->code : POSY_E_INVALID;
+    } else if (ro) {   /* inference-free SPLADE: the document route's transformer is the model */
+        c->router = 1;
+        rc = posy_path_join(tdir, sizeof tdir, model_dir, c->rt.tdir)
+                 ? posy_err_set(err, POSY_E_INVALID, "%s/%s: path too long", model_dir, c->rt.tdir)
+                 : cfg_load_main(c, tdir, err);
+        if (!rc) rc = eng_config_load_st_router(c, model_dir, err);
+    } else {
+        rc = st ? eng_config_load_static(c, model_dir, rel, st > 0, err) : cfg_load_main(c, model_dir, err);
+        if (!rc) rc = eng_config_load_st(c, model_dir, err);
+    }
     if (!rc && c->rerank && c->splade)   /* SpladePooling reads a masked-LM head's logits, not a classifier's */
         rc = posy_err_set(err, POSY_E_UNSUPPORTED, "%s: modules.json names SpladePooling but config.json a sequence-"
                           "classification head: a SPLADE model is a masked-LM (...ForMaskedLM)", model_dir);

@@ -51,6 +51,15 @@ typedef struct eng_prompt {
     char *text;                  /* owned */
 } eng_prompt;
 
+/* sentence-transformers' Router (eng_config_router.c): module folders,
+ * relative to the model directory, of an inference-free SPLADE model. */
+typedef struct eng_router {
+    char tdir[256];              /* the document route's MLMTransformer: config.json, weights, tokenizer */
+    char pool[256];              /* its SpladePooling */
+    char qdir[256];              /* the query route's SparseStaticEmbedding */
+    char def[16];                /* parameters.default_route: "query", "document", or "" (none) */
+} eng_router;
+
 typedef struct eng_config {
     posy_model_info info;        /* filled except device/dtype */
     char model_type[32];         /* config.json model_type as written */
@@ -138,6 +147,8 @@ typedef struct eng_config {
      * vector of the vocabulary's size (info.dim), served on /embed_sparse.
      * eng_config_splade.c. */
     int splade;
+    int router;                  /* an inference-free SPLADE model behind a Router: rt says where */
+    eng_router rt;
     int splade_sum;              /* pooling_strategy "sum" (else "max") */
     int splade_log2;             /* activation_function "log1p_relu" (else "relu") */
     eng_dense_cfg splade_head[2];
@@ -170,6 +181,9 @@ const char *eng_config_prompt(const eng_config *c, const char *name);
 /* The sentence-transformers half of eng_config_load (eng_config_st.c):
  * pooling, normalize, max_seq_len, prompts.  Needs info.max_positions. */
 int eng_config_load_st(eng_config *c, const char *model_dir, posy_err *err);
+/* The same for a Router model (c->rt set): SpladePooling's folder, the
+ * document transformer's sentence_bert_config.json, the root's prompts. */
+int eng_config_load_st_router(eng_config *c, const char *model_dir, posy_err *err);
 
 /* eng_config_static.c.  1 when modules.json's first module is a
  * StaticEmbedding (its folder copied to rel[cap]); -1 when it is one whose
@@ -209,6 +223,33 @@ int eng_config_deberta(eng_config *c, struct json_t *root, const char *path, pos
  * DistilBERT, RoBERTa / XLM-R) and the vector's size; refusals by name. */
 int eng_config_splade_pool(eng_config *c, const char *dir, const char *rel, posy_err *err);
 int eng_config_splade_head(eng_config *c, const char *path, posy_err *err);
+/* eng_config_router.c: 1 when dir's modules.json is one Router (rt
+ * filled), 0 when it is not, -1 when it is one posy cannot serve (err). */
+int eng_config_router_probe(const char *dir, eng_router *rt, posy_err *err);
+/* The query route's weights: one per token id (n == info.vocab), and the
+ * tokenizer's model_max_length it truncates at (0: none).  The query
+ * vector of a text is weight[id] at each id among its tokens (special
+ * tokens left out), 0 elsewhere. */
+typedef struct eng_router_query {
+    float *weight;
+    int n;
+    int max_len;
+} eng_router_query;
+int eng_router_query_load(const char *dir, const eng_config *c, eng_router_query *out, posy_err *err);
+void eng_router_query_free(eng_router_query *q);
+/* One query's vector: out[0..q->n) = weight[id] at each id among ids[0..n)
+ * (each counted once; ids outside the vocabulary ignored), 0 elsewhere. */
+void eng_router_query_vec(const eng_router_query *q, const int32_t *ids, int n, float *out);
+/* sentence-transformers' prompt for a task (encode_query / encode_document)
+ * when the caller names none: "query" for the query task, else the first
+ * of "document", "passage", "corpus" the model has; NULL when it has none
+ * (then the model's default prompt applies). */
+const char *eng_config_task_prompt(const eng_config *c, const char *task);
+/* The folder (relative to the model directory, "" for the root) that holds
+ * the transformer's config.json, weights and tokenizer. */
+static inline const char *eng_config_tdir(const eng_config *c) {
+    return c->static_emb ? c->static_dir : c->router ? c->rt.tdir : "";
+}
 
 /* The tokenizer.json a model directory's text goes through (the
  * StaticEmbedding module's own for static models) and whether its special

@@ -276,6 +276,21 @@ static int st_prompts(eng_config *c, const char *dir, posy_err *err) {
     return rc;
 }
 
+int eng_config_load_st_router(eng_config *c, const char *dir, posy_err *err) {
+    char tdir[1024], path[1024];
+    c->info.pooling = POSY_POOL_MEAN;   /* unused: SpladePooling folds the tokens */
+    c->info.normalize = 0;
+    c->n_dense = 0;
+    if (posy_path_join(tdir, sizeof tdir, dir, c->rt.tdir) || posy_path_join(path, sizeof path, dir, "router_config.json"))
+        return posy_err_set(err, POSY_E_INVALID, "%s/%s: path too long", dir, c->rt.tdir);
+    int rc = eng_config_splade_pool(c, dir, c->rt.pool, err);
+    if (!rc) rc = eng_config_splade_head(c, path, err);
+    c->info.dim = c->info.vocab;
+    if (!rc) rc = st_bert_config(c, tdir, err);
+    if (!rc) rc = st_prompts(c, dir, err);
+    return rc;
+}
+
 int eng_config_load_st(eng_config *c, const char *model_dir, posy_err *err) {
     int rc = st_modules(c, model_dir, err);
     if (!rc) rc = st_bert_config(c, model_dir, err);

@@ -65,6 +65,11 @@ int eng_model_tokenizer_file(const char *dir, char *out, size_t cap, int *add_sp
     int st = eng_config_static_probe(dir, rel, sizeof rel);
     if (add_special) *add_special = !st;
     if (st < 0) return -1;
+    eng_router rt;
+    posy_err quiet;
+    posy_err_clear(&quiet);
+    if (!st && eng_config_router_probe(dir, &rt, &quiet) == 1)   /* the document route's transformer folder */
+        return posy_path_join(sub, sizeof sub, dir, rt.tdir) || posy_path_join(out, cap, sub, "tokenizer.json");
     if (!st) return posy_path_join(out, cap, dir, "tokenizer.json");
     return posy_path_join(sub, sizeof sub, dir, rel) || posy_path_join(out, cap, sub, "tokenizer.json");
 }

@@ -150,13 +150,13 @@ posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opt
         return NULL;
     }
     if (e->opts.attention != POSY_ATTN_MODEL) e->cfg.info.causal = e->opts.attention == POSY_ATTN_CAUSAL;
-    char sdir[1024];   /* a static model's weights are in its module's folder */
-    if (e->cfg.static_emb && posy_path_join(sdir, sizeof sdir, model_dir, e->cfg.static_dir)) {
-        posy_err_set(err, POSY_E_INVALID, "%s/%s: path too long", model_dir, e->cfg.static_dir);
+    char wdir[1024];   /* a static model's weights are in its module's folder, a Router's in its transformer's */
+    if (posy_path_join(wdir, sizeof wdir, model_dir, eng_config_tdir(&e->cfg))) {
+        posy_err_set(err, POSY_E_INVALID, "%s/%s: path too long", model_dir, eng_config_tdir(&e->cfg));
         engine_free(e, STAGE_CONFIG);
         return NULL;
     }
-    if (eng_st_open_dir(&e->st, e->cfg.static_emb ? sdir : model_dir, err) != 0) {
+    if (eng_st_open_dir(&e->st, wdir, err) != 0) {
         engine_free(e, STAGE_CONFIG);
         return NULL;
     }
@@ -168,7 +168,7 @@ posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opt
         return NULL;
     }
     if (eng_dense_load(&e->dense, &e->cfg, model_dir, err) != 0 ||
-        eng_dense_load_splade(&e->splade, &e->cfg, model_dir, err) != 0) {
+        eng_dense_load_splade(&e->splade, &e->cfg, wdir, err) != 0) {
         engine_free(e, STAGE_WEIGHTS);
         return NULL;
     }

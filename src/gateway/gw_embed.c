@@ -32,6 +32,7 @@ static __thread tok_encoding tl_enc;
 void gw_worker_exit(void) {
     tok_encoding_free(&tl_enc);
     gw_rerank_worker_exit();
+    gw_sparse_worker_exit();
 }
 
 static int grow(gw_call *c, int add_tokens) {
@@ -487,6 +488,8 @@ void gw_stage_parse(gw_task *t) {
         gw_call_fail(c, 422, GW_F_VALIDATION, "too_many_inputs", "%d inputs of this model's %d-wide sparse vectors "
                      "need more than %d MiB; send at most %zu a request", r.n, s->model.dim,
                      (int)(GW_SPARSE_MAX_FLOATS * sizeof(float) >> 20), GW_SPARSE_MAX_FLOATS / (size_t)s->model.dim);
+    } else if (c->route == GW_R_EMBED_SPARSE && gw_sparse_route(c, &r) != 0) {
+        /* answered (an inference-free model's query route) or failed */
     } else if (s->model.cfg && s->model.cfg->rerank) {
         gw_call_fail(c, 422, GW_F_VALIDATION, "not_an_embedding_model", s->model.cfg->n_labels == 1
                      ? "this model is a reranker (a cross-encoder): it scores (query, text) pairs on /rerank and "

@@ -152,6 +152,12 @@ int gw_score_tokenize(gw_call *c, const struct gw_score_req *r);
 int gw_score_write(gw_call *c);
 /* gw_sparse.c: POST /embed_sparse's answer once a SPLADE model's vectors are back. */
 int gw_sparse_write(gw_call *c);
+/* /embed_sparse's route: 0 the engine's (the document route; r->prompt_name
+ * may now name the task's prompt), 1 answered here (an inference-free
+ * model's query route), -1 the call failed. */
+struct gw_embed_req;
+int gw_sparse_route(gw_call *c, struct gw_embed_req *r);
+void gw_sparse_worker_exit(void);
 /* gw_tokens.c: POST /embed_all's answer once the token states are back. */
 int gw_tokens_write(gw_call *c);
 /* gw_decode.c: POST /decode, answered inside the parse stage. */

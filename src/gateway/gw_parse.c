@@ -143,7 +143,8 @@ static int read_options(json_t *o, int openai, gw_embed_req *r, gw_perr *pe) {
     char emsg[200];
     if (read_string(o, "encoding_format", &fmt, pe) || read_string(o, "output_dtype", &odt, pe) || read_string(o, "truncation_direction", &dir, pe) ||
         read_string(o, "model", &model, pe) || read_string(o, "user", &user, pe) ||
-        read_string(o, "prompt_name", &r->prompt_name, pe) || read_bool(o, "normalize", &r->normalize, pe) ||
+        read_string(o, "prompt_name", &r->prompt_name, pe) || read_string(o, "task", &r->task, pe) ||
+        read_bool(o, "normalize", &r->normalize, pe) ||
         read_bool(o, "truncate", &r->truncate, pe) || read_bool(o, "chunked", &r->chunked, pe) || read_bool(o, "add_special_tokens", &r->add_special, pe))
         return -1;
     if (posy_vecenc_parse(fmt, odt, &r->enc, emsg, sizeof emsg))

@@ -29,6 +29,9 @@ typedef struct gw_embed_req {
     int chunked;          /* posy extension: split over-long inputs into windows (gw_chunk.c) */
     tok_trunc_dir dir;
     const char *prompt_name;   /* NULL = the model's default prompt */
+    const char *task;          /* posy extension, sentence-transformers' encode_query / encode_document:
+                                  "query" / "document" pick a Router model's route and the prompt of that
+                                  name (gw_sparse.c); NULL: the model's default route */
     int add_special;      /* /tokenize: 1 / 0 as the request says, -1 when it does not (the model's way) */
     int similarity;       /* TEI /similarity: inputs[0] is the source sentence, the answer its cosine
                              with each of inputs[1..n) ("inputs" an object; options under "parameters") */

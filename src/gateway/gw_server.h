@@ -47,6 +47,7 @@ typedef struct gw_model {
     const eng_config *cfg;    /* prompts, sizes */
     const char *name;         /* the OpenAI "model" */
     int dim;                  /* output floats per input */
+    const eng_router_query *sq;   /* an inference-free SPLADE model's query route (cfg->router), else NULL */
     int tok_dim;              /* floats per token on /embed_all (the engine's, or the workers'); 0: the
                                  route is not served (the model, or the backend, gives no token states) */
     int max_input_tokens;     /* longest sequence the model takes */

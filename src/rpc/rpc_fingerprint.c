@@ -21,6 +21,9 @@ static const char *const rpc_fp_files[] = {
     "config.json", "tokenizer.json", "modules.json", "1_Pooling/config.json",
     "sentence_bert_config.json", "config_sentence_transformers.json",
     "0_StaticEmbedding/tokenizer.json", /* a static embedding model's, up to sentence-transformers 5 (6: at the root) */
+    /* an inference-free SPLADE model's Router, as sentence-transformers names its folders */
+    "router_config.json", "document_0_MLMTransformer/config.json", "document_0_MLMTransformer/tokenizer.json",
+    "document_1_SpladePooling/config.json", "document_0_MLMTransformer/sentence_bert_config.json",
 };
 
 static void rpc_fnv(uint64_t h[2], const void *p, size_t n) {

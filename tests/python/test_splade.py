@@ -171,3 +171,141 @@ def test_splade_gateway_and_worker(posy_bin):
     finally:
         for p in procs:
             p.stop()
+
+
+# ---- inference-free SPLADE: a Router of a query route and a document route ----
+
+ROUTER = os.path.join(FIXTURES, "splade_router", "ifs")
+
+
+def router_expected():
+    return json.load(open(os.path.join(ROUTER, "expected.json")))
+
+
+@pytest.fixture(scope="module")
+def router_server(posy_bin):
+    s = Server(posy_bin, ROUTER, "--device", "cpu", "--threads", "1")
+    yield s.url
+    assert s.stop() == 0
+
+
+def test_router_routes(router_server):
+    """tests/fixtures/splade_router/ifs (tests/gen/gen_splade_router_fixture.py): "task": "query" is
+    encode_query's vector (a weight per distinct token, no transformer), "document" encode_document's, and
+    no task the default route's (document), all against sentence-transformers."""
+    exp, url = router_expected(), router_server
+    for task, key in (("query", "query"), ("document", "document"), (None, "default")):
+        body = {"inputs": exp["texts"], **({"task": task} if task else {})}
+        st, got = post(url, "/embed_sparse", body)
+        assert st == 200, (task, got)
+        assert len(got) == len(exp["texts"])
+        for g, w in zip(got, exp[key]):
+            check_sparse(g, w)
+    assert exp["query"] != exp["document"]   # the routes differ, so the test tells them apart
+    st, got = post(url, "/embed_sparse", {"inputs": exp["query_ids"], "task": "query"})   # token ids in
+    assert st == 200, got
+    for g, w in zip(got, exp["query"]):
+        check_sparse(g, w)
+    st, toks = post(url, "/tokenize", {"inputs": exp["texts"], "add_special_tokens": False})
+    assert st == 200 and [[t["id"] for t in s] for s in toks] == exp["query_ids"], toks
+
+
+def test_router_embed_cli(posy_bin, tmp_path):
+    """posy embed --task query / document, and without --task the default route (document)."""
+    exp = router_expected()
+    for args, key in ((["--task", "query"], "query"), (["--task", "document"], "document"), ([], "default")):
+        r = subprocess.run([posy_bin, "embed", "--model", ROUTER, "--device", "cpu", *args, "--", *exp["texts"]],
+                           capture_output=True, timeout=120)
+        assert r.returncode == 0, r.stderr.decode(errors="replace")
+        lines = [json.loads(line) for line in r.stdout.decode().splitlines()]
+        assert len(lines) == len(exp["texts"])
+        for got, want in zip(lines, exp[key]):
+            check_sparse(got, want)
+    d = tmp_path / "nodefault"
+    shutil.copytree(ROUTER, d)
+    cfg = json.load(open(d / "router_config.json"))
+    cfg["parameters"]["default_route"] = None
+    json.dump(cfg, open(d / "router_config.json", "w"))
+    r = subprocess.run([posy_bin, "embed", "--model", str(d), "--device", "cpu", "--", "a"], capture_output=True,
+                       timeout=120)
+    assert r.returncode == 2 and b"--task" in r.stderr, r.stderr
+
+
+def test_router_refusals(router_server, posy_bin, tmp_path):
+    url = router_server
+    st, err = post(url, "/embed_sparse", {"inputs": "a", "task": "passage"})
+    assert st == 422 and "task" in err["error"], err
+    st, err = post(url, "/embed_sparse", {"inputs": "a", "task": 3})
+    assert st == 400, err
+    st, err = post(url, "/embed", {"inputs": "a"})
+    assert st == 422 and "/embed_sparse" in err["error"], err
+    # no default route: a request must say which
+    d = tmp_path / "nodefault"
+    shutil.copytree(ROUTER, d)
+    cfg = json.load(open(d / "router_config.json"))
+    cfg["parameters"]["default_route"] = None
+    json.dump(cfg, open(d / "router_config.json", "w"))
+    s = Server(posy_bin, str(d), "--device", "cpu", "--threads", "1")
+    try:
+        st, err = post(s.url, "/embed_sparse", {"inputs": "a"})
+        assert st == 422 and "default_route" in err["error"], err
+        st, got = post(s.url, "/embed_sparse", {"inputs": "a", "task": "query"})
+        assert st == 200, got
+    finally:
+        assert s.stop() == 0
+    # shapes posy does not run are refused at start, by name
+    def broken(name, edit, word):
+        b = tmp_path / name
+        shutil.copytree(ROUTER, b)
+        edit(b)
+        r = subprocess.run([posy_bin, "serve", "--model", str(b), "--device", "cpu", "--host", "127.0.0.1", "--port",
+                            str(free_port())], capture_output=True, timeout=120)
+        out = r.stderr.decode(errors="replace") + r.stdout.decode(errors="replace")
+        assert 0 < r.returncode < 128 and word in out, (name, out)
+
+    def edit_json(path, fn):
+        v = json.load(open(path))
+        fn(v)
+        json.dump(v, open(path, "w"))
+
+    broken("mapped", lambda b: edit_json(b / "router_config.json",
+                                         lambda c: c["parameters"].update(route_mappings={"passage": "document"})),
+           "route_mappings")
+    broken("three", lambda b: edit_json(b / "router_config.json", lambda c: c["structure"].update(other=[])),
+           "exactly two routes")
+    broken("dense_query", lambda b: edit_json(b / "router_config.json", lambda c: c["types"].update(
+        query_0_SparseStaticEmbedding="sentence_transformers.models.Dense")), "SparseStaticEmbedding")
+    broken("escape", lambda b: edit_json(b / "router_config.json", lambda c: (
+        c["types"].update({"../x": c["types"]["document_1_SpladePooling"]}),
+        c["structure"].update(document=["document_0_MLMTransformer", "../x"]))), "leaves the model directory")
+
+    def other_tokenizer(b):
+        t = json.load(open(b / "query_0_SparseStaticEmbedding" / "tokenizer.json"))
+        t["model"]["vocab"]["zzzz"] = len(t["model"]["vocab"])
+        json.dump(t, open(b / "query_0_SparseStaticEmbedding" / "tokenizer.json", "w"))
+    broken("two_tokenizers", other_tokenizer, "tokenizer.json differs")
+
+    def short_weights(b):   # a safetensors file of 10 weights, written by hand (no safetensors package in CI)
+        import struct
+        head = json.dumps({"weight": {"dtype": "F32", "shape": [10], "data_offsets": [0, 40]}}).encode()
+        with open(b / "query_0_SparseStaticEmbedding" / "model.safetensors", "wb") as f:
+            f.write(struct.pack("<Q", len(head)) + head + struct.pack("<10f", *([1.0] * 10)))
+    broken("short", short_weights, "weight")
+
+
+def test_router_gateway_and_worker(posy_bin):
+    """The document route runs on the worker; the query route in the gateway, from its own copy of the weights."""
+    from grpc_util import http_post, start_gateway, start_worker
+    exp = router_expected()
+    procs = []
+    try:
+        procs.append(start_worker(model=ROUTER))
+        procs.append(start_gateway([procs[0].addr], model=ROUTER))
+        for task in ("query", "document"):
+            st, body = http_post(procs[1].port, "/embed_sparse", {"inputs": exp["texts"], "task": task})
+            assert st == 200, body
+            for got, want in zip(body, exp[task]):
+                check_sparse(got, want)
+    finally:
+        for p in procs:
+            p.stop()
