@@ -8,8 +8,14 @@
 
 #include "health.pb-c.h"
 #include "rpc_codec.h"
+#include "rpc_internal.h"
 
 _Static_assert(__BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__, "posy's wire format assumes a little-endian host");
+
+int rpc_answer_fits(int n, int dim, long long n_tokens, int tok_dim) {
+    const long long room = RPC_MAX_MESSAGE - (1 << 20);   /* as rpc_max_vectors: 1 MiB for the framing */
+    return ((long long)n * dim + n_tokens * tok_dim) * (long long)sizeof(float) <= room;
+}
 
 static int rpc_req_check(const Posy__V1__EmbedRequest *m, const rpc_info *lim, posy_err *err) {
     if (m->n_lengths == 0) return posy_err_set(err, POSY_E_INVALID, "empty chunk: no sequences (lengths is empty)");

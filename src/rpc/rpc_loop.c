@@ -99,11 +99,6 @@ int rpc_status_from_grpc(int code) {
     }
 }
 
-int rpc_answer_fits(int n, int dim, long long n_tokens, int tok_dim) {
-    const long long room = RPC_MAX_MESSAGE - (1 << 20);
-    return ((long long)n * dim + n_tokens * tok_dim) * (long long)sizeof(float) <= room;
-}
-
 int rpc_max_vectors(int dim) {
     const long long room = RPC_MAX_MESSAGE - (1 << 20);   /* 1 MiB for the framing and the other fields */
     const long long n = room / ((long long)(dim > 0 ? dim : 1) * (long long)sizeof(float));

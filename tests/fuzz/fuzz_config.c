@@ -1,7 +1,8 @@
 /* fuzz_config: libFuzzer target for eng_config_load, the reader of a model
  * directory's JSON files (config.json, modules.json, the Pooling module's
  * config.json, sentence_bert_config.json, config_sentence_transformers.json,
- * tokenizer_config.json, a Dense module's config.json at 2_Dense/; and for
+ * tokenizer_config.json, a Dense module's config.json at 2_Dense/, a
+ * Router's router_config.json with its d/ and p/ module folders; and for
  * a StaticEmbedding model at the root, model.safetensors, whose header
  * gives its sizes, and tokenizer.json, whose truncation is its limit).  A
  * model directory is outside input too: a downloaded model, or a volume
@@ -34,8 +35,9 @@
 static const char *const fuzz_files[] = {
     "config.json", "modules.json", "1_Pooling/config.json", "sentence_bert_config.json",
     "config_sentence_transformers.json", "tokenizer_config.json", "2_Dense/config.json",
-    "model.safetensors", "tokenizer.json",
+    "model.safetensors", "tokenizer.json", "router_config.json", "d/config.json", "p/config.json",
 };
+static const char *const fuzz_dirs[] = {"1_Pooling", "2_Dense", "d", "p"};
 #define FUZZ_NFILES (int)(sizeof fuzz_files / sizeof fuzz_files[0])
 
 static char g_dir[256];
@@ -46,10 +48,10 @@ static void fuzz_cleanup(void) {
         snprintf(path, sizeof path, "%s/%s", g_dir, fuzz_files[i]);
         unlink(path);
     }
-    snprintf(path, sizeof path, "%s/1_Pooling", g_dir);
-    rmdir(path);
-    snprintf(path, sizeof path, "%s/2_Dense", g_dir);
-    rmdir(path);
+    for (size_t i = 0; i < sizeof fuzz_dirs / sizeof fuzz_dirs[0]; i++) {
+        snprintf(path, sizeof path, "%s/%s", g_dir, fuzz_dirs[i]);
+        rmdir(path);
+    }
     rmdir(g_dir);
 }
 
@@ -60,10 +62,10 @@ int LLVMFuzzerInitialize(int *argc, char ***argv) {
     snprintf(g_dir, sizeof g_dir, "%s/posy_fuzz_cfg_XXXXXX", base);
     if (!mkdtemp(g_dir)) abort();
     char sub[300];
-    snprintf(sub, sizeof sub, "%s/1_Pooling", g_dir);
-    if (mkdir(sub, 0700)) abort();
-    snprintf(sub, sizeof sub, "%s/2_Dense", g_dir);
-    if (mkdir(sub, 0700)) abort();
+    for (size_t i = 0; i < sizeof fuzz_dirs / sizeof fuzz_dirs[0]; i++) {
+        snprintf(sub, sizeof sub, "%s/%s", g_dir, fuzz_dirs[i]);
+        if (mkdir(sub, 0700)) abort();
+    }
     atexit(fuzz_cleanup);
     return 0;
 }
@@ -171,6 +173,12 @@ static void fuzz_check_ok(const eng_config *c) {
         if ((unsigned)c->dense[i].act > ENG_DENSE_GELU || (c->dense[i].bias & ~1)) abort();
     }
     fuzz_check_dim(c);
+    /* a Router: SPLADE's document route, module folders inside the directory, a known default route */
+    const eng_router *rt = &c->rt;
+    if (c->router && (!c->splade || !rt->tdir[0] || !rt->pool[0] || !rt->qdir[0] || strstr(rt->tdir, "..") ||
+                      strstr(rt->pool, "..") || strstr(rt->qdir, "..") || rt->tdir[0] == '/' || rt->pool[0] == '/' ||
+                      rt->qdir[0] == '/' || (rt->def[0] && strcmp(rt->def, "query") && strcmp(rt->def, "document"))))
+        abort();
     /* the decoders' rotary: a known type, and finite frequencies whatever
      * the scaling parameters (eng_rope.h divides by them) */
     /* T5's encoder: no rotary; T5's own buckets; bidirectional; the MLP

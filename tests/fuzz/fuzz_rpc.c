@@ -27,12 +27,15 @@
 /* A worker's limits: a small model, a BERT-base-like one, none at all. */
 static const rpc_info fuzz_lims[4] = {
     {.vocab = 1000, .type_vocab = 1, .max_seq_len = 16, .max_chunk_tokens = 64, .max_chunk_seqs = 8},
-    {.vocab = 30522, .type_vocab = 2, .max_seq_len = 512, .max_chunk_tokens = 65536, .max_chunk_seqs = 8192},
+    {.vocab = 30522, .type_vocab = 2, .max_seq_len = 512, .max_chunk_tokens = 65536, .max_chunk_seqs = 8192,
+     .dim = 384, .tok_dim = 384},   /* gives token states */
     {.vocab = 0},
     {.vocab = 5, .type_vocab = 3, .max_seq_len = 4, .max_chunk_tokens = 8, .max_chunk_seqs = 3},
 };
-/* What a gateway expects back: {vectors, dim}. */
+/* What a gateway expects back: {vectors, dim}; context 3 token states too (FUZZ_TOK_N x FUZZ_TOK_DIM). */
 static const int fuzz_shapes[4][2] = {{1, 4}, {3, 4}, {2, 384}, {1, 1}};
+#define FUZZ_TOK_N 2
+#define FUZZ_TOK_DIM 3
 
 /* The bytes of an encoder's output (malloc'd), as the transport delivers them. */
 static uint8_t *fuzz_bb_bytes(grpc_byte_buffer *bb, size_t *len) {
@@ -98,7 +101,9 @@ static void fuzz_req(const uint8_t *buf, size_t len, const rpc_info *lim) {
     rpc_req r2;
     if (rpc_req_decode(b2, n2, lim, &r2, &err) != 0) abort();
     const rpc_chunk *a = &r.chunk, *b = &r2.chunk;
-    if (r2.id != r.id || a->n_seqs != b->n_seqs || a->n_tokens != b->n_tokens) abort();
+    if (r2.id != r.id || a->n_seqs != b->n_seqs || a->n_tokens != b->n_tokens || a->token_states != b->token_states)
+        abort();
+    if (a->token_states && !rpc_answer_fits(a->n_seqs, lim->dim, a->n_tokens, lim->tok_dim)) abort();
     if (!fuzz_same_array(a->ids, b->ids, a->n_tokens) || !fuzz_same_array(a->lengths, b->lengths, a->n_seqs) ||
         !fuzz_same_array(a->type_ids, b->type_ids, a->n_tokens))
         abort();
@@ -111,19 +116,22 @@ static void fuzz_req(const uint8_t *buf, size_t len, const rpc_info *lim) {
     if (r.msg) abort();
 }
 
-static void fuzz_resp(const uint8_t *buf, size_t len, int n, int dim) {
+static void fuzz_resp(const uint8_t *buf, size_t len, int n, int dim, int tok) {
     size_t nf = (size_t)n * (size_t)dim;
-    float *out = malloc(nf * sizeof *out);
+    float *out = malloc(nf * sizeof *out), tout[FUZZ_TOK_N * FUZZ_TOK_DIM];
     if (!out) abort();
     memset(out, 0xA5, nf * sizeof *out);
     uint64_t q = 0, inf = 0;
     posy_err err = {0};
-    int rc = rpc_resp_decode(buf, len, n, dim, out, &q, &inf, &err);
+    int rc = rpc_resp_decode_tok(buf, len, n, dim, out, FUZZ_TOK_N, FUZZ_TOK_DIM, tok ? tout : NULL, &q, &inf, &err);
     if (rc) {
         fuzz_check_err(rc, &err);
     } else {   /* out holds exactly the message's vector bytes, and they encode back the same */
         Posy__V1__EmbedResponse *m = posy__v1__embed_response__unpack(NULL, len, buf);
         if (!m || m->vectors.len != nf * sizeof *out || memcmp(out, m->vectors.data, m->vectors.len) != 0) abort();
+        if (tok && (m->token_dim != FUZZ_TOK_DIM || m->token_states.len != sizeof tout ||
+                    memcmp(tout, m->token_states.data, sizeof tout) != 0))
+            abort();
         if (q != m->queue_time_us || inf != m->inference_time_us) abort();
         posy__v1__embed_response__free_unpacked(m, NULL);
         size_t n2;
@@ -173,7 +181,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int ctx = (data[0] >> 2) & 3;
     switch (data[0] & 3) {
     case 0: fuzz_req(buf, len, &fuzz_lims[ctx]); break;
-    case 1: fuzz_resp(buf, len, fuzz_shapes[ctx][0], fuzz_shapes[ctx][1]); break;
+    case 1: fuzz_resp(buf, len, fuzz_shapes[ctx][0], fuzz_shapes[ctx][1], ctx == 3); break;
     case 2: fuzz_info(buf, len); break;
     default: {
         int s = rpc_health_decode(buf, len);

@@ -17,7 +17,8 @@
                          sentence_bert_config.json,
                          config_sentence_transformers.json,
                          tokenizer_config.json, 2_Dense/config.json, the
-                         JSON header of model.safetensors, tokenizer.json);
+                         JSON header of model.safetensors, tokenizer.json,
+                         router_config.json, d/config.json, p/config.json);
                          fewer pieces = absent files, None = an empty one.
 
 Files whose name starts with "crash-" are reproducers of fixed bugs and are
@@ -72,6 +73,8 @@ GW = {
     "empty_ids": (BATCH[8], {"inputs": [[]]}),
     "empty_list": (BATCH[8], {"inputs": []}),
     "null_input": (BATCH[8], {"inputs": None}),
+    "tei_task": (BATCH[8], {"inputs": ["a", "b"], "task": "query", "prompt_name": None}),
+    "tei_task_type": (BATCH[8], {"inputs": "a", "task": ["query"]}),
     "bad_dir": (BATCH[8], {"inputs": "a", "truncation_direction": "middle"}),
     "dims_zero": (OPENAI | BATCH[8], {"input": "a", "dimensions": 0}),
     "dims_huge": (OPENAI | BATCH[8], {"input": "a", "dimensions": 2 ** 40}),
@@ -184,6 +187,17 @@ CFG = {
                    {"type": "sentence_transformers.sparse_encoder.modules.splade_pooling.SpladePooling",
                     "path": "1_Pooling"}],
                   {"pooling_strategy": "sum", "activation_function": "log1p_relu", "embedding_dimension": None}],
+    # inference-free SPLADE: a Router (router_config.json) whose document route's transformer and
+    # SpladePooling sit in the fuzzer's d/ and p/ folders; the root holds no config.json (an empty piece)
+    "router_ifs": [None, [{"idx": 0, "name": "0", "path": "", "type": "sentence_transformers.models.Router"}], {}, {},
+                   {"prompts": {"query": "", "document": ""}, "default_prompt_name": None}, {}, {}, None, None,
+                   {"types": {"q": "sentence_transformers.sparse_encoder.models.SparseStaticEmbedding",
+                              "d": "sentence_transformers.sparse_encoder.models.MLMTransformer",
+                              "p": "sentence_transformers.sparse_encoder.models.SpladePooling"},
+                    "structure": {"query": ["q"], "document": ["d", "p"]},
+                    "parameters": {"default_route": "document", "allow_empty_key": True, "route_mappings": {}}},
+                   dict(BERT, architectures=["BertForMaskedLM"]),
+                   {"pooling_strategy": "max", "activation_function": "relu", "embedding_dimension": None}],
     # sequence classifiers: named labels, the multi-label rule, broken labels
     "classifier_labels": [dict(BERT, architectures=["BertForSequenceClassification"],
                                id2label={"0": "neg", "1": "neu", "2": "pos"}, problem_type="single_label_classification")],

@@ -87,6 +87,10 @@ static void requests(void) {
     }
     rpc_chunk b = {.n_seqs = 40, .n_tokens = t, .ids = bid, .lengths = blen, .type_ids = btype};
     put("req_big_ctx1", 1 << 2 | 0, rpc_req_encode(&b, 123456));
+    b.token_states = 1;   /* /embed_all's chunks: context 1 gives token states */
+    put("req_tokens_ctx1", 1 << 2 | 0, rpc_req_encode(&b, 123457));
+    c.token_states = 1;   /* context 0 gives none: refused */
+    put("req_tokens_ctx0", 0 << 2 | 0, rpc_req_encode(&c, 2));
 }
 
 static void responses(void) {
@@ -99,6 +103,9 @@ static void responses(void) {
         put(name, k << 2 | 1, rpc_resp_encode((uint64_t)k + 1, v, shapes[k][0], shapes[k][1], 120, 3400));
     }
     put("resp_wrong_count", 1 << 2 | 1, rpc_resp_encode(5, v, 2, 4, 1, 2));
+    /* context 3 expects 2 token states of 3 floats beside its vector; one answer short of them */
+    put("resp_tokens_ctx3", 3 << 2 | 1, rpc_resp_encode_tok(6, v, 1, 1, v + 1, 2, 3, 1, 2));
+    put("resp_tokens_short_ctx3", 3 << 2 | 1, rpc_resp_encode_tok(6, v, 1, 1, v + 1, 1, 3, 1, 2));
 }
 
 static void infos(void) {

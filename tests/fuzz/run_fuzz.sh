@@ -79,7 +79,7 @@ rpc)
 config)
   $CC $CFLAGS $SAN -Isrc -Isrc/common -Isrc/engine $(pkg-config --cflags jansson) \
       tests/fuzz/fuzz_config.c src/engine/eng_config.c src/engine/eng_config_st.c src/engine/eng_cfgjson.c \
-      src/engine/eng_config_static.c src/engine/eng_config_rerank.c src/engine/eng_config_splade.c src/engine/eng_config_deberta.c src/engine/eng_safetensors.c src/engine/eng_st_read.c \
+      src/engine/eng_config_static.c src/engine/eng_config_rerank.c src/engine/eng_config_splade.c src/engine/eng_config_deberta.c src/engine/eng_config_router.c src/engine/eng_safetensors.c src/engine/eng_st_read.c \
       src/common/posy_err.c src/common/posy_file.c $(pkg-config --libs jansson) -o "$BIN"
   SEEDS="$ROOT/tests/fuzz/cfg_seeds"
   DICT="$ROOT/tests/fuzz/config.dict"
