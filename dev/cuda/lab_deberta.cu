@@ -51,8 +51,10 @@ static void run(int D, int heads, const eng_deberta_cfg &cfg, int c2p, int p2c, 
             qkvb[e] = eng_cu_f2bf_bits(1.f + 0.5f * qkvf[e]);
             qkvf[e] = eng_cu_bf_bits2f(qkvb[e]);
         }
-    lab_rand_bf16(krf, unusedb, (size_t)rows * H, 1.5f);   /* the tables are fp32 on the device; the kernel */
-    lab_rand_bf16(qrf, unusedb, (size_t)rows * H, 1.5f);   /* rounds them to bf16, so bf16 values here: exact */
+    lab_rand_bf16(krf, unusedb, (size_t)rows * H, 1.5f);   /* the tables are fp32 on the device, and not */
+    lab_rand_bf16(qrf, unusedb, (size_t)rows * H, 1.5f);   /* bf16 values: the tensor-core form's lo halves count */
+    for (auto &x : krf) x += 0.01f * lab_uniform();
+    for (auto &x : qrf) x += 0.01f * lab_uniform();
     std::vector<int> idx(2 * max_len - 1);
     eng_deberta_index_table(&cfg, max_len, idx.data());
     const double scale = 1.0 / sqrt((double)D * (1 + c2p + p2c));
@@ -92,15 +94,29 @@ static void run(int D, int heads, const eng_deberta_cfg &cfg, int c2p, int p2c, 
     bf16 *dout;
     CUCHECK(cudaMalloc((void **)&dout, (size_t)T * H * 2));
     lab_poison(dout, (size_t)T * H * 2);
-    const eng_cu_deb_args a = args_for(dqkv, dout, D, heads, dcu, dtiles, dnt, max_tiles, c2p ? dkr : NULL,
-                                       p2c ? dqr : NULL, didx, max_len, (float)(1.4426950408889634 * scale));
-    CUCHECK(eng_cu_deberta_attention(0, &a));
-    CUCHECK(cudaDeviceSynchronize());
-    const std::vector<float> got = lab_download_bf16(dout, (size_t)T * H);
-    char what[160];
-    snprintf(what, sizeof what, "attention d=%d heads=%d span=%d buckets=%d c2p=%d p2c=%d seqs=%d tokens=%d", D, heads,
-             cfg.span, cfg.buckets, c2p, p2c, S, T);
-    lab_check(what, got.data(), ref.data(), got.size(), 1e-2f, 1e-2f);
+    eng_cu_deb_args a = args_for(dqkv, dout, D, heads, dcu, dtiles, dnt, max_tiles, c2p ? dkr : NULL,
+                                 p2c ? dqr : NULL, didx, max_len, (float)(1.4426950408889634 * scale));
+    /* both forms at head size 64: CUDA cores on the fp32 tables, then tensor cores on their hi / lo pairs */
+    bf16 *pairs = NULL;
+    for (int tc = 0; tc < 1 + (D == 64); tc++) {
+        if (tc) {
+            const size_t n = (size_t)rows * H;
+            CUCHECK(cudaMalloc((void **)&pairs, 4 * n * 2));
+            CUCHECK(eng_cu_deberta_split(0, dkr, pairs, pairs + n, n));
+            CUCHECK(eng_cu_deberta_split(0, dqr, pairs + 2 * n, pairs + 3 * n, n));
+            if (c2p) a.krh = pairs, a.krl = pairs + n;
+            if (p2c) a.qrh = pairs + 2 * n, a.qrl = pairs + 3 * n;
+            lab_poison(dout, (size_t)T * H * 2);
+        }
+        CUCHECK(eng_cu_deberta_attention(0, &a));
+        CUCHECK(cudaDeviceSynchronize());
+        const std::vector<float> got = lab_download_bf16(dout, (size_t)T * H);
+        char what[180];
+        snprintf(what, sizeof what, "attention%s d=%d heads=%d span=%d buckets=%d c2p=%d p2c=%d seqs=%d tokens=%d",
+                 tc ? " (tensor cores)" : "", D, heads, cfg.span, cfg.buckets, c2p, p2c, S, T);
+        lab_check(what, got.data(), ref.data(), got.size(), 1e-2f, 1e-2f);
+    }
+    cudaFree(pairs);
     cudaFree(dqkv); cudaFree(dkr); cudaFree(dqr); cudaFree(didx); cudaFree(dcu); cudaFree(dtiles); cudaFree(dnt);
     cudaFree(dout);
 }
@@ -164,21 +180,29 @@ static void time_it(void) {
     float *dtab = lab_upload(tab);
     int *didx = lab_upload(idx), *dcu = lab_upload(cu), *dtiles = lab_upload(tiles), *dnt = lab_upload(ntv);
     CUCHECK(cudaMalloc((void **)&dout, (size_t)T * H * 2));
-    const eng_cu_deb_args a = args_for(dqkv, dout, D, heads, dcu, dtiles, dnt, max_tiles, dtab, dtab, didx, 512, 0.1f);
-    CUCHECK(eng_cu_deberta_attention(0, &a));
+    eng_cu_deb_args a = args_for(dqkv, dout, D, heads, dcu, dtiles, dnt, max_tiles, dtab, dtab, didx, 512, 0.1f);
+    const size_t n = (size_t)512 * H;
+    bf16 *pairs;
+    CUCHECK(cudaMalloc((void **)&pairs, 2 * n * 2));
+    CUCHECK(eng_cu_deberta_split(0, dtab, pairs, pairs + n, n));
     cudaEvent_t e0, e1;
     cudaEventCreate(&e0);
     cudaEventCreate(&e1);
-    const int reps = 10;
-    cudaEventRecord(e0);
-    for (int i = 0; i < reps; i++) CUCHECK(eng_cu_deberta_attention(0, &a));
-    cudaEventRecord(e1);
-    CUCHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    cudaEventElapsedTime(&ms, e0, e1);
-    const double us = ms * 1000.0 / reps, fma = (double)S * L * L * heads * D * 4;   /* three dots and P V */
-    printf("attention 64 x 256 tokens, 12 heads of 64, c2p + p2c: %.1f us (%.2f TFMA/s on CUDA cores)\n", us,
-           fma / us / 1e6);
+    for (int tc = 0; tc < 2; tc++) {
+        if (tc) a.krh = a.qrh = pairs, a.krl = a.qrl = pairs + n;
+        CUCHECK(eng_cu_deberta_attention(0, &a));
+        const int reps = 10;
+        cudaEventRecord(e0);
+        for (int i = 0; i < reps; i++) CUCHECK(eng_cu_deberta_attention(0, &a));
+        cudaEventRecord(e1);
+        CUCHECK(cudaEventSynchronize(e1));
+        float ms = 0;
+        cudaEventElapsedTime(&ms, e0, e1);
+        const double us = ms * 1000.0 / reps, fma = (double)S * L * L * heads * D * 4;   /* three dots and P V */
+        printf("attention 64 x 256 tokens, 12 heads of 64, c2p + p2c, %s: %.1f us (%.2f T score-FMA/s)\n",
+               tc ? "tensor cores" : "CUDA cores", us, fma / us / 1e6);
+    }
+    cudaFree(pairs);
     cudaFree(dqkv); cudaFree(dout); cudaFree(dtab); cudaFree(didx); cudaFree(dcu); cudaFree(dtiles); cudaFree(dnt);
 }
 

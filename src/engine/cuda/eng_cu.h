@@ -424,6 +424,11 @@ typedef struct eng_cu_deb_args {
     const int *n_tiles;
     int max_tiles;
     const float *kr, *qr;
+    /* the same tables as bf16 pairs, hi = bf16(x), lo = bf16(x - hi), for
+     * the tensor-core form (head size 64): two products a term keep the
+     * tables' fp32 precision; NULL (or POSY_CUDA_DEBERTA_TC=0): the
+     * CUDA-core form on the fp32 tables */
+    const bf16 *krh, *krl, *qrh, *qrl;
     const int *idx;
     int max_len;
     float scale_log2;
@@ -436,6 +441,8 @@ cudaError_t eng_cu_deberta_gemm_f32_bf16(cudaStream_t s, const float *A, int lda
                                          const bf16 *bias, float *C, int ldc, int M, int N, int K);
 cudaError_t eng_cu_deberta_ln_rows(cudaStream_t s, float *x, const float *g, const float *b, int rows, int H,
                                    float eps);
+/* hi[i] = bf16(x[i]), lo[i] = bf16(x[i] - hi[i]) for n floats */
+cudaError_t eng_cu_deberta_split(cudaStream_t s, const float *x, bf16 *hi, bf16 *lo, size_t n);
 
 /* ---- pooling (eng_cu_pool.cu) ------------------------------------------- */
 

@@ -22,6 +22,7 @@
  * tests/cuda/e2e_rerank.py the whole model against transformers.
  */
 #include "eng_cu.h"
+#include "eng_cu_frag.h"
 #include "eng_cu_model.h"
 
 #include <math.h>
@@ -218,6 +219,159 @@ __global__ void __launch_bounds__(128) deb_attn_kernel(eng_cu_deb_args a) {
         *(__nv_bfloat162 *)(dst + x) = __floats2bfloat162_rn(o[x] * inv, o[x + 1] * inv);
 }
 
+/* ---- the tensor-core form (head size 64) ----------------------------------
+ * A block of 4 warps takes 64 query rows of one sequence and one head, as
+ * above, and walks the keys 32 at a time.  Every product is an mma.sync
+ * (bf16 in, fp32 accumulate):
+ *   S   = Q K^T                      (eng_attn_qk, the warp's 16 rows)
+ *   C2P = Q Kr^T over the table rows the tile reaches (at most 64 + 32 - 1:
+ *         the index is monotone in the distance), each warp its own rows
+ *   P2C = K Qr^T over the same rows, the 32 keys split over the warps by
+ *         table columns
+ * with Kr, Qr as hi + lo bf16 pairs, so the table terms keep the fp32
+ * tables' precision (one bf16 rounding of the tables took the model's
+ * error past transformers' own bf16 error: run 116).  C2P and P2C go to
+ * shared memory (fp32); each score then gathers its two terms at its
+ * distance's index, and the online softmax and P V are attention v2's
+ * (eng_cu_frag.h).  K, V and the table rows are staged by cp.async. */
+constexpr int TC_BM = 64, TC_BN = 32, TC_R = 96, TC_RS = TC_R + 4;
+
+template <int D>
+constexpr size_t deb_tc_smem_bytes() {
+    return (size_t)(TC_BM + 2 * TC_BN + 4 * TC_R) * (D + 8) * 2 + (size_t)(TC_BM + TC_BN) * TC_RS * 4;
+}
+
+/* acc[2 n-tiles][4] += A (the fragments af) x B rows n0..n0+15 of a [rows][D+8] table (hi and lo) */
+template <int D>
+__device__ __forceinline__ void deb_tc_pair(float (*acc)[4], const uint32_t (*af)[4], const bf16 *bh, const bf16 *bl,
+                                            int n0) {
+    constexpr int LD = D + 8;
+    const int lane = threadIdx.x & 31, mi = lane >> 3, mr = lane & 7;
+#pragma unroll
+    for (int kk = 0; kk < D / 16; kk++) {
+        const int off = (n0 + (mi >> 1) * 8 + mr) * LD + kk * 16 + (mi & 1) * 8;
+        uint32_t b[4];
+        eng_ldmatrix_x4(b, bh + off);
+        eng_mma16816(acc[0], af[kk], b[0], b[1]);
+        eng_mma16816(acc[1], af[kk], b[2], b[3]);
+        eng_ldmatrix_x4(b, bl + off);
+        eng_mma16816(acc[0], af[kk], b[0], b[1]);
+        eng_mma16816(acc[1], af[kk], b[2], b[3]);
+    }
+}
+
+/* two n-tiles of an accumulator (rows r0 + g, r0 + g + 8; columns n0 + 8 nt + 2 t) into an fp32 block */
+__device__ __forceinline__ void deb_tc_put(float *dst, int r0, int n0, const float (*acc)[4]) {
+    const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+    for (int nt = 0; nt < 2; nt++) {
+        const int c = n0 + nt * 8 + 2 * t;
+        *(float2 *)(dst + (r0 + g) * TC_RS + c) = make_float2(acc[nt][0], acc[nt][1]);
+        *(float2 *)(dst + (r0 + g + 8) * TC_RS + c) = make_float2(acc[nt][2], acc[nt][3]);
+    }
+}
+
+template <int D>
+__global__ void __launch_bounds__(128, 2) deb_attn_tc_kernel(eng_cu_deb_args a) {
+    constexpr int LD = D + 8;
+    extern __shared__ __align__(16) unsigned char deb_smem[];
+    bf16 *sQ = (bf16 *)deb_smem, *sK = sQ + TC_BM * LD, *sV = sK + TC_BN * LD;
+    bf16 *sKh = sV + TC_BN * LD, *sKl = sKh + TC_R * LD, *sQh = sKl + TC_R * LD, *sQl = sQh + TC_R * LD;
+    float *sC = (float *)(sQl + TC_R * LD), *sP = sC + TC_BM * TC_RS;
+    const int tile = blockIdx.x, h = blockIdx.y;
+    if (tile >= *a.n_tiles) return;
+    const int seq = a.tiles[2 * tile], q0 = a.tiles[2 * tile + 1];
+    const int start = a.cu_seqlens[seq], len = a.cu_seqlens[seq + 1] - start;
+    const int qrows = min(TC_BM, len - q0);
+    const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+    const int mi = lane >> 3, mr = lane & 7;
+    const int *idx = a.idx + (a.max_len - 1);   /* idx[query - key] */
+    const bool c2p = a.krh != nullptr, p2c = a.qrh != nullptr;
+    const int wrow0 = q0 + warp * 16;
+    eng_async_rows<TC_BM, D, 128>(sQ, a.q + (size_t)(start + q0) * a.ldq + h * D, a.ldq, qrows);
+    eng_async_commit();
+    uint32_t qf[D / 16][4];
+    float o[D / 8][4];
+#pragma unroll
+    for (int i = 0; i < D / 8; i++) o[i][0] = o[i][1] = o[i][2] = o[i][3] = 0.f;
+    float m[2] = {-INFINITY, -INFINITY}, l[2] = {0.f, 0.f};
+    for (int k0 = 0; k0 < len; k0 += TC_BN) {
+        const int kvalid = min(TC_BN, len - k0);
+        const int c_lo = idx[q0 - (k0 + kvalid - 1)], c_hi = idx[q0 + qrows - 1 - k0];
+        const int nrow = c_hi - c_lo + 1;
+        __syncthreads();   /* the previous tile's reads of every buffer are done */
+        eng_async_rows<TC_BN, D, 128>(sK, a.k + (size_t)(start + k0) * a.ldk + h * D, a.ldk, kvalid);
+        eng_async_rows<TC_BN, D, 128>(sV, a.v + (size_t)(start + k0) * a.ldv + h * D, a.ldv, kvalid);
+        const size_t toff = (size_t)c_lo * a.H + h * D;
+        if (c2p) {
+            eng_async_rows<TC_R, D, 128>(sKh, a.krh + toff, a.H, nrow);
+            eng_async_rows<TC_R, D, 128>(sKl, a.krl + toff, a.H, nrow);
+        }
+        if (p2c) {
+            eng_async_rows<TC_R, D, 128>(sQh, a.qrh + toff, a.H, nrow);
+            eng_async_rows<TC_R, D, 128>(sQl, a.qrl + toff, a.H, nrow);
+        }
+        eng_async_commit();
+        eng_async_wait<0>();
+        __syncthreads();
+        if (k0 == 0) {
+#pragma unroll
+            for (int kk = 0; kk < D / 16; kk++)
+                eng_ldmatrix_x4(qf[kk], sQ + (warp * 16 + (mi & 1) * 8 + mr) * LD + kk * 16 + (mi >> 1) * 8);
+        }
+        /* C2P: this warp's 16 query rows against every table row of the tile */
+        if (c2p)
+#pragma unroll 1
+            for (int n0 = 0; n0 < nrow; n0 += 16) {
+                float acc[2][4] = {};
+                deb_tc_pair<D>(acc, qf, sKh, sKl, n0);
+                deb_tc_put(sC, warp * 16, n0, acc);
+            }
+        /* P2C: the tile's 32 keys (two m-tiles) against the table rows, the 16-row column blocks split over the warps */
+        if (p2c)
+#pragma unroll 1
+            for (int n0 = warp * 16; n0 < nrow; n0 += 64)
+#pragma unroll
+                for (int mt = 0; mt < TC_BN / 16; mt++) {
+                    uint32_t kf[D / 16][4];
+#pragma unroll
+                    for (int kk = 0; kk < D / 16; kk++)
+                        eng_ldmatrix_x4(kf[kk], sK + (mt * 16 + (mi & 1) * 8 + mr) * LD + kk * 16 + (mi >> 1) * 8);
+                    float acc[2][4] = {};
+                    deb_tc_pair<D>(acc, kf, sQh, sQl, n0);
+                    deb_tc_put(sP, mt * 16, n0, acc);
+                }
+        float sc[TC_BN / 8][4];
+        eng_attn_qk<D, TC_BN, false>(qf, sK, sc, nullptr);
+        __syncthreads();   /* every warp's C2P rows and P2C columns are in */
+#pragma unroll
+        for (int nt = 0; nt < TC_BN / 8; nt++)
+#pragma unroll
+            for (int e = 0; e < 4; e++) {
+                const int kc = nt * 8 + 2 * t + (e & 1), r = warp * 16 + g + 8 * (e >> 1);
+                const int key = k0 + kc, q = q0 + r;
+                if (key < len && q < len) {
+                    const int c = idx[q - key] - c_lo;
+                    float add = 0.f;
+                    if (c2p) add += sC[r * TC_RS + c];
+                    if (p2c) add += sP[kc * TC_RS + c];
+                    sc[nt][e] += add;
+                }
+            }
+        eng_attn_softmax<D, TC_BN, false>(sc, k0, len, wrow0, a.scale_log2, o, m, l);   /* scale * log2 e */
+        eng_attn_pv<D, TC_BN>(sc, sV, o);
+    }
+    eng_attn_store<D>(o, l, qrows, a.o + (size_t)(start + q0) * a.ldo + h * D, a.ldo);
+}
+
+__global__ void deb_split_kernel(const float *x, bf16 *hi, bf16 *lo, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const bf16 hv = __float2bfloat16(x[i]);
+        hi[i] = hv;
+        lo[i] = __float2bfloat16(x[i] - __bfloat162float(hv));
+    }
+}
+
 constexpr size_t deb_smem_bytes(int D) {
     return (size_t)(DEB_BM + 2 * DEB_BN) * (D + 8) * 2 + (size_t)2 * DEB_RMAX * (D + 4) * 4 +
            (size_t)DEB_BM * (DEB_BN + 1) * 4;
@@ -241,6 +395,18 @@ cudaError_t deb_launch(cudaStream_t s, const eng_cu_deb_args *a) {
 
 cudaError_t eng_cu_deberta_attention(cudaStream_t s, const eng_cu_deb_args *a) {
     if (a->max_tiles <= 0 || a->n_heads <= 0 || a->max_len <= 0 || !a->idx) return cudaErrorInvalidValue;
+    if (a->head_dim == 64 && (a->krh || a->qrh) && (!a->kr || a->krh) && (!a->qr || a->qrh)) {
+        constexpr size_t smem = deb_tc_smem_bytes<64>();
+        static bool optin = false;   /* set on the first, eager, launch; never inside a capture */
+        if (!optin) {
+            const cudaError_t e = cudaFuncSetAttribute(deb_attn_tc_kernel<64>, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                       (int)smem);
+            if (e != cudaSuccess) return e;
+            optin = true;
+        }
+        deb_attn_tc_kernel<64><<<dim3(a->max_tiles, a->n_heads), 128, smem, s>>>(*a);
+        return cudaGetLastError();
+    }
     switch (a->head_dim) {
     case 32: return deb_launch<32>(s, a);
     case 64: return deb_launch<64>(s, a);
@@ -253,6 +419,11 @@ cudaError_t eng_cu_deberta_gemm_f32_bf16(cudaStream_t s, const float *A, int lda
                                          const bf16 *bias, float *C, int ldc, int M, int N, int K) {
     const dim3 grid((unsigned)((N + 31) / 32), (unsigned)((M + 31) / 32), 1);
     deb_gemm_kernel<float, bf16><<<grid, 256, 0, s>>>(A, lda, B, ldb, bias, C, ldc, M, N, K);
+    return cudaGetLastError();
+}
+
+cudaError_t eng_cu_deberta_split(cudaStream_t s, const float *x, bf16 *hi, bf16 *lo, size_t n) {
+    deb_split_kernel<<<256, 256, 0, s>>>(x, hi, lo, n);
     return cudaGetLastError();
 }
 

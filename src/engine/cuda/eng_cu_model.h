@@ -328,6 +328,7 @@ typedef struct eng_cu_model {
     void *deb_mem;
     int *deb_idx;
     float *deb_kr, *deb_qr;
+    bf16 *deb_krh, *deb_krl, *deb_qrh, *deb_qrl;   /* their bf16 hi / lo pairs (head size 64: the tensor-core attention) */
 } eng_cu_model;
 
 /* DeBERTa (eng_cu_model_deberta.cu): its tables at open, after the weights

@@ -34,7 +34,12 @@ int eng_cu_deberta_prepare(eng_cu_model *m, posy_err *err) {
     const int H = m->H, R = m->deb_rows, L = m->L, maxl = m->max_pos;
     const size_t nidx = 2 * (size_t)maxl - 1, ntab = (size_t)R * H;
     const size_t b_idx = deb_align(nidx * sizeof(int)), b_tabs = (size_t)L * ntab * sizeof(float);
-    const size_t bytes = b_idx + (m->deb_c2p ? b_tabs : 0) + (m->deb_p2c ? b_tabs : 0) + ntab * sizeof(float);
+    /* the tensor-core attention's bf16 hi / lo pairs of each table (head size 64; POSY_CUDA_DEBERTA_TC=0: off) */
+    const char *tc_env = getenv("POSY_CUDA_DEBERTA_TC");
+    const int tc = m->head_dim == 64 && !(tc_env && !strcmp(tc_env, "0"));
+    const size_t b_pair = tc ? deb_align((size_t)L * ntab * sizeof(bf16)) * 2 : 0;
+    const size_t bytes = b_idx + (m->deb_c2p ? b_tabs + b_pair : 0) + (m->deb_p2c ? b_tabs + b_pair : 0) +
+                         ntab * sizeof(float);
     cudaError_t ce = cudaMalloc(&m->deb_mem, bytes);
     if (ce != cudaSuccess) {
         m->deb_mem = NULL;
@@ -51,6 +56,17 @@ int eng_cu_deberta_prepare(eng_cu_model *m, posy_err *err) {
     if (m->deb_p2c) {
         m->deb_qr = (float *)p;
         p += b_tabs;
+    }
+    m->deb_krh = m->deb_krl = m->deb_qrh = m->deb_qrl = NULL;
+    if (tc && m->deb_c2p) {
+        m->deb_krh = (bf16 *)p;
+        m->deb_krl = (bf16 *)(p + b_pair / 2);
+        p += b_pair;
+    }
+    if (tc && m->deb_p2c) {
+        m->deb_qrh = (bf16 *)p;
+        m->deb_qrl = (bf16 *)(p + b_pair / 2);
+        p += b_pair;
     }
     float *rel = (float *)p;   /* the LayerNormed table, kept for nothing after open but cheap */
     int *h_idx = (int *)malloc(nidx * sizeof(int));
@@ -74,6 +90,9 @@ int eng_cu_deberta_prepare(eng_cu_model *m, posy_err *err) {
                                                                     m->deb_share ? w->qkv_b : w->pq_b,
                                                                     m->deb_qr + l * ntab, H, R, H, H));
     }
+    const size_t nall = (size_t)L * ntab;
+    if (m->deb_krh) CKD("DeBERTa key table pairs", eng_cu_deberta_split(0, m->deb_kr, m->deb_krh, m->deb_krl, nall));
+    if (m->deb_qrh) CKD("DeBERTa query table pairs", eng_cu_deberta_split(0, m->deb_qr, m->deb_qrh, m->deb_qrl, nall));
     CKD("DeBERTa tables", cudaDeviceSynchronize());
     return 0;
 }
@@ -112,6 +131,10 @@ int eng_cu_deberta_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_e
             return -1;
         a.kr = m->deb_kr ? m->deb_kr + l * ntab : NULL;
         a.qr = m->deb_qr ? m->deb_qr + l * ntab : NULL;
+        a.krh = m->deb_krh ? m->deb_krh + l * ntab : NULL;
+        a.krl = m->deb_krl ? m->deb_krl + l * ntab : NULL;
+        a.qrh = m->deb_qrh ? m->deb_qrh + l * ntab : NULL;
+        a.qrl = m->deb_qrl ? m->deb_qrl + l * ntab : NULL;
         CKD("DeBERTa attention", eng_cu_deberta_attention(s, &a));
         /* y = ctx Wo^T + b + x, x = LN1(y), y = GELU(x Wu^T + bu) Wd^T + bd + x, x = LN2(y) */
         if (eng_cu_model_gemm(m, s, 0, m->ctx, w->ao_w, w->ao_b, m->x, m->y, T, H, H, ENG_CU_EPI_BIAS, NULL, err,
