@@ -9,9 +9,13 @@
  * table's reach); the tile list and counts read from device memory with
  * a grid larger than the real tile count.  V is drawn around 1 so the
  * outputs are ~1; bf16 in and out: atol 1e-2, rtol 1e-2 (the inputs'
- * bf16 rounding is in the reference too; the output's own is 2^-8).  Then the table
+ * bf16 rounding is in the reference too; the output's own is 2^-8).  The
+ * tables are fp32 values off the bf16 grid, and at head size 64 both forms
+ * run: CUDA cores on the fp32 tables, tensor cores on their bf16 hi / lo
+ * pairs (eng_cu_deberta_split).  Then the table
  * GEMM (eng_cu_deberta_gemm_f32_bf16) and the row LayerNorm against fp64,
- * and the attention's time on 64 sequences of 256 tokens, 12 heads of 64.
+ * and the attention's time on 64 sequences of 256 tokens, 12 heads of 64,
+ * in both forms.
  */
 #include "lab.h"
 #include "eng_cu_attn_tiles.h"
