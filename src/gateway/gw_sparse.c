@@ -20,8 +20,15 @@
 #include "gw_parse.h"
 
 static __thread tok_encoding sp_enc;
+static __thread int32_t *sp_ids;   /* a token-id query, cut to the query route's length */
+static __thread size_t sp_cap;
 
-void gw_sparse_worker_exit(void) { tok_encoding_free(&sp_enc); }
+void gw_sparse_worker_exit(void) {
+    tok_encoding_free(&sp_enc);
+    free(sp_ids);
+    sp_ids = NULL;
+    sp_cap = 0;
+}
 
 static void sparse_entries(gw_buf *b, int i, const float *v, int V) {
     int first = 1;
@@ -43,23 +50,22 @@ int gw_sparse_write(gw_call *c) {
     return b->oom ? -1 : 0;
 }
 
-/* One query's ids (text through the tokenizer, or given) into `seen` as
- * the list of distinct ids; 0, or -1 with the call failed. */
+/* One query's ids: a text through the tokenizer (the prompt in front, no
+ * special tokens, cut at the query route's length), or token ids as given
+ * (cut the same way).  0, or -1 with the call failed. */
 static int query_ids(gw_call *c, const gw_embed_req *r, int i, const char *prompt, const int32_t **ids, int *n) {
     const gw_model *m = &c->srv->model;
     const gw_input *in = &r->inputs[i];
     posy_err err;
     posy_err_clear(&err);
     if (!in->text) {   /* token ids as given: no special tokens to leave out */
-        static __thread int32_t *buf;
-        static __thread size_t cap;
         size_t k = json_array_size(in->ids);
         if (m->sq->max_len && k > (size_t)m->sq->max_len) k = (size_t)m->sq->max_len;
-        if (k > cap) {
-            int32_t *p = realloc(buf, k * sizeof *p);
+        if (k > sp_cap) {
+            int32_t *p = realloc(sp_ids, k * sizeof *p);
             if (!p) return gw_call_fail(c, 500, GW_F_BACKEND, "out_of_memory", "out of memory"), -1;
-            buf = p;
-            cap = k;
+            sp_ids = p;
+            sp_cap = k;
         }
         const size_t skip = r->dir == TOK_TRUNC_LEFT ? json_array_size(in->ids) - k : 0;
         for (size_t j = 0; j < k; j++) {
@@ -69,9 +75,9 @@ static int query_ids(gw_call *c, const gw_embed_req *r, int i, const char *promp
                              "input %d: token id %lld is outside the vocabulary [0, %d)", i, (long long)v, m->sq->n);
                 return -1;
             }
-            buf[j] = (int32_t)v;
+            sp_ids[j] = (int32_t)v;
         }
-        *ids = buf;
+        *ids = sp_ids;
         *n = (int)k;
         return 0;
     }

@@ -416,7 +416,7 @@ static int cu_submit(posy_engine *e, const posy_batch *b, posy_err *err) {
     sl->seqno = st->next_seqno++;
     st->stats.tokens += b->n_tokens;
     st->stats.padded_tokens += bk->tokens;
-    if (eng_cu_mega_usable(&st->m, bk->tokens)) st->stats.small_batches++;
+    if (!tok && eng_cu_mega_usable(&st->m, bk->tokens)) st->stats.small_batches++;   /* token batches skip it */
     return 0;
 }
 
