@@ -22,6 +22,7 @@ typedef enum { ENG_ACT_GELU = 0, ENG_ACT_GELU_TANH = 1, ENG_ACT_RELU = 2, ENG_AC
 
 #define ENG_MAX_PROMPTS 16
 #define ENG_MAX_DENSE 4
+#define ENG_MAX_TOK_ROWS 16       /* classifier_from_token: tokens at most */
 #define ENG_MAX_LABELS 16384     /* a classifier's labels at most (its vector is one logit a label) */
 
 /* sentence-transformers' Dense module after pooling: y = act(W x + b),
@@ -44,6 +45,11 @@ typedef struct eng_dense_cfg {
     char walt[64], balt[64];     /* read instead when wname / bname are absent ("" none): a tied or renamed
                                     masked-LM decoder (SPLADE's head) */
     double ln_eps;
+    /* a head made of the LM head's rows (classifier_from_token): n_rows
+     * token ids; the weights are those rows, or with rows_diff one row,
+     * row[1] - row[0] (transformers' 2-way softmax as one logit) */
+    int n_rows, rows_diff;
+    int rows[ENG_MAX_TOK_ROWS];
 } eng_dense_cfg;
 
 typedef struct eng_prompt {
@@ -135,6 +141,13 @@ typedef struct eng_config {
      * trailing pad tokens, which changes no earlier state */
     int rerank_decoder;
     int cls_pad_id;
+    /* classifier_from_token (vLLM's hf_overrides for the original
+     * Qwen3-Reranker, a ...ForCausalLM checkpoint): the head is the LM
+     * head's rows of these token ids -- with method "from_2_way_softmax" /
+     * is_original_qwen3_reranker one logit, row[1] - row[0] (the softmax of
+     * the two tokens' logits is its sigmoid); else one logit a token */
+    int n_from_tok, from_tok_diff;
+    int from_tok[ENG_MAX_TOK_ROWS];
     int rerank_mean;             /* ModernBERT's classifier_pooling "mean" (else CLS) */
     int rerank_head_bias;        /* ModernBERT's classifier_bias */
     eng_dense_act rerank_act;    /* ModernBERT's classifier_activation */

@@ -31,11 +31,17 @@
 #include <string.h>
 #include "eng_cfgjson.h"
 
-static int rr_is_classifier(json_t *root) {
-    const char *a = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
-    const char *suffix = "ForSequenceClassification";
+static int rr_ends(const char *a, const char *suffix) {
     size_t n = a ? strlen(a) : 0, k = strlen(suffix);
     return n > k && !strcmp(a + n - k, suffix);
+}
+
+/* ...ForSequenceClassification; or, with classifier_from_token, the
+ * ...ForCausalLM checkpoint itself (as vLLM reads Qwen3-Reranker) */
+static int rr_is_classifier(json_t *root) {
+    const char *a = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
+    return rr_ends(a, "ForSequenceClassification") ||
+           (rr_ends(a, "ForCausalLM") && json_object_get(root, "classifier_from_token"));
 }
 
 int eng_dense_act_named(const char *name, eng_dense_act *act) {
@@ -100,6 +106,70 @@ static int rr_labels(eng_config *c, json_t *id2label, long long n, const char *p
     return 0;
 }
 
+/* A token's id in the model's tokenizer.json: added_tokens first, then the
+ * model's vocabulary (an object for BPE / WordPiece, a [piece, score] list
+ * for Unigram).  -1 when absent. */
+static int rr_token_id(json_t *tok, const char *s) {
+    json_t *added = json_object_get(tok, "added_tokens"), *v;
+    size_t i;
+    json_array_foreach(added, i, v) {
+        const char *content = json_string_value(json_object_get(v, "content"));
+        json_t *id = json_object_get(v, "id");
+        if (content && !strcmp(content, s) && json_is_integer(id)) return (int)json_integer_value(id);
+    }
+    json_t *vocab = json_object_get(json_object_get(tok, "model"), "vocab");
+    if (json_is_object(vocab)) {
+        json_t *id = json_object_get(vocab, s);
+        return json_is_integer(id) && json_integer_value(id) >= 0 && json_integer_value(id) < (1 << 30)
+                   ? (int)json_integer_value(id) : -1;
+    }
+    json_array_foreach(vocab, i, v)
+        if (json_is_string(json_array_get(v, 0)) && !strcmp(json_string_value(json_array_get(v, 0)), s)) return (int)i;
+    return -1;
+}
+
+/* vLLM's classifier_from_token: the head from the LM head's rows of these
+ * tokens (their ids from the tokenizer.json beside config.json). */
+static int rr_from_tokens(eng_config *c, json_t *root, json_t *list, const char *path, posy_err *err) {
+    const size_t n = json_array_size(list);
+    if (!json_is_array(list) || n < 1 || n > ENG_MAX_TOK_ROWS)
+        return posy_err_set(err, POSY_E_INVALID, "%s: classifier_from_token must be a list of 1 to %d token strings",
+                            path, ENG_MAX_TOK_ROWS);
+    char method[32];
+    int orig = 0, rc = eng_cfgjson_str(root, "method", path, 0, "", method, sizeof method, err);
+    if (!rc) rc = eng_cfgjson_bool(root, "is_original_qwen3_reranker", path, 0, &orig, err);
+    if (rc) return rc;
+    if (*method && strcmp(method, "from_2_way_softmax") && strcmp(method, "no_post_processing"))
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: method '%s' is not supported (from_2_way_softmax, "
+                            "no_post_processing)", path, method);
+    c->from_tok_diff = orig || !strcmp(method, "from_2_way_softmax");
+    if (c->from_tok_diff && n != 2)
+        return posy_err_set(err, POSY_E_INVALID, "%s: a 2-way softmax needs two classifier_from_token entries (the "
+                            "false and the true token, e.g. [\"no\", \"yes\"]), not %zu", path, n);
+    char dir[1024], tpath[1100];
+    const char *slash = strrchr(path, '/');
+    snprintf(dir, sizeof dir, "%.*s", slash ? (int)(slash - path) : 1, slash ? path : ".");
+    snprintf(tpath, sizeof tpath, "%s/tokenizer.json", dir);
+    json_error_t je;
+    json_t *tok = json_load_file(tpath, 0, &je);
+    if (!tok)
+        return posy_err_set(err, POSY_E_INVALID, "%s: classifier_from_token needs the model's tokenizer.json (%s: %s)",
+                            path, tpath, je.text);
+    for (size_t i = 0; i < n && !rc; i++) {
+        const char *s = json_string_value(json_array_get(list, i));
+        const int id = s ? rr_token_id(tok, s) : -1;
+        if (id < 0 || id >= c->info.vocab)
+            rc = posy_err_set(err, POSY_E_INVALID, "%s: classifier_from_token[%zu] '%.40s' is not a token of %s%s", path,
+                              i, s ? s : "(not a string)", tpath, id >= c->info.vocab ? " within the model's vocabulary" : "");
+        else
+            c->from_tok[i] = id;
+    }
+    json_decref(tok);
+    if (rc) return rc;
+    c->n_from_tok = (int)n;
+    return 0;
+}
+
 int eng_config_rerank_check(eng_config *c, json_t *root, const char *path, posy_err *err) {
     if (!rr_is_classifier(root)) return 0;
     const char *arch = c->info.arch;
@@ -109,11 +179,28 @@ int eng_config_rerank_check(eng_config *c, json_t *root, const char *path, posy_
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: a sequence-classification head on model_type '%s' is not "
                             "supported (classifiers and rerankers: bert, roberta, xlm-roberta, camembert, distilbert, "
                             "modernbert, deberta-v2, qwen3, qwen2, mistral, llama, gemma3_text)", path, c->model_type);
+    json_t *from = json_object_get(root, "classifier_from_token");
+    if (from && !decoder)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: classifier_from_token applies to decoders (a Qwen3, Qwen2, "
+                            "Mistral, Llama or Gemma 3 LM head), not to model_type '%s'", path, c->model_type);
     if (decoder) {
         json_t *pad = json_object_get(root, "pad_token_id");
         c->rerank_decoder = 1;
         c->cls_pad_id = json_is_integer(pad) && json_integer_value(pad) >= 0 && json_integer_value(pad) < (1 << 24)
                             ? (int)json_integer_value(pad) : -1;
+    }
+    if (from) {   /* one logit (2-way), or one a token named by the token: id2label / num_labels do not apply */
+        int rc = rr_from_tokens(c, root, from, path, err);
+        if (!rc) rc = rr_labels(c, NULL, c->from_tok_diff ? 1 : c->n_from_tok, path, err);
+        for (int i = 0; !rc && !c->from_tok_diff && i < c->n_from_tok; i++) {
+            free(c->labels[i]);
+            if (!(c->labels[i] = strdup(json_string_value(json_array_get(from, (size_t)i)))))
+                rc = posy_err_set(err, POSY_E_NOMEM, "%s: out of memory", path);
+        }
+        if (rc) return rc;
+        c->score_fn = c->n_labels == 1 ? ENG_SCORE_SIGMOID : ENG_SCORE_SOFTMAX;
+        c->rerank = 1;
+        return 0;
     }
     /* transformers: num_labels = len(id2label), 2 when neither is given */
     json_t *labels = json_object_get(root, "id2label"), *nl = json_object_get(root, "num_labels");
@@ -165,6 +252,14 @@ void eng_config_rerank_head(eng_config *c) {
         c->info.pooling = POSY_POOL_LAST;
         rr_dense(&c->dense[0], H, c->n_labels, ENG_DENSE_IDENTITY, "score.weight", "");
         c->dense[0].bias = 0;
+        if (c->n_from_tok) {   /* the LM head's rows (tied: the embedding's) */
+            eng_dense_cfg_named(&c->dense[0], H, c->n_labels, ENG_DENSE_IDENTITY, "lm_head.weight",
+                                "model.embed_tokens.weight", "", "");
+            c->dense[0].bias = 0;
+            c->dense[0].n_rows = c->n_from_tok;
+            c->dense[0].rows_diff = c->from_tok_diff;
+            memcpy(c->dense[0].rows, c->from_tok, sizeof c->from_tok);
+        }
         c->n_dense = 1;
         c->info.dim = c->n_labels;
         return;

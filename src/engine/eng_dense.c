@@ -35,6 +35,33 @@ static int head_vec(const eng_st_file *st, const char *name, const char *alt, in
     return eng_st_read_f32(st, name, 1, d, *dst, err);
 }
 
+/* classifier_from_token: rows of the LM head t ([vocab, in]) as the
+ * head's weights, or their difference (one row). */
+static int head_rows(eng_dense_layer *L, const eng_dense_cfg *c, const eng_st_tensor *t, const char *dir,
+                     posy_err *err) {
+    if (t->ndim != 2 || t->shape[1] != c->in || t->dtype == ENG_DT_OTHER)
+        return posy_err_set(err, POSY_E_INVALID, "%s: %s is not a [vocab, %d] weight of floats", dir, t->name, c->in);
+    const size_t rowb = (size_t)c->in * (t->dtype == ENG_DT_F32 ? 4 : 2);
+    for (int r = 0; r < c->n_rows; r++) {
+        if (c->rows[r] < 0 || c->rows[r] >= t->shape[0])
+            return posy_err_set(err, POSY_E_INVALID, "%s: token id %d is outside %s's %lld rows", dir, c->rows[r],
+                                t->name, (long long)t->shape[0]);
+        const unsigned char *row = (const unsigned char *)t->data + (size_t)c->rows[r] * rowb;
+        float *dst = L->w + (size_t)(c->rows_diff ? 0 : r) * c->in;
+        for (int k = 0; k < c->in; k++) {
+            float v;
+            if (t->dtype == ENG_DT_F32) memcpy(&v, row + 4 * (size_t)k, 4);
+            else {
+                uint16_t h;
+                memcpy(&h, row + 2 * (size_t)k, 2);
+                v = t->dtype == ENG_DT_BF16 ? eng_bf16_to_f32(h) : eng_f16_to_f32(h);
+            }
+            dst[k] = !c->rows_diff ? v : r == 0 ? -v : dst[k] + v;   /* diff: row[1] - row[0] */
+        }
+    }
+    return 0;
+}
+
 /* A reranker's head: its tensors from the model's own checkpoint. */
 static int dense_load_head(eng_dense_layer *L, const eng_dense_cfg *c, const char *model_dir, posy_err *err) {
     eng_st_file st;
@@ -43,6 +70,18 @@ static int dense_load_head(eng_dense_layer *L, const eng_dense_cfg *c, const cha
     L->out = c->out;
     L->act = c->act;
     L->ln_eps = (float)c->ln_eps;
+    if (c->n_rows) {   /* the LM head's rows (classifier_from_token) */
+        const eng_st_tensor *t = eng_st_find(&st, c->wname);
+        if (!t && c->walt[0]) t = eng_st_find(&st, c->walt);
+        if (!t) t = eng_st_find(&st, "embed_tokens.weight");   /* a bare decoder's, tied */
+        int rc = !t ? posy_err_set(err, POSY_E_INVALID, "%s: classifier_from_token needs the LM head (%s, or a tied %s) "
+                                   "in the checkpoint", model_dir, c->wname, c->walt)
+                 : !(L->w = malloc(sizeof(float) * (size_t)c->out * (size_t)c->in))
+                     ? posy_err_set(err, POSY_E_NOMEM, "%s: out of memory for the classification head", model_dir)
+                     : head_rows(L, c, t, model_dir, err);
+        eng_st_close(&st);
+        return rc ? -1 : 0;
+    }
     const int64_t wd[2] = {c->out, c->in};
     const char *wname = !eng_st_find(&st, c->wname) && c->walt[0] && eng_st_find(&st, c->walt) ? c->walt : c->wname;
     int rc = 0;

@@ -114,6 +114,12 @@ static void fuzz_check_dim(const eng_config *c) {
         abort();
     for (int i = 0; c->rerank && i < c->n_labels; i++)
         if (!c->labels[i]) abort();
+    /* classifier_from_token: a decoder's reranker or classifier, token ids inside the vocabulary */
+    if (c->n_from_tok && (!c->rerank || !c->rerank_decoder || c->n_from_tok > ENG_MAX_TOK_ROWS ||
+                          c->n_labels != (c->from_tok_diff ? 1 : c->n_from_tok) || (c->from_tok_diff && c->n_from_tok != 2)))
+        abort();
+    for (int i = 0; i < c->n_from_tok; i++)
+        if (c->from_tok[i] < 0 || c->from_tok[i] >= in->vocab) abort();
 }
 
 static void fuzz_check_static(const eng_config *c) {

@@ -198,6 +198,11 @@ CFG = {
                     "parameters": {"default_route": "document", "allow_empty_key": True, "route_mappings": {}}},
                    dict(BERT, architectures=["BertForMaskedLM"]),
                    {"pooling_strategy": "max", "activation_function": "relu", "embedding_dimension": None}],
+    # the original Qwen3-Reranker: a ForCausalLM scored by two tokens' LM rows (vLLM's classifier_from_token),
+    # their ids from the tokenizer.json piece
+    "qwen3_from_tokens": [dict(QWEN3, architectures=["Qwen3ForCausalLM"], classifier_from_token=["no", "yes"],
+                               is_original_qwen3_reranker=True), MODULES[:2], POOL_LAST, {}, {}, {}, {}, {},
+                          {"added_tokens": [{"id": 5, "content": "yes"}], "model": {"vocab": {"no": 3, "x": 4}}}],
     # sequence classifiers: named labels, the multi-label rule, broken labels
     "classifier_labels": [dict(BERT, architectures=["BertForSequenceClassification"],
                                id2label={"0": "neg", "1": "neu", "2": "pos"}, problem_type="single_label_classification")],

@@ -289,3 +289,64 @@ def test_classify_gateway_and_worker(posy_bin, name):
     finally:
         for p in procs:
             p.stop()
+
+
+# ---- the original Qwen3-Reranker: a ...ForCausalLM scored by two tokens' LM logits (classifier_from_token) ----
+
+def orig_model():
+    return os.path.join(FIXTURES, "classify", "qwen3_orig")
+
+
+def test_reranker_from_tokens(posy_bin, tmp_path):
+    """tests/fixtures/classify/qwen3_orig (tests/gen/gen_reranker_orig_fixture.py): config.json keeps
+    Qwen3ForCausalLM and adds vLLM's hf_overrides keys; /rerank's logit is the true token's LM logit minus the
+    false one's at the last position (transformers fp32), its score their 2-way softmax; with method
+    no_post_processing the head is one label a token, named by it, on /predict."""
+    exp = json.load(open(os.path.join(orig_model(), "expected.json")))
+    s = Server(posy_bin, orig_model(), "--device", "cpu", "--threads", "1")
+    try:
+        for (q, d), ids, lg in zip(exp["pairs"], exp["ids"], exp["token_logits"]):
+            want = lg[1] - lg[0]
+            st, body = post(s.url, "/rerank", {"query": q, "texts": [d], "raw_scores": True})
+            assert st == 200 and abs(body[0]["score"] - want) <= 2e-5 * max(1.0, abs(want)), (body, want)
+            st, body = post(s.url, "/rerank", {"query": q, "texts": [d]})
+            soft = math.exp(lg[1]) / (math.exp(lg[0]) + math.exp(lg[1]))
+            assert st == 200 and abs(body[0]["score"] - soft) <= 1e-5, (body, soft)
+        st, body = post(s.url, "/embed", {"inputs": "a"})
+        assert st == 422 and "reranker" in body["error"], body
+    finally:
+        assert s.stop() == 0
+    d = tmp_path / "per_token"
+    shutil.copytree(orig_model(), d)
+    cfg = json.load(open(d / "config.json"))
+    cfg.pop("is_original_qwen3_reranker")
+    cfg["method"] = "no_post_processing"
+    json.dump(cfg, open(d / "config.json", "w"))
+    s = Server(posy_bin, str(d), "--device", "cpu", "--threads", "1")
+    try:
+        (q, t), lg = exp["pairs"][0], exp["token_logits"][0]
+        st, body = post(s.url, "/predict", {"inputs": [[q, t]], "raw_scores": True})
+        assert st == 200, body
+        got = {x["label"]: x["score"] for x in body[0]}
+        assert set(got) == set(exp["tokens"]), got
+        for tok, v in zip(exp["tokens"], lg):
+            assert abs(got[tok] - v) <= 2e-5 * max(1.0, abs(v)), (tok, got, lg)
+    finally:
+        assert s.stop() == 0
+
+    def refused(name, edit, word, src=orig_model()):
+        b = tmp_path / name
+        shutil.copytree(src, b)
+        c = json.load(open(b / "config.json"))
+        edit(c)
+        json.dump(c, open(b / "config.json", "w"))
+        r = subprocess.run([posy_bin, "serve", "--model", str(b), "--device", "cpu", "--host", "127.0.0.1", "--port",
+                            str(free_port())], capture_output=True, timeout=120)
+        out = r.stderr.decode(errors="replace") + r.stdout.decode(errors="replace")
+        assert 0 < r.returncode < 128 and word in out, (name, out)
+
+    refused("unknown_token", lambda c: c.update(classifier_from_token=["Ġno", "zzqq"]), "zzqq")
+    refused("three_way", lambda c: c.update(classifier_from_token=["Ġno", "Ġtrue", "Ġis"]), "two classifier_from_token")
+    refused("method", lambda c: c.update(method="from_3_way"), "method")
+    refused("encoder", lambda c: c.update(classifier_from_token=["a", "b"]), "applies to decoders",
+            src=model("bert3"))
