@@ -23,7 +23,7 @@
 #define EMBED_MAX_BATCH_SEQS 1024
 
 typedef struct embed_flags {
-    const char *model, *input, *output, *prompt, *prompt_name, *task;
+    const char *model, *input, *output, *prompt, *prompt_name, *task, *hf_overrides;
     cli_in_format in_fmt;
     cli_out_format out_fmt;
     posy_device_kind device;
@@ -63,6 +63,7 @@ static void embed_usage(FILE *f) {
           "                          encode_document: the model's prompt of that name (unless\n"
           "                          --prompt or --prompt-name), and an inference-free SPLADE\n"
           "                          model's route (default: its default_route)\n"
+          "  --hf-overrides JSON     a JSON object whose keys replace config.json's (vLLM's flag)\n"
           "  --attention MODE        model, causal or bidirectional: override the decoder's\n"
           "                          attention direction (default model: as config.json says)\n"
           "  --normalize             L2-normalise the vectors even if the model does not\n"
@@ -114,6 +115,7 @@ static int set_flag(embed_flags *f, const char *name, const char *v) {
     else if (!strcmp(name, "--output")) f->output = v;
     else if (!strcmp(name, "--prompt")) f->prompt = v;
     else if (!strcmp(name, "--prompt-name")) f->prompt_name = v;
+    else if (!strcmp(name, "--hf-overrides")) f->hf_overrides = v;
     else if (!strcmp(name, "--task")) {
         if (strcmp(v, "query") && strcmp(v, "document")) return bad_usage("--task is query or document, not '%s'", v);
         f->task = v;
@@ -143,7 +145,7 @@ static int set_flag(embed_flags *f, const char *name, const char *v) {
 static int parse_one(embed_flags *f, int argc, char **argv, int *i) {
     static const char *const valued[] = {"--model", "--input", "--output", "--prompt", "--prompt-name",
                                          "--input-format", "--output-format", "--device", "--threads",
-                                         "--max-batch-tokens", "--attention", "--task"};
+                                         "--max-batch-tokens", "--attention", "--task", "--hf-overrides"};
     const char *a = argv[*i];
     if (!strcmp(a, "-h") || !strcmp(a, "--help")) { embed_usage(stdout); return 0; }
     if (!strcmp(a, "--normalize")) { f->normalize = 1; return -1; }
@@ -246,6 +248,7 @@ static int embed_main(const embed_flags *f, embed_res *r) {
     posy_err err;
     posy_err_clear(&err);
     if (check_model_dir(f->model, &err) != 0) return fail(&err);
+    if (eng_config_set_overrides(f->hf_overrides, &err) != 0) return fail(&err);
     if (eng_config_load(&r->cfg, f->model, &err) != 0) return fail(&err);
     r->have_cfg = 1;
     if (r->cfg.rerank && r->cfg.n_labels == 1) {

@@ -43,4 +43,12 @@ typedef struct cli_cmd {
 int cli_flags_parse(const cli_cmd *cmd, int argc, char **argv, void *opts);
 void cli_flags_usage(FILE *f, const cli_cmd *cmd);
 
+/* --hf-overrides (serve, worker, gateway; posy embed parses its own): vLLM's
+ * flag, a JSON object over config.json's top level (eng_config_set_overrides) */
+#define CLI_HF_OVERRIDES_FLAG(OFF)                                                                                 \
+    {"--hf-overrides", "POSY_HF_OVERRIDES",                                                                        \
+     "JSON object whose keys replace config.json's (vLLM's flag), e.g. for the original Qwen3-Reranker "            \
+     "'{\"classifier_from_token\": [\"no\", \"yes\"], \"is_original_qwen3_reranker\": true}'; gateway and "       \
+     "workers need the same", CLI_F_STR, 0, 0, OFF(hf_overrides)}
+
 #endif

@@ -29,7 +29,7 @@
 #include "tok.h"
 
 typedef struct gwc_opts {
-    const char *model, *host, *dns, *api_key, *served_name, *cors;
+    const char *model, *host, *dns, *api_key, *served_name, *cors, *hf_overrides;
     cli_list backends;
     long port, chunk_tokens, chunk_seqs, chunk_timeout_ms, health_ms, dns_ms, http_threads, workers, max_concurrent,
         max_client_batch, max_body_bytes, request_timeout, drain_timeout, auto_truncate;
@@ -39,6 +39,7 @@ typedef struct gwc_opts {
 static const cli_flag gwc_flags[] = {
     {"--model", "POSY_MODEL", "model directory: config, tokenizer, sentence-transformers files (default models/all-MiniLM-L6-v2)", CLI_F_STR, 0, 0, GO(model)},
     CLI_HTTP_FRONT_FLAGS(GO),
+    CLI_HF_OVERRIDES_FLAG(GO),
     {"--backend", "POSY_BACKEND", "worker HOST:PORT; repeat for more (env: comma-separated)", CLI_F_LIST, 0, 0, GO(backends)},
     {"--backend-dns", "POSY_BACKEND_DNS", "NAME:PORT resolved to every worker, re-resolved every --dns-ms", CLI_F_STR, 0, 0, GO(dns)},
     {"--chunk-tokens", "POSY_CHUNK_TOKENS", "most tokens per chunk sent to one worker (default 2048)", CLI_F_INT, 1, 1 << 24, GO(chunk_tokens)},
@@ -98,7 +99,7 @@ typedef struct gwc_state {
 
 /* Model files (no weights), then the worker pool.  0, or -1 with err set. */
 static int gwc_load(gwc_state *st, const gwc_opts *o, posy_err *err) {
-    if (eng_config_load(&st->cfg, o->model, err)) return -1;
+    if (eng_config_set_overrides(o->hf_overrides, err) || eng_config_load(&st->cfg, o->model, err)) return -1;
     char path[2048];
     if (eng_model_tokenizer_file(o->model, path, sizeof path, NULL))
         return posy_err_set(err, POSY_E_INVALID, "model path too long: %s", o->model), -1;
@@ -108,7 +109,7 @@ static int gwc_load(gwc_state *st, const gwc_opts *o, posy_err *err) {
         POSY_INFO("posy gateway: an inference-free SPLADE model: \"task\": \"query\" is answered here from %d token "
                   "weights (%s), documents by the workers", st->sq.n, st->cfg.rt.qdir);
     }
-    if (rpc_fingerprint(o->model, st->fingerprint, sizeof st->fingerprint, err)) return -1;
+    if (rpc_fingerprint_with(o->model, eng_config_overrides(), st->fingerprint, sizeof st->fingerprint, err)) return -1;
     rpc_pool_opts po = {.backends = o->backends.v, .n_backends = o->backends.n,
                         .dns = o->dns && *o->dns ? o->dns : NULL, .fingerprint = st->fingerprint,
                         .dim = st->cfg.info.dim, .chunk_tokens = (int)o->chunk_tokens,

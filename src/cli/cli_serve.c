@@ -29,7 +29,7 @@
 #include "tok.h"
 
 typedef struct serve_flags {
-    const char *model, *host, *device, *engine, *attention, *api_key, *served_name, *cors, *busy_poll;
+    const char *model, *host, *device, *engine, *attention, *api_key, *served_name, *cors, *busy_poll, *hf_overrides;
     long port, threads, http_threads, workers, max_batch_tokens, max_batch_seqs, max_concurrent, max_client_batch,
         max_body_bytes, request_timeout, drain_timeout, auto_truncate, noop_delay_us, warmup, busy_poll_us /* parsed from busy_poll */;
 } serve_flags;
@@ -40,6 +40,7 @@ static const cli_flag flag_defs[] = {
     CLI_HTTP_FRONT_FLAGS(FS),
     {"--device", "POSY_DEVICE", "auto | cpu | cuda | cuda:N (default auto: CUDA when a GPU is present)", CLI_F_STR, 0, 0, FS(device)},
     {"--attention", "POSY_ATTENTION", "model | causal | bidirectional: decoder attention (default model: as config.json says)", CLI_F_STR, 0, 0, FS(attention)},
+    CLI_HF_OVERRIDES_FLAG(FS),
     {"--engine", "POSY_ENGINE", "model | noop (noop: benchmarking only, skips the model math, returns a fixed vector)", CLI_F_STR, 0, 0, FS(engine)},
     {"--threads", "POSY_THREADS", "CPU engine threads (default 0 = all cores)", CLI_F_INT, 0, 4096, FS(threads)},
     {"--max-batch-tokens", "POSY_MAX_BATCH_TOKENS", "tokens per engine batch (default: 16384; on a GPU 65536 for models as small as all-MiniLM-L6)", CLI_F_INT, 1, 1 << 24, FS(max_batch_tokens)},
@@ -48,9 +49,9 @@ static const cli_flag flag_defs[] = {
     {"--busy-poll-us", "POSY_BUSY_POLL_US", "auto | N: after each request the step thread and one tokenization worker poll N us instead of sleeping, a CPU core for lower latency (default auto: 1000 on a GPU with 8+ cores, else 0)", CLI_F_STR, 0, 0, FS(busy_poll)},
     {"--noop-delay-us", "POSY_NOOP_DELAY_US", "with --engine noop: microseconds each batch pretends to take (tests)", CLI_F_INT, 0, 60000000, FS(noop_delay_us)},
 };
-#define SERVE_SUMMARY "HTTP server: OpenAI POST /v1/embeddings, TEI POST /embed and /, /similarity, /tokenize, /decode,\n" \
-    "/rerank and /v1/rerank (a reranker model), /predict and /classify (a classifier), /embed_sparse (a SPLADE\n" \
-    "model), vLLM /score, GET /health /info /v1/models /metrics.  SIGTERM/SIGINT drain and exit 0."
+#define SERVE_SUMMARY "HTTP server: OpenAI POST /v1/embeddings, TEI POST /embed and /, /embed_all, /similarity, /tokenize,\n" \
+    "/decode, /rerank and /v1/rerank (a reranker model), /predict and /classify (a classifier), /embed_sparse (a\n" \
+    "SPLADE model), vLLM /score, GET /health /info /v1/models /metrics.  SIGTERM/SIGINT drain and exit 0."
 /* A bad POSY_* value's error names the variable, not the flag. */
 static const cli_cmd serve_cmd = {"serve", SERVE_SUMMARY, flag_defs, sizeof flag_defs / sizeof flag_defs[0], 24, 1};
 
@@ -169,6 +170,10 @@ int cli_cmd_serve(int argc, char **argv) {
     st.noop = !strcmp(fl.engine, "noop");
     posy_err err;
     posy_err_clear(&err);
+    if (eng_config_set_overrides(fl.hf_overrides, &err)) {
+        POSY_ERROR("posy serve: %s", err.msg);
+        return 2;
+    }
     if (eng_config_load(&st.cfg, fl.model, &err)) {
         POSY_ERROR("posy serve: cannot read the model in '%s': %s (fetch it with scripts/fetch-model.sh or pass --model DIR)",
                    fl.model, err.msg);

@@ -27,6 +27,7 @@
 typedef struct wk_opts {
     const char *model, *listen, *device, *engine, *busy_poll;
     long threads, max_batch_tokens, max_batch_seqs, max_concurrent, max_chunk_tokens, max_chunk_seqs, drain_ms, noop_delay_us, warmup, busy_poll_us /* parsed from busy_poll */;
+    const char *hf_overrides;
 } wk_opts;
 
 #define WO(f) offsetof(wk_opts, f)
@@ -35,6 +36,7 @@ static const cli_flag wk_flags[] = {
     {"--listen", "POSY_LISTEN", "gRPC address HOST:PORT (default 0.0.0.0:50051; port 0 picks one)", CLI_F_STR, 0, 0, WO(listen)},
     {"--device", "POSY_DEVICE", "auto | cpu | cuda | cuda:N (default auto)", CLI_F_STR, 0, 0, WO(device)},
     {"--engine", "POSY_ENGINE", "model | noop (noop: benchmarking only, skips the model math)", CLI_F_STR, 0, 0, WO(engine)},
+    CLI_HF_OVERRIDES_FLAG(WO),
     {"--threads", "POSY_THREADS", "CPU engine threads (default 0 = all cores)", CLI_F_INT, 0, 4096, WO(threads)},
     {"--max-batch-tokens", "POSY_MAX_BATCH_TOKENS", "tokens per engine batch (default: 16384; on a GPU 65536 for models as small as all-MiniLM-L6)", CLI_F_INT, 1, 1 << 24, WO(max_batch_tokens)},
     {"--max-batch-seqs", "POSY_MAX_BATCH_SEQS", "sequences per engine batch (default 512)", CLI_F_INT, 1, 1 << 20, WO(max_batch_seqs)},
@@ -68,12 +70,17 @@ static int wk_device(const char *s, posy_engine_opts *eo) {
 }
 
 static int wk_parse(int argc, char **argv, wk_opts *o) {
-    *o = (wk_opts){"models/all-MiniLM-L6-v2", "0.0.0.0:50051", "auto", "model", NULL, 0, 0 /* the engine's default */, 512, 512, 65536, 8192, 30000, 0, 0, 0};
+    *o = (wk_opts){"models/all-MiniLM-L6-v2", "0.0.0.0:50051", "auto", "model", NULL, 0, 0 /* the engine's default */, 512, 512, 65536, 8192, 30000, 0, 0, 0, NULL};
     int rc = cli_flags_parse(&wk_cmd, argc, argv, o);
     if (rc) return rc;
     posy_engine_opts probe = {0};
     if (wk_device(o->device, &probe)) return -1;
     if (cli_busy_poll_parse("worker", o->busy_poll, &o->busy_poll_us)) return -1;
+    posy_err oerr;
+    if (eng_config_set_overrides(o->hf_overrides, &oerr)) {
+        fprintf(stderr, "posy worker: %s\n", oerr.msg);
+        return -1;
+    }
     if (strcmp(o->engine, "model") && strcmp(o->engine, "noop")) {
         fprintf(stderr, "posy worker: --engine must be 'model' or 'noop', got '%s'\n", o->engine);
         return -1;
@@ -150,7 +157,7 @@ int cli_cmd_worker(int argc, char **argv) {
         fprintf(stderr, "posy worker: %s\n", err.msg[0] ? err.msg : "cannot load the model");
         return 1;
     }
-    if (rpc_fingerprint(o.model, ri.fingerprint, sizeof ri.fingerprint, &err)) {
+    if (rpc_fingerprint_with(o.model, eng_config_overrides(), ri.fingerprint, sizeof ri.fingerprint, &err)) {
         fprintf(stderr, "posy worker: %s\n", err.msg);
         return 1;
     }

@@ -541,11 +541,41 @@ static const char *cfg_type_from_arch(json_t *root) {
     return NULL;
 }
 
+static json_t *cfg_overrides;   /* eng_config_set_overrides: set once at start, before any load */
+static char *cfg_overrides_text;
+
+int eng_config_set_overrides(const char *json, posy_err *err) {
+    json_decref(cfg_overrides);
+    free(cfg_overrides_text);
+    cfg_overrides = NULL;
+    cfg_overrides_text = NULL;
+    if (!json || !*json) return 0;
+    json_error_t je;
+    json_t *o = json_loads(json, 0, &je);
+    if (!json_is_object(o)) {
+        json_decref(o);
+        return posy_err_set(err, POSY_E_INVALID, "--hf-overrides must be a JSON object%s%s", o ? "" : ": ",
+                            o ? "" : je.text);
+    }
+    if (!(cfg_overrides_text = strdup(json))) {
+        json_decref(o);
+        return posy_err_set(err, POSY_E_NOMEM, "out of memory");
+    }
+    cfg_overrides = o;
+    return 0;
+}
+
+const char *eng_config_overrides(void) { return cfg_overrides_text ? cfg_overrides_text : ""; }
+
 static int cfg_load_main(eng_config *c, const char *dir, posy_err *err) {
     char path[1024], mt[32];
     json_t *root;
     int rc = eng_cfgjson_load(dir, "config.json", 1, 1, &root, path, err);
     if (rc) return rc;
+    if (cfg_overrides && json_object_update(root, cfg_overrides)) {
+        json_decref(root);
+        return posy_err_set(err, POSY_E_NOMEM, "%s: out of memory applying --hf-overrides", path);
+    }
     const char *guess = json_object_get(root, "model_type") ? NULL : cfg_type_from_arch(root);
     rc = eng_cfgjson_str(root, "model_type", path, !guess, guess, mt, sizeof mt, err);
     int k = -1;

@@ -187,6 +187,14 @@ static inline int eng_config_tok_dim(const eng_config *c) {
 }
 
 int eng_config_load(eng_config *c, const char *model_dir, posy_err *err);
+/* vLLM's --hf-overrides: a JSON object whose keys replace config.json's
+ * top-level ones in every later eng_config_load of the process (e.g. the
+ * original Qwen3-Reranker's {"classifier_from_token": ["no", "yes"],
+ * "is_original_qwen3_reranker": true}).  NULL or "" clears it.  0, or an
+ * error when it is not a JSON object. */
+int eng_config_set_overrides(const char *json, posy_err *err);
+/* The overrides as given ("" for none), for the worker fingerprint. */
+const char *eng_config_overrides(void);
 void eng_config_free(eng_config *c);
 /* Prompt text by name, or NULL. */
 const char *eng_config_prompt(const eng_config *c, const char *name);

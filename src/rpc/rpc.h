@@ -106,6 +106,9 @@ void rpc_server_stop(rpc_server *s, int grace_ms);
  * files present in dir.  Weights are not read (the gateway has none); two
  * directories with the same config and tokenizer are assumed the same model. */
 int rpc_fingerprint(const char *model_dir, char *out, size_t out_size, posy_err *err);
+/* The same with `extra` (e.g. --hf-overrides' text; NULL or "" adds
+ * nothing, giving rpc_fingerprint's value) in the hash. */
+int rpc_fingerprint_with(const char *model_dir, const char *extra, char *out, size_t out_size, posy_err *err);
 
 /* posy_status -> grpc_status_code, and back. */
 int rpc_status_to_grpc(int posy_status);

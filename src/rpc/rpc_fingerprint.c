@@ -35,6 +35,10 @@ static void rpc_fnv(uint64_t h[2], const void *p, size_t n) {
 }
 
 int rpc_fingerprint(const char *dir, char *out, size_t out_size, posy_err *err) {
+    return rpc_fingerprint_with(dir, NULL, out, out_size, err);
+}
+
+int rpc_fingerprint_with(const char *dir, const char *extra, char *out, size_t out_size, posy_err *err) {
     uint64_t h[2] = {0xcbf29ce484222325ull, 0x84222325cbf29ce4ull};
     int found = 0;
     for (size_t i = 0; i < sizeof rpc_fp_files / sizeof rpc_fp_files[0]; i++) {
@@ -54,6 +58,11 @@ int rpc_fingerprint(const char *dir, char *out, size_t out_size, posy_err *err) 
     }
     if (!found)
         return posy_err_set(err, POSY_E_IO, "%s: no config.json or tokenizer.json to fingerprint", dir);
+    if (extra && *extra) {   /* --hf-overrides change the model as much as its files do */
+        static const char tag[] = "--hf-overrides";
+        rpc_fnv(h, tag, sizeof tag);
+        rpc_fnv(h, extra, strlen(extra));
+    }
     snprintf(out, out_size, "%016llx%016llx", (unsigned long long)h[0], (unsigned long long)h[1]);
     return 0;
 }

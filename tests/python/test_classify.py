@@ -350,3 +350,37 @@ def test_reranker_from_tokens(posy_bin, tmp_path):
     refused("method", lambda c: c.update(method="from_3_way"), "method")
     refused("encoder", lambda c: c.update(classifier_from_token=["a", "b"]), "applies to decoders",
             src=model("bert3"))
+
+
+def test_reranker_hf_overrides(posy_bin, tmp_path):
+    """The same checkpoint with config.json as Qwen3-Reranker ships it (no classifier keys) and vLLM's
+    --hf-overrides on the command line: the same logits, through posy serve and through a gateway in front of a
+    worker (both given the overrides: they are part of the model's fingerprint)."""
+    from grpc_util import http_post, start_gateway, start_worker
+    exp = json.load(open(os.path.join(orig_model(), "expected.json")))
+    d = tmp_path / "as_shipped"
+    shutil.copytree(orig_model(), d)
+    cfg = json.load(open(d / "config.json"))
+    over = {k: cfg.pop(k) for k in ("classifier_from_token", "is_original_qwen3_reranker")}
+    over["architectures"] = ["Qwen3ForSequenceClassification"]   # as vLLM's override says it
+    json.dump(cfg, open(d / "config.json", "w"))
+    flag = ["--hf-overrides", json.dumps(over)]
+    (q, t), lg = exp["pairs"][0], exp["token_logits"][0]
+    s = Server(posy_bin, str(d), "--device", "cpu", "--threads", "1", *flag)
+    try:
+        st, body = post(s.url, "/rerank", {"query": q, "texts": [t], "raw_scores": True})
+        assert st == 200 and abs(body[0]["score"] - (lg[1] - lg[0])) <= 2e-5 * abs(lg[1] - lg[0]), body
+    finally:
+        assert s.stop() == 0
+    procs = []
+    try:
+        procs.append(start_worker(None, *flag, model=str(d)))
+        procs.append(start_gateway([procs[0].addr], *flag, model=str(d)))
+        st, body = http_post(procs[1].port, "/rerank", {"query": q, "texts": [t], "raw_scores": True})
+        assert st == 200 and abs(body[0]["score"] - (lg[1] - lg[0])) <= 2e-5 * abs(lg[1] - lg[0]), body
+    finally:
+        for p in procs:
+            p.stop()
+    r = subprocess.run([posy_bin, "serve", "--model", str(d), "--hf-overrides", "[1, 2]", "--port", str(free_port())],
+                       capture_output=True, timeout=60)
+    assert r.returncode != 0 and b"JSON object" in r.stderr + r.stdout, r.stderr
