@@ -25,9 +25,12 @@ static __thread tok_encoding tl_enc;
  * 64 MiB (30522-wide BERT vocabularies: 549 inputs; 250002-wide XLM-R: 67),
  * which also bounds the answer's JSON should every entry be non-zero.
  * /predict and /classify: one score a label an input, capped the same way
- * (a classifier of thousands of labels times thousands of inputs); and
- * /embed_all: a vector a token (768-wide BERT-base: 21,845 tokens). */
+ * (a classifier of thousands of labels times thousands of inputs). */
 #define GW_SPARSE_MAX_FLOATS ((size_t)16 << 20)
+/* /embed_all: a vector a token, every entry non-zero in its JSON (~12
+ * bytes a float), so half that: 32 MiB of states (768-wide BERT-base:
+ * 10,922 tokens; all-MiniLM-L6: 21,845), ~100 MB of answer at most. */
+#define GW_TOKENS_MAX_FLOATS ((size_t)8 << 20)
 
 void gw_worker_exit(void) {
     tok_encoding_free(&tl_enc);
@@ -516,10 +519,11 @@ void gw_stage_parse(gw_task *t) {
         c->normalize = c->openai ? 1 : r.normalize;
         c->similarity = r.similarity;
         gw_embed_req_free(&r);
-        if (c->route == GW_R_EMBED_ALL && (size_t)c->cu[c->n_seqs] * (size_t)s->model.tok_dim > GW_SPARSE_MAX_FLOATS) {
+        if (c->route == GW_R_EMBED_ALL && (size_t)c->cu[c->n_seqs] * (size_t)s->model.tok_dim > GW_TOKENS_MAX_FLOATS) {
             gw_call_fail(c, 422, GW_F_VALIDATION, "too_many_tokens", "/embed_all: %d tokens of %d floats each are "
-                         "more than one answer holds (%d MiB); send fewer inputs a request", c->cu[c->n_seqs],
-                         s->model.tok_dim, (int)(GW_SPARSE_MAX_FLOATS * sizeof(float) >> 20));
+                         "more than one answer holds (%d MiB of states, %zu tokens); send fewer inputs a request",
+                         c->cu[c->n_seqs], s->model.tok_dim, (int)(GW_TOKENS_MAX_FLOATS * sizeof(float) >> 20),
+                         GW_TOKENS_MAX_FLOATS / (size_t)s->model.tok_dim);
             gw_call_finish(c);
             return;
         }

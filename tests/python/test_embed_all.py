@@ -12,7 +12,7 @@ norm within 1e-4), in order, special tokens included, and the tokens must
 be the ones sentence-transformers tokenized.  Then: token-id inputs, the
 pooled vector rebuilt from the states equals /embed's, the refusals (a
 SPLADE model, a reranker, a static model, options that do not apply, an
-answer too large), the route in /metrics, and the same answer through a
+answer past 32 MiB of states), the route in /metrics, and the same answer through a
 gateway in front of a worker (the states cross gRPC).
 """
 import os
@@ -95,7 +95,7 @@ def test_embed_all_refusals(servers, posy_bin):
     for extra in ({"dimensions": 8}, {"encoding_format": "base64"}, {"chunked": True}):
         st, err = post(url, "/embed_all", {"inputs": "hello", **extra})
         assert st == 422 and "/embed_all" in err["error"], (extra, err)
-    st, err = post(url, "/embed_all", {"inputs": ["word " * 300] * 200, "truncate": True})   # 51k tokens x 384
+    st, err = post(url, "/embed_all", {"inputs": ["word " * 300] * 100, "truncate": True})   # 25.6k tokens x 384
     assert st == 422 and err["error_type"] == "Validation" and "tokens" in err["error"], err
     st, _ = post(url, "/embed_all", {"inputs": "still serving"})
     assert st == 200
