@@ -95,6 +95,9 @@ static void form_batch(sched *s, sched_slot *sl, uint64_t now) {
         sched_req *r = s->head;
         int len = seq_len(r, r->next_seq);
         if (ntok + len > s->opts.max_batch_tokens) break;
+        /* token-state requests (/embed_all) batch only with their own kind: the CUDA backend runs such a
+         * batch eagerly, and a failure to make its buffers then fails none of the pooled requests */
+        if (nseq && (r->tok_out != NULL) != sl->has_tok) break;
         if (len) memcpy(sl->ids + ntok, r->ids + r->cu_seqlens[r->next_seq], (size_t)len * sizeof(int32_t));
         copy_optional(sl->types, &sl->has_types, r->type_ids ? r->type_ids + r->cu_seqlens[r->next_seq] : NULL,
                       ntok, len);

@@ -86,7 +86,8 @@ struct sched_req {
     int n_seqs;
     float *out;                /* n_seqs * dim floats, written by the scheduler */
     float *tok_out;            /* NULL, or cu_seqlens[n_seqs] * tok_dim floats: every token's state, written
-                                  by the engine in place (TEI's /embed_all); refused when tok_dim is 0 */
+                                  by the engine in place (TEI's /embed_all); refused when tok_dim is 0.
+                                  Such requests share batches only with their own kind */
     sched_done_fn done;
     void *user;
     /* Set by the scheduler before the callback. */
