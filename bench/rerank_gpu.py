@@ -31,9 +31,7 @@ sentence-transformers, a CUDA build of api_embed:
 import argparse
 import os
 import random
-import re
 import shutil
-import subprocess
 import sys
 import time
 
@@ -44,7 +42,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "cuda"))
 from bench_cpu import WORDS  # noqa: E402
-from e2e_common import write_seqs  # noqa: E402
+from e2e_common import api_embed_best  # noqa: E402
 
 
 def build_model(d, arch, tok_json):
@@ -108,19 +106,10 @@ def main():
         dt = time.perf_counter() - t
         best_st = dt if best_st is None or dt < best_st else best_st
         ref = np.asarray(s, dtype=np.float64).reshape(-1)
-    sp, out = os.path.join(a.work, "seqs.bin"), os.path.join(a.work, "out.bin")
-    write_seqs(sp, ids)
-    best_posy = None
-    for _ in range(3):
-        r = subprocess.run([os.path.join(a.build, "api_embed"), d, sp, out, "cuda", "16384"], capture_output=True,
-                           text=True)
-        if r.returncode:
-            print(r.stderr[-2000:])
-            return 1
-        m = re.search(r"embedded in ([0-9.]+) s", r.stderr + r.stdout)
-        dt = float(m.group(1))
-        best_posy = dt if best_posy is None or dt < best_posy else best_posy
-    logits = np.fromfile(out, dtype=np.float32).astype(np.float64).reshape(-1)
+    posy = api_embed_best(a.build, d, ids, a.work)
+    if posy is None:
+        return 1
+    best_posy, logits = posy
     got = 1.0 / (1.0 + np.exp(-logits))
     n_tok = sum(map(len, ids))
     check = (f"max |posy - sentence-transformers| {np.abs(got - ref).max():.4f}, Spearman {spearman(got, ref):.5f}"
