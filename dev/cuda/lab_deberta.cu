@@ -168,7 +168,7 @@ static void run_tables(int R, int H) {
 
 static void time_it(void) {
     const int D = 64, heads = 12, H = D * heads, S = 64, L = 256, T = S * L;
-    const eng_deberta_cfg cfg = {1, 1, 1, 256, 512, 256, 1, 1, 0};
+    const eng_deberta_cfg cfg = {1, 1, 1, 256, 512, 256, 1, 1, 0, 0, 0};
     std::vector<float> f;
     std::vector<uint16_t> b;
     lab_rand_bf16(f, b, (size_t)T * 3 * H, 1.f);
@@ -211,9 +211,9 @@ static void time_it(void) {
 }
 
 int main() {
-    const eng_deberta_cfg v3 = {1, 1, 1, 16, 256, 16, 1, 1, 0};      /* log buckets from distance 9 */
-    const eng_deberta_cfg v3b = {1, 1, 1, 256, 512, 256, 1, 1, 0};   /* deberta-v3-base's */
-    const eng_deberta_cfg v2 = {1, 1, 1, 0, 32, 32, 0, 0, 1};        /* 32 relative positions, clamped */
+    const eng_deberta_cfg v3 = {1, 1, 1, 16, 256, 16, 1, 1, 0, 0, 0};    /* log buckets from distance 9 */
+    const eng_deberta_cfg v3b = {1, 1, 1, 256, 512, 256, 1, 1, 0, 0, 0};   /* deberta-v3-base's */
+    const eng_deberta_cfg v2 = {1, 1, 1, 0, 32, 32, 0, 0, 1, 0, 0};      /* 32 relative positions, clamped */
     const std::vector<int> mixed = {1, 300, 7, 64, 65, 129, 2};
     for (int D : {32, 64, 128})
         for (int c2p = 0; c2p < 2; c2p++)

@@ -9,7 +9,8 @@
  * eng_st_view_build), so the sizing can never disagree with the filling.
  *
  * Tensor names differ by family (BERT/RoBERTa/XLM-R share one scheme,
- * DistilBERT, MPNet and DeBERTa have their own) and by the head the checkpoint was saved with
+ * DistilBERT, MPNet and DeBERTa have their own; DeBERTa v1's fused in_proj
+ * is split into v2's Q|K|V stack here) and by the head the checkpoint was saved with
  * ("bert.", "roberta.", "model.", ...); the prefix is found once from the
  * word embeddings.  Every shape is checked against config.json, and an
  * error names the file and the full tensor name.
@@ -126,15 +127,49 @@ static int bw_take_linear(bw_ctx *c, const char *lp, const char *base, int64_t o
     return rc ? rc : bw_take(c, bn, NULL, 1, db, b);
 }
 
+/* DeBERTa v1's attention input: one in_proj [3H, H] without a bias, its
+ * rows head by head (each head's d query rows, d key rows, d value rows:
+ * transformers views the product as [heads, 3d] and splits the last
+ * axis), plus q_bias and v_bias [H].  Read into v2's Q|K|V stack, the key
+ * bias zero. */
+static int bw_deberta_v1_qkv(bw_ctx *c, const eng_config *cfg, const char *lp, eng_bert_layer *L) {
+    const int64_t H = cfg->info.hidden, heads = cfg->info.heads, d = H / heads;
+    const int64_t dw[2] = {3 * H, H}, db[1] = {H};
+    char name[512];
+    const eng_st_tensor *w, *qb, *vb;
+    int rc;
+    snprintf(name, sizeof name, "%sattention.self.in_proj.weight", lp);
+    if ((rc = bw_lookup(c, name, NULL, 2, dw, &w))) return rc;
+    snprintf(name, sizeof name, "%sattention.self.q_bias", lp);
+    if ((rc = bw_lookup(c, name, NULL, 1, db, &qb))) return rc;
+    snprintf(name, sizeof name, "%sattention.self.v_bias", lp);
+    if ((rc = bw_lookup(c, name, NULL, 1, db, &vb))) return rc;
+    size_t start = c->used;
+    for (int part = 0; part < 3; part++)   /* Q, then K, then V: head h's rows h*3d + part*d .. + d */
+        for (int64_t h = 0; h < heads; h++)
+            eng_st_view_append_range(c, w, (size_t)((h * 3 + part) * d * H), (size_t)(d * H));
+    if (c->fill) L->qkv_w = c->owned + start;
+    start = c->used;
+    eng_st_view_append(c, qb);
+    eng_st_view_append_zeros(c, (size_t)H);
+    eng_st_view_append(c, vb);
+    if (c->fill) L->qkv_b = c->owned + start;
+    return 0;
+}
+
 static int bw_layer(bw_ctx *c, const bw_names *n, const eng_config *cfg, int i, eng_bert_layer *L) {
     char lp[64];
     int64_t H = cfg->info.hidden, I = cfg->info.intermediate;
     int64_t dw[2] = {H, H}, db[1] = {H};
     snprintf(lp, sizeof lp, n->layer, i);
     int rc;
-    if ((rc = bw_take_qkv(c, n, lp, ".weight", 2, dw, &L->qkv_w)) ||
-        (rc = bw_take_qkv(c, n, lp, ".bias", 1, db, &L->qkv_b)) ||
-        (rc = bw_take_linear(c, lp, n->ao, H, H, &L->ao_w, &L->ao_b)) ||
+    if (cfg->deberta && cfg->deb.v1) {
+        if ((rc = bw_deberta_v1_qkv(c, cfg, lp, L))) return rc;
+    } else if ((rc = bw_take_qkv(c, n, lp, ".weight", 2, dw, &L->qkv_w)) ||
+               (rc = bw_take_qkv(c, n, lp, ".bias", 1, db, &L->qkv_b))) {
+        return rc;
+    }
+    if ((rc = bw_take_linear(c, lp, n->ao, H, H, &L->ao_w, &L->ao_b)) ||
         (rc = bw_take_ln(c, lp, n->ln1, H, &L->ln1_g, &L->ln1_b)) ||
         (rc = bw_take_linear(c, lp, n->up, I, H, &L->up_w, &L->up_b)) ||
         (rc = bw_take_linear(c, lp, n->down, H, I, &L->down_w, &L->down_b)) ||
@@ -152,13 +187,25 @@ static int bw_deberta_rel(bw_ctx *c, const eng_config *cfg, eng_bert_weights *w)
 }
 
 /* Without share_att_key: the layer's own projections of the relative
- * table, pos_key_proj for c2p and pos_query_proj for p2c */
+ * table, pos_key_proj for c2p and pos_query_proj for p2c (v1: pos_proj,
+ * without a bias, and pos_q_proj) */
 static int bw_deberta_pos_proj(bw_ctx *c, const eng_config *cfg, int i, eng_bert_layer *L) {
     char lp[64];
     int64_t H = cfg->info.hidden;
     int rc = 0;
     if (cfg->deb.share_key) return 0;
     snprintf(lp, sizeof lp, "encoder.layer.%d.", i);
+    if (cfg->deb.v1) {
+        int64_t dw[2] = {H, H};
+        char name[512];
+        snprintf(name, sizeof name, "%sattention.self.pos_proj.weight", lp);
+        if (cfg->deb.c2p && !(rc = bw_take(c, name, NULL, 2, dw, &L->pk_w))) {
+            if (c->fill) L->pk_b = c->owned + c->used;
+            eng_st_view_append_zeros(c, (size_t)H);
+        }
+        if (!rc && cfg->deb.p2c) rc = bw_take_linear(c, lp, "attention.self.pos_q_proj", H, H, &L->pq_w, &L->pq_b);
+        return rc;
+    }
     if (cfg->deb.c2p) rc = bw_take_linear(c, lp, "attention.self.pos_key_proj", H, H, &L->pk_w, &L->pk_b);
     if (!rc && cfg->deb.p2c) rc = bw_take_linear(c, lp, "attention.self.pos_query_proj", H, H, &L->pq_w, &L->pq_b);
     return rc;

@@ -43,9 +43,11 @@ static const struct {
     {"t5", "qwen3", FAM_T5},
     /* BERT's layer with disentangled attention (eng_deberta.h) */
     {"deberta-v2", "deberta", FAM_DEBERTA},
+    /* DeBERTa v1: the same attention, its weights read into v2's form */
+    {"deberta", "deberta", FAM_DEBERTA},
 };
 
-#define CFG_SUPPORTED "bert, roberta, xlm-roberta, camembert, distilbert, mpnet, modernbert, t5, deberta-v2, qwen3, qwen2, mistral, llama, gemma3_text"
+#define CFG_SUPPORTED "bert, roberta, xlm-roberta, camembert, distilbert, mpnet, modernbert, t5, deberta-v2, deberta, qwen3, qwen2, mistral, llama, gemma3_text"
 
 int eng_config_activation(eng_config *c, json_t *root, const char *key, const char *def, const char *path,
                           posy_err *err) {
@@ -533,7 +535,7 @@ static const char *cfg_type_from_arch(json_t *root) {
         {"DistilBert", "distilbert"}, {"Bert", "bert"}, {"Qwen3", "qwen3"}, {"MPNet", "mpnet"},
         {"Qwen2", "qwen2"}, {"Mistral", "mistral"}, {"Llama", "llama"}, {"Gemma3Text", "gemma3_text"},
         {"Gemma3ForCausalLM", "gemma3_text"}, {"ModernBert", "modernbert"}, {"T5", "t5"},
-        {"DebertaV2", "deberta-v2"},
+        {"DebertaV2", "deberta-v2"}, {"Deberta", "deberta"},   /* DebertaV2 first: Deberta is its prefix */
     };
     const char *a = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
     for (size_t i = 0; a && i < sizeof map / sizeof map[0]; i++)

@@ -1,5 +1,8 @@
 /* eng_config_deberta: config.json of a DeBERTa v2 / v3 model (model_type
- * deberta-v2), read as transformers' DebertaV2Config does.
+ * deberta-v2), read as transformers' DebertaV2Config does, or of a DeBERTa
+ * v1 (model_type deberta: DebertaConfig, the same keys less v2's
+ * position_buckets, share_att_key, norm_rel_ebd and conv_kernel_size,
+ * which v1 ignores; its talking_head is refused).
  *
  * Sizes as BERT's; the disentangled attention's settings into c->deb
  * (eng_deberta.h) with transformers' defaults where a key is absent:
@@ -20,12 +23,15 @@
 #include <string.h>
 #include "eng_cfgjson.h"
 
-/* pos_att_type: null, a list of names, or names joined by '|' */
+/* pos_att_type: null, a list of names, or names joined by '|'; n_types
+ * counts the names (v1 scales by it) */
 static int deb_pos_types(eng_deberta_cfg *d, json_t *v, const char *path, posy_err *err) {
     char buf[128];
     if (!v || json_is_null(v)) return 0;
     if (json_is_string(v)) {   /* transformers: lowercased, split at '|', each name stripped */
         snprintf(buf, sizeof buf, "%s", json_string_value(v));
+        d->n_types = 1;
+        for (const char *s = json_string_value(v); *s; s++) d->n_types += *s == '|';
         for (char *s = buf; *s; s++) *s = (char)(*s >= 'A' && *s <= 'Z' ? *s - 'A' + 'a' : *s);
         for (char *save = NULL, *t = strtok_r(buf, "|", &save); t; t = strtok_r(NULL, "|", &save)) {
             while (*t == ' ' || *t == '\t') t++;
@@ -37,6 +43,7 @@ static int deb_pos_types(eng_deberta_cfg *d, json_t *v, const char *path, posy_e
         return 0;
     }
     if (!json_is_array(v)) return posy_err_set(err, POSY_E_INVALID, "%s: pos_att_type is not a list or a string", path);
+    d->n_types = (int)json_array_size(v);
     size_t i;
     json_t *e;
     json_array_foreach(v, i, e) {
@@ -71,8 +78,9 @@ int eng_config_deberta(eng_config *c, json_t *r, const char *p, posy_err *err) {
     posy_model_info *in = &c->info;
     eng_deberta_cfg *d = &c->deb;
     char norm[64];
-    int rc, conv = 0;
+    int rc, conv = 0, talking = 0;
     c->deberta = 1;
+    d->v1 = !strcmp(c->model_type, "deberta");
     if ((rc = eng_cfgjson_int(r, "hidden_size", p, 1, 0, 1, 65536, &in->hidden, err)) ||
         (rc = eng_cfgjson_int(r, "num_hidden_layers", p, 1, 0, 1, 1024, &in->layers, err)) ||
         (rc = eng_cfgjson_int(r, "num_attention_heads", p, 1, 0, 1, 1024, &in->heads, err)) ||
@@ -90,9 +98,19 @@ int eng_config_deberta(eng_config *c, json_t *r, const char *p, posy_err *err) {
         (rc = eng_cfgjson_bool(r, "position_biased_input", p, 1, &d->pos_input, err)) ||
         (rc = eng_cfgjson_str(r, "norm_rel_ebd", p, 0, "none", norm, sizeof norm, err)) ||
         (rc = eng_cfgjson_int(r, "conv_kernel_size", p, 0, 0, 0, 1 << 10, &conv, err)) ||
+        (rc = eng_cfgjson_bool(r, "talking_head", p, 0, &talking, err)) ||
         (rc = deb_pos_types(d, json_object_get(r, "pos_att_type"), p, err)) ||
         (rc = deb_pooler_act(c, r, p, err)))
         return rc;
+    if (d->v1) {   /* DeBERTa v1 reads none of v2's keys: no buckets, own projections, a plain table */
+        d->buckets = -1;
+        d->share_key = 0;
+        snprintf(norm, sizeof norm, "none");
+        conv = 0;
+        if (talking)
+            return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: talking_head (mixing the attention heads' scores) "
+                                "is not supported", p);
+    }
     if (conv > 0)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: a DeBERTa with a convolution layer (conv_kernel_size %d, "
                             "deberta-v2-xlarge's form) is not supported", p, conv);

@@ -178,7 +178,7 @@ int eng_config_rerank_check(eng_config *c, json_t *root, const char *path, posy_
         !c->modernbert && !c->deberta && !decoder)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: a sequence-classification head on model_type '%s' is not "
                             "supported (classifiers and rerankers: bert, roberta, xlm-roberta, camembert, distilbert, "
-                            "modernbert, deberta-v2, qwen3, qwen2, mistral, llama, gemma3_text)", path, c->model_type);
+                            "modernbert, deberta-v2, deberta, qwen3, qwen2, mistral, llama, gemma3_text)", path, c->model_type);
     json_t *from = json_object_get(root, "classifier_from_token");
     if (from && !decoder)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: classifier_from_token applies to decoders (a Qwen3, Qwen2, "

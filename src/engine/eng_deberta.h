@@ -1,5 +1,8 @@
 /* eng_deberta: DeBERTa v2 / v3's disentangled attention, the parts every
- * backend shares (the settings and the relative position index).
+ * backend shares (the settings and the relative position index).  DeBERTa
+ * v1 (model_type deberta: deberta-base / -large, their MNLI classifiers)
+ * is the same attention without buckets, shared keys or a LayerNormed
+ * table; its weights are read into this form at load.
  *
  * DeBERTa (deberta-v2: cross-encoder/nli-deberta-v3-*, mxbai-rerank-*-v1,
  * the prompt-injection and zero-shot classifiers) has BERT's post-LN layer
@@ -36,6 +39,9 @@ typedef struct eng_deberta_cfg {
                          else through pos_key_proj / pos_query_proj */
     int rel_ln;       /* norm_rel_ebd has "layer_norm": the table LayerNormed (encoder.LayerNorm) */
     int pos_input;    /* position_biased_input: absolute position embeddings added to the input too */
+    int v1;           /* DeBERTa v1 (model_type deberta): one fused in_proj, q_bias / v_bias, pos_proj /
+                         pos_q_proj; read into v2's form at load (eng_bert_weights.c) */
+    int n_types;      /* v1: how many names pos_att_type lists (transformers' v1 scales by 1 + that) */
 } eng_deberta_cfg;
 
 /* transformers' make_log_bucket_position for one distance (0 < buckets,
@@ -63,7 +69,10 @@ static inline void eng_deberta_index_table(const eng_deberta_cfg *c, int max_len
 }
 
 /* The score scale's factor: 1 + the position terms named (also when
- * relative_attention is off: transformers counts pos_att_type alone). */
-static inline int eng_deberta_scale_factor(const eng_deberta_cfg *c) { return 1 + c->c2p + c->p2c; }
+ * relative_attention is off: transformers counts pos_att_type alone); v1
+ * counts every name pos_att_type lists, as transformers' DeBERTa does. */
+static inline int eng_deberta_scale_factor(const eng_deberta_cfg *c) {
+    return 1 + (c->v1 ? c->n_types : c->c2p + c->p2c);
+}
 
 #endif

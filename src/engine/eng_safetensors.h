@@ -87,6 +87,9 @@ int eng_st_check(const eng_st_file *f, const eng_st_tensor *t, int ndim, const i
 /* Convert all t->numel elements to fp32 (t must be F32/F16/BF16; returns -1
  * otherwise).  Reads the mapping bytewise, so unaligned data is fine. */
 int eng_st_tensor_to_f32(const eng_st_tensor *t, float *dst);
+/* Elements [first, first + n) of t (flat, row-major) to fp32; -1 when the
+ * range is outside t or its dtype is not F32 / F16 / BF16. */
+int eng_st_tensor_range_to_f32(const eng_st_tensor *t, size_t first, size_t n, float *dst);
 
 /* A model's fp32 weights over a checkpoint, built by a loader's walk run
  * twice: pass 0 (fill 0) finds, checks and counts every tensor, pass 1
@@ -119,6 +122,15 @@ void eng_st_view_take(eng_st_view *v, const eng_st_tensor *t, const float **dst)
  * mapping: read again, they fault back in), so a converted checkpoint is
  * not held twice. */
 void eng_st_view_append(eng_st_view *v, const eng_st_tensor *t);
+
+/* Elements [first, first + n) of `t` (checked by the caller: inside it)
+ * counted / converted to the end of owned: a slice of a fused tensor
+ * (DeBERTa v1's per-head Q|K|V rows).  The pages stay mapped. */
+void eng_st_view_append_range(eng_st_view *v, const eng_st_tensor *t, size_t first, size_t n);
+
+/* n zeros counted / written to the end of owned: a bias a checkpoint
+ * does not have (DeBERTa v1's key projection). */
+void eng_st_view_append_zeros(eng_st_view *v, size_t n);
 
 /* For a backend that has copied the n floats at *p into its own layout and
  * will not read them again: the whole pages they cover go back to the

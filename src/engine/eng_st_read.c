@@ -42,18 +42,25 @@ float eng_f16_to_f32(uint16_t h) {
 }
 
 int eng_st_tensor_to_f32(const eng_st_tensor *t, float *dst) {
-    const unsigned char *p = t->data;
-    size_t n = (size_t)t->numel;
+    return eng_st_tensor_range_to_f32(t, 0, (size_t)t->numel, dst);
+}
+
+int eng_st_tensor_range_to_f32(const eng_st_tensor *t, size_t first, size_t n, float *dst) {
+    if (first > (size_t)t->numel || n > (size_t)t->numel - first) return -1;
     switch (t->dtype) {
     case ENG_DT_F32:
-        if (n) memcpy(dst, p, n * sizeof(float));
+        if (n) memcpy(dst, (const unsigned char *)t->data + first * sizeof(float), n * sizeof(float));
         return 0;
-    case ENG_DT_F16:
+    case ENG_DT_F16: {
+        const unsigned char *p = (const unsigned char *)t->data + 2 * first;
         for (size_t i = 0; i < n; i++) dst[i] = eng_f16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
         return 0;
-    case ENG_DT_BF16:
+    }
+    case ENG_DT_BF16: {
+        const unsigned char *p = (const unsigned char *)t->data + 2 * first;
         for (size_t i = 0; i < n; i++) dst[i] = eng_bf16_to_f32((uint16_t)(p[2 * i] | p[2 * i + 1] << 8));
         return 0;
+    }
     default:
         return -1;
     }
@@ -110,6 +117,16 @@ void eng_st_view_append(eng_st_view *v, const eng_st_tensor *t) {
         st_drop_source(v->st, t);
     }
     v->used += (size_t)t->numel;
+}
+
+void eng_st_view_append_range(eng_st_view *v, const eng_st_tensor *t, size_t first, size_t n) {
+    if (v->fill) eng_st_tensor_range_to_f32(t, first, n, v->owned + v->used);
+    v->used += n;
+}
+
+void eng_st_view_append_zeros(eng_st_view *v, size_t n) {
+    if (v->fill && n) memset(v->owned + v->used, 0, n * sizeof(float));
+    v->used += n;
 }
 
 void eng_st_view_take(eng_st_view *v, const eng_st_tensor *t, const float **dst) {

@@ -20,6 +20,9 @@ Random-weight rerankers of one label and a classifier, GPU-sized (head size 32 /
          deberta-v3-base's width (mxbai-rerank-base-v1), 6 layers: 256
          position buckets, shared position keys, LayerNormed relative table,
          c2p and p2c, the ContextPooler head; DeBERTa v3's tokenizer form
+  debv1  DebertaForSequenceClassification (DeBERTa v1: deberta-base's width
+         and form, 6 layers, no absolute positions, a 2 x 512 relative
+         table, the fused in_proj), GPT-2 BPE with [CLS] / [SEP]
   debv2  DebertaV2ForSequenceClassification in v2's form, three labels,
          head size 32: absolute positions too, its own position
          projections, 64 relative positions (longer distances clamp)
@@ -93,6 +96,12 @@ MODELS = {
                                 relative_attention=True, max_relative_positions=64, pos_att_type="c2p|p2c",
                                 share_att_key=False, position_biased_input=True, pad_token_id=0,
                                 pooler_hidden_act="tanh", num_labels=3)),
+    # DeBERTa v1 (model_type deberta) at deberta-base's width, 6 layers: the fused in_proj read into v2's form
+    "debv1": ("bpe_deberta.json", T.DebertaForSequenceClassification,
+              T.DebertaConfig(vocab_size=2500, hidden_size=768, num_hidden_layers=6, num_attention_heads=12,
+                              intermediate_size=3072, max_position_embeddings=512, type_vocab_size=0,
+                              relative_attention=True, max_relative_positions=-1, pos_att_type="c2p|p2c",
+                              position_biased_input=False, num_labels=1)),
 }
 
 

@@ -216,6 +216,10 @@ CFG = {
     "deberta2_rr": [dict(DEBERTA3, position_buckets=-1, max_relative_positions=64, pos_att_type="c2p|p2c",
                          share_att_key=False, position_biased_input=True, type_vocab_size=2, norm_rel_ebd="none",
                          num_labels=1, id2label=None, pooler_hidden_act="tanh")],
+    # DeBERTa v1 (deberta-base-mnli's form: model_type deberta, the string pos_att_type, no v2 keys)
+    "deberta1_nli": [{k: v for k, v in dict(DEBERTA3, model_type="deberta", architectures=[
+        "DebertaForSequenceClassification"], pos_att_type="c2p|p2c", talking_head=False).items()
+        if k not in ("position_buckets", "norm_rel_ebd", "share_att_key")}],
     "old_arch_only": [{k: v for k, v in BERT.items() if k != "model_type"}],
     "bad_modules": [BERT, [{"type": "sentence_transformers.models.Dense", "path": "2_Dense"}, 7]],
     "escape_path": [BERT, [{"type": "Pooling", "path": "../../etc"}]],

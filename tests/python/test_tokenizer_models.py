@@ -1,6 +1,7 @@
 """Differential tests of every model type against Hugging Face tokenizers:
 the committed fixtures trained by tests/gen/gen_tok_fixtures.py (BPE with
-Qwen2's split regex, GPT-2 byte-level BPE with RobertaProcessing, a
+Qwen2's split regex, GPT-2 byte-level BPE with RobertaProcessing and in
+DeBERTa v1's form (no prefix space, a [CLS] / [SEP] template), a
 byte-fallback BPE, two Unigrams, a WordPiece with NFD/Digits/Punctuation),
 each over 20,000 seeded hostile strings through one `posy tokenize` run.
 ids, type ids, special masks and character offsets must be identical on

@@ -62,6 +62,10 @@ static void test_index(void) {
     CHECK_EQ_INT(tab[78], eng_deberta_index(&c, 39));
     eng_deberta_cfg none = {.c2p = 1};
     CHECK_EQ_INT(eng_deberta_scale_factor(&none), 2);
+    /* v2 counts the terms it computes; v1 every name pos_att_type lists ("p2c|c2p|p2p": 1 + 3) */
+    eng_deberta_cfg v2 = {.c2p = 1, .p2c = 1, .n_types = 3}, v1 = {.c2p = 1, .p2c = 1, .v1 = 1, .n_types = 3};
+    CHECK_EQ_INT(eng_deberta_scale_factor(&v2), 3);
+    CHECK_EQ_INT(eng_deberta_scale_factor(&v1), 4);
 }
 
 static uint64_t rng = 0x2545f4914f6cdd1dull;

@@ -125,6 +125,44 @@ static void test_unaligned(void) {
     free(b);
 }
 
+/* A slice of a tensor (DeBERTa v1's per-head rows of its fused in_proj): F32 at an odd address and BF16,
+ * converted from the slice's first element; a slice past the end, or an integer tensor, is -1. */
+static void test_range(void) {
+    const char *hdr = "{\"x\":{\"dtype\":\"F32\",\"shape\":[2,2],\"data_offsets\":[1,17]},"
+                      "\"h\":{\"dtype\":\"BF16\",\"shape\":[4],\"data_offsets\":[17,25]},"
+                      "\"i\":{\"dtype\":\"I32\",\"shape\":[1],\"data_offsets\":[25,29]}}";
+    unsigned char d[29] = {0};
+    float v[4] = {0.75f, -8.0f, 3.0f, 0.5f};
+    memcpy(d + 1, v, 16);
+    const uint16_t hb[4] = {0x3F80, 0xC2F7, 0x4000, 0xBF00};   /* 1, -123.5, 2, -0.5 */
+    for (int k = 0; k < 4; k++) {
+        d[17 + 2 * k] = (unsigned char)(hb[k] & 0xff);
+        d[18 + 2 * k] = (unsigned char)(hb[k] >> 8);
+    }
+    size_t n;
+    unsigned char *b = mk(hdr, d, sizeof d, &n);
+    eng_st_file f;
+    posy_err err = {0};
+    CHECK_EQ_INT(eng_st_parse(&f, b, n, "range", &err), 0);
+    const eng_st_tensor *x = eng_st_find(&f, "x"), *h = eng_st_find(&f, "h"), *i = eng_st_find(&f, "i");
+    CHECK(x && h && i);
+    if (x && h && i) {
+        float out[3] = {0};
+        CHECK_EQ_INT(eng_st_tensor_range_to_f32(x, 1, 3, out), 0);
+        CHECK(out[0] == -8.0f && out[1] == 3.0f && out[2] == 0.5f);
+        CHECK_EQ_INT(eng_st_tensor_range_to_f32(h, 2, 2, out), 0);
+        CHECK(out[0] == 2.0f && out[1] == -0.5f);
+        CHECK_EQ_INT(eng_st_tensor_range_to_f32(h, 1, 1, out), 0);
+        CHECK(out[0] == -123.5f);
+        CHECK_EQ_INT(eng_st_tensor_range_to_f32(x, 4, 0, out), 0);   /* empty, at the end */
+        CHECK_EQ_INT(eng_st_tensor_range_to_f32(x, 3, 2, out), -1);
+        CHECK_EQ_INT(eng_st_tensor_range_to_f32(x, 5, 0, out), -1);
+        CHECK_EQ_INT(eng_st_tensor_range_to_f32(i, 0, 1, out), -1);
+    }
+    eng_st_close(&f);
+    free(b);
+}
+
 static void test_truncated_and_lengths(void) {
     size_t n;
     unsigned char *b = mk_valid(&n);
@@ -535,6 +573,6 @@ static void test_view_drops_source(void) {
     rmdir(dir);
 }
 
-TEST_MAIN(TEST(test_valid), TEST(test_unaligned), TEST(test_truncated_and_lengths), TEST(test_bad_json),
+TEST_MAIN(TEST(test_valid), TEST(test_unaligned), TEST(test_range), TEST(test_truncated_and_lengths), TEST(test_bad_json),
           TEST(test_bad_fields), TEST(test_bad_offsets), TEST(test_half_conversions), TEST(test_open_files),
           TEST(test_sharded), TEST(test_real_minilm), TEST(test_release), TEST(test_view_drops_source))
