@@ -7,7 +7,9 @@ BertForSequenceClassification of all-MiniLM-L6's size, one label, the
 bert-base-uncased vocabulary: the default model's tokenizer), or with
 --arch deberta mixedbread-ai/mxbai-rerank-xsmall-v1's (DeBERTa v3 xsmall:
 12 layers of 384, 256 position buckets, shared position keys; the same
-vocabulary instead of DeBERTa's own), random weights, written into
+vocabulary instead of DeBERTa's own), or with --arch deberta1
+cross-encoder/nli-deberta-base's (DeBERTa v1 base: 12 layers of 768, a
+2 x 512 relative table, one label here), random weights, written into
 WORK_DIR.  Both sides score the same queries, each
 against 32 passages of 20-80 words:
 
@@ -22,7 +24,7 @@ sentence-transformers| over every pair.  A measurement, not a test.
 Needs torch, transformers, sentence-transformers, requests and a Release
 build of posy:
 
-  python3 bench/rerank_cpu.py BUILD_DIR [WORK_DIR] [--threads 2] [--queries 50] [--repeat 3] [--arch bert|deberta]
+  python3 bench/rerank_cpu.py BUILD_DIR [WORK_DIR] [--threads 2] [--queries 50] [--repeat 3] [--arch bert|deberta|deberta1]
 """
 import argparse
 import os
@@ -53,6 +55,12 @@ def build_model(d, arch):
                                 pos_att_type=["p2c", "c2p"], norm_rel_ebd="layer_norm", share_att_key=True,
                                 position_biased_input=False, num_labels=1)
         cls = T.DebertaV2ForSequenceClassification
+    elif arch == "deberta1":
+        cfg = T.DebertaConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
+                              intermediate_size=3072, max_position_embeddings=512, type_vocab_size=0,
+                              relative_attention=True, max_relative_positions=-1, pos_att_type="c2p|p2c",
+                              position_biased_input=False, num_labels=1)
+        cls = T.DebertaForSequenceClassification
     else:
         cfg = T.BertConfig(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
                            intermediate_size=1536, max_position_embeddings=512, num_labels=1)
@@ -70,10 +78,11 @@ def main():
     ap.add_argument("--threads", type=int, default=2)
     ap.add_argument("--queries", type=int, default=50)
     ap.add_argument("--repeat", type=int, default=3)
-    ap.add_argument("--arch", choices=["bert", "deberta"], default="bert")
+    ap.add_argument("--arch", choices=["bert", "deberta", "deberta1"], default="bert")
     a = ap.parse_args()
     torch.set_num_threads(a.threads)
-    d = os.path.join(a.work, "ms-marco-minilm-shape" if a.arch == "bert" else "mxbai-rerank-xsmall-shape")
+    d = os.path.join(a.work, {"bert": "ms-marco-minilm-shape", "deberta": "mxbai-rerank-xsmall-shape",
+                              "deberta1": "nli-deberta-base-shape"}[a.arch])
     os.makedirs(d, exist_ok=True)
     build_model(d, a.arch)
     rng = random.Random(3)

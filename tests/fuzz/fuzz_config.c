@@ -157,7 +157,12 @@ static void fuzz_check_ok(const eng_config *c) {
         if ((c->layer_local[l / 8] >> (l % 8)) & 1) abort();
     /* DeBERTa: a relative table of 2 * span rows, span the buckets or the relative positions, both bounded */
     const eng_deberta_cfg *d = &c->deb;
-    if (c->deberta != !strcmp(c->model_type, "deberta-v2") || (c->deberta && strcmp(in->arch, "deberta"))) abort();
+    const int v1 = !strcmp(c->model_type, "deberta");
+    if (c->deberta != (v1 || !strcmp(c->model_type, "deberta-v2")) || (c->deberta && strcmp(in->arch, "deberta")) ||
+        d->v1 != v1)
+        abort();
+    /* v1: no buckets, own projections, a plain table; its scale counts the names listed */
+    if (v1 && (d->buckets > 0 || d->share_key || d->rel_ln || d->n_types < d->c2p + d->p2c)) abort();
     if (c->deberta && (d->max_rel < 1 || d->max_rel > (1 << 16) || d->span != (d->buckets > 0 ? d->buckets : d->max_rel) ||
                        (d->buckets > 0 && d->max_rel - 1 <= d->buckets / 2) ||
                        (d->c2p & ~1) || (d->p2c & ~1) || c->position_offset || in->causal))
