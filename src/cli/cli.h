@@ -16,4 +16,8 @@ int cli_cmd_gateway(int argc, char **argv);
  * error and returns -1 on failure. */
 int cli_parse_int(const char *flag, const char *s, long lo, long hi, long *out);
 
+/* cli_blas.c: re-execute once with OPENBLAS_CORETYPE set when OpenBLAS took an AVX2 / AVX-512 CPU for an
+ * old one (its constructor read the CPU before main); argv: main's.  Returns when nothing is to be done. */
+void cli_blas_core_check(char **argv);
+
 #endif

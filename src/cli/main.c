@@ -79,6 +79,8 @@ int main(int argc, char **argv) {
         printf("posy %s\n", POSY_VERSION);
         return 0;
     }
+    /* the commands that run the CPU engine: its attention is OpenBLAS's */
+    if (!strcmp(cmd, "serve") || !strcmp(cmd, "embed") || !strcmp(cmd, "worker")) cli_blas_core_check(argv);
     for (size_t i = 0; i < sizeof commands / sizeof commands[0]; i++)
         if (!strcmp(cmd, commands[i].name)) return commands[i].fn(argc - 1, argv + 1);
     fprintf(stderr, "posy: unknown command '%s'\n\n", cmd);
