@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "cli.h"
 #include "posy_clock.h"
 #include "posy_engine.h"
 #include "posy_file.h"
@@ -181,6 +182,7 @@ static void pretokenize(bench *b) {
 }
 
 int main(int argc, char **argv) {
+    cli_blas_core_check(argv);   /* OpenBLAS's kernels as `posy embed` gets them (src/cli/cli_blas.c) */
     const char *model = NULL, *input = NULL, *batches_s = "1,32,256";
     int threads = 0, lat_runs = 50;
     posy_device_kind dev = POSY_DEVICE_CPU;
