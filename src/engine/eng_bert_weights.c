@@ -148,6 +148,7 @@ static int bw_deberta_v1_qkv(bw_ctx *c, const eng_config *cfg, const char *lp, e
     for (int part = 0; part < 3; part++)   /* Q, then K, then V: head h's rows h*3d + part*d .. + d */
         for (int64_t h = 0; h < heads; h++)
             eng_st_view_append_range(c, w, (size_t)((h * 3 + part) * d * H), (size_t)(d * H));
+    eng_st_view_release(c, w);
     if (c->fill) L->qkv_w = c->owned + start;
     start = c->used;
     eng_st_view_append(c, qb);

@@ -125,8 +125,13 @@ void eng_st_view_append(eng_st_view *v, const eng_st_tensor *t);
 
 /* Elements [first, first + n) of `t` (checked by the caller: inside it)
  * counted / converted to the end of owned: a slice of a fused tensor
- * (DeBERTa v1's per-head Q|K|V rows).  The pages stay mapped. */
+ * (DeBERTa v1's per-head Q|K|V rows).  The pages stay mapped until
+ * eng_st_view_release. */
 void eng_st_view_append_range(eng_st_view *v, const eng_st_tensor *t, size_t first, size_t n);
+
+/* In pass 1: t's mapped pages given back, as eng_st_view_append does, once
+ * every slice of it has been appended. */
+void eng_st_view_release(eng_st_view *v, const eng_st_tensor *t);
 
 /* n zeros counted / written to the end of owned: a bias a checkpoint
  * does not have (DeBERTa v1's key projection). */

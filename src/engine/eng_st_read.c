@@ -124,6 +124,10 @@ void eng_st_view_append_range(eng_st_view *v, const eng_st_tensor *t, size_t fir
     v->used += n;
 }
 
+void eng_st_view_release(eng_st_view *v, const eng_st_tensor *t) {
+    if (v->fill) st_drop_source(v->st, t);
+}
+
 void eng_st_view_append_zeros(eng_st_view *v, size_t n) {
     if (v->fill && n) memset(v->owned + v->used, 0, n * sizeof(float));
     v->used += n;

@@ -527,11 +527,24 @@ static int walk_append_b(eng_st_view *v, void *arg) {
     return 0;
 }
 
+/* The same tensor as slices (DeBERTa v1's in_proj): its second half, then its first, then released. */
+static int walk_ranges_b(eng_st_view *v, void *arg) {
+    const eng_st_tensor *t = eng_st_find(v->st, "b");
+    if (!t) return -1;
+    const size_t half = (size_t)t->numel / 2;
+    if (v->fill) *(const float **)arg = v->owned + v->used;
+    eng_st_view_append_range(v, t, half, (size_t)t->numel - half);
+    eng_st_view_append_range(v, t, 0, half);
+    eng_st_view_release(v, t);
+    return 0;
+}
+
 /* A view over a mapped BF16 tensor of 8 pages: the fp32 copy in owned is
  * exact, the mapping's resident pages drop from all of them (read once
  * before) to the partial ones at the ends (smaps' Rss), and reading the
- * tensor again from the mapping still gives the file's values. */
-static void test_view_drops_source(void) {
+ * tensor again from the mapping still gives the file's values; the same
+ * when it is appended as two slices and then released (`slices`). */
+static void view_drops_source(int slices) {
     const size_t pg = (size_t)sysconf(_SC_PAGESIZE), n = 4 * pg; /* 8 pages of bf16 */
     char dir[] = "/tmp/posy_view_XXXXXX", path[256], hdr[160];
     if (!mkdtemp(dir)) { CHECK(0); return; }
@@ -553,13 +566,13 @@ static void test_view_drops_source(void) {
     const eng_st_tensor *t = eng_st_find(&f, "b");
     if (t) CHECK(eng_st_tensor_to_f32(t, again) == 0); /* every page resident */
     const long before = t ? smaps_rss_kb(t->data) : -1;
-    CHECK_EQ_INT(eng_st_view_build(&v, walk_append_b, &copy, &owned, &owned_floats), 0);
+    CHECK_EQ_INT(eng_st_view_build(&v, slices ? walk_ranges_b : walk_append_b, &copy, &owned, &owned_floats), 0);
     const long after = t ? smaps_rss_kb(t->data) : -1;
     CHECK_MSG(before >= (long)(8 * pg / 1024) && after >= 0 && after <= (long)(2 * pg / 1024),
               "mapping resident %ld kB before the view, %ld kB after", before, after);
     CHECK(owned_floats == n && copy == owned);
     int exact = copy != NULL, same = t != NULL;
-    for (size_t i = 0; exact && i < n; i++) exact &= copy[i] == eng_bf16_to_f32(bits[i]);
+    for (size_t i = 0; exact && i < n; i++) exact &= copy[i] == eng_bf16_to_f32(bits[slices ? (i + n / 2) % n : i]);
     if (t) CHECK(eng_st_tensor_to_f32(t, again) == 0);
     for (size_t i = 0; same && i < n; i++) same &= again[i] == eng_bf16_to_f32(bits[i]);
     CHECK_MSG(exact, "the fp32 copy of the BF16 tensor is wrong");
@@ -571,6 +584,11 @@ static void test_view_drops_source(void) {
     free(bits);
     unlink(path);
     rmdir(dir);
+}
+
+static void test_view_drops_source(void) {
+    view_drops_source(0);
+    view_drops_source(1);
 }
 
 TEST_MAIN(TEST(test_valid), TEST(test_unaligned), TEST(test_range), TEST(test_truncated_and_lengths), TEST(test_bad_json),
