@@ -12,6 +12,7 @@
 
 void eng_dense_free(eng_dense *d) {
     for (int i = 0; i < d->n; i++) {
+        eng_cpu_pack_free(&d->layers[i].pk);
         free(d->layers[i].w);
         free(d->layers[i].b);
         free(d->layers[i].ln_g);
@@ -173,13 +174,33 @@ static void dense_act(float *v, size_t n, eng_dense_act act) {
     }
 }
 
+size_t eng_dense_pack(eng_dense *d) {
+    const eng_cpu_isa isa = eng_cpu_gemm_choice();
+    size_t bytes = 0;
+    if (isa == ENG_CPU_ISA_NONE || d->isa != ENG_CPU_ISA_NONE) return 0;
+    for (int i = 0; i < d->n; i++) {
+        eng_dense_layer *L = &d->layers[i];
+        if (eng_cpu_pack_init(&L->pk, L->w, L->out, L->in) != 0) {   /* all or none: free what was packed */
+            for (int j = 0; j <= i; j++) eng_cpu_pack_free(&d->layers[j].pk);
+            return 0;
+        }
+        bytes += eng_cpu_pack_bytes(L->out, L->in);
+    }
+    for (int i = 0; i < d->n; i++) {   /* the packs replace the loaded copies */
+        free(d->layers[i].w);
+        d->layers[i].w = NULL;
+    }
+    d->isa = (int)isa;
+    return bytes;
+}
+
 void eng_dense_apply(const eng_dense *d, int n, const float *x, float *y, float *scratch) {
     const float *src = x;
     float *bufs[2] = {scratch, scratch + (size_t)n * d->widest};
     for (int i = 0; i < d->n; i++) {
         const eng_dense_layer *L = &d->layers[i];
         float *dst = i + 1 == d->n ? y : bufs[i & 1];
-        eng_cpu_linear(dst, src, L->w, L->b, n, L->out, L->in);
+        eng_cpu_linear_pk((eng_cpu_isa)d->isa, dst, src, L->w, &L->pk, L->b, n, L->out, L->in);
         dense_act(dst, (size_t)n * (size_t)L->out, L->act);
         if (L->ln_g) eng_cpu_add_layernorm(dst, NULL, L->ln_g, L->ln_b, L->ln_eps, n, L->out);
         src = dst;

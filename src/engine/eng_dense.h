@@ -14,6 +14,7 @@
 #ifndef ENG_DENSE_H
 #define ENG_DENSE_H
 
+#include "cpu/eng_cpu_gemm_packed.h"
 #include "eng_config.h"
 #include "posy_err.h"
 
@@ -25,6 +26,7 @@ typedef struct eng_dense_layer {
     float *ln_g, *ln_b;          /* a LayerNorm after the activation (a reranker's head), or NULL (ln_b zeros
                                     when the checkpoint has no bias) */
     float ln_eps;
+    eng_cpu_pack pk;             /* w packed for the CPU's own kernel (eng_dense_pack), or empty */
 } eng_dense_layer;
 
 typedef struct eng_dense {
@@ -32,6 +34,7 @@ typedef struct eng_dense {
     int n;
     int widest;                  /* the largest in / out, for scratch */
     int normalize;               /* a Normalize module after them */
+    int isa;                     /* eng_cpu_isa the packs are for; NONE (0): eng_cpu_linear (OpenBLAS) on w */
 } eng_dense;
 
 /* Load the weights of cfg->dense[] from <model_dir>/<path>/model.safetensors
@@ -39,6 +42,16 @@ typedef struct eng_dense {
  * folder with only pytorch_model.bin gets an error saying how to convert
  * it.  0, or -1 with err set (nothing left allocated). */
 int eng_dense_load(eng_dense *d, const eng_config *cfg, const char *model_dir, posy_err *err);
+/* Packs every layer's weight for the CPU's own linear kernel
+ * (eng_cpu_gemm_packed.h) and frees the loaded copy: for a SPLADE model's
+ * masked-LM head, whose 30522 x 768 projection OpenBLAS would repack on
+ * every 64-token chunk (18% of a distilbert-base SPLADE forward in
+ * sgemm_incopy).  Returns the bytes packed; 0 when nothing was (no AVX2 +
+ * FMA, POSY_CPU_SMALL_GEMM=0, no memory): then OpenBLAS on the loaded copy,
+ * as before.  Only for a model whose layers nothing else reads (the CPU
+ * engine's SPLADE head, not one the GPU uploads). */
+size_t eng_dense_pack(eng_dense *d);
+
 void eng_dense_free(eng_dense *d);
 /* A SPLADE model's masked-LM head (cfg->splade_head: the transform, then
  * the vocabulary projection) as two layers from the model's own

@@ -238,6 +238,10 @@ static int cpu_open(posy_engine *e, posy_err *err) {
                floats * sizeof(float) >> 20);
     e->backend = c;
     cpu_pack_layers(e, c);
+    if (e->cfg.splade) {   /* the masked-LM head too: OpenBLAS would repack its vocabulary-wide weight every chunk */
+        const size_t b = eng_dense_pack(&e->splade);
+        POSY_DEBUG("engine cpu: SPLADE head on %s (%zu MiB packed)", b ? "the packed kernel" : "OpenBLAS", b >> 20);
+    }
     return 0;
 }
 
