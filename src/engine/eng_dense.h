@@ -7,7 +7,9 @@
  * the pooling kernels and the CPU engine unchanged: the backends pool
  * (without normalising when Dense follows: eng_config_pool_normalize),
  * then each module computes y = act(W x + b) in fp32 (OpenBLAS through
- * eng_cpu_linear), and the L2 normalisation of a Normalize module comes
+ * eng_cpu_linear, or posy's packed kernel once eng_dense_pack has run: the
+ * CPU engine's SPLADE head, the same code on its vocabulary-wide
+ * projection), and the L2 normalisation of a Normalize module comes
  * last, as sentence-transformers runs them.  Activations as torch
  * computes them: tanh, relu, sigmoid 1 / (1 + e^-x), GELU with erf.
  */
