@@ -44,27 +44,30 @@ from bench_cpu import WORDS, copy_default_tokenizer, report_median, report_round
 from serve_util import Server  # noqa: E402
 
 
-def build_model(d, arch):
+def reranker_config(arch, hidden, layers, heads):
+    """(config, class) of a one-label cross-encoder over the bert-base-uncased vocabulary (the default model's
+    tokenizer), 512 positions, an MLP 4x wide: arch "bert" (ms-marco-MiniLM's family), "deberta" (DeBERTa v3:
+    256 position buckets, shared position keys, LayerNormed relative table; mxbai-rerank-*-v1) or "deberta1"
+    (DeBERTa v1: a 2 x 512 relative table; nli-deberta-base).  rerank_gpu.py draws its models here too."""
     import transformers as T
+    sizes = dict(vocab_size=30522, hidden_size=hidden, num_hidden_layers=layers, num_attention_heads=heads,
+                 intermediate_size=4 * hidden, max_position_embeddings=512, num_labels=1)
+    if arch == "deberta":
+        return T.DebertaV2Config(type_vocab_size=0, relative_attention=True, position_buckets=256,
+                                 max_relative_positions=-1, pos_att_type=["p2c", "c2p"], norm_rel_ebd="layer_norm",
+                                 share_att_key=True, position_biased_input=False,
+                                 **sizes), T.DebertaV2ForSequenceClassification
+    if arch == "deberta1":
+        return T.DebertaConfig(type_vocab_size=0, relative_attention=True, max_relative_positions=-1,
+                               pos_att_type="c2p|p2c", position_biased_input=False,
+                               **sizes), T.DebertaForSequenceClassification
+    return T.BertConfig(**sizes), T.BertForSequenceClassification
+
+
+def build_model(d, arch):
     if os.path.exists(os.path.join(d, "model.safetensors")):
         return
-    if arch == "deberta":
-        cfg = T.DebertaV2Config(vocab_size=30522, hidden_size=384, num_hidden_layers=12, num_attention_heads=6,
-                                intermediate_size=1536, max_position_embeddings=512, type_vocab_size=0,
-                                relative_attention=True, position_buckets=256, max_relative_positions=-1,
-                                pos_att_type=["p2c", "c2p"], norm_rel_ebd="layer_norm", share_att_key=True,
-                                position_biased_input=False, num_labels=1)
-        cls = T.DebertaV2ForSequenceClassification
-    elif arch == "deberta1":
-        cfg = T.DebertaConfig(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                              intermediate_size=3072, max_position_embeddings=512, type_vocab_size=0,
-                              relative_attention=True, max_relative_positions=-1, pos_att_type="c2p|p2c",
-                              position_biased_input=False, num_labels=1)
-        cls = T.DebertaForSequenceClassification
-    else:
-        cfg = T.BertConfig(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
-                           intermediate_size=1536, max_position_embeddings=512, num_labels=1)
-        cls = T.BertForSequenceClassification
+    cfg, cls = reranker_config(arch, *{"bert": (384, 6, 12), "deberta": (384, 12, 6), "deberta1": (768, 12, 12)}[arch])
     torch.manual_seed(512)
     m = cls(cfg).eval()
     m.save_pretrained(d, safe_serialization=True)

@@ -42,24 +42,14 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, os.path.join(ROOT, "bench"))
 sys.path.insert(0, os.path.join(ROOT, "tests", "cuda"))
 from bench_cpu import WORDS  # noqa: E402
+from rerank_cpu import reranker_config  # noqa: E402
 from e2e_common import api_embed_best  # noqa: E402
 
 
 def build_model(d, arch, tok_json):
-    import transformers as T
     if os.path.exists(os.path.join(d, "model.safetensors")):
         return
-    if arch == "deberta":
-        cfg = T.DebertaV2Config(vocab_size=30522, hidden_size=768, num_hidden_layers=12, num_attention_heads=12,
-                                intermediate_size=3072, max_position_embeddings=512, type_vocab_size=0,
-                                relative_attention=True, position_buckets=256, max_relative_positions=-1,
-                                pos_att_type=["p2c", "c2p"], norm_rel_ebd="layer_norm", share_att_key=True,
-                                position_biased_input=False, num_labels=1)
-        cls = T.DebertaV2ForSequenceClassification
-    else:
-        cfg = T.BertConfig(vocab_size=30522, hidden_size=384, num_hidden_layers=6, num_attention_heads=12,
-                           intermediate_size=1536, max_position_embeddings=512, num_labels=1)
-        cls = T.BertForSequenceClassification
+    cfg, cls = reranker_config(arch, *{"bert": (384, 6, 12), "deberta": (768, 12, 12)}[arch])
     torch.manual_seed(4096)
     m = cls(cfg).eval()
     with torch.no_grad():   # a wide last layer, so that the scores spread and their order means something

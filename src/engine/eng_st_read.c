@@ -111,14 +111,6 @@ static void st_drop_source(const eng_st_file *f, const eng_st_tensor *t) {
     if (st_in_own_map(f, a, b)) st_give_back(a, b);
 }
 
-void eng_st_view_append(eng_st_view *v, const eng_st_tensor *t) {
-    if (v->fill) {
-        eng_st_tensor_to_f32(t, v->owned + v->used);
-        st_drop_source(v->st, t);
-    }
-    v->used += (size_t)t->numel;
-}
-
 void eng_st_view_append_range(eng_st_view *v, const eng_st_tensor *t, size_t first, size_t n) {
     if (v->fill) eng_st_tensor_range_to_f32(t, first, n, v->owned + v->used);
     v->used += n;
@@ -126,6 +118,11 @@ void eng_st_view_append_range(eng_st_view *v, const eng_st_tensor *t, size_t fir
 
 void eng_st_view_release(eng_st_view *v, const eng_st_tensor *t) {
     if (v->fill) st_drop_source(v->st, t);
+}
+
+void eng_st_view_append(eng_st_view *v, const eng_st_tensor *t) {
+    eng_st_view_append_range(v, t, 0, (size_t)t->numel);
+    eng_st_view_release(v, t);
 }
 
 void eng_st_view_append_zeros(eng_st_view *v, size_t n) {
