@@ -92,25 +92,25 @@ int eng_config_deberta(eng_config *c, json_t *r, const char *p, posy_err *err) {
         (rc = eng_cfgjson_num(r, "layer_norm_eps", p, 0, 1e-7, 0, 1, &c->ln_eps, err)) ||
         (rc = eng_config_activation(c, r, "hidden_act", "gelu", p, err)) ||
         (rc = eng_cfgjson_bool(r, "relative_attention", p, 0, &d->rel, err)) ||
-        (rc = eng_cfgjson_int(r, "position_buckets", p, 0, -1, -1, 1 << 16, &d->buckets, err)) ||
         (rc = eng_cfgjson_int(r, "max_relative_positions", p, 0, -1, -1, 1 << 16, &d->max_rel, err)) ||
-        (rc = eng_cfgjson_bool(r, "share_att_key", p, 0, &d->share_key, err)) ||
         (rc = eng_cfgjson_bool(r, "position_biased_input", p, 1, &d->pos_input, err)) ||
-        (rc = eng_cfgjson_str(r, "norm_rel_ebd", p, 0, "none", norm, sizeof norm, err)) ||
-        (rc = eng_cfgjson_int(r, "conv_kernel_size", p, 0, 0, 0, 1 << 10, &conv, err)) ||
-        (rc = eng_cfgjson_bool(r, "talking_head", p, 0, &talking, err)) ||
         (rc = deb_pos_types(d, json_object_get(r, "pos_att_type"), p, err)) ||
         (rc = deb_pooler_act(c, r, p, err)))
         return rc;
-    if (d->v1) {   /* DeBERTa v1 reads none of v2's keys: no buckets, own projections, a plain table */
+    if (d->v1) {   /* DeBERTa v1 reads none of v2's keys (no buckets, own projections, a plain table), so a
+                    * value of theirs is not checked either; its own talking_head is refused */
         d->buckets = -1;
         d->share_key = 0;
         snprintf(norm, sizeof norm, "none");
-        conv = 0;
+        if ((rc = eng_cfgjson_bool(r, "talking_head", p, 0, &talking, err))) return rc;
         if (talking)
             return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: talking_head (mixing the attention heads' scores) "
                                 "is not supported", p);
-    }
+    } else if ((rc = eng_cfgjson_int(r, "position_buckets", p, 0, -1, -1, 1 << 16, &d->buckets, err)) ||
+               (rc = eng_cfgjson_bool(r, "share_att_key", p, 0, &d->share_key, err)) ||
+               (rc = eng_cfgjson_str(r, "norm_rel_ebd", p, 0, "none", norm, sizeof norm, err)) ||
+               (rc = eng_cfgjson_int(r, "conv_kernel_size", p, 0, 0, 0, 1 << 10, &conv, err)))
+        return rc;
     if (conv > 0)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: a DeBERTa with a convolution layer (conv_kernel_size %d, "
                             "deberta-v2-xlarge's form) is not supported", p, conv);

@@ -251,6 +251,25 @@ def test_deberta_v1_refusals(posy_bin, tmp_path, change, word):
     refused_at_start(posy_bin, tmp_path, "deberta1_rr", change, word)
 
 
+def test_deberta_v1_ignores_v2_keys(posy_bin, tmp_path):
+    """DeBERTa v1 reads none of v2's keys (as transformers' DebertaConfig): a v1 config that carries them,
+    even with values v2 would refuse, still loads and gives the same logits."""
+    exp = expected("deberta1_rr")
+    d = tmp_path / "v1"
+    shutil.copytree(model("deberta1_rr"), d)
+    cfg = json.load(open(d / "config.json"))
+    cfg.update({"position_buckets": "many", "share_att_key": True, "norm_rel_ebd": "layer_norm",
+                "conv_kernel_size": 3})
+    json.dump(cfg, open(d / "config.json", "w"))
+    s = Server(posy_bin, str(d), "--device", "cpu", "--threads", "1")
+    try:
+        st, body = post(s.url, "/predict", {"inputs": exp["texts"][2], "raw_scores": True})
+        assert st == 200, body
+        assert abs(body[0]["score"] - exp["logits"][2][0]) < 2e-5, (body, exp["logits"][2])
+    finally:
+        assert s.stop() == 0
+
+
 def test_deberta_pos_att_type_string(posy_bin, tmp_path):
     """pos_att_type as transformers also reads it: a string of names joined by '|', in any case, spaced;
     the same logits as the list form (and "c2p" alone changes them: the term is read, not assumed)."""
