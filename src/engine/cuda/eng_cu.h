@@ -426,7 +426,7 @@ typedef struct eng_cu_deb_args {
     const float *kr, *qr;
     /* the same tables as bf16 pairs, hi = bf16(x), lo = bf16(x - hi), for
      * the tensor-core form (head size 64): two products a term keep the
-     * tables' fp32 precision (opt-in: POSY_CUDA_DEBERTA_TC=1); NULL: the
+     * tables' fp32 precision (the default; POSY_CUDA_DEBERTA_TC=0 leaves them NULL); NULL: the
      * CUDA-core form on the fp32 tables */
     const bf16 *krh, *krl, *qrh, *qrl;
     const int *idx;
