@@ -35,8 +35,9 @@ int eng_cu_deberta_prepare(eng_cu_model *m, posy_err *err) {
     const size_t nidx = 2 * (size_t)maxl - 1, ntab = (size_t)R * H;
     const size_t b_idx = deb_align(nidx * sizeof(int)), b_tabs = (size_t)L * ntab * sizeof(float);
     /* the tensor-core attention's bf16 hi / lo pairs of each table (head size 64; the default since run 121,
-     * where its mean error against transformers fp32 was 1.05x transformers' own bf16 run against the CUDA-core
-     * form's 1.08-1.10x, at 1.47x the pairs/s); POSY_CUDA_DEBERTA_TC=0 keeps the CUDA-core attention */
+     * where its mean error against transformers fp32 on DeBERTa v3 was 1.05-1.14x transformers' own bf16 run's
+     * against the CUDA-core form's 1.08-1.10x, on v1 0.57-0.59x against 0.63-0.65x, at 1.47x the pairs/s);
+     * POSY_CUDA_DEBERTA_TC=0 keeps the CUDA-core attention */
     const char *tc_env = getenv("POSY_CUDA_DEBERTA_TC");
     const int tc = m->head_dim == 64 && !(tc_env && !strcmp(tc_env, "0"));
     const size_t b_pair = tc ? deb_align((size_t)L * ntab * sizeof(bf16)) * 2 : 0;
