@@ -35,7 +35,7 @@ The last projection is drawn wide so that the scores spread (logits of
 about 5 to 15 in size); passes when every logit is within 2% of the
 largest one's size of transformers' fp32 -- or, on the GPU, when its
 error is of the order of transformers' own bf16 run of the same model:
-the mean and the largest error each within 1.25x of its (DeBERTa's three-term
+the mean and the largest error each within 1.25x of that run's (DeBERTa's three-term
 scores put torch's bf16 at 2.35-3.12% of the largest logit: a bar that
 transformers itself fails in bf16 would measure the format, not posy) --
 (1e-5 of it with --device cpu, fp32) and the two orders
