@@ -33,13 +33,15 @@ def write_seqs(path, seqs):
             f.write(np.asarray(s, dtype=np.int32).tobytes())
 
 
-def api_outputs(build, model, seqs_path, work, name, device, size, log=print):
+def api_outputs(build, model, seqs_path, work, name, device, size, log=print, env=None):
     """api_embed on the sequences file, one sequence a batch ("single") and in 4096-token batches
     ("mix4096"): yields (label, the output as float64 of `size` values), or (label, None) after
-    logging why there is none (api_embed failed, or wrote another size)."""
+    logging why there is none (api_embed failed, or wrote another size).  env: variables set for
+    api_embed on top of this process's (an engine switch to compare against the same reference)."""
+    run_env = dict(os.environ, **env) if env else None
     for label, budget in (("single", "1"), ("mix4096", "4096")):
         out = os.path.join(work, f"{name}-{label}.bin")
-        r = subprocess.run([os.path.join(build, "api_embed"), model, seqs_path, out, device, budget])
+        r = subprocess.run([os.path.join(build, "api_embed"), model, seqs_path, out, device, budget], env=run_env)
         if r.returncode:
             log(f"{name} {label}: api_embed failed (exit {r.returncode})")
             yield label, None

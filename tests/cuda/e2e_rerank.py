@@ -42,7 +42,11 @@ transformers itself fails in bf16 would measure the format, not posy) --
 agree (Spearman >= 0.95 on the GPU, 0.999 in fp32).
 
 usage: e2e_rerank.py BUILD_DIR WORK_DIR [--device cuda|cpu] [MODEL ...]
-environment: E2E_RERANK_PAIRS (default 40), E2E_RERANK_SEED (default 7)
+environment: E2E_RERANK_PAIRS (default 40), E2E_RERANK_SEED (default 7),
+E2E_RERANK_VARIANTS: engine settings to run against the same reference
+(computed once), space-separated LABEL or LABEL:VAR=VALUE[,VAR=VALUE],
+e.g. "tc cc:POSY_CUDA_DEBERTA_TC=0"; every variant is checked and printed
+with its label (default: one run with this process's environment)
 """
 import copy
 import json
@@ -116,12 +120,28 @@ def pairs(rng, n=40):
     return out
 
 
+def variants(spec):
+    """E2E_RERANK_VARIANTS -> [(label, {VAR: VALUE})]; empty spec: one unlabelled run."""
+    out = []
+    for item in spec.split():
+        label, _, kv = item.partition(":")
+        env = {}
+        for pair in filter(None, kv.split(",")):
+            k, eq, v = pair.partition("=")
+            if not k or not eq:
+                sys.exit(f"e2e_rerank: E2E_RERANK_VARIANTS item '{item}': expected LABEL:VAR=VALUE[,VAR=VALUE]")
+            env[k] = v
+        out.append((label, env))
+    return out or [("", {})]
+
+
 def main():
     args = sys.argv[1:]
     names = [a for a in args[2:] if a in MODELS] or list(MODELS)
     build, work, device = device_args([a for a in args if a not in MODELS])
     seed = int(os.environ.get("E2E_RERANK_SEED", "7"))   # another draw of weights and pairs
     n_pairs = int(os.environ.get("E2E_RERANK_PAIRS", "40"))   # more pairs: steadier mean / max / Spearman
+    runs = variants(os.environ.get("E2E_RERANK_VARIANTS", ""))
     rng = np.random.default_rng(seed)
     torch.manual_seed(seed)
     ok = True
@@ -150,7 +170,10 @@ def main():
         mean16 = float(np.abs(np.array(ref16).reshape(-1) - ref).mean()) if ref16 else 0.0
         sp = os.path.join(work, name + "-pairs.bin")
         write_seqs(sp, [e.ids for e in encs])
-        for label, got in api_outputs(build, d, sp, work, name, device, ref.size):   # pairs x labels logits
+        for vlabel, label, got in ((vl, lb, g) for vl, ve in runs   # pairs x labels logits
+                                   for lb, g in api_outputs(build, d, sp, work, name, device, ref.size,
+                                                            env=ve)):
+            label = f"{vlabel} {label}" if vlabel else label
             if got is None:
                 ok = False
                 continue
