@@ -70,7 +70,13 @@ int cli_flags_parse(const cli_cmd *cmd, int argc, char **argv, void *opts) {
         }
         const char *eq = strchr(argv[a], '='), *val;
         if (eq) val = eq + 1;
-        else if (d->kind == CLI_F_SWITCH) val = "1";
+        else if (d->kind == CLI_F_SWITCH) {
+            /* bare means on; "--warmup 1" / "--auto-truncate 0", as --help's "0 | 1" reads, take the
+             * next word too: these commands take no positional words, so a lone 0 or 1 after a
+             * switch can only be its value */
+            const char *nx = a + 1 < argc ? argv[a + 1] : NULL;
+            val = nx && (!strcmp(nx, "0") || !strcmp(nx, "1")) ? argv[++a] : "1";
+        }
         else if (a + 1 < argc) val = argv[++a];
         else {
             fprintf(stderr, "posy %s: %s needs a value\n", cmd->name, d->name);

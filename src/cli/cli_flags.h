@@ -13,7 +13,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
-/* CLI_F_SWITCH: a CLI_F_INT that reads as 1 when given without '=value'. */
+/* CLI_F_SWITCH: a CLI_F_INT that reads as 1 when given without a value ('--x', '--x=0', '--x 0'
+ * and '--x 1' all work; only 0 or 1 is taken as a separate word). */
 typedef enum { CLI_F_STR = 0, CLI_F_INT = 1, CLI_F_LIST = 2, CLI_F_SWITCH = 3 } cli_flag_kind;
 
 #define CLI_LIST_MAX 64

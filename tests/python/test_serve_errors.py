@@ -334,6 +334,13 @@ def test_serve_and_gateway_share_the_http_front_flags(posy_bin):
         assert r.returncode == 1 and b"/nonexistent-model-dir" in r.stderr, (cmd, r.returncode, r.stderr)
         r = subprocess.run([posy_bin, cmd, "--auto-truncate=2", *extra], capture_output=True, timeout=10)
         assert r.returncode == 2 and b"--auto-truncate" in r.stderr, (cmd, r.returncode, r.stderr)
+        # "0 | 1" as --help writes it: the value as its own word too (it was "unknown flag '1'")
+        for v in ("1", "0"):
+            r = subprocess.run([posy_bin, cmd, "--auto-truncate", v, "--port", "0", *extra, "--model",
+                                "/nonexistent-model-dir"], capture_output=True, timeout=10)
+            assert r.returncode == 1 and b"/nonexistent-model-dir" in r.stderr, (cmd, v, r.returncode, r.stderr)
+        r = subprocess.run([posy_bin, cmd, "--auto-truncate", "2", *extra], capture_output=True, timeout=10)
+        assert r.returncode == 2 and b"unknown flag '2'" in r.stderr, (cmd, r.returncode, r.stderr)
 
 
 def test_env_configures_the_server(posy_bin, posy_model):
