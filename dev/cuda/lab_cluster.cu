@@ -32,6 +32,26 @@
  * The activation is integers (next[i] = cur[i] * 3 + sum(cur) + step, mod
  * 2^32), so the CPU reference is exact and a missing barrier or a stale
  * remote store changes the result.
+ *
+ * Added 2026-12-07 (session 33), because run 35's "exchange" (1.45 us a
+ * step against the bare barrier's 0.25) pushed every word with its own
+ * 32-bit remote store and streamed the weights one step ahead by 16-byte
+ * cp.async -- neither is the form a forward would use:
+ *   push4     the exchange with 16-byte remote stores (st.shared::cluster.v4);
+ *   pull      each CTA writes its slice locally, the barrier, then every
+ *             CTA reads the other slices from their owners with 16-byte
+ *             remote loads (ld.shared::cluster.v4): the barrier releases
+ *             only local stores, and the loads are all in flight at once
+ *             (a last barrier before exit, so no CTA leaves while read);
+ *   +tma N KB R  the weights by bulk copy (TMA: thread 0, 16 KB pieces, an
+ *             mbarrier a slot) into a ring of R slots, R - 1 steps ahead,
+ *             from a footprint of 30 steps x 16 CTAs (all-MiniLM-L6's 21 MB
+ *             at 44 KB: its 6 layers x 5 steps), so they come from L2 as
+ *             MiniLM's would between queries.
+ * Reading: if "pull +tma 44 KB" at 16 CTAs costs <= ~1 us a step, one
+ * cluster could run MiniLM's 16-token forward in ~30 x 1 us plus the
+ * products (target 50 us; the chain of kernels 63-66); at >= ~1.5 us the
+ * lead stays closed.
  */
 #include "lab.h"
 #include "eng_cu_skinny.h" /* sk3_cp16 */
@@ -60,20 +80,84 @@ static __device__ __forceinline__ void cl_store_remote(uint32_t a, unsigned rank
     asm volatile("st.shared::cluster.u32 [%0], %1;\n" ::"r"(ra), "r"(v) : "memory");
 }
 
-enum { CL_BAR = 0, CL_REDUCE = 1, CL_EXCHANGE = 2 };
+/* 16 bytes from / to CTA `rank`'s shared memory at this CTA's address a */
+static __device__ __forceinline__ uint4 cl_load_remote4(uint32_t a, unsigned rank) {
+    uint32_t ra;
+    uint4 v;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(ra) : "r"(a), "r"(rank));
+    asm volatile("ld.shared::cluster.v4.u32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=r"(v.x), "=r"(v.y), "=r"(v.z), "=r"(v.w)
+                 : "r"(ra)
+                 : "memory");
+    return v;
+}
+static __device__ __forceinline__ void cl_store_remote4(uint32_t a, unsigned rank, uint4 v) {
+    uint32_t ra;
+    asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(ra) : "r"(a), "r"(rank));
+    asm volatile("st.shared::cluster.v4.u32 [%0], {%1, %2, %3, %4};\n" ::"r"(ra), "r"(v.x), "r"(v.y), "r"(v.z),
+                 "r"(v.w)
+                 : "memory");
+}
+
+/* the weight ring's mbarriers: armed by thread 0 with the bytes to expect,
+ * phase k of slot j completes when its k-th fill has landed */
+static __device__ __forceinline__ void cl_mbar_init(uint64_t *bar) {
+    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"((uint32_t)__cvta_generic_to_shared(bar)) : "memory");
+}
+static __device__ __forceinline__ void cl_mbar_wait(uint64_t *bar, unsigned parity) {
+    const uint32_t b = (uint32_t)__cvta_generic_to_shared(bar);
+    uint32_t done = 0;
+    while (!done)
+        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
+                     " selp.u32 %0, 1, 0, p;\n}\n"
+                     : "=r"(done)
+                     : "r"(b), "r"(parity)
+                     : "memory");
+}
+/* thread 0: `bytes` from src into dst (shared), in pieces of 16 KB, on bar */
+static __device__ __forceinline__ void cl_bulk(uint64_t *bar, void *dst, const void *src, int bytes) {
+    const uint32_t b = (uint32_t)__cvta_generic_to_shared(bar), d = (uint32_t)__cvta_generic_to_shared(dst);
+    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "r"(bytes) : "memory");
+    for (int o = 0; o < bytes; o += 16384) {
+        const int nb = min(16384, bytes - o);
+        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+                         d + (uint32_t)o),
+                     "l"((const char *)src + o), "r"(nb), "r"(b)
+                     : "memory");
+    }
+}
+
+#define CL_TMA_STEPS 30 /* the +tma footprint: 30 steps x 16 CTAs, then it wraps */
+#define CL_RING_MAX 8
+
+enum { CL_BAR = 0, CL_REDUCE = 1, CL_EXCHANGE = 2, CL_PUSH4 = 3, CL_PULL = 4 };
 
 /* one cluster (gridDim.x CTAs); dynamic shared memory: the activation
  * twice (2 n words), then two weight buffers of wper 16-byte chunks a
  * thread */
+/* ring > 0: the weights by bulk copy into `ring` slots of wper x 256 16-byte
+ * chunks (the +tma variants; w then holds CL_TMA_STEPS x C slices), else by
+ * cp.async into two buffers (run 35's form) */
 __global__ void __launch_bounds__(CL_THREADS) cl_kernel(const uint32_t *x0, uint32_t *out, int n, const uint4 *w,
-                                                        int wper, int steps, int mode) {
+                                                        int wper, int steps, int mode, int ring) {
 #if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
     extern __shared__ uint4 cl_dyn[];
     __shared__ uint32_t red[CL_THREADS / 32];
+    __shared__ __align__(8) uint64_t wbar[CL_RING_MAX];
     uint32_t *act = (uint32_t *)cl_dyn;
     uint4 *wb[2] = {cl_dyn + n / 2, cl_dyn + n / 2 + (size_t)wper * CL_THREADS};
     const unsigned rank = cl_rank(), C = cl_size();
     const int per = (n + (int)C - 1) / (int)C, lo = (int)rank * per, hi = min(n, lo + per);
+    const int slot = wper * CL_THREADS; /* 16-byte chunks a weight slice */
+    auto tma_issue = [&](int s) {       /* thread 0: step s's slice into slot s % ring */
+        const uint4 *src = w + ((size_t)(s % CL_TMA_STEPS) * C + rank) * slot;
+        cl_bulk(&wbar[s % ring], cl_dyn + n / 2 + (size_t)(s % ring) * slot, src, slot * 16);
+    };
+    if (ring && threadIdx.x == 0) {
+        for (int j = 0; j < ring; j++) cl_mbar_init(&wbar[j]);
+        asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+        for (int s = 0; s < ring - 1 && s < steps; s++) tma_issue(s);
+    }
     auto issue = [&](int s) {
         const uint4 *src = w + ((size_t)s * C + rank) * CL_THREADS * wper;
         for (int i = 0; i < wper; i++)
@@ -81,13 +165,22 @@ __global__ void __launch_bounds__(CL_THREADS) cl_kernel(const uint32_t *x0, uint
         asm volatile("cp.async.commit_group;\n" ::: "memory");
     };
     for (int i = threadIdx.x; i < n; i += CL_THREADS) act[i] = x0[i];
-    if (wper && steps) issue(0);
+    if (wper && steps && !ring) issue(0);
     cl_sync(); /* every CTA of the cluster runs (and holds its copy) before any remote store */
     for (int s = 0; s < steps; s++) {
         const uint32_t *cur = act + (s & 1) * n;
         uint32_t *nxt = act + ((s + 1) & 1) * n;
         uint32_t wx = 0;
-        if (wper) { /* this step's weights, then the next step's requested */
+        if (wper && ring) { /* step s + ring - 1's weights requested (its slot held step s - 1's, all read
+                             * before the last barrier), then this step's awaited and read */
+            if (threadIdx.x == 0 && s + ring - 1 < steps) tma_issue(s + ring - 1);
+            cl_mbar_wait(&wbar[s % ring], (unsigned)(s / ring) & 1u);
+            const uint4 *sl = cl_dyn + n / 2 + (size_t)(s % ring) * slot;
+            for (int i = 0; i < wper; i++) {
+                const uint4 v = sl[i * CL_THREADS + threadIdx.x];
+                wx ^= v.x ^ v.y ^ v.z ^ v.w;
+            }
+        } else if (wper) { /* this step's weights, then the next step's requested */
             asm volatile("cp.async.wait_all;\n" ::: "memory");
             for (int i = 0; i < wper; i++) {
                 const uint4 v = wb[s & 1][i * CL_THREADS + threadIdx.x];
@@ -107,18 +200,38 @@ __global__ void __launch_bounds__(CL_THREADS) cl_kernel(const uint32_t *x0, uint
             __syncthreads();
             /* the weights are zeros: they only keep their loads live */
             const uint32_t add = tot + (uint32_t)s + (wx == 0xdeadbeefu ? 1u : 0u);
-            for (int i = lo + threadIdx.x; i < hi; i += CL_THREADS) {
-                const uint32_t v = cur[i] * 3u + add;
-                if (mode == CL_REDUCE) {
-                    nxt[i] = v;
-                } else {
+            if (mode == CL_PUSH4) {
+                for (int i = lo + 4 * threadIdx.x; i < hi; i += 4 * CL_THREADS) {
+                    const uint4 v = make_uint4(cur[i] * 3u + add, cur[i + 1] * 3u + add, cur[i + 2] * 3u + add,
+                                               cur[i + 3] * 3u + add);
                     const uint32_t a = (uint32_t)__cvta_generic_to_shared(nxt + i);
-                    for (unsigned r = 0; r < C; r++) cl_store_remote(a, r, v);
+                    for (unsigned r = 0; r < C; r++) cl_store_remote4(a, r, v);
+                }
+            } else {
+                for (int i = lo + threadIdx.x; i < hi; i += CL_THREADS) {
+                    const uint32_t v = cur[i] * 3u + add;
+                    if (mode == CL_REDUCE || mode == CL_PULL) {
+                        nxt[i] = v;
+                    } else {
+                        const uint32_t a = (uint32_t)__cvta_generic_to_shared(nxt + i);
+                        for (unsigned r = 0; r < C; r++) cl_store_remote(a, r, v);
+                    }
                 }
             }
         }
         cl_sync();
+        if (mode == CL_PULL) {
+            /* the other slices from their owners (their nxt is not written again before the next
+             * barrier but one, which this CTA reaches only after these loads) */
+            const uint32_t base = (uint32_t)__cvta_generic_to_shared(nxt);
+            for (int q = threadIdx.x; q < n / 4; q += CL_THREADS) {
+                const unsigned r = (unsigned)(4 * q / per);
+                if (r != rank) *(uint4 *)(nxt + 4 * q) = cl_load_remote4(base + 16u * (uint32_t)q, r);
+            }
+            __syncthreads();
+        }
     }
+    if (mode == CL_PULL) cl_sync(); /* no CTA exits while another may still read its slice */
     /* CTA 0 holds the whole result (exchange); reduce: each CTA its slice */
     const uint32_t *fin = act + (mode == CL_BAR ? 0 : (steps & 1) * n); /* bar: x0, never changed */
     if (mode == CL_REDUCE) {
@@ -157,7 +270,12 @@ int main() {
     const int n = 3072, steps = 60;
     const int wkbs[] = {44, 88};
     const int max_wper = 88 * 1024 / 16 / CL_THREADS;
+    /* the largest: two 88 KB buffers, or the +tma rings (4 x 44, 6 x 24, 2 x 72 KB) */
     const size_t smem_max = (size_t)n * 2 * 4 + 2 * (size_t)max_wper * CL_THREADS * 16;
+    const size_t tma_chunks = (size_t)CL_TMA_STEPS * 16 * CL_THREADS * (72 * 1024 / 16 / CL_THREADS);
+    uint4 *wt = NULL; /* the +tma weights: zeros too, 30 steps x 16 CTAs of the largest slice */
+    CUCHECK(cudaMalloc(&wt, tma_chunks * sizeof(uint4)));
+    CUCHECK(cudaMemset(wt, 0, tma_chunks * sizeof(uint4)));
     /* weights: distinct per (step, CTA), zeros */
     const size_t wchunks = (size_t)steps * 16 * CL_THREADS * max_wper;
     uint4 *w = NULL;
@@ -173,10 +291,20 @@ int main() {
     CUCHECK(cudaFuncSetAttribute(cl_kernel, cudaFuncAttributeNonPortableClusterSizeAllowed, 1));
     printf("lab_cluster: one cluster, %d threads a CTA, activation %d words, %d steps a launch\n", CL_THREADS, n,
            steps);
-    struct variant { const char *name; int mode, wkb; };
-    const variant vs[] = {{"bar", CL_BAR, 0},           {"reduce", CL_REDUCE, 0},
-                          {"exchange", CL_EXCHANGE, 0}, {"exchange +w", CL_EXCHANGE, wkbs[0]},
-                          {"exchange +w", CL_EXCHANGE, wkbs[1]}};
+    struct variant { const char *name; int mode, wkb, ring; };
+    const variant vs[] = {{"bar", CL_BAR, 0, 0},
+                          {"reduce", CL_REDUCE, 0, 0},
+                          {"exchange", CL_EXCHANGE, 0, 0},
+                          {"exchange +w", CL_EXCHANGE, wkbs[0], 0},
+                          {"exchange +w", CL_EXCHANGE, wkbs[1], 0},
+                          {"push4", CL_PUSH4, 0, 0},
+                          {"pull", CL_PULL, 0, 0},
+                          {"bar +tma", CL_BAR, 44, 4},
+                          {"exchange +tma", CL_EXCHANGE, 44, 4},
+                          {"push4 +tma", CL_PUSH4, 44, 4},
+                          {"pull +tma", CL_PULL, 44, 4},
+                          {"pull +tma", CL_PULL, 24, 6},
+                          {"pull +tma", CL_PULL, 72, 2}};
     for (int C : {2, 4, 8, 16}) {
         cudaLaunchConfig_t cfg = {};
         cudaLaunchAttribute at[1];
@@ -195,11 +323,15 @@ int main() {
             printf("  cluster of %2d: not launchable here, skipped\n", C);
             continue;
         }
+        if ((n / C) % 4) { /* push4 / pull move 16-byte pieces of the slices */
+            printf("  cluster of %2d: slices of %d words are not whole 16-byte pieces, skipped\n", C, n / C);
+            continue;
+        }
         for (const variant &v : vs) {
             const int wper = v.wkb * 1024 / 16 / CL_THREADS;
             auto go = [&](int st) {
-                CUCHECK(cudaLaunchKernelEx(&cfg, cl_kernel, (const uint32_t *)dx, dout, n, (const uint4 *)w, wper, st,
-                                           v.mode));
+                CUCHECK(cudaLaunchKernelEx(&cfg, cl_kernel, (const uint32_t *)dx, dout, n,
+                                           (const uint4 *)(v.ring ? wt : w), wper, st, v.mode, v.ring));
             };
             /* correctness: the reference after a launch of `steps` (reduce:
              * one step, the only one whose slices are all right) */
@@ -212,16 +344,16 @@ int main() {
             const std::vector<uint32_t> ref = cl_ref(x0, cs, v.mode);
             int bad = 0;
             for (int i = 0; i < n; i++) bad += got[i] != ref[i];
-            printf("  cluster of %2d %-12s w=%2d KB: %d steps %s (%d of %d words differ)\n", C, v.name, v.wkb, cs,
-                   bad ? "FAIL" : "ok", bad, n);
+            printf("  cluster of %2d %-13s w=%2d KB R=%d: %d steps %s (%d of %d words differ)\n", C, v.name, v.wkb,
+                   v.ring, cs, bad ? "FAIL" : "ok", bad, n);
             if (bad) lab_failures++;
             if (getenv("LAB_QUICK")) continue; /* the checks alone (compute-sanitizer) */
             /* a step's cost: (time of `steps` steps - time of none) / steps */
             const float t0 = lab_time_ms([&] { go(0); }, 30), t1 = lab_time_ms([&] { go(steps); }, 30);
-            printf("  cluster of %2d %-12s w=%2d KB: %6.3f us a step (launch + set-up %6.2f us)\n", C, v.name, v.wkb,
-                   (t1 - t0) * 1e3f / steps, t0 * 1e3f);
+            printf("  cluster of %2d %-13s w=%2d KB R=%d: %6.3f us a step (launch + set-up %6.2f us)\n", C, v.name,
+                   v.wkb, v.ring, (t1 - t0) * 1e3f / steps, t0 * 1e3f);
         }
     }
-    cudaFree(w); cudaFree(dx); cudaFree(dout);
+    cudaFree(w); cudaFree(wt); cudaFree(dx); cudaFree(dout);
     return lab_finish("lab_cluster");
 }
