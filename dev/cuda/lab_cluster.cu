@@ -54,11 +54,13 @@
  * lead stays closed.
  */
 #include "lab.h"
-#include "eng_cu_skinny.h" /* sk3_cp16 */
+#include "eng_cu_skinny.h" /* sk3_cp16, sk3_bulk_row */
+#include "eng_cu_wgmma.h"  /* the mbarrier helpers (sm_90a) */
 #include <stdlib.h>
 
 #define CL_THREADS 256
 
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL) /* the kernel runs as sm_90a code (the PTX build traps) */
 static __device__ __forceinline__ unsigned cl_rank() {
     unsigned r;
     asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
@@ -99,33 +101,15 @@ static __device__ __forceinline__ void cl_store_remote4(uint32_t a, unsigned ran
                  : "memory");
 }
 
-/* the weight ring's mbarriers: armed by thread 0 with the bytes to expect,
- * phase k of slot j completes when its k-th fill has landed */
-static __device__ __forceinline__ void cl_mbar_init(uint64_t *bar) {
-    asm volatile("mbarrier.init.shared::cta.b64 [%0], 1;\n" ::"r"((uint32_t)__cvta_generic_to_shared(bar)) : "memory");
-}
-static __device__ __forceinline__ void cl_mbar_wait(uint64_t *bar, unsigned parity) {
-    const uint32_t b = (uint32_t)__cvta_generic_to_shared(bar);
-    uint32_t done = 0;
-    while (!done)
-        asm volatile("{\n .reg .pred p;\n mbarrier.try_wait.parity.shared::cta.b64 p, [%1], %2;\n"
-                     " selp.u32 %0, 1, 0, p;\n}\n"
-                     : "=r"(done)
-                     : "r"(b), "r"(parity)
-                     : "memory");
-}
-/* thread 0: `bytes` from src into dst (shared), in pieces of 16 KB, on bar */
+/* thread 0: `bytes` from src into dst (shared), in bulk copies of 16 KB
+ * completing on bar (armed with the bytes to expect: the mbarrier helpers
+ * of eng_cu_wgmma.h, the bulk row copy of eng_cu_skinny.h) */
 static __device__ __forceinline__ void cl_bulk(uint64_t *bar, void *dst, const void *src, int bytes) {
-    const uint32_t b = (uint32_t)__cvta_generic_to_shared(bar), d = (uint32_t)__cvta_generic_to_shared(dst);
-    asm volatile("mbarrier.arrive.expect_tx.shared::cta.b64 _, [%0], %1;\n" ::"r"(b), "r"(bytes) : "memory");
-    for (int o = 0; o < bytes; o += 16384) {
-        const int nb = min(16384, bytes - o);
-        asm volatile("cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
-                         d + (uint32_t)o),
-                     "l"((const char *)src + o), "r"(nb), "r"(b)
-                     : "memory");
-    }
+    wg_bar_arm(bar, bytes);
+    for (int o = 0; o < bytes; o += 16384)
+        sk3_bulk_row(bar, (bf16 *)((char *)dst + o), (const bf16 *)((const char *)src + o), min(16384, bytes - o));
 }
+#endif
 
 #define CL_TMA_STEPS 30 /* the +tma footprint: 30 steps x 16 CTAs, then it wraps */
 #define CL_RING_MAX 8
@@ -140,7 +124,7 @@ enum { CL_BAR = 0, CL_REDUCE = 1, CL_EXCHANGE = 2, CL_PUSH4 = 3, CL_PULL = 4 };
  * cp.async into two buffers (run 35's form) */
 __global__ void __launch_bounds__(CL_THREADS) cl_kernel(const uint32_t *x0, uint32_t *out, int n, const uint4 *w,
                                                         int wper, int steps, int mode, int ring) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
     extern __shared__ uint4 cl_dyn[];
     __shared__ uint32_t red[CL_THREADS / 32];
     __shared__ __align__(8) uint64_t wbar[CL_RING_MAX];
@@ -154,7 +138,7 @@ __global__ void __launch_bounds__(CL_THREADS) cl_kernel(const uint32_t *x0, uint
         cl_bulk(&wbar[s % ring], cl_dyn + n / 2 + (size_t)(s % ring) * slot, src, slot * 16);
     };
     if (ring && threadIdx.x == 0) {
-        for (int j = 0; j < ring; j++) cl_mbar_init(&wbar[j]);
+        for (int j = 0; j < ring; j++) wg_bar_init(&wbar[j], 1);
         asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
         for (int s = 0; s < ring - 1 && s < steps; s++) tma_issue(s);
     }
@@ -174,7 +158,7 @@ __global__ void __launch_bounds__(CL_THREADS) cl_kernel(const uint32_t *x0, uint
         if (wper && ring) { /* step s + ring - 1's weights requested (its slot held step s - 1's, all read
                              * before the last barrier), then this step's awaited and read */
             if (threadIdx.x == 0 && s + ring - 1 < steps) tma_issue(s + ring - 1);
-            cl_mbar_wait(&wbar[s % ring], (unsigned)(s / ring) & 1u);
+            wg_bar_wait(&wbar[s % ring], (uint32_t)(s / ring) & 1u);
             const uint4 *sl = cl_dyn + n / 2 + (size_t)(s % ring) * slot;
             for (int i = 0; i < wper; i++) {
                 const uint4 v = sl[i * CL_THREADS + threadIdx.x];
