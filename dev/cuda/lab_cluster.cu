@@ -53,7 +53,7 @@
  * products (target 50 us; the chain of kernels 63-66); at >= ~1.5 us the
  * lead stays closed.  Measured on an H100 (run 123): pull 2.10 us, push4
  * 1.43, exchange 1.62, barrier 0.84; with 44 KB by TMA pull 2.76, push4
- * 2.18, barrier alone 1.61 -- one SM ingests only ~30-35 KB/us from L2
+ * 2.18, barrier alone 1.61 -- one SM ingests only ~27-36 KB/us from L2
  * even by bulk copy, so MiniLM's weights alone take ~44 us on 16 SMs:
  * closed (docs/BENCHMARKS.md, "A dependent step inside one thread-block
  * cluster").
