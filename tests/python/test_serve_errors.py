@@ -343,6 +343,19 @@ def test_serve_and_gateway_share_the_http_front_flags(posy_bin):
         assert r.returncode == 2 and b"unknown flag '2'" in r.stderr, (cmd, r.returncode, r.stderr)
 
 
+def test_switch_value_as_its_own_word(posy_bin, posy_model):
+    """`--auto-truncate 1` / `--auto-truncate 0` set what they say (the parse test above only sees
+    them accepted), and a bare switch before another flag still means on."""
+    for args, want in ((("--auto-truncate", "1"), True), (("--auto-truncate", "0"), False),
+                       (("--auto-truncate", "--engine", "noop"), True)):
+        extra = () if "--engine" in args else ("--engine", "noop")
+        s = Server(posy_bin, posy_model, *args, *extra)
+        try:
+            assert requests.get(s.url + "/info").json()["auto_truncate"] is want, args
+        finally:
+            assert s.stop() == 0
+
+
 def test_env_configures_the_server(posy_bin, posy_model):
     s = Server(posy_bin, posy_model, "--engine", "noop", env={"POSY_MAX_CLIENT_BATCH": "3", "POSY_MAX_BATCH_SEQS": "7"})
     try:
