@@ -21,7 +21,7 @@
 
 typedef enum {
     FAM_BERT, FAM_ROBERTA, FAM_DISTILBERT, FAM_QWEN3, FAM_MPNET, FAM_QWEN2, FAM_MISTRAL, FAM_LLAMA, FAM_GEMMA3,
-    FAM_MODERNBERT, FAM_T5, FAM_DEBERTA
+    FAM_MODERNBERT, FAM_T5, FAM_DEBERTA, FAM_NOMIC
 } cfg_family;
 
 static const struct {
@@ -41,13 +41,16 @@ static const struct {
     /* T5's encoder (sentence-t5, gtr-t5, instructor): pre-RMSNorm layers
      * with a relative position bias, also this engine's */
     {"t5", "qwen3", FAM_T5},
+    /* NomicBERT (nomic-embed-text): BERT's post-norm layer with rotary
+     * positions and SwiGLU, also this engine's */
+    {"nomic_bert", "qwen3", FAM_NOMIC},
     /* BERT's layer with disentangled attention (eng_deberta.h) */
     {"deberta-v2", "deberta", FAM_DEBERTA},
     /* DeBERTa v1: the same attention, its weights read into v2's form */
     {"deberta", "deberta", FAM_DEBERTA},
 };
 
-#define CFG_SUPPORTED "bert, roberta, xlm-roberta, camembert, distilbert, mpnet, modernbert, t5, deberta-v2, deberta, qwen3, qwen2, mistral, llama, gemma3_text"
+#define CFG_SUPPORTED "bert, roberta, xlm-roberta, camembert, distilbert, mpnet, modernbert, nomic_bert, t5, deberta-v2, deberta, qwen3, qwen2, mistral, llama, gemma3_text"
 
 int eng_config_activation(eng_config *c, json_t *root, const char *key, const char *def, const char *path,
                           posy_err *err) {
@@ -506,6 +509,117 @@ static int cfg_t5(eng_config *c, json_t *r, const char *p, posy_err *err) {
     return 0;
 }
 
+/* One of two keys naming the same integer: Nomic's own (`own`, as the
+ * hub's checkpoints write config.json for Nomic's modeling code) or
+ * transformers' (`hf`, as its NomicBertConfig saves it); required unless
+ * def_ok. */
+static int cfg_int2(json_t *r, const char *own, const char *hf, const char *p, int req, int def, int lo, int hi,
+                    int *out, posy_err *err) {
+    const char *k = json_object_get(r, own) && !json_is_null(json_object_get(r, own)) ? own : hf;
+    return eng_cfgjson_int(r, k, p, req, def, lo, hi, out, err);
+}
+
+/* A Nomic switch that must hold `want` (absent or null: it does): what
+ * posy's NomicBERT layer does not compute is refused by name rather than
+ * run differently from the reference. */
+static int cfg_nomic_flag(json_t *r, const char *key, int want, const char *p, posy_err *err) {
+    int v = want, rc = eng_cfgjson_bool(r, key, p, want, &v, err);
+    if (rc) return rc;
+    if (v != want)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: nomic_bert with %s %s is not supported", p, key,
+                            v ? "true" : "false");
+    return 0;
+}
+
+/* NomicBERT (nomic-embed-text-v1 / v1.5): sizes under Nomic's keys
+ * (n_embd, n_layer, n_head, n_inner, n_positions, layer_norm_epsilon,
+ * rotary_emb_base, activation_function "swiglu") or transformers' (hidden_size,
+ * ..., rope_parameters.rope_theta, hidden_act "silu"); the default rotary
+ * base is 1000, as both write it.  What the checkpoints released with this
+ * layout use is supported; the switches of Nomic's code that would change
+ * the computation (pre-norm, biases, a partial or interleaved or scaled
+ * rotary, RMSNorm, parallel blocks, mixture-of-experts layers, causal
+ * attention, unscaled scores) are refused by name. */
+static int cfg_nomic(eng_config *c, json_t *r, const char *p, posy_err *err) {
+    posy_model_info *in = &c->info;
+    int rc;
+    double frac = 1.0;
+    char act[32];
+    c->nomic = 1;
+    const int own = json_object_get(r, "n_embd") != NULL; /* Nomic's keys, else transformers' */
+    if ((rc = cfg_int2(r, "n_embd", "hidden_size", p, 1, 0, 1, 65536, &in->hidden, err)) ||
+        (rc = cfg_int2(r, "n_layer", "num_hidden_layers", p, 1, 0, 1, 1024, &in->layers, err)) ||
+        (rc = cfg_int2(r, "n_head", "num_attention_heads", p, 1, 0, 1, 1024, &in->heads, err)) ||
+        (rc = eng_cfgjson_int(r, "vocab_size", p, 1, 0, 1, 1 << 24, &in->vocab, err)) ||
+        (rc = eng_cfgjson_int(r, "type_vocab_size", p, 0, 2, 0, 1024, &in->type_vocab, err)) ||
+        (rc = cfg_int2(r, "n_positions", "max_position_embeddings", p, 0, 2048, 1, 1 << 22,
+                       &c->max_position_embeddings, err)) ||
+        (rc = eng_cfgjson_int(r, "pad_token_id", p, 0, 0, 0, 1 << 24, &c->pad_token_id, err)) ||
+        (rc = eng_cfgjson_num(r, own ? "layer_norm_epsilon" : "layer_norm_eps", p, 0, 1e-12, 0, 1, &c->ln_eps, err)))
+        return rc;
+    /* n_inner absent or null: 4 x n_embd, as Nomic's code sizes the MLP */
+    if ((rc = cfg_int2(r, "n_inner", "intermediate_size", p, 0, 4 * in->hidden, 1, 1 << 20, &in->intermediate, err)))
+        return rc;
+    if (own) {
+        if ((rc = eng_cfgjson_str(r, "activation_function", p, 0, "swiglu", act, sizeof act, err))) return rc;
+        if (strcmp(act, "swiglu"))
+            return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: nomic_bert with activation_function '%s' is not "
+                                "supported (swiglu only: nomic-embed-text-v1 / v1.5)", p, act);
+        c->act = ENG_ACT_SILU;
+        c->rope = eng_rope_plain(1000.0);
+        if ((rc = eng_cfgjson_num(r, "rotary_emb_base", p, 0, 1000.0, 1, 1e12, &c->rope.theta, err)) ||
+            (rc = eng_cfgjson_num(r, "rotary_emb_fraction", p, 0, 1.0, 0, 1, &frac, err)) ||
+            (rc = cfg_nomic_flag(r, "prenorm", 0, p, err)) || (rc = cfg_nomic_flag(r, "qkv_proj_bias", 0, p, err)) ||
+            (rc = cfg_nomic_flag(r, "mlp_fc1_bias", 0, p, err)) || (rc = cfg_nomic_flag(r, "mlp_fc2_bias", 0, p, err)) ||
+            (rc = cfg_nomic_flag(r, "rotary_emb_interleaved", 0, p, err)) ||
+            (rc = cfg_nomic_flag(r, "use_rms_norm", 0, p, err)) || (rc = cfg_nomic_flag(r, "parallel_block", 0, p, err)) ||
+            (rc = cfg_nomic_flag(r, "causal", 0, p, err)) || (rc = cfg_nomic_flag(r, "scale_attn_weights", 1, p, err)) ||
+            (rc = cfg_nomic_flag(r, "scale_attn_by_inverse_layer_idx", 0, p, err)))
+            return rc;
+        if (frac != 1.0)
+            return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: nomic_bert with rotary_emb_fraction %g is not supported "
+                                "(1 only)", p, frac);
+        static const char *const scaled[] = {"rotary_scaling_factor", "rotary_emb_scale_base"};
+        for (int i = 0; i < 2; i++) {
+            json_t *v = json_object_get(r, scaled[i]);
+            if (v && !json_is_null(v))
+                return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: nomic_bert with %s set is not supported (null only: "
+                                    "a plain rotary)", p, scaled[i]);
+        }
+        json_t *moe = json_object_get(r, "moe_every_n_layers");
+        if (json_is_integer(moe) && json_integer_value(moe) > 0)
+            return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: nomic_bert with mixture-of-experts layers "
+                                "(moe_every_n_layers %lld, nomic-embed-text-v2-moe) is not supported", p,
+                                (long long)json_integer_value(moe));
+    } else {
+        if ((rc = eng_config_activation(c, r, "hidden_act", "silu", p, err)) || (rc = cfg_rope(c, r, p, err))) return rc;
+        /* transformers' NomicBertConfig: 1000 unless rope_parameters says */
+        json_t *rp = json_object_get(r, "rope_parameters");
+        if (!json_object_get(r, "rope_theta") && !(json_is_object(rp) && json_object_get(rp, "rope_theta")))
+            c->rope.theta = 1000.0;
+        if (c->act != ENG_ACT_SILU)
+            return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: nomic_bert with hidden_act other than silu is not "
+                                "supported", p);
+        if (c->rope.type != ENG_ROPE_DEFAULT)
+            return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: nomic_bert with a scaled rotary is not supported", p);
+    }
+    if (in->hidden % in->heads)
+        return posy_err_set(err, POSY_E_INVALID, "%s: hidden size %d is not a multiple of %d attention heads", p,
+                            in->hidden, in->heads);
+    c->head_dim = in->hidden / in->heads;
+    int hd = 0; /* transformers' config writes head_dim: it must be the split */
+    if ((rc = eng_cfgjson_int(r, "head_dim", p, 0, 0, 0, 65536, &hd, err))) return rc;
+    if (hd && hd != c->head_dim)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: nomic_bert with head_dim %d apart from hidden / heads %d is "
+                            "not supported", p, hd, c->head_dim);
+    in->kv_heads = in->heads;
+    in->causal = 0;
+    c->norm_bias = 1;
+    c->q_scale = 1.0;
+    in->max_positions = c->max_position_embeddings;
+    return 0;
+}
+
 /* info.name: the directory's base name as given ("models/bge-small/" ->
  * "bge-small"); "." and the like resolve through realpath. */
 static void cfg_set_name(posy_model_info *in, const char *dir) {
@@ -535,6 +649,7 @@ static const char *cfg_type_from_arch(json_t *root) {
         {"DistilBert", "distilbert"}, {"Bert", "bert"}, {"Qwen3", "qwen3"}, {"MPNet", "mpnet"},
         {"Qwen2", "qwen2"}, {"Mistral", "mistral"}, {"Llama", "llama"}, {"Gemma3Text", "gemma3_text"},
         {"Gemma3ForCausalLM", "gemma3_text"}, {"ModernBert", "modernbert"}, {"T5", "t5"},
+        {"NomicBert", "nomic_bert"},
         {"DebertaV2", "deberta-v2"}, {"Deberta", "deberta"},   /* DebertaV2 first: Deberta is its prefix */
     };
     const char *a = json_string_value(json_array_get(json_object_get(root, "architectures"), 0));
@@ -594,6 +709,7 @@ static int cfg_load_main(eng_config *c, const char *dir, posy_err *err) {
                  ? cfg_qwen3(c, root, path, fam, err)
            : fam == FAM_MODERNBERT ? cfg_modernbert(c, root, path, err)
            : fam == FAM_T5         ? cfg_t5(c, root, path, err)
+           : fam == FAM_NOMIC      ? cfg_nomic(c, root, path, err)
            : fam == FAM_DEBERTA    ? eng_config_deberta(c, root, path, err)
            : fam == FAM_DISTILBERT ? cfg_distilbert(c, root, path, err)
            : cfg_bert(c, root, path, fam, err);

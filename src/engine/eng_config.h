@@ -107,6 +107,15 @@ typedef struct eng_config {
      * * wi_1.  The loader scales Wq by sqrt(head_dim) so that the engine's
      * 1/sqrt(head_dim) leaves T5's unscaled scores. */
     int t5;
+    /* NomicBERT's encoder (nomic_bert: nomic-embed-text-v1 / v1.5) on the
+     * same engine: BERT's post-LayerNorm layer -- x = LN(x + attn(x)), x =
+     * LN(x + mlp(x)), no final norm -- with rotary positions (rope) instead
+     * of a position table, SwiGLU, no linear biases, and token type
+     * embeddings added before the embedding LayerNorm (info.type_vocab
+     * rows).  eng_config.c cfg_nomic reads Nomic's own keys (n_embd,
+     * rotary_emb_base, ...) as the hub's checkpoints write them, or
+     * transformers' (hidden_size, rope_parameters, ...). */
+    int nomic;
     int mlp_plain;               /* the MLP is act(up), no gate: [I, H] instead of gate|up [2I, H] */
     int norm_bias;
     int sliding_window;          /* Gemma 3: local layers' keys at |query - key| < this (bidirectional

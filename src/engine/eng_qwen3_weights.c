@@ -19,6 +19,7 @@
  * shape is checked against config.json; errors name file and tensor.
  *
  * ModernBERT (cfg->modernbert): its own names, qw_walk_modernbert.
+ * NomicBERT (cfg->nomic): its own names, qw_walk_nomic.
  * T5's encoder (cfg->t5): its own names, qw_walk_t5; Wq is scaled by
  * sqrt(head_dim) at load (T5's attention does not scale its scores).
  *
@@ -155,6 +156,41 @@ static int qw_walk_modernbert(qw_ctx *c, const eng_config *cfg, eng_qwen3_weight
     return 0;
 }
 
+/* NomicBERT's names, as Nomic's modeling code saves them (and transformers'
+ * NomicBertModel too, through its conversion mapping), under "" or
+ * "model.": "embeddings.word_embeddings.weight",
+ * "embeddings.token_type_embeddings.weight" (type_vocab_size > 0),
+ * "emb_ln.{weight,bias}", "encoder.layers.N.attn.Wqkv.weight" (Q|K|V),
+ * "...attn.out_proj.weight", "...mlp.fc11.weight" (up), "...mlp.fc12.weight"
+ * (the gate, silu'd: stacked first), "...mlp.fc2.weight",
+ * "...norm1.{weight,bias}" (after attention), "...norm2.*" (after the MLP). */
+static int qw_walk_nomic(qw_ctx *c, const eng_config *cfg, eng_qwen3_weights *w) {
+    static const char *const gu[2] = {"mlp.fc12", "mlp.fc11"};
+    const int64_t H = cfg->info.hidden, I = cfg->info.intermediate;
+    int64_t dv[2] = {cfg->info.vocab, H}, dt[2] = {cfg->info.type_vocab, H}, dH[1] = {H}, d3[2] = {3 * H, H},
+            dHH[2] = {H, H}, dHI[2] = {H, I}, gu_rows[2] = {I, I};
+    char n[128], lp[64];
+    int rc;
+    if ((rc = qw_take(c, "embeddings.word_embeddings.weight", 2, dv, &w->embed)) ||
+        (cfg->info.type_vocab > 0 &&
+         (rc = qw_take(c, "embeddings.token_type_embeddings.weight", 2, dt, &w->type_emb))) ||
+        (rc = qw_take(c, "emb_ln.weight", 1, dH, &w->emb_norm)) || (rc = qw_take(c, "emb_ln.bias", 1, dH, &w->emb_norm_b)))
+        return rc;
+#define NB_T(suffix, nd, dims, dst) (snprintf(n, sizeof n, "%s%s", lp, suffix), rc = qw_take(c, n, nd, dims, dst))
+    for (int i = 0; i < cfg->info.layers; i++) {
+        eng_qwen3_layer *L = &w->layers[i];
+        snprintf(lp, sizeof lp, "encoder.layers.%d.", i);
+        if (NB_T("attn.Wqkv.weight", 2, d3, &L->qkv_w) || NB_T("attn.out_proj.weight", 2, dHH, &L->o_w) ||
+            (rc = qw_stack(c, lp, gu, gu_rows, 2, H, ".weight", &L->gu_w)) ||
+            NB_T("mlp.fc2.weight", 2, dHI, &L->down_w) || NB_T("norm1.weight", 1, dH, &L->ln1) ||
+            NB_T("norm1.bias", 1, dH, &L->ln1_b) || NB_T("norm2.weight", 1, dH, &L->ln2) ||
+            NB_T("norm2.bias", 1, dH, &L->ln2_b))
+            return rc;
+    }
+#undef NB_T
+    return 0;
+}
+
 /* T5's encoder (T5EncoderModel, as sentence-transformers saves it):
  * "encoder.embed_tokens.weight" or the tied "shared.weight",
  * "encoder.block.N.layer.0.SelfAttention.{q,k,v,o}.weight",
@@ -202,6 +238,7 @@ static int qw_walk(qw_ctx *c, void *arg) {
     eng_qwen3_weights *w = a->w;
     if (cfg->modernbert) return qw_walk_modernbert(c, cfg, w);
     if (cfg->t5) return qw_walk_t5(c, cfg, w);
+    if (cfg->nomic) return qw_walk_nomic(c, cfg, w);
     int64_t dv[2] = {cfg->info.vocab, cfg->info.hidden};
     int rc;
     if ((rc = qw_take(c, "embed_tokens.weight", 2, dv, &w->embed)) ||
@@ -223,13 +260,13 @@ int eng_qwen3_weights_load(eng_qwen3_weights *w, const eng_config *cfg, const en
     if (cfg->head_dim < 2 || cfg->head_dim > 1024 || cfg->head_dim % 2)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s/config.json: head_dim %d is not supported (even, 2..1024)",
                             cfg->info.model_dir, cfg->head_dim);
-    if (!cfg->modernbert && !cfg->t5 && cfg->act != (cfg->gemma ? ENG_ACT_GELU_TANH : ENG_ACT_SILU))
+    if (!cfg->modernbert && !cfg->t5 && !cfg->nomic && cfg->act != (cfg->gemma ? ENG_ACT_GELU_TANH : ENG_ACT_SILU))
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s/config.json: %s with hidden_act other than %s is not "
                             "supported", cfg->info.model_dir, cfg->model_type,
                             cfg->gemma ? "gelu_pytorch_tanh" : "silu");
     qw_ctx c = {st, NULL, 0, NULL, 0, err};
     const char *emb = cfg->modernbert ? "embeddings.tok_embeddings.weight" : cfg->t5 ? "shared.weight"
-                                                                                      : "embed_tokens.weight";
+                      : cfg->nomic ? "embeddings.word_embeddings.weight" : "embed_tokens.weight";
     char en[96];
     snprintf(en, sizeof en, "model.%s", emb);
     c.prefix = eng_st_find(st, emb) ? "" : eng_st_find(st, en) ? "model." : NULL;

@@ -32,11 +32,15 @@ two runs >= 0.999 against each other.
            layers |q - k| < 257 with their own rotary), 24 layers, mean
   modernbert answerdotai/ModernBERT-base (LayerNorms, GELU GLU, rotary
            alone, local layers |q - k| <= 64 every 2 of 3), 22 layers, mean
-The last two are referenced in their own mode (no explicit mask: theirs is
+  nomic    nomic-ai/nomic-embed-text-v1.5 (NomicBERT: post-LayerNorm layers,
+           rotary base 1000, SwiGLU, no linear biases, token types), 12
+           layers, mean; config.json rewritten in Nomic's own keys (n_embd,
+           rotary_emb_base, ...) after the reference, as the hub ships it
+The last three are referenced in their own mode (no explicit mask: theirs is
 bidirectional with sliding windows); the sequences of up to 512 tokens
 cross both windows.
 
-usage: e2e_decoders.py BUILD_DIR WORK_DIR [qwen2|mistral|llama|llama3|gemma3|modernbert ...] [--layers N]
+usage: e2e_decoders.py BUILD_DIR WORK_DIR [qwen2|mistral|llama|llama3|gemma3|modernbert|nomic ...] [--layers N]
        [--device cpu]
 """
 import json
@@ -94,10 +98,30 @@ MODELS = {
                         local_attention=128, global_attn_every_n_layers=3, global_rope_theta=160000.0,
                         local_rope_theta=10000.0, pad_token_id=50283, bos_token_id=50281, eos_token_id=50282,
                         cls_token_id=50281, sep_token_id=50282)),
+    # nomic-ai/nomic-embed-text-v1.5's sizes (its config.json in transformers' keys; Nomic's after the reference)
+    "nomic": (T.NomicBertConfig, T.NomicBertModel, "mean", False, 12,
+              dict(hidden_size=768, intermediate_size=3072, num_attention_heads=12, vocab_size=30528,
+                   max_position_embeddings=8192, type_vocab_size=2, layer_norm_eps=1e-12,
+                   rope_parameters={"rope_type": "default", "rope_theta": 1000.0}, pad_token_id=0)),
 }
 # bidirectional by their own configuration (not "is_causal"), with sliding
 # windows an explicit full mask would switch off: referenced in their own mode
-OWN_MODE = ("gemma3", "modernbert")
+OWN_MODE = ("gemma3", "modernbert", "nomic")
+
+
+def nomic_hub_config(d):
+    """config.json in the keys of Nomic's own modeling code, as
+    nomic-embed-text-v1.5 ships it (what posy reads from a download)."""
+    c = json.load(open(os.path.join(d, "config.json")))
+    hub = {"model_type": "nomic_bert", "architectures": ["NomicBertModel"], "activation_function": "swiglu",
+           "n_embd": c["hidden_size"], "n_head": c["num_attention_heads"], "n_inner": c["intermediate_size"],
+           "n_layer": c["num_hidden_layers"], "n_positions": c["max_position_embeddings"],
+           "layer_norm_epsilon": c["layer_norm_eps"], "rotary_emb_base": c["rope_parameters"]["rope_theta"],
+           "rotary_emb_fraction": 1.0, "rotary_emb_interleaved": False, "rotary_scaling_factor": None,
+           "prenorm": False, "qkv_proj_bias": False, "mlp_fc1_bias": False, "mlp_fc2_bias": False,
+           "causal": False, "scale_attn_weights": True, "use_rms_norm": False, "parallel_block": False,
+           "type_vocab_size": c["type_vocab_size"], "vocab_size": c["vocab_size"], "max_trained_positions": 2048}
+    json.dump(hub, open(os.path.join(d, "config.json"), "w"), indent=2)
 
 
 def log(*a):
@@ -110,8 +134,9 @@ def make(name, layers, d):
     m = model_cls(cfg_cls(**kw, num_hidden_layers=layers)).eval()
     with torch.no_grad():
         for n, p in m.named_parameters():
-            if p.dim() == 1:
-                p.copy_((1 + 0.2 * torch.randn_like(p)) if "norm" in n else 0.1 * torch.randn_like(p))
+            if p.dim() == 1:  # norm weights (NomicBERT's embeddings.LayerNorm too) near 1, biases near 0
+                p.copy_((1 + 0.2 * torch.randn_like(p)) if "norm" in n.lower() and n.endswith("weight")
+                        else 0.1 * torch.randn_like(p))
             elif "embed_tokens" in n:
                 p.normal_(0.0, 1.0)
             else:
@@ -121,7 +146,7 @@ def make(name, layers, d):
     c = json.load(open(os.path.join(d, "config.json")))
     if not causal and name not in OWN_MODE:
         c["is_causal"] = False
-    if "rope_theta" in kw.get("rope_parameters", {}):  # as Llama 3.2's own config.json: transformers < 5's keys
+    if "rope_theta" in kw.get("rope_parameters", {}) and name != "nomic":  # as Llama 3.2's own config.json: transformers < 5's keys
         rp = dict(c.pop("rope_parameters"))
         c["rope_theta"] = rp.pop("rope_theta")
         c["rope_scaling"] = rp
@@ -189,6 +214,8 @@ def main():
         sp = os.path.join(root, f"dec-{name}-seqs.bin")
         write_seqs(sp, seqs)
         ref = reference(d, seqs, pooling, causal, MODELS[name][1], dev, name in OWN_MODE)
+        if name == "nomic":
+            nomic_hub_config(d)
         log(f"{name}: {L} layers written and referenced in {time.time() - t0:.1f} s")
         outs = {}
         for label, budget in (("single", "1"), ("mix4096", "4096")):

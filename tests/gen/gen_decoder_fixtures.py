@@ -42,6 +42,14 @@ the stored values):
             with rope 160000, layers 1-2 sliding with 10000),
             local_attention 32 (|query - key| <= 16, binding from 18 tokens
             on), mean pooling, the byte-level tokenizer.  Its own seed.
+  nomic/    NomicBertModel (nomic-embed-text-v1 / v1.5; an encoder on the
+            same engine): BERT's post-LayerNorm layer with rotary positions
+            (theta 1000) instead of a position table, SwiGLU, no linear
+            biases, token type row 0 added before the embedding LayerNorm,
+            mean pooling, a BERT WordPiece tokenizer.  config.json is then
+            rewritten as the hub's checkpoints write it (Nomic's own keys:
+            n_embd, rotary_emb_base, ...; transformers' is kept as
+            config_transformers.json).  Its own seed.
   t5/       T5EncoderModel (sentence-t5 / gtr-t5 style, T5 v1.0): relu MLP
             without a gate, d_kv 16 (4 heads x 16 = d_model 64), the
             relative position bias of block 0 in both layers, unscaled
@@ -132,6 +140,50 @@ def sentencepiece_tokenizer():
                                                        special_tokens=[("<s>", 1), ("</s>", 2)])
     assert tok.get_vocab_size() <= 512, tok.get_vocab_size()
     return tok, 1, 2
+
+
+def wordpiece_tokenizer():
+    """BERT's tokenizer.json shape (nomic-embed-text's): [PAD] [UNK] [CLS]
+    [SEP] [MASK] first, lowercase + accent stripping, "[CLS] $A [SEP]"."""
+    tok = Tokenizer(models.WordPiece(unk_token="[UNK]", max_input_chars_per_word=100))
+    tok.normalizer = normalizers.BertNormalizer(clean_text=True, handle_chinese_chars=True, strip_accents=None,
+                                                lowercase=True)
+    tok.pre_tokenizer = pre_tokenizers.BertPreTokenizer()
+    tok.train_from_iterator(CORPUS, trainers.WordPieceTrainer(
+        vocab_size=300, special_tokens=["[PAD]", "[UNK]", "[CLS]", "[SEP]", "[MASK]"], show_progress=False))
+    tok.decoder = decoders.WordPiece(prefix="##")
+    cls, sep = tok.token_to_id("[CLS]"), tok.token_to_id("[SEP]")
+    tok.post_processor = processors.TemplateProcessing(single="[CLS] $A [SEP]", pair="[CLS] $A [SEP] $B:1 [SEP]:1",
+                                                       special_tokens=[("[CLS]", cls), ("[SEP]", sep)])
+    assert tok.get_vocab_size() <= 512, tok.get_vocab_size()
+    return tok, None, sep
+
+
+def nomic_hub_config(d):
+    """config.json as nomic-embed-text-v1.5 ships it: the keys of Nomic's
+    own modeling code (n_embd, n_head, rotary_emb_base, ...), written after
+    the reference (transformers reads its own keys); posy reads both."""
+    c = json.load(open(os.path.join(d, "config.json")))
+    hub = {"activation_function": "swiglu", "architectures": ["NomicBertModel"], "attn_pdrop": 0.0,
+           "auto_map": {"AutoConfig": "nomic-ai/nomic-bert-2048--configuration_hf_nomic_bert.NomicBertConfig",
+                        "AutoModel": "nomic-ai/nomic-bert-2048--modeling_hf_nomic_bert.NomicBertModel"},
+           "bos_token_id": None, "causal": False, "dense_seq_output": True, "embd_pdrop": 0.0,
+           "eos_token_id": None, "fused_bias_fc": True, "fused_dropout_add_ln": True, "initializer_range": 0.02,
+           "layer_norm_epsilon": c["layer_norm_eps"], "max_trained_positions": 2048, "mlp_fc1_bias": False,
+           "mlp_fc2_bias": False, "model_type": "nomic_bert", "n_embd": c["hidden_size"],
+           "n_head": c["num_attention_heads"], "n_inner": c["intermediate_size"], "n_layer": c["num_hidden_layers"],
+           "n_positions": c["max_position_embeddings"], "pad_vocab_size_multiple": 64, "parallel_block": False,
+           "parallel_block_tied_norm": False, "prenorm": False, "qkv_proj_bias": False,
+           "reorder_and_upcast_attn": False, "resid_pdrop": 0.0,
+           "rotary_emb_base": c["rope_parameters"]["rope_theta"], "rotary_emb_fraction": 1.0,
+           "rotary_emb_interleaved": False, "rotary_emb_scale_base": None, "rotary_scaling_factor": None,
+           "scale_attn_by_inverse_layer_idx": False, "scale_attn_weights": True, "summary_activation": None,
+           "summary_first_dropout": 0.0, "summary_proj_to_labels": True, "summary_type": "cls_index",
+           "summary_use_proj": True, "torch_dtype": "bfloat16", "transformers_version": "4.37.2",
+           "type_vocab_size": c["type_vocab_size"], "use_cache": True, "use_flash_attn": True,
+           "use_rms_norm": False, "use_xentropy": True, "vocab_size": c["vocab_size"]}
+    json.dump(c, open(os.path.join(d, "config_transformers.json"), "w"), indent=2)
+    json.dump(hub, open(os.path.join(d, "config.json"), "w"), indent=2)
 
 
 def unigram_tokenizer():
@@ -229,6 +281,13 @@ SPECS = {
                            local_attention=32, global_attn_every_n_layers=3, global_rope_theta=160000.0,
                            local_rope_theta=10000.0, pad_token_id=0, bos_token_id=eos, eos_token_id=eos,
                            cls_token_id=eos, sep_token_id=eos, tie_word_embeddings=True)),
+    "nomic": dict(cls=T.NomicBertModel, tok=wordpiece_tokenizer, pooling="mean", causal=False, prompts={},
+                  seed=2024, post=nomic_hub_config,
+                  cfg=lambda bos, eos: T.NomicBertConfig(
+                      vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                      num_attention_heads=4, max_position_embeddings=256, type_vocab_size=2,
+                      layer_norm_eps=1e-12, rope_parameters={"rope_type": "default", "rope_theta": 1000.0},
+                      pad_token_id=0)),
     "t5": dict(cls=T.T5EncoderModel, tok=unigram_tokenizer, pooling="mean", causal=False, prompts={}, seed=1234,
                cfg=lambda bos, eos: t5_config(eos, d_kv=16, d_ff=128, ffp="relu", tied=True)),
     "t5g": dict(cls=T.T5EncoderModel, tok=unigram_tokenizer, pooling="mean", causal=False, prompts={}, seed=4321,
@@ -264,7 +323,7 @@ def main():
         d = os.path.join(OUT, name)
         model.to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
         c = json.load(open(os.path.join(d, "config.json")))
-        if not sp["causal"] and name not in ("gemma3", "modernbert", "t5", "t5g"):  # theirs say it their own way
+        if not sp["causal"] and name not in ("gemma3", "modernbert", "nomic", "t5", "t5g"):  # theirs say it their own way
             c["is_causal"] = False
         if sp.get("old_rope"):  # as Llama 3.2's own config.json: transformers < 5's keys
             rp = dict(c.pop("rope_parameters"))
@@ -298,6 +357,8 @@ def main():
             texts.append({"text": t, "ids": ids, "embedding": embed(m, ids, not sp["causal"], pool)})
         ref["texts"][name] = texts
         a, b = ref["models"][name]["causal"][3], ref["models"][name]["bidirectional"][3]
+        if sp.get("post"):
+            sp["post"](d)
         print(name, "cos(causal, bidirectional) on seq 3:", sum(x * y for x, y in zip(a, b)),
               "files:", sorted(os.listdir(d)))
     json.dump(ref, open(os.path.join(OUT, "reference.json"), "w"))

@@ -87,3 +87,23 @@ def test_mistral_window_caps_length(mistral):
     assert st == 422 and "limit of 64" in r["error"], r
     st, r = post(mistral, "/embed", {"inputs": [long], "truncate": True})
     assert st == 200 and len(r[0]) == 64, r  # hidden size 64
+
+
+def test_nomic_server(posy_bin):
+    """NomicBERT (nomic-embed-text's layout) through the HTTP front: its token
+    type rows reach the engine (type_vocab_size 2, the gateway sends the ids),
+    /embed and /v1/embeddings give transformers' vectors, /tokenize its ids."""
+    _, texts, ids, want = case("nomic")
+    s = Server(posy_bin, os.path.join(ROOT, "nomic"), "--device", "cpu", "--threads", "2")
+    try:
+        st, tei = post(s.url, "/embed", {"inputs": texts})
+        assert st == 200, tei
+        assert min_cos(tei, want) >= 0.99999
+        st, oa = post(s.url, "/v1/embeddings", {"input": texts, "model": "nomic"})
+        assert st == 200, oa
+        assert min_cos([d["embedding"] for d in oa["data"]], want) >= 0.99999
+        st, tok = post(s.url, "/tokenize", {"inputs": texts, "add_special_tokens": True})
+        assert st == 200, tok
+        assert [[t["id"] for t in seq] for seq in tok] == ids
+    finally:
+        assert s.stop() == 0

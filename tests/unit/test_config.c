@@ -249,7 +249,7 @@ static void test_config_errors(void) {
     expect_fail("config.json: expected a JSON object", NULL);
     put("config.json", "{\"hidden_size\":64}");
     expect_fail("config.json: required field model_type", NULL);
-    put("config.json", "{\"architectures\":[\"NomicBertModel\"],\"hidden_size\":64}");
+    put("config.json", "{\"architectures\":[\"Gemma2Model\"],\"hidden_size\":64}");
     expect_fail("config.json: required field model_type", NULL);
     /* pre-transformers-3 config: the class name stands in for model_type */
     put("config.json", "{\"architectures\":[\"RobertaModel\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
@@ -261,8 +261,8 @@ static void test_config_errors(void) {
         CHECK_EQ_INT(c.info.max_positions, 64);
         eng_config_free(&c);
     }
-    put("config.json", "{\"model_type\":\"nomic_bert\",\"hidden_size\":64}");
-    expect_fail("config.json: model_type 'nomic_bert' is not supported", NULL);
+    put("config.json", "{\"model_type\":\"gemma2\",\"hidden_size\":64}");
+    expect_fail("config.json: model_type 'gemma2' is not supported", NULL);
     /* MPNet: positions from 2 whatever pad_token_id says, no token types,
      * 32 relative buckets only (transformers computes 32 regardless) */
     put("config.json", "{\"model_type\":\"mpnet\",\"hidden_size\":64,\"num_hidden_layers\":2,"

@@ -385,6 +385,68 @@ static void test_image_glu(void) {
     if (mb.ok) unload(&mb);
 }
 
+/* NomicBERT (decoders/nomic): the word table with token type row 0 added
+ * before the one bf16 rounding, the embedding LayerNorm, both post-norms
+ * and their biases as placed, the products unfolded (bf16 of the source:
+ * a post-norm must not be folded into the next product), Wqkv as is and
+ * fc12 (the gate) before fc11 in the stack; one rotary.  The check: its
+ * head size 16 is refused, 64 runs; POSY_CUDA_GLU=0 names NomicBERT. */
+static void test_image_nomic(void) {
+    loaded m;
+    load(&m, "decoders/nomic");
+    if (!m.ok) return;
+    eng_cu_q3_image im;
+    char *img = plan_fill(&m, &im, 64);
+    const size_t H = (size_t)im.H, I = (size_t)im.I, V = (size_t)im.vocab;
+    CHECK(im.local_rope == 0 && im.rope_local == ENG_CU_Q3_NONE);
+    CHECK(m.w.type_emb != NULL && m.w.norm == NULL);
+    float *row = malloc(V * H * sizeof(float));
+    for (size_t i = 0; i < V * H; i++) row[i] = m.w.embed[i] + m.w.type_emb[i % H];
+    CHECK_MSG(same_bf16(img, im.embed, row, V * H), "the word table plus type row 0");
+    free(row);
+    CHECK(im.emb_norm != ENG_CU_Q3_NONE && im.emb_norm_b != ENG_CU_Q3_NONE);
+    if (im.emb_norm != ENG_CU_Q3_NONE && im.emb_norm_b != ENG_CU_Q3_NONE)
+        CHECK(same_f32(img, im.emb_norm, m.w.emb_norm, H) && same_f32(img, im.emb_norm_b, m.w.emb_norm_b, H));
+    for (int l = 0; l < im.L; l++) {
+        const eng_cu_q3_layer_off *o = &im.layers[l];
+        const eng_qwen3_layer *w = &m.w.layers[l];
+        CHECK(o->ln1 != ENG_CU_Q3_NONE && o->ln1_b != ENG_CU_Q3_NONE && o->ln2_b != ENG_CU_Q3_NONE);
+        CHECK(o->post_attn == ENG_CU_Q3_NONE && o->q_norm == ENG_CU_Q3_NONE && o->qkv_b == ENG_CU_Q3_NONE);
+        if (o->ln1 == ENG_CU_Q3_NONE || o->ln1_b == ENG_CU_Q3_NONE || o->ln2_b == ENG_CU_Q3_NONE) continue;
+        CHECK_MSG(same_f32(img, o->ln1, w->ln1, H) && same_f32(img, o->ln1_b, w->ln1_b, H) &&
+                      same_f32(img, o->ln2, w->ln2, H) && same_f32(img, o->ln2_b, w->ln2_b, H),
+                  "layer %d: the post-norms", l);
+        CHECK_MSG(same_bf16(img, o->qkv_w, w->qkv_w, 3 * H * H) && same_bf16(img, o->o_w, w->o_w, H * H) &&
+                      same_bf16(img, o->gu_w, w->gu_w, 2 * I * H) && same_bf16(img, o->down_w, w->down_w, H * I),
+                  "layer %d: the products, unfolded", l);
+        char name[96];
+        snprintf(name, sizeof name, "encoder.layers.%d.mlp.fc12.weight", l);
+        const eng_st_tensor *t = eng_st_find(&m.st, name);
+        CHECK(t != NULL && (size_t)t->numel == I * H);
+        if (t) {
+            float *g = malloc(I * H * sizeof(float));
+            eng_st_tensor_to_f32(t, g);
+            CHECK_MSG(same_bf16(img, o->gu_w, g, I * H), "layer %d: fc12 (the gate) first", l);
+            free(g);
+        }
+    }
+    free(img);
+    eng_cu_q3_image_free(&im);
+    posy_err err;
+    posy_err_clear(&err);
+    CHECK(eng_cu_q3_check(&m.cfg, &err) != 0);
+    CHECK_STR_CONTAINS(err.msg, "head_dim 16");
+    eng_config c = m.cfg;
+    c.head_dim = 64;
+    posy_err_clear(&err);
+    CHECK_MSG(eng_cu_q3_check(&c, &err) == 0, "%s", err.msg);
+    setenv("POSY_CUDA_GLU", "0", 1);
+    CHECK(eng_cu_q3_check(&c, &err) != 0);
+    CHECK_STR_CONTAINS(err.msg, "NomicBERT");
+    unsetenv("POSY_CUDA_GLU");
+    unload(&m);
+}
+
 /* The image filled a window at a time, as the upload does (each window
  * into its own buffer, then placed), is the whole fill byte for byte --
  * windows of 256 bytes (splitting every tensor and rotary table), odd
@@ -477,4 +539,5 @@ static void test_gate_and_shapes(void) {
 }
 
 TEST_MAIN(TEST(test_bf16_rounding), TEST(test_image_causal), TEST(test_image_bidir), TEST(test_image_fold),
-          TEST(test_rope_table), TEST(test_gate_and_shapes), TEST(test_image_glu), TEST(test_image_windows))
+          TEST(test_rope_table), TEST(test_gate_and_shapes), TEST(test_image_glu), TEST(test_image_nomic),
+          TEST(test_image_windows))

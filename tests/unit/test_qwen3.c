@@ -31,12 +31,19 @@
  *             weights without it give cosine 0.30), GQA, causal, last token
  *   t5/, t5g/ T5's encoder (an encoder on this engine): relative position
  *             bias, unscaled attention, relu MLP / T5 v1.1's gated-gelu
+ *   nomic/    NomicBERT (nomic-embed-text; an encoder on this engine):
+ *             post-LayerNorm layers, rotary, SwiGLU, token type row 0
+ *             added before the embedding LayerNorm; config.json in the
+ *             hub's own keys (n_embd, rotary_emb_base, ...), and the same
+ *             weights under transformers' config (config_transformers.json)
+ *             must give the same vectors
  */
 #include <jansson.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include "cpu/eng_cpu_gemm_packed.h" /* eng_cpu_gemm_choice: whether the linears run packed */
 #include "posy_engine.h"
 #include "posy_test.h"
@@ -78,9 +85,11 @@ static void load_ref(const char *root) {
     }
 }
 
+/* name: a folder of g_root, or an absolute path */
 static posy_engine *open_model(const char *name, posy_attention att) {
     char dir[1024];
-    snprintf(dir, sizeof dir, "%s/%s", g_root, name);
+    if (name[0] == '/') snprintf(dir, sizeof dir, "%s", name);
+    else snprintf(dir, sizeof dir, "%s/%s", g_root, name);
     posy_engine_opts o = {0};
     o.device = POSY_DEVICE_CPU;
     o.n_threads = 2;
@@ -124,13 +133,13 @@ static double min_cos(const float *out, int H, json_t *refs) {
 
 /* every attention mode (last_mode POSY_ATTN_BIDIRECTIONAL), or the model's
  * own only (POSY_ATTN_MODEL: an encoder, which refuses --attention) */
-static void check_model_modes(const char *name, int config_causal, int last_mode) {
+static void check_dir_modes(const char *name, const char *dir, int config_causal, int last_mode) {
     json_t *m = json_object_get(json_object_get(ref_root, "models"), name);
     CHECK(m != NULL);
     if (!m) return;
     const int want_pool = !strcmp(json_string_value(json_object_get(m, "pooling")), "last") ? POSY_POOL_LAST : POSY_POOL_MEAN;
     for (int mode = POSY_ATTN_MODEL; mode <= last_mode; mode++) {
-        posy_engine *e = open_model(name, (posy_attention)mode);
+        posy_engine *e = open_model(dir, (posy_attention)mode);
         if (!e) continue;
         const posy_model_info *mi = posy_engine_info(e);
         int causal = mode == POSY_ATTN_MODEL ? config_causal : mode == POSY_ATTN_CAUSAL;
@@ -160,6 +169,40 @@ static void check_model_modes(const char *name, int config_causal, int last_mode
         free(one);
         posy_engine_close(e);
     }
+}
+
+/* NomicBERT: the hub's config.json (Nomic's keys), then the same folder
+ * with transformers' config (config_transformers.json as config.json, in a
+ * temporary folder of links); --attention refused (*o asks for causal). */
+static void check_nomic(const posy_engine_opts *o) {
+    check_dir_modes("nomic", "nomic", 0, POSY_ATTN_MODEL);
+    posy_err err;
+    posy_err_clear(&err);
+    CHECK(posy_engine_open(FIX_DEC "/nomic", o, &err) == NULL);
+    CHECK_STR_CONTAINS(err.msg, "encoder");
+    char tmpl[] = "/tmp/posy_nomic_XXXXXX", src[2048], dst[2048], cwd[1024];
+    const char *dir = mkdtemp(tmpl);
+    CHECK(dir != NULL && getcwd(cwd, sizeof cwd) != NULL);
+    if (!dir) return;
+    static const char *const files[][2] = {{"config_transformers.json", "config.json"},
+                                           {"model.safetensors", "model.safetensors"},
+                                           {"tokenizer.json", "tokenizer.json"}, {"modules.json", "modules.json"},
+                                           {"1_Pooling", "1_Pooling"}, {"2_Normalize", "2_Normalize"}};
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(src, sizeof src, "%s/" FIX_DEC "/nomic/%s", cwd, files[i][0]);
+        snprintf(dst, sizeof dst, "%s/%s", dir, files[i][1]);
+        CHECK_MSG(symlink(src, dst) == 0, "symlink %s", dst);
+    }
+    check_dir_modes("nomic", dir, 0, POSY_ATTN_MODEL);
+    for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
+        snprintf(dst, sizeof dst, "%s/%s", dir, files[i][1]);
+        unlink(dst);
+    }
+    rmdir(dir);
+}
+
+static void check_model_modes(const char *name, int config_causal, int last_mode) {
+    check_dir_modes(name, name, config_causal, last_mode);
 }
 
 static void check_model(const char *name, int config_causal) {
@@ -223,6 +266,7 @@ static void test_decoders(void) {
     posy_err_clear(&err);
     CHECK(posy_engine_open(FIX_DEC "/t5", &o, &err) == NULL);
     CHECK_STR_CONTAINS(err.msg, "encoder");
+    check_nomic(&o);
     json_decref(ref_root);
     ref_root = NULL;
 }

@@ -239,6 +239,19 @@ static void refused(const char *type, const bad_field *bad, size_t n) {
     }
 }
 
+/* The same, on config.json = base (a whole field list) + extra */
+static void refused_body(const char *base, const bad_field *bad, size_t n) {
+    eng_config c;
+    posy_err err;
+    for (size_t i = 0; i < n; i++) {
+        char body[1024];
+        snprintf(body, sizeof body, "%s%s", base, bad[i].extra);
+        write_body(body);
+        CHECK_MSG(load(&c, &err) != 0, "accepted %s", bad[i].extra);
+        CHECK_STR_CONTAINS(err.msg, bad[i].want);
+    }
+}
+
 static void test_gemma3(void) {
     eng_config c;
     posy_err err;
@@ -347,20 +360,69 @@ static void test_t5(void) {
     CHECK(c.t5 == 1 && c.mlp_plain == 0 && c.act == ENG_ACT_GELU_TANH);
     CHECK_EQ_INT(c.info.max_positions, 1024);
     eng_config_free(&c);
-    static const struct { const char *extra, *want; } bad[] = {
+    static const bad_field bad[] = {
         {",\"relative_attention_num_buckets\":64", "relative_attention_num_buckets"},
         {",\"relative_attention_max_distance\":256", "relative_attention_num_buckets"},
         {",\"is_decoder\":true", "decoder"},
         {",\"feed_forward_proj\":\"gated-silu\"", "gated-silu"},
         {",\"d_kv\":\"sixteen\"", "d_kv"},
     };
-    for (size_t i = 0; i < sizeof bad / sizeof bad[0]; i++) {
-        char body[512];
-        snprintf(body, sizeof body, T5_SIZES "%s", bad[i].extra);
-        write_body(body);
-        CHECK_MSG(load(&c, &err) != 0, "t5 accepted %s", bad[i].extra);
-        CHECK_STR_CONTAINS(err.msg, bad[i].want);
-    }
+    refused_body(T5_SIZES, bad, sizeof bad / sizeof bad[0]);
+}
+
+/* NomicBERT: Nomic's own keys (as nomic-embed-text-v1.5's config.json)
+ * and transformers' read alike; n_inner absent is 4 x n_embd; the
+ * switches posy's layer does not compute refused by name. */
+#define NOMIC_OWN "\"model_type\":\"nomic_bert\",\"n_embd\":64,\"n_layer\":2,\"n_head\":4,\"vocab_size\":512," \
+                  "\"n_positions\":8192,\"rotary_emb_base\":1000,\"activation_function\":\"swiglu\"," \
+                  "\"layer_norm_epsilon\":1e-12,\"type_vocab_size\":2,\"prenorm\":false,\"qkv_proj_bias\":false," \
+                  "\"rotary_scaling_factor\":null,\"rotary_emb_fraction\":1.0,\"causal\":false"
+static void test_nomic(void) {
+    eng_config c;
+    posy_err err;
+    write_body(NOMIC_OWN);
+    CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
+    CHECK(c.nomic == 1 && c.modernbert == 0 && c.t5 == 0 && c.qk_norm == 0 && c.norm_bias == 1);
+    CHECK(c.info.hidden == 64 && c.info.layers == 2 && c.info.heads == 4 && c.info.kv_heads == 4 && c.head_dim == 16);
+    CHECK_EQ_INT(c.info.intermediate, 256); /* no n_inner: 4 x n_embd */
+    CHECK_EQ_INT(c.info.max_positions, 8192);
+    CHECK_EQ_INT(c.info.type_vocab, 2);
+    CHECK(c.rope.theta == 1000.0 && c.rope.type == ENG_ROPE_DEFAULT && c.act == ENG_ACT_SILU && c.ln_eps == 1e-12);
+    CHECK(c.info.causal == 0 && !strcmp(c.info.arch, "qwen3"));
+    eng_config_free(&c);
+    write_body("\"model_type\":\"nomic_bert\",\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+               "\"intermediate_size\":96,\"vocab_size\":512,\"max_position_embeddings\":2048,\"hidden_act\":\"silu\","
+               "\"layer_norm_eps\":1e-5,\"rope_parameters\":{\"rope_type\":\"default\",\"rope_theta\":5000.0}");
+    CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
+    CHECK(c.nomic == 1 && c.info.intermediate == 96 && c.info.max_positions == 2048 && c.ln_eps == 1e-5);
+    CHECK(c.rope.theta == 5000.0 && c.info.type_vocab == 2);
+    eng_config_free(&c);
+    /* transformers' defaults: theta 1000 without rope_parameters; an architecture
+     * name alone (no model_type) is enough */
+    write_body("\"architectures\":[\"NomicBertModel\"],\"hidden_size\":64,\"num_hidden_layers\":2,"
+               "\"num_attention_heads\":4,\"vocab_size\":512");
+    CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
+    CHECK(c.nomic == 1 && c.rope.theta == 1000.0 && c.info.intermediate == 256);
+    eng_config_free(&c);
+    static const bad_field bad[] = {
+        {",\"prenorm\":true", "prenorm"},
+        {",\"qkv_proj_bias\":true", "qkv_proj_bias"},
+        {",\"mlp_fc1_bias\":true", "mlp_fc1_bias"},
+        {",\"rotary_emb_interleaved\":true", "rotary_emb_interleaved"},
+        {",\"use_rms_norm\":true", "use_rms_norm"},
+        {",\"causal\":true", "causal"},
+        {",\"scale_attn_weights\":false", "scale_attn_weights"},
+        {",\"rotary_emb_fraction\":0.5", "rotary_emb_fraction"},
+        {",\"rotary_scaling_factor\":2.0", "rotary_scaling_factor"},
+        {",\"moe_every_n_layers\":2", "mixture-of-experts"},
+        {",\"activation_function\":\"gelu\"", "gelu"},
+        {",\"n_embd\":65", "multiple"},
+    };
+    refused_body(NOMIC_OWN, bad, sizeof bad / sizeof bad[0]);
+    write_body("\"model_type\":\"nomic_bert\",\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+               "\"vocab_size\":512,\"head_dim\":32");
+    CHECK(load(&c, &err) != 0);
+    CHECK_STR_CONTAINS(err.msg, "head_dim");
 }
 
 static void test_cleanup(void) {
@@ -368,4 +430,4 @@ static void test_cleanup(void) {
 }
 
 TEST_MAIN(TEST(test_rope_theta_places), TEST(test_rope_scaling), TEST(test_attention_direction), TEST(test_refusals), TEST(test_families), TEST(test_gemma3), TEST(test_modernbert),
-          TEST(test_t5), TEST(test_cleanup))
+          TEST(test_t5), TEST(test_nomic), TEST(test_cleanup))

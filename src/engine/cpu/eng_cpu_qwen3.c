@@ -17,6 +17,10 @@
  * rotary, with the relative position bias of eng_relpos.h in the BERT
  * attention kernel (eng_cpu_attention; no GQA in T5) and relu(h Wi^T)
  * without a gate (cfg.mlp_plain) or T5 v1.1's gelu_new GeGLU.
+ * NomicBERT (cfg.nomic: nomic-embed-text) takes it as BERT's post-norm
+ * layer: no norm before attention or the MLP, x = LN(x + attn) and x =
+ * LN(x + mlp) after them (ln1, ln2), token type rows added to the
+ * embeddings before their LayerNorm, SwiGLU, no final norm.
  * Then the final RMSNorm, pooling (last token or mean per the
  * sentence-transformers files) and L2 normalisation.  Attention direction
  * comes from info.causal (config.json, overridable by the engine option).
@@ -198,10 +202,10 @@ void eng_cpu_qwen3_close(eng_cpu_qwen3 *q) {
     free(q);
 }
 
-/* y = norm(x): RMSNorm, or ModernBERT's LayerNorm (g, bias b) */
+/* y = norm(x): RMSNorm, or ModernBERT's / NomicBERT's LayerNorm (g, bias b) */
 static void q3_norm(const posy_engine *e, float *y, const float *x, const float *g, const float *b, int T, int H) {
     const float eps = (float)e->cfg.ln_eps;
-    if (!e->cfg.modernbert) {
+    if (!e->cfg.modernbert && !e->cfg.nomic) {
         eng_cpu_rmsnorm(y, x, g, eps, T, H);
         return;
     }
@@ -214,10 +218,13 @@ static int q3_layer(eng_cpu_qwen3 *q, const posy_engine *e, int l, const eng_qwe
     int T = b->n_tokens, H = mi->hidden, F = mi->intermediate, d = e->cfg.head_dim;
     int nh = mi->heads, nkv = mi->kv_heads, QKV = (nh + 2 * nkv) * d;
     float eps = (float)e->cfg.ln_eps;
-    if (L->ln1) q3_norm(e, q->h, q->x, L->ln1, L->ln1_b, T, H);
-    else memcpy(q->h, q->x, sizeof(float) * (size_t)T * H); /* ModernBERT's layer 0 */
+    const int post = e->cfg.nomic; /* post-norm: the blocks read x itself, ln1 / ln2 come after them */
+    if (!post) {
+        if (L->ln1) q3_norm(e, q->h, q->x, L->ln1, L->ln1_b, T, H);
+        else memcpy(q->h, q->x, sizeof(float) * (size_t)T * H); /* ModernBERT's layer 0 */
+    }
     const q3_pack *P = q->packs ? &q->packs[l] : NULL; /* NULL: OpenBLAS (eng_cpu_linear_pk) */
-    eng_cpu_linear_pk(q->isa, q->qkv, q->h, L->qkv_w, P ? &P->qkv : NULL, L->qkv_b, T, QKV, H);
+    eng_cpu_linear_pk(q->isa, q->qkv, post ? q->x : q->h, L->qkv_w, P ? &P->qkv : NULL, L->qkv_b, T, QKV, H);
     if (L->q_norm) { /* Qwen3 only */
         eng_cpu_rmsnorm_heads(q->qkv, (size_t)QKV, 0, T, nh, d, L->q_norm, eps);
         eng_cpu_rmsnorm_heads(q->qkv, (size_t)QKV, (size_t)nh * d, T, nkv, d, L->k_norm, eps);
@@ -237,9 +244,14 @@ static int q3_layer(eng_cpu_qwen3 *q, const posy_engine *e, int l, const eng_qwe
     }
     eng_cpu_linear_pk(q->isa, q->h, q->ctx, L->o_w, P ? &P->o : NULL, L->o_b, T, H, nh * d);
     if (L->post_attn) eng_cpu_rmsnorm(q->h, q->h, L->post_attn, eps, T, H); /* Gemma 3 */
-    eng_cpu_add(q->x, q->h, (size_t)T * H);
-    q3_norm(e, q->h, q->x, L->ln2, L->ln2_b, T, H);
-    eng_cpu_linear_pk(q->isa, q->gu, q->h, L->gu_w, P ? &P->gu : NULL, NULL, T, (e->cfg.mlp_plain ? 1 : 2) * F, H);
+    if (post) {
+        eng_cpu_add_layernorm(q->x, q->h, L->ln1, L->ln1_b, eps, T, H); /* x = LN(x + attn) */
+    } else {
+        eng_cpu_add(q->x, q->h, (size_t)T * H);
+        q3_norm(e, q->h, q->x, L->ln2, L->ln2_b, T, H);
+    }
+    eng_cpu_linear_pk(q->isa, q->gu, post ? q->x : q->h, L->gu_w, P ? &P->gu : NULL, NULL, T,
+                      (e->cfg.mlp_plain ? 1 : 2) * F, H);
     if (e->cfg.mlp_plain) { /* T5 v1.0: relu(h Wi^T), no gate (act is relu: eng_config cfg_t5) */
         const size_t n = (size_t)T * F;
         for (size_t i = 0; i < n; i++) q->act[i] = q->gu[i] > 0.0f ? q->gu[i] : 0.0f;
@@ -248,7 +260,8 @@ static int q3_layer(eng_cpu_qwen3 *q, const posy_engine *e, int l, const eng_qwe
     else eng_cpu_swiglu(q->act, q->gu, T, F);
     eng_cpu_linear_pk(q->isa, q->h, q->act, L->down_w, P ? &P->down : NULL, NULL, T, H, F);
     if (L->post_mlp) eng_cpu_rmsnorm(q->h, q->h, L->post_mlp, eps, T, H);
-    eng_cpu_add(q->x, q->h, (size_t)T * H);
+    if (post) eng_cpu_add_layernorm(q->x, q->h, L->ln2, L->ln2_b, eps, T, H); /* x = LN(x + mlp) */
+    else eng_cpu_add(q->x, q->h, (size_t)T * H);
     return 0;
 }
 
@@ -263,12 +276,18 @@ int eng_cpu_qwen3_forward(eng_cpu_qwen3 *q, const posy_engine *e, const posy_bat
         const float s = (float)sqrt((double)H);
         for (size_t i = 0; i < (size_t)b->n_tokens * H; i++) q->x[i] *= s;
     }
-    if (e->cfg.modernbert) q3_norm(e, q->x, q->x, w->emb_norm, w->emb_norm_b, b->n_tokens, (int)H);
+    if (w->type_emb) /* NomicBERT: the token type's row (0 without type ids) */
+        for (int t = 0; t < b->n_tokens; t++) {
+            const float *ty = w->type_emb + (size_t)(b->type_ids ? b->type_ids[t] : 0) * H;
+            float *xt = q->x + (size_t)t * H;
+            for (size_t i = 0; i < H; i++) xt[i] += ty[i];
+        }
+    if (e->cfg.modernbert || e->cfg.nomic) q3_norm(e, q->x, q->x, w->emb_norm, w->emb_norm_b, b->n_tokens, (int)H);
     for (int l = 0; l < w->n_layers; l++)
         if (q3_layer(q, e, l, &w->layers[l], b) != 0)
             return posy_err_set(err, POSY_E_INTERNAL, "CPU attention scratch too small for this batch (a sequence "
                                 "longer than max_positions %d passed validation?)", mi->max_positions);
-    q3_norm(e, q->x, q->x, w->norm, w->norm_b, b->n_tokens, (int)H);
+    if (!e->cfg.nomic) q3_norm(e, q->x, q->x, w->norm, w->norm_b, b->n_tokens, (int)H); /* the final norm */
     if (b->tok_out) eng_cpu_copy_tokens(b->tok_out, q->x, b->cu_seqlens, b->n_seqs, (int)H);
     eng_cpu_pool(b->out, q->x, b->cu_seqlens, b->pool_skip, b->n_seqs, (int)H, mi->pooling);
     if (eng_config_pool_normalize(&e->cfg)) eng_cpu_l2_normalize(b->out, b->n_seqs, (int)H); /* Dense: the front does */

@@ -12,6 +12,12 @@
  *               attention; LayerNorms (bias or zeros); GELU(input) * gate;
  *               rotary alone; sliding layers with their own rotary and window;
  *               always bidirectional
+ *   NomicBERT   BERT's post-norm layer (nomic-embed-text): x = LN(x + attn),
+ *               x = LN(x + mlp), each product reading x itself; token type
+ *               row 0 folded into the word table at upload, then the
+ *               embedding LayerNorm; SwiGLU; one rotary; no final norm --
+ *               the last layer's post-MLP LayerNorm goes with the pooling,
+ *               as BERT's does; always bidirectional
  *
  * Why a forward of its own: the Qwen3 forward is tuned around RMSNorms
  * folded into the GEMMs and residual adds in their epilogues (and the
@@ -63,7 +69,8 @@ int eng_cu_glu_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *
     const int32_t *in = m->d_in;
     const int *n_tok = in + lay.meta + ENG_CU_META_TOKENS;
     const int H = m->H, I = m->I;
-    const int gemma = m->glu == ENG_CU_GLU_GEMMA, ln = m->glu == ENG_CU_GLU_MODERNBERT;
+    const int gemma = m->glu == ENG_CU_GLU_GEMMA, post = m->glu == ENG_CU_GLU_NOMIC;
+    const int ln = m->glu == ENG_CU_GLU_MODERNBERT || post;
     /* the one-query chain: every product through eng_cu_gemm_chain (plain
      * rows: no norm fold here) and every launch with PDL */
     const int chain = eng_cu_model_chain_begin(m, T);
@@ -75,10 +82,10 @@ int eng_cu_glu_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *
     nr.x = x; nr.ln = ln; nr.eps = m->eps; nr.rows = T; nr.H = H; nr.n_rows_dev = n_tok;
     /* x = embed[ids] (x sqrt(H)); Gemma: h = RMSNorm(x) * ln1[0]; ModernBERT:
      * x = h = LayerNorm(x) (the loader leaves layer 0 without a norm before
-     * attention) */
+     * attention); NomicBERT: x = LayerNorm(x), the products read x */
     CK("embedding", eng_cu_glu_embed(s, in + lay.ids, m->word, m->embed_scale, x, T, n_tok, H));
     eng_cu_glu_norm_args e = nr;
-    e.h = h;
+    e.h = post ? NULL : h;
     e.g = ln ? m->emb_norm : m->layers[0].ln1_g;
     e.b = m->emb_norm_b;        /* NULL for Gemma */
     e.write_x = e.norm_x = ln;
@@ -88,9 +95,10 @@ int eng_cu_glu_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *
     eng_cu_attn_args a;
     eng_cu_dec_args(m, T, lay, &q, &a);
 
+    bf16 *in_x = post ? x : h; /* what the products read: the normed rows */
     for (int l = 0; l < m->L; l++) {
         const eng_cu_layer *w = eng_cu_layer_at(m, l);
-        if (eng_cu_model_gemm(m, s, chain, h, w->qkv_w, w->qkv_b, NULL, m->qkv, T, m->qkv_n, H,
+        if (eng_cu_model_gemm(m, s, chain, in_x, w->qkv_w, w->qkv_b, NULL, m->qkv, T, m->qkv_n, H,
                               w->qkv_b ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, NULL, err))
             return -1;
         q.q_norm = w->q_norm; q.k_norm = w->k_norm;
@@ -104,18 +112,28 @@ int eng_cu_glu_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *
         eng_cu_glu_norm_args r = nr;
         r.y = y; r.post = gemma ? w->post_attn : NULL;
         r.write_x = 1; r.h = h; r.g = w->ln2_g; r.b = w->ln2_b; /* LayerNorm biases: ModernBERT's only */
+        if (post) { /* x = LN1(x + y): ln1 is NomicBERT's norm after attention */
+            r.h = NULL; r.norm_x = 1; r.g = w->ln1_g; r.b = w->ln1_b;
+        }
         CK("residual + norm", eng_cu_glu_norm(s, &r));
-        if (eng_cu_dec_mlp_up(m, s, chain, h, w, T, n_tok, err)) return -1;
+        if (eng_cu_dec_mlp_up(m, s, chain, in_x, w, T, n_tok, err)) return -1;
         if (eng_cu_model_gemm(m, s, chain, m->act, w->down_w, NULL, NULL, y, T, H, I, ENG_CU_EPI_NONE, NULL, err))
             return -1;
         r.post = gemma ? w->post_mlp : NULL;
-        if (l + 1 < m->L) { /* the next layer's input norm; after the last, the final norm goes with the pooling */
+        if (post) { /* x = LN2(x + y); after the last layer x + y alone, LN2 goes with the pooling */
+            r.norm_x = l + 1 < m->L;
+            r.g = r.norm_x ? w->ln2_g : NULL; r.b = r.norm_x ? w->ln2_b : NULL;
+        } else if (l + 1 < m->L) { /* the next layer's input norm; after the last, the final norm goes with the pooling */
             const eng_cu_layer *nx = eng_cu_layer_at(m, l + 1);
             r.g = nx->ln1_g; r.b = nx->ln1_b;
         } else {
             r.h = NULL; r.g = NULL; r.b = NULL;
         }
         CK("residual + norm", eng_cu_glu_norm(s, &r));
+    }
+    if (post) {
+        const eng_cu_layer *last = eng_cu_layer_at(m, m->L - 1);
+        return eng_cu_model_norm_pool(m, s, x, last->ln2_g, last->ln2_b, m->h, T, S, in, lay, err);
     }
     return eng_cu_model_norm_pool(m, s, x, m->emb_g, ln ? m->norm_b : NULL, m->h, T, S, in, lay, err);
 }

@@ -79,7 +79,7 @@ int eng_cu_qwen3_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err) {
                    : in->pooling == POSY_POOL_LAST ? ENG_CU_POOL_LAST : ENG_CU_POOL_MEAN;
     m->epi_up = ENG_CU_EPI_NONE;
     /* Gemma 3 / ModernBERT: their own forward (eng_cu_model_glu.cu) */
-    m->glu = cfg->gemma ? ENG_CU_GLU_GEMMA : cfg->modernbert ? ENG_CU_GLU_MODERNBERT : 0;
+    m->glu = cfg->gemma ? ENG_CU_GLU_GEMMA : cfg->modernbert ? ENG_CU_GLU_MODERNBERT : cfg->nomic ? ENG_CU_GLU_NOMIC : 0;
     m->glu_act = cfg->act == ENG_ACT_GELU_TANH ? ENG_CU_GLU_GELU_TANH
                  : cfg->act == ENG_ACT_GELU    ? ENG_CU_GLU_GELU_ERF
                                                : ENG_CU_GLU_SILU;

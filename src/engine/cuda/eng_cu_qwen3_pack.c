@@ -49,12 +49,12 @@ int eng_cu_q3_check(const eng_config *cfg, posy_err *err) {
         return posy_err_set(err, POSY_E_UNSUPPORTED,
                             "cuda backend: hidden %d / intermediate %d must be positive multiples of 8, hidden <= 4096",
                             in->hidden, in->intermediate);
-    if (cfg->gemma || cfg->modernbert) { /* their gated MLPs: eng_cu_glu_act */
+    if (cfg->gemma || cfg->modernbert || cfg->nomic) { /* their gated MLPs: eng_cu_glu_act */
         const char *glu = getenv("POSY_CUDA_GLU"); /* their GPU path's off switch (verified: H200 run 100) */
         if (glu && !strcmp(glu, "0"))
             return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: %s (%s) on the GPU is turned off by "
                                 "POSY_CUDA_GLU=0; use --device cpu or unset it", cfg->model_type,
-                                cfg->gemma ? "Gemma 3, EmbeddingGemma" : "ModernBERT");
+                                cfg->gemma ? "Gemma 3, EmbeddingGemma" : cfg->nomic ? "NomicBERT" : "ModernBERT");
         if (cfg->act != ENG_ACT_GELU_TANH && cfg->act != ENG_ACT_GELU && cfg->act != ENG_ACT_SILU)
             return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: %s needs a gelu, gelu_pytorch_tanh or "
                                 "silu activation", cfg->model_type);
@@ -99,6 +99,18 @@ static size_t q3_put(q3_walker *w, const float *src, size_t n, int f32) {
             uint16_t *d = (uint16_t *)q3_dst(w, at, i0, 2);
             for (size_t i = i0; i < i1; i++) d[i - i0] = eng_cu_f2bf_bits(src[i]);
         }
+    }
+    return at;
+}
+
+/* Place a [rows, cols] matrix as bf16 with the row vector v added to every
+ * row first (one rounding of the fp32 sum): NomicBERT's token type row 0
+ * folded into its word embeddings. */
+static size_t q3_put_plus_row(q3_walker *w, const float *src, size_t rows, size_t cols, const float *v) {
+    size_t at = q3_take(w, rows * cols * 2), i0, i1;
+    if (src && q3_span(w, at, rows * cols, 2, &i0, &i1)) {
+        uint16_t *d = (uint16_t *)q3_dst(w, at, i0, 2);
+        for (size_t i = i0; i < i1; i++) d[i - i0] = eng_cu_f2bf_bits(src[i] + v[i % cols]);
     }
     return at;
 }
@@ -151,7 +163,10 @@ static void q3_walk(eng_cu_q3_image *im, const eng_qwen3_weights *wt, const eng_
                     const eng_rope *rope_local, q3_walker *w) {
     const size_t H = (size_t)im->H, I = (size_t)im->I, d = (size_t)im->head_dim;
     const size_t QKV = (size_t)im->qkv_n, A = (size_t)im->attn_n;
-    im->embed = q3_put(w, wt->embed, (size_t)im->vocab * H, 0);
+    /* NomicBERT: the GPU forward embeds type 0 only (the backend refuses
+     * another type id: eng_cu_model.type_vocab 0), its row in the table */
+    im->embed = wt->type_emb ? q3_put_plus_row(w, wt->embed, (size_t)im->vocab, H, wt->type_emb)
+                             : q3_put(w, wt->embed, (size_t)im->vocab * H, 0);
     im->norm = q3_put(w, wt->norm, H, 1);
     im->norm_b = q3_put_opt(w, wt->norm_b, H);
     im->emb_norm = q3_put_opt(w, wt->emb_norm, H);
@@ -184,7 +199,7 @@ int eng_cu_q3_plan(eng_cu_q3_image *im, const eng_config *cfg, const eng_qwen3_w
                    int rope_rows, posy_err *err) {
     const posy_model_info *in = &cfg->info;
     memset(im, 0, sizeof *im);
-    if (w->n_layers != in->layers || !w->layers || !w->embed || !w->norm)
+    if (w->n_layers != in->layers || !w->layers || !w->embed || (!w->norm && !cfg->nomic)) /* NomicBERT: no final norm */
         return posy_err_set(err, POSY_E_INVALID, "cuda backend: qwen3 weights have %d layers, config %d",
                             w->n_layers, in->layers);
     if (rope_rows < 1 || cfg->head_dim < 2)
