@@ -187,7 +187,7 @@ static void check_nomic(const posy_engine_opts *o) {
     static const char *const files[][2] = {{"config_transformers.json", "config.json"},
                                            {"model.safetensors", "model.safetensors"},
                                            {"tokenizer.json", "tokenizer.json"}, {"modules.json", "modules.json"},
-                                           {"1_Pooling", "1_Pooling"}, {"2_Normalize", "2_Normalize"}};
+                                           {"1_Pooling", "1_Pooling"}};
     for (size_t i = 0; i < sizeof files / sizeof files[0]; i++) {
         snprintf(src, sizeof src, "%s/" FIX_DEC "/nomic/%s", cwd, files[i][0]);
         snprintf(dst, sizeof dst, "%s/%s", dir, files[i][1]);
