@@ -19,9 +19,10 @@ Qwen3-Embedding-0.6B's shape (28 layers, GQA 2:1, a 2.4 GB fp32 folder) is
 the third model: not CPU-only, but the decoders' CPU path at full size;
 gte-Qwen2-1.5B's (28 layers, GQA 6:1, a 6.2 GB fp32 folder) the fourth,
 gtr-t5-base's encoder (T5 v1.0, 12 layers, relative position bias) the
-fifth, both run only when --models names them.
+fifth, nomic-embed-text-v1.5's (NomicBERT: post-LN, rotary, SwiGLU) the
+sixth, all three run only when --models names them.
 --models picks some of embeddinggemma-300m, modernbert-base, qwen3-0.6b,
-gte-qwen2-1.5b, gtr-t5-base.
+gte-qwen2-1.5b, gtr-t5-base, nomic-embed-text-v1.5.
 
 BUILD_DIR holds api_embed (a Release build).  Exit 1 when a min cosine is
 under 0.99999.
@@ -67,9 +68,13 @@ def configs():
         vocab_size=32128, d_model=768, d_kv=64, d_ff=3072, num_layers=12, num_heads=12, feed_forward_proj="relu",
         relative_attention_num_buckets=32, relative_attention_max_distance=128, layer_norm_epsilon=1e-6,
         n_positions=1024, is_encoder_decoder=False, use_cache=False, pad_token_id=0, eos_token_id=1)
+    nomic = T.NomicBertConfig(  # nomic-ai/nomic-embed-text-v1.5's sizes (post-LN, rotary, SwiGLU, no biases)
+        vocab_size=30528, hidden_size=768, intermediate_size=3072, num_hidden_layers=12, num_attention_heads=12,
+        max_position_embeddings=8192, type_vocab_size=2, layer_norm_eps=1e-12,
+        rope_parameters={"rope_type": "default", "rope_theta": 1000.0}, pad_token_id=0)
     return {"embeddinggemma-300m": (T.Gemma3TextModel, gemma), "modernbert-base": (T.ModernBertModel, modernbert),
             "qwen3-0.6b": (T.Qwen3Model, qwen3), "gte-qwen2-1.5b": (T.Qwen2Model, qwen2),
-            "gtr-t5-base": (T.T5EncoderModel, t5)}
+            "gtr-t5-base": (T.T5EncoderModel, t5), "nomic-embed-text-v1.5": (T.NomicBertModel, nomic)}
 
 
 def st_files(d, hidden):
@@ -99,7 +104,7 @@ def main():
     rng = np.random.default_rng(0)
     worst_all = 1.0
     for name, (cls, cfg) in configs().items():
-        if (only and name not in only) or (not only and name in ("gte-qwen2-1.5b", "gtr-t5-base")):
+        if (only and name not in only) or (not only and name in ("gte-qwen2-1.5b", "gtr-t5-base", "nomic-embed-text-v1.5")):
             continue
         d = os.path.join(work, name)
         if not os.path.exists(os.path.join(d, "model.safetensors")):
