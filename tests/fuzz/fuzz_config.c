@@ -198,6 +198,13 @@ static void fuzz_check_ok(const eng_config *c) {
                   c->modernbert || c->qk_norm || (c->mlp_plain && c->act != ENG_ACT_RELU)))
         abort();
     if (c->mlp_plain && !c->t5) abort();
+    /* NomicBERT: the decoder family's engine with post-norms: bidirectional, head_dim the split, LayerNorms with
+     * biases, SwiGLU, one rotary without scaling, none of the other flags */
+    const int nb = !strcmp(c->model_type, "nomic_bert");
+    if (c->nomic != nb || (nb && (in->causal || c->head_dim * in->heads != in->hidden || !c->norm_bias ||
+                                  c->act != ENG_ACT_SILU || c->rope.type != ENG_ROPE_DEFAULT || c->gemma ||
+                                  c->modernbert || c->t5 || c->qk_norm || c->sliding_window || c->mlp_plain)))
+        abort();
     if (!strcmp(in->arch, "qwen3") && !c->t5) {
         for (int k = 0; k < 1 + (c->gemma || c->modernbert); k++) { /* Gemma 3, ModernBERT: the sliding layers' too */
             const eng_rope *r = k ? &c->rope_local : &c->rope;

@@ -141,6 +141,17 @@ T5 = {"model_type": "t5", "architectures": ["T5EncoderModel"], "d_model": 64, "d
       "num_heads": 4, "vocab_size": 512, "feed_forward_proj": "relu", "relative_attention_num_buckets": 32,
       "relative_attention_max_distance": 128, "layer_norm_epsilon": 1e-6, "is_encoder_decoder": False,
       "n_positions": 512}
+# nomic-embed-text-v1.5's config.json keys (Nomic's own modeling code), and transformers' NomicBertConfig
+NOMIC = {"model_type": "nomic_bert", "architectures": ["NomicBertModel"], "activation_function": "swiglu",
+         "n_embd": 64, "n_head": 4, "n_inner": 96, "n_layer": 2, "n_positions": 8192, "layer_norm_epsilon": 1e-12,
+         "rotary_emb_base": 1000, "rotary_emb_fraction": 1.0, "rotary_emb_interleaved": False,
+         "rotary_scaling_factor": None, "prenorm": False, "qkv_proj_bias": False, "mlp_fc1_bias": False,
+         "mlp_fc2_bias": False, "causal": False, "scale_attn_weights": True, "use_rms_norm": False,
+         "parallel_block": False, "type_vocab_size": 2, "vocab_size": 512}
+NOMIC_HF = {"model_type": "nomic_bert", "architectures": ["NomicBertModel"], "hidden_size": 64,
+            "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 96, "vocab_size": 512,
+            "max_position_embeddings": 2048, "type_vocab_size": 2, "layer_norm_eps": 1e-12, "hidden_act": "silu",
+            "rope_parameters": {"rope_type": "default", "rope_theta": 1000.0}, "head_dim": 16}
 DEBERTA3 = {"model_type": "deberta-v2", "architectures": ["DebertaV2ForSequenceClassification"], "hidden_size": 64,
             "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 512,
             "max_position_embeddings": 512, "type_vocab_size": 0, "relative_attention": True, "position_buckets": 256,
@@ -180,6 +191,9 @@ CFG = {
     # sentence-transformers 6's Pooling keys; its length cap in tokenizer_config.json
     "t5_st6": [T5, MODULES, {"embedding_dimension": 64, "pooling_mode": ["mean"], "include_prompt": True}, {}, {},
                {"model_max_length": 128}],
+    "nomic_st": [NOMIC, MODULES, POOL_MEAN, {"max_seq_length": 8192},
+                 {"prompts": {"query": "search_query: ", "document": "search_document: "}, "default_prompt_name": None}],
+    "nomic_hf": [NOMIC_HF],
     "mpnet_st": [MPNET, MODULES, POOL_MEAN, {"max_seq_length": 128, "do_lower_case": False}],
     # SPLADE: the masked-LM head and SpladePooling (in the fuzzer's 1_Pooling folder)
     "splade_st": [dict(BERT, architectures=["BertForMaskedLM"]),
