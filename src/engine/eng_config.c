@@ -511,8 +511,8 @@ static int cfg_t5(eng_config *c, json_t *r, const char *p, posy_err *err) {
 
 /* One of two keys naming the same integer: Nomic's own (`own`, as the
  * hub's checkpoints write config.json for Nomic's modeling code) or
- * transformers' (`hf`, as its NomicBertConfig saves it); required unless
- * def_ok. */
+ * transformers' (`hf`, as its NomicBertConfig saves it); `def` when
+ * neither is there and `req` is 0. */
 static int cfg_int2(json_t *r, const char *own, const char *hf, const char *p, int req, int def, int lo, int hi,
                     int *out, posy_err *err) {
     const char *k = json_object_get(r, own) && !json_is_null(json_object_get(r, own)) ? own : hf;
