@@ -107,3 +107,42 @@ def test_nomic_server(posy_bin):
         assert [[t["id"] for t in seq] for seq in tok] == ids
     finally:
         assert s.stop() == 0
+
+
+def _nomic_copy(tmp_path, rename=None, config=None):
+    """The nomic fixture in tmp_path, one tensor's name changed in the
+    safetensors header (same length, so offsets stay) and config.json
+    fields replaced, as a damaged download would be."""
+    import shutil
+    d = tmp_path / "nomic"
+    shutil.copytree(os.path.join(ROOT, "nomic"), d)
+    if rename:
+        p = d / "model.safetensors"
+        b = bytearray(p.read_bytes())
+        n = int.from_bytes(b[:8], "little")
+        head = b[8:8 + n].decode()
+        assert rename[0] in head and len(rename[0]) == len(rename[1])
+        b[8:8 + n] = head.replace(rename[0], rename[1]).encode()
+        p.write_bytes(bytes(b))
+    if config:
+        c = json.load(open(d / "config.json"))
+        c.update(config)
+        json.dump(c, open(d / "config.json", "w"))
+    return str(d)
+
+
+@pytest.mark.parametrize("rename,config,want", [
+    (("encoder.layers.1.norm2.bias", "encoder.layers.1.normX.bias"), None, "encoder.layers.1.norm2.bias not found"),
+    (("emb_ln.weight", "emb_lX.weight"), None, "emb_ln.weight not found"),
+    (None, {"n_inner": 128}, "fc12.weight has shape [96, 64], config.json implies [128, 64]"),
+    (None, {"prenorm": True}, "prenorm true is not supported"),
+    (None, {"rotary_scaling_factor": 2.0}, "rotary_scaling_factor set is not supported"),
+])
+def test_nomic_damaged_refused(posy, tmp_path, rename, config, want):
+    """A NomicBERT folder whose weights or config do not match is refused at
+    load with the file and tensor or field named, never run."""
+    d = _nomic_copy(tmp_path, rename, config)
+    r = posy.run("embed", "--model", d, "--device", "cpu", "--", "hello")
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode != 0 and r.returncode < 128, err
+    assert want in err, err
