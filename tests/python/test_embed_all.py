@@ -3,10 +3,11 @@ sentence-transformers' encode(output_value="token_embeddings") on the same
 texts (tests/fixtures/token_states, made by
 tests/gen/gen_token_state_fixtures.py).
 
-Five architectures, each through its own CPU path: BERT (the default
+Six architectures, each through its own CPU path: BERT (the default
 model), DeBERTa v3, a T5 encoder with a Dense module (which changes the
 sentence vector, never the token states), a Qwen3 decoder (states after
-its final RMSNorm; last-token pooling) and ModernBERT.  Every token of
+its final RMSNorm; last-token pooling), ModernBERT and NomicBERT (states
+after the last layer's post-MLP LayerNorm, no final norm).  Every token of
 every input must match at the CPU bar (cosine >= 0.99999, and the same
 norm within 1e-4), in order, special tokens included, and the tokens must
 be the ones sentence-transformers tokenized.  Then: token-id inputs, the
@@ -24,7 +25,7 @@ from conftest import FIXTURES
 from serve_util import Server, post_json as post
 
 MODELS = {"minilm": None, "deberta_st": "deberta_st", "t5_st": "t5_st", "qwen3": "qwen3/causal",
-          "modernbert": "decoders/modernbert"}
+          "modernbert": "decoders/modernbert", "nomic": "decoders/nomic"}
 
 
 def model_dir(name, posy_model):
