@@ -13,9 +13,10 @@
 #                         off
 # Order: lab_wgmma's checks (the GELU gates against fp64, the versions
 # that must refuse them), tests/cuda/e2e_decoders.py gemma3 modernbert
-# (against transformers fp32, min cosine >= 0.999, alone and packed),
-# gpu_backend_e2e on both folders (graph == eager bit for bit, batches in
-# flight), then one-query GPU time with the chain at its default / off /
+# nomic (against transformers fp32, min cosine >= 0.999, alone and packed;
+# each model's transformers bf16 error printed beside it), gpu_backend_e2e
+# on the three folders (graph == eager bit for bit, batches in flight),
+# then one-query GPU time with the chain at its default / off /
 # 32 / a late trigger, and steps of 16k-64k tokens with the race's log
 # (fused gate against cuBLASLt + kernel, per bucket) and without the fused
 # gate.
