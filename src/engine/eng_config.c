@@ -184,8 +184,9 @@ static int cfg_rope_type(json_t *sc, const char *q, eng_rope *out, posy_err *err
  * as rope_parameters' own rope_type ("type" in some older files).  Types
  * default, linear and llama3 run (eng_rope.h says how); the others
  * (dynamic, yarn, longrope, ...) are refused by name, since ignoring one
- * would give vectors that silently differ from the reference. */
-static int cfg_rope(eng_config *c, json_t *r, const char *p, posy_err *err) {
+ * would give vectors that silently differ from the reference.  theta:
+ * the family's default base when neither place gives one. */
+static int cfg_rope(eng_config *c, json_t *r, const char *p, double theta, posy_err *err) {
     json_t *rp = json_object_get(r, "rope_parameters"), *rs = json_object_get(r, "rope_scaling");
     int rc;
     if (rp && !json_is_null(rp) && !json_is_object(rp))
@@ -194,10 +195,10 @@ static int cfg_rope(eng_config *c, json_t *r, const char *p, posy_err *err) {
         return posy_err_set(err, POSY_E_INVALID, "%s: rope_scaling must be an object or null", p);
     if (!json_is_object(rp)) rp = NULL;
     if (!json_is_object(rs)) rs = NULL;
-    c->rope = eng_rope_plain(10000.0);
-    if ((rc = eng_cfgjson_num(r, "rope_theta", p, 0, 10000.0, 1, 1e12, &c->rope.theta, err))) return rc;
+    c->rope = eng_rope_plain(theta);
+    if ((rc = eng_cfgjson_num(r, "rope_theta", p, 0, theta, 1, 1e12, &c->rope.theta, err))) return rc;
     if (rp && !json_object_get(r, "rope_theta") &&
-        (rc = eng_cfgjson_num(rp, "rope_theta", p, 0, 10000.0, 1, 1e12, &c->rope.theta, err)))
+        (rc = eng_cfgjson_num(rp, "rope_theta", p, 0, theta, 1, 1e12, &c->rope.theta, err)))
         return rc;
     /* a rotary over part of the head (Phi, GPT-NeoX style) is not this engine's */
     double partial = 1.0;
@@ -241,9 +242,7 @@ static int cfg_rope_gemma(eng_config *c, json_t *r, const char *p, posy_err *err
             return rc;
         return 0;
     }
-    if ((rc = cfg_rope(c, r, p, err))) return rc;
-    if (!json_object_get(r, "rope_theta") && !(json_is_object(rp) && json_object_get(rp, "rope_theta")))
-        c->rope.theta = 1000000.0;
+    if ((rc = cfg_rope(c, r, p, 1000000.0, err))) return rc;
     return eng_cfgjson_num(r, "rope_local_base_freq", p, 0, 10000.0, 1, 1e12, &c->rope_local.theta, err);
 }
 
@@ -291,7 +290,7 @@ static int cfg_layer_kinds(eng_config *c, json_t *r, const char *p, int *any_loc
  * engine option --attention can still override it. */
 static int cfg_qwen3_extra(eng_config *c, json_t *r, const char *p, int gemma, posy_err *err) {
     int rc, causal = 1, bidir = 0, sliding = 0;
-    if ((rc = gemma ? cfg_rope_gemma(c, r, p, err) : cfg_rope(c, r, p, err))) return rc;
+    if ((rc = gemma ? cfg_rope_gemma(c, r, p, err) : cfg_rope(c, r, p, 10000.0, err))) return rc;
     if ((rc = eng_cfgjson_bool(r, "is_causal", p, 1, &causal, err)) ||
         (rc = eng_cfgjson_bool(r, "use_bidirectional_attention", p, 0, &bidir, err)) ||
         (rc = eng_cfgjson_bool(r, "use_sliding_window", p, 0, &sliding, err)))
@@ -592,11 +591,9 @@ static int cfg_nomic(eng_config *c, json_t *r, const char *p, posy_err *err) {
                                 "(moe_every_n_layers %lld, nomic-embed-text-v2-moe) is not supported", p,
                                 (long long)json_integer_value(moe));
     } else {
-        if ((rc = eng_config_activation(c, r, "hidden_act", "silu", p, err)) || (rc = cfg_rope(c, r, p, err))) return rc;
-        /* transformers' NomicBertConfig: 1000 unless rope_parameters says */
-        json_t *rp = json_object_get(r, "rope_parameters");
-        if (!json_object_get(r, "rope_theta") && !(json_is_object(rp) && json_object_get(rp, "rope_theta")))
-            c->rope.theta = 1000.0;
+        /* transformers' NomicBertConfig: base 1000 unless rope_parameters says */
+        if ((rc = eng_config_activation(c, r, "hidden_act", "silu", p, err)) || (rc = cfg_rope(c, r, p, 1000.0, err)))
+            return rc;
         if (c->act != ENG_ACT_SILU)
             return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: nomic_bert with hidden_act other than silu is not "
                                 "supported", p);

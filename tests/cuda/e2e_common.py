@@ -99,3 +99,29 @@ def check_outputs(label, prefix, suffixes, hidden, ref, seqs, bar=0.999, log=pri
             f"mean {c.mean():.6f}, max abs err {np.abs(got - ref).max():.2e}")
         ok &= bool(c.min() >= bar)
     return ok
+
+
+def nomic_hub_keys(c):
+    """config.json as nomic-embed-text-v1.5 ships it for Nomic's own
+    modeling code (n_embd, n_head, rotary_emb_base, ...), from the dict
+    transformers' NomicBertConfig saves: what posy reads from a download.
+    tests/gen/gen_decoder_fixtures.py (the CPU fixture) and e2e_decoders.py
+    (the GPU check) both write it."""
+    return {"activation_function": "swiglu", "architectures": ["NomicBertModel"], "attn_pdrop": 0.0,
+            "auto_map": {"AutoConfig": "nomic-ai/nomic-bert-2048--configuration_hf_nomic_bert.NomicBertConfig",
+                         "AutoModel": "nomic-ai/nomic-bert-2048--modeling_hf_nomic_bert.NomicBertModel"},
+            "bos_token_id": None, "causal": False, "dense_seq_output": True, "embd_pdrop": 0.0,
+            "eos_token_id": None, "fused_bias_fc": True, "fused_dropout_add_ln": True, "initializer_range": 0.02,
+            "layer_norm_epsilon": c["layer_norm_eps"], "max_trained_positions": 2048, "mlp_fc1_bias": False,
+            "mlp_fc2_bias": False, "model_type": "nomic_bert", "n_embd": c["hidden_size"],
+            "n_head": c["num_attention_heads"], "n_inner": c["intermediate_size"], "n_layer": c["num_hidden_layers"],
+            "n_positions": c["max_position_embeddings"], "pad_vocab_size_multiple": 64, "parallel_block": False,
+            "parallel_block_tied_norm": False, "prenorm": False, "qkv_proj_bias": False,
+            "reorder_and_upcast_attn": False, "resid_pdrop": 0.0,
+            "rotary_emb_base": c["rope_parameters"]["rope_theta"], "rotary_emb_fraction": 1.0,
+            "rotary_emb_interleaved": False, "rotary_emb_scale_base": None, "rotary_scaling_factor": None,
+            "scale_attn_by_inverse_layer_idx": False, "scale_attn_weights": True, "summary_activation": None,
+            "summary_first_dropout": 0.0, "summary_proj_to_labels": True, "summary_type": "cls_index",
+            "summary_use_proj": True, "torch_dtype": "bfloat16", "transformers_version": "4.37.2",
+            "type_vocab_size": c["type_vocab_size"], "use_cache": True, "use_flash_attn": True,
+            "use_rms_norm": False, "use_xentropy": True, "vocab_size": c["vocab_size"]}

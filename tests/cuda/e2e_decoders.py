@@ -54,7 +54,7 @@ import torch
 import transformers as T
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_common import cosines  # noqa: E402
+from e2e_common import cosines, nomic_hub_keys  # noqa: E402
 from e2e_vs_transformers import sequences, write_seqs  # noqa: E402
 
 torch.backends.cuda.matmul.allow_tf32 = False
@@ -112,15 +112,7 @@ OWN_MODE = ("gemma3", "modernbert", "nomic")
 def nomic_hub_config(d):
     """config.json in the keys of Nomic's own modeling code, as
     nomic-embed-text-v1.5 ships it (what posy reads from a download)."""
-    c = json.load(open(os.path.join(d, "config.json")))
-    hub = {"model_type": "nomic_bert", "architectures": ["NomicBertModel"], "activation_function": "swiglu",
-           "n_embd": c["hidden_size"], "n_head": c["num_attention_heads"], "n_inner": c["intermediate_size"],
-           "n_layer": c["num_hidden_layers"], "n_positions": c["max_position_embeddings"],
-           "layer_norm_epsilon": c["layer_norm_eps"], "rotary_emb_base": c["rope_parameters"]["rope_theta"],
-           "rotary_emb_fraction": 1.0, "rotary_emb_interleaved": False, "rotary_scaling_factor": None,
-           "prenorm": False, "qkv_proj_bias": False, "mlp_fc1_bias": False, "mlp_fc2_bias": False,
-           "causal": False, "scale_attn_weights": True, "use_rms_norm": False, "parallel_block": False,
-           "type_vocab_size": c["type_vocab_size"], "vocab_size": c["vocab_size"], "max_trained_positions": 2048}
+    hub = nomic_hub_keys(json.load(open(os.path.join(d, "config.json"))))
     json.dump(hub, open(os.path.join(d, "config.json"), "w"), indent=2)
 
 

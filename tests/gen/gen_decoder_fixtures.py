@@ -49,7 +49,10 @@ the stored values):
             mean pooling, a BERT WordPiece tokenizer.  config.json is then
             rewritten as the hub's checkpoints write it (Nomic's own keys:
             n_embd, rotary_emb_base, ...; transformers' is kept as
-            config_transformers.json).  Its own seed.
+            config_transformers.json).  Its own seed; the WordPiece
+            trainer orders equally frequent pieces differently from run to
+            run, so a rerun rewrites tokenizer.json and the texts' ids (the
+            weights, config and fixed-id references stay the same).
   t5/       T5EncoderModel (sentence-t5 / gtr-t5 style, T5 v1.0): relu MLP
             without a gate, d_kv 16 (4 heads x 16 = d_model 64), the
             relative position bias of block 0 in both layers, unscaled
@@ -81,6 +84,9 @@ import transformers as T
 from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_tokenizers, processors, trainers
 
 from gen_qwen3_fixtures import st_files  # modules.json, pooling (hidden 64), prompts: the same files
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cuda"))
+from e2e_common import nomic_hub_keys  # noqa: E402  (the GPU check writes the same config.json)
 
 OUT = os.path.join("tests", "fixtures", "decoders")
 SEQS = [[7], [11, 300, 5, 9, 42], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17],
@@ -164,24 +170,7 @@ def nomic_hub_config(d):
     own modeling code (n_embd, n_head, rotary_emb_base, ...), written after
     the reference (transformers reads its own keys); posy reads both."""
     c = json.load(open(os.path.join(d, "config.json")))
-    hub = {"activation_function": "swiglu", "architectures": ["NomicBertModel"], "attn_pdrop": 0.0,
-           "auto_map": {"AutoConfig": "nomic-ai/nomic-bert-2048--configuration_hf_nomic_bert.NomicBertConfig",
-                        "AutoModel": "nomic-ai/nomic-bert-2048--modeling_hf_nomic_bert.NomicBertModel"},
-           "bos_token_id": None, "causal": False, "dense_seq_output": True, "embd_pdrop": 0.0,
-           "eos_token_id": None, "fused_bias_fc": True, "fused_dropout_add_ln": True, "initializer_range": 0.02,
-           "layer_norm_epsilon": c["layer_norm_eps"], "max_trained_positions": 2048, "mlp_fc1_bias": False,
-           "mlp_fc2_bias": False, "model_type": "nomic_bert", "n_embd": c["hidden_size"],
-           "n_head": c["num_attention_heads"], "n_inner": c["intermediate_size"], "n_layer": c["num_hidden_layers"],
-           "n_positions": c["max_position_embeddings"], "pad_vocab_size_multiple": 64, "parallel_block": False,
-           "parallel_block_tied_norm": False, "prenorm": False, "qkv_proj_bias": False,
-           "reorder_and_upcast_attn": False, "resid_pdrop": 0.0,
-           "rotary_emb_base": c["rope_parameters"]["rope_theta"], "rotary_emb_fraction": 1.0,
-           "rotary_emb_interleaved": False, "rotary_emb_scale_base": None, "rotary_scaling_factor": None,
-           "scale_attn_by_inverse_layer_idx": False, "scale_attn_weights": True, "summary_activation": None,
-           "summary_first_dropout": 0.0, "summary_proj_to_labels": True, "summary_type": "cls_index",
-           "summary_use_proj": True, "torch_dtype": "bfloat16", "transformers_version": "4.37.2",
-           "type_vocab_size": c["type_vocab_size"], "use_cache": True, "use_flash_attn": True,
-           "use_rms_norm": False, "use_xentropy": True, "vocab_size": c["vocab_size"]}
+    hub = nomic_hub_keys(c)
     json.dump(c, open(os.path.join(d, "config_transformers.json"), "w"), indent=2)
     json.dump(hub, open(os.path.join(d, "config.json"), "w"), indent=2)
 

@@ -277,11 +277,8 @@ int eng_cpu_qwen3_forward(eng_cpu_qwen3 *q, const posy_engine *e, const posy_bat
         for (size_t i = 0; i < (size_t)b->n_tokens * H; i++) q->x[i] *= s;
     }
     if (w->type_emb) /* NomicBERT: the token type's row (0 without type ids) */
-        for (int t = 0; t < b->n_tokens; t++) {
-            const float *ty = w->type_emb + (size_t)(b->type_ids ? b->type_ids[t] : 0) * H;
-            float *xt = q->x + (size_t)t * H;
-            for (size_t i = 0; i < H; i++) xt[i] += ty[i];
-        }
+        for (int t = 0; t < b->n_tokens; t++)
+            eng_cpu_add(q->x + (size_t)t * H, w->type_emb + (size_t)(b->type_ids ? b->type_ids[t] : 0) * H, H);
     if (e->cfg.modernbert || e->cfg.nomic) q3_norm(e, q->x, q->x, w->emb_norm, w->emb_norm_b, b->n_tokens, (int)H);
     for (int l = 0; l < w->n_layers; l++)
         if (q3_layer(q, e, l, &w->layers[l], b) != 0)
