@@ -21,7 +21,7 @@
 
 typedef enum {
     FAM_BERT, FAM_ROBERTA, FAM_DISTILBERT, FAM_QWEN3, FAM_MPNET, FAM_QWEN2, FAM_MISTRAL, FAM_LLAMA, FAM_GEMMA3,
-    FAM_MODERNBERT, FAM_T5, FAM_DEBERTA, FAM_NOMIC
+    FAM_MODERNBERT, FAM_T5, FAM_DEBERTA, FAM_NOMIC, FAM_GTE
 } cfg_family;
 
 static const struct {
@@ -44,13 +44,18 @@ static const struct {
     /* NomicBERT (nomic-embed-text): BERT's post-norm layer with rotary
      * positions and SwiGLU, also this engine's */
     {"nomic_bert", "qwen3", FAM_NOMIC},
+    /* GTE v1.5 / mGTE (Alibaba-NLP/new-impl's remote code: gte-*-en-v1.5,
+     * gte-multilingual-base; Snowflake's copy names it "gte": arctic-embed
+     * m / l v2.0): the same post-norm layer with biases and a GeGLU */
+    {"new", "qwen3", FAM_GTE},
+    {"gte", "qwen3", FAM_GTE},
     /* BERT's layer with disentangled attention (eng_deberta.h) */
     {"deberta-v2", "deberta", FAM_DEBERTA},
     /* DeBERTa v1: the same attention, its weights read into v2's form */
     {"deberta", "deberta", FAM_DEBERTA},
 };
 
-#define CFG_SUPPORTED "bert, roberta, xlm-roberta, camembert, distilbert, mpnet, modernbert, nomic_bert, t5, deberta-v2, deberta, qwen3, qwen2, mistral, llama, gemma3_text"
+#define CFG_SUPPORTED "bert, roberta, xlm-roberta, camembert, distilbert, mpnet, modernbert, nomic_bert, new (gte), t5, deberta-v2, deberta, qwen3, qwen2, mistral, llama, gemma3_text"
 
 int eng_config_activation(eng_config *c, json_t *root, const char *key, const char *def, const char *path,
                           posy_err *err) {
@@ -518,16 +523,33 @@ static int cfg_int2(json_t *r, const char *own, const char *hf, const char *p, i
     return eng_cfgjson_int(r, k, p, req, def, lo, hi, out, err);
 }
 
-/* A Nomic switch that must hold `want` (absent or null: it does): what
- * posy's NomicBERT layer does not compute is refused by name rather than
- * run differently from the reference. */
-static int cfg_nomic_flag(json_t *r, const char *key, int want, const char *p, posy_err *err) {
+/* The post-norm encoders' common end (NomicBERT, GTE): no GQA,
+ * bidirectional, LayerNorms with biases, no extra query scale. */
+static int cfg_post_ln_finish(eng_config *c) {
+    posy_model_info *in = &c->info;
+    c->post_ln = 1;
+    in->kv_heads = in->heads;
+    in->causal = 0;
+    c->norm_bias = 1;
+    c->q_scale = 1.0;
+    in->max_positions = c->max_position_embeddings;
+    return 0;
+}
+
+/* A switch of the model's own code that must hold `want` (absent or null:
+ * it does): what posy's layer does not compute is refused by name, with
+ * the family `fam` named, rather than run differently from the reference. */
+static int cfg_want_flag(json_t *r, const char *key, int want, const char *fam, const char *p, posy_err *err) {
     int v = want, rc = eng_cfgjson_bool(r, key, p, want, &v, err);
     if (rc) return rc;
     if (v != want)
-        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: nomic_bert with %s %s is not supported", p, key,
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: %s with %s %s is not supported", p, fam, key,
                             v ? "true" : "false");
     return 0;
+}
+
+static int cfg_nomic_flag(json_t *r, const char *key, int want, const char *p, posy_err *err) {
+    return cfg_want_flag(r, key, want, "nomic_bert", p, err);
 }
 
 /* NomicBERT (nomic-embed-text-v1 / v1.5): sizes under Nomic's keys
@@ -609,12 +631,82 @@ static int cfg_nomic(eng_config *c, json_t *r, const char *p, posy_err *err) {
     if (hd && hd != c->head_dim)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: nomic_bert with head_dim %d apart from hidden / heads %d is "
                             "not supported", p, hd, c->head_dim);
-    in->kv_heads = in->heads;
-    in->causal = 0;
-    c->norm_bias = 1;
-    c->q_scale = 1.0;
-    in->max_positions = c->max_position_embeddings;
-    return 0;
+    return cfg_post_ln_finish(c);
+}
+
+/* GTE v1.5 / mGTE (model_type "new", or "gte" in Snowflake's copy of the
+ * code), as Alibaba-NLP/new-impl's NewModel computes it: BERT's post-norm
+ * layer -- x = LN(x + o(attn(qkv(x)))), x = LN(x + down(act(gate) * up)) --
+ * with rotary positions, biases on qkv / o / down (none on up_gate, whose
+ * rows are up then gate), token type rows (type_vocab_size; 0: none) added
+ * before the embedding LayerNorm, no final norm, always bidirectional.
+ * Sizes and switches default as NewConfig does (hidden 768, 12 layers,
+ * gelu, rope_theta 10000, type_vocab_size 1, layer_norm_eps 1e-12,
+ * max_position_embeddings 2048).  The rotary's "ntk" scaling (fixed or
+ * mixed, eng_rope.h) runs; what that code offers beside it is refused by
+ * name: absolute positions, RMSNorm layers, the log-n attention scale,
+ * other scalings. */
+static int cfg_gte(eng_config *c, json_t *r, const char *p, posy_err *err) {
+    posy_model_info *in = &c->info;
+    char pos[32], lnt[32];
+    int rc;
+    c->gte = 1;
+    if ((rc = eng_cfgjson_int(r, "hidden_size", p, 0, 768, 1, 65536, &in->hidden, err)) ||
+        (rc = eng_cfgjson_int(r, "num_hidden_layers", p, 0, 12, 1, 1024, &in->layers, err)) ||
+        (rc = eng_cfgjson_int(r, "num_attention_heads", p, 0, 12, 1, 1024, &in->heads, err)) ||
+        (rc = eng_cfgjson_int(r, "intermediate_size", p, 0, 3072, 1, 1 << 20, &in->intermediate, err)) ||
+        (rc = eng_cfgjson_int(r, "vocab_size", p, 0, 30528, 1, 1 << 24, &in->vocab, err)) ||
+        (rc = eng_cfgjson_int(r, "type_vocab_size", p, 0, 1, 0, 1024, &in->type_vocab, err)) ||
+        (rc = eng_cfgjson_int(r, "max_position_embeddings", p, 0, 2048, 1, 1 << 22, &c->max_position_embeddings,
+                              err)) ||
+        (rc = eng_cfgjson_int(r, "pad_token_id", p, 0, 0, 0, 1 << 24, &c->pad_token_id, err)) ||
+        (rc = eng_cfgjson_num(r, "layer_norm_eps", p, 0, 1e-12, 0, 1, &c->ln_eps, err)) ||
+        (rc = eng_config_activation(c, r, "hidden_act", "gelu", p, err)) ||
+        (rc = eng_cfgjson_str(r, "position_embedding_type", p, 0, "rope", pos, sizeof pos, err)) ||
+        (rc = eng_cfgjson_str(r, "layer_norm_type", p, 0, "layer_norm", lnt, sizeof lnt, err)) ||
+        (rc = cfg_want_flag(r, "logn_attention_scale", 0, "new (GTE)", p, err)))
+        return rc;
+    if (strcmp(pos, "rope"))
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: new (GTE) with position_embedding_type '%s' is not "
+                            "supported (rope only: every released GTE v1.5 / mGTE checkpoint)", p, pos);
+    if (strcmp(lnt, "layer_norm"))
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: new (GTE) with layer_norm_type '%s' is not supported "
+                            "(layer_norm only)", p, lnt);
+    if (c->act == ENG_ACT_RELU)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: new (GTE) with hidden_act relu is not supported (gelu, "
+                            "gelu_new, silu)", p);
+    if (in->hidden % in->heads)
+        return posy_err_set(err, POSY_E_INVALID, "%s: hidden size %d is not a multiple of %d attention heads", p,
+                            in->hidden, in->heads);
+    c->head_dim = in->hidden / in->heads;
+    /* the rotary: rope_theta, and "rope_scaling": null or {"type": "ntk",
+     * "factor": f, "mixed_b": b (optional)} -- the only scaling that code
+     * builds (any other type raises there) */
+    c->rope = eng_rope_plain(10000.0);
+    if ((rc = eng_cfgjson_num(r, "rope_theta", p, 0, 10000.0, 1, 1e12, &c->rope.theta, err))) return rc;
+    json_t *sc = json_object_get(r, "rope_scaling");
+    if (sc && !json_is_null(sc)) {
+        char q[1100], type[32];
+        double mb = 0;
+        snprintf(q, sizeof q, "%s: rope_scaling", p);
+        if (!json_is_object(sc)) return posy_err_set(err, POSY_E_INVALID, "%s must be an object or null", q);
+        if ((rc = eng_cfgjson_str(sc, "type", q, 1, "", type, sizeof type, err))) return rc;
+        if (strcmp(type, "ntk"))
+            return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: type '%s' is not supported (ntk: the only scaling "
+                                "GTE's code builds)", q, type);
+        if ((rc = eng_cfgjson_num(sc, "factor", q, 1, 1.0, 1e-6, 1e6, &c->rope.factor, err))) return rc;
+        json_t *b = json_object_get(sc, "mixed_b");
+        if (b && !json_is_null(b) && (rc = eng_cfgjson_num(sc, "mixed_b", q, 1, 0, 1e-6, 1e3, &mb, err))) return rc;
+        /* factor <= 1: that code's cache never outgrows the original
+         * context, so its frequencies stay the plain ones */
+        if (c->rope.factor > 1.0) {
+            c->rope.type = ENG_ROPE_NTK;
+            c->rope.mixed_b = mb;
+        } else {
+            c->rope.factor = 1.0;
+        }
+    }
+    return cfg_post_ln_finish(c);
 }
 
 /* info.name: the directory's base name as given ("models/bge-small/" ->
@@ -707,6 +799,7 @@ static int cfg_load_main(eng_config *c, const char *dir, posy_err *err) {
            : fam == FAM_MODERNBERT ? cfg_modernbert(c, root, path, err)
            : fam == FAM_T5         ? cfg_t5(c, root, path, err)
            : fam == FAM_NOMIC      ? cfg_nomic(c, root, path, err)
+           : fam == FAM_GTE        ? cfg_gte(c, root, path, err)
            : fam == FAM_DEBERTA    ? eng_config_deberta(c, root, path, err)
            : fam == FAM_DISTILBERT ? cfg_distilbert(c, root, path, err)
            : cfg_bert(c, root, path, fam, err);

@@ -116,6 +116,17 @@ typedef struct eng_config {
      * rotary_emb_base, ...) as the hub's checkpoints write them, or
      * transformers' (hidden_size, rope_parameters, ...). */
     int nomic;
+    /* GTE v1.5 / mGTE (model_type "new" / "gte": Alibaba-NLP/new-impl's
+     * NewModel) on the same engine: NomicBERT's post-norm layer with biases
+     * on Q|K|V, O and down (read from the tensors), a GeGLU whose up_gate
+     * rows (up, then gate) are stacked gate first at load, type rows
+     * (type_vocab_size; 0 none), the rotary's NTK scaling (eng_rope.h).
+     * eng_config.c cfg_gte. */
+    int gte;
+    /* the post-norm layer (nomic or gte): x = LN(x + attn(x)), x = LN(x +
+     * mlp(x)), the products reading x itself; type rows and a LayerNorm on
+     * the embeddings; no final norm */
+    int post_ln;
     int mlp_plain;               /* the MLP is act(up), no gate: [I, H] instead of gate|up [2I, H] */
     int norm_bias;
     int sliding_window;          /* Gemma 3: local layers' keys at |query - key| < this (bidirectional

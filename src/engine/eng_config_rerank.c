@@ -173,7 +173,7 @@ static int rr_from_tokens(eng_config *c, json_t *root, json_t *list, const char 
 int eng_config_rerank_check(eng_config *c, json_t *root, const char *path, posy_err *err) {
     if (!rr_is_classifier(root)) return 0;
     const char *arch = c->info.arch;
-    const int decoder = !strcmp(arch, "qwen3") && !c->modernbert && !c->t5 && !c->nomic;
+    const int decoder = !strcmp(arch, "qwen3") && !c->modernbert && !c->t5 && !c->post_ln;
     if (strcmp(arch, "bert") && strcmp(arch, "roberta") && strcmp(arch, "xlm-roberta") && strcmp(arch, "distilbert") &&
         !c->modernbert && !c->deberta && !decoder)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: a sequence-classification head on model_type '%s' is not "

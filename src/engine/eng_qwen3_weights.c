@@ -20,6 +20,8 @@
  *
  * ModernBERT (cfg->modernbert): its own names, qw_walk_modernbert.
  * NomicBERT (cfg->nomic): its own names, qw_walk_nomic.
+ * GTE v1.5 / mGTE (cfg->gte): its own names, qw_walk_gte; biases on Q|K|V,
+ * O and down; up_gate's halves swapped into gate|up.
  * T5's encoder (cfg->t5): its own names, qw_walk_t5; Wq is scaled by
  * sqrt(head_dim) at load (T5's attention does not scale its scores).
  *
@@ -191,6 +193,72 @@ static int qw_walk_nomic(qw_ctx *c, const eng_config *cfg, eng_qwen3_weights *w)
     return 0;
 }
 
+/* Rows [r0, r0 + n) of `name` (a 2-D [rows, cols] tensor, checked whole)
+ * appended to owned: a slice of a fused tensor; *t the tensor (for
+ * eng_st_view_release once every slice is taken). */
+static int qw_rows(qw_ctx *c, const char *name, int64_t rows, int64_t cols, int64_t r0, int64_t n,
+                   const eng_st_tensor **t) {
+    const int64_t dims[2] = {rows, cols};
+    int rc = qw_lookup(c, name, 2, dims, t);
+    if (rc) return rc;
+    eng_st_view_append_range(c, *t, (size_t)(r0 * cols), (size_t)(n * cols));
+    return 0;
+}
+
+/* GTE v1.5 / mGTE's names (Alibaba-NLP/new-impl's NewModel, under "",
+ * "new." or "model."): "embeddings.word_embeddings.weight",
+ * "embeddings.token_type_embeddings.weight" (type_vocab_size > 0),
+ * "embeddings.LayerNorm.{weight,bias}", "encoder.layer.N.attention.
+ * qkv_proj.{weight,bias}" (Q|K|V; with pack_qkv false q_proj / k_proj /
+ * v_proj, stacked), "...attention.o_proj.{weight,bias}",
+ * "...mlp.up_gate_proj.weight" [2I, H] (up rows, then the gate's: stacked
+ * here gate first, as this engine's gate|up), "...mlp.down_proj.{weight,
+ * bias}", "...attn_ln.*" (after attention), "...mlp_ln.*" (after the MLP). */
+static int qw_walk_gte(qw_ctx *c, const eng_config *cfg, eng_qwen3_weights *w) {
+    static const char *const qkv[3] = {"attention.q_proj", "attention.k_proj", "attention.v_proj"};
+    const int64_t H = cfg->info.hidden, I = cfg->info.intermediate;
+    int64_t dv[2] = {cfg->info.vocab, H}, dt[2] = {cfg->info.type_vocab, H}, dH[1] = {H}, d3[2] = {3 * H, H},
+            d3b[1] = {3 * H}, dHH[2] = {H, H}, dHI[2] = {H, I}, qkv_rows[3] = {H, H, H};
+    char n[160], lp[64];
+    int rc;
+    if ((rc = qw_take(c, "embeddings.word_embeddings.weight", 2, dv, &w->embed)) ||
+        (cfg->info.type_vocab > 0 &&
+         (rc = qw_take(c, "embeddings.token_type_embeddings.weight", 2, dt, &w->type_emb))) ||
+        (rc = qw_take(c, "embeddings.LayerNorm.weight", 1, dH, &w->emb_norm)) ||
+        (rc = qw_take(c, "embeddings.LayerNorm.bias", 1, dH, &w->emb_norm_b)))
+        return rc;
+    /* pack_qkv true: qkv_proj; false: q_proj / k_proj / v_proj (a folder
+     * with neither is told qkv_proj is missing) */
+    char full[192];
+    snprintf(full, sizeof full, "%sencoder.layer.0.attention.q_proj.weight", c->prefix);
+    const int packed = eng_st_find(c->st, full) == NULL;
+#define GT_T(suffix, nd, dims, dst) (snprintf(n, sizeof n, "%s%s", lp, suffix), rc = qw_take(c, n, nd, dims, dst))
+    for (int i = 0; i < cfg->info.layers; i++) {
+        eng_qwen3_layer *L = &w->layers[i];
+        snprintf(lp, sizeof lp, "encoder.layer.%d.", i);
+        if (packed ? (GT_T("attention.qkv_proj.weight", 2, d3, &L->qkv_w) ||
+                      GT_T("attention.qkv_proj.bias", 1, d3b, &L->qkv_b))
+                   : ((rc = qw_stack(c, lp, qkv, qkv_rows, 3, H, ".weight", &L->qkv_w)) ||
+                      (rc = qw_stack(c, lp, qkv, qkv_rows, 3, 0, ".bias", &L->qkv_b))))
+            return rc;
+        if (GT_T("attention.o_proj.weight", 2, dHH, &L->o_w) || GT_T("attention.o_proj.bias", 1, dH, &L->o_b))
+            return rc;
+        /* gate (rows I..2I) first, then up (rows 0..I) */
+        const size_t start = c->used;
+        const eng_st_tensor *ug;
+        snprintf(n, sizeof n, "%smlp.up_gate_proj.weight", lp);
+        if ((rc = qw_rows(c, n, 2 * I, H, I, I, &ug)) || (rc = qw_rows(c, n, 2 * I, H, 0, I, &ug))) return rc;
+        eng_st_view_release(c, ug);
+        if (c->fill) L->gu_w = c->owned + start;
+        if (GT_T("mlp.down_proj.weight", 2, dHI, &L->down_w) || GT_T("mlp.down_proj.bias", 1, dH, &L->down_b) ||
+            GT_T("attn_ln.weight", 1, dH, &L->ln1) || GT_T("attn_ln.bias", 1, dH, &L->ln1_b) ||
+            GT_T("mlp_ln.weight", 1, dH, &L->ln2) || GT_T("mlp_ln.bias", 1, dH, &L->ln2_b))
+            return rc;
+    }
+#undef GT_T
+    return 0;
+}
+
 /* T5's encoder (T5EncoderModel, as sentence-transformers saves it):
  * "encoder.embed_tokens.weight" or the tied "shared.weight",
  * "encoder.block.N.layer.0.SelfAttention.{q,k,v,o}.weight",
@@ -239,6 +307,7 @@ static int qw_walk(qw_ctx *c, void *arg) {
     if (cfg->modernbert) return qw_walk_modernbert(c, cfg, w);
     if (cfg->t5) return qw_walk_t5(c, cfg, w);
     if (cfg->nomic) return qw_walk_nomic(c, cfg, w);
+    if (cfg->gte) return qw_walk_gte(c, cfg, w);
     int64_t dv[2] = {cfg->info.vocab, cfg->info.hidden};
     int rc;
     if ((rc = qw_take(c, "embed_tokens.weight", 2, dv, &w->embed)) ||
@@ -260,16 +329,17 @@ int eng_qwen3_weights_load(eng_qwen3_weights *w, const eng_config *cfg, const en
     if (cfg->head_dim < 2 || cfg->head_dim > 1024 || cfg->head_dim % 2)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s/config.json: head_dim %d is not supported (even, 2..1024)",
                             cfg->info.model_dir, cfg->head_dim);
-    if (!cfg->modernbert && !cfg->t5 && !cfg->nomic && cfg->act != (cfg->gemma ? ENG_ACT_GELU_TANH : ENG_ACT_SILU))
+    if (!cfg->modernbert && !cfg->t5 && !cfg->post_ln && cfg->act != (cfg->gemma ? ENG_ACT_GELU_TANH : ENG_ACT_SILU))
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s/config.json: %s with hidden_act other than %s is not "
                             "supported", cfg->info.model_dir, cfg->model_type,
                             cfg->gemma ? "gelu_pytorch_tanh" : "silu");
     qw_ctx c = {st, NULL, 0, NULL, 0, err};
     const char *emb = cfg->modernbert ? "embeddings.tok_embeddings.weight" : cfg->t5 ? "shared.weight"
-                      : cfg->nomic ? "embeddings.word_embeddings.weight" : "embed_tokens.weight";
-    char en[96];
+                      : cfg->post_ln ? "embeddings.word_embeddings.weight" : "embed_tokens.weight";
+    char en[96], nn[96];
     snprintf(en, sizeof en, "model.%s", emb);
-    c.prefix = eng_st_find(st, emb) ? "" : eng_st_find(st, en) ? "model." : NULL;
+    snprintf(nn, sizeof nn, "new.%s", emb); /* GTE saved from a NewFor... head class */
+    c.prefix = eng_st_find(st, emb) ? "" : eng_st_find(st, en) ? "model." : cfg->gte && eng_st_find(st, nn) ? "new." : NULL;
     if (cfg->t5) c.prefix = eng_st_find(st, emb) || eng_st_find(st, "encoder.embed_tokens.weight") ? "" : NULL;
     if (!c.prefix)
         return posy_err_set(err, POSY_E_INVALID, "%s: tensor %s not found (with or without a model. "

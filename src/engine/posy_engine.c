@@ -143,7 +143,7 @@ posy_engine *posy_engine_open(const char *model_dir, const posy_engine_opts *opt
     if (eng_config_load(&e->cfg, model_dir, err) != 0) { free(e); return NULL; }
     /* model.safetensors, or the shards of model.safetensors.index.json */
     if (e->opts.attention != POSY_ATTN_MODEL &&
-        (strcmp(e->cfg.info.arch, "qwen3") || e->cfg.modernbert || e->cfg.t5 || e->cfg.nomic)) {
+        (strcmp(e->cfg.info.arch, "qwen3") || e->cfg.modernbert || e->cfg.t5 || e->cfg.post_ln)) {
         posy_err_set(err, POSY_E_UNSUPPORTED, "--attention applies to decoder models (qwen3, qwen2, mistral, llama, gemma3_text); "
                      "%s is a %s encoder", model_dir, e->cfg.model_type);
         engine_free(e, STAGE_CONFIG);

@@ -8,6 +8,7 @@ bar.  No torch import, so it can be tested anywhere."""
 import os
 import struct
 import subprocess
+import sys
 
 import numpy as np
 
@@ -125,3 +126,49 @@ def nomic_hub_keys(c):
             "summary_use_proj": True, "torch_dtype": "bfloat16", "transformers_version": "4.37.2",
             "type_vocab_size": c["type_vocab_size"], "use_cache": True, "use_flash_attn": True,
             "use_rms_norm": False, "use_xentropy": True, "vocab_size": c["vocab_size"]}
+
+
+# GTE v1.5 / mGTE: transformers does not ship its modeling code (the hub's
+# Alibaba-NLP/new-impl does), so the references run that code from the folder
+# POSY_GTE_REF names (modeling.py + configuration.py, as a package).
+GTE_HUB = {"architectures": ["NewModel"],
+           "auto_map": {"AutoConfig": "Alibaba-NLP/new-impl--configuration.NewConfig",
+                        "AutoModel": "Alibaba-NLP/new-impl--modeling.NewModel"},
+           "attention_probs_dropout_prob": 0.0, "classifier_dropout": None, "hidden_dropout_prob": 0.1,
+           "initializer_range": 0.02, "layer_norm_type": "layer_norm", "logn_attention_clip1": False,
+           "logn_attention_scale": False, "model_type": "new", "position_embedding_type": "rope",
+           "torch_dtype": "float32", "unpad_inputs": False, "use_memory_efficient_attention": False}
+
+
+def gte_module():
+    """new-impl's modeling module from the folder POSY_GTE_REF names (its
+    modeling.py imports .configuration), or None without it."""
+    import importlib
+    d = os.environ.get("POSY_GTE_REF")
+    if not d:
+        return None
+    d = os.path.abspath(d)
+    if os.path.dirname(d) not in sys.path:
+        sys.path.insert(0, os.path.dirname(d))
+    return importlib.import_module(os.path.basename(d) + ".modeling")
+
+
+def gte_new_model(mod, c):
+    """A NewModel of config dict c (the hub's config.json keys)."""
+    return mod.NewModel(mod.NewConfig(**{k: v for k, v in c.items() if k not in ("architectures", "auto_map")}))
+
+
+class GteRef:
+    """NewModel called as a transformers model is by the references: an
+    additive 4-D mask ([1, 1, n, n], 0 = seen) becomes the 0/1 [1, n, n] mask
+    NewModel.forward takes; no mask: every token sees every other."""
+
+    def __init__(self, model):
+        self.model = model
+
+    def __call__(self, input_ids, attention_mask=None):
+        import torch
+        n = input_ids.shape[1]
+        dev = input_ids.device
+        keep = torch.ones(1, n, n, device=dev) if attention_mask is None else (attention_mask[0, 0] == 0).float()[None]
+        return self.model(input_ids=input_ids, attention_mask=keep)

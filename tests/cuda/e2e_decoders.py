@@ -36,11 +36,19 @@ two runs >= 0.999 against each other.
            rotary base 1000, SwiGLU, no linear biases, token types), 12
            layers, mean; config.json rewritten in Nomic's own keys (n_embd,
            rotary_emb_base, ...) after the reference, as the hub ships it
-The last three are referenced in their own mode (no explicit mask: theirs is
+  gte      Alibaba-NLP/gte-base-en-v1.5 (GTE v1.5, model_type "new": NomicBERT's
+           post-LayerNorm layer with biases on qkv / o / down, GELU(gate) *
+           up, rotary base 500000 with fixed NTK scaling x2, no token types),
+           12 layers, CLS pooling; the reference is the hub's remote code
+           (transformers does not ship it): POSY_GTE_REF names a folder with
+           Alibaba-NLP/new-impl's modeling.py and configuration.py.  On the
+           GPU it runs with POSY_CUDA_GTE=1 (the backend's opt-in until a
+           run has checked it).
+The last four are referenced in their own mode (no explicit mask: theirs is
 bidirectional with sliding windows); the sequences of up to 512 tokens
 cross both windows.
 
-usage: e2e_decoders.py BUILD_DIR WORK_DIR [qwen2|mistral|llama|llama3|gemma3|modernbert|nomic ...] [--layers N]
+usage: e2e_decoders.py BUILD_DIR WORK_DIR [qwen2|mistral|llama|llama3|gemma3|modernbert|nomic|gte ...] [--layers N]
        [--device cpu]
 """
 import json
@@ -54,7 +62,7 @@ import torch
 import transformers as T
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_common import cosines, nomic_hub_keys  # noqa: E402
+from e2e_common import GTE_HUB, GteRef, cosines, gte_module, gte_new_model, nomic_hub_keys  # noqa: E402
 from e2e_vs_transformers import sequences, write_seqs  # noqa: E402
 
 torch.backends.cuda.matmul.allow_tf32 = False
@@ -103,10 +111,16 @@ MODELS = {
               dict(hidden_size=768, intermediate_size=3072, num_attention_heads=12, vocab_size=30528,
                    max_position_embeddings=8192, type_vocab_size=2, layer_norm_eps=1e-12,
                    rope_parameters={"rope_type": "default", "rope_theta": 1000.0}, pad_token_id=0)),
+    # Alibaba-NLP/gte-base-en-v1.5's config.json (remote code: the classes come from POSY_GTE_REF)
+    "gte": (None, None, "cls", False, 12,
+            dict(hidden_size=768, intermediate_size=3072, num_attention_heads=12, vocab_size=30528,
+                 max_position_embeddings=8192, type_vocab_size=0, layer_norm_eps=1e-12, hidden_act="gelu",
+                 rope_theta=500000.0, rope_scaling={"factor": 2.0, "type": "ntk"}, pack_qkv=True,
+                 pad_token_id=0)),
 }
 # bidirectional by their own configuration (not "is_causal"), with sliding
 # windows an explicit full mask would switch off: referenced in their own mode
-OWN_MODE = ("gemma3", "modernbert", "nomic")
+OWN_MODE = ("gemma3", "modernbert", "nomic", "gte")
 
 
 def nomic_hub_config(d):
@@ -120,21 +134,51 @@ def log(*a):
     print(*a, flush=True)
 
 
+def make_gte(kw, layers, d):
+    """GTE: a NewModel of the hub's config.json keys, saved as the hub's
+    checkpoints are (safetensors + that config.json)."""
+    from safetensors.torch import save_file
+    mod = gte_module()
+    if mod is None:
+        sys.exit("gte: set POSY_GTE_REF to a folder holding Alibaba-NLP/new-impl's modeling.py and configuration.py")
+    c = dict(GTE_HUB, **kw, num_hidden_layers=layers)
+    m = gte_new_model(mod, c).eval()
+    os.makedirs(d, exist_ok=True)
+    return m, c, lambda: (save_file({k: v.to(torch.bfloat16).contiguous() for k, v in m.state_dict().items()},
+                                    os.path.join(d, "model.safetensors"), metadata={"format": "pt"}),
+                          json.dump(c, open(os.path.join(d, "config.json"), "w"), indent=2))
+
+
+def load_gte(d, dtype):
+    """The saved GTE folder in a fresh NewModel (fp32 or bf16), as a user's load."""
+    from safetensors.torch import load_file
+    c = json.load(open(os.path.join(d, "config.json")))
+    m = gte_new_model(gte_module(), c)
+    m.load_state_dict({k: v.float() for k, v in load_file(os.path.join(d, "model.safetensors")).items()})
+    return m.to(dtype)
+
+
 def make(name, layers, d):
     cfg_cls, model_cls, pooling, causal, _, kw = MODELS[name]
     torch.manual_seed(1234)
-    m = model_cls(cfg_cls(**kw, num_hidden_layers=layers)).eval()
+    if name == "gte":
+        m, _, save = make_gte(kw, layers, d)
+    else:
+        m = model_cls(cfg_cls(**kw, num_hidden_layers=layers)).eval()
     with torch.no_grad():
         for n, p in m.named_parameters():
-            if p.dim() == 1:  # norm weights (NomicBERT's embeddings.LayerNorm too) near 1, biases near 0
-                p.copy_((1 + 0.2 * torch.randn_like(p)) if "norm" in n.lower() and n.endswith("weight")
+            if p.dim() == 1:  # norm weights (NomicBERT's embeddings.LayerNorm, GTE's attn_ln too) near 1, biases near 0
+                p.copy_((1 + 0.2 * torch.randn_like(p)) if ("norm" in n.lower() or "_ln." in n) and n.endswith("weight")
                         else 0.1 * torch.randn_like(p))
             elif "embed_tokens" in n:
                 p.normal_(0.0, 1.0)
             else:
                 p.normal_(0.0, p.shape[1] ** -0.5)
             p.copy_(p.to(torch.bfloat16).float())
-    m.to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
+    if name == "gte":
+        save()
+    else:
+        m.to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
     c = json.load(open(os.path.join(d, "config.json")))
     if not causal and name not in OWN_MODE:
         c["is_causal"] = False
@@ -149,7 +193,7 @@ def make(name, layers, d):
               open(os.path.join(d, "modules.json"), "w"))
     os.makedirs(os.path.join(d, "1_Pooling"), exist_ok=True)
     json.dump({"word_embedding_dimension": kw["hidden_size"], "pooling_mode_mean_tokens": pooling == "mean",
-               "pooling_mode_lasttoken": pooling == "last", "pooling_mode_cls_token": False},
+               "pooling_mode_lasttoken": pooling == "last", "pooling_mode_cls_token": pooling == "cls"},
               open(os.path.join(d, "1_Pooling", "config.json"), "w"))
     json.dump({"max_seq_length": 512}, open(os.path.join(d, "sentence_bert_config.json"), "w"))
     return pooling, causal
@@ -157,7 +201,10 @@ def make(name, layers, d):
 
 @torch.no_grad()
 def reference(d, seqs, pooling, causal, model_cls, dev, own_mode=False, dtype=torch.float32):
-    m = model_cls.from_pretrained(d, dtype=dtype, attn_implementation="eager").to(dev).eval()
+    if model_cls is None:  # GTE: the hub's remote code
+        m = GteRef(load_gte(d, dtype).to(dev).eval())
+    else:
+        m = model_cls.from_pretrained(d, dtype=dtype, attn_implementation="eager").to(dev).eval()
     out = []
     for s in seqs:
         n = len(s)
@@ -167,12 +214,12 @@ def reference(d, seqs, pooling, causal, model_cls, dev, own_mode=False, dtype=to
         if own_mode:
             mask = None
         h = m(input_ids=torch.from_numpy(s.astype(np.int64))[None].to(dev), attention_mask=mask).last_hidden_state[0]
-        v = (h[-1] if pooling == "last" else h.mean(0)).double()
+        v = (h[-1] if pooling == "last" else h[0] if pooling == "cls" else h.mean(0)).double()
         out.append((v / v.norm()).cpu().numpy())
     # the explicit mask is the model's own mode
     s = seqs[20]
     h = m(input_ids=torch.from_numpy(s.astype(np.int64))[None].to(dev)).last_hidden_state[0]
-    v = (h[-1] if pooling == "last" else h.mean(0)).double()
+    v = (h[-1] if pooling == "last" else h[0] if pooling == "cls" else h.mean(0)).double()
     diff = np.abs((v / v.norm()).cpu().numpy() - out[20]).max()
     assert diff < (1e-4 if dtype == torch.float32 else 1e-2), diff
     del m

@@ -205,10 +205,20 @@ static void fuzz_check_ok(const eng_config *c) {
                                   c->act != ENG_ACT_SILU || c->rope.type != ENG_ROPE_DEFAULT || c->gemma ||
                                   c->modernbert || c->t5 || c->qk_norm || c->sliding_window || c->mlp_plain)))
         abort();
+    /* GTE (new / gte): the same post-norm layer, bidirectional, head_dim the split, LayerNorms with biases, a
+     * gated MLP (no relu), its rotary plain or NTK-scaled (factor > 1: a factor <= 1 is plain there); NTK
+     * scaling nowhere else */
+    const int gt = !strcmp(c->model_type, "new") || !strcmp(c->model_type, "gte");
+    if (c->gte != gt || c->post_ln != (nb || gt) ||
+        (gt && (in->causal || c->head_dim * in->heads != in->hidden || !c->norm_bias || c->act == ENG_ACT_RELU ||
+                (c->rope.type != ENG_ROPE_DEFAULT && c->rope.type != ENG_ROPE_NTK) || c->gemma || c->modernbert ||
+                c->t5 || c->qk_norm || c->sliding_window || c->mlp_plain)) ||
+        (c->rope.type == ENG_ROPE_NTK && (!gt || !(c->rope.factor > 1) || !(c->rope.mixed_b >= 0))))
+        abort();
     if (!strcmp(in->arch, "qwen3") && !c->t5) {
         for (int k = 0; k < 1 + (c->gemma || c->modernbert); k++) { /* Gemma 3, ModernBERT: the sliding layers' too */
             const eng_rope *r = k ? &c->rope_local : &c->rope;
-            if (!(r->theta >= 1 && r->theta <= 1e12) || (unsigned)r->type > ENG_ROPE_LLAMA3) abort();
+            if (!(r->theta >= 1 && r->theta <= 1e12) || (unsigned)r->type > ENG_ROPE_NTK) abort();
             if (r->type != ENG_ROPE_DEFAULT && !(r->factor > 0)) abort();
             if (r->type == ENG_ROPE_LLAMA3 && (!(r->high_freq_factor > r->low_freq_factor) || r->original_max < 1 ||
                                                !(r->low_freq_factor > 0)))

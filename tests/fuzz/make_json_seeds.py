@@ -152,6 +152,15 @@ NOMIC_HF = {"model_type": "nomic_bert", "architectures": ["NomicBertModel"], "hi
             "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 96, "vocab_size": 512,
             "max_position_embeddings": 2048, "type_vocab_size": 2, "layer_norm_eps": 1e-12, "hidden_act": "silu",
             "rope_parameters": {"rope_type": "default", "rope_theta": 1000.0}, "head_dim": 16}
+# Alibaba-NLP/gte-base-en-v1.5's config.json keys (new-impl's NewConfig), and Snowflake's "gte" copy with mixed NTK
+GTE = {"model_type": "new", "architectures": ["NewModel"], "hidden_size": 64, "num_hidden_layers": 2,
+       "num_attention_heads": 4, "intermediate_size": 96, "vocab_size": 512, "max_position_embeddings": 8192,
+       "type_vocab_size": 0, "hidden_act": "gelu", "layer_norm_eps": 1e-12, "layer_norm_type": "layer_norm",
+       "position_embedding_type": "rope", "rope_theta": 500000, "rope_scaling": {"factor": 2.0, "type": "ntk"},
+       "pack_qkv": True, "logn_attention_scale": False, "logn_attention_clip1": False, "unpad_inputs": False,
+       "use_memory_efficient_attention": False}
+GTE_MIXED = dict(GTE, model_type="gte", architectures=["GteModel"], type_vocab_size=1, pack_qkv=False,
+                 rope_scaling={"type": "ntk", "factor": 4, "mixed_b": 1.5})
 DEBERTA3 = {"model_type": "deberta-v2", "architectures": ["DebertaV2ForSequenceClassification"], "hidden_size": 64,
             "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 512,
             "max_position_embeddings": 512, "type_vocab_size": 0, "relative_attention": True, "position_buckets": 256,
@@ -194,6 +203,9 @@ CFG = {
     "nomic_st": [NOMIC, MODULES, POOL_MEAN, {"max_seq_length": 8192},
                  {"prompts": {"query": "search_query: ", "document": "search_document: "}, "default_prompt_name": None}],
     "nomic_hf": [NOMIC_HF],
+    "gte_st": [GTE, MODULES, dict(POOL_MEAN, pooling_mode_mean_tokens=False, pooling_mode_cls_token=True),
+               {"max_seq_length": 8192}],
+    "gte_mixed": [GTE_MIXED],
     "mpnet_st": [MPNET, MODULES, POOL_MEAN, {"max_seq_length": 128, "do_lower_case": False}],
     # SPLADE: the masked-LM head and SpladePooling (in the fuzzer's 1_Pooling folder)
     "splade_st": [dict(BERT, architectures=["BertForMaskedLM"]),

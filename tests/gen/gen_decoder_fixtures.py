@@ -53,6 +53,20 @@ the stored values):
             trainer orders equally frequent pieces differently from run to
             run, so a rerun rewrites tokenizer.json and the texts' ids (the
             weights, config and fixed-id references stay the same).
+  gte/      GTE v1.5 / mGTE (model_type "new": Alibaba-NLP/new-impl's
+            NewModel, remote code that transformers does not ship): the
+            post-LayerNorm layer with biases on qkv_proj, o_proj and
+            down_proj, GELU(gate) * up from one up_gate_proj (up rows
+            first), rotary positions with fixed NTK scaling (factor 2 over
+            128 positions: the frequencies change at every length),
+            type_vocab_size 1, CLS pooling, the WordPiece tokenizer.
+  gte_mixed/ the same code's other switches: pack_qkv false (q / k / v
+            projections), mixed NTK (mixed_b 1.5), no token types, the
+            "new." prefix a NewFor... class saves, mean pooling.
+            Both need the reference code, which the hub holds: point
+            POSY_GTE_REF at a folder with new-impl's modeling.py and
+            configuration.py (`--only gte` / `--only gte_mixed`; a full run
+            skips them without it and keeps their committed entries).
   t5/       T5EncoderModel (sentence-t5 / gtr-t5 style, T5 v1.0): relu MLP
             without a gate, d_kv 16 (4 heads x 16 = d_model 64), the
             relative position bias of block 0 in both layers, unscaled
@@ -86,7 +100,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 from gen_qwen3_fixtures import st_files  # modules.json, pooling (hidden 64), prompts: the same files
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cuda"))
-from e2e_common import nomic_hub_keys  # noqa: E402  (the GPU check writes the same config.json)
+from e2e_common import GTE_HUB, GteRef, gte_module, gte_new_model, nomic_hub_keys  # noqa: E402  (shared with the GPU check)
 
 OUT = os.path.join("tests", "fixtures", "decoders")
 SEQS = [[7], [11, 300, 5, 9, 42], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17],
@@ -191,6 +205,45 @@ def unigram_tokenizer():
     return tok, None, eos
 
 
+def gen_gte(name, sp, ref):
+    """A GTE fixture: config.json as the hub writes it, weights saved with
+    safetensors (bf16), the reference run by new-impl's own NewModel."""
+    from safetensors.torch import load_file, save_file
+    mod = gte_module()
+    torch.manual_seed(sp["seed"])
+    tok, _, _ = sp["tok"]()
+    c = dict(GTE_HUB, **sp["cfg"])
+    model = gte_new_model(mod, c).eval()
+    with torch.no_grad():
+        for n, p in model.named_parameters():
+            p.normal_(0.0, 0.15 if p.dim() > 1 else 0.3)
+            if p.dim() == 1 and ("LayerNorm" in n or "_ln." in n) and n.endswith("weight"):
+                p.add_(1.0)
+            p.copy_(p.to(torch.bfloat16).float())
+    d = os.path.join(OUT, name)
+    os.makedirs(d)
+    pre = sp.get("prefix", "")
+    save_file({pre + k: v.to(torch.bfloat16).contiguous() for k, v in model.state_dict().items()},
+              os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
+    json.dump(c, open(os.path.join(d, "config.json"), "w"), indent=2)
+    st_files(d, sp["pooling"], {})
+    tok.save(os.path.join(d, "tokenizer.json"))
+    json.dump({"model_max_length": 8192, "tokenizer_class": "BertTokenizer"},
+              open(os.path.join(d, "tokenizer_config.json"), "w"), indent=2)
+    # the reference: a fresh fp32 NewModel with the saved tensors, as a user's load
+    m = gte_new_model(mod, c)
+    sd = {k[len(pre):]: v.float() for k, v in load_file(os.path.join(d, "model.safetensors")).items()}
+    m.load_state_dict(sd)
+    m = GteRef(m.eval())
+    pool = sp["pooling"]
+    ref["models"][name] = {"pooling": pool, "causal_config": False,
+                           "causal": [embed(m, q, False, pool) for q in SEQS],
+                           "bidirectional": [embed(m, q, True, pool) for q in SEQS]}
+    ref["texts"][name] = [{"text": t, "ids": tok.encode(t).ids,
+                           "embedding": embed(m, tok.encode(t).ids, True, pool)} for t in TEXTS]
+    print(name, "files:", sorted(os.listdir(d)))
+
+
 @torch.no_grad()
 def embed(model, ids, bidirectional, pooling):
     n = len(ids)
@@ -207,7 +260,7 @@ def embed(model, ids, bidirectional, pooling):
         far = (i[:, None] - i[None, :]).abs() > model.config.sliding_window
         mask = {"full_attention": mask, "sliding_attention": mask.masked_fill(far, float("-inf"))}
     h = model(input_ids=torch.tensor([ids]), attention_mask=mask).last_hidden_state[0].double()
-    v = h[-1] if pooling == "last" else h.mean(0)
+    v = h[-1] if pooling == "last" else h[0] if pooling == "cls" else h.mean(0)
     return (v / v.norm()).tolist()
 
 
@@ -277,6 +330,17 @@ SPECS = {
                       num_attention_heads=4, max_position_embeddings=256, type_vocab_size=2,
                       layer_norm_eps=1e-12, rope_parameters={"rope_type": "default", "rope_theta": 1000.0},
                       pad_token_id=0)),
+    "gte": dict(gte=True, tok=wordpiece_tokenizer, pooling="cls", seed=1505,
+                cfg=dict(vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                         num_attention_heads=4, max_position_embeddings=128, type_vocab_size=1, hidden_act="gelu",
+                         layer_norm_eps=1e-12, rope_theta=10000.0, rope_scaling={"factor": 2.0, "type": "ntk"},
+                         pack_qkv=True, pad_token_id=0)),
+    "gte_mixed": dict(gte=True, tok=wordpiece_tokenizer, pooling="mean", seed=1506, prefix="new.",
+                      cfg=dict(vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
+                               num_attention_heads=4, max_position_embeddings=128, type_vocab_size=0,
+                               hidden_act="gelu", layer_norm_eps=1e-12, rope_theta=160000.0,
+                               rope_scaling={"factor": 4.0, "type": "ntk", "mixed_b": 1.5}, pack_qkv=False,
+                               pad_token_id=0)),
     "t5": dict(cls=T.T5EncoderModel, tok=unigram_tokenizer, pooling="mean", causal=False, prompts={}, seed=1234,
                cfg=lambda bos, eos: t5_config(eos, d_kv=16, d_ff=128, ffp="relu", tied=True)),
     "t5g": dict(cls=T.T5EncoderModel, tok=unigram_tokenizer, pooling="mean", causal=False, prompts={}, seed=4321,
@@ -288,15 +352,30 @@ def main():
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
     assert only is None or only in SPECS, only
     torch.manual_seed(4321)
+    have_gte = gte_module() is not None
+    if only and SPECS[only].get("gte") and not have_gte:
+        sys.exit(only + ": set POSY_GTE_REF to a folder holding Alibaba-NLP/new-impl's modeling.py and "
+                 "configuration.py (the hub's GTE remote code)")
+    old = json.load(open(os.path.join(OUT, "reference.json"))) if os.path.exists(os.path.join(OUT, "reference.json")) else None
     if only:
-        ref = json.load(open(os.path.join(OUT, "reference.json")))
+        ref = old
         shutil.rmtree(os.path.join(OUT, only), ignore_errors=True)
     else:
+        keep = {} if have_gte else {n: os.path.join(OUT, n) for n, sp in SPECS.items() if sp.get("gte")}
+        for n, src in keep.items():  # the GTE folders survive a run without the reference code
+            shutil.move(src, "/tmp/posy-keep-" + n)
         shutil.rmtree(OUT, ignore_errors=True)
         os.makedirs(OUT)
         ref = {"sequences": SEQS, "models": {}, "texts": {}}
+        for n in keep:
+            shutil.move("/tmp/posy-keep-" + n, os.path.join(OUT, n))
+            ref["models"][n], ref["texts"][n] = old["models"][n], old["texts"][n]
     for name, sp in SPECS.items():
         if only and name != only:
+            continue
+        if sp.get("gte"):
+            if have_gte:
+                gen_gte(name, sp, ref)
             continue
         if sp.get("seed"):
             torch.manual_seed(sp["seed"])

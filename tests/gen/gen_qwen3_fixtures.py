@@ -104,7 +104,8 @@ def st_files(d, pooling, prompts):
               open(os.path.join(d, "modules.json"), "w"), indent=2)
     os.makedirs(os.path.join(d, "1_Pooling"), exist_ok=True)
     os.makedirs(os.path.join(d, "2_Normalize"), exist_ok=True)
-    pool = {"word_embedding_dimension": 1024 if FULL else 64, "pooling_mode_cls_token": False, "pooling_mode_mean_tokens": pooling == "mean",
+    pool = {"word_embedding_dimension": 1024 if FULL else 64, "pooling_mode_cls_token": pooling == "cls",
+            "pooling_mode_mean_tokens": pooling == "mean",
             "pooling_mode_max_tokens": False, "pooling_mode_mean_sqrt_len_tokens": False,
             "pooling_mode_weightedmean_tokens": False, "pooling_mode_lasttoken": pooling == "last", "include_prompt": True}
     json.dump(pool, open(os.path.join(d, "1_Pooling", "config.json"), "w"), indent=2)

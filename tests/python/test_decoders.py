@@ -89,17 +89,21 @@ def test_mistral_window_caps_length(mistral):
     assert st == 200 and len(r[0]) == 64, r  # hidden size 64
 
 
-def test_nomic_server(posy_bin):
-    """NomicBERT (nomic-embed-text's layout) through the HTTP front: its token
-    type rows reach the engine (type_vocab_size 2, the gateway sends the ids),
-    /embed and /v1/embeddings give transformers' vectors, /tokenize its ids."""
-    _, texts, ids, want = case("nomic")
-    s = Server(posy_bin, os.path.join(ROOT, "nomic"), "--device", "cpu", "--threads", "2")
+@pytest.mark.parametrize("name", ["nomic", "gte", "gte_mixed"])
+def test_post_ln_server(posy_bin, name):
+    """The post-norm encoders through the HTTP front -- NomicBERT
+    (nomic-embed-text's layout: its token type rows reach the engine,
+    type_vocab_size 2, the gateway sends the ids) and GTE v1.5 / mGTE
+    (model_type "new", new-impl's remote code; CLS pooling in gte, mean in
+    gte_mixed): /embed and /v1/embeddings give the reference's vectors,
+    /tokenize the ids `tokenizers` gives."""
+    _, texts, ids, want = case(name)
+    s = Server(posy_bin, os.path.join(ROOT, name), "--device", "cpu", "--threads", "2")
     try:
         st, tei = post(s.url, "/embed", {"inputs": texts})
         assert st == 200, tei
         assert min_cos(tei, want) >= 0.99999
-        st, oa = post(s.url, "/v1/embeddings", {"input": texts, "model": "nomic"})
+        st, oa = post(s.url, "/v1/embeddings", {"input": texts, "model": name})
         assert st == 200, oa
         assert min_cos([d["embedding"] for d in oa["data"]], want) >= 0.99999
         st, tok = post(s.url, "/tokenize", {"inputs": texts, "add_special_tokens": True})
@@ -109,13 +113,13 @@ def test_nomic_server(posy_bin):
         assert s.stop() == 0
 
 
-def _nomic_copy(tmp_path, rename=None, config=None):
-    """The nomic fixture in tmp_path, one tensor's name changed in the
-    safetensors header (same length, so offsets stay) and config.json
-    fields replaced, as a damaged download would be."""
+def _nomic_copy(tmp_path, rename=None, config=None, name="nomic"):
+    """The nomic (or `name`) fixture in tmp_path, one tensor's name changed
+    in the safetensors header (same length, so offsets stay) and
+    config.json fields replaced, as a damaged download would be."""
     import shutil
-    d = tmp_path / "nomic"
-    shutil.copytree(os.path.join(ROOT, "nomic"), d)
+    d = tmp_path / name
+    shutil.copytree(os.path.join(ROOT, name), d)
     if rename:
         p = d / "model.safetensors"
         b = bytearray(p.read_bytes())
@@ -142,6 +146,27 @@ def test_nomic_damaged_refused(posy, tmp_path, rename, config, want):
     """A NomicBERT folder whose weights or config do not match is refused at
     load with the file and tensor or field named, never run."""
     d = _nomic_copy(tmp_path, rename, config)
+    r = posy.run("embed", "--model", d, "--device", "cpu", "--", "hello")
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode != 0 and r.returncode < 128, err
+    assert want in err, err
+
+
+@pytest.mark.parametrize("rename,config,want", [
+    (("encoder.layer.1.mlp.down_proj.bias", "encoder.layer.1.mlp.down_proj.bixs"), None,
+     "encoder.layer.1.mlp.down_proj.bias not found"),
+    (("encoder.layer.0.attention.qkv_proj.weight", "encoder.layer.0.attention.qkv_projXweight"), None,
+     "encoder.layer.0.attention.qkv_proj.weight not found"),
+    (None, {"intermediate_size": 128}, "up_gate_proj.weight has shape [192, 64], config.json implies [256, 64]"),
+    (None, {"position_embedding_type": "absolute"}, "position_embedding_type 'absolute' is not supported"),
+    (None, {"rope_scaling": {"type": "dynamic", "factor": 2.0}}, "type 'dynamic' is not supported"),
+    (None, {"logn_attention_scale": True}, "logn_attention_scale true is not supported"),
+    (None, {"type_vocab_size": 3}, "token_type_embeddings.weight has shape [1, 64], config.json implies [3, 64]"),
+])
+def test_gte_damaged_refused(posy, tmp_path, rename, config, want):
+    """A GTE folder whose weights or config do not match is refused at load
+    with the file and tensor or field named, never run."""
+    d = _nomic_copy(tmp_path, rename, config, name="gte")
     r = posy.run("embed", "--model", d, "--device", "cpu", "--", "hello")
     err = r.stderr.decode(errors="replace")
     assert r.returncode != 0 and r.returncode < 128, err

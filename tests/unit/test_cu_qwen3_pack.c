@@ -213,9 +213,9 @@ static void test_rope_table(void) {
     check_rope(32, eng_rope_plain(10000.0), 300);
     /* Llama 3.x's scaled frequencies (every band: kept, smoothed, divided)
      * and the linear scaling go through the same table */
-    eng_rope l3 = {500000.0, ENG_ROPE_LLAMA3, 32.0, 1.0, 4.0, 64};
+    eng_rope l3 = {500000.0, ENG_ROPE_LLAMA3, 32.0, 1.0, 4.0, 64, 0.0};
     check_rope(64, l3, 300);
-    eng_rope lin = {10000.0, ENG_ROPE_LINEAR, 4.0, 1.0, 4.0, 0};
+    eng_rope lin = {10000.0, ENG_ROPE_LINEAR, 4.0, 1.0, 4.0, 0, 0.0};
     check_rope(32, lin, 300);
 }
 
@@ -447,6 +447,84 @@ static void test_image_nomic(void) {
     unload(&m);
 }
 
+/* GTE (decoders/gte and gte_mixed, new-impl's NewModel): the biases on
+ * Q|K|V, O and down placed as bf16 (down's: the slot only GTE fills), type
+ * row 0 folded into the word table where the model has token types (gte)
+ * and not where it has none (gte_mixed), the gate (up_gate_proj's second
+ * half) first in gate|up, the NTK rotary's table; the GPU path refused
+ * until POSY_CUDA_GTE=1 (not yet run on a GPU), then the head size and
+ * POSY_CUDA_GLU=0 as NomicBERT's. */
+static void check_image_gte(const char *name, const char *prefix, int types) {
+    loaded m;
+    load(&m, name);
+    if (!m.ok) return;
+    eng_cu_q3_image im;
+    char *img = plan_fill(&m, &im, 64);
+    const size_t H = (size_t)im.H, I = (size_t)im.I, V = (size_t)im.vocab;
+    CHECK(m.cfg.gte == 1 && m.cfg.rope.type == ENG_ROPE_NTK && im.local_rope == 0);
+    CHECK((m.w.type_emb != NULL) == types && m.w.norm == NULL);
+    float *row = malloc(V * H * sizeof(float));
+    for (size_t i = 0; i < V * H; i++) row[i] = m.w.embed[i] + (types ? m.w.type_emb[i % H] : 0.0f);
+    CHECK_MSG(same_bf16(img, im.embed, row, V * H), "%s: the word table (plus type row 0)", name);
+    free(row);
+    float *tab = malloc((size_t)64 * (size_t)m.cfg.head_dim * sizeof(float));
+    eng_cu_q3_rope_table(tab, 64, m.cfg.head_dim, &m.cfg.rope);
+    CHECK_MSG(same_f32(img, im.rope, tab, (size_t)64 * (size_t)m.cfg.head_dim), "%s: the NTK rotary table", name);
+    free(tab);
+    for (int l = 0; l < im.L; l++) {
+        const eng_cu_q3_layer_off *o = &im.layers[l];
+        const eng_qwen3_layer *w = &m.w.layers[l];
+        CHECK(o->qkv_b != ENG_CU_Q3_NONE && o->o_b != ENG_CU_Q3_NONE && o->down_b != ENG_CU_Q3_NONE);
+        CHECK(w->qkv_b && w->o_b && w->down_b);
+        if (o->qkv_b == ENG_CU_Q3_NONE || o->o_b == ENG_CU_Q3_NONE || o->down_b == ENG_CU_Q3_NONE || !w->down_b)
+            continue;
+        CHECK_MSG(same_bf16(img, o->qkv_b, w->qkv_b, 3 * H) && same_bf16(img, o->o_b, w->o_b, H) &&
+                      same_bf16(img, o->down_b, w->down_b, H),
+                  "%s layer %d: the biases", name, l);
+        CHECK_MSG(same_f32(img, o->ln1, w->ln1, H) && same_f32(img, o->ln1_b, w->ln1_b, H) &&
+                      same_f32(img, o->ln2, w->ln2, H) && same_f32(img, o->ln2_b, w->ln2_b, H),
+                  "%s layer %d: the post-norms", name, l);
+        char tn[128];
+        snprintf(tn, sizeof tn, "%sencoder.layer.%d.mlp.up_gate_proj.weight", prefix, l);
+        const eng_st_tensor *t = eng_st_find(&m.st, tn);
+        CHECK(t != NULL && (size_t)t->numel == 2 * I * H);
+        if (t) {
+            float *ug = malloc(2 * I * H * sizeof(float));
+            eng_st_tensor_to_f32(t, ug);
+            CHECK_MSG(same_bf16(img, o->gu_w, ug + I * H, I * H) &&
+                          same_bf16(img, o->gu_w + I * H * 2, ug, I * H),
+                      "%s layer %d: the gate (up_gate's second half) first, then up", name, l);
+            free(ug);
+        }
+    }
+    free(img);
+    eng_cu_q3_image_free(&im);
+    posy_err err;
+    eng_config c = m.cfg;
+    c.head_dim = 64;
+    posy_err_clear(&err);
+    unsetenv("POSY_CUDA_GTE");
+    CHECK(eng_cu_q3_check(&c, &err) != 0);
+    CHECK_STR_CONTAINS(err.msg, "POSY_CUDA_GTE=1");
+    setenv("POSY_CUDA_GTE", "1", 1);
+    posy_err_clear(&err);
+    CHECK_MSG(eng_cu_q3_check(&c, &err) == 0, "%s", err.msg);
+    posy_err_clear(&err);
+    CHECK(eng_cu_q3_check(&m.cfg, &err) != 0);
+    CHECK_STR_CONTAINS(err.msg, "head_dim 16");
+    setenv("POSY_CUDA_GLU", "0", 1);
+    CHECK(eng_cu_q3_check(&c, &err) != 0);
+    CHECK_STR_CONTAINS(err.msg, "GTE");
+    unsetenv("POSY_CUDA_GLU");
+    unsetenv("POSY_CUDA_GTE");
+    unload(&m);
+}
+
+static void test_image_gte(void) {
+    check_image_gte("decoders/gte", "", 1);
+    check_image_gte("decoders/gte_mixed", "new.", 0);
+}
+
 /* The image filled a window at a time, as the upload does (each window
  * into its own buffer, then placed), is the whole fill byte for byte --
  * windows of 256 bytes (splitting every tensor and rotary table), odd
@@ -539,5 +617,5 @@ static void test_gate_and_shapes(void) {
 }
 
 TEST_MAIN(TEST(test_bf16_rounding), TEST(test_image_causal), TEST(test_image_bidir), TEST(test_image_fold),
-          TEST(test_rope_table), TEST(test_gate_and_shapes), TEST(test_image_glu), TEST(test_image_nomic),
+          TEST(test_rope_table), TEST(test_gate_and_shapes), TEST(test_image_glu), TEST(test_image_nomic), TEST(test_image_gte),
           TEST(test_image_windows))

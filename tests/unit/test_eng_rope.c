@@ -106,4 +106,58 @@ static void test_shapes(void) {
     CHECK(mid > 0);                                          /* the band in between, smoothed */
 }
 
-TEST_MAIN(TEST(test_matches_transformers), TEST(test_shapes))
+/* GTE's NTK scaling against its own remote code (new-impl's
+ * NTKScalingRotaryEmbedding; tests/fixtures/rope_ntk.json, written by
+ * tests/gen/gen_rope_ntk_fixture.py): fixed and mixed, the released
+ * checkpoints' shapes; a factor <= 1 is the plain rotary there (the config
+ * loader keeps ENG_ROPE_DEFAULT for it, as test_qwen3_config checks).
+ * posy's pow / exp are not torch's vectorized ones: a few ulp allowed. */
+static void test_ntk_matches_gte(void) {
+    json_error_t jerr;
+    json_t *root = json_load_file("tests/fixtures/rope_ntk.json", 0, &jerr);
+    CHECK_MSG(root != NULL, "rope_ntk.json: %s", jerr.text);
+    if (!root) return;
+    json_t *cases = json_object_get(root, "cases");
+    CHECK(json_array_size(cases) >= 6);
+    int mixed = 0, plain = 0;
+    for (size_t c = 0; c < json_array_size(cases); c++) {
+        json_t *k = json_array_get(cases, c), *bits = json_object_get(k, "inv_freq_bits");
+        const char *name = json_string_value(json_object_get(k, "name"));
+        const int d = (int)json_integer_value(json_object_get(k, "head_dim"));
+        eng_rope r = eng_rope_plain(num(k, "rope_theta", 10000.0));
+        const double f = num(k, "factor", 1.0);
+        json_t *b = json_object_get(k, "mixed_b");
+        if (f > 1.0) {
+            r.type = ENG_ROPE_NTK;
+            r.factor = f;
+            r.mixed_b = json_is_number(b) ? json_number_value(b) : 0.0;
+            mixed += r.mixed_b > 0;
+        } else {
+            plain++;
+        }
+        CHECK_EQ_INT((int)json_array_size(bits), d / 2);
+        if ((int)json_array_size(bits) != d / 2 || d > 512) continue;
+        float inv[256], plain_inv[256];
+        eng_rope p0 = eng_rope_plain(r.theta);
+        eng_rope_inv_freq(inv, d, &r);
+        eng_rope_inv_freq(plain_inv, d, &p0);
+        int off = 0, moved = 0;
+        for (int i = 0; i < d / 2; i++) {
+            uint32_t want = (uint32_t)json_integer_value(json_array_get(bits, (size_t)i)), mine;
+            float w;
+            memcpy(&w, &want, 4);
+            memcpy(&mine, &inv[i], 4);
+            const int64_t ulp = (int64_t)mine - (int64_t)want;
+            if ((ulp > 4 || ulp < -4) && off++ < 4)
+                CHECK_MSG(0, "%s: inv_freq[%d] = %.9g, GTE's code %.9g (%lld ulp)", name, i, inv[i], w, (long long)ulp);
+            moved += inv[i] != plain_inv[i];
+        }
+        CHECK_MSG(off == 0, "%s: %d of %d frequencies more than 4 ulp off", name, off, d / 2);
+        /* the check can fail: a scaled case moves every frequency but the first (fixed NTK's i = 0 too) */
+        if (r.type == ENG_ROPE_NTK) CHECK_MSG(moved >= d / 2 - 1, "%s: only %d frequencies scaled", name, moved);
+    }
+    CHECK(mixed >= 2 && plain >= 1);
+    json_decref(root);
+}
+
+TEST_MAIN(TEST(test_matches_transformers), TEST(test_shapes), TEST(test_ntk_matches_gte))

@@ -31,6 +31,10 @@
  *             weights without it give cosine 0.30), GQA, causal, last token
  *   t5/, t5g/ T5's encoder (an encoder on this engine): relative position
  *             bias, unscaled attention, relu MLP / T5 v1.1's gated-gelu
+ *   gte/, gte_mixed/  GTE v1.5 / mGTE (model_type "new", remote code: the
+ *             reference is new-impl's own NewModel): post-LayerNorm layers
+ *             with biases, GELU(gate) * up, fixed / mixed NTK rotary, CLS /
+ *             mean pooling, packed / separate Q K V, "new." prefix
  *   nomic/    NomicBERT (nomic-embed-text; an encoder on this engine):
  *             post-LayerNorm layers, rotary, SwiGLU, token type row 0
  *             added before the embedding LayerNorm; config.json in the
@@ -137,7 +141,8 @@ static void check_dir_modes(const char *name, const char *dir, int config_causal
     json_t *m = json_object_get(json_object_get(ref_root, "models"), name);
     CHECK(m != NULL);
     if (!m) return;
-    const int want_pool = !strcmp(json_string_value(json_object_get(m, "pooling")), "last") ? POSY_POOL_LAST : POSY_POOL_MEAN;
+    const char *pool = json_string_value(json_object_get(m, "pooling"));
+    const int want_pool = !strcmp(pool, "last") ? POSY_POOL_LAST : !strcmp(pool, "cls") ? POSY_POOL_CLS : POSY_POOL_MEAN;
     for (int mode = POSY_ATTN_MODEL; mode <= last_mode; mode++) {
         posy_engine *e = open_model(dir, (posy_attention)mode);
         if (!e) continue;
@@ -267,6 +272,14 @@ static void test_decoders(void) {
     CHECK(posy_engine_open(FIX_DEC "/t5", &o, &err) == NULL);
     CHECK_STR_CONTAINS(err.msg, "encoder");
     check_nomic(&o);
+    /* GTE v1.5 / mGTE (new-impl's NewModel): NomicBERT's layer with biases,
+     * a GeGLU from up_gate, NTK-scaled rotary; both fixtures against that
+     * code's own output, --attention refused */
+    check_model_modes("gte", 0, POSY_ATTN_MODEL);
+    check_model_modes("gte_mixed", 0, POSY_ATTN_MODEL);
+    posy_err_clear(&err);
+    CHECK(posy_engine_open(FIX_DEC "/gte", &o, &err) == NULL);
+    CHECK_STR_CONTAINS(err.msg, "encoder");
     json_decref(ref_root);
     ref_root = NULL;
 }

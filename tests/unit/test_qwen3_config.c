@@ -425,9 +425,73 @@ static void test_nomic(void) {
     CHECK_STR_CONTAINS(err.msg, "head_dim");
 }
 
+/* GTE v1.5 / mGTE (model_type "new", or Snowflake's "gte"): the hub's
+ * config.json (gte-base-en-v1.5's keys), NewConfig's defaults for absent
+ * keys, the NTK rotary (fixed, mixed, and a factor <= 1 that leaves it
+ * plain, as that code does), and its other switches refused by name. */
+#define GTE_HUB "\"model_type\":\"new\",\"architectures\":[\"NewModel\"],\"hidden_size\":64," \
+                "\"num_hidden_layers\":2,\"num_attention_heads\":4,\"intermediate_size\":96,\"vocab_size\":512," \
+                "\"max_position_embeddings\":8192,\"type_vocab_size\":0,\"hidden_act\":\"gelu\"," \
+                "\"layer_norm_eps\":1e-12,\"layer_norm_type\":\"layer_norm\",\"position_embedding_type\":\"rope\"," \
+                "\"rope_theta\":500000,\"rope_scaling\":{\"factor\":2.0,\"type\":\"ntk\"},\"pack_qkv\":true," \
+                "\"logn_attention_scale\":false,\"logn_attention_clip1\":false,\"unpad_inputs\":false," \
+                "\"use_memory_efficient_attention\":false"
+static void test_gte(void) {
+    eng_config c;
+    posy_err err;
+    write_body(GTE_HUB);
+    CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
+    CHECK(c.gte == 1 && c.post_ln == 1 && c.nomic == 0 && c.modernbert == 0 && c.qk_norm == 0 && c.norm_bias == 1);
+    CHECK(c.info.hidden == 64 && c.info.layers == 2 && c.info.heads == 4 && c.info.kv_heads == 4 && c.head_dim == 16);
+    CHECK(c.info.intermediate == 96 && c.info.max_positions == 8192 && c.info.type_vocab == 0);
+    CHECK(c.rope.type == ENG_ROPE_NTK && c.rope.theta == 500000.0 && c.rope.factor == 2.0 && c.rope.mixed_b == 0.0);
+    CHECK(c.act == ENG_ACT_GELU && c.ln_eps == 1e-12 && c.info.causal == 0 && !strcmp(c.info.arch, "qwen3"));
+    eng_config_free(&c);
+    /* NewConfig's defaults; Snowflake's "gte"; mixed NTK */
+    write_body("\"model_type\":\"gte\",\"rope_scaling\":{\"type\":\"ntk\",\"factor\":4,\"mixed_b\":1.5}");
+    CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
+    CHECK(c.gte == 1 && c.info.hidden == 768 && c.info.layers == 12 && c.info.heads == 12 && c.info.intermediate == 3072);
+    CHECK(c.info.vocab == 30528 && c.info.type_vocab == 1 && c.info.max_positions == 2048 && c.rope.theta == 10000.0);
+    CHECK(c.rope.type == ENG_ROPE_NTK && c.rope.factor == 4.0 && c.rope.mixed_b == 1.5 && c.act == ENG_ACT_GELU);
+    eng_config_free(&c);
+    /* no scaling, or a factor <= 1 (that code's cache then never outgrows the context): the plain rotary */
+    write_body("\"model_type\":\"new\",\"rope_theta\":160000,\"rope_scaling\":null");
+    CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
+    CHECK(c.rope.type == ENG_ROPE_DEFAULT && c.rope.theta == 160000.0);
+    eng_config_free(&c);
+    write_body("\"model_type\":\"new\",\"rope_scaling\":{\"type\":\"ntk\",\"factor\":0.5}");
+    CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
+    CHECK(c.rope.type == ENG_ROPE_DEFAULT);
+    eng_config_free(&c);
+    static const bad_field bad[] = {
+        {",\"position_embedding_type\":\"absolute\"", "position_embedding_type"},
+        {",\"layer_norm_type\":\"rms_norm\"", "layer_norm_type"},
+        {",\"logn_attention_scale\":true", "logn_attention_scale"},
+        {",\"hidden_act\":\"relu\"", "relu"},
+        {",\"hidden_act\":\"mish\"", "mish"},
+        {",\"num_attention_heads\":5", "multiple"},
+        {",\"rope_theta\":\"big\"", "rope_theta"},
+    };
+    refused_body(GTE_HUB, bad, sizeof bad / sizeof bad[0]);
+    static const char *const scal[][2] = {
+        {"\"rope_scaling\":{\"type\":\"linear\",\"factor\":2}", "ntk"},
+        {"\"rope_scaling\":{\"factor\":2}", "type"},
+        {"\"rope_scaling\":{\"type\":\"ntk\"}", "factor"},
+        {"\"rope_scaling\":{\"type\":\"ntk\",\"factor\":2,\"mixed_b\":-1}", "mixed_b"},
+        {"\"rope_scaling\":[2]", "rope_scaling"},
+    };
+    for (size_t i = 0; i < sizeof scal / sizeof scal[0]; i++) {
+        char body[512];
+        snprintf(body, sizeof body, "\"model_type\":\"new\",%s", scal[i][0]);
+        write_body(body);
+        CHECK_MSG(load(&c, &err) != 0, "accepted %s", scal[i][0]);
+        CHECK_STR_CONTAINS(err.msg, scal[i][1]);
+    }
+}
+
 static void test_cleanup(void) {
     if (g_dir[0]) nftw(g_dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
 }
 
 TEST_MAIN(TEST(test_rope_theta_places), TEST(test_rope_scaling), TEST(test_attention_direction), TEST(test_refusals), TEST(test_families), TEST(test_gemma3), TEST(test_modernbert),
-          TEST(test_t5), TEST(test_nomic), TEST(test_cleanup))
+          TEST(test_t5), TEST(test_nomic), TEST(test_gte), TEST(test_cleanup))

@@ -20,7 +20,9 @@
  * NomicBERT (cfg.nomic: nomic-embed-text) takes it as BERT's post-norm
  * layer: no norm before attention or the MLP, x = LN(x + attn) and x =
  * LN(x + mlp) after them (ln1, ln2), token type rows added to the
- * embeddings before their LayerNorm, SwiGLU, no final norm.
+ * embeddings before their LayerNorm, SwiGLU, no final norm.  GTE v1.5 /
+ * mGTE (cfg.gte) is that layer too (cfg.post_ln), with biases on Q|K|V, O
+ * and down and GELU's GLU (its up_gate halves swapped at load).
  * Then the final RMSNorm, pooling (last token or mean per the
  * sentence-transformers files) and L2 normalisation.  Attention direction
  * comes from info.causal (config.json, overridable by the engine option).
@@ -202,10 +204,10 @@ void eng_cpu_qwen3_close(eng_cpu_qwen3 *q) {
     free(q);
 }
 
-/* y = norm(x): RMSNorm, or ModernBERT's / NomicBERT's LayerNorm (g, bias b) */
+/* y = norm(x): RMSNorm, or ModernBERT's / NomicBERT's / GTE's LayerNorm (g, bias b) */
 static void q3_norm(const posy_engine *e, float *y, const float *x, const float *g, const float *b, int T, int H) {
     const float eps = (float)e->cfg.ln_eps;
-    if (!e->cfg.modernbert && !e->cfg.nomic) {
+    if (!e->cfg.modernbert && !e->cfg.post_ln) {
         eng_cpu_rmsnorm(y, x, g, eps, T, H);
         return;
     }
@@ -218,7 +220,7 @@ static int q3_layer(eng_cpu_qwen3 *q, const posy_engine *e, int l, const eng_qwe
     int T = b->n_tokens, H = mi->hidden, F = mi->intermediate, d = e->cfg.head_dim;
     int nh = mi->heads, nkv = mi->kv_heads, QKV = (nh + 2 * nkv) * d;
     float eps = (float)e->cfg.ln_eps;
-    const int post = e->cfg.nomic; /* post-norm: the blocks read x itself, ln1 / ln2 come after them */
+    const int post = e->cfg.post_ln; /* post-norm (NomicBERT, GTE): the blocks read x itself, ln1 / ln2 come after them */
     if (!post) {
         if (L->ln1) q3_norm(e, q->h, q->x, L->ln1, L->ln1_b, T, H);
         else memcpy(q->h, q->x, sizeof(float) * (size_t)T * H); /* ModernBERT's layer 0 */
@@ -258,7 +260,7 @@ static int q3_layer(eng_cpu_qwen3 *q, const posy_engine *e, int l, const eng_qwe
     } else if (e->cfg.act == ENG_ACT_GELU_TANH) eng_cpu_geglu_tanh(q->act, q->gu, T, F); /* Gemma 3, T5 v1.1 */
     else if (e->cfg.act == ENG_ACT_GELU) eng_cpu_geglu_erf(q->act, q->gu, T, F);  /* ModernBERT */
     else eng_cpu_swiglu(q->act, q->gu, T, F);
-    eng_cpu_linear_pk(q->isa, q->h, q->act, L->down_w, P ? &P->down : NULL, NULL, T, H, F);
+    eng_cpu_linear_pk(q->isa, q->h, q->act, L->down_w, P ? &P->down : NULL, L->down_b, T, H, F); /* bias: GTE */
     if (L->post_mlp) eng_cpu_rmsnorm(q->h, q->h, L->post_mlp, eps, T, H);
     if (post) eng_cpu_add_layernorm(q->x, q->h, L->ln2, L->ln2_b, eps, T, H); /* x = LN(x + mlp) */
     else eng_cpu_add(q->x, q->h, (size_t)T * H);
@@ -276,15 +278,15 @@ int eng_cpu_qwen3_forward(eng_cpu_qwen3 *q, const posy_engine *e, const posy_bat
         const float s = (float)sqrt((double)H);
         for (size_t i = 0; i < (size_t)b->n_tokens * H; i++) q->x[i] *= s;
     }
-    if (w->type_emb) /* NomicBERT: the token type's row (0 without type ids) */
+    if (w->type_emb) /* NomicBERT, GTE: the token type's row (0 without type ids) */
         for (int t = 0; t < b->n_tokens; t++)
             eng_cpu_add(q->x + (size_t)t * H, w->type_emb + (size_t)(b->type_ids ? b->type_ids[t] : 0) * H, H);
-    if (e->cfg.modernbert || e->cfg.nomic) q3_norm(e, q->x, q->x, w->emb_norm, w->emb_norm_b, b->n_tokens, (int)H);
+    if (e->cfg.modernbert || e->cfg.post_ln) q3_norm(e, q->x, q->x, w->emb_norm, w->emb_norm_b, b->n_tokens, (int)H);
     for (int l = 0; l < w->n_layers; l++)
         if (q3_layer(q, e, l, &w->layers[l], b) != 0)
             return posy_err_set(err, POSY_E_INTERNAL, "CPU attention scratch too small for this batch (a sequence "
                                 "longer than max_positions %d passed validation?)", mi->max_positions);
-    if (!e->cfg.nomic) q3_norm(e, q->x, q->x, w->norm, w->norm_b, b->n_tokens, (int)H); /* the final norm */
+    if (!e->cfg.post_ln) q3_norm(e, q->x, q->x, w->norm, w->norm_b, b->n_tokens, (int)H); /* the final norm */
     if (b->tok_out) eng_cpu_copy_tokens(b->tok_out, q->x, b->cu_seqlens, b->n_seqs, (int)H);
     eng_cpu_pool(b->out, q->x, b->cu_seqlens, b->pool_skip, b->n_seqs, (int)H, mi->pooling);
     if (eng_config_pool_normalize(&e->cfg)) eng_cpu_l2_normalize(b->out, b->n_seqs, (int)H); /* Dense: the front does */

@@ -42,7 +42,7 @@ typedef struct eng_cu_layer {
 } eng_cu_layer;
 
 enum { ENG_CU_ARCH_BERT = 0, ENG_CU_ARCH_QWEN3 = 1 };
-enum { ENG_CU_GLU_GEMMA = 1, ENG_CU_GLU_MODERNBERT = 2, ENG_CU_GLU_NOMIC = 3 };
+enum { ENG_CU_GLU_GEMMA = 1, ENG_CU_GLU_MODERNBERT = 2, ENG_CU_GLU_POSTLN = 3 };
 
 /* Offsets (in int32 units) of the input block for a bucket. */
 typedef struct eng_cu_in_layout {
@@ -84,7 +84,7 @@ typedef struct eng_cu_model {
     float *rel;                         /* MPNet: relative position bias (eng_cu_attn_args.rel, rel_max =
                                            max_pos), else NULL */
     /* Gemma 3 and ModernBERT on the decoders' weights (eng_cu_model_glu.cu):
-     * glu ENG_CU_GLU_GEMMA / _MODERNBERT / _NOMIC (NomicBERT's post-norm
+     * glu ENG_CU_GLU_GEMMA / _MODERNBERT / _POSTLN (NomicBERT's and GTE's post-norm
      * layers, the same kernels; 0: none of them), act the MLP's
      * ENG_CU_GLU_* activation, window the sliding layers' |q - k| bound,
      * rope_local their rotary table, embed_scale Gemma's sqrt(hidden);

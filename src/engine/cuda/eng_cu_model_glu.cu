@@ -18,6 +18,11 @@
  *               embedding LayerNorm; SwiGLU; one rotary; no final norm --
  *               the last layer's post-MLP LayerNorm goes with the pooling,
  *               as BERT's does; always bidirectional
+ *   GTE         (v1.5 / mGTE) NomicBERT's layer with biases on Q|K|V, O and
+ *               down, GELU(gate) * up (the loader stacks up_gate's halves
+ *               gate first), the rotary's NTK frequencies in the table;
+ *               compiled, not yet run on a GPU (eng_cu_q3_check asks for
+ *               POSY_CUDA_GTE=1)
  *
  * Why a forward of its own: the Qwen3 forward is tuned around RMSNorms
  * folded into the GEMMs and residual adds in their epilogues (and the
@@ -69,7 +74,7 @@ int eng_cu_glu_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *
     const int32_t *in = m->d_in;
     const int *n_tok = in + lay.meta + ENG_CU_META_TOKENS;
     const int H = m->H, I = m->I;
-    const int gemma = m->glu == ENG_CU_GLU_GEMMA, post = m->glu == ENG_CU_GLU_NOMIC;
+    const int gemma = m->glu == ENG_CU_GLU_GEMMA, post = m->glu == ENG_CU_GLU_POSTLN;
     const int ln = m->glu == ENG_CU_GLU_MODERNBERT || post;
     /* the one-query chain: every product through eng_cu_gemm_chain (plain
      * rows: no norm fold here) and every launch with PDL */
@@ -117,7 +122,8 @@ int eng_cu_glu_forward(eng_cu_model *m, cudaStream_t s, int T, int S, posy_err *
         }
         CK("residual + norm", eng_cu_glu_norm(s, &r));
         if (eng_cu_dec_mlp_up(m, s, chain, in_x, w, T, n_tok, err)) return -1;
-        if (eng_cu_model_gemm(m, s, chain, m->act, w->down_w, NULL, NULL, y, T, H, I, ENG_CU_EPI_NONE, NULL, err))
+        if (eng_cu_model_gemm(m, s, chain, m->act, w->down_w, w->down_b, NULL, y, T, H, I,
+                              w->down_b ? ENG_CU_EPI_BIAS : ENG_CU_EPI_NONE, NULL, err)) /* GTE's bias */
             return -1;
         r.post = gemma ? w->post_mlp : NULL;
         if (post) { /* x = LN2(x + y); after the last layer x + y alone, LN2 goes with the pooling */

@@ -79,7 +79,7 @@ int eng_cu_qwen3_shape(eng_cu_model *m, const eng_config *cfg, posy_err *err) {
                    : in->pooling == POSY_POOL_LAST ? ENG_CU_POOL_LAST : ENG_CU_POOL_MEAN;
     m->epi_up = ENG_CU_EPI_NONE;
     /* Gemma 3 / ModernBERT: their own forward (eng_cu_model_glu.cu) */
-    m->glu = cfg->gemma ? ENG_CU_GLU_GEMMA : cfg->modernbert ? ENG_CU_GLU_MODERNBERT : cfg->nomic ? ENG_CU_GLU_NOMIC : 0;
+    m->glu = cfg->gemma ? ENG_CU_GLU_GEMMA : cfg->modernbert ? ENG_CU_GLU_MODERNBERT : cfg->post_ln ? ENG_CU_GLU_POSTLN : 0;
     m->glu_act = cfg->act == ENG_ACT_GELU_TANH ? ENG_CU_GLU_GELU_TANH
                  : cfg->act == ENG_ACT_GELU    ? ENG_CU_GLU_GELU_ERF
                                                : ENG_CU_GLU_SILU;
@@ -149,6 +149,7 @@ int eng_cu_qwen3_upload(eng_cu_model *m, const eng_config *cfg, const eng_qwen3_
         d->local = m->glu && ((cfg->layer_local[l / 8] >> (l % 8)) & 1);
         d->up_w = (bf16 *)(base + o->gu_w);
         d->down_w = (bf16 *)(base + o->down_w);
+        d->down_b = Q3_OPT(o->down_b, bf16); /* GTE */
     }
 #undef Q3_OPT
     eng_cu_q3_image_free(&im);

@@ -49,12 +49,19 @@ int eng_cu_q3_check(const eng_config *cfg, posy_err *err) {
         return posy_err_set(err, POSY_E_UNSUPPORTED,
                             "cuda backend: hidden %d / intermediate %d must be positive multiples of 8, hidden <= 4096",
                             in->hidden, in->intermediate);
-    if (cfg->gemma || cfg->modernbert || cfg->nomic) { /* their gated MLPs: eng_cu_glu_act */
+    if (cfg->gte) { /* compiled, checked on the CPU (test_cu_qwen3_pack), not yet run on a GPU */
+        const char *g = getenv("POSY_CUDA_GTE");
+        if (!g || strcmp(g, "1"))
+            return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: %s (GTE) has not been verified on a GPU yet: "
+                                "it runs on the CPU engine (--device cpu, or auto); POSY_CUDA_GTE=1 tries the GPU "
+                                "path", cfg->model_type);
+    }
+    if (cfg->gemma || cfg->modernbert || cfg->post_ln) { /* their gated MLPs: eng_cu_glu_act */
         const char *glu = getenv("POSY_CUDA_GLU"); /* their GPU path's off switch (verified: H200 run 100) */
         if (glu && !strcmp(glu, "0"))
             return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: %s (%s) on the GPU is turned off by "
                                 "POSY_CUDA_GLU=0; use --device cpu or unset it", cfg->model_type,
-                                cfg->gemma ? "Gemma 3, EmbeddingGemma" : cfg->nomic ? "NomicBERT" : "ModernBERT");
+                                cfg->gemma ? "Gemma 3, EmbeddingGemma" : cfg->nomic ? "NomicBERT" : cfg->gte ? "GTE" : "ModernBERT");
         if (cfg->act != ENG_ACT_GELU_TANH && cfg->act != ENG_ACT_GELU && cfg->act != ENG_ACT_SILU)
             return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: %s needs a gelu, gelu_pytorch_tanh or "
                                 "silu activation", cfg->model_type);
@@ -163,7 +170,7 @@ static void q3_walk(eng_cu_q3_image *im, const eng_qwen3_weights *wt, const eng_
                     const eng_rope *rope_local, q3_walker *w) {
     const size_t H = (size_t)im->H, I = (size_t)im->I, d = (size_t)im->head_dim;
     const size_t QKV = (size_t)im->qkv_n, A = (size_t)im->attn_n;
-    /* NomicBERT: the GPU forward embeds type 0 only (the backend refuses
+    /* NomicBERT, GTE: the GPU forward embeds type 0 only (the backend refuses
      * another type id: eng_cu_model.type_vocab 0), its row in the table */
     im->embed = wt->type_emb ? q3_put_plus_row(w, wt->embed, (size_t)im->vocab, H, wt->type_emb)
                              : q3_put(w, wt->embed, (size_t)im->vocab * H, 0);
@@ -187,6 +194,7 @@ static void q3_walk(eng_cu_q3_image *im, const eng_qwen3_weights *wt, const eng_
         o->ln2 = fold ? q3_put_ones(w, H) : q3_put(w, s->ln2, H, 1);
         o->gu_w = fold ? q3_put_scaled(w, s->gu_w, 2 * I, H, s->ln2) : q3_put(w, s->gu_w, 2 * I * H, 0);
         o->down_w = q3_put(w, s->down_w, H * I, 0);
+        o->down_b = s->down_b ? q3_put(w, s->down_b, H, 0) : ENG_CU_Q3_NONE; /* GTE */
         o->post_attn = q3_put_opt(w, s->post_attn, H); /* Gemma 3 */
         o->post_mlp = q3_put_opt(w, s->post_mlp, H);
         o->ln1_b = q3_put_opt(w, s->ln1_b, H); /* ModernBERT */
@@ -199,7 +207,7 @@ int eng_cu_q3_plan(eng_cu_q3_image *im, const eng_config *cfg, const eng_qwen3_w
                    int rope_rows, posy_err *err) {
     const posy_model_info *in = &cfg->info;
     memset(im, 0, sizeof *im);
-    if (w->n_layers != in->layers || !w->layers || !w->embed || (!w->norm && !cfg->nomic)) /* NomicBERT: no final norm */
+    if (w->n_layers != in->layers || !w->layers || !w->embed || (!w->norm && !cfg->post_ln)) /* NomicBERT, GTE: no final norm */
         return posy_err_set(err, POSY_E_INVALID, "cuda backend: qwen3 weights have %d layers, config %d",
                             w->n_layers, in->layers);
     if (rope_rows < 1 || cfg->head_dim < 2)

@@ -40,6 +40,7 @@ typedef struct eng_cu_q3_layer_off {
     size_t qkv_w, qkv_b, o_w, o_b;      /* bf16; biases ENG_CU_Q3_NONE when absent */
     size_t q_norm, k_norm, ln1, ln2;    /* fp32; q/k norm ENG_CU_Q3_NONE when absent (qwen2, mistral, llama) */
     size_t gu_w, down_w;                /* bf16 */
+    size_t down_b;                      /* bf16 [H]: GTE's; ENG_CU_Q3_NONE when absent */
     /* Gemma 3: post_attn / post_mlp fp32 [H]; ModernBERT: the LayerNorms'
      * biases ln1_b / ln2_b fp32 [H], and ln1 is ENG_CU_Q3_NONE in layer 0;
      * ENG_CU_Q3_NONE where the model has none */
