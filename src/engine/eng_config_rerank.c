@@ -175,10 +175,11 @@ int eng_config_rerank_check(eng_config *c, json_t *root, const char *path, posy_
     const char *arch = c->info.arch;
     const int decoder = !strcmp(arch, "qwen3") && !c->modernbert && !c->t5 && !c->post_ln;
     if (strcmp(arch, "bert") && strcmp(arch, "roberta") && strcmp(arch, "xlm-roberta") && strcmp(arch, "distilbert") &&
-        !c->modernbert && !c->deberta && !decoder)
+        !c->modernbert && !c->deberta && !c->gte && !decoder)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: a sequence-classification head on model_type '%s' is not "
                             "supported (classifiers and rerankers: bert, roberta, xlm-roberta, camembert, distilbert, "
-                            "modernbert, deberta-v2, deberta, qwen3, qwen2, mistral, llama, gemma3_text)", path, c->model_type);
+                            "modernbert, deberta-v2, deberta, new (GTE), qwen3, qwen2, mistral, llama, gemma3_text)",
+                            path, c->model_type);
     json_t *from = json_object_get(root, "classifier_from_token");
     if (from && !decoder)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: classifier_from_token applies to decoders (a Qwen3, Qwen2, "
@@ -273,6 +274,9 @@ void eng_config_rerank_head(eng_config *c) {
         rr_dense(&c->dense[1], H, c->n_labels, ENG_DENSE_IDENTITY, "classifier.weight", "classifier.bias");
     } else if (!strcmp(arch, "bert")) {
         rr_dense(&c->dense[0], H, H, ENG_DENSE_TANH, "bert.pooler.dense.weight", "bert.pooler.dense.bias");
+        rr_dense(&c->dense[1], H, c->n_labels, ENG_DENSE_IDENTITY, "classifier.weight", "classifier.bias");
+    } else if (c->gte) {   /* NewForSequenceClassification: NewPooler (dense + tanh on the first token) */
+        rr_dense(&c->dense[0], H, H, ENG_DENSE_TANH, "new.pooler.dense.weight", "new.pooler.dense.bias");
         rr_dense(&c->dense[1], H, c->n_labels, ENG_DENSE_IDENTITY, "classifier.weight", "classifier.bias");
     } else if (c->deberta) {   /* ContextPooler: dense and pooler_hidden_act on the first token */
         rr_dense(&c->dense[0], H, H, c->pooler_act, "pooler.dense.weight", "pooler.dense.bias");

@@ -24,7 +24,7 @@ import pytest
 from conftest import FIXTURES
 from serve_util import Server, serve_each, post_json as post
 
-MODELS = ["bert", "xlmr", "distilbert", "modernbert"]
+MODELS = ["bert", "xlmr", "distilbert", "modernbert", "gte"]
 
 
 def model(name):
