@@ -20,9 +20,12 @@ the third model: not CPU-only, but the decoders' CPU path at full size;
 gte-Qwen2-1.5B's (28 layers, GQA 6:1, a 6.2 GB fp32 folder) the fourth,
 gtr-t5-base's encoder (T5 v1.0, 12 layers, relative position bias) the
 fifth, nomic-embed-text-v1.5's (NomicBERT: post-LN, rotary, SwiGLU) the
-sixth, all three run only when --models names them.
+sixth, gte-base-en-v1.5's (GTE v1.5: post-LN with biases, GeGLU, NTK
+rotary; its reference is the hub's remote code, run from the folder
+POSY_GTE_REF names, eager attention) the seventh, all four run only when
+--models names them.
 --models picks some of embeddinggemma-300m, modernbert-base, qwen3-0.6b,
-gte-qwen2-1.5b, gtr-t5-base, nomic-embed-text-v1.5.
+gte-qwen2-1.5b, gtr-t5-base, nomic-embed-text-v1.5, gte-base-en-v1.5.
 
 BUILD_DIR holds api_embed (a Release build).  Exit 1 when a min cosine is
 under 0.99999.
@@ -37,6 +40,9 @@ import time
 import numpy as np
 import torch
 import transformers as T
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "cuda"))
+from e2e_common import GTE_HUB, GteRef, gte_module, gte_new_model  # noqa: E402
 
 SEQ_LENS = [7, 64, 300, 700]
 
@@ -74,7 +80,38 @@ def configs():
         rope_parameters={"rope_type": "default", "rope_theta": 1000.0}, pad_token_id=0)
     return {"embeddinggemma-300m": (T.Gemma3TextModel, gemma), "modernbert-base": (T.ModernBertModel, modernbert),
             "qwen3-0.6b": (T.Qwen3Model, qwen3), "gte-qwen2-1.5b": (T.Qwen2Model, qwen2),
-            "gtr-t5-base": (T.T5EncoderModel, t5), "nomic-embed-text-v1.5": (T.NomicBertModel, nomic)}
+            "gtr-t5-base": (T.T5EncoderModel, t5), "nomic-embed-text-v1.5": (T.NomicBertModel, nomic),
+            # Alibaba-NLP/gte-base-en-v1.5's config.json: no class in transformers (cls None: the remote code)
+            "gte-base-en-v1.5": (None, dict(GTE_HUB, vocab_size=30528, hidden_size=768, intermediate_size=3072,
+                                            num_hidden_layers=12, num_attention_heads=12,
+                                            max_position_embeddings=8192, type_vocab_size=0, hidden_act="gelu",
+                                            layer_norm_eps=1e-12, rope_theta=500000.0,
+                                            rope_scaling={"factor": 2.0, "type": "ntk"}, pack_qkv=True))}
+
+
+def gte_folder(cfg, d):
+    """gte-base-en-v1.5's shape, random, saved as the hub's checkpoint is;
+    returns the fp32 reference (new-impl's NewModel, eager attention)."""
+    from safetensors.torch import load_file, save_file
+    mod = gte_module()
+    if mod is None:
+        sys.exit("gte-base-en-v1.5: set POSY_GTE_REF to a folder holding Alibaba-NLP/new-impl's modeling.py "
+                 "and configuration.py")
+    if not os.path.exists(os.path.join(d, "model.safetensors")):
+        m = gte_new_model(mod, cfg).eval()
+        with torch.no_grad():
+            for n, p in m.named_parameters():
+                if p.dim() > 1:
+                    p.normal_(0.0, 0.03 if "embed" in n else 1.0 / p.shape[1] ** 0.5)
+                elif n.endswith("weight"):  # its LayerNorms around their unit
+                    p.normal_(1.0, 0.1)
+        os.makedirs(d, exist_ok=True)
+        save_file({k: v.contiguous() for k, v in m.state_dict().items()}, os.path.join(d, "model.safetensors"))
+        json.dump(cfg, open(os.path.join(d, "config.json"), "w"), indent=2)
+        st_files(d, cfg["hidden_size"])
+    m = gte_new_model(mod, cfg).eval()
+    m.load_state_dict(load_file(os.path.join(d, "model.safetensors")))
+    return GteRef(m), cfg["vocab_size"]
 
 
 def st_files(d, hidden):
@@ -104,10 +141,13 @@ def main():
     rng = np.random.default_rng(0)
     worst_all = 1.0
     for name, (cls, cfg) in configs().items():
-        if (only and name not in only) or (not only and name in ("gte-qwen2-1.5b", "gtr-t5-base", "nomic-embed-text-v1.5")):
+        if (only and name not in only) or (not only and name in ("gte-qwen2-1.5b", "gtr-t5-base", "nomic-embed-text-v1.5",
+                                                                 "gte-base-en-v1.5")):
             continue
         d = os.path.join(work, name)
-        if not os.path.exists(os.path.join(d, "model.safetensors")):
+        if cls is None:
+            m, vocab = gte_folder(cfg, d)
+        elif not os.path.exists(os.path.join(d, "model.safetensors")):
             m = cls(cfg).eval()
             with torch.no_grad():  # wider than the init so that layers matter; norms around their unit
                 for n, p in m.named_parameters():
@@ -117,9 +157,11 @@ def main():
                         p.normal_(0.0 if name.startswith("embeddinggemma") else 1.0, 0.1)
             m.save_pretrained(d, safe_serialization=True)
             st_files(d, getattr(cfg, "hidden_size", getattr(cfg, "d_model", 0)))
-        m = cls.from_pretrained(d, dtype=torch.float32).eval()
-        m.config._attn_implementation = "eager"
-        seqs = [rng.integers(3, min(cfg.vocab_size, 50000), n).tolist() for n in SEQ_LENS]
+        if cls is not None:
+            m = cls.from_pretrained(d, dtype=torch.float32).eval()
+            m.config._attn_implementation = "eager"
+            vocab = cfg.vocab_size
+        seqs = [rng.integers(3, min(vocab, 50000), n).tolist() for n in SEQ_LENS]
         sb = os.path.join(work, name + ".seqs.bin")
         with open(sb, "wb") as f:
             f.write(struct.pack("<i", len(seqs)))
