@@ -113,10 +113,15 @@ static int cfg_mpnet(eng_config *c, json_t *r, const char *p, posy_err *err) {
     return 0;
 }
 
+static int cfg_jina(eng_config *c, json_t *r, const char *p, posy_err *err);
+
 static int cfg_bert(eng_config *c, json_t *r, const char *p, cfg_family fam, posy_err *err) {
     posy_model_info *in = &c->info;
     char pet[32];
     int rc;
+    /* JinaBERT v2 (jina-embeddings-v2-*) says model_type "bert" with ALiBi */
+    json_t *pj = json_object_get(r, "position_embedding_type");
+    if (fam == FAM_BERT && json_is_string(pj) && !strcmp(json_string_value(pj), "alibi")) return cfg_jina(c, r, p, err);
     if ((rc = eng_cfgjson_int(r, "hidden_size", p, 1, 0, 1, 65536, &in->hidden, err)) ||
         (rc = eng_cfgjson_int(r, "num_hidden_layers", p, 1, 0, 1, 1024, &in->layers, err)) ||
         (rc = eng_cfgjson_int(r, "num_attention_heads", p, 1, 0, 1, 1024, &in->heads, err)) ||
@@ -706,6 +711,47 @@ static int cfg_gte(eng_config *c, json_t *r, const char *p, posy_err *err) {
             c->rope.factor = 1.0;
         }
     }
+    return cfg_post_ln_finish(c);
+}
+
+/* JinaBERT v2 (jina-embeddings-v2-base-en / small-en / -de / -es / -zh:
+ * model_type "bert" with "position_embedding_type": "alibi", remote code
+ * jinaai/jina-bert-implementation; MosaicBERT's layer): BERT's post-norm
+ * layer without a position table -- ALiBi's symmetric bias -slope_h |i - j|
+ * on the scaled scores instead --, biases on Q / K / V, the output dense
+ * and wo, the MLP act(gated_layers' first half) * second half ("geglu":
+ * GELU; none on gated_layers), token type rows before the embedding
+ * LayerNorm, no final norm.  It runs on this engine's post-norm path
+ * (post_ln) with the ALiBi table as a relative position bias (alibi), so
+ * info.arch becomes "qwen3".  "reglu" and the plain ("original") MLP are
+ * refused by name. */
+static int cfg_jina(eng_config *c, json_t *r, const char *p, posy_err *err) {
+    posy_model_info *in = &c->info;
+    char ff[32];
+    int rc;
+    c->jina = c->alibi = 1;
+    snprintf(in->arch, sizeof in->arch, "qwen3");
+    if ((rc = eng_cfgjson_int(r, "hidden_size", p, 0, 768, 1, 65536, &in->hidden, err)) ||
+        (rc = eng_cfgjson_int(r, "num_hidden_layers", p, 0, 12, 1, 1024, &in->layers, err)) ||
+        (rc = eng_cfgjson_int(r, "num_attention_heads", p, 0, 12, 1, 1024, &in->heads, err)) ||
+        (rc = eng_cfgjson_int(r, "intermediate_size", p, 0, 3072, 1, 1 << 20, &in->intermediate, err)) ||
+        (rc = eng_cfgjson_int(r, "vocab_size", p, 0, 30522, 1, 1 << 24, &in->vocab, err)) ||
+        (rc = eng_cfgjson_int(r, "type_vocab_size", p, 0, 2, 1, 1024, &in->type_vocab, err)) ||
+        (rc = eng_cfgjson_int(r, "max_position_embeddings", p, 0, 512, 1, 1 << 16, &c->max_position_embeddings,
+                              err)) ||
+        (rc = eng_cfgjson_int(r, "pad_token_id", p, 0, 0, 0, 1 << 24, &c->pad_token_id, err)) ||
+        (rc = eng_cfgjson_num(r, "layer_norm_eps", p, 0, 1e-12, 0, 1, &c->ln_eps, err)) ||
+        (rc = eng_cfgjson_str(r, "feed_forward_type", p, 0, "original", ff, sizeof ff, err)))
+        return rc;
+    if (strcmp(ff, "geglu"))
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: JinaBERT (position_embedding_type alibi) with "
+                            "feed_forward_type '%s' is not supported (geglu only: jina-embeddings-v2)", p, ff);
+    c->act = ENG_ACT_GELU; /* geglu's nn.GELU(), whatever hidden_act says */
+    if (in->hidden % in->heads)
+        return posy_err_set(err, POSY_E_INVALID, "%s: hidden size %d is not a multiple of %d attention heads", p,
+                            in->hidden, in->heads);
+    c->head_dim = in->hidden / in->heads;
+    c->rope = eng_rope_plain(10000.0); /* unused: no rotary */
     return cfg_post_ln_finish(c);
 }
 

@@ -123,6 +123,12 @@ typedef struct eng_config {
      * (type_vocab_size; 0 none), the rotary's NTK scaling (eng_rope.h).
      * eng_config.c cfg_gte. */
     int gte;
+    /* JinaBERT v2 (model_type "bert" with position_embedding_type "alibi":
+     * jina-embeddings-v2-*) on the same post-norm path, its own tensor names
+     * (jina), and ALiBi's bias -slope_h |i - j| on the scaled scores instead
+     * of a rotary (alibi: eng_relpos.h's table, eng_alibi_slopes).
+     * eng_config.c cfg_jina. */
+    int jina, alibi;
     /* the post-norm layer (nomic or gte): x = LN(x + attn(x)), x = LN(x +
      * mlp(x)), the products reading x itself; type rows and a LayerNorm on
      * the embeddings; no final norm */

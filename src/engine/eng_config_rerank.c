@@ -174,6 +174,9 @@ int eng_config_rerank_check(eng_config *c, json_t *root, const char *path, posy_
     if (!rr_is_classifier(root)) return 0;
     const char *arch = c->info.arch;
     const int decoder = !strcmp(arch, "qwen3") && !c->modernbert && !c->t5 && !c->post_ln;
+    if (c->jina)
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: a sequence-classification head on JinaBERT "
+                            "(position_embedding_type alibi: jina-reranker-v1-*) is not supported", path);
     if (strcmp(arch, "bert") && strcmp(arch, "roberta") && strcmp(arch, "xlm-roberta") && strcmp(arch, "distilbert") &&
         !c->modernbert && !c->deberta && !c->gte && !decoder)
         return posy_err_set(err, POSY_E_UNSUPPORTED, "%s: a sequence-classification head on model_type '%s' is not "

@@ -22,6 +22,7 @@
  * NomicBERT (cfg->nomic): its own names, qw_walk_nomic.
  * GTE v1.5 / mGTE (cfg->gte): its own names, qw_walk_gte; biases on Q|K|V,
  * O and down; up_gate's halves swapped into gate|up.
+ * JinaBERT v2 (cfg->jina): its own names, qw_walk_jina.
  * T5's encoder (cfg->t5): its own names, qw_walk_t5; Wq is scaled by
  * sqrt(head_dim) at load (T5's attention does not scale its scores).
  *
@@ -259,6 +260,52 @@ static int qw_walk_gte(qw_ctx *c, const eng_config *cfg, eng_qwen3_weights *w) {
     return 0;
 }
 
+/* JinaBERT v2's names (jina-bert-implementation's JinaBertModel, under ""
+ * or "bert."): "embeddings.word_embeddings.weight",
+ * "embeddings.token_type_embeddings.weight", "embeddings.LayerNorm.*",
+ * "encoder.layer.N.attention.self.{query,key,value}.{weight,bias}"
+ * (stacked Q|K|V), "...attention.output.dense.*" (O),
+ * "...attention.output.LayerNorm.*" (after attention), "...mlp.
+ * gated_layers.weight" [2I, H] (its first half the activated one: this
+ * engine's gate|up as it is), "...mlp.wo.*" (down), "...mlp.layernorm.*"
+ * (after the MLP).  The q/k post-norm variant's code (layer_norm_q /
+ * layer_norm_k: jina-embeddings-v2-base-code) is refused by name. */
+static int qw_walk_jina(qw_ctx *c, const eng_config *cfg, eng_qwen3_weights *w) {
+    static const char *const qkv[3] = {"attention.self.query", "attention.self.key", "attention.self.value"};
+    const int64_t H = cfg->info.hidden, I = cfg->info.intermediate;
+    int64_t dv[2] = {cfg->info.vocab, H}, dt[2] = {cfg->info.type_vocab, H}, dH[1] = {H}, dHH[2] = {H, H},
+            dgu[2] = {2 * I, H}, dHI[2] = {H, I}, qkv_rows[3] = {H, H, H};
+    char n[160], lp[64];
+    int rc;
+    snprintf(n, sizeof n, "%sencoder.layer.0.attention.self.layer_norm_q.weight", c->prefix);
+    if (eng_st_find(c->st, n))
+        return posy_err_set(c->err, POSY_E_UNSUPPORTED, "%s: tensor %s: JinaBERT's q/k post-norm variant "
+                            "(jina-bert-v2-qk-post-norm, e.g. jina-embeddings-v2-base-code) is not supported",
+                            c->st->path, n);
+    if ((rc = qw_take(c, "embeddings.word_embeddings.weight", 2, dv, &w->embed)) ||
+        (rc = qw_take(c, "embeddings.token_type_embeddings.weight", 2, dt, &w->type_emb)) ||
+        (rc = qw_take(c, "embeddings.LayerNorm.weight", 1, dH, &w->emb_norm)) ||
+        (rc = qw_take(c, "embeddings.LayerNorm.bias", 1, dH, &w->emb_norm_b)))
+        return rc;
+#define JB_T(suffix, nd, dims, dst) (snprintf(n, sizeof n, "%s%s", lp, suffix), rc = qw_take(c, n, nd, dims, dst))
+    for (int i = 0; i < cfg->info.layers; i++) {
+        eng_qwen3_layer *L = &w->layers[i];
+        snprintf(lp, sizeof lp, "encoder.layer.%d.", i);
+        if ((rc = qw_stack(c, lp, qkv, qkv_rows, 3, H, ".weight", &L->qkv_w)) ||
+            (rc = qw_stack(c, lp, qkv, qkv_rows, 3, 0, ".bias", &L->qkv_b)) ||
+            JB_T("attention.output.dense.weight", 2, dHH, &L->o_w) ||
+            JB_T("attention.output.dense.bias", 1, dH, &L->o_b) ||
+            JB_T("attention.output.LayerNorm.weight", 1, dH, &L->ln1) ||
+            JB_T("attention.output.LayerNorm.bias", 1, dH, &L->ln1_b) ||
+            JB_T("mlp.gated_layers.weight", 2, dgu, &L->gu_w) || JB_T("mlp.wo.weight", 2, dHI, &L->down_w) ||
+            JB_T("mlp.wo.bias", 1, dH, &L->down_b) || JB_T("mlp.layernorm.weight", 1, dH, &L->ln2) ||
+            JB_T("mlp.layernorm.bias", 1, dH, &L->ln2_b))
+            return rc;
+    }
+#undef JB_T
+    return 0;
+}
+
 /* T5's encoder (T5EncoderModel, as sentence-transformers saves it):
  * "encoder.embed_tokens.weight" or the tied "shared.weight",
  * "encoder.block.N.layer.0.SelfAttention.{q,k,v,o}.weight",
@@ -308,6 +355,7 @@ static int qw_walk(qw_ctx *c, void *arg) {
     if (cfg->t5) return qw_walk_t5(c, cfg, w);
     if (cfg->nomic) return qw_walk_nomic(c, cfg, w);
     if (cfg->gte) return qw_walk_gte(c, cfg, w);
+    if (cfg->jina) return qw_walk_jina(c, cfg, w);
     int64_t dv[2] = {cfg->info.vocab, cfg->info.hidden};
     int rc;
     if ((rc = qw_take(c, "embed_tokens.weight", 2, dv, &w->embed)) ||
@@ -338,8 +386,12 @@ int eng_qwen3_weights_load(eng_qwen3_weights *w, const eng_config *cfg, const en
                       : cfg->post_ln ? "embeddings.word_embeddings.weight" : "embed_tokens.weight";
     char en[96], nn[96];
     snprintf(en, sizeof en, "model.%s", emb);
-    snprintf(nn, sizeof nn, "new.%s", emb); /* GTE saved from a NewFor... head class */
-    c.prefix = eng_st_find(st, emb) ? "" : eng_st_find(st, en) ? "model." : cfg->gte && eng_st_find(st, nn) ? "new." : NULL;
+    /* GTE saved from a NewFor... head class; JinaBERT from a JinaBertFor... one */
+    snprintf(nn, sizeof nn, "%s%s", cfg->jina ? "bert." : "new.", emb);
+    c.prefix = eng_st_find(st, emb)                              ? ""
+               : eng_st_find(st, en)                             ? "model."
+               : (cfg->gte || cfg->jina) && eng_st_find(st, nn) ? (cfg->jina ? "bert." : "new.")
+                                                                 : NULL;
     if (cfg->t5) c.prefix = eng_st_find(st, emb) || eng_st_find(st, "encoder.embed_tokens.weight") ? "" : NULL;
     if (!c.prefix)
         return posy_err_set(err, POSY_E_INVALID, "%s: tensor %s not found (with or without a model. "

@@ -16,6 +16,7 @@
 #ifndef ENG_RELPOS_H
 #define ENG_RELPOS_H
 
+#include <math.h>
 #include <stddef.h>
 
 #define ENG_RELPOS_BUCKETS 32
@@ -61,6 +62,28 @@ static inline void eng_relpos_expand(float *out, const float *weight, int heads,
     for (int h = 0; h < heads; h++)
         for (int r = -(max_len - 1); r <= max_len - 1; r++)
             out[(size_t)h * span + (size_t)(r + max_len - 1)] = weight[(size_t)eng_relpos_bucket(r) * heads + h] * mul;
+}
+
+/* ALiBi (JinaBERT v2): head h's slope of n, as ALiBi's reference code and
+ * jina-bert's _get_alibi_head_slopes give it: n a power of two, 2^(-8 (h +
+ * 1) / n); otherwise the slopes of the power of two p below n, then every
+ * other slope of 2p (2^(-4 (2j + 1) / p), j = h - p). */
+static inline double eng_alibi_slope(int n, int h) {
+    int p = 1;
+    while (p * 2 <= n) p *= 2;
+    if (h < p) return pow(2.0, -8.0 * (h + 1) / p);
+    return pow(2.0, -8.0 * (2 * (h - p) + 1) / (2.0 * p));
+}
+
+/* ALiBi as an expanded table (the layout above): -slope_h |r| in float32,
+ * the product the reference forms (a float32 slope times the distance). */
+static inline void eng_alibi_expand(float *out, int heads, int max_len) {
+    const size_t span = eng_relpos_span(max_len);
+    for (int h = 0; h < heads; h++) {
+        const float s = -(float)eng_alibi_slope(heads, h);
+        for (int r = -(max_len - 1); r <= max_len - 1; r++)
+            out[(size_t)h * span + (size_t)(r + max_len - 1)] = s * (float)(r < 0 ? -r : r);
+    }
 }
 
 #endif

@@ -140,17 +140,40 @@ GTE_HUB = {"architectures": ["NewModel"],
            "torch_dtype": "float32", "unpad_inputs": False, "use_memory_efficient_attention": False}
 
 
-def gte_module():
-    """new-impl's modeling module from the folder POSY_GTE_REF names (its
-    modeling.py imports .configuration), or None without it."""
+def remote_module(env, name):
+    """Module `name` of the remote-code folder the environment variable
+    `env` names, imported as a package (the hub's modeling files import
+    their configuration relatively), or None without it."""
     import importlib
-    d = os.environ.get("POSY_GTE_REF")
+    d = os.environ.get(env)
     if not d:
         return None
     d = os.path.abspath(d)
     if os.path.dirname(d) not in sys.path:
         sys.path.insert(0, os.path.dirname(d))
-    return importlib.import_module(os.path.basename(d) + ".modeling")
+    return importlib.import_module(os.path.basename(d) + "." + name)
+
+
+def gte_module():
+    """new-impl's modeling module from the folder POSY_GTE_REF names, or None."""
+    return remote_module("POSY_GTE_REF", "modeling")
+
+
+# JinaBERT v2 (jina-embeddings-v2-*): remote code too (jinaai/jina-bert-implementation's
+# modeling_bert.py + configuration_bert.py), from the folder POSY_JINA_REF names.
+JINA_HUB = {"architectures": ["JinaBertForMaskedLM"],
+            "auto_map": {"AutoConfig": "jinaai/jina-bert-implementation--configuration_bert.JinaBertConfig",
+                         "AutoModel": "jinaai/jina-bert-implementation--modeling_bert.JinaBertModel",
+                         "AutoModelForMaskedLM": "jinaai/jina-bert-implementation--modeling_bert.JinaBertForMaskedLM"},
+            "attention_probs_dropout_prob": 0.0, "attn_implementation": "torch", "classifier_dropout": None,
+            "emb_pooler": "mean", "feed_forward_type": "geglu", "gradient_checkpointing": False, "hidden_act": "gelu",
+            "hidden_dropout_prob": 0.1, "initializer_range": 0.02, "model_type": "bert",
+            "position_embedding_type": "alibi", "torch_dtype": "float32", "use_cache": True}
+
+
+def jina_new_model(mod, c):
+    """A JinaBertModel of config dict c (the hub's config.json keys)."""
+    return mod.JinaBertModel(mod.JinaBertConfig(**{k: v for k, v in c.items() if k not in ("architectures", "auto_map")}))
 
 
 def gte_new_model(mod, c):

@@ -44,7 +44,11 @@ two runs >= 0.999 against each other.
            Alibaba-NLP/new-impl's modeling.py and configuration.py.  On the
            GPU it runs with POSY_CUDA_GTE=1 (the backend's opt-in until a
            run has checked it).
-The last four are referenced in their own mode (no explicit mask: theirs is
+  jina     jinaai/jina-embeddings-v2-base-en (JinaBERT v2: model_type bert with
+           ALiBi, 12 heads, GeGLU, token types), 12 layers, mean pooling; its
+           reference is the remote code from the folder POSY_JINA_REF names.
+           CPU only (--device cpu): the CUDA backend refuses ALiBi.
+The last five are referenced in their own mode (no explicit mask: theirs is
 bidirectional with sliding windows); the sequences of up to 512 tokens
 cross both windows.
 
@@ -62,7 +66,8 @@ import torch
 import transformers as T
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_common import GTE_HUB, GteRef, cosines, gte_module, gte_new_model, nomic_hub_keys  # noqa: E402
+from e2e_common import (GTE_HUB, JINA_HUB, GteRef, cosines, gte_new_model, jina_new_model,  # noqa: E402
+                        nomic_hub_keys, remote_module)
 from e2e_vs_transformers import sequences, write_seqs  # noqa: E402
 
 torch.backends.cuda.matmul.allow_tf32 = False
@@ -117,10 +122,16 @@ MODELS = {
                  max_position_embeddings=8192, type_vocab_size=0, layer_norm_eps=1e-12, hidden_act="gelu",
                  rope_theta=500000.0, rope_scaling={"factor": 2.0, "type": "ntk"}, pack_qkv=True,
                  pad_token_id=0)),
+    # jinaai/jina-embeddings-v2-base-en's config.json (remote code: the classes come from POSY_JINA_REF)
+    "jina": (None, None, "mean", False, 12,
+             dict(hidden_size=768, intermediate_size=3072, num_attention_heads=12, vocab_size=30528,
+                  max_position_embeddings=8192, type_vocab_size=2, layer_norm_eps=1e-12, pad_token_id=0)),
 }
 # bidirectional by their own configuration (not "is_causal"), with sliding
 # windows an explicit full mask would switch off: referenced in their own mode
-OWN_MODE = ("gemma3", "modernbert", "nomic", "gte")
+REMOTE = {"gte": ("POSY_GTE_REF", "modeling", GTE_HUB, gte_new_model),
+          "jina": ("POSY_JINA_REF", "modeling_bert", JINA_HUB, jina_new_model)}
+OWN_MODE = ("gemma3", "modernbert", "nomic", "gte", "jina")
 
 
 def nomic_hub_config(d):
@@ -134,26 +145,28 @@ def log(*a):
     print(*a, flush=True)
 
 
-def make_gte(kw, layers, d):
-    """GTE: a NewModel of the hub's config.json keys, saved as the hub's
-    checkpoints are (safetensors + that config.json)."""
+def make_remote(name, kw, layers, d):
+    """GTE / JinaBERT: the remote code's model of the hub's config.json
+    keys, saved as the hub's checkpoints are (safetensors + that config)."""
     from safetensors.torch import save_file
-    mod = gte_module()
+    env, modname, hub, new_model = REMOTE[name]
+    mod = remote_module(env, modname)
     if mod is None:
-        sys.exit("gte: set POSY_GTE_REF to a folder holding Alibaba-NLP/new-impl's modeling.py and configuration.py")
-    c = dict(GTE_HUB, **kw, num_hidden_layers=layers)
-    m = gte_new_model(mod, c).eval()
+        sys.exit(f"{name}: set {env} to a folder holding the model's remote code ({modname}.py and its configuration)")
+    c = dict(hub, **kw, num_hidden_layers=layers)
+    m = new_model(mod, c).eval()
     os.makedirs(d, exist_ok=True)
     return m, c, lambda: (save_file({k: v.to(torch.bfloat16).contiguous() for k, v in m.state_dict().items()},
                                     os.path.join(d, "model.safetensors"), metadata={"format": "pt"}),
                           json.dump(c, open(os.path.join(d, "config.json"), "w"), indent=2))
 
 
-def load_gte(d, dtype):
-    """The saved GTE folder in a fresh NewModel (fp32 or bf16), as a user's load."""
+def load_remote(name, d, dtype):
+    """The saved GTE / JinaBERT folder in a fresh model of its remote code (fp32 or bf16), as a user's load."""
     from safetensors.torch import load_file
+    env, modname, _, new_model = REMOTE[name]
     c = json.load(open(os.path.join(d, "config.json")))
-    m = gte_new_model(gte_module(), c)
+    m = new_model(remote_module(env, modname), c)
     m.load_state_dict({k: v.float() for k, v in load_file(os.path.join(d, "model.safetensors")).items()})
     return m.to(dtype)
 
@@ -161,8 +174,8 @@ def load_gte(d, dtype):
 def make(name, layers, d):
     cfg_cls, model_cls, pooling, causal, _, kw = MODELS[name]
     torch.manual_seed(1234)
-    if name == "gte":
-        m, _, save = make_gte(kw, layers, d)
+    if name in REMOTE:
+        m, _, save = make_remote(name, kw, layers, d)
     else:
         m = model_cls(cfg_cls(**kw, num_hidden_layers=layers)).eval()
     with torch.no_grad():
@@ -175,7 +188,7 @@ def make(name, layers, d):
             else:
                 p.normal_(0.0, p.shape[1] ** -0.5)
             p.copy_(p.to(torch.bfloat16).float())
-    if name == "gte":
+    if name in REMOTE:
         save()
     else:
         m.to(torch.bfloat16).save_pretrained(d, safe_serialization=True)
@@ -200,9 +213,9 @@ def make(name, layers, d):
 
 
 @torch.no_grad()
-def reference(d, seqs, pooling, causal, model_cls, dev, own_mode=False, dtype=torch.float32):
-    if model_cls is None:  # GTE: the hub's remote code
-        m = GteRef(load_gte(d, dtype).to(dev).eval())
+def reference(d, seqs, pooling, causal, model_cls, dev, own_mode=False, dtype=torch.float32, name=None):
+    if model_cls is None:  # GTE, JinaBERT: the hub's remote code
+        m = GteRef(load_remote(name, d, dtype).to(dev).eval())
     else:
         m = model_cls.from_pretrained(d, dtype=dtype, attn_implementation="eager").to(dev).eval()
     out = []
@@ -252,12 +265,14 @@ def main():
         seqs = sequences(MODELS[name][5]["vocab_size"])
         sp = os.path.join(root, f"dec-{name}-seqs.bin")
         write_seqs(sp, seqs)
-        ref = reference(d, seqs, pooling, causal, MODELS[name][1], dev, name in OWN_MODE)
+        ref = reference(d, seqs, pooling, causal, MODELS[name][1], dev, name in OWN_MODE, name=name)
         # transformers' own bf16 run against its fp32: how far bf16 alone moves this model's vectors
         # (the yardstick for posy's bf16 figures below)
-        c = cosines(reference(d, seqs, pooling, causal, MODELS[name][1], dev, name in OWN_MODE, torch.bfloat16), ref)
+        c = cosines(reference(d, seqs, pooling, causal, MODELS[name][1], dev, name in OWN_MODE, torch.bfloat16,
+                              name=name), ref)
         w = int(np.argmin(c))
-        log(f"{name} transformers bf16 vs its fp32: min cosine {c.min():.6f} (len {len(seqs[w])}), mean {c.mean():.6f}")
+        log(f"{name} {'its remote code' if name in REMOTE else 'transformers'} bf16 vs its fp32: min cosine "
+            f"{c.min():.6f} (len {len(seqs[w])}), mean {c.mean():.6f}")
         if name == "nomic":
             nomic_hub_config(d)
         log(f"{name}: {L} layers written and referenced in {time.time() - t0:.1f} s")
@@ -272,7 +287,8 @@ def main():
             outs[label] = np.fromfile(o, dtype=np.float32).reshape(-1, H)
             c = cosines(outs[label], ref)
             w = int(np.argmin(c))
-            log(f"{name} {label} ({device}) vs transformers fp32: min cosine {c.min():.6f} (len {len(seqs[w])}), "
+            peer = "its remote code" if name in REMOTE else "transformers"
+            log(f"{name} {label} ({device}) vs {peer} fp32: min cosine {c.min():.6f} (len {len(seqs[w])}), "
                 f"mean {c.mean():.6f}")
             ok &= bool(c.min() >= 0.999)
         if len(outs) == 2:

@@ -209,7 +209,13 @@ static void fuzz_check_ok(const eng_config *c) {
      * gated MLP (no relu), its rotary plain or NTK-scaled (factor > 1: a factor <= 1 is plain there); NTK
      * scaling nowhere else */
     const int gt = !strcmp(c->model_type, "new") || !strcmp(c->model_type, "gte");
-    if (c->gte != gt || c->post_ln != (nb || gt) ||
+    /* JinaBERT v2 (bert + alibi): the same post-norm layer on this engine, ALiBi for a rotary, GeGLU */
+    if (c->alibi != c->jina || (c->jina && (strcmp(c->model_type, "bert") || strcmp(in->arch, "qwen3") || in->causal ||
+                                            c->head_dim * in->heads != in->hidden || c->act != ENG_ACT_GELU ||
+                                            in->type_vocab < 1 || c->gte || c->nomic || c->t5 || c->gemma ||
+                                            c->modernbert || c->qk_norm || c->mlp_plain || c->rerank)))
+        abort();
+    if (c->gte != gt || c->post_ln != (nb || gt || c->jina) ||
         (gt && (in->causal || c->head_dim * in->heads != in->hidden || !c->norm_bias || c->act == ENG_ACT_RELU ||
                 (c->rope.type != ENG_ROPE_DEFAULT && c->rope.type != ENG_ROPE_NTK) || c->gemma || c->modernbert ||
                 c->t5 || c->qk_norm || c->sliding_window || c->mlp_plain)) ||

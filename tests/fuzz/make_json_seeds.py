@@ -161,6 +161,11 @@ GTE = {"model_type": "new", "architectures": ["NewModel"], "hidden_size": 64, "n
        "use_memory_efficient_attention": False}
 GTE_MIXED = dict(GTE, model_type="gte", architectures=["GteModel"], type_vocab_size=1, pack_qkv=False,
                  rope_scaling={"type": "ntk", "factor": 4, "mixed_b": 1.5})
+# jinaai/jina-embeddings-v2-base-en's config.json keys (JinaBertConfig: model_type bert with ALiBi)
+JINA = {"model_type": "bert", "architectures": ["JinaBertForMaskedLM"], "hidden_size": 96, "num_hidden_layers": 2,
+        "num_attention_heads": 6, "intermediate_size": 128, "vocab_size": 512, "max_position_embeddings": 8192,
+        "type_vocab_size": 2, "position_embedding_type": "alibi", "feed_forward_type": "geglu", "hidden_act": "gelu",
+        "emb_pooler": "mean", "attn_implementation": "torch", "layer_norm_eps": 1e-12, "pad_token_id": 0}
 DEBERTA3 = {"model_type": "deberta-v2", "architectures": ["DebertaV2ForSequenceClassification"], "hidden_size": 64,
             "num_hidden_layers": 2, "num_attention_heads": 4, "intermediate_size": 128, "vocab_size": 512,
             "max_position_embeddings": 512, "type_vocab_size": 0, "relative_attention": True, "position_buckets": 256,
@@ -206,6 +211,7 @@ CFG = {
     "gte_st": [GTE, MODULES, dict(POOL_MEAN, pooling_mode_mean_tokens=False, pooling_mode_cls_token=True),
                {"max_seq_length": 8192}],
     "gte_mixed": [GTE_MIXED],
+    "jina_st": [JINA, MODULES, dict(POOL_MEAN, word_embedding_dimension=96), {"max_seq_length": 8192}],
     "mpnet_st": [MPNET, MODULES, POOL_MEAN, {"max_seq_length": 128, "do_lower_case": False}],
     # SPLADE: the masked-LM head and SpladePooling (in the fuzzer's 1_Pooling folder)
     "splade_st": [dict(BERT, architectures=["BertForMaskedLM"]),

@@ -67,6 +67,15 @@ the stored values):
             POSY_GTE_REF at a folder with new-impl's modeling.py and
             configuration.py (`--only gte` / `--only gte_mixed`; a full run
             skips them without it and keeps their committed entries).
+  jina/     JinaBERT v2 (jina-embeddings-v2-*: model_type "bert" with
+            position_embedding_type "alibi", remote code jinaai/
+            jina-bert-implementation): the post-LayerNorm layer with
+            ALiBi's symmetric bias instead of positions, biases on q / k /
+            v / output dense / wo, GELU(first half) * second half of
+            gated_layers, token types; 6 heads (slopes between powers of
+            two), hidden 96, mean pooling, the WordPiece tokenizer.
+            POSY_JINA_REF names the folder with that code's
+            modeling_bert.py and configuration_bert.py (`--only jina`).
   t5/       T5EncoderModel (sentence-t5 / gtr-t5 style, T5 v1.0): relu MLP
             without a gate, d_kv 16 (4 heads x 16 = d_model 64), the
             relative position bias of block 0 in both layers, unscaled
@@ -100,7 +109,8 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 from gen_qwen3_fixtures import st_files  # modules.json, pooling (hidden 64), prompts: the same files
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cuda"))
-from e2e_common import GTE_HUB, GteRef, gte_module, gte_new_model, nomic_hub_keys  # noqa: E402  (shared with the GPU check)
+from e2e_common import (GTE_HUB, JINA_HUB, GteRef, gte_new_model, jina_new_model,  # noqa: E402
+                        nomic_hub_keys, remote_module)  # (shared with the GPU check)
 
 OUT = os.path.join("tests", "fixtures", "decoders")
 SEQS = [[7], [11, 300, 5, 9, 42], [1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17],
@@ -205,19 +215,30 @@ def unigram_tokenizer():
     return tok, None, eos
 
 
-def gen_gte(name, sp, ref):
-    """A GTE fixture: config.json as the hub writes it, weights saved with
-    safetensors (bf16), the reference run by new-impl's own NewModel."""
+# the remote-code families: (environment variable, modeling module, hub config, model constructor)
+REMOTE = {"gte": ("POSY_GTE_REF", "modeling", GTE_HUB, gte_new_model),
+          "jina": ("POSY_JINA_REF", "modeling_bert", JINA_HUB, jina_new_model)}
+
+
+def remote_of(sp):
+    return remote_module(*REMOTE[sp["remote"]][:2])
+
+
+def gen_remote(name, sp, ref):
+    """A fixture of a remote-code model (GTE, JinaBERT): config.json as the
+    hub writes it, weights saved with safetensors (bf16), the reference run
+    by that code's own model class."""
     from safetensors.torch import load_file, save_file
-    mod = gte_module()
+    _, _, hub, new_model = REMOTE[sp["remote"]]
+    mod = remote_of(sp)
     torch.manual_seed(sp["seed"])
     tok, _, _ = sp["tok"]()
-    c = dict(GTE_HUB, **sp["cfg"])
-    model = gte_new_model(mod, c).eval()
+    c = dict(hub, **sp["cfg"])
+    model = new_model(mod, c).eval()
     with torch.no_grad():
         for n, p in model.named_parameters():
             p.normal_(0.0, 0.15 if p.dim() > 1 else 0.3)
-            if p.dim() == 1 and ("LayerNorm" in n or "_ln." in n) and n.endswith("weight"):
+            if p.dim() == 1 and ("LayerNorm" in n or "_ln." in n or "layernorm" in n) and n.endswith("weight"):
                 p.add_(1.0)
             p.copy_(p.to(torch.bfloat16).float())
     d = os.path.join(OUT, name)
@@ -227,11 +248,14 @@ def gen_gte(name, sp, ref):
               os.path.join(d, "model.safetensors"), metadata={"format": "pt"})
     json.dump(c, open(os.path.join(d, "config.json"), "w"), indent=2)
     st_files(d, sp["pooling"], {})
+    pc = json.load(open(os.path.join(d, "1_Pooling", "config.json")))
+    pc["word_embedding_dimension"] = c["hidden_size"]
+    json.dump(pc, open(os.path.join(d, "1_Pooling", "config.json"), "w"), indent=2)
     tok.save(os.path.join(d, "tokenizer.json"))
     json.dump({"model_max_length": 8192, "tokenizer_class": "BertTokenizer"},
               open(os.path.join(d, "tokenizer_config.json"), "w"), indent=2)
-    # the reference: a fresh fp32 NewModel with the saved tensors, as a user's load
-    m = gte_new_model(mod, c)
+    # the reference: a fresh fp32 model with the saved tensors, as a user's load
+    m = new_model(mod, c)
     sd = {k[len(pre):]: v.float() for k, v in load_file(os.path.join(d, "model.safetensors")).items()}
     m.load_state_dict(sd)
     m = GteRef(m.eval())
@@ -330,17 +354,22 @@ SPECS = {
                       num_attention_heads=4, max_position_embeddings=256, type_vocab_size=2,
                       layer_norm_eps=1e-12, rope_parameters={"rope_type": "default", "rope_theta": 1000.0},
                       pad_token_id=0)),
-    "gte": dict(gte=True, tok=wordpiece_tokenizer, pooling="cls", seed=1505,
+    "gte": dict(remote="gte", tok=wordpiece_tokenizer, pooling="cls", seed=1505,
                 cfg=dict(vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                          num_attention_heads=4, max_position_embeddings=128, type_vocab_size=1, hidden_act="gelu",
                          layer_norm_eps=1e-12, rope_theta=10000.0, rope_scaling={"factor": 2.0, "type": "ntk"},
                          pack_qkv=True, pad_token_id=0)),
-    "gte_mixed": dict(gte=True, tok=wordpiece_tokenizer, pooling="mean", seed=1506, prefix="new.",
+    "gte_mixed": dict(remote="gte", tok=wordpiece_tokenizer, pooling="mean", seed=1506, prefix="new.",
                       cfg=dict(vocab_size=512, hidden_size=64, intermediate_size=96, num_hidden_layers=2,
                                num_attention_heads=4, max_position_embeddings=128, type_vocab_size=0,
                                hidden_act="gelu", layer_norm_eps=1e-12, rope_theta=160000.0,
                                rope_scaling={"factor": 4.0, "type": "ntk", "mixed_b": 1.5}, pack_qkv=False,
                                pad_token_id=0)),
+    # JinaBERT v2: 6 heads (ALiBi's slopes between powers of two), hidden 96
+    "jina": dict(remote="jina", tok=wordpiece_tokenizer, pooling="mean", seed=2048,
+                 cfg=dict(vocab_size=512, hidden_size=96, intermediate_size=128, num_hidden_layers=2,
+                          num_attention_heads=6, max_position_embeddings=8192, model_max_length=8192,
+                          type_vocab_size=2, layer_norm_eps=1e-12, pad_token_id=0)),
     "t5": dict(cls=T.T5EncoderModel, tok=unigram_tokenizer, pooling="mean", causal=False, prompts={}, seed=1234,
                cfg=lambda bos, eos: t5_config(eos, d_kv=16, d_ff=128, ffp="relu", tied=True)),
     "t5g": dict(cls=T.T5EncoderModel, tok=unigram_tokenizer, pooling="mean", causal=False, prompts={}, seed=4321,
@@ -352,17 +381,17 @@ def main():
     only = sys.argv[sys.argv.index("--only") + 1] if "--only" in sys.argv else None
     assert only is None or only in SPECS, only
     torch.manual_seed(4321)
-    have_gte = gte_module() is not None
-    if only and SPECS[only].get("gte") and not have_gte:
-        sys.exit(only + ": set POSY_GTE_REF to a folder holding Alibaba-NLP/new-impl's modeling.py and "
-                 "configuration.py (the hub's GTE remote code)")
+    have = {n: remote_of(sp) is not None for n, sp in SPECS.items() if sp.get("remote")}
+    if only and SPECS[only].get("remote") and not have[only]:
+        sys.exit(only + ": set %s to a folder holding the model's remote code (%s.py and its configuration)"
+                 % REMOTE[SPECS[only]["remote"]][:2])
     old = json.load(open(os.path.join(OUT, "reference.json"))) if os.path.exists(os.path.join(OUT, "reference.json")) else None
     if only:
         ref = old
         shutil.rmtree(os.path.join(OUT, only), ignore_errors=True)
     else:
-        keep = {} if have_gte else {n: os.path.join(OUT, n) for n, sp in SPECS.items() if sp.get("gte")}
-        for n, src in keep.items():  # the GTE folders survive a run without the reference code
+        keep = {n: os.path.join(OUT, n) for n, ok in have.items() if not ok and old and n in old["models"]}
+        for n, src in keep.items():  # the remote-code folders survive a run without their reference code
             shutil.move(src, "/tmp/posy-keep-" + n)
         shutil.rmtree(OUT, ignore_errors=True)
         os.makedirs(OUT)
@@ -373,9 +402,9 @@ def main():
     for name, sp in SPECS.items():
         if only and name != only:
             continue
-        if sp.get("gte"):
-            if have_gte:
-                gen_gte(name, sp, ref)
+        if sp.get("remote"):
+            if have[name]:
+                gen_remote(name, sp, ref)
             continue
         if sp.get("seed"):
             torch.manual_seed(sp["seed"])

@@ -89,13 +89,13 @@ def test_mistral_window_caps_length(mistral):
     assert st == 200 and len(r[0]) == 64, r  # hidden size 64
 
 
-@pytest.mark.parametrize("name", ["nomic", "gte", "gte_mixed"])
+@pytest.mark.parametrize("name", ["nomic", "gte", "gte_mixed", "jina"])
 def test_post_ln_server(posy_bin, name):
     """The post-norm encoders through the HTTP front -- NomicBERT
     (nomic-embed-text's layout: its token type rows reach the engine,
     type_vocab_size 2, the gateway sends the ids) and GTE v1.5 / mGTE
     (model_type "new", new-impl's remote code; CLS pooling in gte, mean in
-    gte_mixed): /embed and /v1/embeddings give the reference's vectors,
+    gte_mixed) and JinaBERT v2 (ALiBi): /embed and /v1/embeddings give the reference's vectors,
     /tokenize the ids `tokenizers` gives."""
     _, texts, ids, want = case(name)
     s = Server(posy_bin, os.path.join(ROOT, name), "--device", "cpu", "--threads", "2")
@@ -167,6 +167,59 @@ def test_gte_damaged_refused(posy, tmp_path, rename, config, want):
     """A GTE folder whose weights or config do not match is refused at load
     with the file and tensor or field named, never run."""
     d = _nomic_copy(tmp_path, rename, config, name="gte")
+    r = posy.run("embed", "--model", d, "--device", "cpu", "--", "hello")
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode != 0 and r.returncode < 128, err
+    assert want in err, err
+
+
+def _rewrite_safetensors(path, edit):
+    """Rewrite a safetensors file's header through edit(header dict, data
+    bytes) -> (header, data): renamed or added tensors, as another save of
+    the same weights would have them (offsets are relative to the data)."""
+    b = open(path, "rb").read()
+    n = int.from_bytes(b[:8], "little")
+    head, data = edit(json.loads(b[8:8 + n]), b[8 + n:])
+    h = json.dumps(head).encode()
+    h += b" " * (-len(h) % 8)
+    open(path, "wb").write(len(h).to_bytes(8, "little") + h + data)
+
+
+def test_jina_prefix_and_variant(posy, tmp_path):
+    """JinaBERT's tensors under "bert." (a JinaBertFor... class's save) give
+    the same vectors; the q/k post-norm variant (layer_norm_q tensors:
+    jina-embeddings-v2-base-code's code) is refused by name, not run."""
+    import shutil
+    _, texts, _, want = case("jina")
+    d = tmp_path / "jina"
+    shutil.copytree(os.path.join(ROOT, "jina"), d)
+    _rewrite_safetensors(d / "model.safetensors",
+                         lambda h, data: ({(k if k == "__metadata__" else "bert." + k): v for k, v in h.items()}, data))
+    v = posy.embed_jsonl("--", *texts, model=str(d))
+    assert min_cos(v, want) >= 0.99999
+
+    def add_qk_norm(h, data):
+        h["bert.encoder.layer.0.attention.self.layer_norm_q.weight"] = {
+            "dtype": "F32", "shape": [96], "data_offsets": [len(data), len(data) + 384]}
+        return h, data + bytes(384)
+    _rewrite_safetensors(d / "model.safetensors", add_qk_norm)
+    r = posy.run("embed", "--model", str(d), "--device", "cpu", "--", "hello")
+    err = r.stderr.decode(errors="replace")
+    assert r.returncode != 0 and r.returncode < 128, err
+    assert "q/k post-norm variant" in err and "layer_norm_q" in err, err
+
+
+@pytest.mark.parametrize("config,want", [
+    ({"feed_forward_type": "reglu"}, "feed_forward_type 'reglu' is not supported"),
+    ({"feed_forward_type": "original"}, "feed_forward_type 'original' is not supported"),
+    ({"architectures": ["JinaBertForSequenceClassification"], "num_labels": 1},
+     "sequence-classification head on JinaBERT"),
+    ({"intermediate_size": 64}, "gated_layers.weight has shape [256, 96], config.json implies [128, 96]"),
+])
+def test_jina_refused(posy, tmp_path, config, want):
+    """JinaBERT switches posy does not compute, a classifier head on it and
+    a config that does not match the weights: refused at load, named."""
+    d = _nomic_copy(tmp_path, None, config, name="jina")
     r = posy.run("embed", "--model", d, "--device", "cpu", "--", "hello")
     err = r.stderr.decode(errors="replace")
     assert r.returncode != 0 and r.returncode < 128, err

@@ -35,6 +35,8 @@
  *             reference is new-impl's own NewModel): post-LayerNorm layers
  *             with biases, GELU(gate) * up, fixed / mixed NTK rotary, CLS /
  *             mean pooling, packed / separate Q K V, "new." prefix
+ *   jina/     JinaBERT v2 (model_type "bert" with ALiBi; remote code): the
+ *             post-norm layer, ALiBi's bias for 6 heads, GeGLU, token types
  *   nomic/    NomicBERT (nomic-embed-text; an encoder on this engine):
  *             post-LayerNorm layers, rotary, SwiGLU, token type row 0
  *             added before the embedding LayerNorm; config.json in the
@@ -277,6 +279,10 @@ static void test_decoders(void) {
      * code's own output, --attention refused */
     check_model_modes("gte", 0, POSY_ATTN_MODEL);
     check_model_modes("gte_mixed", 0, POSY_ATTN_MODEL);
+    /* JinaBERT v2 (model_type bert, ALiBi; its reference a port of the remote
+     * code, tests/gen/gen_decoder_fixtures.py): 6 heads, the slopes between
+     * powers of two */
+    check_model_modes("jina", 0, POSY_ATTN_MODEL);
     posy_err_clear(&err);
     CHECK(posy_engine_open(FIX_DEC "/gte", &o, &err) == NULL);
     CHECK_STR_CONTAINS(err.msg, "encoder");

@@ -489,9 +489,47 @@ static void test_gte(void) {
     }
 }
 
+/* JinaBERT v2: model_type "bert" with ALiBi goes to the post-norm path
+ * (arch qwen3), its defaults as JinaBertConfig's, GeGLU with GELU whatever
+ * hidden_act says; reglu and the plain MLP refused by name; a bert with
+ * another position type stays BERT (absolute) or is refused. */
+#define JINA_HUB "\"model_type\":\"bert\",\"architectures\":[\"JinaBertForMaskedLM\"],\"hidden_size\":96," \
+                 "\"num_hidden_layers\":2,\"num_attention_heads\":6,\"intermediate_size\":128,\"vocab_size\":512," \
+                 "\"max_position_embeddings\":8192,\"type_vocab_size\":2,\"position_embedding_type\":\"alibi\"," \
+                 "\"feed_forward_type\":\"geglu\",\"hidden_act\":\"gelu_new\",\"emb_pooler\":\"mean\"," \
+                 "\"attn_implementation\":\"torch\""
+static void test_jina(void) {
+    eng_config c;
+    posy_err err;
+    write_body(JINA_HUB);
+    CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
+    CHECK(c.jina == 1 && c.alibi == 1 && c.post_ln == 1 && c.gte == 0 && c.nomic == 0 && !strcmp(c.info.arch, "qwen3"));
+    CHECK(c.info.hidden == 96 && c.info.heads == 6 && c.info.kv_heads == 6 && c.head_dim == 16 && c.info.layers == 2);
+    CHECK(c.info.intermediate == 128 && c.info.type_vocab == 2 && c.info.max_positions == 8192 && c.info.causal == 0);
+    CHECK(c.act == ENG_ACT_GELU && c.norm_bias == 1 && c.ln_eps == 1e-12);
+    eng_config_free(&c);
+    write_body("\"model_type\":\"bert\",\"position_embedding_type\":\"alibi\",\"feed_forward_type\":\"geglu\"");
+    CHECK_MSG(load(&c, &err) == 0, "%s", err.msg);
+    CHECK(c.jina == 1 && c.info.hidden == 768 && c.info.layers == 12 && c.info.intermediate == 3072 &&
+          c.info.vocab == 30522 && c.info.max_positions == 512 && c.info.type_vocab == 2);
+    eng_config_free(&c);
+    static const bad_field bad[] = {
+        {",\"feed_forward_type\":\"reglu\"", "reglu"},
+        {",\"feed_forward_type\":\"original\"", "original"},
+        {",\"num_attention_heads\":5", "multiple"},
+        {",\"type_vocab_size\":0", "type_vocab_size"},
+        {",\"max_position_embeddings\":100000", "max_position_embeddings"},
+    };
+    refused_body(JINA_HUB, bad, sizeof bad / sizeof bad[0]);
+    write_body("\"model_type\":\"bert\",\"hidden_size\":64,\"num_hidden_layers\":2,\"num_attention_heads\":4,"
+               "\"intermediate_size\":96,\"vocab_size\":512,\"position_embedding_type\":\"relative_key\"");
+    CHECK(load(&c, &err) != 0);
+    CHECK_STR_CONTAINS(err.msg, "relative_key");
+}
+
 static void test_cleanup(void) {
     if (g_dir[0]) nftw(g_dir, rm_cb, 8, FTW_DEPTH | FTW_PHYS);
 }
 
 TEST_MAIN(TEST(test_rope_theta_places), TEST(test_rope_scaling), TEST(test_attention_direction), TEST(test_refusals), TEST(test_families), TEST(test_gemma3), TEST(test_modernbert),
-          TEST(test_t5), TEST(test_nomic), TEST(test_gte), TEST(test_cleanup))
+          TEST(test_t5), TEST(test_nomic), TEST(test_gte), TEST(test_jina), TEST(test_cleanup))

@@ -22,7 +22,9 @@
  * LN(x + mlp) after them (ln1, ln2), token type rows added to the
  * embeddings before their LayerNorm, SwiGLU, no final norm.  GTE v1.5 /
  * mGTE (cfg.gte) is that layer too (cfg.post_ln), with biases on Q|K|V, O
- * and down and GELU's GLU (its up_gate halves swapped at load).
+ * and down and GELU's GLU (its up_gate halves swapped at load); so is
+ * JinaBERT v2 (cfg.jina), with ALiBi (cfg.alibi) through T5's relative
+ * position bias instead of a rotary.
  * Then the final RMSNorm, pooling (last token or mean per the
  * sentence-transformers files) and L2 normalisation.  Attention direction
  * comes from info.causal (config.json, overridable by the engine option).
@@ -63,7 +65,7 @@ typedef struct q3_pack {
 
 struct eng_cpu_qwen3 {
     float *arena, *x, *h, *qkv, *ctx, *gu, *act, *scratch;
-    float *rel_tab; /* T5: the expanded relative position bias (eng_relpos.h) */
+    float *rel_tab; /* T5, JinaBERT: the expanded relative position bias / ALiBi (eng_relpos.h) */
     eng_relpos rel;
     size_t scratch_floats;
     int n_threads;
@@ -180,7 +182,7 @@ eng_cpu_qwen3 *eng_cpu_qwen3_open(posy_engine *e, int n_threads, posy_err *err) 
     q->gu = q->ctx + T * (size_t)mi->heads * d;
     q->act = q->gu + T * 2 * F;
     q->scratch = q->act + T * F;
-    if (e->cfg.t5) { /* one table for every layer, rows indexed by the distance */
+    if (e->cfg.t5 || e->cfg.alibi) { /* one table for every layer, rows indexed by the distance */
         q->rel_tab = malloc(sizeof(float) * (size_t)mi->heads * eng_relpos_span(mi->max_positions));
         if (!q->rel_tab) {
             posy_err_set(err, POSY_E_NOMEM, "CPU relative position table: out of memory");
@@ -188,7 +190,8 @@ eng_cpu_qwen3 *eng_cpu_qwen3_open(posy_engine *e, int n_threads, posy_err *err) 
             free(q);
             return NULL;
         }
-        eng_relpos_expand(q->rel_tab, e->qwen3.rel_bias, mi->heads, mi->max_positions, 1.0f);
+        if (e->cfg.alibi) eng_alibi_expand(q->rel_tab, mi->heads, mi->max_positions); /* JinaBERT */
+        else eng_relpos_expand(q->rel_tab, e->qwen3.rel_bias, mi->heads, mi->max_positions, 1.0f);
         q->rel.tab = q->rel_tab;
         q->rel.max_len = mi->max_positions;
     }
@@ -231,7 +234,8 @@ static int q3_layer(eng_cpu_qwen3 *q, const posy_engine *e, int l, const eng_qwe
         eng_cpu_rmsnorm_heads(q->qkv, (size_t)QKV, 0, T, nh, d, L->q_norm, eps);
         eng_cpu_rmsnorm_heads(q->qkv, (size_t)QKV, (size_t)nh * d, T, nkv, d, L->k_norm, eps);
     }
-    if (e->cfg.t5) { /* no rotary; the relative position bias (Wq carries sqrt(d): unscaled scores) */
+    if (e->cfg.t5 || e->cfg.alibi) { /* no rotary; the relative position bias (T5: Wq carries sqrt(d), unscaled
+                                          scores; JinaBERT: ALiBi's -slope |i - j| on the scaled ones) */
         if (eng_cpu_attention(q->ctx, q->qkv, b->cu_seqlens, b->n_seqs, nh, d, 0, &q->rel, q->scratch,
                               q->scratch_floats) != 0)
             return -1;

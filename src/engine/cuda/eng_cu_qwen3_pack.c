@@ -33,6 +33,9 @@ int eng_cu_q3_check(const eng_config *cfg, posy_err *err) {
         return posy_err_set(err, POSY_E_UNSUPPORTED,
                             "cuda backend: qwen3 on the GPU is turned off by POSY_CUDA_QWEN3=0; use --device cpu "
                             "or unset it");
+    if (cfg->alibi) /* ALiBi through the GLU forward's attention: no GPU path yet */
+        return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: JinaBERT (ALiBi) runs on the CPU engine only "
+                            "(--device cpu, or auto)");
     if (cfg->t5) /* relative position bias, no rotary, an MLP without a gate: no GPU path yet */
         return posy_err_set(err, POSY_E_UNSUPPORTED, "cuda backend: t5 encoders run on the CPU engine only "
                             "(--device cpu, or auto)");
