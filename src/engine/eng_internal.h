@@ -66,7 +66,7 @@ typedef struct eng_qwen3_layer {
                                           post_feedforward_layernorm [H]; NULL otherwise */
     const float *gu_w;              /* [2I, H]: gate rows then up rows (ModernBERT's Wi: input, then gate) */
     const float *down_w;            /* [H, I] */
-    const float *down_b;            /* [H] or NULL (GTE only) */
+    const float *down_b;            /* [H] or NULL (GTE, JinaBERT) */
     const float *ln1_b, *ln2_b;     /* ModernBERT: the LayerNorms' biases (norm_bias; else the zeros);
                                        its layer 0 has no norm before attention (ln1 NULL).
                                        NomicBERT: ln1 / ln2 are the norms AFTER attention and after
@@ -80,7 +80,7 @@ typedef struct eng_qwen3_weights {
     const float *emb_norm, *emb_norm_b; /* ModernBERT: the LayerNorm after the embedding gather */
     float *zeros;                   /* ModernBERT without norm_bias: [H] zeros for the LayerNorms */
     const float *rel_bias;          /* T5: block 0's relative position bias [32, heads], every layer's */
-    const float *type_emb;          /* NomicBERT, GTE: token type embeddings [type_vocab, H] (NULL: none) */
+    const float *type_emb;          /* NomicBERT, GTE, JinaBERT: token type embeddings [type_vocab, H] (NULL: none) */
     eng_qwen3_layer *layers;
     int n_layers;
     float *owned;

@@ -11,7 +11,9 @@
  *
  * Backends expand the [buckets, heads] weight once into a row per head
  * indexed by the distance itself, so the attention inner loop does one
- * load per score: row[key - query] with row pointing at distance 0.
+ * load per score: row[key - query] with row pointing at distance 0.  T5's
+ * encoder takes the same buckets; JinaBERT's ALiBi (a slope per head times
+ * the distance, no weights) fills the same table (eng_alibi_expand).
  */
 #ifndef ENG_RELPOS_H
 #define ENG_RELPOS_H

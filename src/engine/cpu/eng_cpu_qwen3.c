@@ -207,7 +207,7 @@ void eng_cpu_qwen3_close(eng_cpu_qwen3 *q) {
     free(q);
 }
 
-/* y = norm(x): RMSNorm, or ModernBERT's / NomicBERT's / GTE's LayerNorm (g, bias b) */
+/* y = norm(x): RMSNorm, or the LayerNorm (g, bias b) of ModernBERT and the post-norm encoders */
 static void q3_norm(const posy_engine *e, float *y, const float *x, const float *g, const float *b, int T, int H) {
     const float eps = (float)e->cfg.ln_eps;
     if (!e->cfg.modernbert && !e->cfg.post_ln) {
@@ -223,7 +223,8 @@ static int q3_layer(eng_cpu_qwen3 *q, const posy_engine *e, int l, const eng_qwe
     int T = b->n_tokens, H = mi->hidden, F = mi->intermediate, d = e->cfg.head_dim;
     int nh = mi->heads, nkv = mi->kv_heads, QKV = (nh + 2 * nkv) * d;
     float eps = (float)e->cfg.ln_eps;
-    const int post = e->cfg.post_ln; /* post-norm (NomicBERT, GTE): the blocks read x itself, ln1 / ln2 come after them */
+    const int post = e->cfg.post_ln; /* post-norm (NomicBERT, GTE, JinaBERT): the blocks read x itself, ln1 / ln2
+                                        come after them */
     if (!post) {
         if (L->ln1) q3_norm(e, q->h, q->x, L->ln1, L->ln1_b, T, H);
         else memcpy(q->h, q->x, sizeof(float) * (size_t)T * H); /* ModernBERT's layer 0 */
@@ -282,7 +283,7 @@ int eng_cpu_qwen3_forward(eng_cpu_qwen3 *q, const posy_engine *e, const posy_bat
         const float s = (float)sqrt((double)H);
         for (size_t i = 0; i < (size_t)b->n_tokens * H; i++) q->x[i] *= s;
     }
-    if (w->type_emb) /* NomicBERT, GTE: the token type's row (0 without type ids) */
+    if (w->type_emb) /* NomicBERT, GTE, JinaBERT: the token type's row (0 without type ids) */
         for (int t = 0; t < b->n_tokens; t++)
             eng_cpu_add(q->x + (size_t)t * H, w->type_emb + (size_t)(b->type_ids ? b->type_ids[t] : 0) * H, H);
     if (e->cfg.modernbert || e->cfg.post_ln) q3_norm(e, q->x, q->x, w->emb_norm, w->emb_norm_b, b->n_tokens, (int)H);
