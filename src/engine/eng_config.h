@@ -129,7 +129,7 @@ typedef struct eng_config {
      * of a rotary (alibi: eng_relpos.h's table, eng_alibi_slopes).
      * eng_config.c cfg_jina. */
     int jina, alibi;
-    /* the post-norm layer (nomic or gte): x = LN(x + attn(x)), x = LN(x +
+    /* the post-norm layer (nomic, gte, jina): x = LN(x + attn(x)), x = LN(x +
      * mlp(x)), the products reading x itself; type rows and a LayerNorm on
      * the embeddings; no final norm */
     int post_ln;
