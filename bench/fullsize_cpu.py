@@ -42,7 +42,7 @@ import torch
 import transformers as T
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "cuda"))
-from e2e_common import GTE_HUB, GteRef, gte_module, gte_new_model  # noqa: E402
+from e2e_common import GTE_HUB, RemoteRef, gte_module, gte_new_model  # noqa: E402
 
 SEQ_LENS = [7, 64, 300, 700]
 
@@ -111,7 +111,7 @@ def gte_folder(cfg, d):
         st_files(d, cfg["hidden_size"])
     m = gte_new_model(mod, cfg).eval()
     m.load_state_dict(load_file(os.path.join(d, "model.safetensors")))
-    return GteRef(m), cfg["vocab_size"]
+    return RemoteRef(m), cfg["vocab_size"]
 
 
 def st_files(d, hidden):

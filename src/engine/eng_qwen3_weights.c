@@ -159,6 +159,27 @@ static int qw_walk_modernbert(qw_ctx *c, const eng_config *cfg, eng_qwen3_weight
     return 0;
 }
 
+/* The post-norm encoders' embedding block (NomicBERT, GTE, JinaBERT):
+ * "embeddings.word_embeddings.weight", the token type rows when the config
+ * has them, and the LayerNorm after them (`ln`: its weight / bias prefix). */
+static int qw_post_ln_embed(qw_ctx *c, const eng_config *cfg, eng_qwen3_weights *w, const char *ln) {
+    const int64_t H = cfg->info.hidden;
+    int64_t dv[2] = {cfg->info.vocab, H}, dt[2] = {cfg->info.type_vocab, H}, dH[1] = {H};
+    char wn[96], bn[96];
+    snprintf(wn, sizeof wn, "%s.weight", ln);
+    snprintf(bn, sizeof bn, "%s.bias", ln);
+    int rc;
+    if ((rc = qw_take(c, "embeddings.word_embeddings.weight", 2, dv, &w->embed)) ||
+        (cfg->info.type_vocab > 0 &&
+         (rc = qw_take(c, "embeddings.token_type_embeddings.weight", 2, dt, &w->type_emb))) ||
+        (rc = qw_take(c, wn, 1, dH, &w->emb_norm)) || (rc = qw_take(c, bn, 1, dH, &w->emb_norm_b)))
+        return rc;
+    return 0;
+}
+
+/* Layer lp's tensor lp + suffix, in the post-norm walks below (n, lp, rc theirs) */
+#define QW_LT(suffix, nd, dims, dst) (snprintf(n, sizeof n, "%s%s", lp, suffix), rc = qw_take(c, n, nd, dims, dst))
+
 /* NomicBERT's names, as Nomic's modeling code saves them (and transformers'
  * NomicBertModel too, through its conversion mapping), under "" or
  * "model.": "embeddings.word_embeddings.weight",
@@ -170,27 +191,20 @@ static int qw_walk_modernbert(qw_ctx *c, const eng_config *cfg, eng_qwen3_weight
 static int qw_walk_nomic(qw_ctx *c, const eng_config *cfg, eng_qwen3_weights *w) {
     static const char *const gu[2] = {"mlp.fc12", "mlp.fc11"};
     const int64_t H = cfg->info.hidden, I = cfg->info.intermediate;
-    int64_t dv[2] = {cfg->info.vocab, H}, dt[2] = {cfg->info.type_vocab, H}, dH[1] = {H}, d3[2] = {3 * H, H},
-            dHH[2] = {H, H}, dHI[2] = {H, I}, gu_rows[2] = {I, I};
+    int64_t dH[1] = {H}, d3[2] = {3 * H, H}, dHH[2] = {H, H}, dHI[2] = {H, I}, gu_rows[2] = {I, I};
     char n[128], lp[64];
     int rc;
-    if ((rc = qw_take(c, "embeddings.word_embeddings.weight", 2, dv, &w->embed)) ||
-        (cfg->info.type_vocab > 0 &&
-         (rc = qw_take(c, "embeddings.token_type_embeddings.weight", 2, dt, &w->type_emb))) ||
-        (rc = qw_take(c, "emb_ln.weight", 1, dH, &w->emb_norm)) || (rc = qw_take(c, "emb_ln.bias", 1, dH, &w->emb_norm_b)))
-        return rc;
-#define NB_T(suffix, nd, dims, dst) (snprintf(n, sizeof n, "%s%s", lp, suffix), rc = qw_take(c, n, nd, dims, dst))
+    if ((rc = qw_post_ln_embed(c, cfg, w, "emb_ln"))) return rc;
     for (int i = 0; i < cfg->info.layers; i++) {
         eng_qwen3_layer *L = &w->layers[i];
         snprintf(lp, sizeof lp, "encoder.layers.%d.", i);
-        if (NB_T("attn.Wqkv.weight", 2, d3, &L->qkv_w) || NB_T("attn.out_proj.weight", 2, dHH, &L->o_w) ||
+        if (QW_LT("attn.Wqkv.weight", 2, d3, &L->qkv_w) || QW_LT("attn.out_proj.weight", 2, dHH, &L->o_w) ||
             (rc = qw_stack(c, lp, gu, gu_rows, 2, H, ".weight", &L->gu_w)) ||
-            NB_T("mlp.fc2.weight", 2, dHI, &L->down_w) || NB_T("norm1.weight", 1, dH, &L->ln1) ||
-            NB_T("norm1.bias", 1, dH, &L->ln1_b) || NB_T("norm2.weight", 1, dH, &L->ln2) ||
-            NB_T("norm2.bias", 1, dH, &L->ln2_b))
+            QW_LT("mlp.fc2.weight", 2, dHI, &L->down_w) || QW_LT("norm1.weight", 1, dH, &L->ln1) ||
+            QW_LT("norm1.bias", 1, dH, &L->ln1_b) || QW_LT("norm2.weight", 1, dH, &L->ln2) ||
+            QW_LT("norm2.bias", 1, dH, &L->ln2_b))
             return rc;
     }
-#undef NB_T
     return 0;
 }
 
@@ -218,31 +232,25 @@ static int qw_rows(qw_ctx *c, const char *name, int64_t rows, int64_t cols, int6
 static int qw_walk_gte(qw_ctx *c, const eng_config *cfg, eng_qwen3_weights *w) {
     static const char *const qkv[3] = {"attention.q_proj", "attention.k_proj", "attention.v_proj"};
     const int64_t H = cfg->info.hidden, I = cfg->info.intermediate;
-    int64_t dv[2] = {cfg->info.vocab, H}, dt[2] = {cfg->info.type_vocab, H}, dH[1] = {H}, d3[2] = {3 * H, H},
-            d3b[1] = {3 * H}, dHH[2] = {H, H}, dHI[2] = {H, I}, qkv_rows[3] = {H, H, H};
+    int64_t dH[1] = {H}, d3[2] = {3 * H, H}, d3b[1] = {3 * H}, dHH[2] = {H, H}, dHI[2] = {H, I},
+            qkv_rows[3] = {H, H, H};
     char n[160], lp[64];
     int rc;
-    if ((rc = qw_take(c, "embeddings.word_embeddings.weight", 2, dv, &w->embed)) ||
-        (cfg->info.type_vocab > 0 &&
-         (rc = qw_take(c, "embeddings.token_type_embeddings.weight", 2, dt, &w->type_emb))) ||
-        (rc = qw_take(c, "embeddings.LayerNorm.weight", 1, dH, &w->emb_norm)) ||
-        (rc = qw_take(c, "embeddings.LayerNorm.bias", 1, dH, &w->emb_norm_b)))
-        return rc;
+    if ((rc = qw_post_ln_embed(c, cfg, w, "embeddings.LayerNorm"))) return rc;
     /* pack_qkv true: qkv_proj; false: q_proj / k_proj / v_proj (a folder
      * with neither is told qkv_proj is missing) */
     char full[192];
     snprintf(full, sizeof full, "%sencoder.layer.0.attention.q_proj.weight", c->prefix);
     const int packed = eng_st_find(c->st, full) == NULL;
-#define GT_T(suffix, nd, dims, dst) (snprintf(n, sizeof n, "%s%s", lp, suffix), rc = qw_take(c, n, nd, dims, dst))
     for (int i = 0; i < cfg->info.layers; i++) {
         eng_qwen3_layer *L = &w->layers[i];
         snprintf(lp, sizeof lp, "encoder.layer.%d.", i);
-        if (packed ? (GT_T("attention.qkv_proj.weight", 2, d3, &L->qkv_w) ||
-                      GT_T("attention.qkv_proj.bias", 1, d3b, &L->qkv_b))
+        if (packed ? (QW_LT("attention.qkv_proj.weight", 2, d3, &L->qkv_w) ||
+                      QW_LT("attention.qkv_proj.bias", 1, d3b, &L->qkv_b))
                    : ((rc = qw_stack(c, lp, qkv, qkv_rows, 3, H, ".weight", &L->qkv_w)) ||
                       (rc = qw_stack(c, lp, qkv, qkv_rows, 3, 0, ".bias", &L->qkv_b))))
             return rc;
-        if (GT_T("attention.o_proj.weight", 2, dHH, &L->o_w) || GT_T("attention.o_proj.bias", 1, dH, &L->o_b))
+        if (QW_LT("attention.o_proj.weight", 2, dHH, &L->o_w) || QW_LT("attention.o_proj.bias", 1, dH, &L->o_b))
             return rc;
         /* gate (rows I..2I) first, then up (rows 0..I) */
         const size_t start = c->used;
@@ -251,12 +259,11 @@ static int qw_walk_gte(qw_ctx *c, const eng_config *cfg, eng_qwen3_weights *w) {
         if ((rc = qw_rows(c, n, 2 * I, H, I, I, &ug)) || (rc = qw_rows(c, n, 2 * I, H, 0, I, &ug))) return rc;
         eng_st_view_release(c, ug);
         if (c->fill) L->gu_w = c->owned + start;
-        if (GT_T("mlp.down_proj.weight", 2, dHI, &L->down_w) || GT_T("mlp.down_proj.bias", 1, dH, &L->down_b) ||
-            GT_T("attn_ln.weight", 1, dH, &L->ln1) || GT_T("attn_ln.bias", 1, dH, &L->ln1_b) ||
-            GT_T("mlp_ln.weight", 1, dH, &L->ln2) || GT_T("mlp_ln.bias", 1, dH, &L->ln2_b))
+        if (QW_LT("mlp.down_proj.weight", 2, dHI, &L->down_w) || QW_LT("mlp.down_proj.bias", 1, dH, &L->down_b) ||
+            QW_LT("attn_ln.weight", 1, dH, &L->ln1) || QW_LT("attn_ln.bias", 1, dH, &L->ln1_b) ||
+            QW_LT("mlp_ln.weight", 1, dH, &L->ln2) || QW_LT("mlp_ln.bias", 1, dH, &L->ln2_b))
             return rc;
     }
-#undef GT_T
     return 0;
 }
 
@@ -273,8 +280,7 @@ static int qw_walk_gte(qw_ctx *c, const eng_config *cfg, eng_qwen3_weights *w) {
 static int qw_walk_jina(qw_ctx *c, const eng_config *cfg, eng_qwen3_weights *w) {
     static const char *const qkv[3] = {"attention.self.query", "attention.self.key", "attention.self.value"};
     const int64_t H = cfg->info.hidden, I = cfg->info.intermediate;
-    int64_t dv[2] = {cfg->info.vocab, H}, dt[2] = {cfg->info.type_vocab, H}, dH[1] = {H}, dHH[2] = {H, H},
-            dgu[2] = {2 * I, H}, dHI[2] = {H, I}, qkv_rows[3] = {H, H, H};
+    int64_t dH[1] = {H}, dHH[2] = {H, H}, dgu[2] = {2 * I, H}, dHI[2] = {H, I}, qkv_rows[3] = {H, H, H};
     char n[160], lp[64];
     int rc;
     snprintf(n, sizeof n, "%sencoder.layer.0.attention.self.layer_norm_q.weight", c->prefix);
@@ -282,27 +288,22 @@ static int qw_walk_jina(qw_ctx *c, const eng_config *cfg, eng_qwen3_weights *w) 
         return posy_err_set(c->err, POSY_E_UNSUPPORTED, "%s: tensor %s: JinaBERT's q/k post-norm variant "
                             "(jina-bert-v2-qk-post-norm, e.g. jina-embeddings-v2-base-code) is not supported",
                             c->st->path, n);
-    if ((rc = qw_take(c, "embeddings.word_embeddings.weight", 2, dv, &w->embed)) ||
-        (rc = qw_take(c, "embeddings.token_type_embeddings.weight", 2, dt, &w->type_emb)) ||
-        (rc = qw_take(c, "embeddings.LayerNorm.weight", 1, dH, &w->emb_norm)) ||
-        (rc = qw_take(c, "embeddings.LayerNorm.bias", 1, dH, &w->emb_norm_b)))
-        return rc;
-#define JB_T(suffix, nd, dims, dst) (snprintf(n, sizeof n, "%s%s", lp, suffix), rc = qw_take(c, n, nd, dims, dst))
+    if ((rc = qw_post_ln_embed(c, cfg, w, "embeddings.LayerNorm"))) return rc; /* type_vocab_size >= 1 here */
     for (int i = 0; i < cfg->info.layers; i++) {
         eng_qwen3_layer *L = &w->layers[i];
         snprintf(lp, sizeof lp, "encoder.layer.%d.", i);
         if ((rc = qw_stack(c, lp, qkv, qkv_rows, 3, H, ".weight", &L->qkv_w)) ||
             (rc = qw_stack(c, lp, qkv, qkv_rows, 3, 0, ".bias", &L->qkv_b)) ||
-            JB_T("attention.output.dense.weight", 2, dHH, &L->o_w) ||
-            JB_T("attention.output.dense.bias", 1, dH, &L->o_b) ||
-            JB_T("attention.output.LayerNorm.weight", 1, dH, &L->ln1) ||
-            JB_T("attention.output.LayerNorm.bias", 1, dH, &L->ln1_b) ||
-            JB_T("mlp.gated_layers.weight", 2, dgu, &L->gu_w) || JB_T("mlp.wo.weight", 2, dHI, &L->down_w) ||
-            JB_T("mlp.wo.bias", 1, dH, &L->down_b) || JB_T("mlp.layernorm.weight", 1, dH, &L->ln2) ||
-            JB_T("mlp.layernorm.bias", 1, dH, &L->ln2_b))
+            QW_LT("attention.output.dense.weight", 2, dHH, &L->o_w) ||
+            QW_LT("attention.output.dense.bias", 1, dH, &L->o_b) ||
+            QW_LT("attention.output.LayerNorm.weight", 1, dH, &L->ln1) ||
+            QW_LT("attention.output.LayerNorm.bias", 1, dH, &L->ln1_b) ||
+            QW_LT("mlp.gated_layers.weight", 2, dgu, &L->gu_w) || QW_LT("mlp.wo.weight", 2, dHI, &L->down_w) ||
+            QW_LT("mlp.wo.bias", 1, dH, &L->down_b) || QW_LT("mlp.layernorm.weight", 1, dH, &L->ln2) ||
+            QW_LT("mlp.layernorm.bias", 1, dH, &L->ln2_b))
             return rc;
     }
-#undef JB_T
+#undef QW_LT
     return 0;
 }
 

@@ -181,10 +181,11 @@ def gte_new_model(mod, c):
     return mod.NewModel(mod.NewConfig(**{k: v for k, v in c.items() if k not in ("architectures", "auto_map")}))
 
 
-class GteRef:
-    """NewModel called as a transformers model is by the references: an
-    additive 4-D mask ([1, 1, n, n], 0 = seen) becomes the 0/1 [1, n, n] mask
-    NewModel.forward takes; no mask: every token sees every other."""
+class RemoteRef:
+    """A remote-code model (GTE's NewModel, JinaBertModel) called as a
+    transformers model is by the references: an additive 4-D mask ([1, 1,
+    n, n], 0 = seen) becomes the 0/1 [1, n, n] mask their forward takes;
+    no mask: every token sees every other."""
 
     def __init__(self, model):
         self.model = model

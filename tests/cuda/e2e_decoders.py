@@ -66,7 +66,7 @@ import torch
 import transformers as T
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from e2e_common import (GTE_HUB, JINA_HUB, GteRef, cosines, gte_new_model, jina_new_model,  # noqa: E402
+from e2e_common import (GTE_HUB, JINA_HUB, RemoteRef, cosines, gte_new_model, jina_new_model,  # noqa: E402
                         nomic_hub_keys, remote_module)
 from e2e_vs_transformers import sequences, write_seqs  # noqa: E402
 
@@ -215,7 +215,7 @@ def make(name, layers, d):
 @torch.no_grad()
 def reference(d, seqs, pooling, causal, model_cls, dev, own_mode=False, dtype=torch.float32, name=None):
     if model_cls is None:  # GTE, JinaBERT: the hub's remote code
-        m = GteRef(load_remote(name, d, dtype).to(dev).eval())
+        m = RemoteRef(load_remote(name, d, dtype).to(dev).eval())
     else:
         m = model_cls.from_pretrained(d, dtype=dtype, attn_implementation="eager").to(dev).eval()
     out = []
@@ -271,7 +271,7 @@ def main():
         c = cosines(reference(d, seqs, pooling, causal, MODELS[name][1], dev, name in OWN_MODE, torch.bfloat16,
                               name=name), ref)
         w = int(np.argmin(c))
-        log(f"{name} {'its remote code' if name in REMOTE else 'transformers'} bf16 vs its fp32: min cosine "
+        log(f"{name} {'its remote-code reference' if name in REMOTE else 'transformers'} bf16 vs its fp32: min cosine "
             f"{c.min():.6f} (len {len(seqs[w])}), mean {c.mean():.6f}")
         if name == "nomic":
             nomic_hub_config(d)
@@ -287,7 +287,7 @@ def main():
             outs[label] = np.fromfile(o, dtype=np.float32).reshape(-1, H)
             c = cosines(outs[label], ref)
             w = int(np.argmin(c))
-            peer = "its remote code" if name in REMOTE else "transformers"
+            peer = "its remote-code reference" if name in REMOTE else "transformers"
             log(f"{name} {label} ({device}) vs {peer} fp32: min cosine {c.min():.6f} (len {len(seqs[w])}), "
                 f"mean {c.mean():.6f}")
             ok &= bool(c.min() >= 0.999)

@@ -101,6 +101,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 
 import torch
 import transformers as T
@@ -109,7 +110,7 @@ from tokenizers import Regex, Tokenizer, decoders, models, normalizers, pre_toke
 from gen_qwen3_fixtures import st_files  # modules.json, pooling (hidden 64), prompts: the same files
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "cuda"))
-from e2e_common import (GTE_HUB, JINA_HUB, GteRef, gte_new_model, jina_new_model,  # noqa: E402
+from e2e_common import (GTE_HUB, JINA_HUB, RemoteRef, gte_new_model, jina_new_model,  # noqa: E402
                         nomic_hub_keys, remote_module)  # (shared with the GPU check)
 
 OUT = os.path.join("tests", "fixtures", "decoders")
@@ -258,7 +259,7 @@ def gen_remote(name, sp, ref):
     m = new_model(mod, c)
     sd = {k[len(pre):]: v.float() for k, v in load_file(os.path.join(d, "model.safetensors")).items()}
     m.load_state_dict(sd)
-    m = GteRef(m.eval())
+    m = RemoteRef(m.eval())
     pool = sp["pooling"]
     ref["models"][name] = {"pooling": pool, "causal_config": False,
                            "causal": [embed(m, q, False, pool) for q in SEQS],
@@ -391,13 +392,14 @@ def main():
         shutil.rmtree(os.path.join(OUT, only), ignore_errors=True)
     else:
         keep = {n: os.path.join(OUT, n) for n, ok in have.items() if not ok and old and n in old["models"]}
+        tmp = tempfile.mkdtemp()
         for n, src in keep.items():  # the remote-code folders survive a run without their reference code
-            shutil.move(src, "/tmp/posy-keep-" + n)
+            shutil.move(src, os.path.join(tmp, n))
         shutil.rmtree(OUT, ignore_errors=True)
         os.makedirs(OUT)
         ref = {"sequences": SEQS, "models": {}, "texts": {}}
         for n in keep:
-            shutil.move("/tmp/posy-keep-" + n, os.path.join(OUT, n))
+            shutil.move(os.path.join(tmp, n), os.path.join(OUT, n))
             ref["models"][n], ref["texts"][n] = old["models"][n], old["texts"][n]
     for name, sp in SPECS.items():
         if only and name != only:

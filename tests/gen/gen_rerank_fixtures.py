@@ -30,6 +30,7 @@ import json
 import os
 import shutil
 import sys
+import tempfile
 
 import torch
 import transformers as T
@@ -151,9 +152,9 @@ def main():
         write_gte(mod)
         return
     torch.manual_seed(1234)
-    keep = os.path.join(OUT, "gte")
+    keep, tmp = os.path.join(OUT, "gte"), os.path.join(tempfile.mkdtemp(), "gte")
     if mod is None and os.path.isdir(keep):  # the committed GTE fixture survives a run without the reference
-        shutil.move(keep, "/tmp/posy-keep-rerank-gte")
+        shutil.move(keep, tmp)
     shutil.rmtree(OUT, ignore_errors=True)
     for name, (tokf, cls, cfg) in MODELS.items():
         d = os.path.join(OUT, name)
@@ -167,8 +168,8 @@ def main():
         print(name, sorted(os.listdir(d)), [len(e.ids) for e in encs], [round(x, 4) for x in logits])
     if mod is not None:
         write_gte(mod)
-    elif os.path.isdir("/tmp/posy-keep-rerank-gte"):
-        shutil.move("/tmp/posy-keep-rerank-gte", keep)
+    elif os.path.isdir(tmp):
+        shutil.move(tmp, keep)
 
 if __name__ == "__main__":
     main()
